@@ -1,0 +1,155 @@
+//! Our drop-in, `<unit>.d/50-hermes-svc.conf`: the customisations made through hermes-svc.
+//!
+//! Customisation never touches the base unit, so the base stays pristine and upgradable. The
+//! file sorts before a person's `override.conf` (from `systemctl edit`), which therefore wins.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use askama::Template;
+
+use crate::escape::{self, EscapeError};
+
+/// The file name of our drop-in inside `<unit>.d/`.
+pub const DROPIN_NAME: &str = "50-hermes-svc.conf";
+
+/// The service directives `set` may change, besides environment variables.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Directive {
+    WatchdogSec,
+    RestartSec,
+}
+
+impl Directive {
+    pub const ALL: [Directive; 2] = [Directive::WatchdogSec, Directive::RestartSec];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Directive::WatchdogSec => "WatchdogSec",
+            Directive::RestartSec => "RestartSec",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for Directive {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why our drop-in could not be read back.
+#[derive(Debug, thiserror::Error)]
+pub enum DropInError {
+    #[error("line {line}: {text:?} is not something hermes-svc writes; move it to override.conf")]
+    Unknown { line: usize, text: String },
+    #[error("line {line}: {source}")]
+    Escape { line: usize, source: EscapeError },
+    #[error("line {line}: {key} must be a whole number of seconds, got {value:?}")]
+    BadSeconds {
+        line: usize,
+        key: &'static str,
+        value: String,
+    },
+    #[error("failed to render drop-in")]
+    Template(#[from] askama::Error),
+}
+
+/// The settings our drop-in holds. Ordered maps make renders deterministic, so "unchanged" can
+/// be decided by comparing text.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DropIn {
+    pub env: BTreeMap<String, String>,
+    pub directives: BTreeMap<Directive, u64>,
+}
+
+#[derive(Template)]
+#[template(path = "dropin.conf", escape = "none")]
+struct DropInTemplate {
+    environment: Vec<String>,
+    directives: Vec<(&'static str, u64)>,
+}
+
+impl DropIn {
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.directives.is_empty()
+    }
+
+    pub fn render(&self) -> Result<String, DropInError> {
+        let environment = self
+            .env
+            .iter()
+            .map(|(k, v)| escape::env_assignment(k, v))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|source| DropInError::Escape { line: 0, source })?;
+        let directives = self
+            .directives
+            .iter()
+            .map(|(d, v)| (d.name(), *v))
+            .collect();
+        Ok(DropInTemplate {
+            environment,
+            directives,
+        }
+        .render()?
+            + "\n")
+    }
+
+    /// Read back a drop-in we wrote. Anything else in it is an error rather than silently
+    /// dropped, because the next write would lose it.
+    pub fn parse(text: &str) -> Result<Self, DropInError> {
+        let mut out = DropIn::default();
+        for (i, raw) in text.lines().enumerate() {
+            let line = i + 1;
+            let l = raw.trim();
+            if l.is_empty() || l.starts_with('#') || l.starts_with(';') || l == "[Service]" {
+                continue;
+            }
+            let unknown = || DropInError::Unknown {
+                line,
+                text: raw.to_owned(),
+            };
+            let (key, value) = l.split_once('=').ok_or_else(unknown)?;
+            if key == "Environment" {
+                let (k, v) = escape::parse_env_assignment(value)
+                    .map_err(|source| DropInError::Escape { line, source })?;
+                out.env.insert(k, v);
+            } else if let Some(d) = Directive::from_name(key) {
+                let secs = value.parse().map_err(|_| DropInError::BadSeconds {
+                    line,
+                    key: d.name(),
+                    value: value.to_owned(),
+                })?;
+                out.directives.insert(d, secs);
+            } else {
+                return Err(unknown());
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        let mut d = DropIn::default();
+        d.env.insert("HTTPS_PROXY".into(), "http://p:8080".into());
+        d.env.insert("WEIRD".into(), r#"50% "$x" \ y"#.into());
+        d.directives.insert(Directive::WatchdogSec, 60);
+        let text = d.render().unwrap();
+        assert!(text.contains("\nWatchdogSec=60\n"), "{text}");
+        assert_eq!(DropIn::parse(&text).unwrap(), d);
+    }
+
+    #[test]
+    fn foreign_lines_are_errors() {
+        let err = DropIn::parse("[Service]\nNice=5\n").unwrap_err();
+        assert!(err.to_string().contains("line 2"), "{err}");
+    }
+}

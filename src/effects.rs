@@ -1,0 +1,74 @@
+//! Carrying out a plan: the only place where install, set, unset and uninstall touch the
+//! disk or the manager.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::atomic_file;
+use crate::plan::{Plan, Step};
+use crate::systemd::{Systemd, SystemdError};
+
+/// Why a step failed. Steps before it have happened; the message says which one broke.
+#[derive(Debug, thiserror::Error)]
+pub enum EffectError {
+    #[error("failed to {what} {path}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error(transparent)]
+    Systemd(#[from] SystemdError),
+}
+
+fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> EffectError + 'a {
+    move |source| EffectError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Apply every step in order, stopping at the first failure.
+pub async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
+    for step in &plan.steps {
+        tracing::debug!(%step, "applying");
+        match step {
+            Step::WriteFile {
+                path,
+                contents,
+                mode,
+            } => atomic_file::write(path, contents.as_bytes(), *mode)
+                .map_err(io_err("write", path))?,
+            Step::Backup { from, to } => {
+                std::fs::copy(from, to).map_err(io_err("back up", from))?;
+            }
+            Step::MoveAside { from, to } => {
+                std::fs::rename(from, to).map_err(io_err("move aside", from))?
+            }
+            Step::RemoveFile { path } => match std::fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                    return Err(io_err("remove", path)(e))
+                }
+                _ => {}
+            },
+            Step::RemoveEmptyDir { path } => {
+                // Not empty (a person's drop-ins) or already gone are both fine.
+                let _ = std::fs::remove_dir(path);
+            }
+            Step::Reload => systemd.reload().await?,
+            Step::Enable { unit } => systemd.enable(unit).await?,
+            Step::Disable { unit } => systemd.disable(unit).await?,
+            Step::Start { unit } => systemd.start(unit).await?,
+            Step::Stop { unit } => systemd.stop(unit).await?,
+            Step::Restart { unit } => systemd.restart(unit).await?,
+            Step::ResetFailed { unit } => match systemd.reset_failed(unit).await {
+                // Nothing failed, or the unit is gone: either way there is nothing to reset.
+                Err(SystemdError::NoSuchUnit { .. }) | Err(SystemdError::Call { .. }) => {}
+                other => other?,
+            },
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,185 @@
+//! Quoting for values that go into unit files, per systemd.syntax(7) and systemd.service(5).
+//!
+//! The renderer never interpolates a raw user value: every value passes through one of these
+//! functions, so that the manager parses back exactly the original string. Values that cannot be
+//! represented (newlines and other control characters) are rejected rather than mangled.
+
+/// A value that cannot be written into a unit file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EscapeError {
+    #[error("{what} contains a control character (newline, tab, ...), which a unit file cannot hold: {value:?}")]
+    ControlCharacter { what: &'static str, value: String },
+    #[error("invalid environment variable name {0:?}: use letters, digits and '_', not starting with a digit")]
+    BadEnvName(String),
+    #[error("invalid quoted value {0:?}")]
+    BadQuoting(String),
+}
+
+fn reject_control(what: &'static str, value: &str) -> Result<(), EscapeError> {
+    if value.chars().any(|c| c.is_control()) {
+        return Err(EscapeError::ControlCharacter {
+            what,
+            value: value.to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// `%` starts a specifier everywhere in a unit file.
+fn escape_specifiers(value: &str) -> String {
+    value.replace('%', "%%")
+}
+
+/// Double-quote with C-style escapes for `\` and `"`.
+fn quote(value: &str) -> String {
+    let mut out = String::with_capacity(value.len() + 2);
+    out.push('"');
+    for c in value.chars() {
+        if c == '\\' || c == '"' {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('"');
+    out
+}
+
+/// A plain setting value (a path, a description): specifiers escaped, control characters
+/// rejected. Such settings take the rest of the line verbatim, so no quoting is needed.
+pub fn value(what: &'static str, raw: &str) -> Result<String, EscapeError> {
+    reject_control(what, raw)?;
+    Ok(escape_specifiers(raw))
+}
+
+/// One word of an `ExecStart=` command line.
+///
+/// `$` would expand a variable and `%` a specifier; whitespace, quotes and backslashes would
+/// split or unescape the word. The result is quoted only when it needs to be, so the common case
+/// stays readable.
+pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
+    reject_control("a command-line argument", raw)?;
+    let escaped = escape_specifiers(raw).replace('$', "$$");
+    let needs_quotes = escaped.is_empty()
+        || escaped == ";"
+        || escaped
+            .chars()
+            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
+    Ok(if needs_quotes {
+        quote(&escaped)
+    } else {
+        escaped
+    })
+}
+
+/// A whole `ExecStart=` command line from its argv.
+pub fn exec_line<S: AsRef<str>>(argv: &[S]) -> Result<String, EscapeError> {
+    let words: Result<Vec<_>, _> = argv.iter().map(|w| exec_word(w.as_ref())).collect();
+    Ok(words?.join(" "))
+}
+
+/// Check an environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn env_name(name: &str) -> Result<(), EscapeError> {
+    let mut chars = name.chars();
+    let head = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if head && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(EscapeError::BadEnvName(name.to_owned()))
+    }
+}
+
+/// One `Environment=` assignment, always quoted: `"KEY=value"`.
+///
+/// `Environment=` unquotes, C-unescapes and expands specifiers, but does not expand `$`, so `$`
+/// stays as it is.
+pub fn env_assignment(name: &str, raw: &str) -> Result<String, EscapeError> {
+    env_name(name)?;
+    reject_control("an environment value", raw)?;
+    Ok(quote(&format!("{name}={}", escape_specifiers(raw))))
+}
+
+/// The inverse of [`env_assignment`]: `"KEY=value"` back to `(KEY, value)`.
+///
+/// Only needs to read what this module writes (our own drop-in), but accepts any well-formed
+/// double-quoted word with `\\`, `\"` and `%%`.
+pub fn parse_env_assignment(quoted: &str) -> Result<(String, String), EscapeError> {
+    let bad = || EscapeError::BadQuoting(quoted.to_owned());
+    let inner = quoted
+        .strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .ok_or_else(bad)?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next().ok_or_else(bad)?),
+            '%' => {
+                if chars.next() != Some('%') {
+                    return Err(bad());
+                }
+                out.push('%');
+            }
+            '"' => return Err(bad()),
+            c => out.push(c),
+        }
+    }
+    let (name, value) = out.split_once('=').ok_or_else(bad)?;
+    env_name(name)?;
+    Ok((name.to_owned(), value.to_owned()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_words() {
+        assert_eq!(exec_word("/usr/bin/x").unwrap(), "/usr/bin/x");
+        assert_eq!(exec_word("a b").unwrap(), "\"a b\"");
+        assert_eq!(exec_word("100%").unwrap(), "100%%");
+        assert_eq!(exec_word("$HOME").unwrap(), "$$HOME");
+        assert_eq!(exec_word(r#"say "hi"\"#).unwrap(), r#""say \"hi\"\\""#);
+        assert_eq!(exec_word("").unwrap(), "\"\"");
+        assert_eq!(exec_word(";").unwrap(), "\";\"");
+        assert!(exec_word("a\nb").is_err());
+    }
+
+    #[test]
+    fn env_round_trip() {
+        for v in [
+            "plain",
+            "50% off",
+            "$HOME and ${X}",
+            r#"q"uo\te"#,
+            "  spaced  ",
+            "",
+            "é€",
+        ] {
+            let line = env_assignment("K_1", v).unwrap();
+            assert_eq!(
+                parse_env_assignment(&line).unwrap(),
+                ("K_1".into(), v.into())
+            );
+        }
+    }
+
+    #[test]
+    fn env_rejects_bad_input() {
+        assert!(env_assignment("1X", "v").is_err());
+        assert!(env_assignment("A-B", "v").is_err());
+        assert!(env_assignment("", "v").is_err());
+        assert!(matches!(
+            env_assignment("K", "a\nExecStartPre=/bin/sh"),
+            Err(EscapeError::ControlCharacter { .. })
+        ));
+        assert!(env_assignment("K", "tab\there").is_err());
+    }
+
+    #[test]
+    fn plain_values() {
+        assert_eq!(value("path", "/a b/%h").unwrap(), "/a b/%%h");
+        assert!(value("path", "/a\r").is_err());
+    }
+}

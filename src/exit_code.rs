@@ -1,0 +1,15 @@
+//! Process exit codes, documented in one place (docs/exit-codes.md mirrors this).
+//!
+//! The gateway's codes drive systemd: 75 means "restart me", and 78 is listed in
+//! `RestartPreventExitStatus=` so a configuration conflict stays down instead of flapping.
+
+/// A requested stop, or a command that succeeded.
+pub const OK: u8 = 0;
+/// Anything else that went wrong.
+pub const FAILURE: u8 = 1;
+/// Bad input on the command line: nothing was touched.
+pub const USAGE: u8 = 2;
+/// EX_TEMPFAIL: the gateway wants a clean restart (stale component, outage past max-outage).
+pub const TEMPFAIL: u8 = 75;
+/// EX_CONFIG: a conflict or configuration error that a restart cannot fix.
+pub const CONFIG: u8 = 78;

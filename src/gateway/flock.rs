@@ -1,0 +1,118 @@
+//! Locks held by the kernel, so that a dead process can never leave a stale lock behind.
+//!
+//! The lock file also records who holds it (a JSON line), so the loser can name the holder in
+//! its error. That record is informational: the flock alone decides.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Seek, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+
+/// Who holds a lock, as written into the lock file by the holder.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    pub pid: u32,
+    pub profile: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    #[error("{} is held by {}", .path.display(), describe(.holder))]
+    Held {
+        path: PathBuf,
+        holder: Option<Holder>,
+    },
+    #[error("failed to lock {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+/// "profile coder (PID 1234)", or "another process" when the record is not readable yet.
+pub fn describe(holder: &Option<Holder>) -> String {
+    match holder {
+        Some(h) => format!("profile {} (PID {})", h.profile, h.pid),
+        None => "another process".into(),
+    }
+}
+
+/// An exclusive flock, released when dropped or when the process dies.
+#[derive(Debug)]
+pub struct HeldLock {
+    _lock: Flock<File>,
+    path: PathBuf,
+}
+
+impl HeldLock {
+    /// Take the lock without waiting. If another process holds it, say who.
+    pub fn try_acquire(path: &Path, me: &Holder) -> Result<HeldLock, LockError> {
+        let io_err = |source| LockError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(io_err)?;
+        }
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o644)
+            .open(path)
+            .map_err(io_err)?;
+        let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+            Ok(lock) => lock,
+            Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                return Err(LockError::Held {
+                    path: path.to_owned(),
+                    holder: serde_json::from_str(text.trim()).ok(),
+                });
+            }
+            Err((_, errno)) => return Err(io_err(io::Error::from(errno))),
+        };
+        let record = serde_json::to_string(me).expect("holder serialises");
+        lock.set_len(0).map_err(io_err)?;
+        lock.rewind().map_err(io_err)?;
+        writeln!(lock, "{record}").map_err(io_err)?;
+        Ok(HeldLock {
+            _lock: lock,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn second_taker_learns_the_holder_and_lock_frees_on_drop() {
+        let dir = std::env::temp_dir().join(format!("hsv-flock-{}", std::process::id()));
+        let path = dir.join("x.lock");
+        let me = Holder {
+            pid: 42,
+            profile: "coder".into(),
+        };
+        let held = HeldLock::try_acquire(&path, &me).unwrap();
+        // flock is per open file description, so a second open in this process contends.
+        match HeldLock::try_acquire(&path, &Holder::default()) {
+            Err(LockError::Held { holder, .. }) => assert_eq!(holder, Some(me.clone())),
+            other => panic!("expected Held, got {other:?}"),
+        }
+        drop(held);
+        HeldLock::try_acquire(&path, &me).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

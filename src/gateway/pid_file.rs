@@ -1,0 +1,49 @@
+//! `gateway.pid`: an informational record of the running gateway, for people and for doctor.
+//!
+//! It is never used to decide anything (the flock does that), so a stale one cannot block a
+//! restart. It is written atomically into the profile's own home and removed on exit.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::atomic_file;
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PidRecord {
+    pub pid: u32,
+    pub profile: String,
+    pub home: PathBuf,
+    /// RFC 3339, UTC.
+    pub started_at: String,
+}
+
+/// The pid file of this process; removed on drop if it still names this process.
+#[derive(Debug)]
+pub struct PidFile {
+    path: PathBuf,
+    pid: u32,
+}
+
+impl PidFile {
+    pub fn write(path: &Path, record: &PidRecord) -> std::io::Result<PidFile> {
+        let json = serde_json::to_string_pretty(record).expect("record serialises") + "\n";
+        atomic_file::write(path, json.as_bytes(), 0o644)?;
+        Ok(PidFile {
+            path: path.to_owned(),
+            pid: record.pid,
+        })
+    }
+
+    pub fn read(path: &Path) -> Option<PidRecord> {
+        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        if Self::read(&self.path).is_some_and(|r| r.pid == self.pid) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}

@@ -1,0 +1,342 @@
+//! Planning install, set, unset and uninstall: pure decisions over an [`Observed`] world.
+//!
+//! The rules that keep people's work safe live here: a pristine unit is rewritten only when its
+//! body changes; an edited one is left alone (settings go to the drop-in) unless `--force`
+//! backs it up first; a foreign unit serving the same profile makes install refuse unless
+//! `--migrate` is given.
+
+use std::path::{Path, PathBuf};
+
+use crate::dropin::{Directive, DropIn, DropInError};
+use crate::observed::{ForeignUnit, Observed};
+use crate::plan::{Plan, Step};
+use crate::unit_file::{self, Provenance, RenderError, UnitSpec};
+
+/// Why a plan could not be made. Nothing has been touched when one of these is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(
+        "refusing to install: {} already serve{} profile {profile}; rerun with --migrate to stop and disable {} and keep {} as backup",
+        names(.units), if .units.len() == 1 { "s" } else { "" },
+        if .units.len() == 1 { "it" } else { "them" },
+        if .units.len() == 1 { "its file" } else { "their files" }
+    )]
+    Foreign {
+        profile: String,
+        units: Vec<ForeignUnit>,
+    },
+    #[error("{path} was not written by hermes-svc; rerun with --migrate (or --force) to back it up and replace it")]
+    ForeignAtOurPath { path: PathBuf },
+    #[error("profile {profile} is not installed ({path} does not exist); run `hermes-svc install --profile {profile}` first")]
+    NotInstalled { profile: String, path: PathBuf },
+    #[error("cannot read our drop-in {path}: {source}")]
+    DropIn {
+        path: PathBuf,
+        #[source]
+        source: DropInError,
+    },
+    #[error(transparent)]
+    Render(#[from] RenderError),
+}
+
+fn names(units: &[ForeignUnit]) -> String {
+    units
+        .iter()
+        .map(|u| match &u.fragment_path {
+            Some(p) => format!("{} ({})", u.name, p.display()),
+            None => u.name.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Settings destined for our drop-in.
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    pub env: Vec<(String, String)>,
+    pub directives: Vec<(Directive, u64)>,
+}
+
+impl Settings {
+    pub fn is_empty(&self) -> bool {
+        self.env.is_empty() && self.directives.is_empty()
+    }
+}
+
+/// A validated `install` request.
+#[derive(Clone, Debug)]
+pub struct InstallRequest {
+    pub spec: UnitSpec,
+    pub settings: Settings,
+    pub start: bool,
+    pub force: bool,
+    pub migrate: bool,
+    /// Seconds since the epoch, for backup file names.
+    pub now: u64,
+}
+
+fn aside(path: &Path, tag: &str, now: u64) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".{tag}.{now}"));
+    path.with_file_name(name)
+}
+
+fn current_dropin(observed: &Observed) -> Result<DropIn, PlanError> {
+    match &observed.dropin_text {
+        None => Ok(DropIn::default()),
+        Some(text) => DropIn::parse(text).map_err(|source| PlanError::DropIn {
+            path: observed.dropin_path(),
+            source,
+        }),
+    }
+}
+
+/// Write, or remove when empty, our drop-in if its content changes.
+fn plan_dropin(plan: &mut Plan, observed: &Observed, dropin: &DropIn) -> Result<(), PlanError> {
+    let path = observed.dropin_path();
+    if dropin.is_empty() {
+        if observed.dropin_text.is_some() {
+            plan.push(Step::RemoveFile { path });
+        }
+        return Ok(());
+    }
+    let text = dropin.render().map_err(|source| PlanError::DropIn {
+        path: path.clone(),
+        source,
+    })?;
+    if observed.dropin_text.as_deref() != Some(text.as_str()) {
+        plan.push(Step::WriteFile {
+            path,
+            contents: text,
+            mode: 0o644,
+        });
+    }
+    Ok(())
+}
+
+/// After file changes: reload, and restart the unit if (and only if) it is running.
+fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
+    if plan.changes_files() || observed.needs_reload() {
+        plan.push(Step::Reload);
+    }
+    if plan.changes_files() && observed.active() {
+        if restart {
+            plan.push(Step::Restart {
+                unit: observed.unit_name.clone(),
+            });
+        } else {
+            plan.note(format!(
+                "{} keeps running with its old settings until it is restarted",
+                observed.unit_name
+            ));
+        }
+    }
+}
+
+pub fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, PlanError> {
+    let mut plan = Plan::new(observed.unit_name.clone());
+    if !observed.foreign.is_empty() && !req.migrate {
+        return Err(PlanError::Foreign {
+            profile: req.spec.profile.name().to_string(),
+            units: observed.foreign.clone(),
+        });
+    }
+    for foreign in &observed.foreign {
+        if foreign.active {
+            plan.push(Step::Stop {
+                unit: foreign.name.clone(),
+            });
+        }
+        if foreign.enabled {
+            plan.push(Step::Disable {
+                unit: foreign.name.clone(),
+            });
+        }
+        if let Some(path) = &foreign.fragment_path {
+            plan.push(Step::MoveAside {
+                from: path.clone(),
+                to: aside(path, "migrated", req.now),
+            });
+        }
+        plan.note(format!(
+            "migrated {}: stopped, disabled, file kept as backup",
+            foreign.name
+        ));
+    }
+
+    let rendered = req.spec.render()?;
+    let write_unit = Step::WriteFile {
+        path: observed.unit_path.clone(),
+        contents: rendered.clone(),
+        mode: 0o644,
+    };
+    match observed.unit_text.as_deref() {
+        None => plan.push(write_unit),
+        Some(text) => match unit_file::provenance(text) {
+            Provenance::Pristine => {
+                if unit_file::body(text) != unit_file::body(&rendered) {
+                    plan.push(write_unit);
+                }
+            }
+            Provenance::Edited if req.force => {
+                plan.push(Step::Backup {
+                    from: observed.unit_path.clone(),
+                    to: aside(&observed.unit_path, "bak", req.now),
+                });
+                plan.push(write_unit);
+            }
+            Provenance::Edited => plan.note(format!(
+                "{} was edited by hand and is left as it is; settings go to the drop-in (use --force to back it up and rewrite it)",
+                observed.unit_path.display()
+            )),
+            Provenance::Foreign if req.force || req.migrate => {
+                plan.push(Step::MoveAside {
+                    from: observed.unit_path.clone(),
+                    to: aside(&observed.unit_path, "migrated", req.now),
+                });
+                plan.push(write_unit);
+            }
+            Provenance::Foreign => {
+                return Err(PlanError::ForeignAtOurPath {
+                    path: observed.unit_path.clone(),
+                })
+            }
+        },
+    }
+
+    let mut dropin = current_dropin(observed)?;
+    merge(&mut dropin, &req.settings);
+    plan_dropin(&mut plan, observed, &dropin)?;
+
+    plan_apply_changes(&mut plan, observed, true);
+    if !observed.enabled() {
+        plan.push(Step::Enable {
+            unit: observed.unit_name.clone(),
+        });
+    }
+    if req.start && !observed.active() {
+        plan.push(Step::Start {
+            unit: observed.unit_name.clone(),
+        });
+    }
+    for other in &observed.other_dropins {
+        plan.note(format!("your drop-in {} also applies", other.display()));
+    }
+    Ok(plan)
+}
+
+fn merge(dropin: &mut DropIn, settings: &Settings) {
+    for (k, v) in &settings.env {
+        dropin.env.insert(k.clone(), v.clone());
+    }
+    for (d, v) in &settings.directives {
+        dropin.directives.insert(*d, *v);
+    }
+}
+
+fn require_installed(profile: &str, observed: &Observed) -> Result<(), PlanError> {
+    if observed.unit_text.is_none() {
+        return Err(PlanError::NotInstalled {
+            profile: profile.to_owned(),
+            path: observed.unit_path.clone(),
+        });
+    }
+    Ok(())
+}
+
+/// `set`: merge settings into our drop-in.
+pub fn plan_set(
+    profile: &str,
+    settings: &Settings,
+    observed: &Observed,
+    restart: bool,
+) -> Result<Plan, PlanError> {
+    require_installed(profile, observed)?;
+    let mut plan = Plan::new(observed.unit_name.clone());
+    let mut dropin = current_dropin(observed)?;
+    merge(&mut dropin, settings);
+    plan_dropin(&mut plan, observed, &dropin)?;
+    plan_apply_changes(&mut plan, observed, restart);
+    Ok(plan)
+}
+
+/// `unset`: drop keys (environment names or directive names) from our drop-in.
+pub fn plan_unset(
+    profile: &str,
+    keys: &[String],
+    observed: &Observed,
+    restart: bool,
+) -> Result<Plan, PlanError> {
+    require_installed(profile, observed)?;
+    let mut plan = Plan::new(observed.unit_name.clone());
+    let mut dropin = current_dropin(observed)?;
+    for key in keys {
+        let removed = match Directive::from_name(key) {
+            Some(d) => dropin.directives.remove(&d).is_some(),
+            None => dropin.env.remove(key).is_some(),
+        };
+        if !removed {
+            plan.note(format!("{key} was not set"));
+        }
+    }
+    plan_dropin(&mut plan, observed, &dropin)?;
+    plan_apply_changes(&mut plan, observed, restart);
+    Ok(plan)
+}
+
+/// `uninstall`: stop, disable, remove our files, reload. Profile data is never touched, and
+/// a person's own drop-ins stay where they are.
+pub fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
+    let unit = observed.unit_name.clone();
+    let mut plan = Plan::new(unit.clone());
+    if observed.active() {
+        plan.push(Step::Stop { unit: unit.clone() });
+    }
+    if observed.enabled() {
+        plan.push(Step::Disable { unit: unit.clone() });
+    }
+    if let Some(text) = &observed.unit_text {
+        if unit_file::provenance(text) == Provenance::Pristine {
+            plan.push(Step::RemoveFile {
+                path: observed.unit_path.clone(),
+            });
+        } else {
+            let to = aside(&observed.unit_path, "bak", now);
+            plan.note(format!(
+                "{} had hand edits; kept as {}",
+                observed.unit_path.display(),
+                to.display()
+            ));
+            plan.push(Step::MoveAside {
+                from: observed.unit_path.clone(),
+                to,
+            });
+        }
+    }
+    if observed.dropin_text.is_some() {
+        plan.push(Step::RemoveFile {
+            path: observed.dropin_path(),
+        });
+    }
+    if observed.other_dropins.is_empty() {
+        if observed.dropin_dir.exists() {
+            plan.push(Step::RemoveEmptyDir {
+                path: observed.dropin_dir.clone(),
+            });
+        }
+    } else {
+        for other in &observed.other_dropins {
+            plan.note(format!("kept your drop-in {}", other.display()));
+        }
+    }
+    if plan.changes_files() || observed.needs_reload() {
+        plan.push(Step::Reload);
+    }
+    if observed.loaded() {
+        plan.push(Step::ResetFailed { unit });
+    }
+    if plan.is_unchanged() {
+        plan.note("not installed; nothing to do");
+    }
+    plan
+}

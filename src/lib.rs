@@ -1,0 +1,20 @@
+//! hermes-svc: a messaging-bot gateway as a native systemd (or launchd) service, one unit per
+//! profile. See docs/architecture.md for the map of modules.
+
+pub mod atomic_file;
+pub mod cli;
+pub mod dropin;
+pub mod effects;
+pub mod escape;
+pub mod exit_code;
+pub mod gateway;
+pub mod install;
+pub mod linger;
+pub mod observed;
+pub mod plan;
+pub mod profile;
+pub mod scope;
+pub mod served_profile;
+pub mod status;
+pub mod systemd;
+pub mod unit_file;

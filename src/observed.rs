@@ -1,0 +1,182 @@
+//! One look at the world before planning: our files on disk, the unit's state in the manager,
+//! and any other unit that serves the same profile.
+
+use std::path::PathBuf;
+
+use crate::dropin::DROPIN_NAME;
+use crate::profile::{Profile, ProfileName};
+use crate::scope::Scope;
+use crate::served_profile::served_profile;
+use crate::systemd::{Systemd, SystemdError, UnitProperties};
+
+/// Unit names that gateway units have been given, by us and by older tools.
+pub const GATEWAY_UNIT_PATTERNS: [&str; 2] = ["hermes-gateway*.service", "hermes.service"];
+
+/// Another unit that runs a gateway for the same profile.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ForeignUnit {
+    pub name: String,
+    pub fragment_path: Option<PathBuf>,
+    pub active: bool,
+    pub enabled: bool,
+}
+
+/// What is there now, as far as one profile's unit is concerned.
+#[derive(Clone, Debug)]
+pub struct Observed {
+    pub unit_name: String,
+    pub unit_path: PathBuf,
+    pub unit_text: Option<String>,
+    pub dropin_dir: PathBuf,
+    pub dropin_text: Option<String>,
+    /// Drop-ins in our directory that are not ours (a person's `override.conf`, ...).
+    pub other_dropins: Vec<PathBuf>,
+    /// `None` when the manager could not be asked (only allowed for `--dry-run`).
+    pub unit: Option<UnitProperties>,
+    pub foreign: Vec<ForeignUnit>,
+}
+
+impl Observed {
+    pub fn dropin_path(&self) -> PathBuf {
+        self.dropin_dir.join(DROPIN_NAME)
+    }
+
+    pub fn active(&self) -> bool {
+        self.unit.as_ref().is_some_and(UnitProperties::is_active)
+    }
+
+    pub fn enabled(&self) -> bool {
+        self.unit
+            .as_ref()
+            .and_then(|u| u.unit_file_state.as_deref())
+            .is_some_and(|s| s == "enabled" || s == "enabled-runtime")
+    }
+
+    pub fn loaded(&self) -> bool {
+        self.unit
+            .as_ref()
+            .and_then(|u| u.load_state.as_deref())
+            .is_some_and(|s| s != "not-found")
+    }
+
+    pub fn needs_reload(&self) -> bool {
+        self.unit
+            .as_ref()
+            .and_then(|u| u.need_daemon_reload)
+            .unwrap_or(false)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error("cannot tell where {0} units live: set HOME or XDG_CONFIG_HOME")]
+    NoUnitDir(Scope),
+    #[error("failed to read {path}")]
+    Read {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Systemd(#[from] SystemdError),
+}
+
+fn read_optional(path: &std::path::Path) -> Result<Option<String>, ObserveError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(Some(text)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(ObserveError::Read {
+            path: path.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The legacy sticky profile file that units without `--profile` fall back to.
+pub fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
+    let text = std::fs::read_to_string(hermes_home.join("active_profile")).ok()?;
+    ProfileName::parse(text.trim()).ok()
+}
+
+/// Look at disk and, when given a manager, at the manager.
+pub async fn observe(
+    profile: &Profile,
+    scope: Scope,
+    systemd: Option<&Systemd>,
+) -> Result<Observed, ObserveError> {
+    let unit_name = profile.unit_name();
+    let unit_dir = scope.unit_dir().ok_or(ObserveError::NoUnitDir(scope))?;
+    let unit_path = unit_dir.join(&unit_name);
+    let dropin_dir = unit_dir.join(format!("{unit_name}.d"));
+    let other_dropins = match std::fs::read_dir(&dropin_dir) {
+        Ok(entries) => {
+            let mut v: Vec<_> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().is_some_and(|n| n != DROPIN_NAME))
+                .collect();
+            v.sort();
+            v
+        }
+        Err(_) => vec![],
+    };
+    let mut observed = Observed {
+        unit_text: read_optional(&unit_path)?,
+        dropin_text: read_optional(&dropin_dir.join(DROPIN_NAME))?,
+        unit_name,
+        unit_path,
+        dropin_dir,
+        other_dropins,
+        unit: None,
+        foreign: vec![],
+    };
+    if let Some(systemd) = systemd {
+        observed.unit = Some(systemd.properties(&observed.unit_name).await?);
+        observed.foreign = foreign_units(systemd, profile, &observed.unit_name).await?;
+    }
+    Ok(observed)
+}
+
+/// Every other gateway unit, loaded or merely installed, that serves `profile`.
+async fn foreign_units(
+    systemd: &Systemd,
+    profile: &Profile,
+    ours: &str,
+) -> Result<Vec<ForeignUnit>, ObserveError> {
+    let mut names: Vec<String> = systemd.list_units(&GATEWAY_UNIT_PATTERNS).await?;
+    for file in systemd.list_unit_files(&GATEWAY_UNIT_PATTERNS).await? {
+        if let Some(name) = std::path::Path::new(&file.path).file_name() {
+            names.push(name.to_string_lossy().into_owned());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names.retain(|n| n != ours);
+    let sticky = sticky_profile(profile.hermes_home());
+    let default_home =
+        crate::profile::default_hermes_home().unwrap_or_else(|_| profile.hermes_home().to_owned());
+    let props = systemd.properties_many(&names).await;
+    let mut out = vec![];
+    for (name, props) in names.into_iter().zip(props) {
+        // A unit that vanished between listing and reading is simply not a conflict.
+        let Ok(props) = props else { continue };
+        let Some(served) = served_profile(
+            &props.exec_argv(),
+            props.environment.as_deref().unwrap_or_default(),
+            sticky.as_ref(),
+        ) else {
+            continue;
+        };
+        if served.serves(profile.name(), profile.hermes_home(), &default_home) {
+            out.push(ForeignUnit {
+                active: props.is_active(),
+                enabled: matches!(props.unit_file_state.as_deref(), Some("enabled")),
+                fragment_path: props
+                    .fragment_path
+                    .filter(|p| !p.is_empty())
+                    .map(PathBuf::from),
+                name,
+            });
+        }
+    }
+    Ok(out)
+}

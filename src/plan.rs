@@ -1,0 +1,131 @@
+//! A plan is the list of effects a command will have, computed before any of them happens.
+//!
+//! Planning is pure (it reads an observation of the world and returns steps), so `--dry-run`
+//! can print exactly what would be done, and tests can check decisions without a bus.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+/// One effect on the file system or the service manager.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "step", rename_all = "kebab-case")]
+pub enum Step {
+    /// Write a whole file atomically.
+    WriteFile {
+        path: PathBuf,
+        #[serde(skip)]
+        contents: String,
+        #[serde(skip)]
+        mode: u32,
+    },
+    /// Copy a file aside before it is rewritten.
+    Backup {
+        from: PathBuf,
+        to: PathBuf,
+    },
+    /// Rename a file aside so that the manager no longer sees it, keeping it for the person.
+    MoveAside {
+        from: PathBuf,
+        to: PathBuf,
+    },
+    RemoveFile {
+        path: PathBuf,
+    },
+    /// Remove a directory if it is empty (our drop-in directory after uninstall).
+    RemoveEmptyDir {
+        path: PathBuf,
+    },
+    Reload,
+    Enable {
+        unit: String,
+    },
+    Disable {
+        unit: String,
+    },
+    Start {
+        unit: String,
+    },
+    Stop {
+        unit: String,
+    },
+    Restart {
+        unit: String,
+    },
+    ResetFailed {
+        unit: String,
+    },
+}
+
+impl Step {
+    /// Whether the step changes unit files, so the manager must reload afterwards.
+    pub fn touches_unit_files(&self) -> bool {
+        matches!(
+            self,
+            Step::WriteFile { .. }
+                | Step::MoveAside { .. }
+                | Step::RemoveFile { .. }
+                | Step::RemoveEmptyDir { .. }
+        )
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::WriteFile { path, contents, .. } => {
+                write!(f, "write {} ({} bytes)", path.display(), contents.len())
+            }
+            Step::Backup { from, to } => {
+                write!(f, "back up {} to {}", from.display(), to.display())
+            }
+            Step::MoveAside { from, to } => {
+                write!(f, "move {} aside to {}", from.display(), to.display())
+            }
+            Step::RemoveFile { path } => write!(f, "remove {}", path.display()),
+            Step::RemoveEmptyDir { path } => write!(f, "remove {} if empty", path.display()),
+            Step::Reload => f.write_str("bus: Manager.Reload()"),
+            Step::Enable { unit } => write!(f, "bus: Manager.EnableUnitFiles([{unit}])"),
+            Step::Disable { unit } => write!(f, "bus: Manager.DisableUnitFiles([{unit}])"),
+            Step::Start { unit } => write!(f, "bus: Manager.StartUnit({unit}, replace)"),
+            Step::Stop { unit } => write!(f, "bus: Manager.StopUnit({unit}, replace)"),
+            Step::Restart { unit } => write!(f, "bus: Manager.RestartUnit({unit}, replace)"),
+            Step::ResetFailed { unit } => write!(f, "bus: Manager.ResetFailedUnit({unit})"),
+        }
+    }
+}
+
+/// What a command will do, and what it wants the person to know.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Plan {
+    pub unit: String,
+    pub steps: Vec<Step>,
+    /// Things the person should know that are not errors (an edited unit left alone, ...).
+    pub notes: Vec<String>,
+}
+
+impl Plan {
+    pub fn new(unit: String) -> Self {
+        Self {
+            unit,
+            ..Self::default()
+        }
+    }
+
+    pub fn push(&mut self, step: Step) {
+        self.steps.push(step);
+    }
+
+    pub fn note(&mut self, note: impl Into<String>) {
+        self.notes.push(note.into());
+    }
+
+    pub fn is_unchanged(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    pub fn changes_files(&self) -> bool {
+        self.steps.iter().any(Step::touches_unit_files)
+    }
+}

@@ -1,0 +1,119 @@
+//! Which profile a unit serves, judged from what systemd says it runs.
+//!
+//! Legacy units use other names, omit `--profile` (and so serve whatever a sticky
+//! `active_profile` file says), or run `--replace`. Recognising them by name alone would miss
+//! exactly the units that cause the SIGTERM flap loop, so the judgement is made from the
+//! `ExecStart` argv and the `Environment` systemd reports.
+
+use std::path::{Path, PathBuf};
+
+use crate::profile::{ProfileName, DEFAULT_PROFILE};
+
+/// What a gateway unit's command line says about the profile it serves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServedProfile {
+    /// `None` when `--profile` carries something that is not a valid profile name.
+    pub profile: Option<ProfileName>,
+    /// The argv had an explicit `--profile`.
+    pub explicit: bool,
+    /// The argv had `--replace`, which makes the gateway kill whoever holds the profile.
+    pub replace: bool,
+    /// `HERMES_HOME` from the unit's environment, if set there.
+    pub hermes_home: Option<PathBuf>,
+}
+
+/// Inspect `ExecStart` argv lists and `Environment` entries. Returns `None` when no command
+/// line runs `gateway run`, i.e. the unit is not a gateway at all.
+///
+/// `sticky` is the content of a legacy `active_profile` file, which a unit without `--profile`
+/// falls back to.
+pub fn served_profile(
+    exec_argv: &[Vec<String>],
+    environment: &[String],
+    sticky: Option<&ProfileName>,
+) -> Option<ServedProfile> {
+    let argv = exec_argv
+        .iter()
+        .find(|argv| argv.windows(2).any(|w| w[0] == "gateway" && w[1] == "run"))?;
+    let mut explicit = None;
+    let mut replace = false;
+    let mut words = argv.iter();
+    while let Some(word) = words.next() {
+        if word == "--replace" {
+            replace = true;
+        } else if word == "--profile" || word == "-p" {
+            explicit = Some(words.next().cloned().unwrap_or_default());
+        } else if let Some(v) = word.strip_prefix("--profile=") {
+            explicit = Some(v.to_owned());
+        }
+    }
+    let profile = match &explicit {
+        Some(name) => ProfileName::parse(name).ok(),
+        None => Some(
+            sticky
+                .cloned()
+                .unwrap_or_else(|| ProfileName::parse(DEFAULT_PROFILE).expect("valid")),
+        ),
+    };
+    let hermes_home = environment
+        .iter()
+        .find_map(|e| e.strip_prefix("HERMES_HOME="))
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from);
+    Some(ServedProfile {
+        profile,
+        explicit: explicit.is_some(),
+        replace,
+        hermes_home,
+    })
+}
+
+impl ServedProfile {
+    /// Does this unit serve `profile` under `hermes_home`? A unit without `HERMES_HOME` uses
+    /// `default_home` (`~/.hermes` of the user it runs as).
+    pub fn serves(&self, profile: &ProfileName, hermes_home: &Path, default_home: &Path) -> bool {
+        let home = self.hermes_home.as_deref().unwrap_or(default_home);
+        self.profile.as_ref() == Some(profile) && same_path(home, hermes_home)
+    }
+}
+
+fn same_path(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a.components().eq(b.components()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(words: &str) -> Vec<Vec<String>> {
+        vec![words.split(' ').map(str::to_owned).collect()]
+    }
+
+    #[test]
+    fn legacy_unit_without_profile_follows_the_sticky_file() {
+        let coder = ProfileName::parse("coder").unwrap();
+        let s = served_profile(
+            &argv("/usr/bin/hermes gateway run --replace"),
+            &[],
+            Some(&coder),
+        )
+        .unwrap();
+        assert_eq!(s.profile.as_ref(), Some(&coder));
+        assert!(!s.explicit && s.replace);
+        let s = served_profile(&argv("/usr/bin/hermes gateway run"), &[], None).unwrap();
+        assert_eq!(s.profile.unwrap().as_str(), "default");
+    }
+
+    #[test]
+    fn explicit_profile_and_home() {
+        let env = vec!["HERMES_HOME=/srv/h".to_owned()];
+        let s = served_profile(&argv("/x gateway run --profile=bot"), &env, None).unwrap();
+        let bot = ProfileName::parse("bot").unwrap();
+        assert!(s.serves(&bot, Path::new("/srv/h"), Path::new("/root/.hermes")));
+        assert!(!s.serves(&bot, Path::new("/srv/other"), Path::new("/root/.hermes")));
+        assert!(served_profile(&argv("/bin/sleep 10"), &env, None).is_none());
+    }
+}

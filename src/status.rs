@@ -1,0 +1,159 @@
+//! `status`: every installed profile's unit, from one bus connection.
+
+use serde::Serialize;
+
+use crate::linger::Linger;
+use crate::profile::{profile_of_unit, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
+use crate::scope::Scope;
+use crate::systemd::{Systemd, SystemdError, UnitProperties};
+use crate::unit_file::{self, Provenance};
+
+/// One profile's unit as the manager and the disk see it. This is the `--json` schema
+/// (docs/status.md); fields are only ever added.
+#[derive(Debug, Serialize)]
+pub struct UnitStatus {
+    pub profile: ProfileName,
+    pub unit: String,
+    pub scope: Scope,
+    pub load_state: String,
+    pub active_state: String,
+    pub sub_state: String,
+    pub unit_file_state: String,
+    pub main_pid: u32,
+    pub n_restarts: u32,
+    pub result: String,
+    pub invocation_id: Option<String>,
+    pub status_text: String,
+    pub fragment_path: Option<String>,
+    pub drop_in_paths: Vec<String>,
+    /// `pristine`, `edited` or `foreign`; `null` when the unit file is missing.
+    pub provenance: Option<Provenance>,
+    pub edited: bool,
+    pub need_daemon_reload: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusReport {
+    pub scope: Scope,
+    /// Whether user units survive logout; `unknown` without a system bus.
+    pub linger: Option<Linger>,
+    pub units: Vec<UnitStatus>,
+}
+
+fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
+    let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
+    let provenance = fragment_path
+        .as_deref()
+        .and_then(|f| std::fs::read_to_string(f).ok())
+        .map(|text| unit_file::provenance(&text));
+    UnitStatus {
+        profile,
+        unit,
+        scope,
+        invocation_id: p.invocation_id_hex(),
+        load_state: p.load_state.unwrap_or_default(),
+        active_state: p.active_state.unwrap_or_default(),
+        sub_state: p.sub_state.unwrap_or_default(),
+        unit_file_state: p.unit_file_state.unwrap_or_default(),
+        main_pid: p.main_pid.unwrap_or(0),
+        n_restarts: p.n_restarts.unwrap_or(0),
+        result: p.result.unwrap_or_default(),
+        status_text: p.status_text.unwrap_or_default(),
+        drop_in_paths: p.drop_in_paths.unwrap_or_default(),
+        fragment_path,
+        edited: provenance == Some(Provenance::Edited),
+        provenance,
+        need_daemon_reload: p.need_daemon_reload.unwrap_or(false),
+    }
+}
+
+/// Collect the status of every `hermes-gateway-*.service` (or just `only`'s).
+pub async fn gather(
+    systemd: &Systemd,
+    only: Option<&ProfileName>,
+    linger: Option<Linger>,
+) -> Result<StatusReport, SystemdError> {
+    let pattern = format!("{UNIT_PREFIX}*{UNIT_SUFFIX}");
+    let patterns = [pattern.as_str()];
+    let (loaded, files) = tokio::join!(
+        systemd.list_units(&patterns),
+        systemd.list_unit_files(&patterns)
+    );
+    let mut names = loaded?;
+    names.extend(files?.into_iter().filter_map(|f| {
+        std::path::Path::new(&f.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    }));
+    names.sort();
+    names.dedup();
+    let mut units: Vec<(ProfileName, String)> = names
+        .into_iter()
+        .filter_map(|n| profile_of_unit(&n).map(|p| (p, n)))
+        .filter(|(p, _)| only.is_none_or(|o| o == p))
+        .collect();
+    units.sort();
+    let unit_names: Vec<String> = units.iter().map(|(_, n)| n.clone()).collect();
+    let props = systemd.properties_many(&unit_names).await;
+    let mut out = vec![];
+    for ((profile, unit), props) in units.into_iter().zip(props) {
+        match props {
+            Ok(p) if p.load_state.as_deref() != Some("not-found") => {
+                out.push(unit_status(profile, unit, systemd.scope(), p))
+            }
+            // Uninstalled between listing and reading: not installed any more.
+            Ok(_) | Err(SystemdError::NoSuchUnit { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(StatusReport {
+        scope: systemd.scope(),
+        linger,
+        units: out,
+    })
+}
+
+impl StatusReport {
+    /// A table for people: one line per profile.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        if self.units.is_empty() {
+            s.push_str(&format!(
+                "no profiles installed in the {} manager; run `hermes-svc install --profile NAME`\n",
+                self.scope
+            ));
+        }
+        for u in &self.units {
+            let mut flags = vec![];
+            if u.edited {
+                flags.push("edited");
+            }
+            if u.need_daemon_reload {
+                flags.push("needs daemon-reload");
+            }
+            s.push_str(&format!(
+                "{:<16} {:<34} {}/{} ({}) pid={} restarts={} result={}{}\n",
+                u.profile.as_str(),
+                u.unit,
+                u.active_state,
+                u.sub_state,
+                u.unit_file_state,
+                u.main_pid,
+                u.n_restarts,
+                u.result,
+                if flags.is_empty() {
+                    String::new()
+                } else {
+                    format!(" [{}]", flags.join(", "))
+                }
+            ));
+            if !u.status_text.is_empty() {
+                s.push_str(&format!("{:<16} status: {}\n", "", u.status_text));
+            }
+        }
+        if let Some(linger) = self.linger {
+            s.push_str(&format!("linger: {linger}\n"));
+        }
+        s
+    }
+}

@@ -1,0 +1,372 @@
+//! The systemd manager, spoken to over D-Bus: unit lifecycle, unit files and properties.
+//!
+//! One bus connection serves a whole command. Property reads for many units are issued
+//! concurrently on it, so `status` over twenty profiles costs one connection and one round-trip
+//! time rather than twenty `systemctl` processes.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde::Serialize;
+use zbus::{Connection, DeserializeDict, OwnedObjectPath, Type};
+use zbus_systemd::systemd1::ManagerProxy;
+
+use crate::scope::Scope;
+
+/// How long to wait for a start, stop or restart job before giving up on it.
+const JOB_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Why talking to systemd failed, phrased for the person who has to act on it.
+#[derive(Debug, thiserror::Error)]
+pub enum SystemdError {
+    #[error("failed to connect to the {scope} bus ({hint})")]
+    Connect {
+        scope: Scope,
+        hint: &'static str,
+        #[source]
+        source: zbus::Error,
+    },
+    #[error("systemd denied {action}: {message} (system units need root)")]
+    AccessDenied { action: String, message: String },
+    #[error("no systemd manager answers on the {scope} bus ({message})")]
+    NoManager { scope: Scope, message: String },
+    #[error("unit {unit} does not exist")]
+    NoSuchUnit { unit: String },
+    #[error("{action} {unit} failed: job result {result:?} (see `systemctl{flag} status {unit}`)")]
+    JobFailed {
+        action: &'static str,
+        unit: String,
+        result: String,
+        flag: &'static str,
+    },
+    #[error("{action} {unit} did not finish within {secs} s")]
+    JobTimeout {
+        action: &'static str,
+        unit: String,
+        secs: u64,
+    },
+    #[error("failed to {action}")]
+    Call {
+        action: String,
+        #[source]
+        source: zbus::Error,
+    },
+}
+
+/// Properties of a unit and its service, read in one `GetAll` call.
+///
+/// Field names follow systemd's D-Bus property names; every field is optional because a unit
+/// that is not loaded (or not a service) lacks most of them.
+#[derive(Debug, Default, Clone, DeserializeDict, Type)]
+#[zbus(signature = "a{sv}", rename_all = "PascalCase")]
+pub struct UnitProperties {
+    pub id: Option<String>,
+    pub load_state: Option<String>,
+    pub active_state: Option<String>,
+    pub sub_state: Option<String>,
+    pub unit_file_state: Option<String>,
+    pub fragment_path: Option<String>,
+    pub drop_in_paths: Option<Vec<String>>,
+    pub need_daemon_reload: Option<bool>,
+    #[zbus(rename = "InvocationID")]
+    pub invocation_id: Option<Vec<u8>>,
+    #[zbus(rename = "MainPID")]
+    pub main_pid: Option<u32>,
+    pub n_restarts: Option<u32>,
+    pub result: Option<String>,
+    pub exec_main_status: Option<i32>,
+    pub status_text: Option<String>,
+    pub environment: Option<Vec<String>>,
+    #[zbus(rename = "WatchdogUSec")]
+    pub watchdog_usec: Option<u64>,
+    #[zbus(rename = "RestartUSec")]
+    pub restart_usec: Option<u64>,
+    pub restart: Option<String>,
+    #[zbus(rename = "Type")]
+    pub service_type: Option<String>,
+    pub exec_start: Option<Vec<ExecCommand>>,
+}
+
+/// One `ExecStart=` entry as systemd reports it: `(path, argv, ignore-failure, times..., pid,
+/// code, status)`.
+pub type ExecCommand = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
+
+impl UnitProperties {
+    pub fn invocation_id_hex(&self) -> Option<String> {
+        let id = self.invocation_id.as_ref().filter(|id| !id.is_empty())?;
+        Some(id.iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// The argv lists of every `ExecStart=` line.
+    pub fn exec_argv(&self) -> Vec<Vec<String>> {
+        self.exec_start
+            .iter()
+            .flatten()
+            .map(|c| c.1.clone())
+            .collect()
+    }
+
+    pub fn is_active(&self) -> bool {
+        matches!(
+            self.active_state.as_deref(),
+            Some("active" | "activating" | "reloading")
+        )
+    }
+}
+
+/// A unit file the manager knows of, with its enablement state.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnitFileEntry {
+    pub path: String,
+    pub state: String,
+}
+
+/// A connection to one systemd manager.
+pub struct Systemd {
+    scope: Scope,
+    conn: Connection,
+    manager: ManagerProxy<'static>,
+    /// systemd emits job signals only to subscribed clients, and refuses a second Subscribe.
+    subscribed: tokio::sync::OnceCell<()>,
+}
+
+fn call_error(action: impl Into<String>, unit: &str, e: zbus::Error) -> SystemdError {
+    let action = action.into();
+    if let zbus::Error::MethodError(name, message, _) = &e {
+        let message = message.clone().unwrap_or_default();
+        match name.as_str() {
+            "org.freedesktop.DBus.Error.AccessDenied"
+            | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
+                return SystemdError::AccessDenied { action, message };
+            }
+            "org.freedesktop.systemd1.NoSuchUnit" | "org.freedesktop.DBus.Error.FileNotFound" => {
+                return SystemdError::NoSuchUnit {
+                    unit: unit.to_owned(),
+                };
+            }
+            _ => {}
+        }
+    }
+    SystemdError::Call { action, source: e }
+}
+
+/// The object path systemd serves a unit at. Looking a unit up by this path loads it on
+/// demand, which saves a `LoadUnit` round trip per unit.
+pub fn unit_object_path(unit: &str) -> String {
+    let mut path = String::from("/org/freedesktop/systemd1/unit/");
+    if unit.is_empty() {
+        path.push('_');
+    }
+    for b in unit.bytes() {
+        if b.is_ascii_alphanumeric() {
+            path.push(b as char);
+        } else {
+            path.push_str(&format!("_{b:02x}"));
+        }
+    }
+    path
+}
+
+impl Systemd {
+    pub async fn connect(scope: Scope) -> Result<Self, SystemdError> {
+        let conn = match scope {
+            Scope::User => Connection::session().await.map_err(|source| SystemdError::Connect {
+                scope,
+                hint: "is a systemd user manager running? check XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS",
+                source,
+            })?,
+            Scope::System => Connection::system().await.map_err(|source| SystemdError::Connect {
+                scope,
+                hint: "is systemd the init system here?",
+                source,
+            })?,
+        };
+        let manager = ManagerProxy::new(&conn)
+            .await
+            .map_err(|source| SystemdError::Call {
+                action: "create the systemd manager proxy".into(),
+                source,
+            })?;
+        let this = Self {
+            scope,
+            conn,
+            manager,
+            subscribed: tokio::sync::OnceCell::new(),
+        };
+        // A cheap call that proves a manager answers, so later errors are about units.
+        this.manager
+            .version()
+            .await
+            .map_err(|e| SystemdError::NoManager {
+                scope,
+                message: e.to_string(),
+            })?;
+        Ok(this)
+    }
+
+    pub fn scope(&self) -> Scope {
+        self.scope
+    }
+
+    pub fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// `daemon-reload`: make the manager re-read unit files and drop-ins.
+    pub async fn reload(&self) -> Result<(), SystemdError> {
+        self.manager
+            .reload()
+            .await
+            .map_err(|e| call_error("reload the manager", "", e))
+    }
+
+    pub async fn enable(&self, unit: &str) -> Result<(), SystemdError> {
+        self.manager
+            .enable_unit_files(vec![unit.to_owned()], false, false)
+            .await
+            .map(drop)
+            .map_err(|e| call_error(format!("enable {unit}"), unit, e))
+    }
+
+    pub async fn disable(&self, unit: &str) -> Result<(), SystemdError> {
+        self.manager
+            .disable_unit_files(vec![unit.to_owned()], false)
+            .await
+            .map(drop)
+            .map_err(|e| call_error(format!("disable {unit}"), unit, e))
+    }
+
+    pub async fn start(&self, unit: &str) -> Result<(), SystemdError> {
+        self.run_job("start", unit).await
+    }
+
+    pub async fn stop(&self, unit: &str) -> Result<(), SystemdError> {
+        self.run_job("stop", unit).await
+    }
+
+    pub async fn restart(&self, unit: &str) -> Result<(), SystemdError> {
+        self.run_job("restart", unit).await
+    }
+
+    pub async fn reset_failed(&self, unit: &str) -> Result<(), SystemdError> {
+        self.manager
+            .reset_failed_unit(unit.to_owned())
+            .await
+            .map_err(|e| call_error(format!("reset-failed {unit}"), unit, e))
+    }
+
+    /// Queue a job and wait for its `JobRemoved` signal, so that "started" means the gateway
+    /// sent `READY=1`, not merely that systemd accepted the request.
+    async fn run_job(&self, action: &'static str, unit: &str) -> Result<(), SystemdError> {
+        let err = |e| call_error(format!("{action} {unit}"), unit, e);
+        self.subscribed
+            .get_or_try_init(|| self.manager.subscribe())
+            .await
+            .map_err(err)?;
+        let mut removed = self.manager.receive_job_removed().await.map_err(err)?;
+        let (name, mode) = (unit.to_owned(), "replace".to_owned());
+        let job: OwnedObjectPath = match action {
+            "start" => self.manager.start_unit(name, mode).await,
+            "stop" => self.manager.stop_unit(name, mode).await,
+            _ => self.manager.restart_unit(name, mode).await,
+        }
+        .map_err(err)?;
+        let wait = async {
+            while let Some(signal) = removed.next().await {
+                let Ok(args) = signal.args() else { continue };
+                if *args.job == *job {
+                    return Some(args.result);
+                }
+            }
+            None
+        };
+        match tokio::time::timeout(JOB_TIMEOUT, wait).await {
+            Ok(Some(result)) if result == "done" => Ok(()),
+            Ok(Some(result)) => Err(SystemdError::JobFailed {
+                action,
+                unit: unit.to_owned(),
+                result,
+                flag: self.scope.systemctl_flag(),
+            }),
+            Ok(None) => Err(SystemdError::Call {
+                action: format!("{action} {unit}"),
+                source: zbus::Error::Failure("the bus closed while waiting for the job".into()),
+            }),
+            Err(_) => Err(SystemdError::JobTimeout {
+                action,
+                unit: unit.to_owned(),
+                secs: JOB_TIMEOUT.as_secs(),
+            }),
+        }
+    }
+
+    /// Units currently loaded in the manager whose names match any of `patterns`.
+    pub async fn list_units(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
+        let patterns = patterns.iter().map(|p| p.to_string()).collect();
+        let units = self
+            .manager
+            .list_units_by_patterns(vec![], patterns)
+            .await
+            .map_err(|e| call_error("list units", "", e))?;
+        Ok(units.into_iter().map(|u| u.0).collect())
+    }
+
+    /// Unit files on the manager's search path whose names match any of `patterns`.
+    pub async fn list_unit_files(
+        &self,
+        patterns: &[&str],
+    ) -> Result<Vec<UnitFileEntry>, SystemdError> {
+        let patterns = patterns.iter().map(|p| p.to_string()).collect();
+        let files = self
+            .manager
+            .list_unit_files_by_patterns(vec![], patterns)
+            .await
+            .map_err(|e| call_error("list unit files", "", e))?;
+        Ok(files
+            .into_iter()
+            .map(|(path, state)| UnitFileEntry { path, state })
+            .collect())
+    }
+
+    /// All unit and service properties of one unit, in one round trip.
+    pub async fn properties(&self, unit: &str) -> Result<UnitProperties, SystemdError> {
+        // systemd's sd-bus answers GetAll with an empty interface name with the properties of
+        // every interface on the object: Unit and Service together.
+        let reply = self
+            .conn
+            .call_method(
+                Some("org.freedesktop.systemd1"),
+                unit_object_path(unit).as_str(),
+                Some("org.freedesktop.DBus.Properties"),
+                "GetAll",
+                &("",),
+            )
+            .await
+            .map_err(|e| call_error(format!("read properties of {unit}"), unit, e))?;
+        reply
+            .body()
+            .deserialize()
+            .map_err(|e| call_error(format!("decode properties of {unit}"), unit, e))
+    }
+
+    /// Properties of many units, with all requests in flight at once on the one connection.
+    pub async fn properties_many(
+        &self,
+        units: &[String],
+    ) -> Vec<Result<UnitProperties, SystemdError>> {
+        futures_util::future::join_all(units.iter().map(|u| self.properties(u))).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn object_paths_escape_like_sd_bus() {
+        assert_eq!(
+            unit_object_path("hermes-gateway-coder.service"),
+            "/org/freedesktop/systemd1/unit/hermes_2dgateway_2dcoder_2eservice"
+        );
+    }
+}

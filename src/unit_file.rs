@@ -1,0 +1,242 @@
+//! The base unit file of a profile: rendering, and telling ours from edited or foreign files.
+//!
+//! The rendered file carries a hash of its own body in a header comment. That is how a later
+//! `install` knows whether a person edited the file (and must leave it alone) without keeping
+//! any state elsewhere.
+
+use std::path::{Path, PathBuf};
+
+use askama::Template;
+use sha2::{Digest, Sha256};
+
+use crate::escape::{self, EscapeError};
+use crate::profile::Profile;
+use crate::scope::Scope;
+
+/// Defaults baked into the base unit. `set` overrides the tunable ones in the drop-in.
+pub const WATCHDOG_SEC: u64 = 30;
+pub const RESTART_SEC: u64 = 5;
+/// Longer than the gateway's own drain timeout, so a drain is never cut short by SIGKILL.
+pub const TIMEOUT_STOP_SEC: u64 = 30;
+/// A crash loop of this many starts inside the interval ends in a visible `failed` state.
+pub const START_LIMIT_BURST: u32 = 5;
+pub const START_LIMIT_INTERVAL_SEC: u64 = 300;
+
+const HASH_MARKER: &str = "# hermes-svc-hash: sha256:";
+
+/// Why a unit could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error(transparent)]
+    Escape(#[from] EscapeError),
+    #[error("the executable path {0} is not valid UTF-8")]
+    NonUtf8Path(PathBuf),
+    #[error("invalid user name {0:?} for --run-as")]
+    BadUser(String),
+    #[error("failed to render template")]
+    Template(#[from] askama::Error),
+}
+
+/// Everything the base unit depends on. Two equal specs render byte-identical files.
+#[derive(Clone, Debug)]
+pub struct UnitSpec {
+    pub profile: Profile,
+    pub scope: Scope,
+    /// Absolute path of the `hermes-svc` binary the unit runs.
+    pub exec: PathBuf,
+    /// `User=` for system-scope units.
+    pub run_as: Option<String>,
+}
+
+#[derive(Template)]
+#[template(path = "service.unit", escape = "none")]
+struct Body<'a> {
+    profile: &'a str,
+    exec_start: String,
+    hermes_home: String,
+    env_file: String,
+    user: Option<&'a str>,
+    watchdog_sec: u64,
+    restart_sec: u64,
+    timeout_stop_sec: u64,
+    start_limit_interval_sec: u64,
+    start_limit_burst: u32,
+    wanted_by: &'a str,
+}
+
+#[derive(Template)]
+#[template(path = "header.unit", escape = "none")]
+struct Header<'a> {
+    version: &'a str,
+    profile: &'a str,
+    scope_flag: &'a str,
+    unit: &'a str,
+    hash: &'a str,
+}
+
+fn path_str(p: &Path) -> Result<&str, RenderError> {
+    p.to_str()
+        .ok_or_else(|| RenderError::NonUtf8Path(p.to_owned()))
+}
+
+/// POSIX portable user names, plus the `$` that Samba machine accounts end with.
+fn valid_user(user: &str) -> bool {
+    let mut chars = user.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+        && user.len() <= 32
+}
+
+impl UnitSpec {
+    /// The argv the unit runs: always an explicit `--profile`, never `--replace`.
+    pub fn argv(&self) -> Result<Vec<String>, RenderError> {
+        Ok(vec![
+            path_str(&self.exec)?.to_owned(),
+            "gateway".into(),
+            "run".into(),
+            "--profile".into(),
+            self.profile.name().to_string(),
+        ])
+    }
+
+    pub fn render(&self) -> Result<String, RenderError> {
+        if let Some(user) = &self.run_as {
+            if !valid_user(user) {
+                return Err(RenderError::BadUser(user.clone()));
+            }
+        }
+        let profile = self.profile.name().as_str();
+        let body = Body {
+            profile,
+            exec_start: escape::exec_line(&self.argv()?)?,
+            hermes_home: escape::env_assignment(
+                "HERMES_HOME",
+                path_str(self.profile.hermes_home())?,
+            )?,
+            env_file: escape::value("EnvironmentFile", path_str(&self.profile.env_file())?)?,
+            user: self.run_as.as_deref(),
+            watchdog_sec: WATCHDOG_SEC,
+            restart_sec: RESTART_SEC,
+            timeout_stop_sec: TIMEOUT_STOP_SEC,
+            start_limit_interval_sec: START_LIMIT_INTERVAL_SEC,
+            start_limit_burst: START_LIMIT_BURST,
+            wanted_by: self.scope.wanted_by(),
+        }
+        .render()?;
+        // The blank line after the header belongs to the hashed body, so the body is exactly
+        // what follows the hash line.
+        let body = format!("\n{body}\n");
+        let hash = body_hash(&body);
+        let header = Header {
+            version: env!("CARGO_PKG_VERSION"),
+            profile,
+            scope_flag: self.scope.systemctl_flag(),
+            unit: &self.profile.unit_name(),
+            hash: &hash,
+        }
+        .render()?;
+        Ok(format!("{header}\n{body}"))
+    }
+}
+
+fn body_hash(body: &str) -> String {
+    Sha256::digest(body.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Who wrote a unit file, judged from its content alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Provenance {
+    /// Rendered by us and unchanged since.
+    Pristine,
+    /// Rendered by us, then edited by a person: never overwrite without `--force`.
+    Edited,
+    /// Not written by hermes-svc at all.
+    Foreign,
+}
+
+/// Classify a unit file's text by its header hash.
+pub fn provenance(text: &str) -> Provenance {
+    match split_header(text) {
+        None => Provenance::Foreign,
+        Some((hash, body)) if body_hash(body) == hash => Provenance::Pristine,
+        Some(_) => Provenance::Edited,
+    }
+}
+
+/// The body two renders are compared by: the header carries the version, which alone is no
+/// reason to rewrite (and restart) a unit.
+pub fn body(text: &str) -> Option<&str> {
+    split_header(text).map(|(_, body)| body)
+}
+
+fn split_header(text: &str) -> Option<(&str, &str)> {
+    let start = text.find(HASH_MARKER)?;
+    let rest = &text[start + HASH_MARKER.len()..];
+    let end = rest.find('\n')?;
+    Some((rest[..end].trim(), &rest[end + 1..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ProfileName;
+
+    fn spec(scope: Scope, run_as: Option<&str>) -> UnitSpec {
+        UnitSpec {
+            profile: Profile::new(
+                ProfileName::parse("coder").unwrap(),
+                "/home/u/.hermes".into(),
+            )
+            .unwrap(),
+            scope,
+            exec: "/usr/local/bin/hermes-svc".into(),
+            run_as: run_as.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn render_is_pristine_and_has_the_contract_lines() {
+        let text = spec(Scope::User, None).render().unwrap();
+        assert_eq!(provenance(&text), Provenance::Pristine);
+        for line in [
+            "Type=notify",
+            "NotifyAccess=main",
+            "ExecStart=/usr/local/bin/hermes-svc gateway run --profile coder",
+            "Environment=\"HERMES_HOME=/home/u/.hermes\"",
+            "EnvironmentFile=-/home/u/.hermes/profiles/coder/.env",
+            "Restart=always",
+            "RestartPreventExitStatus=78",
+            "KillMode=mixed",
+            "WantedBy=default.target",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line}\n{text}");
+        }
+        assert!(!text.contains("--replace"));
+        assert!(!text.contains("User="));
+    }
+
+    #[test]
+    fn system_scope_has_user_and_multi_user_target() {
+        let text = spec(Scope::System, Some("bot")).render().unwrap();
+        assert!(text.contains("\nUser=bot\n"));
+        assert!(text.contains("WantedBy=multi-user.target"));
+        assert!(spec(Scope::System, Some("a b")).render().is_err());
+    }
+
+    #[test]
+    fn an_edit_is_detected() {
+        let text = spec(Scope::User, None).render().unwrap();
+        let edited = text.replace("RestartSec=5", "RestartSec=9");
+        assert_eq!(provenance(&edited), Provenance::Edited);
+        assert_eq!(
+            provenance("[Service]\nExecStart=/bin/true\n"),
+            Provenance::Foreign
+        );
+    }
+}

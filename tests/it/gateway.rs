@@ -1,0 +1,135 @@
+//! The gateway process on its own: notify protocol, instance lock, pid file, signals.
+
+use std::os::unix::net::UnixDatagram;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::harness::{wait_for, TempDir, BIN};
+
+fn gateway(home: &std::path::Path, profile: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["gateway", "run", "--profile", profile])
+        .env("HERMES_HOME", home)
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("WATCHDOG_PID")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+fn recv(sock: &UnixDatagram) -> String {
+    let mut buf = [0u8; 4096];
+    let n = sock.recv(&mut buf).expect("no notify message in time");
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn term(child: &Child) {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+}
+
+#[test]
+fn speaks_sd_notify_on_an_abstract_socket_and_stops_cleanly_on_sigterm() {
+    let home = TempDir::new("gw-abstract");
+    let name = format!("hsv-test-notify-{}", std::process::id());
+    let addr =
+        <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
+            name.as_bytes(),
+        )
+        .unwrap();
+    let sock = UnixDatagram::bind_addr(&addr).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+
+    let mut child = gateway(home.path(), "solo")
+        .env("NOTIFY_SOCKET", format!("@{name}"))
+        .env("WATCHDOG_USEC", "200000")
+        .spawn()
+        .unwrap();
+    let ready = recv(&sock);
+    assert!(
+        ready.contains("READY=1") && ready.contains("STATUS="),
+        "{ready}"
+    );
+    let pid_file = home.path().join("profiles/solo/gateway.pid");
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pid_file).unwrap()).unwrap();
+    assert_eq!(rec["pid"], child.id());
+    assert_eq!(rec["profile"], "solo");
+    // Watchdog pings arrive at half the interval.
+    assert_eq!(recv(&sock), "WATCHDOG=1");
+    assert_eq!(recv(&sock), "WATCHDOG=1");
+
+    term(&child);
+    let stopping = wait_for(Duration::from_secs(5), "STOPPING=1", || {
+        let m = recv(&sock);
+        m.contains("STOPPING=1").then_some(m)
+    });
+    assert!(stopping.contains("STOPPING=1"));
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(!pid_file.exists(), "pid file removed on exit");
+}
+
+#[test]
+fn a_second_instance_of_a_profile_exits_78_naming_the_holder() {
+    let home = TempDir::new("gw-lock");
+    let dir = TempDir::new("gw-lock-sock");
+    let path = dir.path().join("notify");
+    let sock = UnixDatagram::bind(&path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut first = gateway(home.path(), "default")
+        .env("NOTIFY_SOCKET", &path)
+        .spawn()
+        .unwrap();
+    assert!(recv(&sock).contains("READY=1"));
+
+    let second = gateway(home.path(), "default").output().unwrap();
+    assert_eq!(second.status.code(), Some(78));
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert!(
+        err.contains(&format!(
+            "already running: profile default (PID {})",
+            first.id()
+        )),
+        "{err}"
+    );
+    // The loser never touched the holder's pid file.
+    let rec: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.path().join("gateway.pid")).unwrap())
+            .unwrap();
+    assert_eq!(rec["pid"], first.id());
+
+    term(&first);
+    assert_eq!(first.wait().unwrap().code(), Some(0));
+    // The kernel released the lock with the process: a new instance starts at once.
+    let mut third = gateway(home.path(), "default")
+        .env("NOTIFY_SOCKET", &path)
+        .spawn()
+        .unwrap();
+    wait_for(
+        Duration::from_secs(10),
+        "the third instance READY=1",
+        || recv(&sock).contains("READY=1").then_some(()),
+    );
+    term(&third);
+    assert_eq!(third.wait().unwrap().code(), Some(0));
+}
+
+#[test]
+fn runs_without_a_notify_socket() {
+    let home = TempDir::new("gw-plain");
+    let mut child = gateway(home.path(), "plain").spawn().unwrap();
+    let pid_file = home.path().join("profiles/plain/gateway.pid");
+    wait_for(Duration::from_secs(10), "the pid file", || {
+        pid_file.exists().then_some(())
+    });
+    term(&child);
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}

@@ -1,0 +1,304 @@
+//! A real, isolated `systemd --user` manager with its own D-Bus session bus, per test.
+//!
+//! The manager runs in a private mount namespace (where `/run/systemd/system` can exist
+//! without touching the host), so it believes it is on a systemd-booted machine. Tests talk to
+//! it exactly as a person would: through `hermes-svc`, `systemctl --user` and `busctl --user`.
+//! Nothing about systemd is mocked. When no manager can boot, tests fail: they never skip.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_hermes-svc");
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A fresh directory under the system temp dir, removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> TempDir {
+        let n = SEQ.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("hsv-{tag}-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TempDir(dir)
+    }
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
+pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub struct Manager {
+    pub dir: TempDir,
+    child: Child,
+}
+
+impl Manager {
+    /// Boot a manager and wait until its bus answers.
+    pub fn boot() -> Manager {
+        let dir = TempDir::new("mgr");
+        let d = dir.path();
+        for sub in ["xdg", "config/systemd/user", "home"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        std::fs::set_permissions(
+            d.join("xdg"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        let inner = d.join("inner.sh");
+        std::fs::write(
+            &inner,
+            "#!/bin/bash\n\
+             mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system || exit 97\n\
+             exec /lib/systemd/systemd --user\n",
+        )
+        .unwrap();
+        std::fs::set_permissions(&inner, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        let log = std::fs::File::create(d.join("manager.log")).unwrap();
+        let mut cmd = Command::new("unshare");
+        cmd.args(["--mount", "--propagation", "private"])
+            .arg(&inner)
+            .env_clear()
+            .env(
+                "PATH",
+                "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            )
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in env_for(d) {
+            cmd.env(k, v);
+        }
+        // SAFETY: setsid is async-signal-safe; the manager gets its own session so that a
+        // terminal's signals never reach it.
+        unsafe {
+            cmd.pre_exec(|| {
+                nix::unistd::setsid().map_err(std::io::Error::from)?;
+                Ok(())
+            });
+        }
+        let child = cmd
+            .spawn()
+            .expect("failed to spawn unshare (is util-linux installed?)");
+        let mut m = Manager { dir, child };
+        let private = m.dir.path().join("xdg/systemd/private");
+        let bus = m.dir.path().join("xdg/bus");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !(private.exists() && bus.exists()) {
+            if let Ok(Some(status)) = m.child.try_wait() {
+                panic!(
+                    "systemd --user exited early ({status}); log:\n{}",
+                    std::fs::read_to_string(m.dir.path().join("manager.log")).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                panic!("systemd --user did not come up within 20 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        wait_for(
+            Duration::from_secs(20),
+            "the manager to answer on its bus",
+            || {
+                m.systemctl(&["show", "-p", "Version", "--value"])
+                    .status
+                    .success()
+                    .then_some(())
+            },
+        );
+        m
+    }
+
+    pub fn home(&self) -> PathBuf {
+        self.dir.path().join("home")
+    }
+    pub fn hermes_home(&self) -> PathBuf {
+        self.home().join(".hermes")
+    }
+    pub fn unit_dir(&self) -> PathBuf {
+        self.dir.path().join("config/systemd/user")
+    }
+    pub fn profile_home(&self, profile: &str) -> PathBuf {
+        if profile == "default" {
+            self.hermes_home()
+        } else {
+            self.hermes_home().join("profiles").join(profile)
+        }
+    }
+
+    pub fn env(&self) -> Vec<(String, String)> {
+        env_for(self.dir.path())
+    }
+
+    /// A command with this manager's environment (and nothing of the host's session).
+    pub fn command(&self, program: &str) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.env_remove("HERMES_HOME")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .stdin(Stdio::null());
+        for (k, v) in self.env() {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
+    pub fn hermes(&self, args: &[&str]) -> Output {
+        self.command(BIN).args(args).output().unwrap()
+    }
+
+    /// Run hermes-svc and require success; returns stdout.
+    pub fn hermes_ok(&self, args: &[&str]) -> String {
+        let out = self.hermes(args);
+        assert!(
+            out.status.success(),
+            "hermes-svc {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    }
+
+    pub fn systemctl(&self, args: &[&str]) -> Output {
+        self.command("systemctl")
+            .arg("--user")
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    /// Unit properties as `systemctl --user show` prints them.
+    pub fn show(&self, unit: &str) -> HashMap<String, String> {
+        let out = self.systemctl(&["show", unit]);
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect()
+    }
+
+    pub fn prop(&self, unit: &str, name: &str) -> String {
+        self.show(unit).remove(name).unwrap_or_default()
+    }
+
+    /// A property read straight off the bus by an independent client (busctl), as JSON.
+    pub fn bus_property(&self, unit: &str, interface: &str, name: &str) -> serde_json::Value {
+        let path = hermes_svc::systemd::unit_object_path(unit);
+        let out = self
+            .command("busctl")
+            .args([
+                "--user",
+                "--json=short",
+                "get-property",
+                "org.freedesktop.systemd1",
+            ])
+            .args([path.as_str(), interface, name])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "busctl: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["data"].clone()
+    }
+
+    pub fn main_pid(&self, unit: &str) -> u32 {
+        self.prop(unit, "MainPID").parse().unwrap_or(0)
+    }
+
+    pub fn wait_active(&self, unit: &str) -> u32 {
+        wait_for(Duration::from_secs(30), &format!("{unit} active"), || {
+            let p = self.show(unit);
+            (p.get("ActiveState").map(String::as_str) == Some("active"))
+                .then(|| p.get("MainPID").and_then(|v| v.parse().ok()))
+                .flatten()
+                .filter(|pid: &u32| *pid != 0)
+        })
+    }
+
+    /// Send the gateway's stdout and stderr to a file in the profile's test dir.
+    pub fn capture_logs(&self, unit: &str) -> PathBuf {
+        let dir = self.unit_dir().join(format!("{unit}.d"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let log = self.dir.path().join(format!("{unit}.log"));
+        std::fs::write(
+            dir.join("90-test-log.conf"),
+            format!(
+                "[Service]\nStandardOutput=append:{}\nStandardError=inherit\n",
+                log.display()
+            ),
+        )
+        .unwrap();
+        log
+    }
+}
+
+fn env_for(d: &Path) -> Vec<(String, String)> {
+    let p = |s: &str| d.join(s).display().to_string();
+    vec![
+        ("XDG_RUNTIME_DIR".into(), p("xdg")),
+        (
+            "DBUS_SESSION_BUS_ADDRESS".into(),
+            format!("unix:path={}", p("xdg/bus")),
+        ),
+        ("XDG_CONFIG_HOME".into(), p("config")),
+        ("HOME".into(), p("home")),
+    ]
+}
+
+impl Drop for Manager {
+    fn drop(&mut self) {
+        // Stop our units first so no gateway outlives its manager, then end the manager.
+        let _ = self.systemctl(&["stop", "hermes-gateway*", "hermes.service"]);
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Output helpers.
+pub fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}

@@ -1,0 +1,6 @@
+//! Integration tests: the real `hermes-svc` binary against a real systemd user manager.
+
+mod gateway;
+mod harness;
+mod install;
+mod units;

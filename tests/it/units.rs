@@ -1,0 +1,101 @@
+//! `units/` holds reference renders; they must match what the code renders today.
+//!
+//! Run with `HERMES_UPDATE_UNITS=1` to regenerate after an intended change.
+
+use std::path::{Path, PathBuf};
+
+use hermes_svc::dropin::{Directive, DropIn};
+use hermes_svc::profile::{Profile, ProfileName};
+use hermes_svc::scope::Scope;
+use hermes_svc::unit_file::UnitSpec;
+
+fn sample(scope: Scope, run_as: Option<&str>, home: &str) -> String {
+    UnitSpec {
+        profile: Profile::new(ProfileName::parse("coder").unwrap(), PathBuf::from(home)).unwrap(),
+        scope,
+        exec: "/usr/local/bin/hermes-svc".into(),
+        run_as: run_as.map(str::to_owned),
+    }
+    .render()
+    .unwrap()
+}
+
+fn sample_dropin() -> String {
+    let mut d = DropIn::default();
+    d.env
+        .insert("HTTPS_PROXY".into(), "http://proxy:8080".into());
+    d.directives.insert(Directive::WatchdogSec, 60);
+    d.render().unwrap()
+}
+
+fn check(name: &str, rendered: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("units")
+        .join(name);
+    if std::env::var_os("HERMES_UPDATE_UNITS").is_some() {
+        std::fs::write(&path, rendered).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+    assert_eq!(
+        on_disk, rendered,
+        "units/{name} drifted from the renderer; rerun with HERMES_UPDATE_UNITS=1 and review the diff"
+    );
+}
+
+#[test]
+fn reference_units_match_the_renderer() {
+    check(
+        "hermes-gateway-coder.service",
+        &sample(Scope::User, None, "/home/alice/.hermes"),
+    );
+    check(
+        "system/hermes-gateway-coder.service",
+        &sample(Scope::System, Some("hermes"), "/var/lib/hermes/.hermes"),
+    );
+    check(
+        "hermes-gateway-coder.service.d/50-hermes-svc.conf",
+        &sample_dropin(),
+    );
+}
+
+/// Both scopes pass `systemd-analyze verify` with no output at all.
+#[test]
+fn rendered_units_pass_systemd_analyze_verify() {
+    let dir = crate::harness::TempDir::new("verify");
+    let exe = crate::harness::BIN;
+    for (scope, run_as) in [(Scope::System, Some("root")), (Scope::User, None)] {
+        let text = UnitSpec {
+            profile: Profile::new(ProfileName::parse("verify").unwrap(), dir.path().join("h"))
+                .unwrap(),
+            scope,
+            exec: exe.into(),
+            run_as: run_as.map(str::to_owned),
+        }
+        .render()
+        .unwrap();
+        let path = dir.path().join("hermes-gateway-verify.service");
+        std::fs::write(&path, text).unwrap();
+        let mut cmd = std::process::Command::new("systemd-analyze");
+        if scope == Scope::User {
+            // Offline verification of a user unit still needs a runtime dir to exist.
+            let m = crate::harness::Manager::boot();
+            cmd.envs(m.env()).arg("--user");
+            let out = cmd.arg("verify").arg(&path).output().unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout).to_string()
+                    + &String::from_utf8_lossy(&out.stderr),
+                "",
+                "{scope} unit"
+            );
+            continue;
+        }
+        let out = cmd.arg("verify").arg(&path).output().unwrap();
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).to_string()
+                + &String::from_utf8_lossy(&out.stderr),
+            "",
+            "{scope} unit"
+        );
+    }
+}
