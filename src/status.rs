@@ -74,17 +74,14 @@ pub async fn gather(
     linger: Option<Linger>,
 ) -> Result<StatusReport, SystemdError> {
     let pattern = format!("{UNIT_PREFIX}*{UNIT_SUFFIX}");
-    let patterns = [pattern.as_str()];
-    let (loaded, files) = tokio::join!(
-        systemd.list_units(&patterns),
-        systemd.list_unit_files(&patterns)
-    );
-    let mut names = loaded?;
-    names.extend(files?.into_iter().filter_map(|f| {
-        std::path::Path::new(&f.path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-    }));
+    // Our unit files live in one directory, so list it rather than ask the manager to scan
+    // every unit search path (ListUnitFilesByPatterns costs more than all the rest together).
+    let mut names = systemd.list_units(&[pattern.as_str()]).await?;
+    if let Some(dir) = systemd.scope().unit_dir() {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            names.extend(entries.filter_map(|e| e.ok()?.file_name().into_string().ok()));
+        }
+    }
     names.sort();
     names.dedup();
     let mut units: Vec<(ProfileName, String)> = names

@@ -1,0 +1,114 @@
+//! Service-management figures against a real, private systemd user manager.
+//!
+//! `cargo bench --bench service` prints a Markdown table for docs/benchmarks.md:
+//! the wall time of `install` (warm binary) and of `status --json` over 20 installed profiles,
+//! next to a loop of `systemctl --user show` over the same units, all in one run.
+
+#[path = "../tests/it/harness.rs"]
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use harness::Manager;
+
+const PROFILES: usize = 20;
+const REPS: usize = 30;
+
+fn time(mut f: impl FnMut()) -> Duration {
+    let t = Instant::now();
+    f();
+    t.elapsed()
+}
+
+struct Stats {
+    median: Duration,
+    p90: Duration,
+    min: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    Stats {
+        median: v[v.len() / 2],
+        p90: v[(v.len() * 9 / 10).min(v.len() - 1)],
+        min: v[0],
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1} ms", d.as_secs_f64() * 1e3)
+}
+
+fn main() {
+    let m = Manager::boot();
+    let profiles: Vec<String> = (1..=PROFILES).map(|i| format!("bench{i:02}")).collect();
+
+    // Warm the binary and the page cache once.
+    m.hermes_ok(&["status", "--json"]);
+    let mut installs = vec![];
+    for p in &profiles {
+        installs.push(time(|| {
+            m.hermes_ok(&["install", "--profile", p]);
+        }));
+    }
+    let mut unchanged = vec![];
+    for p in profiles.iter().take(REPS.min(PROFILES)) {
+        unchanged.push(time(|| {
+            m.hermes_ok(&["install", "--profile", p]);
+        }));
+    }
+    let units: Vec<String> = profiles
+        .iter()
+        .map(|p| format!("hermes-gateway-{p}.service"))
+        .collect();
+    for u in &units {
+        m.wait_active(u);
+    }
+
+    let mut status = vec![];
+    for _ in 0..REPS {
+        status.push(time(|| {
+            let out = m.hermes_ok(&["status", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["units"].as_array().unwrap().len(), PROFILES);
+        }));
+    }
+    let mut loop_show = vec![];
+    for _ in 0..REPS {
+        loop_show.push(time(|| {
+            for u in &units {
+                let out = m.systemctl(&["show", u]);
+                assert!(out.status.success());
+            }
+        }));
+    }
+
+    let (i, u, s, l) = (
+        stats(installs),
+        stats(unchanged),
+        stats(status),
+        stats(loop_show),
+    );
+    println!("| operation ({PROFILES} profiles, {REPS} runs) | median | p90 | min |");
+    println!("|---|---|---|---|");
+    for (name, st) in [
+        (
+            "`install` of a new profile (write, reload, enable, start to READY=1)",
+            &i,
+        ),
+        ("`install` again, unchanged", &u),
+        ("`status --json` over all profiles", &s),
+        ("`systemctl --user show` looped over the same units", &l),
+    ] {
+        println!(
+            "| {name} | {} | {} | {} |",
+            ms(st.median),
+            ms(st.p90),
+            ms(st.min)
+        );
+    }
+    println!(
+        "\nstatus speed-up over the systemctl loop (median): {:.1}x",
+        l.median.as_secs_f64() / s.median.as_secs_f64()
+    );
+}
