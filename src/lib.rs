@@ -10,6 +10,7 @@ pub mod exit_code;
 pub mod gateway;
 pub mod install;
 pub mod linger;
+pub mod mock_platform;
 pub mod observed;
 pub mod plan;
 pub mod profile;
