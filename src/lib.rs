@@ -3,6 +3,7 @@
 
 pub mod atomic_file;
 pub mod cli;
+pub mod config;
 pub mod dropin;
 pub mod effects;
 pub mod escape;

@@ -1,0 +1,307 @@
+//! The health registry: one heartbeat per component (each adapter and the cron ticker).
+//!
+//! A component beats only on proof of progress: a connected adapter on proof of life from the
+//! platform, a reconnecting adapter on each attempt that starts and ends on schedule, the cron
+//! ticker on each tick. So a component wedged in any state goes stale by itself, and the
+//! watchdog gate only has to read the registry to know whether to feed systemd.
+
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio::time::Instant;
+
+/// Where a component's state machine is. Shown in `STATUS=`, the state file and `status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Starting,
+    Connecting,
+    Identifying,
+    Resuming,
+    Connected,
+    /// Waiting to reconnect after a failure (backing off).
+    Retrying,
+    /// The cron ticker between jobs.
+    Idle,
+    /// A cron job is running.
+    Running,
+    /// A non-retryable failure (bad credentials, a fatal close code): the gateway exits 78.
+    Fatal,
+}
+
+impl fmt::Display for State {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = serde_json::to_value(self).expect("state serialises");
+        f.write_str(s.as_str().unwrap_or("?"))
+    }
+}
+
+#[derive(Debug)]
+struct Component {
+    name: String,
+    kind: String,
+    state: State,
+    deadline: Duration,
+    last_beat: Instant,
+    last_error: Option<String>,
+    reconnects: u64,
+    /// When the component last stopped being connected (adapters only).
+    outage_since: Option<Instant>,
+}
+
+/// A component's handle on its own heartbeat. Cheap to clone; all clones are one component.
+#[derive(Clone, Debug)]
+pub struct Heartbeat(Arc<Mutex<Component>>);
+
+/// All components of one gateway.
+#[derive(Clone, Debug, Default)]
+pub struct Registry {
+    components: Arc<Mutex<Vec<Heartbeat>>>,
+}
+
+impl Registry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Add a component. It starts fresh, in `Starting`, with `deadline` to make progress.
+    pub fn register(&self, name: &str, kind: &str, deadline: Duration) -> Heartbeat {
+        let hb = Heartbeat(Arc::new(Mutex::new(Component {
+            name: name.to_owned(),
+            kind: kind.to_owned(),
+            state: State::Starting,
+            deadline,
+            last_beat: Instant::now(),
+            last_error: None,
+            reconnects: 0,
+            outage_since: Some(Instant::now()),
+        })));
+        lock(&self.components).push(hb.clone());
+        hb
+    }
+
+    /// A consistent copy of every component at `now`.
+    pub fn snapshot(&self) -> Snapshot {
+        let now = Instant::now();
+        let components = lock(&self.components)
+            .iter()
+            .map(|hb| hb.view(now))
+            .collect();
+        Snapshot { components }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while holding the lock cannot leave a heartbeat half-updated in a way that
+    // matters (every field is written whole), so poisoning is ignored.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Heartbeat {
+    /// Proof of progress.
+    pub fn beat(&self) {
+        lock(&self.0).last_beat = Instant::now();
+    }
+
+    /// Move to `state`, which is itself progress. Leaving `Connected` starts an outage;
+    /// entering it ends one.
+    pub fn enter(&self, state: State) {
+        let mut c = lock(&self.0);
+        let now = Instant::now();
+        if state == State::Connected {
+            c.outage_since = None;
+        } else if c.outage_since.is_none() && is_adapter_state(state) {
+            c.outage_since = Some(now);
+        }
+        c.state = state;
+        c.last_beat = now;
+    }
+
+    /// Change how long this component may go without a beat (e.g. once the platform's
+    /// heartbeat interval is known).
+    pub fn set_deadline(&self, deadline: Duration) {
+        lock(&self.0).deadline = deadline;
+    }
+
+    /// Record the latest error, shown until the next one. Must never contain a secret.
+    pub fn error(&self, error: impl fmt::Display) {
+        lock(&self.0).last_error = Some(error.to_string());
+    }
+
+    pub fn reconnected(&self) {
+        lock(&self.0).reconnects += 1;
+    }
+
+    fn view(&self, now: Instant) -> ComponentView {
+        let c = lock(&self.0);
+        let age = now.saturating_duration_since(c.last_beat);
+        ComponentView {
+            name: c.name.clone(),
+            kind: c.kind.clone(),
+            state: c.state,
+            fresh: age <= c.deadline,
+            last_beat_age: age,
+            deadline: c.deadline,
+            reconnects: c.reconnects,
+            last_error: c.last_error.clone(),
+            outage: c.outage_since.map(|t| now.saturating_duration_since(t)),
+        }
+    }
+}
+
+fn is_adapter_state(state: State) -> bool {
+    !matches!(state, State::Idle | State::Running)
+}
+
+/// One component as the watchdog sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ComponentView {
+    pub name: String,
+    pub kind: String,
+    pub state: State,
+    pub fresh: bool,
+    pub last_beat_age: Duration,
+    pub deadline: Duration,
+    pub reconnects: u64,
+    pub last_error: Option<String>,
+    /// How long the adapter has been without a connection, if it is.
+    pub outage: Option<Duration>,
+}
+
+/// Every component at one instant.
+#[derive(Clone, Debug, Default)]
+pub struct Snapshot {
+    pub components: Vec<ComponentView>,
+}
+
+impl Snapshot {
+    pub fn all_fresh(&self) -> bool {
+        self.components.iter().all(|c| c.fresh)
+    }
+
+    pub fn stale(&self) -> impl Iterator<Item = &ComponentView> {
+        self.components.iter().filter(|c| !c.fresh)
+    }
+
+    pub fn adapters(&self) -> impl Iterator<Item = &ComponentView> {
+        self.components.iter().filter(|c| c.kind != "cron")
+    }
+
+    /// The longest current outage among adapters.
+    pub fn longest_outage(&self) -> Option<(&ComponentView, Duration)> {
+        self.adapters()
+            .filter_map(|c| c.outage.map(|o| (c, o)))
+            .max_by_key(|(_, o)| *o)
+    }
+
+    /// The one-line `STATUS=` summary: "2/2 adapters ready; cron ok", or what is wrong.
+    pub fn summary(&self) -> String {
+        let adapters: Vec<_> = self.adapters().collect();
+        let ready = adapters
+            .iter()
+            .filter(|c| c.state == State::Connected && c.fresh)
+            .count();
+        let mut parts = vec![if adapters.is_empty() {
+            "no adapters configured".to_owned()
+        } else {
+            format!("{ready}/{} adapters ready", adapters.len())
+        }];
+        for c in self.components.iter() {
+            if !c.fresh {
+                parts.push(format!(
+                    "{}: stale in {} for {}",
+                    c.name,
+                    c.state,
+                    short(c.last_beat_age)
+                ));
+            } else if c.kind != "cron" && c.state != State::Connected {
+                let mut s = format!("{}: {}", c.name, c.state);
+                if let Some(o) = c.outage.filter(|o| *o >= Duration::from_secs(1)) {
+                    s.push_str(&format!(" {}", short(o)));
+                }
+                if let Some(e) = &c.last_error {
+                    s.push_str(&format!(", last error: {e}"));
+                }
+                parts.push(s);
+            }
+        }
+        if let Some(cron) = self.components.iter().find(|c| c.kind == "cron") {
+            if cron.fresh {
+                parts.push("cron ok".into());
+            }
+        }
+        parts.join("; ")
+    }
+}
+
+/// "850ms", "42s", "12m", "3h": coarse enough for a status line.
+pub fn short(d: Duration) -> String {
+    let s = d.as_secs();
+    if s == 0 {
+        format!("{}ms", d.as_millis())
+    } else if s < 120 {
+        format!("{s}s")
+    } else if s < 7200 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{}h", s / 3600)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn components_go_stale_without_beats_and_summary_names_them() {
+        let r = Registry::new();
+        let qq = r.register("qq", "qqbot", Duration::from_secs(10));
+        let cron = r.register("cron", "cron", Duration::from_secs(3));
+        qq.enter(State::Connected);
+        cron.enter(State::Idle);
+        assert!(r.snapshot().all_fresh());
+        assert_eq!(r.snapshot().summary(), "1/1 adapters ready; cron ok");
+
+        tokio::time::advance(Duration::from_secs(5)).await;
+        cron.beat();
+        let s = r.snapshot();
+        assert!(s.all_fresh());
+
+        tokio::time::advance(Duration::from_secs(6)).await;
+        cron.beat();
+        let s = r.snapshot();
+        assert!(!s.all_fresh());
+        assert_eq!(
+            s.stale().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["qq"]
+        );
+        assert!(
+            s.summary().contains("qq: stale in connected for 11s"),
+            "{}",
+            s.summary()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_outage_is_reported_while_retries_stay_fresh() {
+        let r = Registry::new();
+        let qq = r.register("qq", "qqbot", Duration::from_secs(10));
+        qq.enter(State::Connected);
+        qq.enter(State::Retrying);
+        qq.error("dns: no such host");
+        for _ in 0..72 {
+            tokio::time::advance(Duration::from_secs(10)).await;
+            qq.beat();
+        }
+        let s = r.snapshot();
+        assert!(s.all_fresh());
+        let (c, outage) = s.longest_outage().unwrap();
+        assert_eq!((c.name.as_str(), outage), ("qq", Duration::from_secs(720)));
+        assert_eq!(
+            s.summary(),
+            "0/1 adapters ready; qq: retrying 12m, last error: dns: no such host"
+        );
+    }
+}
