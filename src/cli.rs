@@ -19,7 +19,7 @@ use crate::exit_code;
 use crate::gateway::runtime;
 use crate::install::{self, InstallRequest, Settings};
 use crate::linger::Linger;
-use crate::observed;
+use crate::observed::{self, Siblings};
 use crate::plan::{Plan, Step};
 use crate::profile::{Profile, ProfileName};
 use crate::scope::Scope;
@@ -536,7 +536,8 @@ async fn install_cmd(args: InstallArgs) -> anyhow::Result<u8> {
     };
     let scope = req.spec.scope;
     let systemd = connect(scope, args.dry_run).await?;
-    let observed = observed::observe(&req.spec.profile, scope, systemd.as_ref()).await?;
+    let observed =
+        observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
     let plan = install::plan_install(&req, &observed)?;
     let outcome = if plan.is_unchanged() {
         "unchanged"
@@ -561,7 +562,7 @@ async fn uninstall_cmd(args: UninstallArgs) -> anyhow::Result<u8> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let systemd = connect(scope, args.dry_run).await?;
-    let observed = observed::observe(&profile, scope, systemd.as_ref()).await?;
+    let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_uninstall(&observed, now());
     let outcome = if plan.is_unchanged() {
         "unchanged"
@@ -578,7 +579,7 @@ async fn set_cmd(args: SetArgs) -> anyhow::Result<u8> {
     let profile = resolve_profile(&args.profile, scope, None)?;
     let settings = set_pairs(&args.pairs)?;
     let systemd = connect(scope, args.dry_run).await?;
-    let observed = observed::observe(&profile, scope, systemd.as_ref()).await?;
+    let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_set(&args.profile, &settings, &observed, !args.no_restart)?;
     let outcome = if plan.is_unchanged() {
         "unchanged"
@@ -599,7 +600,7 @@ async fn unset_cmd(args: UnsetArgs) -> anyhow::Result<u8> {
         }
     }
     let systemd = connect(scope, args.dry_run).await?;
-    let observed = observed::observe(&profile, scope, systemd.as_ref()).await?;
+    let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_unset(&args.profile, &args.keys, &observed, !args.no_restart)?;
     let outcome = if plan.is_unchanged() {
         "unchanged"

@@ -152,16 +152,31 @@ pub fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, P
                 unit: foreign.name.clone(),
             });
         }
-        if let Some(path) = &foreign.fragment_path {
-            plan.push(Step::MoveAside {
-                from: path.clone(),
-                to: aside(path, "migrated", req.now),
+        match &foreign.fragment_path {
+            // Only files a person or a tool put in a config directory are moved; a
+            // package's file under /usr belongs to the package manager.
+            Some(path) if !path.starts_with("/usr") => {
+                plan.push(Step::MoveAside {
+                    from: path.clone(),
+                    to: aside(path, "migrated", req.now),
+                });
+                plan.note(format!(
+                    "migrated {}: stopped, disabled, file kept as backup",
+                    foreign.name
+                ));
+            }
+            _ => plan.note(format!(
+                "migrated {}: stopped and disabled; its file belongs to a package and stays (mask it with `systemctl{} mask {}` if it comes back)",
+                foreign.name,
+                req.spec.scope.systemctl_flag(),
+                foreign.name
+            )),
+        }
+        if foreign.active || foreign.failed {
+            plan.push(Step::ResetFailed {
+                unit: foreign.name.clone(),
             });
         }
-        plan.note(format!(
-            "migrated {}: stopped, disabled, file kept as backup",
-            foreign.name
-        ));
     }
 
     let rendered = req.spec.render()?;

@@ -19,6 +19,7 @@ pub struct ForeignUnit {
     pub fragment_path: Option<PathBuf>,
     pub active: bool,
     pub enabled: bool,
+    pub failed: bool,
 }
 
 /// What is there now, as far as one profile's unit is concerned.
@@ -99,10 +100,19 @@ pub fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
 }
 
 /// Look at disk and, when given a manager, at the manager.
+/// Whether to look for other units serving the same profile: only `install` needs that, and
+/// it costs a scan of every unit search path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Siblings {
+    Find,
+    Skip,
+}
+
 pub async fn observe(
     profile: &Profile,
     scope: Scope,
     systemd: Option<&Systemd>,
+    siblings: Siblings,
 ) -> Result<Observed, ObserveError> {
     let unit_name = profile.unit_name();
     let unit_dir = scope.unit_dir().ok_or(ObserveError::NoUnitDir(scope))?;
@@ -131,7 +141,9 @@ pub async fn observe(
     };
     if let Some(systemd) = systemd {
         observed.unit = Some(systemd.properties(&observed.unit_name).await?);
-        observed.foreign = foreign_units(systemd, profile, &observed.unit_name).await?;
+        if siblings == Siblings::Find {
+            observed.foreign = foreign_units(systemd, profile, &observed.unit_name).await?;
+        }
     }
     Ok(observed)
 }
@@ -169,7 +181,11 @@ async fn foreign_units(
         if served.serves(profile.name(), profile.hermes_home(), &default_home) {
             out.push(ForeignUnit {
                 active: props.is_active(),
-                enabled: matches!(props.unit_file_state.as_deref(), Some("enabled")),
+                enabled: matches!(
+                    props.unit_file_state.as_deref(),
+                    Some("enabled" | "enabled-runtime" | "linked" | "linked-runtime")
+                ),
+                failed: props.active_state.as_deref() == Some("failed"),
                 fragment_path: props
                     .fragment_path
                     .filter(|p| !p.is_empty())

@@ -81,7 +81,8 @@ fn path_str(p: &Path) -> Result<&str, RenderError> {
 
 /// POSIX portable user names, plus the `$` that Samba machine accounts end with.
 fn valid_user(user: &str) -> bool {
-    let mut chars = user.chars();
+    let body = user.strip_suffix('$').unwrap_or(user);
+    let mut chars = body.chars();
     chars
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')

@@ -32,13 +32,15 @@ pub enum GatewayError {
     },
     #[error(transparent)]
     Lock(LockError),
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
 }
 
 impl GatewayError {
     /// Conflicts exit 78 so that `RestartPreventExitStatus=78` keeps the unit from flapping.
     pub fn exit_code(&self) -> u8 {
         match self {
-            GatewayError::AlreadyRunning { .. } => exit_code::CONFIG,
+            GatewayError::AlreadyRunning { .. } | GatewayError::Profile(_) => exit_code::CONFIG,
             GatewayError::Io { .. } | GatewayError::Lock(_) => exit_code::FAILURE,
         }
     }
