@@ -11,6 +11,7 @@ mod connection;
 mod frames;
 mod generator;
 mod http;
+pub mod proxy;
 mod server;
 mod session;
 mod state;
@@ -22,6 +23,8 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+
+pub use proxy::BlackholeProxy;
 
 use state::Shared;
 
