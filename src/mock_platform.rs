@@ -15,6 +15,8 @@ pub mod proxy;
 mod server;
 mod session;
 mod state;
+#[cfg(test)]
+mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
