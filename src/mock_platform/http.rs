@@ -1,0 +1,248 @@
+//! Just enough HTTP/1.1 for the token and gateway-discovery endpoints. Hand-written so the
+//! gateway and the HTTP API share one port without pulling a web framework into the crate;
+//! every response closes the connection, so there is no keep-alive or pipelining to get wrong.
+
+use std::io;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::time::{sleep, timeout, timeout_at, Instant};
+
+use super::state::{bump, Shared};
+
+const MAX_HEAD: usize = 16 * 1024;
+const MAX_BODY: usize = 1024 * 1024;
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// After answering, how long to swallow whatever the client still sends, so that closing a
+/// socket with unread input does not turn into an RST that eats the response.
+const LINGER: Duration = Duration::from_millis(500);
+
+#[derive(Debug)]
+pub(super) struct RequestHead {
+    pub method: String,
+    /// The request target without its query string.
+    pub path: String,
+    headers: Vec<(String, String)>,
+    /// Bytes of the head including the blank line, i.e. where the body starts.
+    len: usize,
+}
+
+impl RequestHead {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+
+    pub fn is_websocket_upgrade(&self) -> bool {
+        self.header("upgrade")
+            .is_some_and(|value| value.to_ascii_lowercase().contains("websocket"))
+    }
+
+    fn content_length(&self) -> Option<usize> {
+        match self.header("content-length") {
+            None => Some(0),
+            Some(value) => value.trim().parse().ok(),
+        }
+    }
+}
+
+/// Reads the request head without consuming it, so a WebSocket upgrade can be handed to
+/// tungstenite with the stream untouched.
+pub(super) async fn peek_head(stream: &TcpStream) -> io::Result<RequestHead> {
+    let deadline = Instant::now() + READ_TIMEOUT;
+    let timed_out = || io::Error::new(io::ErrorKind::TimedOut, "request head timed out");
+    let mut buf = vec![0u8; MAX_HEAD];
+    let mut backoff = Duration::from_millis(1);
+    loop {
+        let n = timeout_at(deadline, stream.peek(&mut buf))
+            .await
+            .map_err(|_| timed_out())??;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if let Some(end) = find(&buf[..n], b"\r\n\r\n") {
+            return parse_head(&buf[..end + 4]);
+        }
+        if n == buf.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "request head too large",
+            ));
+        }
+        // peek returns at once while any bytes are pending, so waiting for the rest of a
+        // split head has to be a timed retry rather than another readiness wait.
+        timeout_at(deadline, sleep(backoff))
+            .await
+            .map_err(|_| timed_out())?;
+        backoff = (backoff * 2).min(Duration::from_millis(20));
+    }
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
+fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
+    let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
+    let text = std::str::from_utf8(bytes).map_err(|_| invalid("request head is not utf-8"))?;
+    let mut lines = text.split("\r\n");
+    let mut request_line = lines.next().unwrap_or_default().split_whitespace();
+    let (Some(method), Some(target)) = (request_line.next(), request_line.next()) else {
+        return Err(invalid("malformed request line"));
+    };
+    let path = target.split('?').next().unwrap_or_default().to_owned();
+    let headers = lines
+        .filter_map(|line| line.split_once(':'))
+        .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
+        .collect();
+    Ok(RequestHead {
+        method: method.to_owned(),
+        path,
+        headers,
+        len: bytes.len(),
+    })
+}
+
+pub(super) async fn serve(mut stream: TcpStream, head: RequestHead, shared: &Shared) {
+    bump(&shared.counters.http_requests);
+    let (status, body) = match read_body(&mut stream, &head).await {
+        Ok(Some(body)) => route(&head, &body, shared),
+        Ok(None) => (413, error_body(413, "request body too large")),
+        Err(error) => {
+            tracing::debug!(%error, "mock could not read a request body");
+            return;
+        }
+    };
+    tracing::debug!(method = %head.method, path = %head.path, status, "mock http request");
+    let response = render_response(status, &body.to_string());
+    if stream.write_all(response.as_bytes()).await.is_ok() {
+        finish(stream).await;
+    }
+}
+
+/// Consumes the head, then the body; `None` when the declared body is too large to accept.
+async fn read_body(stream: &mut TcpStream, head: &RequestHead) -> io::Result<Option<Vec<u8>>> {
+    let Some(length) = head.content_length().filter(|&n| n <= MAX_BODY) else {
+        return Ok(None);
+    };
+    let mut bytes = vec![0u8; head.len + length];
+    timeout(READ_TIMEOUT, stream.read_exact(&mut bytes))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request body timed out"))??;
+    Ok(Some(bytes.split_off(head.len)))
+}
+
+fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> (u16, Value) {
+    match (head.method.as_str(), head.path.as_str()) {
+        ("POST", "/app/getAppAccessToken") => access_token(body, shared),
+        ("GET", "/gateway") => (200, json!({"url": shared.advertised_ws_url()})),
+        ("GET", "/gateway/bot") => (
+            200,
+            json!({
+                "url": shared.advertised_ws_url(),
+                "shards": 1,
+                "session_start_limit": {
+                    "total": 1000,
+                    "remaining": 999,
+                    "reset_after": 0,
+                    "max_concurrency": 1,
+                },
+            }),
+        ),
+        _ => (404, error_body(404, "not found")),
+    }
+}
+
+fn access_token(body: &[u8], shared: &Shared) -> (u16, Value) {
+    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
+        return (400, error_body(400, "invalid request body"));
+    };
+    if let Some(expected) = &shared.config.expected_secret {
+        let given = request.get("clientSecret").and_then(Value::as_str);
+        if given != Some(expected.as_str()) {
+            tracing::info!("mock rejected a client secret");
+            return (401, error_body(401, "invalid secret"));
+        }
+    }
+    // QQ sends expires_in as a string; clients must cope with that, so the mock does too.
+    let token = shared.next_access_token();
+    (200, json!({"access_token": token, "expires_in": "7200"}))
+}
+
+fn error_body(code: u16, message: &str) -> Value {
+    json!({"code": code, "message": message})
+}
+
+fn render_response(status: u16, body: &str) -> String {
+    let reason = match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        413 => "Payload Too Large",
+        _ => "Unknown",
+    };
+    format!(
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+}
+
+/// The `NoUpgrade` fault: a server (or middlebox) that ignores the upgrade and answers as if
+/// it were a plain request.
+pub(super) async fn answer_without_upgrade(mut stream: TcpStream, head: &RequestHead) {
+    let mut consumed = vec![0u8; head.len];
+    if timeout(READ_TIMEOUT, stream.read_exact(&mut consumed))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let response =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    if stream.write_all(response.as_bytes()).await.is_ok() {
+        finish(stream).await;
+    }
+}
+
+async fn finish(mut stream: TcpStream) {
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 1024];
+    let _ = timeout(LINGER, async {
+        while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {}
+    })
+    .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_request_line_headers_and_strips_query() {
+        let raw = b"GET /ws?v=10&encoding=json HTTP/1.1\r\nHost: x\r\nUPGRADE: WebSocket\r\nContent-Length: 3\r\n\r\n";
+        let head = parse_head(raw).unwrap();
+        assert_eq!(head.method, "GET");
+        assert_eq!(head.path, "/ws");
+        assert!(head.is_websocket_upgrade());
+        assert_eq!(head.content_length(), Some(3));
+        assert_eq!(head.len, raw.len());
+    }
+
+    #[test]
+    fn rejects_a_garbage_request_line() {
+        assert!(parse_head(b"\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn response_declares_the_exact_body_length() {
+        let response = render_response(200, "{\"a\":\"é\"}");
+        let (head, body) = response.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+        assert!(head.contains("Connection: close"));
+    }
+}

@@ -1,0 +1,262 @@
+//! State shared by the listener, the connection tasks, the generator and the public handle.
+//!
+//! One mutex guards sessions, the connection registry and the event log together so that
+//! "generate a dispatch, buffer it, hand it to the attached connection" and "attach a
+//! connection, compute the replay" are atomic with respect to each other: a resume can then
+//! never miss or duplicate an event generated concurrently.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Utf8Bytes;
+
+use super::connection::{Command, Outgoing};
+use super::frames;
+use super::session::{Attachment, Session};
+use super::{Fault, MockConfig, MockStats};
+
+pub(super) struct Shared {
+    pub config: MockConfig,
+    pub counters: Counters,
+    inner: Mutex<Inner>,
+}
+
+/// Monotonic counters kept outside the mutex because the hot paths (acks, dispatch writes)
+/// only ever bump them.
+#[derive(Default)]
+pub(super) struct Counters {
+    pub connections: AtomicU64,
+    pub live_connections: AtomicU64,
+    pub identifies: AtomicU64,
+    pub resumes: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub acks: AtomicU64,
+    pub dispatches_sent: AtomicU64,
+    pub http_requests: AtomicU64,
+    next_conn_id: AtomicU64,
+    next_token: AtomicU64,
+}
+
+pub(super) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+struct Inner {
+    fault: Fault,
+    advertised_ws_url: String,
+    sessions: HashMap<String, Session>,
+    /// Every open WebSocket connection, so faults can reach connections that never identified.
+    conns: HashMap<u64, mpsc::UnboundedSender<Command>>,
+    event_ids: Vec<String>,
+    last_resume_seq: Option<u64>,
+}
+
+impl Shared {
+    pub fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
+        Shared {
+            config,
+            counters: Counters::default(),
+            inner: Mutex::new(Inner {
+                fault: Fault::None,
+                advertised_ws_url,
+                sessions: HashMap::new(),
+                conns: HashMap::new(),
+                event_ids: Vec::new(),
+                last_resume_seq: None,
+            }),
+        }
+    }
+
+    /// A panic elsewhere must not turn every later call into a panic too; the state is plain
+    /// data that stays consistent between statements.
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn fault(&self) -> Fault {
+        self.lock().fault
+    }
+
+    pub fn set_fault(&self, fault: Fault) {
+        let mut inner = self.lock();
+        let conns = inner.conns.len();
+        let lasting = match fault {
+            Fault::Close(code) => {
+                inner.broadcast(|| Command::Close(code));
+                Fault::None
+            }
+            Fault::Reconnect => {
+                inner.broadcast(|| Command::Send(Outgoing::control(frames::reconnect())));
+                Fault::None
+            }
+            Fault::InvalidSession(resumable) => {
+                let frame = frames::invalid_session(resumable);
+                inner.broadcast(|| Command::Send(Outgoing::control(frame.clone())));
+                if !resumable {
+                    inner.sessions.retain(|_, s| s.attached.is_none());
+                }
+                Fault::None
+            }
+            Fault::Silent => {
+                // Detach under the lock so nothing generated after this call is handed to a
+                // connection that is about to go quiet; it stays buffered for a resume.
+                for session in inner.sessions.values_mut() {
+                    session.attached = None;
+                }
+                inner.broadcast(|| Command::Silence);
+                fault
+            }
+            Fault::DropClientFrames => {
+                inner.broadcast(|| Command::StopReading);
+                fault
+            }
+            other => other,
+        };
+        inner.fault = lasting;
+        tracing::info!(?fault, connections = conns, "mock fault set");
+    }
+
+    pub fn advertised_ws_url(&self) -> String {
+        self.lock().advertised_ws_url.clone()
+    }
+
+    pub fn set_advertised_ws_url(&self, url: String) {
+        self.lock().advertised_ws_url = url;
+    }
+
+    pub fn next_access_token(&self) -> String {
+        let n = self.counters.next_token.fetch_add(1, Ordering::Relaxed) + 1;
+        format!("mock-access-{n}")
+    }
+
+    pub fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
+        let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
+        self.lock().conns.insert(conn_id, tx);
+        bump(&self.counters.connections);
+        bump(&self.counters.live_connections);
+        conn_id
+    }
+
+    pub fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
+        let mut inner = self.lock();
+        inner.conns.remove(&conn_id);
+        if let Some(sid) = session_id {
+            inner.detach(conn_id, sid);
+        }
+        drop(inner);
+        self.counters
+            .live_connections
+            .fetch_sub(1, Ordering::Relaxed);
+    }
+
+    pub fn detach(&self, conn_id: u64, session_id: &str) {
+        self.lock().detach(conn_id, session_id);
+    }
+
+    /// Creates a session attached to `conn_id` and returns its id and READY frame.
+    pub fn identify(
+        &self,
+        conn_id: u64,
+        tx: mpsc::UnboundedSender<Utf8Bytes>,
+    ) -> (String, Utf8Bytes) {
+        let session_id = Session::new_id();
+        let mut session = Session::new();
+        let ready = frames::ready(session.next_seq(), &session_id);
+        session.attached = Some(Attachment { conn_id, tx });
+        self.lock().sessions.insert(session_id.clone(), session);
+        (session_id, ready)
+    }
+
+    /// Attaches `conn_id` to an existing session and returns the dispatches to replay followed
+    /// by the RESUMED frame, or `None` for an unknown session. Later dispatches go to the
+    /// connection's queue, which it drains only after sending these, so order is preserved.
+    pub fn resume(
+        &self,
+        conn_id: u64,
+        tx: mpsc::UnboundedSender<Utf8Bytes>,
+        session_id: &str,
+        seq: u64,
+    ) -> Option<(Vec<Utf8Bytes>, Utf8Bytes)> {
+        let mut inner = self.lock();
+        let session = inner.sessions.get_mut(session_id)?;
+        let missed = session.missed_since(seq);
+        let resumed = frames::resumed(session.next_seq());
+        if let Some(previous) = session.attached.replace(Attachment { conn_id, tx }) {
+            tracing::debug!(
+                session_id,
+                previous_conn = previous.conn_id,
+                conn_id,
+                "session taken over by resume"
+            );
+        }
+        inner.last_resume_seq = Some(seq);
+        Some((missed, resumed))
+    }
+
+    /// Generates `n` dispatches in every session, buffered for resume and handed to the
+    /// attached connection if there is one.
+    pub fn generate(&self, n: usize) {
+        let mut guard = self.lock();
+        let Inner {
+            sessions,
+            event_ids,
+            ..
+        } = &mut *guard;
+        for _ in 0..n {
+            for session in sessions.values_mut() {
+                let number = event_ids.len() as u64 + 1;
+                let seq = session.next_seq();
+                let frame = frames::message_create(seq, number);
+                event_ids.push(frames::event_id(number));
+                session.record(seq, frame.clone());
+                if let Some(attachment) = &session.attached {
+                    let delivered = attachment.tx.send(frame).is_ok();
+                    if !delivered {
+                        session.attached = None;
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn event_ids(&self) -> Vec<String> {
+        self.lock().event_ids.clone()
+    }
+
+    pub fn stats(&self) -> MockStats {
+        let c = &self.counters;
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        let inner = self.lock();
+        MockStats {
+            connections: load(&c.connections),
+            live_connections: load(&c.live_connections),
+            identifies: load(&c.identifies),
+            resumes: load(&c.resumes),
+            heartbeats: load(&c.heartbeats),
+            acks: load(&c.acks),
+            dispatches_sent: load(&c.dispatches_sent),
+            events_generated: inner.event_ids.len() as u64,
+            http_requests: load(&c.http_requests),
+            last_resume_seq: inner.last_resume_seq,
+        }
+    }
+}
+
+impl Inner {
+    fn broadcast(&self, command: impl Fn() -> Command) {
+        for tx in self.conns.values() {
+            // A closed receiver means the connection is on its way out; nothing to tell it.
+            let _ = tx.send(command());
+        }
+    }
+
+    fn detach(&mut self, conn_id: u64, session_id: &str) {
+        if let Some(session) = self.sessions.get_mut(session_id) {
+            if session.is_attached_to(conn_id) {
+                session.attached = None;
+            }
+        }
+    }
+}
