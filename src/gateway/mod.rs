@@ -7,3 +7,4 @@ pub mod health;
 pub mod notify;
 pub mod pid_file;
 pub mod runtime;
+pub mod spool;
