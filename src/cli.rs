@@ -260,8 +260,14 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Gateway(GatewayCommand::Run { profile }) => {
-            let profile =
-                Profile::from_env(parse_profile(&profile)?).map_err(|e| usage(e.to_string()))?;
+            // The gateway runs under a supervisor: a bad profile is a configuration error
+            // (78, which the unit does not restart), not a usage error.
+            let profile = ProfileName::parse(&profile)
+                .and_then(Profile::from_env)
+                .map_err(runtime::GatewayError::Profile)?;
+            // Before any thread exists: setting the environment is not thread-safe.
+            crate::env_file::load(&profile.env_file());
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

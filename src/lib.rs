@@ -6,6 +6,7 @@ pub mod cli;
 pub mod config;
 pub mod dropin;
 pub mod effects;
+pub mod env_file;
 pub mod escape;
 pub mod exit_code;
 pub mod gateway;

@@ -17,8 +17,7 @@ use std::process::{ExitStatus, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use croner::errors::CronError;
-use croner::{CivilDate, CivilDateTime, CivilTime, Cron, CronDateTime, Resolution, Weekday};
+use croner::{Cron, CronDateTime};
 use nix::sys::signal::{killpg, Signal};
 use tokio::process::{Child, Command};
 use tokio::sync::watch;
@@ -99,122 +98,13 @@ pub fn parse_schedule(schedule: &str) -> Result<croner::Cron, croner::errors::Cr
 
 // ---- wall clock ----
 
-/// The wall-clock type schedules are evaluated in.
-///
-/// UTC for now: croner only searches over types implementing [`CronDateTime`], and the one
-/// for local time (`chrono::DateTime<chrono::Local>`) needs chrono with its `clock` feature as
-/// a direct dependency, which this crate does not have yet. Everything below is generic over
-/// the time type, so switching is this alias plus [`wall_now`].
-pub type Wall = UtcTime;
+/// Schedules are evaluated in local time, like cron(8) and systemd timers: "0 9 * * *" is
+/// nine in the morning where the machine is.
+pub type Wall = chrono::DateTime<chrono::Local>;
 
 /// The current wall-clock time, read once per tick.
 pub fn wall_now() -> Wall {
-    UtcTime::now()
-}
-
-/// A UTC time to the second. Needs no time-zone database, so it is also the clock the
-/// due-time tests use: their results do not depend on the machine's zone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct UtcTime(i64);
-
-/// Year 1 to year 9999: every time in range converts to a calendar date croner accepts.
-const UTC_MIN: i64 = -62_135_596_800;
-const UTC_MAX: i64 = 253_402_300_799;
-
-impl UtcTime {
-    pub fn now() -> Self {
-        let secs = match SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
-            Ok(d) => i64::try_from(d.as_secs()).unwrap_or(UTC_MAX),
-            Err(e) => -i64::try_from(e.duration().as_secs()).unwrap_or(-UTC_MIN),
-        };
-        Self(secs.clamp(UTC_MIN, UTC_MAX))
-    }
-
-    /// Seconds since the Unix epoch, if within years 1 to 9999.
-    pub fn from_unix(secs: i64) -> Option<Self> {
-        (UTC_MIN..=UTC_MAX).contains(&secs).then_some(Self(secs))
-    }
-
-    pub fn from_ymd_hms(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> Option<Self> {
-        let civil = CivilDateTime::from_ymd_hms_opt(y, mo, d, h, mi, s)?;
-        Self::from_unix(civil_to_unix(civil))
-    }
-
-    pub fn unix(self) -> i64 {
-        self.0
-    }
-}
-
-impl fmt::Display for UtcTime {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}Z", self.to_civil())
-    }
-}
-
-impl CronDateTime for UtcTime {
-    fn to_civil(&self) -> CivilDateTime {
-        let (days, secs) = (self.0.div_euclid(86_400), self.0.rem_euclid(86_400));
-        let (y, m, d) = civil_from_days(days);
-        // The constructor keeps the value within years 1..=9999, so the parts are valid.
-        CivilDateTime::new(
-            CivilDate::from_parts_unchecked(y as i32, m, d),
-            CivilTime::from_parts_unchecked(
-                (secs / 3600) as u32,
-                (secs / 60 % 60) as u32,
-                (secs % 60) as u32,
-            ),
-        )
-    }
-
-    fn civil_weekday(&self) -> Weekday {
-        // 1970-01-01 was a Thursday.
-        Weekday::from_days_from_sunday((self.0.div_euclid(86_400) + 4).rem_euclid(7) as u32)
-    }
-
-    fn resolve_civil(&self, civil: CivilDateTime) -> Result<Resolution<Self>, CronError> {
-        Self::from_unix(civil_to_unix(civil))
-            .map(Resolution::Single)
-            .ok_or(CronError::InvalidDate)
-    }
-
-    fn checked_add_seconds(&self, seconds: i64) -> Option<Self> {
-        Self::from_unix(self.0.checked_add(seconds)?)
-    }
-
-    fn cmp_instant(&self, other: &Self) -> Ordering {
-        self.0.cmp(&other.0)
-    }
-}
-
-fn civil_to_unix(c: CivilDateTime) -> i64 {
-    days_from_civil(i64::from(c.year()), c.month(), c.day()) * 86_400
-        + i64::from(c.hour()) * 3600
-        + i64::from(c.minute()) * 60
-        + i64::from(c.second())
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let m = i64::from(m);
-    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
-}
-
-/// The inverse of [`days_from_civil`].
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (yoe + era * 400 + i64::from(m <= 2), m, d)
+    chrono::Local::now()
 }
 
 // ---- due times ----
@@ -643,15 +533,19 @@ mod tests {
         }
     }
 
-    fn t(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> UtcTime {
-        UtcTime::from_ymd_hms(y, mo, d, h, mi, s).unwrap()
+    /// Tests evaluate schedules in UTC, so results do not depend on the machine's zone.
+    type Utc = chrono::DateTime<chrono::Utc>;
+
+    fn t(y: i32, mo: u32, d: u32, h: u32, mi: u32, s: u32) -> Utc {
+        use chrono::TimeZone;
+        chrono::Utc.with_ymd_and_hms(y, mo, d, h, mi, s).unwrap()
     }
 
-    fn plus(at: UtcTime, secs: i64) -> UtcTime {
-        at.checked_add_seconds(secs).unwrap()
+    fn plus(at: Utc, secs: i64) -> Utc {
+        at + chrono::Duration::seconds(secs)
     }
 
-    fn schedule(pattern: &str, now: UtcTime) -> Schedule<UtcTime> {
+    fn schedule(pattern: &str, now: Utc) -> Schedule<Utc> {
         Schedule::new(parse_schedule(pattern).unwrap(), now)
     }
 
@@ -685,28 +579,6 @@ mod tests {
 
     fn read(path: &Path) -> String {
         std::fs::read_to_string(path).unwrap_or_default()
-    }
-
-    #[test]
-    fn utc_time_matches_the_calendar() {
-        assert_eq!(t(1970, 1, 1, 0, 0, 0).unix(), 0);
-        assert_eq!(t(2000, 3, 1, 0, 0, 0).unix(), 951_868_800);
-        assert_eq!(t(2024, 2, 29, 12, 34, 56).unix(), 1_709_210_096);
-        assert_eq!(t(1969, 12, 31, 23, 59, 59).unix(), -1);
-        assert_eq!(
-            t(2024, 2, 29, 12, 34, 56).to_string(),
-            "2024-02-29T12:34:56Z"
-        );
-        assert_eq!(t(2024, 2, 29, 0, 0, 0).civil_weekday(), Weekday::Thursday);
-        assert_eq!(t(1969, 12, 28, 0, 0, 0).civil_weekday(), Weekday::Sunday);
-        for days in (-719_162..2_932_896).step_by(97) {
-            let (y, m, d) = civil_from_days(days);
-            assert_eq!(days_from_civil(y, m, d), days, "{y}-{m}-{d}");
-        }
-        assert!(UtcTime::from_unix(UTC_MAX + 1).is_none());
-        assert!(plus(t(9999, 12, 31, 23, 59, 59), 0)
-            .checked_add_seconds(1)
-            .is_none());
     }
 
     #[test]

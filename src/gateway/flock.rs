@@ -58,14 +58,22 @@ impl HeldLock {
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir).map_err(io_err)?;
         }
-        let file = OpenOptions::new()
+        let open_rw = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
             .mode(0o644)
-            .open(path)
-            .map_err(io_err)?;
+            .open(path);
+        // Another user's lock file (a shared token-lock directory) can still be locked through
+        // a read-only descriptor; only the holder record is skipped.
+        let (file, writable) = match open_rw {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                (File::open(path).map_err(io_err)?, false)
+            }
+            Err(e) => return Err(io_err(e)),
+        };
         let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
             Ok(lock) => lock,
             Err((mut file, nix::errno::Errno::EWOULDBLOCK)) => {
@@ -78,10 +86,12 @@ impl HeldLock {
             }
             Err((_, errno)) => return Err(io_err(io::Error::from(errno))),
         };
-        let record = serde_json::to_string(me).expect("holder serialises");
-        lock.set_len(0).map_err(io_err)?;
-        lock.rewind().map_err(io_err)?;
-        writeln!(lock, "{record}").map_err(io_err)?;
+        if writable {
+            let record = serde_json::to_string(me).expect("holder serialises");
+            lock.set_len(0).map_err(io_err)?;
+            lock.rewind().map_err(io_err)?;
+            writeln!(lock, "{record}").map_err(io_err)?;
+        }
         Ok(HeldLock {
             _lock: lock,
             path: path.to_owned(),

@@ -47,6 +47,7 @@ struct Component {
     last_beat: Instant,
     last_error: Option<String>,
     reconnects: u64,
+    attempts: u64,
     /// When the component last stopped being connected (adapters only).
     outage_since: Option<Instant>,
 }
@@ -76,6 +77,7 @@ impl Registry {
             last_beat: Instant::now(),
             last_error: None,
             reconnects: 0,
+            attempts: 0,
             outage_since: Some(Instant::now()),
         })));
         lock(&self.components).push(hb.clone());
@@ -134,6 +136,14 @@ impl Heartbeat {
         lock(&self.0).reconnects += 1;
     }
 
+    /// A connection attempt starts (successful or not). Counting them shows whether backoff
+    /// keeps a failing endpoint from being hammered.
+    pub fn attempt(&self) {
+        let mut c = lock(&self.0);
+        c.attempts += 1;
+        c.last_beat = Instant::now();
+    }
+
     fn view(&self, now: Instant) -> ComponentView {
         let c = lock(&self.0);
         let age = now.saturating_duration_since(c.last_beat);
@@ -145,6 +155,7 @@ impl Heartbeat {
             last_beat_age: age,
             deadline: c.deadline,
             reconnects: c.reconnects,
+            attempts: c.attempts,
             last_error: c.last_error.clone(),
             outage: c.outage_since.map(|t| now.saturating_duration_since(t)),
         }
@@ -165,6 +176,7 @@ pub struct ComponentView {
     pub last_beat_age: Duration,
     pub deadline: Duration,
     pub reconnects: u64,
+    pub attempts: u64,
     pub last_error: Option<String>,
     /// How long the adapter has been without a connection, if it is.
     pub outage: Option<Duration>,

@@ -1,5 +1,6 @@
 //! The gateway process that a unit runs: `hermes-svc gateway run --profile NAME`.
 
+pub mod adapter;
 pub mod cron;
 pub mod fault;
 pub mod flock;
@@ -8,3 +9,12 @@ pub mod notify;
 pub mod pid_file;
 pub mod runtime;
 pub mod spool;
+pub mod state_file;
+pub mod token_lock;
+
+/// Resolve once shutdown has been requested. The watch guard is dropped here, before any await
+/// in the caller, so tasks that wait on it stay `Send`.
+pub async fn until_shutdown(rx: &mut tokio::sync::watch::Receiver<bool>) {
+    // An error means the sender is gone, which is a shutdown too.
+    let _ = rx.wait_for(|stop| *stop).await.map(drop);
+}

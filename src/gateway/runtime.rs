@@ -1,21 +1,39 @@
-//! The gateway's run loop: one `select!` over signals and the watchdog tick.
+//! The gateway's run loop: one `select!` over signals, adapter exits and the watchdog tick.
 //!
-//! Start order matters and is fixed here: resolve the profile, take the instance lock, write
-//! the pid file, then tell systemd `READY=1`. Adapters and the cron ticker join the loop as
-//! components of the health registry; the watchdog tick feeds systemd only while they are fresh.
+//! Start order is fixed: instance lock, config, secrets, token locks, pid file, spool, then the
+//! components, and `READY=1` once every component has reported in. The watchdog tick feeds
+//! systemd only while every component is fresh; a stale one is named in `STATUS=` and the feed
+//! stops, so systemd restarts the gateway. Without a systemd watchdog the same rule drives a
+//! self-watchdog that exits 75.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
 
+use crate::config::{self, ConfigError};
 use crate::exit_code;
+use crate::gateway::adapter::{self, AdapterExit};
+use crate::gateway::cron::{self, CronContext};
 use crate::gateway::flock::{self, HeldLock, Holder, LockError};
+use crate::gateway::health::{self, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
+use crate::gateway::spool::Spool;
+use crate::gateway::state_file::StateFile;
+use crate::gateway::token_lock::{self, TokenLockError};
 use crate::profile::Profile;
 
-/// How often to tick when systemd set no watchdog (self-watchdog and state refresh).
-const DEFAULT_TICK: Duration = Duration::from_secs(5);
+/// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
+/// unit is longer, so a drain is never cut short by SIGKILL.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Draining longer than this is unusual; systemd is told so with `EXTEND_TIMEOUT_USEC=`.
+const DRAIN_EXPECTED: Duration = Duration::from_secs(5);
+/// The longest interval between ticks (state file, STATUS=, self-watchdog).
+const MAX_TICK: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
@@ -24,6 +42,15 @@ pub enum GatewayError {
         profile: String,
         holder: Option<Holder>,
     },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    TokenHeld(TokenLockError),
+    #[error("adapter {adapter}: {reason}")]
+    AdapterFatal { adapter: String, reason: String },
+    /// Ask the supervisor for a clean restart (exit 75).
+    #[error("restarting: {0}")]
+    Restart(String),
     #[error("failed to {what}")]
     Io {
         what: String,
@@ -37,10 +64,16 @@ pub enum GatewayError {
 }
 
 impl GatewayError {
-    /// Conflicts exit 78 so that `RestartPreventExitStatus=78` keeps the unit from flapping.
+    /// Conflicts and configuration errors exit 78, which `RestartPreventExitStatus=78` keeps
+    /// from flapping; "restart me" exits 75.
     pub fn exit_code(&self) -> u8 {
         match self {
-            GatewayError::AlreadyRunning { .. } | GatewayError::Profile(_) => exit_code::CONFIG,
+            GatewayError::AlreadyRunning { .. }
+            | GatewayError::Config(_)
+            | GatewayError::TokenHeld(_)
+            | GatewayError::AdapterFatal { .. }
+            | GatewayError::Profile(_) => exit_code::CONFIG,
+            GatewayError::Restart(_) => exit_code::TEMPFAIL,
             GatewayError::Io { .. } | GatewayError::Lock(_) => exit_code::FAILURE,
         }
     }
@@ -51,7 +84,14 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
     move |source| GatewayError::Io { what, source }
 }
 
-/// Run until SIGTERM or SIGINT, then drain and return (exit 0).
+/// Why the loop ended.
+enum Stop {
+    Signal(&'static str),
+    Fatal { adapter: String, reason: String },
+    Restart(String),
+}
+
+/// Run until SIGTERM or SIGINT (Ok, exit 0), or until something demands an exit code.
 pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let name = profile.name().to_string();
     let home = profile.home();
@@ -71,6 +111,23 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         }
         Err(e) => return Err(GatewayError::Lock(e)),
     };
+
+    let config_path = profile.config_file();
+    let config = config::load(&config_path)?;
+    let mut adapters = vec![];
+    for spec in &config.adapters {
+        let secret = spec.credential(&config_path, &profile.env_file())?;
+        adapters.push((spec.clone(), secret));
+    }
+    let lock_dir = token_lock::lock_dir();
+    let mut _token_locks = vec![];
+    for (spec, secret) in &adapters {
+        let identity = spec.identity(secret.as_ref());
+        let lock = token_lock::acquire(&lock_dir, &spec.name, &identity, &me)
+            .map_err(GatewayError::TokenHeld)?;
+        _token_locks.push(lock);
+    }
+
     let _pid_file = PidFile::write(
         &profile.pid_file(),
         &PidRecord {
@@ -82,34 +139,173 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     )
     .map_err(io(format!("write {}", profile.pid_file().display())))?;
 
+    let spool = Arc::new(Spool::open(&profile.inbox_dir()).map_err(|e| {
+        io(format!(
+            "open the spool in {}",
+            profile.inbox_dir().display()
+        ))(std::io::Error::other(e))
+    })?);
+    let syncer = spool.spawn_syncer(Duration::from_millis(100));
+
     let notifier = Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?;
     let watchdog = notify::watchdog_interval();
+    let tick_every = watchdog
+        .map_or(config.self_watchdog / 2, |w| w / 2)
+        .min(MAX_TICK)
+        .max(Duration::from_millis(100));
     let mut sigterm = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
     let mut sigint = signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?;
-
-    let summary = "ready; no adapters configured".to_owned();
     let send = |state: &str| {
         if let Err(e) = notifier.send(state) {
             tracing::warn!(error = %e, "failed to notify systemd");
         }
     };
-    send(&format!("READY=1\n{}", notify::status_line(&summary)));
-    tracing::info!(profile = %name, pid = me.pid, ?watchdog, "gateway ready");
 
-    let mut tick = tokio::time::interval(watchdog.map_or(DEFAULT_TICK, |w| w / 2));
+    let registry = Registry::new();
+    let (shutdown_tx, shutdown_rx) = watch::channel(false);
+    let mut tasks: JoinSet<(String, AdapterExit)> = JoinSet::new();
+    if !config.cron.is_empty() {
+        let hb = registry.register("cron", "cron", cron::DEADLINE);
+        let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
+        ctx.env_remove.push("HERMES_TEST_FAULT".into());
+        let jobs = config.cron.clone();
+        let rx = shutdown_rx.clone();
+        tasks.spawn(async move {
+            cron::run(jobs, hb, ctx, rx).await;
+            ("cron".to_owned(), AdapterExit::Shutdown)
+        });
+    }
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(15))
+        .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let mut ready_deadline = Instant::now();
+    for (spec, secret) in adapters {
+        let hb = registry.register(
+            &spec.name,
+            spec.protocol.kind(),
+            adapter::retry_deadline(&spec, spec.timing.backoff_max),
+        );
+        ready_deadline = ready_deadline
+            .max(Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2);
+        let deps = adapter::Deps {
+            spool: spool.clone(),
+            heartbeat: hb,
+            http: http.clone(),
+            shutdown: shutdown_rx.clone(),
+        };
+        let name = spec.name.clone();
+        tasks.spawn(async move { (name, adapter::run(spec, secret, deps).await) });
+    }
+
+    // READY=1 once every component has reported in: connected, retrying or failed.
+    let ready_deadline = ready_deadline.min(Instant::now() + Duration::from_secs(60));
+    while Instant::now() < ready_deadline
+        && registry.snapshot().components.iter().any(|c| {
+            matches!(
+                c.state,
+                State::Starting | State::Connecting | State::Identifying | State::Resuming
+            ) && c.kind != "cron"
+        })
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let snapshot = registry.snapshot();
+    send(&format!(
+        "READY=1\n{}",
+        notify::status_line(&snapshot.summary())
+    ));
+    tracing::info!(profile = %name, pid = me.pid, ?watchdog, summary = %snapshot.summary(), "gateway ready");
+
+    let state_path = profile.state_file();
+    let stale_after = tick_every * 3 + Duration::from_secs(1);
+    let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let signal_name = loop {
+    let mut last_status = String::new();
+    let stop = loop {
         tokio::select! {
+            biased;
+            _ = sigterm.recv() => break Stop::Signal("SIGTERM"),
+            _ = sigint.recv() => break Stop::Signal("SIGINT"),
+            Some(done) = tasks.join_next() => match done {
+                Ok((adapter, AdapterExit::Fatal(reason))) => break Stop::Fatal { adapter, reason },
+                Ok((_, AdapterExit::Shutdown)) => {}
+                Err(e) => break Stop::Restart(format!("a component panicked: {e}")),
+            },
             _ = tick.tick() => {
-                if watchdog.is_some() {
-                    send("WATCHDOG=1");
+                let snapshot = registry.snapshot();
+                if let Err(e) = StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path) {
+                    tracing::warn!(error = %e, "failed to write the state file");
+                }
+                let summary = snapshot.summary();
+                if snapshot.all_fresh() {
+                    if watchdog.is_some() {
+                        send("WATCHDOG=1");
+                    }
+                } else {
+                    let stale: Vec<_> = snapshot.stale().map(|c| c.name.clone()).collect();
+                    tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
+                    if watchdog.is_none() {
+                        if let Some(c) = snapshot
+                            .stale()
+                            .find(|c| c.last_beat_age > c.deadline + config.self_watchdog)
+                        {
+                            break Stop::Restart(format!(
+                                "{} stale in {} for {} (self-watchdog)",
+                                c.name,
+                                c.state,
+                                health::short(c.last_beat_age)
+                            ));
+                        }
+                    }
+                }
+                if summary != last_status {
+                    send(&notify::status_line(&summary));
+                    last_status = summary;
+                }
+                if let Some((c, outage)) = snapshot.longest_outage() {
+                    if outage > config.max_outage {
+                        break Stop::Restart(format!(
+                            "{} without a connection for {} (max-outage {})",
+                            c.name,
+                            health::short(outage),
+                            health::short(config.max_outage)
+                        ));
+                    }
                 }
             }
-            _ = sigterm.recv() => break "SIGTERM",
-            _ = sigint.recv() => break "SIGINT",
         }
     };
-    tracing::info!(signal = signal_name, "stopping");
-    send(&format!("STOPPING=1\n{}", notify::status_line("stopping")));
-    Ok(())
+
+    let why = match &stop {
+        Stop::Signal(s) => format!("stopping on {s}"),
+        Stop::Fatal { adapter, reason } => format!("stopping: adapter {adapter}: {reason}"),
+        Stop::Restart(r) => format!("restarting: {r}"),
+    };
+    tracing::info!(reason = %why, "draining");
+    send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
+    let _ = shutdown_tx.send(true);
+    let started = Instant::now();
+    let mut extended = false;
+    while !tasks.is_empty() && started.elapsed() < DRAIN_TIMEOUT {
+        if !extended && started.elapsed() >= DRAIN_EXPECTED {
+            send(&format!(
+                "EXTEND_TIMEOUT_USEC={}",
+                (DRAIN_TIMEOUT - started.elapsed()).as_micros()
+            ));
+            extended = true;
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(200), tasks.join_next()).await;
+    }
+    tasks.abort_all();
+    syncer.abort();
+    if let Err(e) = spool.sync().await {
+        tracing::warn!(error = %e, "failed to sync the spool");
+    }
+    match stop {
+        Stop::Signal(_) => Ok(()),
+        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
+        Stop::Restart(r) => Err(GatewayError::Restart(r)),
+    }
 }

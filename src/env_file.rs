@@ -1,0 +1,79 @@
+//! The profile's `.env`: secrets for the gateway, as `KEY=VALUE` lines.
+//!
+//! Under systemd the unit's `EnvironmentFile=` has already loaded it; the gateway reads it too so
+//! that a foreground run or a launchd job sees the same variables. Values already in the
+//! environment win, so the unit's view is never overridden.
+
+use std::path::Path;
+
+/// Parse `.env` text: `KEY=VALUE` or `export KEY=VALUE`, `#` comments, and values optionally
+/// wrapped in matching single or double quotes. Malformed lines are skipped and reported by
+/// line number, never echoed (they may hold a secret).
+pub fn parse(text: &str) -> (Vec<(String, String)>, Vec<usize>) {
+    let mut vars = vec![];
+    let mut bad = vec![];
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((key, value)) = line.split_once('=') else {
+            bad.push(i + 1);
+            continue;
+        };
+        let key = key.trim();
+        if crate::escape::env_name(key).is_err() {
+            bad.push(i + 1);
+            continue;
+        }
+        let value = value.trim();
+        let value = [('"', '"'), ('\'', '\'')]
+            .iter()
+            .find_map(|(open, close)| {
+                value
+                    .strip_prefix(*open)
+                    .and_then(|v| v.strip_suffix(*close))
+            })
+            .unwrap_or(value);
+        vars.push((key.to_owned(), value.to_owned()));
+    }
+    (vars, bad)
+}
+
+/// Load `path` into this process's environment without overriding what is set.
+///
+/// Must run before any other thread exists: setting the environment is not thread-safe.
+pub fn load(path: &Path) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    let (vars, bad) = parse(&text);
+    for line in bad {
+        tracing::warn!(file = %path.display(), line, "skipping a malformed line in .env");
+    }
+    for (k, v) in vars {
+        if std::env::var_os(&k).is_none() {
+            std::env::set_var(k, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn parses_common_forms() {
+        let (vars, bad) = super::parse(
+            "# secrets\nQQ_BOT_SECRET=abc\nexport TOKEN=\"x y\"\nQ='1=2'\nnot a line\n1BAD=x\n",
+        );
+        assert_eq!(
+            vars,
+            vec![
+                ("QQ_BOT_SECRET".into(), "abc".into()),
+                ("TOKEN".into(), "x y".into()),
+                ("Q".into(), "1=2".into()),
+            ]
+        );
+        assert_eq!(bad, vec![5, 6]);
+    }
+}

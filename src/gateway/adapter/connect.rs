@@ -1,0 +1,122 @@
+//! Opening a WebSocket with a deadline on every step and TCP options that let the kernel
+//! notice a dead peer too.
+//!
+//! Keepalive probes catch a peer that vanished while the connection is idle, and
+//! `TCP_USER_TIMEOUT` bounds how long written data may stay unacknowledged, which is what
+//! makes a blackholed write fail instead of queueing forever.
+
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::handshake::client::Request;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// Why a connection attempt failed. All of these are retried with backoff.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("invalid gateway url: {0}")]
+    Url(String),
+    #[error("dns: {0}")]
+    Dns(String),
+    #[error("connect: {0}")]
+    Tcp(std::io::Error),
+    #[error("websocket upgrade: {0}")]
+    Upgrade(String),
+    #[error("timed out after {0:?} ({1})")]
+    Timeout(Duration, &'static str),
+}
+
+/// Connect to `url` (ws:// or wss://) within `timeout`, with an optional Authorization header.
+pub async fn connect(
+    url: &str,
+    authorization: Option<&str>,
+    timeout: Duration,
+    user_timeout: Duration,
+) -> Result<Socket, ConnectError> {
+    let mut request: Request = url
+        .into_client_request()
+        .map_err(|e| ConnectError::Url(e.to_string()))?;
+    if let Some(auth) = authorization {
+        let value =
+            HeaderValue::from_str(auth).map_err(|_| ConnectError::Url("bad credential".into()))?;
+        request.headers_mut().insert("Authorization", value);
+    }
+    let uri = request.uri().clone();
+    let host = uri
+        .host()
+        .ok_or_else(|| ConnectError::Url("no host".into()))?
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
+    let port = uri
+        .port_u16()
+        .unwrap_or(if uri.scheme_str() == Some("wss") {
+            443
+        } else {
+            80
+        });
+
+    let attempt = async {
+        let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), port))
+            .await
+            .map_err(|e| ConnectError::Dns(e.to_string()))?
+            .collect();
+        let mut last = None;
+        let mut stream = None;
+        for addr in addrs {
+            match TcpStream::connect(addr).await {
+                Ok(s) => {
+                    stream = Some(s);
+                    break;
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        let stream = match stream {
+            Some(s) => s,
+            None => {
+                return Err(match last {
+                    Some(e) => ConnectError::Tcp(e),
+                    None => ConnectError::Dns(format!("{host}: no addresses")),
+                })
+            }
+        };
+        tune(&stream, user_timeout);
+        let config = WebSocketConfig::default()
+            .max_message_size(Some(16 << 20))
+            .max_frame_size(Some(16 << 20));
+        let (ws, _) =
+            tokio_tungstenite::client_async_tls_with_config(request, stream, Some(config), None)
+                .await
+                .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
+        Ok(ws)
+    };
+    tokio::time::timeout(timeout, attempt)
+        .await
+        .map_err(|_| ConnectError::Timeout(timeout, "dns, tcp, tls and upgrade"))?
+}
+
+/// Keepalive and TCP_USER_TIMEOUT; failures only cost the extra protection, so they are logged.
+fn tune(stream: &TcpStream, user_timeout: Duration) {
+    let sock = socket2::SockRef::from(stream);
+    let keepalive = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(15))
+        .with_interval(Duration::from_secs(5));
+    #[cfg(any(target_os = "linux", target_os = "macos"))]
+    let keepalive = keepalive.with_retries(3);
+    if let Err(e) = sock.set_tcp_keepalive(&keepalive) {
+        tracing::debug!(error = %e, "failed to set tcp keepalive");
+    }
+    #[cfg(target_os = "linux")]
+    if let Err(e) = sock.set_tcp_user_timeout(Some(user_timeout)) {
+        tracing::debug!(error = %e, "failed to set TCP_USER_TIMEOUT");
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = user_timeout;
+    let _ = stream.set_nodelay(true);
+}

@@ -1,0 +1,350 @@
+//! Is the connection alive? A pure tracker of probes (heartbeats awaiting ACK, WS pings
+//! awaiting pong) and inbound traffic, driven by explicit instants so it can be tested without
+//! sockets or real time.
+//!
+//! The rules, chosen so that every known way of going deaf is caught quickly:
+//! - A probe unanswered by its deadline, with *nothing at all* received since it was sent, is a
+//!   half-open socket: zombie at once.
+//! - While frames still arrive (the read path works), one unanswered probe is tolerated; the
+//!   second consecutive miss of the same kind means the write path is dead: zombie.
+//! - An ACK still missing at the next heartbeat tick counts as missed even if its deadline is
+//!   longer than the interval, so a miss is declared by the next tick at the latest.
+//! - Heartbeats and WS pings alternate half an interval apart, so a dead socket is probed
+//!   every half interval and detected within about 0.75 heartbeat intervals.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Why a connection was declared dead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Zombie {
+    /// Nothing received since a probe went out, past its deadline.
+    HalfOpen,
+    /// Two probes in a row unanswered while other frames still arrive.
+    WritePathDead,
+    /// No frame of any kind for the idle deadline.
+    Idle,
+}
+
+impl std::fmt::Display for Zombie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Zombie::HalfOpen => "zombie: probe unanswered and nothing received (half-open)",
+            Zombie::WritePathDead => {
+                "zombie: 2 probes in a row unanswered while frames still arrive (write path dead)"
+            }
+            Zombie::Idle => "zombie: nothing received within the idle deadline",
+        })
+    }
+}
+
+/// What the connection should do now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    SendHeartbeat,
+    SendPing,
+    Dead(Zombie),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    deadline: Instant,
+    inbound_since: bool,
+}
+
+#[derive(Debug)]
+pub struct Liveness {
+    interval: Duration,
+    ack_timeout: Duration,
+    idle_timeout: Duration,
+    next_heartbeat: Instant,
+    next_ping: Instant,
+    heartbeat: Option<Probe>,
+    ping: Option<Probe>,
+    missed_acks: u32,
+    missed_pongs: u32,
+    last_inbound: Instant,
+    /// Whether heartbeats are sent at all (a plain WebSocket without an app-level ping has
+    /// only WS pings).
+    heartbeats: bool,
+}
+
+/// The ACK deadline when none is configured: a quarter interval, between 100 ms and 10 s.
+pub fn default_ack_timeout(interval: Duration) -> Duration {
+    (interval / 4).clamp(Duration::from_millis(100), Duration::from_secs(10))
+}
+
+impl Liveness {
+    /// `jitter` in [0, 1) places the first heartbeat, so that many clients that connected at
+    /// once do not heartbeat in lockstep.
+    pub fn new(
+        now: Instant,
+        interval: Duration,
+        ack_timeout: Duration,
+        jitter: f64,
+        heartbeats: bool,
+    ) -> Self {
+        let first = now + interval.mul_f64(jitter.clamp(0.0, 1.0));
+        Self {
+            interval,
+            ack_timeout,
+            idle_timeout: interval + ack_timeout * 2,
+            next_heartbeat: first,
+            next_ping: first + interval / 2,
+            heartbeat: None,
+            ping: None,
+            missed_acks: 0,
+            missed_pongs: 0,
+            last_inbound: now,
+            heartbeats,
+        }
+    }
+
+    pub fn interval(&self) -> Duration {
+        self.interval
+    }
+
+    /// How long the component may go without proof of life while connected.
+    pub fn liveness_deadline(&self) -> Duration {
+        self.idle_timeout + self.ack_timeout
+    }
+
+    /// When `poll` next has something to do.
+    pub fn next_wakeup(&self) -> Instant {
+        let mut t = self.next_ping.min(self.last_inbound + self.idle_timeout);
+        if self.heartbeats {
+            t = t.min(self.next_heartbeat);
+        }
+        for p in [self.heartbeat, self.ping].into_iter().flatten() {
+            t = t.min(p.deadline);
+        }
+        t
+    }
+
+    /// Any frame at all (proof the read path works).
+    pub fn on_inbound(&mut self, now: Instant) {
+        self.last_inbound = now;
+        for p in [&mut self.heartbeat, &mut self.ping].into_iter().flatten() {
+            p.inbound_since = true;
+        }
+    }
+
+    pub fn on_ack(&mut self, now: Instant) {
+        self.on_inbound(now);
+        self.heartbeat = None;
+        self.missed_acks = 0;
+    }
+
+    pub fn on_pong(&mut self, now: Instant) {
+        self.on_inbound(now);
+        self.ping = None;
+        self.missed_pongs = 0;
+    }
+
+    /// Advance to `now` and say what to do. Call repeatedly until it returns `None`.
+    pub fn poll(&mut self, now: Instant) -> Option<Action> {
+        if now >= self.last_inbound + self.idle_timeout {
+            return Some(Action::Dead(Zombie::Idle));
+        }
+        if let Some(dead) = expire(&mut self.heartbeat, &mut self.missed_acks, now) {
+            return Some(Action::Dead(dead));
+        }
+        if let Some(dead) = expire(&mut self.ping, &mut self.missed_pongs, now) {
+            return Some(Action::Dead(dead));
+        }
+        if self.heartbeats && now >= self.next_heartbeat {
+            // An ACK still outstanding at the next tick is missed, whatever its deadline.
+            if let Some(p) = self.heartbeat.as_mut() {
+                p.deadline = now;
+                if let Some(dead) = expire(&mut self.heartbeat, &mut self.missed_acks, now) {
+                    return Some(Action::Dead(dead));
+                }
+            }
+            self.next_heartbeat += self.interval;
+            if self.next_heartbeat <= now {
+                self.next_heartbeat = now + self.interval;
+            }
+            self.heartbeat = Some(Probe {
+                deadline: now + self.ack_timeout,
+                inbound_since: false,
+            });
+            return Some(Action::SendHeartbeat);
+        }
+        if now >= self.next_ping {
+            if let Some(p) = self.ping.as_mut() {
+                p.deadline = now;
+                if let Some(dead) = expire(&mut self.ping, &mut self.missed_pongs, now) {
+                    return Some(Action::Dead(dead));
+                }
+            }
+            self.next_ping += self.interval;
+            if self.next_ping <= now {
+                self.next_ping = now + self.interval;
+            }
+            self.ping = Some(Probe {
+                deadline: now + self.ack_timeout,
+                inbound_since: false,
+            });
+            return Some(Action::SendPing);
+        }
+        None
+    }
+}
+
+/// Retire a probe past its deadline, counting the miss.
+fn expire(probe: &mut Option<Probe>, missed: &mut u32, now: Instant) -> Option<Zombie> {
+    let p = (*probe)?;
+    if now < p.deadline {
+        return None;
+    }
+    *probe = None;
+    if !p.inbound_since {
+        return Some(Zombie::HalfOpen);
+    }
+    *missed += 1;
+    (*missed >= 2).then_some(Zombie::WritePathDead)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const I: Duration = Duration::from_secs(4);
+    const A: Duration = Duration::from_secs(1);
+
+    /// Drive the tracker to `until`, answering probes with `answer`, returning the first death.
+    fn drive(
+        l: &mut Liveness,
+        from: Instant,
+        until: Instant,
+        mut answer: impl FnMut(&mut Liveness, Action, Instant),
+        mut every: impl FnMut(&mut Liveness, Instant),
+    ) -> Option<(Zombie, Instant)> {
+        let mut now = from;
+        let step = Duration::from_millis(10);
+        while now <= until {
+            every(l, now);
+            while let Some(a) = l.poll(now) {
+                if let Action::Dead(z) = a {
+                    return Some((z, now));
+                }
+                answer(l, a, now);
+            }
+            now += step;
+        }
+        None
+    }
+
+    #[test]
+    fn a_healthy_connection_lives() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.5, true);
+        let r = drive(
+            &mut l,
+            t0,
+            t0 + I * 20,
+            |l, a, now| match a {
+                Action::SendHeartbeat => l.on_ack(now),
+                Action::SendPing => l.on_pong(now),
+                Action::Dead(_) => {}
+            },
+            |_, _| {},
+        );
+        assert_eq!(r, None);
+    }
+
+    #[test]
+    fn half_open_is_detected_within_three_quarters_of_an_interval() {
+        for jitter in [0.0, 0.3, 0.77] {
+            for fault_at in [0.1, 0.45, 0.9] {
+                let t0 = Instant::now();
+                let mut l = Liveness::new(t0, I, A, jitter, true);
+                let fault = t0 + I * 3 + I.mul_f64(fault_at);
+                let (z, at) = drive(
+                    &mut l,
+                    t0,
+                    t0 + I * 10,
+                    |l, a, now| {
+                        if now < fault {
+                            match a {
+                                Action::SendHeartbeat => l.on_ack(now),
+                                Action::SendPing => l.on_pong(now),
+                                Action::Dead(_) => {}
+                            }
+                        }
+                    },
+                    |_, _| {},
+                )
+                .unwrap();
+                assert_eq!(z, Zombie::HalfOpen);
+                let latency = at - fault;
+                assert!(
+                    latency <= I * 3 / 4 + Duration::from_millis(20),
+                    "{latency:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn write_path_dead_is_tolerated_once_then_detected() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true);
+        let fault = t0 + I * 2;
+        let (z, at) = drive(
+            &mut l,
+            t0,
+            t0 + I * 10,
+            |l, a, now| {
+                if now < fault {
+                    match a {
+                        Action::SendHeartbeat => l.on_ack(now),
+                        Action::SendPing => l.on_pong(now),
+                        Action::Dead(_) => {}
+                    }
+                }
+            },
+            // Dispatches keep arriving every 100 ms.
+            |l, now| {
+                if (now - t0).as_millis() % 100 == 0 {
+                    l.on_inbound(now)
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(z, Zombie::WritePathDead);
+        assert!(at - fault > A, "the first miss is tolerated");
+        assert!(
+            at - fault <= I + A + Duration::from_millis(20),
+            "{:?}",
+            at - fault
+        );
+    }
+
+    #[test]
+    fn no_ack_on_a_healthy_socket_is_detected_but_a_slow_ack_is_not() {
+        for (delay, dies) in [(None, true), (Some(A.mul_f64(0.8)), false)] {
+            let t0 = Instant::now();
+            let mut l = Liveness::new(t0, I, A, 0.0, true);
+            let pending: std::cell::Cell<Option<Instant>> = std::cell::Cell::new(None);
+            let r = drive(
+                &mut l,
+                t0,
+                t0 + I * 10,
+                |l, a, now| match a {
+                    Action::SendHeartbeat => pending.set(delay.map(|d| now + d)),
+                    Action::SendPing => l.on_pong(now),
+                    Action::Dead(_) => {}
+                },
+                |l, now| {
+                    if pending.get().is_some_and(|p| now >= p) {
+                        pending.set(None);
+                        l.on_ack(now);
+                    }
+                },
+            );
+            assert_eq!(r.is_some(), dies, "delay {delay:?}: {r:?}");
+        }
+    }
+}

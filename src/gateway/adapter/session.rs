@@ -1,0 +1,477 @@
+//! One connection of an adapter, from connect to its end: Hello, Identify or Resume,
+//! heartbeats, WS pings, dispatches into the spool, and every way it can end.
+//!
+//! The loop is a single `select!` over shutdown, the liveness timer and the socket, with the
+//! timer first so that a flood of dispatches can never delay a heartbeat. Every write has a
+//! deadline; a connection is dropped without waiting for a close handshake when it is dead.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message;
+
+use super::connect::{self, Socket};
+use super::liveness::{self, Action, Liveness, Zombie};
+use crate::config::Timing;
+use crate::gateway::fault;
+use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::spool::{Event, Spool};
+
+/// What the server speaks.
+#[derive(Clone, Debug)]
+pub enum Dialect {
+    /// The QQ Bot / Discord gateway protocol. `token` is what Identify and Resume carry.
+    Gateway {
+        token: String,
+        intents: u64,
+        shard: Option<[u32; 2]>,
+        properties: Value,
+    },
+    /// A plain WebSocket: no handshake, liveness by WS ping and an optional app-level ping.
+    Plain {
+        ping_interval: Duration,
+        app_ping: Option<String>,
+    },
+}
+
+/// What a resume needs, carried from one connection to the next.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResumeState {
+    pub session_id: String,
+    pub seq: u64,
+    pub resume_url: Option<String>,
+}
+
+/// How a connection ended.
+#[derive(Debug, PartialEq)]
+pub enum SessionEnd {
+    /// Could not connect, or the handshake did not complete (no Hello, no READY).
+    Failed(String),
+    Zombie(Zombie),
+    Closed(Option<u16>),
+    /// op 7: the server asks for a reconnect and resume.
+    Reconnect,
+    /// op 9: the session is invalid; `resumable` says whether a resume may still work.
+    InvalidSession {
+        resumable: bool,
+    },
+    /// The spool could not store a dispatch: stop reading so nothing is acknowledged.
+    Spool(String),
+    Shutdown,
+}
+
+pub struct Session<'a> {
+    pub adapter: &'a str,
+    pub url: &'a str,
+    pub authorization: Option<&'a str>,
+    pub dialect: &'a Dialect,
+    pub timing: &'a Timing,
+    pub heartbeat: &'a Heartbeat,
+    pub spool: &'a Spool,
+}
+
+/// The result of one connection: how it ended, the resume state for the next one, and how long
+/// it was connected (to reset the backoff after a stable period).
+#[derive(Debug)]
+pub struct Outcome {
+    pub end: SessionEnd,
+    pub resume: Option<ResumeState>,
+    pub connected_for: Option<Duration>,
+}
+
+enum Step {
+    Continue,
+    End(SessionEnd),
+}
+
+struct Conn<'a> {
+    s: &'a Session<'a>,
+    ws: Socket,
+    resume: Option<ResumeState>,
+    live: Option<Liveness>,
+    ready_at: Option<Instant>,
+    write_timeout: Duration,
+    sent_pings: u64,
+}
+
+impl Session<'_> {
+    pub async fn run(
+        &self,
+        resume: Option<ResumeState>,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Outcome {
+        self.heartbeat.enter(State::Connecting);
+        self.heartbeat.attempt();
+        let fail = |end, resume| Outcome {
+            end,
+            resume,
+            connected_for: None,
+        };
+        let user_timeout = self.timing.ack_timeout.unwrap_or(Duration::from_secs(10)) * 2;
+        let ws = tokio::select! {
+            r = connect::connect(self.url, self.authorization, self.timing.connect_timeout, user_timeout) => match r {
+                Ok(ws) => ws,
+                Err(e) => return fail(SessionEnd::Failed(e.to_string()), resume),
+            },
+            _ = crate::gateway::until_shutdown(shutdown) => return fail(SessionEnd::Shutdown, resume),
+        };
+        let mut conn = Conn {
+            s: self,
+            ws,
+            resume,
+            live: None,
+            ready_at: None,
+            write_timeout: self.timing.connect_timeout,
+            sent_pings: 0,
+        };
+        let end = conn.drive(shutdown).await;
+        if !matches!(end, SessionEnd::Closed(_) | SessionEnd::Shutdown) {
+            // Dead or abandoned: drop the socket without a close handshake.
+            tracing::debug!(adapter = self.adapter, ?end, "dropping connection");
+        }
+        Outcome {
+            connected_for: conn.ready_at.map(|t| t.elapsed()),
+            resume: conn.resume,
+            end,
+        }
+    }
+}
+
+impl Conn<'_> {
+    async fn drive(&mut self, shutdown: &mut watch::Receiver<bool>) -> SessionEnd {
+        let timing = self.s.timing;
+        // Phase 1: learn the heartbeat interval.
+        let interval = match self.s.dialect {
+            Dialect::Plain { ping_interval, .. } => *ping_interval,
+            Dialect::Gateway { .. } => match self.await_hello(shutdown).await {
+                Ok(i) => i,
+                Err(end) => return end,
+            },
+        };
+        let ack = timing
+            .ack_timeout
+            .unwrap_or_else(|| liveness::default_ack_timeout(interval));
+        self.write_timeout = ack.max(Duration::from_millis(500));
+        let heartbeats = match self.s.dialect {
+            Dialect::Gateway { .. } => true,
+            Dialect::Plain { app_ping, .. } => app_ping.is_some(),
+        };
+        let live = Liveness::new(Instant::now(), interval, ack, fastrand::f64(), heartbeats);
+        self.s
+            .heartbeat
+            .set_deadline(live.liveness_deadline().max(timing.hello_timeout + ack));
+        self.live = Some(live);
+
+        // Phase 2: identify or resume (the gateway protocol), then run.
+        let handshake_deadline = match self.s.dialect {
+            Dialect::Gateway { .. } => {
+                let (state, payload) = self.handshake_payload();
+                self.s.heartbeat.enter(state);
+                if let Err(end) = self.send(Message::text(payload.to_string())).await {
+                    return end;
+                }
+                Some(Instant::now() + timing.hello_timeout)
+            }
+            Dialect::Plain { .. } => {
+                self.connected();
+                None
+            }
+        };
+        loop {
+            let live = self.live.as_ref().expect("set above");
+            let mut wake = live.next_wakeup();
+            if self.ready_at.is_none() {
+                if let Some(d) = handshake_deadline {
+                    wake = wake.min(d);
+                }
+            }
+            let step = tokio::select! {
+                biased;
+                _ = crate::gateway::until_shutdown(shutdown) => {
+                    let close = CloseFrame { code: CloseCode::Away, reason: "shutting down".into() };
+                    let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(Some(close)))).await;
+                    Step::End(SessionEnd::Shutdown)
+                }
+                _ = sleep_until(wake) => self.on_timer(handshake_deadline).await,
+                frame = self.ws.next() => match frame {
+                    Some(Ok(msg)) => self.on_frame(msg).await,
+                    Some(Err(e)) => {
+                        tracing::debug!(adapter = self.s.adapter, error = %e, "read failed");
+                        Step::End(SessionEnd::Closed(None))
+                    }
+                    None => Step::End(SessionEnd::Closed(None)),
+                },
+            };
+            if let Step::End(end) = step {
+                return end;
+            }
+        }
+    }
+
+    /// Wait for op 10 within the hello timeout.
+    async fn await_hello(
+        &mut self,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> Result<Duration, SessionEnd> {
+        let deadline = Instant::now() + self.s.timing.hello_timeout;
+        loop {
+            let frame = tokio::select! {
+                _ = crate::gateway::until_shutdown(shutdown) => return Err(SessionEnd::Shutdown),
+                _ = sleep_until(deadline) => return Err(SessionEnd::Failed(format!("no Hello within {:?}", self.s.timing.hello_timeout))),
+                f = self.ws.next() => f,
+            };
+            match frame {
+                Some(Ok(Message::Text(t))) => {
+                    let v: Value = serde_json::from_str(&t).unwrap_or(Value::Null);
+                    if v["op"] == 10 {
+                        let ms = v["d"]["heartbeat_interval"].as_u64().unwrap_or(0);
+                        if ms == 0 {
+                            return Err(SessionEnd::Failed(
+                                "Hello without a heartbeat interval".into(),
+                            ));
+                        }
+                        self.s.heartbeat.beat();
+                        return Ok(Duration::from_millis(ms));
+                    }
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    return Err(SessionEnd::Closed(frame.map(|f| u16::from(f.code))))
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(SessionEnd::Failed(format!("before Hello: {e}"))),
+                None => return Err(SessionEnd::Failed("closed before Hello".into())),
+            }
+        }
+    }
+
+    fn handshake_payload(&self) -> (State, Value) {
+        let Dialect::Gateway {
+            token,
+            intents,
+            shard,
+            properties,
+        } = self.s.dialect
+        else {
+            unreachable!("plain sockets have no handshake")
+        };
+        match &self.resume {
+            Some(r) => (
+                State::Resuming,
+                json!({"op": 6, "d": {"token": token, "session_id": r.session_id, "seq": r.seq}}),
+            ),
+            None => {
+                let mut d = json!({"token": token, "intents": intents, "properties": properties});
+                if let Some(shard) = shard {
+                    d["shard"] = json!(shard);
+                }
+                (State::Identifying, json!({"op": 2, "d": d}))
+            }
+        }
+    }
+
+    fn connected(&mut self) {
+        self.ready_at = Some(Instant::now());
+        self.s.heartbeat.enter(State::Connected);
+    }
+
+    async fn send(&mut self, msg: Message) -> Result<(), SessionEnd> {
+        match timeout(self.write_timeout, self.ws.send(msg)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(adapter = self.s.adapter, error = %e, "write failed");
+                Err(SessionEnd::Closed(None))
+            }
+            // A write that cannot finish is a dead write path, whatever the reads say.
+            Err(_) => Err(SessionEnd::Zombie(Zombie::WritePathDead)),
+        }
+    }
+
+    async fn on_timer(&mut self, handshake_deadline: Option<Instant>) -> Step {
+        let now = Instant::now();
+        if self.ready_at.is_none() && handshake_deadline.is_some_and(|d| now >= d) {
+            return Step::End(SessionEnd::Failed(format!(
+                "no READY/RESUMED within {:?}",
+                self.s.timing.hello_timeout
+            )));
+        }
+        loop {
+            let action = self.live.as_mut().expect("set").poll(now);
+            let msg = match action {
+                None => return Step::Continue,
+                Some(Action::Dead(z)) => return Step::End(SessionEnd::Zombie(z)),
+                Some(Action::SendPing) => {
+                    self.sent_pings += 1;
+                    Message::Ping(self.sent_pings.to_be_bytes().to_vec().into())
+                }
+                Some(Action::SendHeartbeat) => match self.s.dialect {
+                    Dialect::Gateway { .. } => {
+                        let seq = self.resume.as_ref().map(|r| r.seq);
+                        Message::text(json!({"op": 1, "d": seq}).to_string())
+                    }
+                    Dialect::Plain { app_ping, .. } => {
+                        Message::text(app_ping.clone().unwrap_or_default())
+                    }
+                },
+            };
+            if let Err(end) = self.send(msg).await {
+                return Step::End(end);
+            }
+        }
+    }
+
+    async fn on_frame(&mut self, msg: Message) -> Step {
+        let now = Instant::now();
+        self.s.heartbeat.beat();
+        let live = self.live.as_mut().expect("set");
+        match msg {
+            Message::Pong(_) => {
+                live.on_pong(now);
+                Step::Continue
+            }
+            Message::Ping(_) | Message::Binary(_) | Message::Frame(_) => {
+                live.on_inbound(now);
+                Step::Continue
+            }
+            Message::Close(frame) => {
+                Step::End(SessionEnd::Closed(frame.map(|f| u16::from(f.code))))
+            }
+            Message::Text(text) => {
+                let value: Value = match serde_json::from_str(&text) {
+                    Ok(v) => v,
+                    Err(_) => {
+                        live.on_inbound(now);
+                        tracing::debug!(adapter = self.s.adapter, "ignoring a non-JSON frame");
+                        return Step::Continue;
+                    }
+                };
+                match self.s.dialect {
+                    Dialect::Plain { .. } => {
+                        // Any frame answers the app-level ping.
+                        live.on_ack(now);
+                        let id = value
+                            .get("id")
+                            .or_else(|| value.get("event_id"))
+                            .and_then(id_string);
+                        self.store(id, "message".into(), None, value).await
+                    }
+                    Dialect::Gateway { .. } => self.on_gateway(value, now).await,
+                }
+            }
+        }
+    }
+
+    async fn on_gateway(&mut self, v: Value, now: Instant) -> Step {
+        let live = self.live.as_mut().expect("set");
+        match v["op"].as_u64() {
+            Some(11) => {
+                live.on_ack(now);
+                Step::Continue
+            }
+            Some(1) => {
+                live.on_inbound(now);
+                let seq = self.resume.as_ref().map(|r| r.seq);
+                match self
+                    .send(Message::text(json!({"op": 1, "d": seq}).to_string()))
+                    .await
+                {
+                    Ok(()) => Step::Continue,
+                    Err(end) => Step::End(end),
+                }
+            }
+            Some(7) => Step::End(SessionEnd::Reconnect),
+            Some(9) => Step::End(SessionEnd::InvalidSession {
+                resumable: v["d"].as_bool().unwrap_or(false),
+            }),
+            Some(0) => {
+                live.on_inbound(now);
+                let seq = v["s"].as_u64();
+                let kind = v["t"].as_str().unwrap_or("").to_owned();
+                match kind.as_str() {
+                    "READY" => {
+                        let d = &v["d"];
+                        self.resume = Some(ResumeState {
+                            session_id: d["session_id"].as_str().unwrap_or_default().to_owned(),
+                            seq: seq.unwrap_or(0),
+                            resume_url: d["resume_gateway_url"].as_str().map(str::to_owned),
+                        });
+                        self.connected();
+                        fault::hang_if_wedged(self.s.adapter).await;
+                        Step::Continue
+                    }
+                    "RESUMED" => {
+                        self.advance(seq);
+                        self.connected();
+                        fault::hang_if_wedged(self.s.adapter).await;
+                        Step::Continue
+                    }
+                    _ => {
+                        let id = v
+                            .get("id")
+                            .and_then(id_string)
+                            .or_else(|| v["d"].get("id").and_then(id_string));
+                        let data = v.get("d").cloned().unwrap_or(Value::Null);
+                        self.store(id, kind, seq, data).await
+                    }
+                }
+            }
+            _ => {
+                live.on_inbound(now);
+                Step::Continue
+            }
+        }
+    }
+
+    /// Spool first, then advance the seq: a dispatch is acknowledged (by the seq we report)
+    /// only once it is stored, so a crash in between means a replay, never a loss.
+    async fn store(
+        &mut self,
+        id: Option<String>,
+        kind: String,
+        seq: Option<u64>,
+        data: Value,
+    ) -> Step {
+        let id = id.unwrap_or_else(|| {
+            let session = self.resume.as_ref().map_or("", |r| r.session_id.as_str());
+            match seq {
+                Some(s) => format!("{}:{session}:{s}", self.s.adapter),
+                None => format!("{}:{}", self.s.adapter, fastrand::u64(..)),
+            }
+        });
+        let event = Event {
+            id,
+            adapter: self.s.adapter.to_owned(),
+            kind,
+            seq,
+            received_at: now_rfc3339(),
+            data,
+        };
+        if let Err(e) = self.s.spool.append(&event).await {
+            return Step::End(SessionEnd::Spool(e.to_string()));
+        }
+        self.advance(seq);
+        Step::Continue
+    }
+
+    fn advance(&mut self, seq: Option<u64>) {
+        if let (Some(seq), Some(r)) = (seq, self.resume.as_mut()) {
+            r.seq = r.seq.max(seq);
+        }
+    }
+}
+
+fn id_string(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}

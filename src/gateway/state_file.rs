@@ -1,0 +1,92 @@
+//! `state/gateway.json`: the gateway's health, rewritten atomically on every watchdog tick,
+//! for `status` and `doctor` to read without talking to the process.
+//!
+//! A reader must treat a snapshot older than `stale_after_ms` as stale, never as "connected":
+//! a frozen gateway stops rewriting it, and its last words would otherwise look healthy.
+
+use std::path::Path;
+use std::time::{Duration, SystemTime};
+
+use serde::{Deserialize, Serialize};
+
+use crate::atomic_file;
+use crate::gateway::health::Snapshot;
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StateFile {
+    /// RFC 3339, UTC, milliseconds.
+    pub updated_at: String,
+    pub pid: u32,
+    pub profile: String,
+    /// Past this age, the snapshot says nothing about the present.
+    pub stale_after_ms: u64,
+    /// The `STATUS=` line.
+    pub summary: String,
+    pub components: Vec<ComponentState>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ComponentState {
+    pub name: String,
+    pub kind: String,
+    pub state: String,
+    pub fresh: bool,
+    pub last_beat_age_ms: u64,
+    pub deadline_ms: u64,
+    pub reconnects: u64,
+    pub attempts: u64,
+    pub last_error: Option<String>,
+    pub outage_ms: Option<u64>,
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().min(u64::MAX as u128) as u64
+}
+
+impl StateFile {
+    pub fn from_snapshot(snapshot: &Snapshot, profile: &str, stale_after: Duration) -> Self {
+        Self {
+            updated_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            pid: std::process::id(),
+            profile: profile.to_owned(),
+            stale_after_ms: ms(stale_after),
+            summary: snapshot.summary(),
+            components: snapshot
+                .components
+                .iter()
+                .map(|c| ComponentState {
+                    name: c.name.clone(),
+                    kind: c.kind.clone(),
+                    state: c.state.to_string(),
+                    fresh: c.fresh,
+                    last_beat_age_ms: ms(c.last_beat_age),
+                    deadline_ms: ms(c.deadline),
+                    reconnects: c.reconnects,
+                    attempts: c.attempts,
+                    last_error: c.last_error.clone(),
+                    outage_ms: c.outage.map(ms),
+                })
+                .collect(),
+        }
+    }
+
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).expect("state serialises");
+        atomic_file::write(path, &json, 0o644)
+    }
+
+    pub fn read(path: &Path) -> Option<StateFile> {
+        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+    }
+
+    /// How old the snapshot is now (`None` if its timestamp is unreadable).
+    pub fn age(&self, now: SystemTime) -> Option<Duration> {
+        let t = humantime::parse_rfc3339(&self.updated_at).ok()?;
+        Some(now.duration_since(t).unwrap_or_default())
+    }
+
+    pub fn is_stale(&self, now: SystemTime) -> bool {
+        self.age(now)
+            .is_none_or(|a| a > Duration::from_millis(self.stale_after_ms))
+    }
+}
