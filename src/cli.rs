@@ -58,6 +58,11 @@ enum Command {
     Status(StatusArgs),
     /// Print the unit and drop-in that install would write, with no side effects.
     Render(RenderArgs),
+    /// Print the inbound events a profile's gateway has spooled.
+    Events(EventsArgs),
+    /// Run a gateway against a built-in mock platform, inject a half-open fault, and show
+    /// that it is detected and resumed with no event lost. Needs no credentials or network.
+    Demo(DemoArgs),
     /// The gateway process itself (what the unit runs).
     #[command(subcommand)]
     Gateway(GatewayCommand),
@@ -200,6 +205,28 @@ struct StatusArgs {
 }
 
 #[derive(Args, Debug)]
+struct EventsArgs {
+    #[arg(long)]
+    profile: String,
+    /// Keep printing new events as they arrive.
+    #[arg(long)]
+    follow: bool,
+    /// Only events after the one with this id.
+    #[arg(long, value_name = "ID")]
+    since: Option<String>,
+    /// Print the stored JSON lines.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct DemoArgs {
+    /// How long to let events flow before and after the fault, in seconds.
+    #[arg(long, default_value_t = 4)]
+    seconds: u64,
+}
+
+#[derive(Args, Debug)]
 struct RenderArgs {
     #[command(flatten)]
     source: UnitSource,
@@ -246,6 +273,7 @@ fn init_tracing(gateway: bool) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
         .try_init();
 }
@@ -287,6 +315,25 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 print!("{}", dropin.render()?);
             }
             Ok(exit_code::OK)
+        }
+        Command::Events(args) => {
+            let profile = Profile::from_env(parse_profile(&args.profile)?)
+                .map_err(|e| usage(e.to_string()))?;
+            let mut out = std::io::stdout();
+            runtime()?.block_on(crate::gateway::spool::events_command(
+                &profile.inbox_dir(),
+                args.since.as_deref(),
+                args.follow,
+                args.json,
+                &mut out,
+            ))?;
+            Ok(exit_code::OK)
+        }
+        Command::Demo(args) => {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            runtime()?.block_on(crate::demo::run(std::time::Duration::from_secs(
+                args.seconds,
+            )))
         }
         Command::Install(args) => runtime()?.block_on(install_cmd(args)),
         Command::Uninstall(args) => runtime()?.block_on(uninstall_cmd(args)),

@@ -2,8 +2,9 @@
 
 use serde::Serialize;
 
+use crate::gateway::state_file::{ComponentState, StateFile};
 use crate::linger::Linger;
-use crate::profile::{profile_of_unit, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
+use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 use crate::unit_file::{self, Provenance};
@@ -30,6 +31,40 @@ pub struct UnitStatus {
     pub provenance: Option<Provenance>,
     pub edited: bool,
     pub need_daemon_reload: bool,
+    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none.
+    pub health: Option<Health>,
+}
+
+/// The gateway's state file as `status` shows it. A snapshot older than its own
+/// `stale_after_ms` is marked stale and its components' states are not to be trusted: a
+/// frozen gateway's last words would otherwise read as "connected".
+#[derive(Debug, Serialize)]
+pub struct Health {
+    pub updated_at: String,
+    pub age_ms: Option<u64>,
+    pub stale: bool,
+    pub summary: String,
+    pub components: Vec<ComponentState>,
+}
+
+impl Health {
+    fn read(profile: &ProfileName, environment: &[String]) -> Option<Health> {
+        let hermes_home = environment
+            .iter()
+            .find_map(|e| e.strip_prefix("HERMES_HOME="))
+            .map(std::path::PathBuf::from)
+            .or_else(|| crate::profile::default_hermes_home().ok())?;
+        let profile = Profile::new(profile.clone(), hermes_home).ok()?;
+        let state = StateFile::read(&profile.state_file())?;
+        let now = std::time::SystemTime::now();
+        Some(Health {
+            age_ms: state.age(now).map(|a| a.as_millis() as u64),
+            stale: state.is_stale(now),
+            updated_at: state.updated_at,
+            summary: state.summary,
+            components: state.components,
+        })
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -42,6 +77,7 @@ pub struct StatusReport {
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
     let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
+    let health = Health::read(&profile, p.environment.as_deref().unwrap_or_default());
     let provenance = fragment_path
         .as_deref()
         .and_then(|f| std::fs::read_to_string(f).ok())
@@ -64,6 +100,7 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
         edited: provenance == Some(Provenance::Edited),
         provenance,
         need_daemon_reload: p.need_daemon_reload.unwrap_or(false),
+        health,
     }
 }
 
@@ -147,9 +184,51 @@ impl StatusReport {
             if !u.status_text.is_empty() {
                 s.push_str(&format!("{:<16} status: {}\n", "", u.status_text));
             }
+            if let Some(h) = &u.health {
+                s.push_str(&h.to_text());
+            }
         }
         if let Some(linger) = self.linger {
             s.push_str(&format!("linger: {linger}\n"));
+        }
+        s
+    }
+}
+
+impl Health {
+    fn to_text(&self) -> String {
+        let pad = "";
+        let mut s = String::new();
+        if self.stale {
+            s.push_str(&format!(
+                "{pad:<16} health: STALE snapshot from {} ({}); the gateway is not reporting, states below are not current\n",
+                self.updated_at,
+                self.age_ms
+                    .map(|a| format!("{} ago", crate::gateway::health::short(std::time::Duration::from_millis(a))))
+                    .unwrap_or_else(|| "age unknown".into())
+            ));
+        }
+        for c in &self.components {
+            let state = if self.stale {
+                format!("{} (stale)", c.state)
+            } else if !c.fresh {
+                format!("{} STALE", c.state)
+            } else {
+                c.state.clone()
+            };
+            let mut line = format!(
+                "{pad:<16} {:<10} {:<9} {:<16} last proof of life {} ago, reconnects {}",
+                c.name,
+                c.kind,
+                state,
+                crate::gateway::health::short(std::time::Duration::from_millis(c.last_beat_age_ms)),
+                c.reconnects
+            );
+            if let Some(e) = &c.last_error {
+                line.push_str(&format!(", last error: {e}"));
+            }
+            s.push_str(&line);
+            s.push('\n');
         }
         s
     }
