@@ -276,6 +276,10 @@ impl Conn<'_> {
 
     fn connected(&mut self) {
         self.ready_at = Some(Instant::now());
+        // From here on, only proof of life counts, on the platform's own schedule.
+        if let Some(live) = &self.live {
+            self.s.heartbeat.set_deadline(live.liveness_deadline());
+        }
         self.s.heartbeat.enter(State::Connected);
     }
 
