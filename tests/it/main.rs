@@ -1,5 +1,6 @@
 //! Integration tests: the real `hermes-svc` binary against a real systemd user manager.
 
+mod adapter;
 mod gateway;
 mod harness;
 mod install;

@@ -1,0 +1,530 @@
+//! One adapter against the mock platform over real loopback sockets: zombie detection,
+//! resume, close codes, connect failures, reconnect spread.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_svc::config::{self, Secret};
+use hermes_svc::gateway::adapter::{self, AdapterExit, Deps};
+use hermes_svc::gateway::health::{ComponentView, Heartbeat, Registry, State};
+use hermes_svc::gateway::spool::{self, Spool};
+use hermes_svc::mock_platform::{BlackholeProxy, Fault, MockConfig, MockPlatform};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::harness::TempDir;
+
+struct Rig {
+    mock: Arc<MockPlatform>,
+    _proxy: Option<BlackholeProxy>,
+    proxy_addr: Option<std::net::SocketAddr>,
+    dir: TempDir,
+    registry: Registry,
+    hb: Heartbeat,
+    stop: watch::Sender<bool>,
+    task: Option<JoinHandle<AdapterExit>>,
+}
+
+fn toml_for(kind: &str, base: &str, extra: &str) -> String {
+    let creds = match kind {
+        "qqbot" => format!(
+            "app-id = \"1\"\nsecret-env = \"UNUSED\"\ntoken-url = \"{base}/app/getAppAccessToken\"\n"
+        ),
+        _ => "token-env = \"UNUSED\"\n".to_owned(),
+    };
+    let mut text = format!(
+        "[[adapter]]\nname = \"a\"\nkind = \"{kind}\"\napi-base = \"{base}\"\n{creds}{extra}"
+    );
+    for (key, value) in [
+        ("backoff-min", "100ms"),
+        ("backoff-max", "1s"),
+        ("connect-timeout", "1s"),
+        ("hello-timeout", "1s"),
+    ] {
+        if !extra.contains(key) {
+            text.push_str(&format!("{key} = \"{value}\"\n"));
+        }
+    }
+    text
+}
+
+fn start_adapter(
+    text: &str,
+    spool: Arc<Spool>,
+    registry: &Registry,
+) -> (Heartbeat, watch::Sender<bool>, JoinHandle<AdapterExit>) {
+    let cfg = config::parse(std::path::Path::new("test.toml"), text).unwrap();
+    let spec = cfg.adapters[0].clone();
+    let hb = registry.register(&spec.name, spec.protocol.kind(), Duration::from_secs(30));
+    let (stop, rx) = watch::channel(false);
+    let deps = Deps {
+        spool,
+        heartbeat: hb.clone(),
+        http: reqwest::Client::new(),
+        shutdown: rx,
+    };
+    let task = tokio::spawn(adapter::run(spec, Some(Secret::new("tok".into())), deps));
+    (hb, stop, task)
+}
+
+impl Rig {
+    async fn start(kind: &str, mock: MockConfig, via_proxy: bool, extra: &str) -> Rig {
+        Self::start_faulty(kind, mock, via_proxy, extra, Fault::None).await
+    }
+
+    /// Start with `fault` already set, so the very first connection meets it.
+    async fn start_faulty(
+        kind: &str,
+        mock: MockConfig,
+        via_proxy: bool,
+        extra: &str,
+        fault: Fault,
+    ) -> Rig {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mock = Arc::new(MockPlatform::start(mock).await.unwrap());
+        mock.set_fault(fault);
+        let proxy = if via_proxy {
+            let p = BlackholeProxy::start(mock.addr()).await.unwrap();
+            mock.set_advertised_ws_url(format!("ws://{}/ws", p.addr()));
+            Some(p)
+        } else {
+            None
+        };
+        let dir = TempDir::new("adapter");
+        let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
+        let registry = Registry::new();
+        let (hb, stop, task) =
+            start_adapter(&toml_for(kind, &mock.http_base(), extra), spool, &registry);
+        Rig {
+            proxy_addr: proxy.as_ref().map(|p| p.addr()),
+            _proxy: proxy,
+            mock,
+            dir,
+            registry,
+            hb,
+            stop,
+            task: Some(task),
+        }
+    }
+
+    fn view(&self) -> ComponentView {
+        let _ = &self.hb;
+        self.registry.snapshot().components[0].clone()
+    }
+
+    async fn until<T>(
+        &self,
+        limit: Duration,
+        what: &str,
+        mut f: impl FnMut(&Rig) -> Option<T>,
+    ) -> T {
+        let end = Instant::now() + limit;
+        loop {
+            if let Some(v) = f(self) {
+                return v;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out after {limit:?} waiting for {what}; adapter: {:?}; mock: {:?}",
+                self.view(),
+                self.mock.stats()
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    async fn connected(&self) {
+        self.until(Duration::from_secs(10), "connected", |r| {
+            (r.view().state == State::Connected).then_some(())
+        })
+        .await;
+    }
+
+    fn spool_ids(&self) -> Vec<String> {
+        spool::read(&self.dir.path().join("inbox"), None)
+            .unwrap()
+            .into_iter()
+            .map(|e| e.id)
+            .collect()
+    }
+
+    async fn exit(&mut self) -> AdapterExit {
+        let task = self.task.take().unwrap();
+        tokio::time::timeout(Duration::from_secs(10), task)
+            .await
+            .expect("adapter did not exit")
+            .unwrap()
+    }
+
+    async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        assert_eq!(self.exit().await, AdapterExit::Shutdown);
+    }
+}
+
+/// Keep the platform talking: one dispatch every `every` until dropped.
+fn chatter(mock: &Arc<MockPlatform>, every: Duration) -> impl Drop {
+    struct Abort(JoinHandle<()>);
+    impl Drop for Abort {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let mock = mock.clone();
+    Abort(tokio::spawn(async move {
+        loop {
+            mock.emit(1);
+            tokio::time::sleep(every).await;
+        }
+    }))
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
+}
+
+const HB: Duration = Duration::from_millis(500);
+
+fn hb(interval: Duration) -> MockConfig {
+    MockConfig {
+        heartbeat_interval: interval,
+        ..MockConfig::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn half_open_is_detected_resumed_at_once_and_loses_nothing() {
+    let rig = Rig::start("qqbot", hb(HB), true, "").await;
+    rig.connected().await;
+    let talk = chatter(&rig.mock, Duration::from_millis(20));
+    tokio::time::sleep(HB * 2).await;
+
+    let fault = Instant::now();
+    rig._proxy.as_ref().unwrap().blackhole_existing();
+    let detected = rig
+        .until(HB * 4, "zombie detection", |r| {
+            (r.view().reconnects >= 1).then(Instant::now)
+        })
+        .await;
+    let resumed = rig
+        .until(Duration::from_secs(2), "RESUMED", |r| {
+            (r.mock.stats().resumes >= 1).then(Instant::now)
+        })
+        .await;
+    let ack = HB / 4;
+    let latency = detected - fault;
+    println!(
+        "half-open: detected after {:.0} ms ({:.2} intervals), resumed {:.0} ms after detection",
+        ms(latency),
+        latency.as_secs_f64() / HB.as_secs_f64(),
+        ms(resumed - detected)
+    );
+    assert!(
+        latency <= HB + ack + Duration::from_millis(150),
+        "{latency:?}"
+    );
+    assert!(rig
+        .view()
+        .last_error
+        .unwrap_or_default()
+        .contains("half-open"));
+    // No close handshake is awaited: the new connection follows at once.
+    assert!(
+        resumed - detected < Duration::from_millis(300),
+        "{:?}",
+        resumed - detected
+    );
+    assert_eq!(rig.mock.stats().identifies, 1, "resumed, not re-identified");
+    assert!(rig.mock.stats().last_resume_seq.is_some_and(|s| s > 1));
+
+    tokio::time::sleep(HB * 2).await;
+    drop(talk);
+    let generated = rig.mock.generated_event_ids();
+    let ids = rig
+        .until(Duration::from_secs(5), "the spool to catch up", |r| {
+            let ids = r.spool_ids();
+            (ids.len() >= generated.len()).then_some(ids)
+        })
+        .await;
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), ids.len(), "no event twice");
+    let mut want = generated.clone();
+    want.sort();
+    assert_eq!(
+        sorted, want,
+        "every event sent before, during and after the fault"
+    );
+    rig.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_write_path_is_detected_on_the_second_missed_answer() {
+    let rig = Rig::start("discord", hb(HB), false, "").await;
+    rig.connected().await;
+    let _talk = chatter(&rig.mock, Duration::from_millis(20));
+    tokio::time::sleep(HB).await;
+    let fault = Instant::now();
+    rig.mock.set_fault(Fault::DropClientFrames);
+    let detected = rig
+        .until(HB * 5, "write-path detection", |r| {
+            (r.view().reconnects >= 1).then(Instant::now)
+        })
+        .await;
+    let latency = detected - fault;
+    println!("write path dead: detected after {:.0} ms", ms(latency));
+    let ack = HB / 4;
+    assert!(
+        latency > ack,
+        "the first miss is tolerated while frames arrive: {latency:?}"
+    );
+    assert!(
+        latency <= HB * 2 + ack + Duration::from_millis(150),
+        "{latency:?}"
+    );
+    let err = rig.view().last_error.unwrap_or_default();
+    assert!(err.contains("write path dead"), "{err}");
+    rig.until(Duration::from_secs(3), "resume", |r| {
+        (r.mock.stats().resumes >= 1).then_some(())
+    })
+    .await;
+    rig.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_ack_is_detected_and_a_slow_one_is_not() {
+    let interval = Duration::from_secs(1);
+    let ack = Duration::from_millis(500);
+    let extra = "ack-timeout = \"500ms\"\n";
+    let slow = Rig::start("discord", hb(interval), false, extra).await;
+    let none = Rig::start("discord", hb(interval), false, extra).await;
+    slow.connected().await;
+    none.connected().await;
+    slow.mock.set_fault(Fault::SlowAck(ack.mul_f64(0.8)));
+    none.mock.set_fault(Fault::NoAck);
+    none.until(interval * 4, "no-ACK detection", |r| {
+        (r.view().reconnects >= 1).then_some(())
+    })
+    .await;
+    // Over the same span and more, the slow but timely ACKs never trip the detector.
+    let end = Instant::now() + interval * 4;
+    while Instant::now() < end {
+        assert_eq!(
+            slow.view().reconnects,
+            0,
+            "slow ACK at 0.8x the deadline was declared missed"
+        );
+        assert_eq!(slow.view().state, State::Connected);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        slow.mock.stats().acks >= 3,
+        "ACKs kept coming: {:?}",
+        slow.mock.stats()
+    );
+    slow.shutdown().await;
+    none.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_codes_and_ops_are_handled_per_the_table() {
+    let rig = Rig::start("qqbot", hb(HB), false, "").await;
+    rig.connected().await;
+    let mut resumes = 0;
+    for code in [4000, 4009, 1000, 1001, 1006] {
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        rig.mock.set_fault(Fault::Close(code));
+        resumes += 1;
+        rig.until(
+            Duration::from_secs(3),
+            &format!("resume after close {code}"),
+            |r| {
+                (r.mock.stats().resumes >= resumes && r.view().state == State::Connected)
+                    .then_some(())
+            },
+        )
+        .await;
+        assert_eq!(
+            rig.mock.stats().identifies,
+            1,
+            "close {code} must resume, not identify"
+        );
+    }
+    // op 7: reconnect and resume at once.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let t = Instant::now();
+    rig.mock.set_fault(Fault::Reconnect);
+    resumes += 1;
+    rig.until(Duration::from_secs(3), "resume after op 7", |r| {
+        (r.mock.stats().resumes >= resumes).then_some(())
+    })
+    .await;
+    assert!(
+        t.elapsed() < Duration::from_millis(300),
+        "op 7 resumes at once: {:?}",
+        t.elapsed()
+    );
+    // op 9 true: resume; op 9 false: identify afresh.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    rig.mock.set_fault(Fault::InvalidSession(true));
+    resumes += 1;
+    rig.until(Duration::from_secs(3), "resume after op 9 true", |r| {
+        (r.mock.stats().resumes >= resumes).then_some(())
+    })
+    .await;
+    assert_eq!(rig.mock.stats().identifies, 1);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    rig.mock.set_fault(Fault::InvalidSession(false));
+    rig.until(Duration::from_secs(3), "identify after op 9 false", |r| {
+        (r.mock.stats().identifies == 2 && r.view().state == State::Connected).then_some(())
+    })
+    .await;
+    assert_eq!(rig.mock.stats().resumes, resumes);
+    rig.shutdown().await;
+
+    for code in [4004, 4010, 4011, 4012, 4013, 4014, 4914, 4915] {
+        let mut rig = Rig::start("qqbot", hb(HB), false, "").await;
+        rig.connected().await;
+        rig.mock.set_fault(Fault::Close(code));
+        match rig.exit().await {
+            AdapterExit::Fatal(reason) => assert!(reason.contains(&code.to_string()), "{reason}"),
+            other => panic!("close {code}: expected fatal, got {other:?}"),
+        }
+        assert_eq!(rig.view().state, State::Fatal);
+    }
+}
+
+/// Watch attempts for `window` and check they are spaced by the backoff, not a busy loop.
+async fn assert_backs_off(rig: &Rig, what: &str, window: Duration) {
+    let first = rig
+        .until(Duration::from_secs(5), "a first attempt", |r| {
+            (r.view().attempts >= 1).then(|| r.view().attempts)
+        })
+        .await;
+    let t = Instant::now();
+    tokio::time::sleep(window).await;
+    let n = rig.view().attempts - first;
+    // backoff-min 100 ms, connect and hello timeouts 1 s: at most one attempt per 100 ms.
+    let max = (window.as_millis() / 100) as u64 + 1;
+    println!("{what}: {n} attempts in {:?}", t.elapsed());
+    assert!(n >= 1, "{what}: it keeps trying");
+    assert!(
+        n <= max,
+        "{what}: {n} attempts in {window:?} is a busy loop"
+    );
+    let v = rig.view();
+    assert!(v.fresh, "{what}: a retrying adapter stays fresh: {v:?}");
+    assert_ne!(v.state, State::Connected);
+    assert!(v.last_error.is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connect_failures_back_off_within_bounds() {
+    let window = Duration::from_secs(3);
+    // A name that cannot resolve.
+    let rig = Rig::start(
+        "discord",
+        hb(HB),
+        false,
+        "gateway-url = \"wss://hermes-svc-test.invalid/ws\"\n",
+    )
+    .await;
+    assert_backs_off(&rig, "dns failure", window).await;
+    rig.shutdown().await;
+    // A port nobody listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let rig = Rig::start(
+        "discord",
+        hb(HB),
+        false,
+        &format!("gateway-url = \"ws://127.0.0.1:{port}/ws\"\n"),
+    )
+    .await;
+    assert_backs_off(&rig, "refused port", window).await;
+    rig.shutdown().await;
+    // Accepts, but answers the upgrade with plain HTTP.
+    let rig = Rig::start_faulty("discord", hb(HB), false, "", Fault::NoUpgrade).await;
+    assert_backs_off(&rig, "no upgrade", window).await;
+    rig.shutdown().await;
+    // Upgrades, but never says Hello.
+    let rig = Rig::start_faulty(
+        "discord",
+        hb(HB),
+        false,
+        "hello-timeout = \"300ms\"\n",
+        Fault::NoHello,
+    )
+    .await;
+    assert_backs_off(&rig, "no hello", window).await;
+    assert!(rig.view().last_error.unwrap_or_default().contains("Hello"));
+    rig.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_adapters_dropped_at_once_come_back_spread_out() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mock = MockPlatform::start(hb(Duration::from_secs(2)))
+        .await
+        .unwrap();
+    let dir = TempDir::new("hundred");
+    let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
+    let registry = Registry::new();
+    let text = toml_for("discord", &mock.http_base(), "").replace("100ms", "500ms");
+    let mut stops = vec![];
+    for _ in 0..100 {
+        let (_, stop, task) = start_adapter(&text, spool.clone(), &registry);
+        stops.push((stop, task));
+    }
+    let end = Instant::now() + Duration::from_secs(20);
+    while registry
+        .snapshot()
+        .components
+        .iter()
+        .any(|c| c.state != State::Connected)
+    {
+        assert!(Instant::now() < end, "not all connected");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let t0 = Instant::now();
+    mock.set_fault(Fault::Close(1001));
+    let mut back: Vec<Option<Duration>> = vec![None; 100];
+    let end = Instant::now() + Duration::from_secs(10);
+    while back.iter().any(Option::is_none) {
+        assert!(Instant::now() < end, "not all came back");
+        for (i, c) in registry.snapshot().components.iter().enumerate() {
+            if back[i].is_none() && c.reconnects >= 1 && c.state == State::Connected {
+                back[i] = Some(t0.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let mut times: Vec<f64> = back.into_iter().map(|d| ms(d.unwrap())).collect();
+    times.sort_by(f64::total_cmp);
+    let pct = |p: usize| times[(times.len() - 1) * p / 100];
+    println!(
+        "100 adapters closed at once: back after p0 {:.0} ms, p10 {:.0}, p50 {:.0}, p90 {:.0}, p100 {:.0}",
+        pct(0), pct(10), pct(50), pct(90), pct(100)
+    );
+    let mut hist = [0usize; 6];
+    for t in &times {
+        hist[((*t / 100.0) as usize).min(5)] += 1;
+    }
+    println!("histogram (100 ms buckets): {hist:?}");
+    assert!(
+        pct(90) - pct(10) >= 200.0,
+        "reconnects must spread out: {times:?}"
+    );
+    assert!(
+        hist.iter().all(|&n| n <= 40),
+        "no bucket holds the herd: {hist:?}"
+    );
+    for (stop, task) in stops {
+        let _ = stop.send(true);
+        let _ = task.await;
+    }
+}
