@@ -16,8 +16,7 @@ use crate::harness::TempDir;
 
 struct Rig {
     mock: Arc<MockPlatform>,
-    _proxy: Option<BlackholeProxy>,
-    proxy_addr: Option<std::net::SocketAddr>,
+    proxy: Option<BlackholeProxy>,
     dir: TempDir,
     registry: Registry,
     hb: Heartbeat,
@@ -68,22 +67,22 @@ fn start_adapter(
 }
 
 impl Rig {
-    async fn start(kind: &str, mock: MockConfig, via_proxy: bool, extra: &str) -> Rig {
-        Self::start_faulty(kind, mock, via_proxy, extra, Fault::None).await
+    async fn start(kind: &str, mock: MockConfig, viaproxy: bool, extra: &str) -> Rig {
+        Self::start_faulty(kind, mock, viaproxy, extra, Fault::None).await
     }
 
     /// Start with `fault` already set, so the very first connection meets it.
     async fn start_faulty(
         kind: &str,
         mock: MockConfig,
-        via_proxy: bool,
+        viaproxy: bool,
         extra: &str,
         fault: Fault,
     ) -> Rig {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mock = Arc::new(MockPlatform::start(mock).await.unwrap());
         mock.set_fault(fault);
-        let proxy = if via_proxy {
+        let proxy = if viaproxy {
             let p = BlackholeProxy::start(mock.addr()).await.unwrap();
             mock.set_advertised_ws_url(format!("ws://{}/ws", p.addr()));
             Some(p)
@@ -96,8 +95,7 @@ impl Rig {
         let (hb, stop, task) =
             start_adapter(&toml_for(kind, &mock.http_base(), extra), spool, &registry);
         Rig {
-            proxy_addr: proxy.as_ref().map(|p| p.addr()),
-            _proxy: proxy,
+            proxy: proxy,
             mock,
             dir,
             registry,
@@ -200,7 +198,7 @@ async fn half_open_is_detected_resumed_at_once_and_loses_nothing() {
     tokio::time::sleep(HB * 2).await;
 
     let fault = Instant::now();
-    rig._proxy.as_ref().unwrap().blackhole_existing();
+    rig.proxy.as_ref().unwrap().blackhole_existing();
     let detected = rig
         .until(HB * 4, "zombie detection", |r| {
             (r.view().reconnects >= 1).then(Instant::now)
