@@ -95,7 +95,7 @@ impl Rig {
         let (hb, stop, task) =
             start_adapter(&toml_for(kind, &mock.http_base(), extra), spool, &registry);
         Rig {
-            proxy: proxy,
+            proxy,
             mock,
             dir,
             registry,
