@@ -296,8 +296,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             // Before any thread exists: setting the environment is not thread-safe.
             crate::env_file::load(&profile.env_file());
             let _ = rustls::crypto::ring::default_provider().install_default();
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
+            let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .context("failed to start the async runtime")?;

@@ -57,6 +57,7 @@ pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<
 pub struct Manager {
     pub dir: TempDir,
     child: Child,
+    cgroup: String,
 }
 
 impl Manager {
@@ -73,11 +74,20 @@ impl Manager {
         )
         .unwrap();
         let inner = d.join("inner.sh");
+        // Each manager gets a cgroup of its own (in every hierarchy that exists), so that two
+        // managers never think the same cgroup is theirs: otherwise stopping one manager's
+        // dbus.service or unit kills another's of the same name.
+        let cgroup = format!("hsv-{}", d.file_name().unwrap().to_string_lossy());
         std::fs::write(
             &inner,
-            "#!/bin/bash\n\
-             mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system || exit 97\n\
-             exec /lib/systemd/systemd --user\n",
+            format!(
+                "#!/bin/bash\n\
+                 for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do\n\
+                   if [ -e \"$h/cgroup.procs\" ]; then mkdir -p \"$h/{cgroup}\" && echo $$ > \"$h/{cgroup}/cgroup.procs\"; fi\n\
+                 done\n\
+                 mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system || exit 97\n\
+                 exec /lib/systemd/systemd --user\n"
+            ),
         )
         .unwrap();
         std::fs::set_permissions(&inner, std::os::unix::fs::PermissionsExt::from_mode(0o755))
@@ -108,7 +118,7 @@ impl Manager {
         let child = cmd
             .spawn()
             .expect("failed to spawn unshare (is util-linux installed?)");
-        let mut m = Manager { dir, child };
+        let mut m = Manager { dir, child, cgroup };
         let private = m.dir.path().join("xdg/systemd/private");
         let bus = m.dir.path().join("xdg/bus");
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -284,15 +294,37 @@ impl Drop for Manager {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let deadline = Instant::now() + Duration::from_secs(10);
+        let mut exited = false;
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
-                return;
+                exited = true;
+                break;
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        for h in ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+            let dir = Path::new(h).join(&self.cgroup);
+            if dir.exists() {
+                remove_cgroup(&dir);
+            }
+        }
     }
+}
+
+/// Remove a cgroup tree, leaves first (cgroup directories can only be removed empty).
+fn remove_cgroup(dir: &Path) {
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_type().is_ok_and(|t| t.is_dir()) {
+                remove_cgroup(&e.path());
+            }
+        }
+    }
+    let _ = std::fs::remove_dir(dir);
 }
 
 /// Output helpers.

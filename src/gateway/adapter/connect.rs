@@ -87,7 +87,12 @@ pub async fn connect(
             }
         };
         tune(&stream, user_timeout);
+        // Small buffers: a gateway may hold a thousand mostly idle connections, and the 128 KiB
+        // default read buffer alone would cost 128 MiB for them.
         let config = WebSocketConfig::default()
+            .read_buffer_size(4 << 10)
+            .write_buffer_size(0)
+            .max_write_buffer_size(1 << 20)
             .max_message_size(Some(16 << 20))
             .max_frame_size(Some(16 << 20));
         let (ws, _) =
