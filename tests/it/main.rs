@@ -1,6 +1,7 @@
 //! Integration tests: the real `hermes-svc` binary against a real systemd user manager.
 
 mod gateway;
+mod gateway_systemd;
 mod harness;
 mod install;
 mod units;
