@@ -2,6 +2,7 @@
 
 mod adapter;
 mod gateway;
+mod gateway_systemd;
 mod harness;
 mod install;
 mod units;
