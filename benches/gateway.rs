@@ -43,7 +43,10 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
         "[[adapter]]\nname = \"z\"\nkind = \"discord\"\ntoken-env = \"X\"\napi-base = \"{}\"\nbackoff-min = \"100ms\"\n",
         mock.http_base()
     );
-    let spec = config::parse(Path::new("bench.toml"), &text).unwrap().adapters[0].clone();
+    let spec = config::parse(Path::new("bench.toml"), &text)
+        .unwrap()
+        .adapters[0]
+        .clone();
     let registry = Registry::new();
     let hb = registry.register("z", "discord", Duration::from_secs(30));
     let (stop, rx) = watch::channel(false);
@@ -51,7 +54,12 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
     let task = tokio::spawn(adapter::run(
         spec,
         Some(Secret::new("t".into())),
-        Deps { spool, heartbeat: hb, http: reqwest::Client::new(), shutdown: rx },
+        Deps {
+            spool,
+            heartbeat: hb,
+            http: reqwest::Client::new(),
+            shutdown: rx,
+        },
     ));
     let view = || registry.snapshot().components[0].clone();
     while view().state != State::Connected {
@@ -71,7 +79,8 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
     let resumed = loop {
         // A new attempt has begun and reached RESUMED (the state goes through Connecting).
         let v = view();
-        if v.attempts > attempts_before && v.state == State::Connected && mock.stats().resumes >= 1 {
+        if v.attempts > attempts_before && v.state == State::Connected && mock.stats().resumes >= 1
+        {
             break Instant::now();
         }
         tokio::time::sleep(Duration::from_millis(1)).await;
@@ -101,7 +110,10 @@ async fn zombie_latency() {
     }
     detect.sort_by(f64::total_cmp);
     resume.sort_by(f64::total_cmp);
-    println!("### Zombie detection ({} half-open trials, heartbeat interval {interval:?})\n", detect.len());
+    println!(
+        "### Zombie detection ({} half-open trials, heartbeat interval {interval:?})\n",
+        detect.len()
+    );
     println!("| figure | p50 | p99 | max | target |");
     println!("|---|---|---|---|---|");
     println!(
@@ -206,23 +218,35 @@ async fn thousand_connections() {
     std::fs::write(ph.join(".env"), env).unwrap();
     let gw = spawn_gateway(&home, "many");
     let pid = gw.0.id();
-    wait_summary(&ph.join("state/gateway.json"), &format!("{n}/{n} adapters ready"), Duration::from_secs(60)).await;
+    wait_summary(
+        &ph.join("state/gateway.json"),
+        &format!("{n}/{n} adapters ready"),
+        Duration::from_secs(60),
+    )
+    .await;
     // Let the first-heartbeat jitter settle, then measure a full minute.
     tokio::time::sleep(interval * 2).await;
     let window = Duration::from_secs(
-        std::env::var("HSV_BENCH_WINDOW").ok().and_then(|w| w.parse().ok()).unwrap_or(60),
+        std::env::var("HSV_BENCH_WINDOW")
+            .ok()
+            .and_then(|w| w.parse().ok())
+            .unwrap_or(60),
     );
     let (t0, c0, h0) = (Instant::now(), cpu_ticks(pid), mock.stats().heartbeats);
     tokio::time::sleep(window).await;
     let (t1, c1, h1) = (Instant::now(), cpu_ticks(pid), mock.stats().heartbeats);
-    let tck = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).unwrap().unwrap() as f64;
+    let tck = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK)
+        .unwrap()
+        .unwrap() as f64;
     let cpu = (c1 - c0) as f64 / tck / (t1 - t0).as_secs_f64() * 100.0;
     let (u, k) = cpu_split(pid);
     eprintln!("user ticks {u}, system ticks {k} (since start)");
     let rss = proc_status(pid, "VmRSS:") as f64 / 1024.0;
     let hwm = proc_status(pid, "VmHWM:") as f64 / 1024.0;
     let rate = (h1 - h0) as f64 / (t1 - t0).as_secs_f64();
-    println!("### One gateway, {n} connections, heartbeat every {interval:?} (one minute measured)\n");
+    println!(
+        "### One gateway, {n} connections, heartbeat every {interval:?} (one minute measured)\n"
+    );
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!("| heartbeats + ACKs per second seen by the platform | {rate:.0} | 200 |");
@@ -256,7 +280,12 @@ async fn faults_and_loss() {
     .unwrap();
     std::fs::write(ph.join(".env"), "S=s\nT=t\n").unwrap();
     let _gw = spawn_gateway(&home, "loss");
-    wait_summary(&ph.join("state/gateway.json"), "2/2 adapters ready", Duration::from_secs(30)).await;
+    wait_summary(
+        &ph.join("state/gateway.json"),
+        "2/2 adapters ready",
+        Duration::from_secs(30),
+    )
+    .await;
     let faults = [
         Fault::None, // half-open through the proxy
         Fault::Close(4000),
@@ -291,12 +320,19 @@ async fn faults_and_loss() {
     let lost = generated.difference(&unique).count();
     let dup = stored - unique.len();
     let s = mock.stats();
-    println!("### Loss under faults ({} dispatches, {injected} injected faults over {:.0} s)\n", generated.len(), started.elapsed().as_secs_f64());
+    println!(
+        "### Loss under faults ({} dispatches, {injected} injected faults over {:.0} s)\n",
+        generated.len(),
+        started.elapsed().as_secs_f64()
+    );
     println!("| figure | value | target |");
     println!("|---|---|---|");
     println!("| lost events | {lost} | 0 |");
     println!("| duplicated events | {dup} | 0 |");
-    println!("| resumes / identifies seen by the platform | {} / {} | |\n", s.resumes, s.identifies);
+    println!(
+        "| resumes / identifies seen by the platform | {} / {} | |\n",
+        s.resumes, s.identifies
+    );
     let _ = std::fs::remove_dir_all(home);
 }
 

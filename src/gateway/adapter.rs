@@ -18,7 +18,6 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::{AdapterSpec, Secret};
-use crate::gateway::fault;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
 use backoff::Backoff;
@@ -65,7 +64,6 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 _ = crate::gateway::until_shutdown(&mut deps.shutdown) => return AdapterExit::Shutdown,
             }
         }
-        fault::hang_if_wedged(&spec.name).await;
         if *deps.shutdown.borrow() {
             return AdapterExit::Shutdown;
         }

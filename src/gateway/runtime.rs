@@ -199,79 +199,93 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         tasks.spawn(async move { (name, adapter::run(spec, secret, deps).await) });
     }
 
-    // READY=1 once every component has reported in: connected, retrying or failed.
+    // READY=1 once every component has reported in: connected, retrying or failed. A stop
+    // requested meanwhile is honoured at once.
     let ready_deadline = ready_deadline.min(Instant::now() + Duration::from_secs(60));
-    while Instant::now() < ready_deadline
-        && registry.snapshot().components.iter().any(|c| {
-            matches!(
-                c.state,
-                State::Starting | State::Connecting | State::Identifying | State::Resuming
-            ) && c.kind != "cron"
-        })
-    {
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    let early_stop = loop {
+        let starting = registry.snapshot().components.iter().any(|c| {
+            c.kind != "cron"
+                && matches!(
+                    c.state,
+                    State::Starting | State::Connecting | State::Identifying | State::Resuming
+                )
+        });
+        if !starting || Instant::now() >= ready_deadline {
+            break None;
+        }
+        tokio::select! {
+            _ = sigterm.recv() => break Some("SIGTERM"),
+            _ = sigint.recv() => break Some("SIGINT"),
+            _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+        }
+    };
+    if early_stop.is_none() {
+        let snapshot = registry.snapshot();
+        send(&format!(
+            "READY=1\n{}",
+            notify::status_line(&snapshot.summary())
+        ));
+        tracing::info!(profile = %name, pid = me.pid, ?watchdog, summary = %snapshot.summary(), "gateway ready");
     }
-    let snapshot = registry.snapshot();
-    send(&format!(
-        "READY=1\n{}",
-        notify::status_line(&snapshot.summary())
-    ));
-    tracing::info!(profile = %name, pid = me.pid, ?watchdog, summary = %snapshot.summary(), "gateway ready");
 
     let state_path = profile.state_file();
     let stale_after = tick_every * 3 + Duration::from_secs(1);
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_status = String::new();
-    let stop = loop {
-        tokio::select! {
-            biased;
-            _ = sigterm.recv() => break Stop::Signal("SIGTERM"),
-            _ = sigint.recv() => break Stop::Signal("SIGINT"),
-            Some(done) = tasks.join_next() => match done {
-                Ok((adapter, AdapterExit::Fatal(reason))) => break Stop::Fatal { adapter, reason },
-                Ok((_, AdapterExit::Shutdown)) => {}
-                Err(e) => break Stop::Restart(format!("a component panicked: {e}")),
-            },
-            _ = tick.tick() => {
-                let snapshot = registry.snapshot();
-                if let Err(e) = StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path) {
-                    tracing::warn!(error = %e, "failed to write the state file");
-                }
-                let summary = snapshot.summary();
-                if snapshot.all_fresh() {
-                    if watchdog.is_some() {
-                        send("WATCHDOG=1");
+    let mut last_status = registry.snapshot().summary();
+    let stop = if let Some(signal) = early_stop {
+        Stop::Signal(signal)
+    } else {
+        loop {
+            tokio::select! {
+                biased;
+                _ = sigterm.recv() => break Stop::Signal("SIGTERM"),
+                _ = sigint.recv() => break Stop::Signal("SIGINT"),
+                Some(done) = tasks.join_next() => match done {
+                    Ok((adapter, AdapterExit::Fatal(reason))) => break Stop::Fatal { adapter, reason },
+                    Ok((_, AdapterExit::Shutdown)) => {}
+                    Err(e) => break Stop::Restart(format!("a component panicked: {e}")),
+                },
+                _ = tick.tick() => {
+                    let snapshot = registry.snapshot();
+                    if let Err(e) = StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path) {
+                        tracing::warn!(error = %e, "failed to write the state file");
                     }
-                } else {
-                    let stale: Vec<_> = snapshot.stale().map(|c| c.name.clone()).collect();
-                    tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
-                    if watchdog.is_none() {
-                        if let Some(c) = snapshot
-                            .stale()
-                            .find(|c| c.last_beat_age > c.deadline + config.self_watchdog)
-                        {
-                            break Stop::Restart(format!(
-                                "{} stale in {} for {} (self-watchdog)",
-                                c.name,
-                                c.state,
-                                health::short(c.last_beat_age)
-                            ));
+                    let summary = snapshot.summary();
+                    if snapshot.all_fresh() {
+                        if watchdog.is_some() {
+                            send("WATCHDOG=1");
+                        }
+                    } else {
+                        let stale: Vec<_> = snapshot.stale().map(|c| c.name.clone()).collect();
+                        tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
+                        if watchdog.is_none() {
+                            if let Some(c) = snapshot
+                                .stale()
+                                .find(|c| c.last_beat_age > c.deadline + config.self_watchdog)
+                            {
+                                break Stop::Restart(format!(
+                                    "{} stale in {} for {} (self-watchdog)",
+                                    c.name,
+                                    c.state,
+                                    health::short(c.last_beat_age)
+                                ));
+                            }
                         }
                     }
-                }
-                if summary != last_status {
-                    send(&notify::status_line(&summary));
-                    last_status = summary;
-                }
-                if let Some((c, outage)) = snapshot.longest_outage() {
-                    if outage > config.max_outage {
-                        break Stop::Restart(format!(
-                            "{} without a connection for {} (max-outage {})",
-                            c.name,
-                            health::short(outage),
-                            health::short(config.max_outage)
-                        ));
+                    if summary != last_status {
+                        send(&notify::status_line(&summary));
+                        last_status = summary;
+                    }
+                    if let Some((c, outage)) = snapshot.longest_outage() {
+                        if outage > config.max_outage {
+                            break Stop::Restart(format!(
+                                "{} without a connection for {} (max-outage {})",
+                                c.name,
+                                health::short(outage),
+                                health::short(config.max_outage)
+                            ));
+                        }
                     }
                 }
             }

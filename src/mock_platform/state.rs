@@ -197,24 +197,33 @@ impl Shared {
 
     /// Generates `n` dispatches in every session, buffered for resume and handed to the
     /// attached connection if there is one.
+    ///
+    /// Works in chunks, releasing the lock between them: connection tasks need the same lock
+    /// to answer heartbeats, and a large `emit` must not make the platform itself go silent.
     pub fn generate(&self, n: usize) {
-        let mut guard = self.lock();
-        let Inner {
-            sessions,
-            event_ids,
-            ..
-        } = &mut *guard;
-        for _ in 0..n {
-            for session in sessions.values_mut() {
-                let number = event_ids.len() as u64 + 1;
-                let seq = session.next_seq();
-                let frame = frames::message_create(seq, number);
-                event_ids.push(frames::event_id(number));
-                session.record(seq, frame.clone());
-                if let Some(attachment) = &session.attached {
-                    let delivered = attachment.tx.send(frame).is_ok();
-                    if !delivered {
-                        session.attached = None;
+        const CHUNK: usize = 256;
+        let mut left = n;
+        while left > 0 {
+            let now = left.min(CHUNK);
+            left -= now;
+            let mut guard = self.lock();
+            let Inner {
+                sessions,
+                event_ids,
+                ..
+            } = &mut *guard;
+            for _ in 0..now {
+                for session in sessions.values_mut() {
+                    let number = event_ids.len() as u64 + 1;
+                    let seq = session.next_seq();
+                    let frame = frames::message_create(seq, number);
+                    event_ids.push(frames::event_id(number));
+                    session.record(seq, frame.clone());
+                    if let Some(attachment) = &session.attached {
+                        let delivered = attachment.tx.send(frame).is_ok();
+                        if !delivered {
+                            session.attached = None;
+                        }
                     }
                 }
             }

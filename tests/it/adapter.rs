@@ -266,7 +266,7 @@ async fn a_dead_write_path_is_detected_on_the_second_missed_answer() {
     let fault = Instant::now();
     rig.mock.set_fault(Fault::DropClientFrames);
     let detected = rig
-        .until(HB * 5, "write-path detection", |r| {
+        .until(HB * 6, "write-path detection", |r| {
             (r.view().reconnects >= 1).then(Instant::now)
         })
         .await;

@@ -306,7 +306,11 @@ impl Drop for Manager {
             let _ = self.child.kill();
             let _ = self.child.wait();
         }
-        for h in ["/sys/fs/cgroup/systemd", "/sys/fs/cgroup/unified", "/sys/fs/cgroup"] {
+        for h in [
+            "/sys/fs/cgroup/systemd",
+            "/sys/fs/cgroup/unified",
+            "/sys/fs/cgroup",
+        ] {
             let dir = Path::new(h).join(&self.cgroup);
             if dir.exists() {
                 remove_cgroup(&dir);

@@ -89,6 +89,12 @@ enum Step {
     End(SessionEnd),
 }
 
+enum Drained {
+    CaughtUp,
+    StillBusy,
+    End(SessionEnd),
+}
+
 struct Conn<'a> {
     s: &'a Session<'a>,
     ws: Socket,
@@ -322,6 +328,18 @@ impl Conn<'_> {
                 self.s.timing.hello_timeout
             )));
         }
+        if self.live.as_ref().expect("set").overdue_with_traffic(now) {
+            match self.drain_readable().await {
+                Drained::CaughtUp => {}
+                Drained::StillBusy => self
+                    .live
+                    .as_mut()
+                    .expect("set")
+                    .defer_overdue(Instant::now()),
+                Drained::End(end) => return Step::End(end),
+            }
+        }
+        let now = Instant::now();
         loop {
             let action = self.live.as_mut().expect("set").poll(now);
             let msg = match action {
@@ -332,9 +350,7 @@ impl Conn<'_> {
                     Message::Ping(self.sent_pings.to_be_bytes().to_vec().into())
                 }
                 Some(Action::SendHeartbeat) => match self.s.dialect {
-                    Dialect::Gateway { .. } => {
-                        Message::text(self.heartbeat_frame())
-                    }
+                    Dialect::Gateway { .. } => Message::text(self.heartbeat_frame()),
                     Dialect::Plain { app_ping, .. } => {
                         Message::text(app_ping.clone().unwrap_or_default())
                     }
@@ -342,6 +358,28 @@ impl Conn<'_> {
             };
             if let Err(end) = self.send(msg).await {
                 return Step::End(end);
+            }
+        }
+    }
+
+    /// Process every frame that is already readable, for at most one ACK timeout, so that an
+    /// answer queued behind a flood of dispatches is seen before a probe is declared missed.
+    async fn drain_readable(&mut self) -> Drained {
+        use futures_util::FutureExt;
+        let budget = self.live.as_ref().expect("set").ack_timeout();
+        let started = Instant::now();
+        loop {
+            if started.elapsed() >= budget {
+                return Drained::StillBusy;
+            }
+            match self.ws.next().now_or_never() {
+                None => return Drained::CaughtUp,
+                Some(Some(Ok(msg))) => {
+                    if let Step::End(end) = self.on_frame(msg).await {
+                        return Drained::End(end);
+                    }
+                }
+                Some(Some(Err(_))) | Some(None) => return Drained::End(SessionEnd::Closed(None)),
             }
         }
     }
