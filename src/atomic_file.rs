@@ -11,6 +11,22 @@ use std::path::Path;
 /// Write `contents` to `path` atomically, creating parent directories, with `mode` for a new
 /// file (an existing file's mode is kept, so a person's `chmod` survives).
 pub fn write(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+    write_with(path, contents, mode, Sync::Durable)
+}
+
+/// Whether the new content must survive a machine crash, or only be replaced whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sync {
+    /// fsync the file and its directory: unit files, pid files, anything a person relies on.
+    Durable,
+    /// Rename only: readers still never see a half file, but a crash may leave the previous
+    /// version. For snapshots rewritten every few seconds, whose readers treat an old one as
+    /// stale anyway; an fsync per tick would cost more than the snapshot is worth.
+    Replace,
+}
+
+/// [`write`] with a choice of durability.
+pub fn write_with(path: &Path, contents: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;
@@ -29,9 +45,14 @@ pub fn write(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
             .mode(mode)
             .open(&tmp)?;
         f.write_all(contents)?;
-        f.sync_all()?;
+        if sync == Sync::Durable {
+            f.sync_all()?;
+        }
         fs::rename(&tmp, path)?;
-        File::open(dir)?.sync_all()
+        if sync == Sync::Durable {
+            File::open(dir)?.sync_all()?;
+        }
+        Ok(())
     })();
     if result.is_err() {
         let _ = fs::remove_file(&tmp);

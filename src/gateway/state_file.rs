@@ -71,8 +71,8 @@ impl StateFile {
     }
 
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
-        let json = serde_json::to_vec_pretty(self).expect("state serialises");
-        atomic_file::write(path, &json, 0o644)
+        let json = serde_json::to_vec(self).expect("state serialises");
+        atomic_file::write_with(path, &json, 0o644, atomic_file::Sync::Replace)
     }
 
     pub fn read(path: &Path) -> Option<StateFile> {

@@ -88,10 +88,11 @@ pub async fn connect(
         };
         tune(&stream, user_timeout);
         // Small buffers: a gateway may hold a thousand mostly idle connections, and the 128 KiB
-        // default read buffer alone would cost 128 MiB for them.
+        // default read buffer alone would cost 128 MiB for them. The small write buffer lets a
+        // heartbeat and its WS ping leave in one write (frames are flushed explicitly).
         let config = WebSocketConfig::default()
             .read_buffer_size(4 << 10)
-            .write_buffer_size(0)
+            .write_buffer_size(256)
             .max_write_buffer_size(1 << 20)
             .max_message_size(Some(16 << 20))
             .max_frame_size(Some(16 << 20));

@@ -10,8 +10,10 @@
 //!   tolerated, and the second consecutive one means the write path is dead: zombie.
 //! - An ACK still missing at the next heartbeat tick counts as missed even if its deadline is
 //!   longer than the interval, so a miss is declared by the next tick at the latest.
-//! - Heartbeats and WS pings alternate half an interval apart, so a dead socket is probed
-//!   every half interval and detected within about 0.75 heartbeat intervals.
+//! - The WS ping goes out with every second heartbeat, in the same write: an independent
+//!   check of the WebSocket layer for no extra wake-up or syscall, which matters at a thousand
+//!   connections. A dead socket is detected within one interval plus
+//!   the ACK timeout (a fifth of the interval by default): at most 1.2 heartbeat intervals.
 
 use std::time::Duration;
 
@@ -71,6 +73,10 @@ impl Probe {
 #[derive(Debug)]
 pub struct Liveness {
     interval: Duration,
+    /// WS pings go out with every second heartbeat (every interval without heartbeats): the
+    /// heartbeat already probes the link each interval, the ping adds an independent check of
+    /// the WebSocket layer at half the cost.
+    ping_every: Duration,
     ack_timeout: Duration,
     idle_timeout: Duration,
     next_heartbeat: Instant,
@@ -85,9 +91,9 @@ pub struct Liveness {
     heartbeats: bool,
 }
 
-/// The ACK deadline when none is configured: a quarter interval, between 100 ms and 10 s.
+/// The ACK deadline when none is configured: a fifth of the interval, between 100 ms and 10 s.
 pub fn default_ack_timeout(interval: Duration) -> Duration {
-    (interval / 4).clamp(Duration::from_millis(100), Duration::from_secs(10))
+    (interval / 5).clamp(Duration::from_millis(100), Duration::from_secs(10))
 }
 
 impl Liveness {
@@ -106,7 +112,8 @@ impl Liveness {
             ack_timeout,
             idle_timeout: interval + ack_timeout * 2,
             next_heartbeat: first,
-            next_ping: first + interval / 2,
+            next_ping: first,
+            ping_every: if heartbeats { interval * 2 } else { interval },
             heartbeat: None,
             ping: None,
             missed_acks: 0,
@@ -221,13 +228,13 @@ impl Liveness {
                     return Some(Action::Dead(dead));
                 }
             }
-            self.next_ping += self.interval;
+            self.next_ping += self.ping_every;
             if self.next_ping <= now {
-                self.next_ping = now + self.interval;
+                self.next_ping = now + self.ping_every;
             }
             self.ping = Some(Probe {
                 deadline: now + self.ack_timeout,
-                late: now + self.interval,
+                late: now + self.ping_every,
                 inbound_since: false,
             });
             return Some(Action::SendPing);
@@ -299,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn half_open_is_detected_within_three_quarters_of_an_interval() {
+    fn half_open_is_detected_within_an_interval_plus_the_ack_timeout() {
         for jitter in [0.0, 0.3, 0.77] {
             for fault_at in [0.1, 0.45, 0.9] {
                 let t0 = Instant::now();
@@ -323,10 +330,7 @@ mod tests {
                 .unwrap();
                 assert_eq!(z, Zombie::HalfOpen);
                 let latency = at - fault;
-                assert!(
-                    latency <= I * 3 / 4 + Duration::from_millis(20),
-                    "{latency:?}"
-                );
+                assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
             }
         }
     }

@@ -308,6 +308,25 @@ impl Conn<'_> {
         self.s.heartbeat.enter(State::Connected);
     }
 
+    /// Queue several frames and flush once, under one write deadline.
+    async fn send_all(&mut self, msgs: Vec<Message>) -> Result<(), SessionEnd> {
+        let ws = &mut self.ws;
+        let write = async move {
+            for m in msgs {
+                ws.feed(m).await?;
+            }
+            ws.flush().await
+        };
+        match timeout(self.write_timeout, write).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(adapter = self.s.adapter, error = %e, "write failed");
+                Err(SessionEnd::Closed(None))
+            }
+            Err(_) => Err(SessionEnd::Zombie(Zombie::WritePathDead)),
+        }
+    }
+
     async fn send(&mut self, msg: Message) -> Result<(), SessionEnd> {
         match timeout(self.write_timeout, self.ws.send(msg)).await {
             Ok(Ok(())) => Ok(()),
@@ -340,10 +359,12 @@ impl Conn<'_> {
             }
         }
         let now = Instant::now();
+        // Everything due now goes out in one write: a heartbeat and its WS ping share a syscall.
+        let mut batch = vec![];
         loop {
             let action = self.live.as_mut().expect("set").poll(now);
             let msg = match action {
-                None => return Step::Continue,
+                None => break,
                 Some(Action::Dead(z)) => return Step::End(SessionEnd::Zombie(z)),
                 Some(Action::SendPing) => {
                     self.sent_pings += 1;
@@ -356,9 +377,14 @@ impl Conn<'_> {
                     }
                 },
             };
-            if let Err(end) = self.send(msg).await {
-                return Step::End(end);
-            }
+            batch.push(msg);
+        }
+        if batch.is_empty() {
+            return Step::Continue;
+        }
+        match self.send_all(batch).await {
+            Ok(()) => Step::Continue,
+            Err(end) => Step::End(end),
         }
     }
 
