@@ -139,9 +139,15 @@ impl Drop for Gateway {
     }
 }
 
+/// The gateway binary to measure. `cargo bench` builds `BIN` with the dev-dependency features
+/// (tokio's test-util clock among them); `HSV_BENCH_BIN` points at a plain release build.
+fn gateway_bin() -> String {
+    std::env::var("HSV_BENCH_BIN").unwrap_or_else(|_| BIN.to_owned())
+}
+
 fn spawn_gateway(home: &Path, profile: &str) -> Gateway {
     Gateway(
-        Command::new(BIN)
+        Command::new(gateway_bin())
             .args(["gateway", "run", "--profile", profile])
             .env("HERMES_HOME", home)
             .env("HERMES_LOCK_DIR", home.join("locks"))
