@@ -233,3 +233,65 @@ impl Health {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn component(state: &str, fresh: bool) -> ComponentState {
+        ComponentState {
+            name: "qq".into(),
+            kind: "qqbot".into(),
+            state: state.into(),
+            fresh,
+            last_beat_age_ms: 1200,
+            deadline_ms: 10_000,
+            reconnects: 3,
+            attempts: 4,
+            last_error: Some("dns: no such host".into()),
+            outage_ms: None,
+        }
+    }
+
+    #[test]
+    fn a_stale_snapshot_never_reads_as_connected() {
+        let h = Health {
+            updated_at: "2026-01-01T00:00:00.000Z".into(),
+            age_ms: Some(600_000),
+            stale: true,
+            summary: "1/1 adapters ready".into(),
+            components: vec![component("connected", true)],
+        };
+        let text = h.to_text();
+        assert!(text.contains("STALE snapshot"), "{text}");
+        assert!(text.contains("connected (stale)"), "{text}");
+        assert!(
+            !text
+                .lines()
+                .any(|l| l.contains(" connected ") && !l.contains("stale")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_live_snapshot_shows_state_age_reconnects_and_error() {
+        let h = Health {
+            updated_at: "now".into(),
+            age_ms: Some(100),
+            stale: false,
+            summary: String::new(),
+            components: vec![component("retrying", true)],
+        };
+        let text = h.to_text();
+        for want in [
+            "qq",
+            "qqbot",
+            "retrying",
+            "1s ago",
+            "reconnects 3",
+            "last error: dns: no such host",
+        ] {
+            assert!(text.contains(want), "{want} missing in {text}");
+        }
+    }
+}

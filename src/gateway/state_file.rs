@@ -90,3 +90,43 @@ impl StateFile {
             .is_none_or(|a| a > Duration::from_millis(self.stale_after_ms))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(updated_at: &str) -> StateFile {
+        StateFile {
+            updated_at: updated_at.into(),
+            pid: 1,
+            profile: "coder".into(),
+            stale_after_ms: 16_000,
+            summary: "1/1 adapters ready".into(),
+            components: vec![],
+        }
+    }
+
+    #[test]
+    fn an_old_snapshot_is_stale_and_a_fresh_one_is_not() {
+        let now = SystemTime::now();
+        let fresh = sample(&humantime::format_rfc3339_millis(now).to_string());
+        assert!(!fresh.is_stale(now));
+        let old =
+            sample(&humantime::format_rfc3339_millis(now - Duration::from_secs(60)).to_string());
+        assert!(old.is_stale(now));
+        assert!(
+            sample("not a time").is_stale(now),
+            "unreadable means stale, never connected"
+        );
+    }
+
+    #[test]
+    fn round_trips_through_the_file() {
+        let dir = std::env::temp_dir().join(format!("hsv-state-{}", std::process::id()));
+        let path = dir.join("state/gateway.json");
+        let s = sample("2026-01-01T00:00:00.000Z");
+        s.write(&path).unwrap();
+        assert_eq!(StateFile::read(&path), Some(s));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
