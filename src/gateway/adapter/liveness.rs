@@ -201,46 +201,65 @@ impl Liveness {
             return Some(Action::Dead(dead));
         }
         if self.heartbeats && now >= self.next_heartbeat {
-            // An ACK still outstanding at the next tick is missed, whatever its deadline.
-            if let Some(p) = self.heartbeat.as_mut() {
-                p.deadline = now;
-                p.late = now;
-                if let Some(dead) = expire(&mut self.heartbeat, &mut self.missed_acks, now) {
-                    return Some(Action::Dead(dead));
-                }
-            }
-            self.next_heartbeat += self.interval;
-            if self.next_heartbeat <= now {
-                self.next_heartbeat = now + self.interval;
-            }
-            self.heartbeat = Some(Probe {
-                deadline: now + self.ack_timeout,
-                late: now + self.interval,
-                inbound_since: false,
-            });
-            return Some(Action::SendHeartbeat);
+            let (every, ack) = (self.interval, self.ack_timeout);
+            return Some(
+                send_probe(
+                    &mut self.heartbeat,
+                    &mut self.missed_acks,
+                    &mut self.next_heartbeat,
+                    every,
+                    ack,
+                    now,
+                )
+                .unwrap_or(Action::SendHeartbeat),
+            );
         }
         if now >= self.next_ping {
-            if let Some(p) = self.ping.as_mut() {
-                p.deadline = now;
-                p.late = now;
-                if let Some(dead) = expire(&mut self.ping, &mut self.missed_pongs, now) {
-                    return Some(Action::Dead(dead));
-                }
-            }
-            self.next_ping += self.ping_every;
-            if self.next_ping <= now {
-                self.next_ping = now + self.ping_every;
-            }
-            self.ping = Some(Probe {
-                deadline: now + self.ack_timeout,
-                late: now + self.ping_every,
-                inbound_since: false,
-            });
-            return Some(Action::SendPing);
+            let (every, ack) = (self.ping_every, self.ack_timeout);
+            return Some(
+                send_probe(
+                    &mut self.ping,
+                    &mut self.missed_pongs,
+                    &mut self.next_ping,
+                    every,
+                    ack,
+                    now,
+                )
+                .unwrap_or(Action::SendPing),
+            );
         }
         None
     }
+}
+
+/// A probe of one kind is due: retire the previous one if still unanswered (it is missed at
+/// the next tick at the latest, whatever its deadline), schedule the next, and arm a new
+/// probe. Returns the verdict if retiring the old probe killed the connection.
+fn send_probe(
+    probe: &mut Option<Probe>,
+    missed: &mut u32,
+    next: &mut Instant,
+    every: Duration,
+    ack: Duration,
+    now: Instant,
+) -> Option<Action> {
+    if let Some(p) = probe.as_mut() {
+        p.deadline = now;
+        p.late = now;
+        if let Some(dead) = expire(probe, missed, now) {
+            return Some(Action::Dead(dead));
+        }
+    }
+    *next += every;
+    if *next <= now {
+        *next = now + every;
+    }
+    *probe = Some(Probe {
+        deadline: now + ack,
+        late: now + every,
+        inbound_since: false,
+    });
+    None
 }
 
 /// Retire a probe past its deadline, counting the miss.

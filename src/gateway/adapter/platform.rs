@@ -166,28 +166,9 @@ impl Platform {
             }
         }
         let body = json!({"appId": app_id, "clientSecret": self.secret()});
-        let resp = self
-            .http
-            .post(token_url)
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| PlatformError::Retry(format!("token endpoint: {}", e.without_url())))?;
-        let status = resp.status();
-        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            return Err(PlatformError::Fatal(format!(
-                "token endpoint rejected app-id {app_id} ({status}): check the secret"
-            )));
-        }
-        if !status.is_success() {
-            return Err(PlatformError::Retry(format!(
-                "token endpoint answered {status}"
-            )));
-        }
-        let v: Value = resp
-            .json()
-            .await
-            .map_err(|e| PlatformError::Retry(format!("token endpoint: {}", e.without_url())))?;
+        let request = self.http.post(token_url).json(&body);
+        let rejected = format!("token endpoint rejected app-id {app_id}");
+        let v = json_call("token endpoint", request, &rejected).await?;
         let token = v["access_token"]
             .as_str()
             .filter(|t| !t.is_empty())
@@ -207,28 +188,13 @@ impl Platform {
         endpoint: &str,
         auth: &str,
     ) -> Result<String, PlatformError> {
-        let resp = self
-            .http
-            .get(endpoint)
-            .header("Authorization", auth)
-            .send()
-            .await
-            .map_err(|e| PlatformError::Retry(format!("gateway endpoint: {}", e.without_url())))?;
-        let status = resp.status();
-        if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            return Err(PlatformError::Fatal(format!(
-                "gateway endpoint rejected the credential ({status})"
-            )));
-        }
-        if !status.is_success() {
-            return Err(PlatformError::Retry(format!(
-                "gateway endpoint answered {status}"
-            )));
-        }
-        let v: Value = resp
-            .json()
-            .await
-            .map_err(|e| PlatformError::Retry(format!("gateway endpoint: {}", e.without_url())))?;
+        let request = self.http.get(endpoint).header("Authorization", auth);
+        let v = json_call(
+            "gateway endpoint",
+            request,
+            "gateway endpoint rejected the credential",
+        )
+        .await?;
         let url = v["url"]
             .as_str()
             .filter(|u| u.starts_with("ws://") || u.starts_with("wss://"))
@@ -237,4 +203,26 @@ impl Platform {
         self.gateway_url = Some(url.clone());
         Ok(url)
     }
+}
+
+/// Send an HTTP request and read a JSON answer. A 401/403 means the credential is wrong, which
+/// retrying cannot fix; anything else that fails is retried with backoff. Messages never carry
+/// the URL (a query string could hold a credential) or the body.
+async fn json_call(
+    what: &str,
+    request: reqwest::RequestBuilder,
+    rejected: &str,
+) -> Result<Value, PlatformError> {
+    let retry = |e: reqwest::Error| PlatformError::Retry(format!("{what}: {}", e.without_url()));
+    let resp = request.send().await.map_err(retry)?;
+    let status = resp.status();
+    if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
+        return Err(PlatformError::Fatal(format!(
+            "{rejected} ({status}): check the credential"
+        )));
+    }
+    if !status.is_success() {
+        return Err(PlatformError::Retry(format!("{what} answered {status}")));
+    }
+    resp.json().await.map_err(retry)
 }
