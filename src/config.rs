@@ -66,7 +66,7 @@ pub struct Timing {
     /// From upgrade to Hello, and from Identify/Resume to READY/RESUMED.
     pub hello_timeout: Duration,
     /// How long a heartbeat may wait for its ACK (and a WS ping for its pong). `None`: a
-    /// quarter of the heartbeat interval, capped at 10 s.
+    /// fifth of the heartbeat interval, between 100 ms and 10 s.
     pub ack_timeout: Option<Duration>,
     pub backoff_min: Duration,
     pub backoff_max: Duration,

@@ -132,7 +132,12 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 delay = Some(spec.timing.backoff_min.mul_f64(fastrand::f64()));
             }
             SessionEnd::Closed(code) => {
-                let action = close_code::classify(code);
+                // The table is the QQ Bot / Discord protocol's; a plain WebSocket server's own
+                // codes mean nothing to us, so it is simply reconnected.
+                let action = match prepared.dialect {
+                    session::Dialect::Gateway { .. } => close_code::classify(code),
+                    session::Dialect::Plain { .. } => CloseAction::Resume,
+                };
                 hb.error(format!(
                     "closed with code {}",
                     code.map_or("none".into(), |c| c.to_string())
@@ -147,7 +152,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                     CloseAction::Resume => delay = Some(backoff.next_delay(fastrand::f64)),
                     CloseAction::Reidentify => {
                         resume = None;
-                        if !was_connected {
+                        if !at_once {
                             delay = Some(backoff.next_delay(fastrand::f64));
                         }
                     }

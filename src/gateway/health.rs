@@ -112,7 +112,7 @@ impl Heartbeat {
     pub fn enter(&self, state: State) {
         let mut c = lock(&self.0);
         let now = Instant::now();
-        if state == State::Connected {
+        if state == State::Connected || !is_adapter_state(state) {
             c.outage_since = None;
         } else if c.outage_since.is_none() && is_adapter_state(state) {
             c.outage_since = Some(now);

@@ -2,8 +2,9 @@
 //!
 //! The order is the guarantee. An adapter advances its seq (and so tells the platform it has
 //! the event) only after [`Spool::append`] returned, so an event is either in the spool or will
-//! be replayed by the platform on resume; nothing received is lost across a reconnect or a
-//! restart. Replays and resumes deliver the same event twice, so appends are deduplicated by
+//! be replayed by the platform on resume: nothing received is lost across a reconnect, and what
+//! was stored before a restart stays stored (a new session after a restart replays nothing, so
+//! the guarantee there is only for what reached the spool). Replays and resumes deliver the same event twice, so appends are deduplicated by
 //! (adapter, event id) over a bounded window of recent events.
 //!
 //! An append is a `write` into the page cache, which survives the process crashing. Surviving

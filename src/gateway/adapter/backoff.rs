@@ -27,7 +27,12 @@ impl Backoff {
 
     /// The delay before the next attempt. `rand` yields uniform values in [0, 1).
     pub fn next_delay(&mut self, mut rand: impl FnMut() -> f64) -> Duration {
-        let upper = self.last.map_or(self.min, |l| (l * 3).min(self.max));
+        // The first draw is jittered too, so clients that failed together do not retry together.
+        let upper = self
+            .last
+            .unwrap_or(self.min)
+            .saturating_mul(3)
+            .min(self.max);
         let span = upper.saturating_sub(self.min);
         let mut d = (self.min + span.mul_f64(rand())).min(self.max);
         self.last = Some(d);
@@ -60,11 +65,11 @@ mod tests {
     fn grows_within_bounds_and_resets() {
         let (min, max) = (Duration::from_millis(100), Duration::from_secs(5));
         let mut b = Backoff::new(min, max);
-        let mut prev = Duration::ZERO;
+        let mut prev = min;
         for _ in 0..50 {
             let d = b.next_delay(fastrand::f64);
             assert!(d >= min && d <= max, "{d:?}");
-            assert!(d <= (prev * 3).max(min), "{d:?} after {prev:?}");
+            assert!(d <= prev * 3, "{d:?} after {prev:?}");
             prev = d;
         }
         // With the top of the range always drawn, the cap is reached and held.
@@ -72,7 +77,10 @@ mod tests {
         let ds: Vec<_> = (0..10).map(|_| b.next_delay(|| 0.999_999)).collect();
         assert!(ds[9] >= max - Duration::from_millis(1));
         b.reset();
-        assert!(b.next_delay(|| 0.999_999) <= min + Duration::from_millis(1));
+        assert_eq!(b.next_delay(|| 0.0), min);
+        // The first draw is jittered: up to three times the minimum.
+        let mut b = Backoff::new(min, max);
+        assert!(b.next_delay(|| 0.999_999) > min * 2);
     }
 
     #[test]

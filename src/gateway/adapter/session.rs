@@ -503,10 +503,11 @@ impl Conn<'_> {
                         Step::Continue
                     }
                     _ => {
-                        let id = v
-                            .get("id")
-                            .and_then(id_string)
-                            .or_else(|| v["d"].get("id").and_then(id_string));
+                        // QQ puts an event id on every dispatch. Discord does not, and its
+                        // `d.id` names the message, shared by its CREATE, UPDATE and DELETE;
+                        // session and seq identify the dispatch itself, which is what a
+                        // replay after a resume repeats.
+                        let id = v.get("id").and_then(id_string);
                         let data = v.get("d").cloned().unwrap_or(Value::Null);
                         self.store(id, kind, seq, data).await
                     }
