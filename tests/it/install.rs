@@ -352,6 +352,12 @@ fn two_profiles_run_side_by_side_without_restarts() {
         .map(|u| u["profile"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["coder", "default"]);
+    // Each gateway's own health report is read from its profile's state file, and is current.
+    for u in status["units"].as_array().unwrap() {
+        let health = &u["health"];
+        assert_eq!(health["summary"], "no adapters configured", "{u}");
+        assert_eq!(health["stale"], false, "{u}");
+    }
 }
 
 #[test]
