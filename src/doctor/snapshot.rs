@@ -254,13 +254,13 @@ fn profile_snap(p: &Profile) -> ProfileSnap {
         .ok()
         .map(|m| m.permissions().mode() & 0o777);
     let config_path = p.config_file();
+    let vars = env_text
+        .as_deref()
+        .map(|t| crate::env_file::parse(t).0)
+        .unwrap_or_default();
     let (config_error, token_hashes) = match config::load(&config_path) {
-        Err(e) => (Some(error_chain(&e)), vec![]),
+        Err(e) => (Some(redact(&error_chain(&e), &vars)), vec![]),
         Ok(cfg) => {
-            let vars = env_text
-                .as_deref()
-                .map(|t| crate::env_file::parse(t).0)
-                .unwrap_or_default();
             let hashes = cfg
                 .adapters
                 .iter()
@@ -299,6 +299,18 @@ fn profile_snap(p: &Profile) -> ProfileSnap {
     }
 }
 
+/// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted
+/// into gateway.toml by mistake must not reach doctor's output through it.
+pub fn redact(text: &str, vars: &[(String, String)]) -> String {
+    let mut out = text.to_owned();
+    for (_, v) in vars {
+        if v.len() >= 4 {
+            out = out.replace(v.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
@@ -307,4 +319,19 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_are_redacted_from_messages() {
+        let vars = vec![("T".to_owned(), "s3cr3t-token".to_owned())];
+        assert_eq!(
+            redact("invalid type: string \"s3cr3t-token\"", &vars),
+            "invalid type: string \"<redacted>\""
+        );
+        assert_eq!(redact("line 3: unknown key", &vars), "line 3: unknown key");
+    }
 }

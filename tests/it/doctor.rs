@@ -49,6 +49,10 @@ fn a_clean_two_profile_install_has_no_errors_or_warnings() {
         .filter(|f| f["severity"] == "error" || f["severity"] == "warn")
         .collect();
     assert!(bad.is_empty(), "{bad:#?}");
+    assert!(
+        !has(&fs, "HSV000", "warn"),
+        "the user manager answered: {fs:#?}"
+    );
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     for f in &fs {
         let keys: Vec<_> = f.as_object().unwrap().keys().collect();
