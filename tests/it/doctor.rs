@@ -190,3 +190,45 @@ fn no_bus_at_all_does_not_crash() {
         stderr(&out)
     );
 }
+
+#[test]
+fn disk_findings_and_profile_narrowing() {
+    let m = Manager::boot();
+    let bad = m.profile_home("drcfg");
+    std::fs::create_dir_all(&bad).unwrap();
+    std::fs::write(bad.join("gateway.toml"), "[[adapter]]\nname = 1\n").unwrap();
+    let env = bad.join(".env");
+    std::fs::write(&env, "X=1\n").unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+    // A pid file whose process has exited.
+    let mut child = Command::new("/bin/true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    std::fs::write(
+        bad.join("gateway.pid"),
+        serde_json::json!({
+            "pid": dead, "profile": "drcfg", "home": bad,
+            "started_at": "2026-01-01T00:00:00Z"
+        })
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::create_dir_all(m.profile_home("drok")).unwrap();
+
+    let out = doctor(&m, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let fs = findings(&out);
+    for (id, sev) in [("HSV015", "error"), ("HSV012", "warn"), ("HSV007", "warn")] {
+        let f = fs
+            .iter()
+            .find(|f| f["id"] == id)
+            .unwrap_or_else(|| panic!("{id} missing: {fs:#?}"));
+        assert_eq!(f["severity"], sev, "{f}");
+        assert_eq!(f["subject"], "drcfg", "{f}");
+    }
+    let out = doctor(&m, &["--json", "--profile", "drok"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(findings(&out).iter().all(|f| f["subject"] != "drcfg"));
+    let out = doctor(&m, &["--profile", "Not Valid"]);
+    assert_eq!(out.status.code(), Some(2));
+}
