@@ -60,6 +60,9 @@ enum Command {
     Render(RenderArgs),
     /// Print the inbound events a profile's gateway has spooled.
     Events(EventsArgs),
+    /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
+    /// stale pid files, ...) and print the exact fix for each.
+    Doctor(DoctorArgs),
     /// Run a gateway against a built-in mock platform, inject a half-open fault, and show
     /// that it is detected and resumed with no event lost. Needs no credentials or network.
     Demo(DemoArgs),
@@ -220,6 +223,16 @@ struct EventsArgs {
 }
 
 #[derive(Args, Debug)]
+struct DoctorArgs {
+    /// Only findings about this profile (and machine-wide ones).
+    #[arg(long)]
+    profile: Option<String>,
+    /// Print `{"findings":[{"id","severity","subject","message","fix"}]}`.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
 struct DemoArgs {
     /// How long to let events flow before and after the fault, in seconds.
     #[arg(long, default_value_t = 4)]
@@ -342,6 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Stop(a) => runtime()?.block_on(lifecycle_cmd(a, "stop")),
         Command::Restart(a) => runtime()?.block_on(lifecycle_cmd(a, "restart")),
         Command::Status(args) => runtime()?.block_on(status_cmd(args)),
+        Command::Doctor(args) => runtime()?.block_on(doctor_cmd(args)),
     }
 }
 
@@ -694,4 +708,19 @@ async fn status_cmd(args: StatusArgs) -> anyhow::Result<u8> {
         print!("{}", report.to_text());
     }
     Ok(exit_code::OK)
+}
+
+/// Exit 0 with no errors, 1 with errors; 2 (as a usage error) when doctor could not look at
+/// anything at all, so a script can tell "unhealthy" from "could not tell".
+async fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<u8> {
+    let only = args.profile.as_deref().map(parse_profile).transpose()?;
+    let report = crate::doctor::run(only.as_ref())
+        .await
+        .map_err(|e| usage(e.to_string()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text());
+    }
+    Ok(report.exit_code())
 }

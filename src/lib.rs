@@ -5,6 +5,7 @@ pub mod atomic_file;
 pub mod cli;
 pub mod config;
 pub mod demo;
+pub mod doctor;
 pub mod dropin;
 pub mod effects;
 pub mod env_file;

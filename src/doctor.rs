@@ -1,0 +1,160 @@
+//! `doctor`: one snapshot of the world, then small pure checks over it.
+//!
+//! Gathering (bus calls, file reads) happens once, in [`snapshot`]; every check in [`checks`]
+//! is a pure function of that snapshot, so each finding can be unit-tested without a bus. A
+//! finding names the exact command that fixes it, because a diagnosis without a remedy just
+//! moves the problem to the reader. Secrets never reach a finding: only short hashes do.
+
+pub mod checks;
+pub mod snapshot;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::exit_code;
+use crate::profile::ProfileName;
+
+/// How bad a finding is. Only `error` makes doctor exit 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warn,
+    Info,
+}
+
+impl std::fmt::Display for Severity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Severity::Error => "error",
+            Severity::Warn => "warn",
+            Severity::Info => "info",
+        })
+    }
+}
+
+/// One problem found. The JSON shape (`id`, `severity`, `subject`, `message`, `fix`) is the
+/// stable contract of docs/doctor.md.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `HSVnnn`, never reused for another meaning.
+    pub id: &'static str,
+    pub severity: Severity,
+    /// The unit or profile the finding is about.
+    pub subject: String,
+    /// One sentence.
+    pub message: String,
+    /// The exact command that fixes it.
+    pub fix: String,
+    /// The profile this finding belongs to, for grouping and `--profile`; `None` for findings
+    /// about the machine as a whole (a bus, linger).
+    #[serde(skip)]
+    pub profile: Option<ProfileName>,
+}
+
+/// Everything doctor found, in a stable order.
+#[derive(Debug, Default, Serialize)]
+pub struct Report {
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Keep only findings about `profile` (and machine-wide ones, which affect it too).
+    pub fn narrow(&mut self, profile: &ProfileName) {
+        self.findings
+            .retain(|f| f.profile.as_ref().is_none_or(|p| p == profile));
+    }
+
+    /// 1 when any finding is an error, else 0.
+    pub fn exit_code(&self) -> u8 {
+        if self.findings.iter().any(|f| f.severity == Severity::Error) {
+            exit_code::FAILURE
+        } else {
+            exit_code::OK
+        }
+    }
+
+    /// Findings grouped by profile (machine-wide ones first), one line each plus its fix.
+    pub fn to_text(&self) -> String {
+        if self.findings.is_empty() {
+            return "no problems found\n".to_owned();
+        }
+        let mut groups: BTreeMap<Option<&ProfileName>, Vec<&Finding>> = BTreeMap::new();
+        for f in &self.findings {
+            groups.entry(f.profile.as_ref()).or_default().push(f);
+        }
+        let mut out = String::new();
+        for (profile, findings) in groups {
+            match profile {
+                Some(p) => out.push_str(&format!("profile {p}:\n")),
+                None => out.push_str("machine:\n"),
+            }
+            for f in findings {
+                out.push_str(&format!(
+                    "  {} {} {}: {}\n    fix: {}\n",
+                    f.id, f.severity, f.subject, f.message, f.fix
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// Why doctor itself could not run (exit 2).
+#[derive(Debug, thiserror::Error)]
+pub enum DoctorError {
+    #[error("nothing to check: no systemd manager answers ({bus}) and no profile home is known ({home})")]
+    NothingToCheck { bus: String, home: String },
+}
+
+/// Gather a snapshot and run every check over it.
+pub async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
+    let snap = snapshot::gather().await?;
+    let mut report = Report {
+        findings: checks::all(&snap),
+    };
+    if let Some(p) = only {
+        report.narrow(p);
+    }
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(id: &'static str, severity: Severity, profile: Option<&str>) -> Finding {
+        Finding {
+            id,
+            severity,
+            subject: "s".into(),
+            message: "m".into(),
+            fix: "f".into(),
+            profile: profile.map(|p| ProfileName::parse(p).unwrap()),
+        }
+    }
+
+    #[test]
+    fn exit_code_is_one_only_with_errors_and_json_has_five_fields() {
+        let mut r = Report {
+            findings: vec![finding("HSV009", Severity::Info, Some("a"))],
+        };
+        assert_eq!(r.exit_code(), 0);
+        r.findings
+            .push(finding("HSV002", Severity::Error, Some("b")));
+        assert_eq!(r.exit_code(), 1);
+        let json = serde_json::to_value(&r).unwrap();
+        let keys: Vec<_> = json["findings"][0]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect();
+        assert_eq!(keys.len(), 5, "{keys:?}");
+        assert_eq!(json["findings"][1]["severity"], "error");
+        r.narrow(&ProfileName::parse("a").unwrap());
+        assert_eq!(r.findings.len(), 1);
+        assert!(r.to_text().contains("profile a:"));
+    }
+}

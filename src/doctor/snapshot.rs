@@ -1,0 +1,337 @@
+//! The one look at the world doctor takes per run: gateway units on the user and system
+//! managers with their properties, the unit files they come from, and every profile home.
+//!
+//! All impure work happens here, so that the checks stay pure. A manager that cannot be
+//! reached is recorded, not fatal: the disk can still be checked.
+
+use std::collections::BTreeSet;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use crate::config;
+use crate::doctor::DoctorError;
+use crate::gateway::pid_file::{PidFile, PidRecord};
+use crate::gateway::state_file::StateFile;
+use crate::gateway::token_lock;
+use crate::linger::Linger;
+use crate::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
+use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
+use crate::scope::Scope;
+use crate::systemd::{Systemd, UnitProperties};
+
+/// A gateway unit as one manager reports it.
+#[derive(Clone, Debug, Default)]
+pub struct UnitSnap {
+    pub name: String,
+    pub scope: Option<Scope>,
+    pub props: UnitProperties,
+    /// The text of the unit's fragment file, when it could be read.
+    pub file_text: Option<String>,
+    /// `HERMES_HOME` the unit runs with (its `Environment=`, else the default home).
+    pub hermes_home: PathBuf,
+    /// The sticky `active_profile` in that home, which a unit without `--profile` follows.
+    pub sticky: Option<ProfileName>,
+    /// `ExecStart` programs that do not exist on disk.
+    pub missing_exec: Vec<String>,
+}
+
+/// What the process a pid file names looks like now.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PidProcess {
+    Dead,
+    /// Alive; its command line, NUL-separated arguments joined by spaces.
+    Alive {
+        cmdline: String,
+    },
+}
+
+/// One profile's home on disk.
+#[derive(Clone, Debug)]
+pub struct ProfileSnap {
+    pub name: ProfileName,
+    pub hermes_home: PathBuf,
+    pub home: PathBuf,
+    pub pid_path: PathBuf,
+    pub pid: Option<(PidRecord, PidProcess)>,
+    pub state: Option<StateFile>,
+    pub env_path: PathBuf,
+    /// Permission bits of `.env`, when it exists.
+    pub env_mode: Option<u32>,
+    pub config_path: PathBuf,
+    /// Why `gateway.toml` does not load (the message names file and line, never a secret).
+    pub config_error: Option<String>,
+    /// `(adapter, short hash of its identity)` for every adapter whose credential is in `.env`.
+    pub token_hashes: Vec<(String, String)>,
+}
+
+/// Everything the checks look at.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    pub now: SystemTime,
+    pub units: Vec<UnitSnap>,
+    pub profiles: Vec<ProfileSnap>,
+    /// Managers that could not be asked, with why.
+    pub bus_problems: Vec<(Scope, String)>,
+    pub linger: Linger,
+    /// The account user units run as, for the linger fix.
+    pub user: String,
+    /// `~/.hermes`: what a unit without `HERMES_HOME` uses.
+    pub default_home: PathBuf,
+}
+
+impl Default for Snapshot {
+    fn default() -> Self {
+        Self {
+            now: SystemTime::now(),
+            units: vec![],
+            profiles: vec![],
+            bus_problems: vec![],
+            linger: Linger::Unknown,
+            user: "user".into(),
+            default_home: PathBuf::from("/root/.hermes"),
+        }
+    }
+}
+
+/// Take the snapshot. Fails only when neither a manager nor a profile home can be looked at.
+pub async fn gather() -> Result<Snapshot, DoctorError> {
+    let home = crate::profile::hermes_home_from_env();
+    let default_home = crate::profile::default_hermes_home()
+        .ok()
+        .or_else(|| home.as_ref().ok().cloned());
+    let (user, system, linger) = tokio::join!(
+        units_of(Scope::User, default_home.as_deref()),
+        units_of(Scope::System, default_home.as_deref()),
+        Linger::query(nix::unistd::getuid().as_raw())
+    );
+    let mut snap = Snapshot {
+        linger,
+        user: current_user(),
+        default_home: default_home.clone().unwrap_or_default(),
+        ..Snapshot::default()
+    };
+    for (scope, result) in [(Scope::User, user), (Scope::System, system)] {
+        match result {
+            Ok(units) => snap.units.extend(units),
+            Err(why) => snap.bus_problems.push((scope, why)),
+        }
+    }
+    let mut homes: BTreeSet<PathBuf> = snap.units.iter().map(|u| u.hermes_home.clone()).collect();
+    match &home {
+        Ok(h) => {
+            homes.insert(h.clone());
+        }
+        Err(e) if snap.bus_problems.len() == 2 => {
+            return Err(DoctorError::NothingToCheck {
+                bus: snap.bus_problems[0].1.clone(),
+                home: e.to_string(),
+            })
+        }
+        Err(_) => {}
+    }
+    homes.retain(|h| !h.as_os_str().is_empty());
+    for h in homes {
+        for name in profile_names(&h) {
+            if let Ok(p) = Profile::new(name, h.clone()) {
+                snap.profiles.push(profile_snap(&p));
+            }
+        }
+    }
+    Ok(snap)
+}
+
+fn current_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| nix::unistd::getuid().to_string())
+}
+
+/// Every gateway unit one manager knows of, loaded or merely installed, with properties
+/// fetched concurrently on one connection.
+async fn units_of(scope: Scope, default_home: Option<&Path>) -> Result<Vec<UnitSnap>, String> {
+    let systemd = Systemd::connect(scope).await.map_err(|e| e.to_string())?;
+    let mut names = systemd
+        .list_units(&GATEWAY_UNIT_PATTERNS)
+        .await
+        .map_err(|e| e.to_string())?;
+    let files = systemd
+        .list_unit_files(&GATEWAY_UNIT_PATTERNS)
+        .await
+        .map_err(|e| e.to_string())?;
+    names.extend(files.iter().filter_map(|f| {
+        Path::new(&f.path)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+    }));
+    names.sort();
+    names.dedup();
+    let props = systemd.properties_many(&names).await;
+    let mut out = vec![];
+    for (name, props) in names.into_iter().zip(props) {
+        // A unit that vanished between listing and reading has nothing left to diagnose.
+        let Ok(props) = props else { continue };
+        if props.load_state.as_deref() == Some("not-found") {
+            continue;
+        }
+        let hermes_home = props
+            .environment
+            .iter()
+            .flatten()
+            .find_map(|e| e.strip_prefix("HERMES_HOME="))
+            .filter(|h| !h.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| default_home.map(Path::to_owned))
+            .unwrap_or_default();
+        let file_text = props
+            .fragment_path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .and_then(|p| std::fs::read_to_string(p).ok());
+        let missing_exec = props
+            .exec_start
+            .iter()
+            .flatten()
+            .map(|c| c.0.clone())
+            .filter(|p| !Path::new(p).exists())
+            .collect();
+        out.push(UnitSnap {
+            sticky: sticky_profile(&hermes_home),
+            name,
+            scope: Some(scope),
+            props,
+            file_text,
+            hermes_home,
+            missing_exec,
+        });
+    }
+    Ok(out)
+}
+
+/// Profiles that have a home under `hermes_home`: `default` (the home itself) when it holds
+/// gateway files, and every valid name under `profiles/`.
+fn profile_names(hermes_home: &Path) -> Vec<ProfileName> {
+    let mut names = vec![];
+    let has_default = ["gateway.toml", ".env", "gateway.pid", "state"]
+        .iter()
+        .any(|f| hermes_home.join(f).exists());
+    if has_default {
+        names.extend(ProfileName::parse(DEFAULT_PROFILE).ok());
+    }
+    if let Ok(entries) = std::fs::read_dir(hermes_home.join("profiles")) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                if let Ok(n) = ProfileName::parse(&e.file_name().to_string_lossy()) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
+fn pid_process(pid: u32) -> PidProcess {
+    match std::fs::read(format!("/proc/{pid}/cmdline")) {
+        Ok(raw) if pid != 0 => PidProcess::Alive {
+            cmdline: raw
+                .split(|b| *b == 0)
+                .filter(|w| !w.is_empty())
+                .map(|w| String::from_utf8_lossy(w).into_owned())
+                .collect::<Vec<_>>()
+                .join(" "),
+        },
+        _ => PidProcess::Dead,
+    }
+}
+
+fn profile_snap(p: &Profile) -> ProfileSnap {
+    let env_path = p.env_file();
+    let env_text = std::fs::read_to_string(&env_path).ok();
+    let env_mode = std::fs::metadata(&env_path)
+        .ok()
+        .map(|m| m.permissions().mode() & 0o777);
+    let config_path = p.config_file();
+    let vars = env_text
+        .as_deref()
+        .map(|t| crate::env_file::parse(t).0)
+        .unwrap_or_default();
+    let (config_error, token_hashes) = match config::load(&config_path) {
+        Err(e) => (Some(redact(&error_chain(&e), &vars)), vec![]),
+        Ok(cfg) => {
+            let hashes = cfg
+                .adapters
+                .iter()
+                .filter_map(|spec| {
+                    let var = spec.credential_env()?;
+                    let value = vars.iter().rev().find(|(k, _)| k == var)?.1.clone();
+                    if value.is_empty() {
+                        return None;
+                    }
+                    let secret = config::Secret::new(value);
+                    Some((
+                        spec.name.clone(),
+                        token_lock::short_hash(&spec.identity(Some(&secret))),
+                    ))
+                })
+                .collect();
+            (None, hashes)
+        }
+    };
+    let pid_path = p.pid_file();
+    ProfileSnap {
+        name: p.name().clone(),
+        hermes_home: p.hermes_home().to_owned(),
+        home: p.home(),
+        pid: PidFile::read(&pid_path).map(|r| {
+            let proc = pid_process(r.pid);
+            (r, proc)
+        }),
+        pid_path,
+        state: StateFile::read(&p.state_file()),
+        env_path,
+        env_mode,
+        config_path,
+        config_error,
+        token_hashes,
+    }
+}
+
+/// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted
+/// into gateway.toml by mistake must not reach doctor's output through it.
+pub fn redact(text: &str, vars: &[(String, String)]) -> String {
+    let mut out = text.to_owned();
+    for (_, v) in vars {
+        if v.len() >= 4 {
+            out = out.replace(v.as_str(), "<redacted>");
+        }
+    }
+    out
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(&format!(": {c}"));
+        cur = c.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn env_values_are_redacted_from_messages() {
+        let vars = vec![("T".to_owned(), "s3cr3t-token".to_owned())];
+        assert_eq!(
+            redact("invalid type: string \"s3cr3t-token\"", &vars),
+            "invalid type: string \"<redacted>\""
+        );
+        assert_eq!(redact("line 3: unknown key", &vars), "line 3: unknown key");
+    }
+}
