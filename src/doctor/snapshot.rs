@@ -153,14 +153,12 @@ fn current_user() -> String {
 /// fetched concurrently on one connection.
 async fn units_of(scope: Scope, default_home: Option<&Path>) -> Result<Vec<UnitSnap>, String> {
     let systemd = Systemd::connect(scope).await.map_err(|e| e.to_string())?;
-    let mut names = systemd
-        .list_units(&GATEWAY_UNIT_PATTERNS)
-        .await
-        .map_err(|e| e.to_string())?;
-    let files = systemd
-        .list_unit_files(&GATEWAY_UNIT_PATTERNS)
-        .await
-        .map_err(|e| e.to_string())?;
+    let (loaded, files) = tokio::join!(
+        systemd.list_units(&GATEWAY_UNIT_PATTERNS),
+        systemd.list_unit_files(&GATEWAY_UNIT_PATTERNS)
+    );
+    let mut names = loaded.map_err(|e| e.to_string())?;
+    let files = files.map_err(|e| e.to_string())?;
     names.extend(files.iter().filter_map(|f| {
         Path::new(&f.path)
             .file_name()
