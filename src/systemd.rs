@@ -155,6 +155,22 @@ fn call_error(action: impl Into<String>, unit: &str, e: zbus::Error) -> SystemdE
     SystemdError::Call { action, source: e }
 }
 
+/// The manager through the session or system bus.
+async fn bus_connection(scope: Scope) -> Result<Connection, SystemdError> {
+    match scope {
+        Scope::User => Connection::session().await.map_err(|source| SystemdError::Connect {
+            scope,
+            hint: "is a systemd user manager running? check XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS",
+            source,
+        }),
+        Scope::System => Connection::system().await.map_err(|source| SystemdError::Connect {
+            scope,
+            hint: "is systemd the init system here?",
+            source,
+        }),
+    }
+}
+
 /// The object path systemd serves a unit at. Looking a unit up by this path loads it on
 /// demand, which saves a `LoadUnit` round trip per unit.
 pub fn unit_object_path(unit: &str) -> String {
@@ -174,19 +190,11 @@ pub fn unit_object_path(unit: &str) -> String {
 
 impl Systemd {
     pub async fn connect(scope: Scope) -> Result<Self, SystemdError> {
-        let conn = match scope {
-            Scope::User => Connection::session().await.map_err(|source| SystemdError::Connect {
-                scope,
-                hint: "is a systemd user manager running? check XDG_RUNTIME_DIR and DBUS_SESSION_BUS_ADDRESS",
-                source,
-            })?,
-            Scope::System => Connection::system().await.map_err(|source| SystemdError::Connect {
-                scope,
-                hint: "is systemd the init system here?",
-                source,
-            })?,
-        };
-        let manager = ManagerProxy::new(&conn)
+        let conn = bus_connection(scope).await?;
+        // No property cache: it would cost a GetAll and an AddMatch before the first call.
+        let manager = ManagerProxy::builder(&conn)
+            .cache_properties(zbus::proxy::CacheProperties::No)
+            .build()
             .await
             .map_err(|source| SystemdError::Call {
                 action: "create the systemd manager proxy".into(),
