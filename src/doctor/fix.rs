@@ -313,7 +313,13 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                         && (o.subject == f.subject
                             || (o.profile.is_some() && o.profile == f.profile))
                 });
+                let limit =
+                    unit.is_some_and(|u| u.props.result.as_deref() == Some("start-limit-hit"));
                 match (unit, cause) {
+                    (Some(_), None) if limit => out.skipped.push(skip(
+                        f,
+                        "it hit its start limit: a crash loop whose cause doctor cannot see is gone; read the journal first",
+                    )),
                     (Some(u), None) if is_ours(u) => {
                         if reset.insert(u.name.clone()) {
                             out.fixes.push(Fix {
@@ -587,6 +593,23 @@ mod tests {
     }
 
     #[test]
+    fn a_lone_legacy_unit_is_migrated_for_hsv002_and_hsv003() {
+        let mut l = legacy_on_disk();
+        l.sticky = None;
+        let s = ct::snap(vec![l], vec![]);
+        let fs = checks::all(&s);
+        assert!(!fs.iter().any(|f| f.id == "HSV001"), "{fs:?}");
+        let p = plan(&s, &fs, 7);
+        assert_eq!(fix_ids(&p), [("HSV002", "migrate"), ("HSV002", "reload")]);
+        let Action::Migrate { profile, .. } = &p.fixes[0].action else {
+            unreachable!()
+        };
+        assert_eq!(profile.as_str(), "default");
+        // HSV003 on the same unit is answered by the same migration, not a second one.
+        assert!(!p.skipped.iter().any(|k| k.id == "HSV003"), "{p:?}");
+    }
+
+    #[test]
     fn a_persons_file_at_our_units_path_is_never_a_target() {
         // Hand-written hermes-gateway-a.service with --replace: reported, not touched.
         let mut mine = ct::unit(
@@ -629,6 +652,12 @@ mod tests {
         a.config_error = Some("gateway.toml:1: bad".into());
         let p = planned(&ct::snap(vec![u.clone()], vec![a]));
         assert!(p.fixes.is_empty(), "{p:?}");
+        // A start limit: a crash loop, so the cause cannot be known to be gone.
+        let mut hit = u.clone();
+        hit.props.result = Some("start-limit-hit".into());
+        let p = planned(&ct::snap(vec![hit], vec![]));
+        assert!(p.fixes.is_empty(), "{p:?}");
+        assert!(p.skipped.iter().any(|k| k.why.contains("start limit")));
         // Not ours.
         let mut l = ct::unit("hermes.service", "/usr/bin/hermes gateway run --profile a");
         l.props.active_state = Some("failed".into());
