@@ -63,7 +63,7 @@ impl std::fmt::Display for Action {
                 let done: Vec<String> = steps.iter().map(ToString::to_string).collect();
                 write!(
                     f,
-                    "migrated {unit} ({}); now run: hermes-svc install --profile {profile}{}",
+                    "migrated {unit} ({}); now run: hermes-svc install --profile {profile}{} --migrate",
                     done.join("; "),
                     match scope {
                         Scope::System => " --system --run-as <user>",
@@ -262,7 +262,7 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                         .iter()
                         .filter(|u| {
                             profile_of(u).is_some_and(|p| p.as_str() == f.subject)
-                                && f.message.contains(u.name.as_str())
+                                && f.message.split([' ', ',', '(', ')']).any(|w| w == u.name)
                         })
                         .collect()
                 } else {
@@ -589,7 +589,7 @@ mod tests {
         assert!(p.fixes[0]
             .action
             .to_string()
-            .contains("hermes-svc install --profile a"));
+            .contains("hermes-svc install --profile a --migrate"));
     }
 
     #[test]

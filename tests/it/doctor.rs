@@ -274,7 +274,10 @@ fn doctor_fix_then_install_migrate_ends_the_flap_loop() {
         fixed
             .iter()
             .any(|f| f["subject"] == "hermes-gateway.service"
-                && f["action"].as_str().unwrap().contains("migrated")),
+                && f["action"]
+                    .as_str()
+                    .unwrap()
+                    .contains("now run: hermes-svc install --profile drfixc --migrate")),
         "{v:#}"
     );
     for f in fixed {
