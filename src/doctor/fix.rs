@@ -241,9 +241,18 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                 }
             }
             "HSV012" => {
-                for p in s.profiles.iter().filter(|p| {
-                    p.name.as_str() == f.subject && p.env_mode.is_some_and(|m| m & 0o077 != 0)
-                }) {
+                let leaky: Vec<_> = s
+                    .profiles
+                    .iter()
+                    .filter(|p| {
+                        p.name.as_str() == f.subject && p.env_mode.is_some_and(|m| m & 0o077 != 0)
+                    })
+                    .collect();
+                if leaky.is_empty() {
+                    out.skipped
+                        .push(skip(f, "the .env file changed since it was read"));
+                }
+                for p in leaky {
                     if files.insert(p.env_path.clone()) {
                         out.fixes.push(Fix {
                             id: f.id,
