@@ -230,6 +230,9 @@ struct DoctorArgs {
     /// Print `{"findings":[{"id","severity","subject","message","fix"}]}`.
     #[arg(long)]
     json: bool,
+    /// Apply the safe, reversible fixes, print each one, then report what remains.
+    #[arg(long)]
+    fix: bool,
 }
 
 #[derive(Args, Debug)]
@@ -714,6 +717,20 @@ async fn status_cmd(args: StatusArgs) -> anyhow::Result<u8> {
 /// anything at all, so a script can tell "unhealthy" from "could not tell".
 async fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<u8> {
     let only = args.profile.as_deref().map(parse_profile).transpose()?;
+    if args.fix {
+        let out = crate::doctor::run_fix(only.as_ref())
+            .await
+            .map_err(|e| usage(e.to_string()))?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("{}", out.to_text());
+        }
+        for why in &out.failed {
+            eprintln!("fix failed: {why}");
+        }
+        return Ok(out.report.exit_code());
+    }
     let report = crate::doctor::run(only.as_ref())
         .await
         .map_err(|e| usage(e.to_string()))?;

@@ -6,6 +6,7 @@
 //! moves the problem to the reader. Secrets never reach a finding: only short hashes do.
 
 pub mod checks;
+pub mod fix;
 pub mod snapshot;
 
 use std::collections::BTreeMap;
@@ -118,6 +119,77 @@ pub async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
         report.narrow(p);
     }
     Ok(report)
+}
+
+/// What `doctor --fix` did and what is left. `--json` prints `{"fixed":[..],"findings":[..]}`.
+#[derive(Debug, Serialize)]
+pub struct FixOutcome {
+    pub fixed: Vec<fix::Fixed>,
+    #[serde(skip)]
+    pub skipped: Vec<fix::Skipped>,
+    #[serde(skip)]
+    pub failed: Vec<String>,
+    #[serde(flatten)]
+    pub report: Report,
+}
+
+impl FixOutcome {
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        if self.fixed.is_empty() {
+            out.push_str("fixed nothing\n");
+        }
+        for f in &self.fixed {
+            out.push_str(&format!("fixed {} {}: {}\n", f.id, f.subject, f.action));
+        }
+        for k in &self.skipped {
+            out.push_str(&format!(
+                "not fixed {} {}: {}\n    by hand: {}\n",
+                k.id, k.subject, k.why, k.manual
+            ));
+        }
+        out.push_str("remaining:\n");
+        out.push_str(&self.report.to_text());
+        out
+    }
+}
+
+/// `doctor --fix`: plan fixes from one snapshot's findings, apply them, then look again.
+pub async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
+    let snap = snapshot::gather().await?;
+    let findings = {
+        let mut r = Report {
+            findings: checks::all(&snap),
+        };
+        if let Some(p) = only {
+            r.narrow(p);
+        }
+        r.findings
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let plan = fix::plan(&snap, &findings, now);
+    let (fixed, failed) = fix::apply(&plan).await;
+    let report = run(only).await?;
+    // Only what is still there is worth telling the person to do by hand.
+    let skipped = plan
+        .skipped
+        .into_iter()
+        .filter(|k| {
+            report
+                .findings
+                .iter()
+                .any(|f| f.id == k.id && f.subject == k.subject)
+        })
+        .collect();
+    Ok(FixOutcome {
+        fixed,
+        skipped,
+        failed,
+        report,
+    })
 }
 
 #[cfg(test)]

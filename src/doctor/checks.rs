@@ -48,8 +48,15 @@ fn served(u: &UnitSnap) -> Option<ServedProfile> {
     )
 }
 
-fn profile_of(u: &UnitSnap) -> Option<ProfileName> {
+/// The profile a unit serves, judged from its `ExecStart`, `HERMES_HOME` and sticky file.
+pub fn profile_of(u: &UnitSnap) -> Option<ProfileName> {
     served(u).and_then(|s| s.profile)
+}
+
+/// Whether the unit carries our name (`hermes-gateway-<profile>.service`), so that its file
+/// is install's to rewrite and never a migration target.
+pub fn is_ours(u: &UnitSnap) -> bool {
+    profile_of_unit(&u.name).is_some()
 }
 
 fn flag(u: &UnitSnap) -> &'static str {
@@ -557,7 +564,7 @@ pub fn hsv015_config(s: &Snapshot) -> Vec<Finding> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::gateway::pid_file::PidRecord;
     use crate::gateway::state_file::{ComponentState, StateFile};
@@ -566,7 +573,7 @@ mod tests {
 
     const HOME: &str = "/nonexistent-doctor/.hermes";
 
-    fn unit(name: &str, exec: &str) -> UnitSnap {
+    pub(crate) fn unit(name: &str, exec: &str) -> UnitSnap {
         let exec_start = vec![(
             exec.split(' ').next().unwrap().to_owned(),
             exec.split(' ').map(str::to_owned).collect(),
@@ -601,21 +608,21 @@ mod tests {
         }
     }
 
-    fn ours(p: &str) -> UnitSnap {
+    pub(crate) fn ours(p: &str) -> UnitSnap {
         unit(
             &format!("hermes-gateway-{p}.service"),
             &format!("/usr/bin/hermes-svc gateway run --profile {p}"),
         )
     }
 
-    fn legacy() -> UnitSnap {
+    pub(crate) fn legacy() -> UnitSnap {
         unit(
             "hermes-gateway.service",
             "/usr/bin/hermes gateway run --replace",
         )
     }
 
-    fn profile(name: &str) -> ProfileSnap {
+    pub(crate) fn profile(name: &str) -> ProfileSnap {
         let home = PathBuf::from(HOME).join("profiles").join(name);
         ProfileSnap {
             name: ProfileName::parse(name).unwrap(),
@@ -632,7 +639,7 @@ mod tests {
         }
     }
 
-    fn snap(units: Vec<UnitSnap>, profiles: Vec<ProfileSnap>) -> Snapshot {
+    pub(crate) fn snap(units: Vec<UnitSnap>, profiles: Vec<ProfileSnap>) -> Snapshot {
         Snapshot {
             units,
             profiles,
@@ -734,7 +741,7 @@ mod tests {
         assert!(hsv006_shared_token(&snap(vec![], vec![a, b])).is_empty());
     }
 
-    fn pid_record(p: &ProfileSnap, pid: u32, profile: &str) -> PidRecord {
+    pub(crate) fn pid_record(p: &ProfileSnap, pid: u32, profile: &str) -> PidRecord {
         PidRecord {
             pid,
             profile: profile.into(),

@@ -232,3 +232,120 @@ fn disk_findings_and_profile_narrowing() {
     let out = doctor(&m, &["--profile", "Not Valid"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+/// The field's flap loop: a legacy `hermes-gateway.service` (no `--profile`) that the sticky
+/// `active_profile` moved onto profile drfixc, while a hand-written `hermes-gateway-drfixc.service`
+/// serves it too, both with `--replace`. `doctor --fix` migrates the legacy unit away (and
+/// never touches the person's file at our unit's path); `install --migrate` for each profile
+/// then leaves both running our units, steadily.
+#[test]
+fn doctor_fix_then_install_migrate_ends_the_flap_loop() {
+    let m = Manager::boot();
+    let home = m.hermes_home();
+    std::fs::create_dir_all(home.join("profiles/drfixc")).unwrap();
+    std::fs::write(home.join("active_profile"), "drfixc\n").unwrap();
+    let legacy = |profile_arg: &str| {
+        format!(
+            "[Service]\nEnvironment=HERMES_HOME={}\nExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run{profile_arg} --replace\nRestart=always\n\n[Install]\nWantedBy=default.target\n",
+            home.display()
+        )
+    };
+    std::fs::write(m.unit_dir().join("hermes-gateway.service"), legacy("")).unwrap();
+    let mine = m.unit_dir().join(unit("drfixc"));
+    std::fs::write(&mine, legacy(" --profile drfixc")).unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    for u in ["hermes-gateway.service", &unit("drfixc")] {
+        assert!(m.systemctl(&["enable", "--now", u]).status.success());
+        m.wait_active(u);
+    }
+
+    let out = doctor(&m, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let fs = findings(&out);
+    for id in ["HSV001", "HSV002", "HSV003"] {
+        assert!(has(&fs, id, "error"), "{id}: {fs:#?}");
+    }
+
+    let out = doctor(&m, &["--fix", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out))
+        .unwrap_or_else(|e| panic!("{e}: {}\n{}", stdout(&out), stderr(&out)));
+    let fixed = v["fixed"].as_array().unwrap();
+    assert!(
+        fixed
+            .iter()
+            .any(|f| f["subject"] == "hermes-gateway.service"
+                && f["action"]
+                    .as_str()
+                    .unwrap()
+                    .contains("now run: hermes-svc install --profile drfixc --migrate")),
+        "{v:#}"
+    );
+    for f in fixed {
+        assert_eq!(f.as_object().unwrap().len(), 3, "{f}");
+        assert_ne!(
+            f["subject"],
+            unit("drfixc"),
+            "a person's unit file is never a target"
+        );
+    }
+    // What remains decides the exit code: the person's own unit still runs --replace.
+    assert_eq!(out.status.code(), Some(1), "{v:#}");
+    assert!(
+        v["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["id"] == "HSV002" && f["subject"] == unit("drfixc")),
+        "{v:#}"
+    );
+    // The person's file at our path is untouched; the legacy unit is moved aside and stopped.
+    assert_eq!(
+        std::fs::read_to_string(&mine).unwrap(),
+        legacy(" --profile drfixc")
+    );
+    assert!(!m.unit_dir().join("hermes-gateway.service").exists());
+    assert!(std::fs::read_dir(m.unit_dir()).unwrap().flatten().any(|e| e
+        .file_name()
+        .to_string_lossy()
+        .starts_with("hermes-gateway.service.migrated.")));
+    assert_ne!(m.prop("hermes-gateway.service", "ActiveState"), "active");
+    // Text mode names what it left alone and the command for it.
+    let text = stdout(&doctor(&m, &["--fix"]));
+    assert!(
+        text.contains("not fixed") && text.contains("by hand:"),
+        "{text}"
+    );
+
+    m.hermes_ok(&["install", "--profile", "drfixc", "--migrate"]);
+    m.hermes_ok(&["install", "--profile", "default", "--migrate"]);
+    let units = [("drfixc", unit("drfixc")), ("default", unit("default"))];
+    for (_, u) in &units {
+        m.wait_active(u);
+    }
+    let restarts: Vec<String> = units.iter().map(|(_, u)| m.prop(u, "NRestarts")).collect();
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(30) {
+        for ((profile, u), before) in units.iter().zip(&restarts) {
+            let props = m.show(u);
+            assert_eq!(&props["NRestarts"], before, "{u} restarted");
+            assert_eq!(props["ActiveState"], "active", "{u} not active");
+            assert!(props["ExecStart"].contains("--profile"), "{u} is ours");
+            let pid_file = m.profile_home(profile).join("gateway.pid");
+            if let Ok(text) = std::fs::read_to_string(&pid_file) {
+                let rec: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(rec["pid"].to_string(), props["MainPID"], "{pid_file:?}");
+                assert_eq!(rec["profile"], *profile);
+            } else {
+                assert!(
+                    start.elapsed() < std::time::Duration::from_secs(10),
+                    "{pid_file:?} missing"
+                );
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let out = doctor(&m, &["--json"]);
+    let fs = findings(&out);
+    assert!(!fs.iter().any(|f| f["severity"] == "error"), "{fs:#?}");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
