@@ -551,17 +551,9 @@ fn report(
     for note in &plan.notes {
         println!("note: {note}");
     }
-    if let Some(hint) = linger.and_then(|l| l.hint(&current_user())) {
+    if let Some(hint) = linger.and_then(|l| l.hint(&crate::linger::current_user())) {
         println!("note: {hint}");
     }
-}
-
-fn current_user() -> String {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| nix::unistd::getuid().to_string())
 }
 
 /// Connect, unless this is a dry run and no manager answers (then plan from disk alone).

@@ -42,6 +42,16 @@ impl Linger {
     }
 }
 
+/// This process's user name (for the `loginctl enable-linger USER` hint), or its uid when
+/// the account database has no entry.
+pub fn current_user() -> String {
+    nix::unistd::User::from_uid(nix::unistd::getuid())
+        .ok()
+        .flatten()
+        .map(|u| u.name)
+        .unwrap_or_else(|| nix::unistd::getuid().to_string())
+}
+
 impl std::fmt::Display for Linger {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {

@@ -107,7 +107,7 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
     );
     let mut snap = Snapshot {
         linger,
-        user: current_user(),
+        user: crate::linger::current_user(),
         default_home: default_home.clone().unwrap_or_default(),
         ..Snapshot::default()
     };
@@ -139,14 +139,6 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
         }
     }
     Ok(snap)
-}
-
-fn current_user() -> String {
-    nix::unistd::User::from_uid(nix::unistd::getuid())
-        .ok()
-        .flatten()
-        .map(|u| u.name)
-        .unwrap_or_else(|| nix::unistd::getuid().to_string())
 }
 
 /// Every gateway unit one manager knows of, loaded or merely installed, with properties

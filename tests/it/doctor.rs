@@ -68,19 +68,7 @@ fn the_flap_loop_is_reported_as_replace_no_profile_and_duplicate_units() {
     let home = m.hermes_home();
     std::fs::create_dir_all(home.join("profiles/drflap")).unwrap();
     std::fs::write(home.join("active_profile"), "drflap\n").unwrap();
-    std::fs::write(
-        m.unit_dir().join("hermes-gateway.service"),
-        format!(
-            "[Service]\nEnvironment=HERMES_HOME={}\nExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run --replace\n\n[Install]\nWantedBy=default.target\n",
-            home.display()
-        ),
-    )
-    .unwrap();
-    assert!(m.systemctl(&["daemon-reload"]).status.success());
-    assert!(m
-        .systemctl(&["enable", "--now", "hermes-gateway.service"])
-        .status
-        .success());
+    m.start_legacy_unit("hermes-gateway.service", &home);
 
     let out = doctor(&m, &["--json"]);
     assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));

@@ -257,6 +257,23 @@ impl Manager {
         })
     }
 
+    /// Write, enable and start the field's legacy unit `name`: `gateway run --replace` with no
+    /// `--profile`, on `hermes_home`, backed by a harmless sleep. Returns its file.
+    pub fn start_legacy_unit(&self, name: &str, hermes_home: &Path) -> PathBuf {
+        let path = self.unit_dir().join(name);
+        std::fs::write(
+            &path,
+            format!(
+                "[Service]\nEnvironment=HERMES_HOME={}\nExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run --replace\n\n[Install]\nWantedBy=default.target\n",
+                hermes_home.display()
+            ),
+        )
+        .unwrap();
+        assert!(self.systemctl(&["daemon-reload"]).status.success());
+        assert!(self.systemctl(&["enable", "--now", name]).status.success());
+        path
+    }
+
     /// Send the gateway's stdout and stderr to a file in the profile's test dir.
     pub fn capture_logs(&self, unit: &str) -> PathBuf {
         let dir = self.unit_dir().join(format!("{unit}.d"));

@@ -210,20 +210,7 @@ fn a_legacy_unit_for_the_same_profile_blocks_install_until_migrate() {
     std::fs::create_dir_all(&home).unwrap();
     // The field's legacy unit: no --profile, --replace, and a sticky active_profile.
     std::fs::write(home.join("active_profile"), "legacy1\n").unwrap();
-    let legacy = m.unit_dir().join("hermes-gateway.service");
-    std::fs::write(
-        &legacy,
-        format!(
-            "[Service]\nEnvironment=HERMES_HOME={}\nExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run --replace\n\n[Install]\nWantedBy=default.target\n",
-            home.display()
-        ),
-    )
-    .unwrap();
-    assert!(m.systemctl(&["daemon-reload"]).status.success());
-    assert!(m
-        .systemctl(&["enable", "--now", "hermes-gateway.service"])
-        .status
-        .success());
+    let legacy = m.start_legacy_unit("hermes-gateway.service", &home);
 
     let out = m.hermes(&["install", "--profile", "legacy1"]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
