@@ -155,11 +155,7 @@ async fn foreign_units(
     ours: &str,
 ) -> Result<Vec<ForeignUnit>, ObserveError> {
     let mut names: Vec<String> = systemd.list_units(&GATEWAY_UNIT_PATTERNS).await?;
-    for file in systemd.list_unit_files(&GATEWAY_UNIT_PATTERNS).await? {
-        if let Some(name) = std::path::Path::new(&file.path).file_name() {
-            names.push(name.to_string_lossy().into_owned());
-        }
-    }
+    names.extend(systemd.unit_files(&GATEWAY_UNIT_PATTERNS).await?);
     names.sort();
     names.dedup();
     names.retain(|n| n != ours);

@@ -147,15 +147,10 @@ async fn units_of(scope: Scope, default_home: Option<&Path>) -> Result<Vec<UnitS
     let systemd = Systemd::connect(scope).await.map_err(|e| e.to_string())?;
     let (loaded, files) = tokio::join!(
         systemd.list_units(&GATEWAY_UNIT_PATTERNS),
-        systemd.list_unit_files(&GATEWAY_UNIT_PATTERNS)
+        systemd.unit_files(&GATEWAY_UNIT_PATTERNS)
     );
     let mut names = loaded.map_err(|e| e.to_string())?;
-    let files = files.map_err(|e| e.to_string())?;
-    names.extend(files.iter().filter_map(|f| {
-        Path::new(&f.path)
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-    }));
+    names.extend(files.map_err(|e| e.to_string())?);
     names.sort();
     names.dedup();
     let props = systemd.properties_many(&names).await;
