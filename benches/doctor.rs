@@ -11,6 +11,7 @@ use harness::{Manager, BIN};
 
 const UNITS: usize = 100;
 const REPS: usize = 20;
+const LOOPS: usize = 5;
 
 fn median(mut v: Vec<Duration>) -> (Duration, Duration) {
     v.sort();
@@ -31,6 +32,21 @@ fn main() {
         .iter()
         .map(|p| format!("hermes-gateway-{p}.service"))
         .collect();
+    println!("| units (100 installed) | `hermes-svc doctor --json` median | p90 | `systemctl --user show` loop median | p90 | speed-up | D-Bus messages |");
+    println!("|---|---|---|---|---|---|---|");
+    measure(&m, &units, "not started");
+    let mut start = vec!["start"];
+    start.extend(units.iter().map(String::as_str));
+    assert!(
+        m.systemctl(&start).status.success(),
+        "starting the units failed"
+    );
+    measure(&m, &units, "running");
+}
+
+/// One row of the table: doctor's wall time next to the `systemctl show` loop's, in the same
+/// run, and the messages doctor writes to the bus.
+fn measure(m: &Manager, units: &[String], label: &str) {
     // doctor's exit code is 0 or 1 depending on findings; either way it must have run.
     let doctor = || {
         let out = m.command(BIN).args(["doctor", "--json"]).output().unwrap();
@@ -46,15 +62,14 @@ fn main() {
         d.push(t.elapsed());
     }
     let mut l = vec![];
-    for _ in 0..REPS.min(5) {
+    for _ in 0..LOOPS {
         let t = Instant::now();
-        for u in &units {
+        for u in units {
             assert!(m.systemctl(&["show", u]).status.success());
         }
         l.push(t.elapsed());
     }
-    // Messages doctor writes to the bus: each sendmsg is one D-Bus message (method calls,
-    // plus the Hello and the auth handshake).
+    // Each sendmsg is one D-Bus message (method calls, plus the Hello and the auth handshake).
     let strace = m
         .command("strace")
         .args([
@@ -70,28 +85,24 @@ fn main() {
         ])
         .stdout(std::process::Stdio::piped())
         .output();
-    let messages = strace.ok().map(|o| {
-        String::from_utf8_lossy(&o.stdout)
-            .lines()
-            .filter(|l| l.contains("sendmsg("))
-            .count()
-    });
-
+    let messages = strace
+        .ok()
+        .filter(|o| o.status.code().is_some_and(|c| c <= 1))
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.contains("sendmsg("))
+                .count()
+                .to_string()
+        })
+        .unwrap_or_else(|| "strace not available".into());
     let ((dm, dp), (lm, lp)) = (median(d), median(l));
-    println!("| operation ({UNITS} installed units) | median | p90 |");
-    println!("|---|---|---|");
-    println!("| `hermes-svc doctor --json` | {} | {} |", ms(dm), ms(dp));
     println!(
-        "| `systemctl --user show` looped over the same units | {} | {} |",
+        "| {label} | {} | {} | {} | {} | {:.1}x | {messages} |",
+        ms(dm),
+        ms(dp),
         ms(lm),
-        ms(lp)
-    );
-    println!(
-        "\ndoctor speed-up over the loop (median): {:.1}x",
+        ms(lp),
         lm.as_secs_f64() / dm.as_secs_f64()
     );
-    match messages {
-        Some(n) => println!("D-Bus messages sent by one doctor run (sendmsg calls): {n}"),
-        None => println!("D-Bus messages: strace not available"),
-    }
 }
