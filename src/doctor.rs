@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::exit_code;
 use crate::profile::ProfileName;
+use crate::scope::Scope;
 
 /// How bad a finding is. Only `error` makes doctor exit 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -52,6 +53,11 @@ pub struct Finding {
     /// about the machine as a whole (a bus, linger).
     #[serde(skip)]
     pub profile: Option<ProfileName>,
+    /// The units the finding is about, by scope and name (one name may exist in both
+    /// scopes), so that `--fix` acts on exactly those: HSV001 names several, machine and
+    /// profile findings none. Internal, like `profile`.
+    #[serde(skip)]
+    pub units: Vec<(Option<Scope>, String)>,
 }
 
 /// Everything doctor found, in a stable order.
@@ -204,6 +210,7 @@ mod tests {
             message: "m".into(),
             fix: "f".into(),
             profile: profile.map(|p| ProfileName::parse(p).unwrap()),
+            units: vec![],
         }
     }
 

@@ -98,6 +98,7 @@ fn unit_finding(
         message,
         fix,
         profile: profile_of(u),
+        units: vec![u.key()],
     }
 }
 
@@ -115,6 +116,7 @@ fn profile_finding(
         message,
         fix,
         profile: Some(p.name.clone()),
+        units: vec![],
     }
 }
 
@@ -137,6 +139,7 @@ pub fn hsv000_bus(s: &Snapshot) -> Vec<Finding> {
                 Scope::System => Severity::Info,
             },
             subject: format!("{scope} bus"),
+            units: vec![],
             message: format!("{why}; {scope} units were not checked."),
             fix: match scope {
                 Scope::User => "export XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus".into(),
@@ -183,6 +186,7 @@ pub fn hsv001_duplicate_units(s: &Snapshot) -> Vec<Finding> {
                     install_args(ours, p.as_str())
                 ),
                 profile: Some(p),
+                units: units.iter().map(|u| u.key()).collect(),
             }
         })
         .collect()
@@ -454,6 +458,7 @@ pub fn hsv011_linger(s: &Snapshot) -> Vec<Finding> {
         message: "Linger is off, so user units stop at logout and do not start at boot.".into(),
         fix: format!("loginctl enable-linger {}", s.user),
         profile: None,
+        units: vec![],
     }]
 }
 

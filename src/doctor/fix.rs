@@ -188,12 +188,12 @@ pub fn migrate_steps(u: &UnitSnap, profile: &ProfileName, now: u64) -> Option<Ve
 pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
     let mut out = FixPlan::default();
     let mut reloads: Vec<Scope> = vec![];
-    let mut migrated: BTreeSet<String> = BTreeSet::new();
+    let mut migrated: Vec<(Option<Scope>, String)> = vec![];
     let mut reset: BTreeSet<String> = BTreeSet::new();
     let mut files: BTreeSet<PathBuf> = BTreeSet::new();
     for f in findings {
         match f.id {
-            "HSV010" => match s.units.iter().find(|u| u.name == f.subject) {
+            "HSV010" => match s.units.iter().find(|u| f.units.contains(&u.key())) {
                 Some(u) => {
                     if !reloads.contains(&scope_of(u)) {
                         reloads.push(scope_of(u));
@@ -265,24 +265,18 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                 }
             }
             "HSV001" | "HSV002" | "HSV003" => {
-                // HSV001 is about a profile: its subjects are the units serving it.
-                let units: Vec<&UnitSnap> = if f.id == "HSV001" {
-                    s.units
-                        .iter()
-                        .filter(|u| {
-                            profile_of(u).is_some_and(|p| p.as_str() == f.subject)
-                                && f.message.split([' ', ',', '(', ')']).any(|w| w == u.name)
-                        })
-                        .collect()
-                } else {
-                    s.units.iter().filter(|u| u.name == f.subject).collect()
-                };
+                let units: Vec<&UnitSnap> = s
+                    .units
+                    .iter()
+                    .filter(|u| f.units.contains(&u.key()))
+                    .collect();
                 let mut legacy = false;
                 for u in units.iter().filter(|u| !is_ours(u)) {
                     legacy = true;
-                    if !migrated.insert(u.name.clone()) {
+                    if migrated.contains(&u.key()) {
                         continue;
                     }
+                    migrated.push(u.key());
                     let profile = profile_of(u).unwrap_or_else(|| {
                         ProfileName::parse(DEFAULT_PROFILE).expect("default is valid")
                     });
@@ -315,7 +309,7 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                 }
             }
             "HSV008" if f.severity == Severity::Error => {
-                let unit = s.units.iter().find(|u| u.name == f.subject);
+                let unit = s.units.iter().find(|u| f.units.contains(&u.key()));
                 let cause = findings.iter().find(|o| {
                     o.severity == Severity::Error
                         && o.id != "HSV008"
@@ -616,6 +610,29 @@ mod tests {
         assert_eq!(profile.as_str(), "default");
         // HSV003 on the same unit is answered by the same migration, not a second one.
         assert!(!p.skipped.iter().any(|k| k.id == "HSV003"), "{p:?}");
+    }
+
+    #[test]
+    fn one_legacy_name_in_both_scopes_is_migrated_in_each() {
+        let user = legacy_on_disk();
+        let mut system = legacy_on_disk();
+        system.scope = Some(Scope::System);
+        system.sticky = Some(ProfileName::parse("b").unwrap());
+        system.props.fragment_path = Some("/etc/systemd/system/hermes-gateway.service".into());
+        let p = planned(&ct::snap(vec![user, system], vec![]));
+        let migrations: Vec<_> = p
+            .fixes
+            .iter()
+            .filter_map(|f| match &f.action {
+                Action::Migrate { scope, profile, .. } => Some((*scope, profile.to_string())),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            migrations,
+            [(Scope::User, "a".into()), (Scope::System, "b".into())],
+            "{p:?}"
+        );
     }
 
     #[test]

@@ -36,6 +36,13 @@ pub struct UnitSnap {
     pub missing_exec: Vec<String>,
 }
 
+impl UnitSnap {
+    /// How a finding refers to this unit: the same name may exist in both scopes.
+    pub fn key(&self) -> (Option<Scope>, String) {
+        (self.scope, self.name.clone())
+    }
+}
+
 /// What the process a pid file names looks like now.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PidProcess {
