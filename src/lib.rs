@@ -22,4 +22,5 @@ pub mod scope;
 pub mod served_profile;
 pub mod status;
 pub mod systemd;
+pub mod test_hook;
 pub mod unit_file;

@@ -30,8 +30,13 @@ pub enum SystemdError {
         #[source]
         source: zbus::Error,
     },
-    #[error("systemd denied {action}: {message} (system units need root)")]
-    AccessDenied { action: String, message: String },
+    #[error("systemd on the {scope} bus denied {action}: {message} ({hint})")]
+    AccessDenied {
+        scope: Scope,
+        action: String,
+        message: String,
+        hint: &'static str,
+    },
     #[error("no systemd manager answers on the {scope} bus ({message})")]
     NoManager { scope: Scope, message: String },
     #[error("unit {unit} does not exist")]
@@ -124,24 +129,21 @@ pub struct Systemd {
     subscribed: tokio::sync::OnceCell<()>,
 }
 
-fn call_error(action: impl Into<String>, unit: &str, e: zbus::Error) -> SystemdError {
-    let action = action.into();
-    if let zbus::Error::MethodError(name, message, _) = &e {
-        let message = message.clone().unwrap_or_default();
-        match name.as_str() {
-            "org.freedesktop.DBus.Error.AccessDenied"
-            | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
-                return SystemdError::AccessDenied { action, message };
-            }
-            "org.freedesktop.systemd1.NoSuchUnit" | "org.freedesktop.DBus.Error.FileNotFound" => {
-                return SystemdError::NoSuchUnit {
-                    unit: unit.to_owned(),
-                };
-            }
-            _ => {}
+/// The D-Bus error name and message of an error reply. zbus turns the standard
+/// `org.freedesktop.DBus.Error.*` names into `fdo::Error` variants and leaves the rest as
+/// `MethodError`, so both shapes are read here.
+fn error_reply(e: &zbus::Error) -> Option<(String, String)> {
+    use zbus::DBusError;
+    match e {
+        zbus::Error::MethodError(name, message, _) => {
+            Some((name.to_string(), message.clone().unwrap_or_default()))
         }
+        zbus::Error::FDO(f) => Some((
+            f.name().to_string(),
+            f.description().unwrap_or_default().to_owned(),
+        )),
+        _ => None,
     }
-    SystemdError::Call { action, source: e }
 }
 
 /// The manager through the session or system bus.
@@ -196,18 +198,47 @@ impl Systemd {
             subscribed: tokio::sync::OnceCell::new(),
         };
         // A cheap call that proves a manager answers, so later errors are about units.
-        this.manager
-            .version()
-            .await
-            .map_err(|e| SystemdError::NoManager {
-                scope,
-                message: e.to_string(),
-            })?;
+        if let Err(e) = this.manager.version().await {
+            let message = e.to_string();
+            return Err(match this.call_error("read the manager's version", "", e) {
+                denied @ SystemdError::AccessDenied { .. } => denied,
+                _ => SystemdError::NoManager { scope, message },
+            });
+        }
         Ok(this)
     }
 
     pub fn scope(&self) -> Scope {
         self.scope
+    }
+
+    /// Name a failed call in terms of what the person can do about it.
+    fn call_error(&self, action: impl Into<String>, unit: &str, e: zbus::Error) -> SystemdError {
+        let action = action.into();
+        if let Some((name, message)) = error_reply(&e) {
+            match name.as_str() {
+                "org.freedesktop.DBus.Error.AccessDenied"
+                | "org.freedesktop.DBus.Error.InteractiveAuthorizationRequired" => {
+                    return SystemdError::AccessDenied {
+                        scope: self.scope,
+                        action,
+                        message,
+                        hint: match self.scope {
+                            Scope::System => "system units need root",
+                            Scope::User => "a D-Bus policy or security module forbids it",
+                        },
+                    };
+                }
+                "org.freedesktop.systemd1.NoSuchUnit"
+                | "org.freedesktop.DBus.Error.FileNotFound" => {
+                    return SystemdError::NoSuchUnit {
+                        unit: unit.to_owned(),
+                    };
+                }
+                _ => {}
+            }
+        }
+        SystemdError::Call { action, source: e }
     }
 
     pub fn connection(&self) -> &Connection {
@@ -219,7 +250,7 @@ impl Systemd {
         self.manager
             .reload()
             .await
-            .map_err(|e| call_error("reload the manager", "", e))
+            .map_err(|e| self.call_error("reload the manager", "", e))
     }
 
     pub async fn enable(&self, unit: &str) -> Result<(), SystemdError> {
@@ -227,7 +258,7 @@ impl Systemd {
             .enable_unit_files(vec![unit.to_owned()], false, false)
             .await
             .map(drop)
-            .map_err(|e| call_error(format!("enable {unit}"), unit, e))
+            .map_err(|e| self.call_error(format!("enable {unit}"), unit, e))
     }
 
     pub async fn disable(&self, unit: &str) -> Result<(), SystemdError> {
@@ -235,7 +266,7 @@ impl Systemd {
             .disable_unit_files(vec![unit.to_owned()], false)
             .await
             .map(drop)
-            .map_err(|e| call_error(format!("disable {unit}"), unit, e))
+            .map_err(|e| self.call_error(format!("disable {unit}"), unit, e))
     }
 
     pub async fn start(&self, unit: &str) -> Result<(), SystemdError> {
@@ -254,13 +285,13 @@ impl Systemd {
         self.manager
             .reset_failed_unit(unit.to_owned())
             .await
-            .map_err(|e| call_error(format!("reset-failed {unit}"), unit, e))
+            .map_err(|e| self.call_error(format!("reset-failed {unit}"), unit, e))
     }
 
     /// Queue a job and wait for its `JobRemoved` signal, so that "started" means the gateway
     /// sent `READY=1`, not merely that systemd accepted the request.
     async fn run_job(&self, action: &'static str, unit: &str) -> Result<(), SystemdError> {
-        let err = |e| call_error(format!("{action} {unit}"), unit, e);
+        let err = |e| self.call_error(format!("{action} {unit}"), unit, e);
         self.subscribed
             .get_or_try_init(|| self.manager.subscribe())
             .await
@@ -309,7 +340,7 @@ impl Systemd {
             .manager
             .list_units_by_patterns(vec![], patterns)
             .await
-            .map_err(|e| call_error("list units", "", e))?;
+            .map_err(|e| self.call_error("list units", "", e))?;
         Ok(units.into_iter().map(|u| u.0).collect())
     }
 
@@ -324,7 +355,7 @@ impl Systemd {
             .manager
             .unit_path()
             .await
-            .map_err(|e| call_error("read the unit search path", "", e))?;
+            .map_err(|e| self.call_error("read the unit search path", "", e))?;
         let mut names: Vec<String> = dirs
             .iter()
             .filter_map(|d| std::fs::read_dir(d).ok())
@@ -346,7 +377,7 @@ impl Systemd {
     /// both cost more than these nine small replies once units run.
     pub async fn properties(&self, unit: &str) -> Result<UnitProperties, SystemdError> {
         let path = unit_object_path(unit);
-        let err = |e| call_error(format!("read properties of {unit}"), unit, e);
+        let err = |e| self.call_error(format!("read properties of {unit}"), unit, e);
         let all = async {
             let reply = self
                 .conn
@@ -432,6 +463,19 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn standard_and_systemd_error_replies_are_both_named() {
+        let denied = zbus::Error::FDO(Box::new(zbus::fdo::Error::AccessDenied("no".into())));
+        assert_eq!(
+            error_reply(&denied),
+            Some((
+                "org.freedesktop.DBus.Error.AccessDenied".into(),
+                "no".into()
+            ))
+        );
+        assert_eq!(error_reply(&zbus::Error::InvalidReply), None);
+    }
 
     #[test]
     fn globs_match_like_unit_patterns() {

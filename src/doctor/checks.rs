@@ -127,25 +127,43 @@ fn same_home(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// HSV000: a manager could not be asked, so unit checks for it were skipped.
+/// HSV000: a manager, or a unit of it, could not be read, so its checks were skipped.
 pub fn hsv000_bus(s: &Snapshot) -> Vec<Finding> {
     s.bus_problems
         .iter()
-        .map(|(scope, why)| Finding {
-            id: "HSV000",
-            // The system bus is optional (containers, user-only setups); the user bus is not.
-            severity: match scope {
-                Scope::User => Severity::Warn,
-                Scope::System => Severity::Info,
-            },
-            subject: format!("{scope} bus"),
-            units: vec![],
-            message: format!("{why}; {scope} units were not checked."),
-            fix: match scope {
-                Scope::User => "export XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus".into(),
-                Scope::System => "systemctl is-system-running".into(),
-            },
-            profile: None,
+        .map(|b| {
+            let scope = b.scope;
+            let fix = match (scope, b.denied) {
+                (Scope::System, true) => "sudo hermes-svc doctor".into(),
+                (Scope::User, true) => "grep -rl systemd1 /etc/dbus-1/session.d /usr/share/dbus-1/session.d   # find the policy that denies it".into(),
+                (Scope::User, false) => "export XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus".into(),
+                (Scope::System, false) => "systemctl is-system-running".into(),
+            };
+            match &b.unit {
+                None => Finding {
+                    id: "HSV000",
+                    // The system bus is optional (containers, user-only setups); the user bus
+                    // is not.
+                    severity: match scope {
+                        Scope::User => Severity::Warn,
+                        Scope::System => Severity::Info,
+                    },
+                    subject: format!("{scope} bus"),
+                    message: format!("{}; {scope} units were not checked.", b.why),
+                    fix,
+                    profile: None,
+                    units: vec![],
+                },
+                Some(unit) => Finding {
+                    id: "HSV000",
+                    severity: Severity::Warn,
+                    subject: unit.clone(),
+                    message: format!("{}; the unit was not checked.", b.why),
+                    fix,
+                    profile: profile_of_unit(unit),
+                    units: vec![(Some(scope), unit.clone())],
+                },
+            }
         })
         .collect()
 }
@@ -571,6 +589,7 @@ pub fn hsv015_config(s: &Snapshot) -> Vec<Finding> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::doctor::snapshot::BusProblem;
     use crate::gateway::pid_file::PidRecord;
     use crate::gateway::state_file::{ComponentState, StateFile};
     use crate::systemd::UnitProperties;
@@ -666,8 +685,26 @@ pub(crate) mod tests {
     fn hsv000_bus_problem_is_reported() {
         let mut s = snap(vec![], vec![]);
         assert!(hsv000_bus(&s).is_empty());
-        s.bus_problems.push((Scope::User, "no bus".into()));
+        s.bus_problems.push(BusProblem {
+            scope: Scope::User,
+            unit: None,
+            why: "no bus".into(),
+            denied: false,
+        });
         assert_eq!(ids(&hsv000_bus(&s)), [("HSV000", Severity::Warn)]);
+        assert!(hsv000_bus(&s)[0].fix.starts_with("export XDG_RUNTIME_DIR="));
+        // A unit the manager would not describe: named, with the policy to look at.
+        s.bus_problems = vec![BusProblem {
+            scope: Scope::User,
+            unit: Some("hermes-gateway-a.service".into()),
+            why: "systemd on the user bus denied read properties".into(),
+            denied: true,
+        }];
+        let f = hsv000_bus(&s);
+        assert_eq!(ids(&f), [("HSV000", Severity::Warn)]);
+        assert_eq!(f[0].subject, "hermes-gateway-a.service");
+        assert_eq!(f[0].profile.as_ref().map(|p| p.as_str()), Some("a"));
+        assert!(f[0].fix.contains("/etc/dbus-1/session.d"), "{f:?}");
     }
 
     #[test]

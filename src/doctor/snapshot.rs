@@ -18,7 +18,7 @@ use crate::linger::Linger;
 use crate::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
 use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
 use crate::scope::Scope;
-use crate::systemd::{Systemd, UnitProperties};
+use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// A gateway unit as one manager reports it.
 #[derive(Clone, Debug, Default)]
@@ -72,14 +72,37 @@ pub struct ProfileSnap {
     pub token_hashes: Vec<(String, String)>,
 }
 
+/// A manager that could not be asked, or a unit it listed but would not describe. Its checks
+/// are skipped, and saying so beats a silently partial report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BusProblem {
+    pub scope: Scope,
+    /// The unit, when the manager answered but not about this unit.
+    pub unit: Option<String>,
+    pub why: String,
+    /// The manager (or a bus policy) refused, rather than not being there.
+    pub denied: bool,
+}
+
+impl BusProblem {
+    fn new(scope: Scope, unit: Option<String>, e: &SystemdError) -> Self {
+        Self {
+            scope,
+            unit,
+            why: e.to_string(),
+            denied: matches!(e, SystemdError::AccessDenied { .. }),
+        }
+    }
+}
+
 /// Everything the checks look at.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub now: SystemTime,
     pub units: Vec<UnitSnap>,
     pub profiles: Vec<ProfileSnap>,
-    /// Managers that could not be asked, with why.
-    pub bus_problems: Vec<(Scope, String)>,
+    /// Managers, or single units, that could not be read.
+    pub bus_problems: Vec<BusProblem>,
     pub linger: Linger,
     /// The account user units run as, for the linger fix.
     pub user: String,
@@ -120,8 +143,11 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
     };
     for (scope, result) in [(Scope::User, user), (Scope::System, system)] {
         match result {
-            Ok(units) => snap.units.extend(units),
-            Err(why) => snap.bus_problems.push((scope, why)),
+            Ok((units, problems)) => {
+                snap.units.extend(units);
+                snap.bus_problems.extend(problems);
+            }
+            Err(e) => snap.bus_problems.push(BusProblem::new(scope, None, &e)),
         }
     }
     let mut homes: BTreeSet<PathBuf> = snap.units.iter().map(|u| u.hermes_home.clone()).collect();
@@ -129,9 +155,16 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
         Ok(h) => {
             homes.insert(h.clone());
         }
-        Err(e) if snap.bus_problems.len() == 2 => {
+        Err(e)
+            if snap
+                .bus_problems
+                .iter()
+                .filter(|b| b.unit.is_none())
+                .count()
+                == 2 =>
+        {
             return Err(DoctorError::NothingToCheck {
-                bus: snap.bus_problems[0].1.clone(),
+                bus: snap.bus_problems[0].why.clone(),
                 home: e.to_string(),
             })
         }
@@ -149,25 +182,34 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
 }
 
 /// Every gateway unit one manager knows of, loaded or merely installed, with properties
-/// fetched concurrently on one connection.
-async fn units_of(scope: Scope, default_home: Option<&Path>) -> Result<Vec<UnitSnap>, String> {
-    let systemd = Systemd::connect(scope).await.map_err(|e| e.to_string())?;
+/// fetched concurrently on one connection; and the units it listed but would not describe.
+async fn units_of(
+    scope: Scope,
+    default_home: Option<&Path>,
+) -> Result<(Vec<UnitSnap>, Vec<BusProblem>), SystemdError> {
+    let systemd = Systemd::connect(scope).await?;
     let (loaded, files) = tokio::join!(
         systemd.list_units(&GATEWAY_UNIT_PATTERNS),
         systemd.unit_files(&GATEWAY_UNIT_PATTERNS)
     );
-    let mut names = loaded.map_err(|e| e.to_string())?;
-    names.extend(files.map_err(|e| e.to_string())?);
+    let mut names = loaded?;
+    names.extend(files?);
     names.sort();
     names.dedup();
+    crate::test_hook::pause("doctor-listed");
     let props = systemd.properties_many(&names).await;
-    let mut out = vec![];
+    let (mut out, mut unreadable) = (vec![], vec![]);
     for (name, props) in names.into_iter().zip(props) {
-        // A unit that vanished between listing and reading has nothing left to diagnose.
-        let Ok(props) = props else { continue };
-        if props.load_state.as_deref() == Some("not-found") {
-            continue;
-        }
+        let props = match props {
+            // A unit that vanished between listing and reading has nothing left to diagnose.
+            Err(SystemdError::NoSuchUnit { .. }) => continue,
+            Err(e) => {
+                unreadable.push(BusProblem::new(scope, Some(name), &e));
+                continue;
+            }
+            Ok(p) if p.load_state.as_deref() == Some("not-found") => continue,
+            Ok(p) => p,
+        };
         let hermes_home = props
             .environment
             .iter()
@@ -199,7 +241,7 @@ async fn units_of(scope: Scope, default_home: Option<&Path>) -> Result<Vec<UnitS
             missing_exec,
         });
     }
-    Ok(out)
+    Ok((out, unreadable))
 }
 
 /// Profiles that have a home under `hermes_home`: `default` (the home itself) when it holds

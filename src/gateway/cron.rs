@@ -26,8 +26,8 @@ use tokio::time::{Instant, MissedTickBehavior};
 use tracing::{debug, error, info, warn};
 
 use crate::config::CronSpec;
-use crate::gateway::fault;
 use crate::gateway::health::{Heartbeat, State};
+use crate::test_hook;
 
 /// How often the ticker wakes, beats and checks for due jobs.
 pub const TICK: Duration = Duration::from_secs(1);
@@ -317,7 +317,7 @@ pub async fn run(
             _ = interval.tick() => {}
         }
 
-        fault::hang_if_wedged(&ctx.name).await;
+        test_hook::hang_if_wedged(&ctx.name).await;
         heartbeat.beat();
 
         let due = ticker.due(wall_now());

@@ -2,7 +2,6 @@
 
 pub mod adapter;
 pub mod cron;
-pub mod fault;
 pub mod flock;
 pub mod health;
 pub mod notify;

@@ -337,3 +337,84 @@ fn doctor_fix_then_install_migrate_ends_the_flap_loop() {
     assert!(!fs.iter().any(|f| f["severity"] == "error"), "{fs:#?}");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
+
+fn with_subject<'a>(
+    fs: &'a [serde_json::Value],
+    id: &str,
+    subject: &str,
+) -> Vec<&'a serde_json::Value> {
+    fs.iter()
+        .filter(|f| f["id"] == id && f["subject"] == subject)
+        .collect()
+}
+
+/// A bus policy that refuses doctor, first for one unit's object and then for the whole
+/// manager. Either way doctor names what it could not read and still checks everything else;
+/// exit 2 is only for when nothing at all can be checked.
+#[test]
+fn access_denied_is_a_finding_and_the_rest_is_still_checked() {
+    let m = Manager::boot_with_bus_policy();
+    for p in ["drden1", "drden2"] {
+        m.hermes_ok(&["install", "--profile", p, "--no-start"]);
+    }
+    // A disk finding that no bus denial may hide.
+    let env = m.profile_home("drden2").join(".env");
+    std::fs::create_dir_all(env.parent().unwrap()).unwrap();
+    std::fs::write(&env, "X=1\n").unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o644)).unwrap();
+
+    let path = hermes_svc::systemd::unit_object_path(&unit("drden1"));
+    m.set_bus_policy(&format!(
+        r#"<policy context="mandatory">
+             <deny send_destination="org.freedesktop.systemd1" send_path="{path}"/>
+           </policy>"#
+    ));
+    let out = doctor(&m, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fs = findings(&out);
+    let denied = with_subject(&fs, "HSV000", &unit("drden1"));
+    assert_eq!(denied.len(), 1, "{fs:#?}");
+    assert_eq!(denied[0]["severity"], "warn");
+    assert!(
+        denied[0]["message"].as_str().unwrap().contains("denied"),
+        "{fs:#?}"
+    );
+    assert!(
+        with_subject(&fs, "HSV000", &unit("drden2")).is_empty(),
+        "{fs:#?}"
+    );
+    assert!(
+        with_subject(&fs, "HSV000", "user bus").is_empty(),
+        "{fs:#?}"
+    );
+    assert_eq!(with_subject(&fs, "HSV012", "drden2").len(), 1, "{fs:#?}");
+
+    m.set_bus_policy(
+        r#"<policy context="mandatory">
+             <deny send_destination="org.freedesktop.systemd1"/>
+           </policy>"#,
+    );
+    let out = doctor(&m, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fs = findings(&out);
+    let bus = with_subject(&fs, "HSV000", "user bus");
+    assert_eq!(bus.len(), 1, "{fs:#?}");
+    assert!(
+        bus[0]["message"].as_str().unwrap().contains("denied"),
+        "{fs:#?}"
+    );
+    assert!(
+        bus[0]["fix"].as_str().unwrap().contains("session.d"),
+        "{fs:#?}"
+    );
+    assert_eq!(with_subject(&fs, "HSV012", "drden2").len(), 1, "{fs:#?}");
+    // The text report says the same, and --fix still does the safe disk fix.
+    let text = doctor(&m, &[]);
+    assert!(stdout(&text).contains("HSV000"), "{}", stdout(&text));
+    let fixed = doctor(&m, &["--fix"]);
+    assert!(fixed.status.code().is_some_and(|c| c <= 1), "{fixed:?}");
+    assert_eq!(
+        std::fs::metadata(&env).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+}

@@ -63,7 +63,65 @@ pub struct Manager {
 impl Manager {
     /// Boot a manager and wait until its bus answers.
     pub fn boot() -> Manager {
+        Self::boot_in(TempDir::new("mgr"))
+    }
+
+    /// Boot a manager whose bus daemon also reads a policy file the test can change later
+    /// with [`Manager::set_bus_policy`] (it starts empty: the stock session policy).
+    pub fn boot_with_bus_policy() -> Manager {
         let dir = TempDir::new("mgr");
+        let d = dir.path();
+        let dropin = d.join("config/systemd/user/dbus.service.d");
+        std::fs::create_dir_all(&dropin).unwrap();
+        std::fs::write(d.join("bus-policy.conf"), busconfig("")).unwrap();
+        std::fs::write(
+            d.join("bus.conf"),
+            busconfig(&format!(
+                "<include>/usr/share/dbus-1/session.conf</include>\n\
+                 <include>{}</include>",
+                d.join("bus-policy.conf").display()
+            )),
+        )
+        .unwrap();
+        std::fs::write(
+            dropin.join("10-policy.conf"),
+            format!(
+                "[Service]\nExecStart=\nExecStart=/usr/bin/dbus-daemon --config-file={} \
+                 --address=systemd: --nofork --nopidfile --systemd-activation --syslog-only\n",
+                d.join("bus.conf").display()
+            ),
+        )
+        .unwrap();
+        Self::boot_in(dir)
+    }
+
+    /// Replace the extra bus policy with `policy` (`<policy>` elements) and make the bus
+    /// daemon load it before returning: `ReloadConfig` answers only once it has.
+    pub fn set_bus_policy(&self, policy: &str) {
+        let file = self.dir.path().join("bus-policy.conf");
+        assert!(
+            file.exists(),
+            "boot with Manager::boot_with_bus_policy first"
+        );
+        let tmp = file.with_extension("tmp");
+        std::fs::write(&tmp, busconfig(policy)).unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+        let out = self
+            .command("busctl")
+            .args([
+                "--user",
+                "call",
+                "org.freedesktop.DBus",
+                "/org/freedesktop/DBus",
+                "org.freedesktop.DBus",
+                "ReloadConfig",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "ReloadConfig: {out:?}");
+    }
+
+    fn boot_in(dir: TempDir) -> Manager {
         let d = dir.path();
         for sub in ["xdg", "config/systemd/user", "home"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
@@ -289,6 +347,15 @@ impl Manager {
         .unwrap();
         log
     }
+}
+
+/// A D-Bus configuration document holding `body`.
+fn busconfig(body: &str) -> String {
+    format!(
+        "<!DOCTYPE busconfig PUBLIC \"-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN\"\n \
+         \"http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd\">\n\
+         <busconfig>\n{body}\n</busconfig>\n"
+    )
 }
 
 fn env_for(d: &Path) -> Vec<(String, String)> {

@@ -18,9 +18,9 @@ use tokio_tungstenite::tungstenite::Message;
 use super::connect::{self, Socket};
 use super::liveness::{self, Action, Liveness, Zombie};
 use crate::config::Timing;
-use crate::gateway::fault;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
+use crate::test_hook;
 
 /// What the server speaks.
 #[derive(Clone, Debug)]
@@ -496,13 +496,13 @@ impl Conn<'_> {
                             resume_url: d["resume_gateway_url"].as_str().map(str::to_owned),
                         });
                         self.connected();
-                        fault::hang_if_wedged(self.s.adapter).await;
+                        test_hook::hang_if_wedged(self.s.adapter).await;
                         Step::Continue
                     }
                     "RESUMED" => {
                         self.advance(seq);
                         self.connected();
-                        fault::hang_if_wedged(self.s.adapter).await;
+                        test_hook::hang_if_wedged(self.s.adapter).await;
                         Step::Continue
                     }
                     _ => {

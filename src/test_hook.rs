@@ -1,0 +1,62 @@
+//! Test-only hooks, compiled out of release builds.
+//!
+//! Some acceptance tests need a real process to stop at an exact point: a gateway component
+//! whose state machine is genuinely stuck (not merely disconnected) under a real systemd, or
+//! doctor paused between listing units and reading them while the test removes one. Both are
+//! asked for in `HERMES_TEST_FAULT`, comma-separated:
+//! - `wedge:NAME` makes component NAME hang forever at its next step;
+//! - `pause:POINT:FIFO` makes the process stop at POINT until the test has opened FIFO for
+//!   writing and closed it again.
+//!
+//! In release builds every hook says no, so no environment variable can wedge or pause a
+//! production binary.
+
+#[cfg(debug_assertions)]
+fn faults() -> Vec<String> {
+    std::env::var("HERMES_TEST_FAULT")
+        .map(|spec| spec.split(',').map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// Should component `name` hang now?
+#[cfg(debug_assertions)]
+pub fn wedged(name: &str) -> bool {
+    faults()
+        .iter()
+        .any(|f| f.strip_prefix("wedge:") == Some(name))
+}
+
+#[cfg(not(debug_assertions))]
+pub fn wedged(_name: &str) -> bool {
+    false
+}
+
+/// Hang forever if `name` is wedged: the task stops making progress but keeps its resources,
+/// exactly like a deadlocked state machine.
+pub async fn hang_if_wedged(name: &str) {
+    if wedged(name) {
+        tracing::warn!(component = name, "test fault: wedged");
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Stop at `point` while the test holds the FIFO it named for it open. Blocking, on purpose:
+/// the whole process is held still, as if the scheduler had paused it there.
+#[cfg(debug_assertions)]
+pub fn pause(point: &str) {
+    use std::io::Read;
+    for f in faults() {
+        let Some((p, fifo)) = f.strip_prefix("pause:").and_then(|r| r.split_once(':')) else {
+            continue;
+        };
+        if p == point {
+            // Opening blocks until the test opens the write end; reading ends when it closes it.
+            if let Ok(mut r) = std::fs::File::open(fifo) {
+                let _ = r.read_to_end(&mut vec![]);
+            }
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+pub fn pause(_point: &str) {}
