@@ -418,3 +418,62 @@ fn access_denied_is_a_finding_and_the_rest_is_still_checked() {
         0o600
     );
 }
+
+/// A unit removed while doctor is between listing units and reading them (held there by the
+/// debug build's pause hook) is simply gone: no finding about it, no error, and every other
+/// unit is still read and checked.
+#[test]
+fn a_unit_that_vanishes_mid_run_is_skipped_and_the_rest_checked() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let m = Manager::boot();
+    for p in ["drgone", "drkeep"] {
+        m.hermes_ok(&["install", "--profile", p, "--no-start"]);
+    }
+    // A hand edit on the survivor: its HSV009 proves it was read after the pause.
+    let keep = m.unit_dir().join(unit("drkeep"));
+    let mut text = std::fs::read_to_string(&keep).unwrap();
+    text.push_str("# tuned by hand\n");
+    std::fs::write(&keep, text).unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+
+    let fifo = m.dir.path().join("doctor-listed");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let child = m
+        .command(BIN)
+        .args(["doctor", "--json"])
+        .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/dr-bus")
+        .env(
+            "HERMES_TEST_FAULT",
+            format!("pause:doctor-listed:{}", fifo.display()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The write end opens only once doctor waits on the read end: it has listed the units.
+    let hold = crate::harness::wait_for(
+        std::time::Duration::from_secs(20),
+        "doctor to pause after listing units",
+        || {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(nix::libc::O_NONBLOCK)
+                .open(&fifo)
+                .ok()
+        },
+    );
+    m.hermes_ok(&["uninstall", "--profile", "drgone"]);
+    drop(hold);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let fs = findings(&out);
+    assert!(
+        !fs.iter().any(|f| f.to_string().contains("drgone")),
+        "{fs:#?}"
+    );
+    assert_eq!(
+        with_subject(&fs, "HSV009", &unit("drkeep")).len(),
+        1,
+        "{fs:#?}"
+    );
+}
