@@ -716,7 +716,7 @@ async fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<u8> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
-            print!("{}", out.to_text());
+            print!("{}", out.to_text(crate::doctor::colour_stdout()));
         }
         for why in &out.failed {
             eprintln!("fix failed: {why}");
@@ -729,7 +729,7 @@ async fn doctor_cmd(args: DoctorArgs) -> anyhow::Result<u8> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text());
+        print!("{}", report.to_text(crate::doctor::colour_stdout()));
     }
     Ok(report.exit_code())
 }

@@ -26,6 +26,33 @@ pub enum Severity {
     Info,
 }
 
+impl Severity {
+    /// The word, in the colour a terminal reader scans for (red, yellow, cyan) when `colour`.
+    fn label(self, colour: bool) -> String {
+        match (colour, self) {
+            (false, _) => self.to_string(),
+            (true, Severity::Error) => format!("\x1b[1;31m{self}\x1b[0m"),
+            (true, Severity::Warn) => format!("\x1b[33m{self}\x1b[0m"),
+            (true, Severity::Info) => format!("\x1b[36m{self}\x1b[0m"),
+        }
+    }
+}
+
+/// Whether text output should be coloured: stdout is a terminal and `NO_COLOR` (no-color.org)
+/// is unset or empty.
+pub fn colour_stdout() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+fn bold(text: &str, colour: bool) -> String {
+    if colour {
+        format!("\x1b[1m{text}\x1b[0m")
+    } else {
+        text.to_owned()
+    }
+}
+
 impl std::fmt::Display for Severity {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
@@ -82,8 +109,9 @@ impl Report {
         }
     }
 
-    /// Findings grouped by profile (machine-wide ones first), one line each plus its fix.
-    pub fn to_text(&self) -> String {
+    /// Findings grouped by profile (machine-wide ones first), one line each plus its fix;
+    /// severities and group headings in colour when `colour`.
+    pub fn to_text(&self, colour: bool) -> String {
         if self.findings.is_empty() {
             return "no problems found\n".to_owned();
         }
@@ -93,14 +121,20 @@ impl Report {
         }
         let mut out = String::new();
         for (profile, findings) in groups {
-            match profile {
-                Some(p) => out.push_str(&format!("profile {p}:\n")),
-                None => out.push_str("machine:\n"),
-            }
+            let heading = match profile {
+                Some(p) => format!("profile {p}:"),
+                None => "machine:".to_owned(),
+            };
+            out.push_str(&bold(&heading, colour));
+            out.push('\n');
             for f in findings {
                 out.push_str(&format!(
                     "  {} {} {}: {}\n    fix: {}\n",
-                    f.id, f.severity, f.subject, f.message, f.fix
+                    f.id,
+                    f.severity.label(colour),
+                    f.subject,
+                    f.message,
+                    f.fix
                 ));
             }
         }
@@ -140,7 +174,7 @@ pub struct FixOutcome {
 }
 
 impl FixOutcome {
-    pub fn to_text(&self) -> String {
+    pub fn to_text(&self, colour: bool) -> String {
         let mut out = String::new();
         if self.fixed.is_empty() {
             out.push_str("fixed nothing\n");
@@ -155,7 +189,7 @@ impl FixOutcome {
             ));
         }
         out.push_str("remaining:\n");
-        out.push_str(&self.report.to_text());
+        out.push_str(&self.report.to_text(colour));
         out
     }
 }
@@ -234,6 +268,26 @@ mod tests {
         assert_eq!(json["findings"][1]["severity"], "error");
         r.narrow(&ProfileName::parse("a").unwrap());
         assert_eq!(r.findings.len(), 1);
-        assert!(r.to_text().contains("profile a:"));
+        assert!(r.to_text(false).contains("profile a:"));
+    }
+
+    #[test]
+    fn colour_marks_severities_and_headings_only_when_asked() {
+        let r = Report {
+            findings: vec![
+                finding("HSV002", Severity::Error, Some("b")),
+                finding("HSV011", Severity::Warn, None),
+            ],
+        };
+        let plain = r.to_text(false);
+        assert!(!plain.contains('\x1b'), "{plain}");
+        assert!(plain.contains("HSV002 error s: m"), "{plain}");
+        let coloured = r.to_text(true);
+        assert!(
+            coloured.contains("HSV002 \x1b[1;31merror\x1b[0m s: m"),
+            "{coloured}"
+        );
+        assert!(coloured.contains("\x1b[33mwarn\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[1mprofile b:\x1b[0m"), "{coloured}");
     }
 }

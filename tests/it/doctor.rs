@@ -219,6 +219,34 @@ fn disk_findings_and_profile_narrowing() {
     assert!(findings(&out).iter().all(|f| f["subject"] != "drcfg"));
     let out = doctor(&m, &["--profile", "Not Valid"]);
     assert_eq!(out.status.code(), Some(2));
+
+    // Text: plain through a pipe, coloured on a terminal (a real pty from script(1)), plain
+    // again on that terminal with NO_COLOR.
+    let piped = stdout(&doctor(&m, &[]));
+    assert!(piped.contains("HSV015 error drcfg"), "{piped}");
+    assert!(!piped.contains('\x1b'), "{piped}");
+    let on_tty = |no_color: Option<&str>| {
+        let mut cmd = m.command("script");
+        cmd.args(["-qec", &format!("{BIN} doctor"), "/dev/null"])
+            .env(
+                "DBUS_SYSTEM_BUS_ADDRESS",
+                "unix:path=/nonexistent/dr-system-bus",
+            )
+            .env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        stdout(&cmd.output().unwrap())
+    };
+    let tty = on_tty(None);
+    assert!(
+        tty.contains("HSV015 \x1b[1;31merror\x1b[0m drcfg"),
+        "{tty:?}"
+    );
+    assert!(tty.contains("\x1b[1mprofile drcfg:\x1b[0m"), "{tty:?}");
+    let tty = on_tty(Some("1"));
+    assert!(tty.contains("HSV015 error drcfg"), "{tty:?}");
+    assert!(!tty.contains('\x1b'), "{tty:?}");
 }
 
 /// The field's flap loop: a legacy `hermes-gateway.service` (no `--profile`) that the sticky
