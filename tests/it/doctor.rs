@@ -505,3 +505,145 @@ fn a_unit_that_vanishes_mid_run_is_skipped_and_the_rest_checked() {
         "{fs:#?}"
     );
 }
+
+/// Write, load and (when `start`) start a unit a person wrote by hand, whose `ExecStart`
+/// carries a gateway command line that doctor judges from.
+fn hand_unit(m: &Manager, name: &str, service: &str, start: bool) {
+    std::fs::write(m.unit_dir().join(name), format!("[Service]\n{service}\n")).unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    if start {
+        assert!(m.systemctl(&["start", name]).status.success());
+    }
+}
+
+/// The findings not built elsewhere, each on the real manager with a near miss beside it:
+/// HSV004/HSV005 (a hand-written unit with `Restart=on-failure` and no watchdog), HSV008 (a
+/// failed unit), HSV010 (an edit not yet reloaded), HSV013 (a real gateway whose cron ticker is
+/// wedged while a person's override switched the watchdog off: deaf but alive) and HSV014 (a
+/// missing binary). Our own running unit is the near miss for all of them. (HSV011 needs
+/// logind on a system bus, which these managers have not; it is unit-tested.)
+#[test]
+fn the_rest_of_the_catalogue_is_found_on_the_real_manager() {
+    let m = Manager::boot();
+    m.hermes_ok(&["install", "--profile", "drfine"]);
+    m.wait_active(&unit("drfine"));
+    hand_unit(
+        &m,
+        "hermes-gateway-lax.service",
+        "Restart=on-failure\nExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run --profile drlax",
+        true,
+    );
+    hand_unit(
+        &m,
+        "hermes-gateway-fail.service",
+        "ExecStart=/bin/sh -c \"exit 3\" hermes gateway run --profile drfail",
+        true,
+    );
+    hand_unit(
+        &m,
+        "hermes-gateway-noexe.service",
+        "ExecStart=/nonexistent/hermes gateway run --profile drnoexe",
+        false,
+    );
+    // A cron job, so the gateway runs a cron ticker for the fault to wedge, and a person's
+    // override that switches the watchdog off (and keeps the wedged gateway's stop short).
+    let deaf_home = m.profile_home("drdeaf");
+    std::fs::create_dir_all(&deaf_home).unwrap();
+    std::fs::write(
+        deaf_home.join("gateway.toml"),
+        "[[cron]]\nname = \"yearly\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"/bin/true\"]\n",
+    )
+    .unwrap();
+    let dropin = m.unit_dir().join(format!("{}.d", unit("drdeaf")));
+    std::fs::create_dir_all(&dropin).unwrap();
+    std::fs::write(
+        dropin.join("override.conf"),
+        "[Service]\nWatchdogSec=0\nTimeoutStopSec=2\n",
+    )
+    .unwrap();
+    m.hermes_ok(&[
+        "install",
+        "--profile",
+        "drdeaf",
+        "--env",
+        "HERMES_TEST_FAULT=wedge:cron",
+    ]);
+    crate::harness::wait_for(
+        std::time::Duration::from_secs(20),
+        "hermes-gateway-fail.service to fail",
+        || (m.prop("hermes-gateway-fail.service", "ActiveState") == "failed").then_some(()),
+    );
+
+    // The cron ticker goes stale 5 s after it wedges; poll doctor until it says so.
+    let fs = crate::harness::wait_for(
+        std::time::Duration::from_secs(30),
+        "doctor to find drdeaf deaf",
+        || {
+            let fs = findings(&doctor(&m, &["--json"]));
+            (!with_subject(&fs, "HSV013", &unit("drdeaf")).is_empty()).then_some(fs)
+        },
+    );
+    let ids_of = |subject: &str| -> Vec<String> {
+        let mut ids: Vec<String> = fs
+            .iter()
+            .filter(|f| f["subject"] == subject)
+            .map(|f| {
+                format!(
+                    "{} {}",
+                    f["id"].as_str().unwrap(),
+                    f["severity"].as_str().unwrap()
+                )
+            })
+            .collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids_of("hermes-gateway-lax.service"),
+        ["HSV004 warn", "HSV005 warn"],
+        "{fs:#?}"
+    );
+    assert_eq!(
+        ids_of("hermes-gateway-fail.service"),
+        ["HSV004 warn", "HSV005 warn", "HSV008 error"],
+        "{fs:#?}"
+    );
+    assert!(
+        ids_of("hermes-gateway-noexe.service").contains(&"HSV014 error".to_owned()),
+        "{fs:#?}"
+    );
+    assert_eq!(
+        ids_of(&unit("drdeaf")),
+        ["HSV005 warn", "HSV013 error"],
+        "{fs:#?}"
+    );
+    let deaf = with_subject(&fs, "HSV013", &unit("drdeaf"));
+    assert!(
+        deaf[0]["message"].as_str().unwrap().contains("cron"),
+        "{deaf:#?}"
+    );
+    assert!(ids_of(&unit("drfine")).is_empty(), "{fs:#?}");
+
+    // An edit the manager has not read yet, then the near miss once it has.
+    let fine = m.unit_dir().join(unit("drfine"));
+    let mut text = std::fs::read_to_string(&fine).unwrap();
+    text.push_str("# tuned by hand\n");
+    std::fs::write(&fine, text).unwrap();
+    let fs = findings(&doctor(&m, &["--json"]));
+    assert_eq!(
+        with_subject(&fs, "HSV010", &unit("drfine")).len(),
+        1,
+        "{fs:#?}"
+    );
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    let fs = findings(&doctor(&m, &["--json"]));
+    assert!(
+        with_subject(&fs, "HSV010", &unit("drfine")).is_empty(),
+        "{fs:#?}"
+    );
+    assert_eq!(
+        with_subject(&fs, "HSV009", &unit("drfine")).len(),
+        1,
+        "{fs:#?}"
+    );
+}
