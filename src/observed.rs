@@ -167,6 +167,10 @@ async fn foreign_units(
     for (name, props) in names.into_iter().zip(props) {
         // A unit that vanished between listing and reading is simply not a conflict.
         let Ok(props) = props else { continue };
+        // Nor is an alias of ours (`hermes.service` linked to it): stopping that would stop us.
+        if props.id.as_deref() == Some(ours) {
+            continue;
+        }
         let Some(served) = served_profile(
             &props.exec_argv(),
             props.environment.as_deref().unwrap_or_default(),

@@ -199,6 +199,7 @@ async fn units_of(
     crate::test_hook::pause("doctor-listed");
     let props = systemd.properties_many(&names).await;
     let (mut out, mut unreadable) = (vec![], vec![]);
+    let mut seen = BTreeSet::new();
     for (name, props) in names.into_iter().zip(props) {
         let props = match props {
             // A unit that vanished between listing and reading has nothing left to diagnose.
@@ -210,6 +211,12 @@ async fn units_of(
             Ok(p) if p.load_state.as_deref() == Some("not-found") => continue,
             Ok(p) => p,
         };
+        // An alias (a symlink such as `hermes.service` to our unit) is the same unit under
+        // another name: keep it once, under the name systemd calls it by.
+        let name = props.id.clone().filter(|id| !id.is_empty()).unwrap_or(name);
+        if !seen.insert(name.clone()) {
+            continue;
+        }
         let hermes_home = props
             .environment
             .iter()

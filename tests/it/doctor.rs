@@ -647,3 +647,30 @@ fn the_rest_of_the_catalogue_is_found_on_the_real_manager() {
         "{fs:#?}"
     );
 }
+
+/// An alias (`Alias=` makes `systemctl enable` link `hermes.service` to our unit) is one unit
+/// under two names, not two units fighting over a profile: for doctor and for install.
+#[test]
+fn an_alias_of_our_unit_is_not_a_second_unit() {
+    let m = Manager::boot();
+    m.hermes_ok(&["install", "--profile", "dralias"]);
+    m.wait_active(&unit("dralias"));
+    std::os::unix::fs::symlink(
+        m.unit_dir().join(unit("dralias")),
+        m.unit_dir().join("hermes.service"),
+    )
+    .unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    assert_eq!(m.prop("hermes.service", "Id"), unit("dralias"));
+    let out = doctor(&m, &["--json"]);
+    let fs = findings(&out);
+    assert!(!fs.iter().any(|f| f["id"] == "HSV001"), "{fs:#?}");
+    assert!(
+        !fs.iter().any(|f| f["subject"] == "hermes.service"),
+        "{fs:#?}"
+    );
+    assert_eq!(out.status.code(), Some(0), "{fs:#?}");
+    // install sees no sibling in it either: nothing to migrate, nothing to change.
+    let again = m.hermes_ok(&["install", "--profile", "dralias"]);
+    assert!(again.contains("unchanged"), "{again}");
+}
