@@ -344,7 +344,9 @@ impl Systemd {
         Ok(units.into_iter().map(|u| u.0).collect())
     }
 
-    /// Names of unit files on the manager's search path that match any of `patterns`.
+    /// Names of unit files on the manager's search path that match any of `patterns`, leaving
+    /// out templates (`name@.service`): a template is no unit of its own, and its running
+    /// instances are in `list_units`.
     ///
     /// The manager's `UnitPath` is read over the bus and its directories are listed here:
     /// `ListUnitFilesByPatterns` would find the same files, but it works out each file's
@@ -361,7 +363,7 @@ impl Systemd {
             .filter_map(|d| std::fs::read_dir(d).ok())
             .flatten()
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| patterns.iter().any(|p| glob_matches(p, n)))
+            .filter(|n| patterns.iter().any(|p| glob_matches(p, n)) && !n.contains("@."))
             .collect();
         names.sort();
         names.dedup();

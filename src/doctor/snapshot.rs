@@ -89,7 +89,7 @@ impl BusProblem {
         Self {
             scope,
             unit,
-            why: e.to_string(),
+            why: error_chain(e),
             denied: matches!(e, SystemdError::AccessDenied { .. }),
         }
     }

@@ -674,3 +674,35 @@ fn an_alias_of_our_unit_is_not_a_second_unit() {
     let again = m.hermes_ok(&["install", "--profile", "dralias"]);
     assert!(again.contains("unchanged"), "{again}");
 }
+
+/// A template (`hermes-gateway@.service`) is not a unit of its own: only its instances are
+/// read and checked, and the template file is no reason for an "unreadable" HSV000.
+#[test]
+fn a_template_is_checked_through_its_instances() {
+    let m = Manager::boot();
+    hand_unit(
+        &m,
+        "hermes-gateway@.service",
+        "ExecStart=/bin/sh -c \"exec sleep 600\" hermes gateway run --profile %i",
+        false,
+    );
+    assert!(m
+        .systemctl(&["start", "hermes-gateway@drtpl.service"])
+        .status
+        .success());
+    let fs = findings(&doctor(&m, &["--json"]));
+    assert!(
+        !fs.iter()
+            .any(|f| f["id"] == "HSV000" && f["subject"] != "system bus"),
+        "{fs:#?}"
+    );
+    assert_eq!(
+        with_subject(&fs, "HSV004", "hermes-gateway@drtpl.service").len(),
+        1,
+        "{fs:#?}"
+    );
+    assert!(
+        !fs.iter().any(|f| f["subject"] == "hermes-gateway@.service"),
+        "{fs:#?}"
+    );
+}
