@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::config::{self, ConfigError};
@@ -164,16 +164,21 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let registry = Registry::new();
     let (shutdown_tx, shutdown_rx) = watch::channel(false);
     let mut tasks: JoinSet<(String, AdapterExit)> = JoinSet::new();
+    // Each component's task, by name, so that a stale one can be given up at once on stop.
+    let mut handles: Vec<(String, AbortHandle)> = vec![];
     if !config.cron.is_empty() {
         let hb = registry.register("cron", "cron", cron::DEADLINE);
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
         let jobs = config.cron.clone();
         let rx = shutdown_rx.clone();
-        tasks.spawn(async move {
-            cron::run(jobs, hb, ctx, rx).await;
-            ("cron".to_owned(), AdapterExit::Shutdown)
-        });
+        handles.push((
+            "cron".to_owned(),
+            tasks.spawn(async move {
+                cron::run(jobs, hb, ctx, rx).await;
+                ("cron".to_owned(), AdapterExit::Shutdown)
+            }),
+        ));
     }
     let http = reqwest::Client::builder()
         .timeout(Duration::from_secs(15))
@@ -196,7 +201,10 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
             shutdown: shutdown_rx.clone(),
         };
         let name = spec.name.clone();
-        tasks.spawn(async move { (name, adapter::run(spec, secret, deps).await) });
+        handles.push((
+            name.clone(),
+            tasks.spawn(async move { (name, adapter::run(spec, secret, deps).await) }),
+        ));
     }
 
     // READY=1 once every component has reported in: connected, retrying or failed. A stop
@@ -300,6 +308,15 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     tracing::info!(reason = %why, "draining");
     send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
     let _ = shutdown_tx.send(true);
+    // A stale component has made no progress past its deadline, so it will not drain either:
+    // waiting for it would only hold up the restart a person or systemd asked for.
+    let snapshot = registry.snapshot();
+    for c in snapshot.stale() {
+        if let Some((_, handle)) = handles.iter().find(|(n, _)| *n == c.name) {
+            tracing::warn!(component = %c.name, state = %c.state, "stale: not waiting for it to drain");
+            handle.abort();
+        }
+    }
     let started = Instant::now();
     let mut extended = false;
     while !tasks.is_empty() && started.elapsed() < DRAIN_TIMEOUT {

@@ -546,7 +546,7 @@ fn the_rest_of_the_catalogue_is_found_on_the_real_manager() {
         false,
     );
     // A cron job, so the gateway runs a cron ticker for the fault to wedge, and a person's
-    // override that switches the watchdog off (and keeps the wedged gateway's stop short).
+    // override that switches the watchdog off.
     let deaf_home = m.profile_home("drdeaf");
     std::fs::create_dir_all(&deaf_home).unwrap();
     std::fs::write(
@@ -556,11 +556,7 @@ fn the_rest_of_the_catalogue_is_found_on_the_real_manager() {
     .unwrap();
     let dropin = m.unit_dir().join(format!("{}.d", unit("drdeaf")));
     std::fs::create_dir_all(&dropin).unwrap();
-    std::fs::write(
-        dropin.join("override.conf"),
-        "[Service]\nWatchdogSec=0\nTimeoutStopSec=2\n",
-    )
-    .unwrap();
+    std::fs::write(dropin.join("override.conf"), "[Service]\nWatchdogSec=0\n").unwrap();
     m.hermes_ok(&[
         "install",
         "--profile",

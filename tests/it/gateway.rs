@@ -133,3 +133,38 @@ fn runs_without_a_notify_socket() {
     term(&child);
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+/// A wedged component (here the cron ticker, through the debug build's fault hook) will not
+/// drain, so SIGTERM gives it up at once instead of waiting out the 20 s drain limit, and the
+/// gateway still exits 0 and removes its pid file.
+#[test]
+fn a_stale_component_does_not_hold_up_a_stop() {
+    let home = TempDir::new("gw-stale-stop");
+    let profile_home = home.path().join("profiles/stalestop");
+    std::fs::create_dir_all(&profile_home).unwrap();
+    std::fs::write(
+        profile_home.join("gateway.toml"),
+        "[[cron]]\nname = \"yearly\"\nschedule = \"0 0 1 1 *\"\ncommand = [\"/bin/true\"]\n",
+    )
+    .unwrap();
+    let mut child = gateway(home.path(), "stalestop")
+        .env("HERMES_TEST_FAULT", "wedge:cron")
+        .spawn()
+        .unwrap();
+    let state = profile_home.join("state/gateway.json");
+    wait_for(Duration::from_secs(20), "cron to go stale", || {
+        let s: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&state).ok()?).ok()?;
+        (s["components"][0]["fresh"] == false).then_some(())
+    });
+    term(&child);
+    // Well inside the 20 s the drain would otherwise wait for the wedged ticker.
+    let status = wait_for(Duration::from_secs(10), "the gateway to exit", || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(0));
+    let mut log = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(log.contains("stale: not waiting for it to drain"), "{log}");
+    assert!(!profile_home.join("gateway.pid").exists());
+}
