@@ -632,11 +632,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// Our unit for `p`, as install renders it.
     pub(crate) fn ours(p: &str) -> UnitSnap {
-        unit(
+        let mut u = unit(
             &format!("hermes-gateway-{p}.service"),
             &format!("/usr/bin/hermes-svc gateway run --profile {p}"),
-        )
+        );
+        u.file_text = Some(rendered(p));
+        u
     }
 
     pub(crate) fn legacy() -> UnitSnap {
@@ -851,7 +854,7 @@ pub(crate) mod tests {
         assert!(hsv008_failed(&snap(vec![u], vec![])).is_empty());
     }
 
-    fn rendered(p: &str) -> String {
+    pub(crate) fn rendered(p: &str) -> String {
         crate::unit_file::UnitSpec {
             profile: crate::profile::Profile::new(ProfileName::parse(p).unwrap(), HOME.into())
                 .unwrap(),

@@ -22,7 +22,7 @@ use crate::observed::{ForeignUnit, Observed};
 use crate::plan::{Plan, Step};
 use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
 use crate::scope::Scope;
-use crate::unit_file::UnitSpec;
+use crate::unit_file::{provenance, Provenance, UnitSpec};
 
 /// One change `--fix` makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,6 +39,9 @@ pub enum Action {
         unit: String,
         profile: ProfileName,
         steps: Vec<Step>,
+        /// Our unit for the profile in that scope, when there is one to carry on; otherwise
+        /// the person is told to install it.
+        successor: Option<String>,
     },
     /// `Manager.ResetFailedUnit()` on one of our units.
     ResetFailed { scope: Scope, unit: String },
@@ -59,17 +62,21 @@ impl std::fmt::Display for Action {
                 unit,
                 profile,
                 steps,
+                successor,
             } => {
                 let done: Vec<String> = steps.iter().map(ToString::to_string).collect();
-                write!(
-                    f,
-                    "migrated {unit} ({}); now run: hermes-svc install --profile {profile}{} --migrate",
-                    done.join("; "),
-                    match scope {
-                        Scope::System => " --system --run-as <user>",
-                        Scope::User => "",
-                    }
-                )
+                write!(f, "migrated {unit} ({}); ", done.join("; "))?;
+                match successor {
+                    Some(ours) => write!(f, "{ours} keeps serving profile {profile}"),
+                    None => write!(
+                        f,
+                        "now run: hermes-svc install --profile {profile}{} --migrate",
+                        match scope {
+                            Scope::System => " --system --run-as <user>",
+                            Scope::User => "",
+                        }
+                    ),
+                }
             }
             Action::ResetFailed { scope, unit } => {
                 write!(f, "systemctl{} reset-failed {unit}", scope.systemctl_flag())
@@ -117,6 +124,15 @@ fn skip(f: &Finding, why: impl Into<String>) -> Skipped {
         why: why.into(),
         manual: f.fix.clone(),
     }
+}
+
+/// One of our units in fact, not only in name: its file carries our header (a person may
+/// have written a file at our unit's path).
+fn rendered_by_us(u: &UnitSnap) -> bool {
+    is_ours(u)
+        && u.file_text
+            .as_deref()
+            .is_some_and(|t| provenance(t) != Provenance::Foreign)
 }
 
 fn scope_of(u: &UnitSnap) -> Scope {
@@ -285,6 +301,15 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                             if !reloads.contains(&scope_of(u)) {
                                 reloads.push(scope_of(u));
                             }
+                            let successor = s
+                                .units
+                                .iter()
+                                .find(|o| {
+                                    rendered_by_us(o)
+                                        && scope_of(o) == scope_of(u)
+                                        && profile_of(o).as_ref() == Some(&profile)
+                                })
+                                .map(|o| o.name.clone());
                             out.fixes.push(Fix {
                                 id: f.id,
                                 subject: u.name.clone(),
@@ -293,6 +318,7 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                                     unit: u.name.clone(),
                                     profile,
                                     steps,
+                                    successor,
                                 },
                             });
                         }
@@ -350,7 +376,9 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
                 f,
                 "a restart loop needs its cause found in the journal first",
             )),
-            "HSV000" => out.skipped.push(skip(f, "doctor cannot reach that bus")),
+            // A missing system bus (info) is normal, not something left undone.
+            "HSV000" if f.severity == Severity::Info => {}
+            "HSV000" => out.skipped.push(skip(f, "doctor cannot read it")),
             "HSV004" | "HSV005" | "HSV014" => out.skipped.push(skip(
                 f,
                 "the unit file must be rewritten, and doctor never edits a unit file",
@@ -589,10 +617,12 @@ mod tests {
                 Step::ResetFailed { unit: unit.clone() },
             ]
         );
-        assert!(p.fixes[0]
-            .action
-            .to_string()
-            .contains("hermes-svc install --profile a --migrate"));
+        // Ours already serves the profile: nothing more to run.
+        let said = p.fixes[0].action.to_string();
+        assert!(
+            said.ends_with("hermes-gateway-a.service keeps serving profile a"),
+            "{said}"
+        );
     }
 
     #[test]
@@ -608,6 +638,12 @@ mod tests {
             unreachable!()
         };
         assert_eq!(profile.as_str(), "default");
+        // Nothing of ours serves it yet: the person is told to install it.
+        let said = p.fixes[0].action.to_string();
+        assert!(
+            said.ends_with("now run: hermes-svc install --profile default --migrate"),
+            "{said}"
+        );
         // HSV003 on the same unit is answered by the same migration, not a second one.
         assert!(!p.skipped.iter().any(|k| k.id == "HSV003"), "{p:?}");
     }

@@ -352,11 +352,16 @@ pub fn redact(text: &str, vars: &[(String, String)]) -> String {
     out
 }
 
+/// An error and its causes on one line. A cause whose text the line already holds (zbus,
+/// for one, repeats its source in its own message) is not said twice.
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
-        s.push_str(&format!(": {c}"));
+        let text = c.to_string();
+        if !s.contains(&text) {
+            s.push_str(&format!(": {text}"));
+        }
         cur = c.source();
     }
     s
