@@ -512,14 +512,8 @@ struct Report<'a> {
     linger: Option<Linger>,
 }
 
-fn report(
-    plan: &Plan,
-    scope: Scope,
-    outcome: &str,
-    dry_run: bool,
-    json: bool,
-    linger: Option<Linger>,
-) {
+fn report(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger: Option<Linger>) {
+    let Output { dry_run, json } = out;
     let r = Report {
         unit: &plan.unit,
         scope,
@@ -568,13 +562,33 @@ async fn connect(scope: Scope, dry_run: bool) -> anyhow::Result<Option<Systemd>>
     }
 }
 
-async fn execute(plan: &Plan, systemd: Option<&Systemd>, dry_run: bool) -> anyhow::Result<()> {
-    if dry_run {
-        return Ok(());
+/// How a command that changes something prints: `--dry-run` and `--json`.
+#[derive(Clone, Copy)]
+struct Output {
+    dry_run: bool,
+    json: bool,
+}
+
+/// Carry out `plan` (unless `--dry-run`) and report it as `changed`, or as `unchanged` when
+/// it changes nothing: the last two steps of every install-like command.
+async fn carry_out(
+    plan: &Plan,
+    systemd: Option<&Systemd>,
+    scope: Scope,
+    changed: &str,
+    out: Output,
+    linger: Option<Linger>,
+) -> anyhow::Result<u8> {
+    if !out.dry_run {
+        effects::apply(plan, systemd.expect("connected unless dry-run")).await?;
     }
-    let systemd = systemd.expect("connected unless dry-run");
-    effects::apply(plan, systemd).await?;
-    Ok(())
+    let outcome = if plan.is_unchanged() {
+        "unchanged"
+    } else {
+        changed
+    };
+    report(plan, scope, outcome, out, linger);
+    Ok(exit_code::OK)
 }
 
 async fn linger_for(scope: Scope) -> Option<Linger> {
@@ -600,23 +614,17 @@ async fn install_cmd(args: InstallArgs) -> anyhow::Result<u8> {
     let observed =
         observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
     let plan = install::plan_install(&req, &observed)?;
-    let outcome = if plan.is_unchanged() {
-        "unchanged"
-    } else if observed.unit_text.is_none() {
+    let verb = if observed.unit_text.is_none() {
         "installed"
     } else {
         "updated"
     };
-    execute(&plan, systemd.as_ref(), args.dry_run).await?;
-    report(
-        &plan,
-        scope,
-        outcome,
-        args.dry_run,
-        args.json,
-        linger_for(scope).await,
-    );
-    Ok(exit_code::OK)
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
+    };
+    let linger = linger_for(scope).await;
+    carry_out(&plan, systemd.as_ref(), scope, verb, out, linger).await
 }
 
 async fn uninstall_cmd(args: UninstallArgs) -> anyhow::Result<u8> {
@@ -625,14 +633,11 @@ async fn uninstall_cmd(args: UninstallArgs) -> anyhow::Result<u8> {
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_uninstall(&observed, now());
-    let outcome = if plan.is_unchanged() {
-        "unchanged"
-    } else {
-        "uninstalled"
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
     };
-    execute(&plan, systemd.as_ref(), args.dry_run).await?;
-    report(&plan, scope, outcome, args.dry_run, args.json, None);
-    Ok(exit_code::OK)
+    carry_out(&plan, systemd.as_ref(), scope, "uninstalled", out, None).await
 }
 
 async fn set_cmd(args: SetArgs) -> anyhow::Result<u8> {
@@ -642,14 +647,11 @@ async fn set_cmd(args: SetArgs) -> anyhow::Result<u8> {
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_set(&args.profile, &settings, &observed, !args.no_restart)?;
-    let outcome = if plan.is_unchanged() {
-        "unchanged"
-    } else {
-        "updated"
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
     };
-    execute(&plan, systemd.as_ref(), args.dry_run).await?;
-    report(&plan, scope, outcome, args.dry_run, args.json, None);
-    Ok(exit_code::OK)
+    carry_out(&plan, systemd.as_ref(), scope, "updated", out, None).await
 }
 
 async fn unset_cmd(args: UnsetArgs) -> anyhow::Result<u8> {
@@ -663,14 +665,11 @@ async fn unset_cmd(args: UnsetArgs) -> anyhow::Result<u8> {
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_unset(&args.profile, &args.keys, &observed, !args.no_restart)?;
-    let outcome = if plan.is_unchanged() {
-        "unchanged"
-    } else {
-        "updated"
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
     };
-    execute(&plan, systemd.as_ref(), args.dry_run).await?;
-    report(&plan, scope, outcome, args.dry_run, args.json, None);
-    Ok(exit_code::OK)
+    carry_out(&plan, systemd.as_ref(), scope, "updated", out, None).await
 }
 
 async fn lifecycle_cmd(args: UnitArgs, action: &'static str) -> anyhow::Result<u8> {
