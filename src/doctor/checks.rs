@@ -19,7 +19,7 @@ pub const FLAP_RESTARTS: u32 = 3;
 
 /// Every check, in id order.
 pub fn all(s: &Snapshot) -> Vec<Finding> {
-    let checks: [fn(&Snapshot) -> Vec<Finding>; 16] = [
+    let checks: [fn(&Snapshot) -> Vec<Finding>; 17] = [
         hsv000_bus,
         hsv001_duplicate_units,
         hsv002_replace,
@@ -36,6 +36,7 @@ pub fn all(s: &Snapshot) -> Vec<Finding> {
         hsv013_deaf,
         hsv014_exec_missing,
         hsv015_config,
+        hsv016_unmanaged_gateway,
     ];
     checks.iter().flat_map(|c| c(s)).collect()
 }
@@ -586,6 +587,59 @@ pub fn hsv015_config(s: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
+/// HSV016: a process holds the profile's instance lock, but no gateway unit doctor looked at
+/// runs it: a gateway started by hand, or by a service outside the `hermes-gateway*` names.
+/// Ours cannot start while it does (and, exiting 78, stays down).
+pub fn hsv016_unmanaged_gateway(s: &Snapshot) -> Vec<Finding> {
+    let mut out = vec![];
+    for p in &s.profiles {
+        let Some(h) = &p.lock_holder else { continue };
+        if h.unit
+            .as_ref()
+            .is_some_and(|n| s.units.iter().any(|u| &u.name == n))
+        {
+            continue;
+        }
+        let ours = s.units.iter().find(|u| {
+            is_ours(u)
+                && profile_of(u).as_ref() == Some(&p.name)
+                && same_home(&u.hermes_home, &p.hermes_home)
+        });
+        let runner = match &h.unit {
+            Some(unit) => format!("the service {unit}"),
+            None => "no service (it was started by hand)".to_owned(),
+        };
+        let what = if h.cmdline.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", h.cmdline)
+        };
+        let (severity, consequence, fix) = match ours {
+            Some(u) => (
+                Severity::Error,
+                format!(", so {} cannot start", u.name),
+                format!("kill {} && systemctl{} restart {}", h.pid, flag(u), u.name),
+            ),
+            None => (
+                Severity::Warn,
+                String::new(),
+                format!("kill {} && hermes-svc install --profile {}", h.pid, p.name),
+            ),
+        };
+        out.push(profile_finding(
+            "HSV016",
+            severity,
+            p,
+            format!(
+                "PID {}{what} holds this profile and is run by {runner}{consequence}.",
+                h.pid
+            ),
+            fix,
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -662,6 +716,7 @@ pub(crate) mod tests {
             config_path: home.join("gateway.toml"),
             config_error: None,
             token_hashes: vec![],
+            lock_holder: None,
             home,
         }
     }
@@ -969,5 +1024,36 @@ pub(crate) mod tests {
             ids(&hsv015_config(&snap(vec![], vec![p]))),
             [("HSV015", Severity::Error)]
         );
+    }
+
+    #[test]
+    fn hsv016_a_gateway_no_unit_runs() {
+        use crate::doctor::snapshot::LockHolder;
+        let mut a = profile("a");
+        let mut ours_a = ours("a");
+        ours_a.props.active_state = Some("failed".into());
+        a.lock_holder = Some(LockHolder {
+            pid: 4242,
+            cmdline: "hermes-svc gateway run --profile a".into(),
+            unit: None,
+        });
+        let f = hsv016_unmanaged_gateway(&snap(vec![ours_a.clone()], vec![a.clone()]));
+        assert_eq!(ids(&f), [("HSV016", Severity::Error)]);
+        assert!(f[0].message.contains("started by hand"), "{f:?}");
+        assert_eq!(
+            f[0].fix,
+            "kill 4242 && systemctl --user restart hermes-gateway-a.service"
+        );
+        // Without a unit of ours it is only a warning, and the fix installs one.
+        let f = hsv016_unmanaged_gateway(&snap(vec![], vec![a.clone()]));
+        assert_eq!(ids(&f), [("HSV016", Severity::Warn)]);
+        assert_eq!(f[0].fix, "kill 4242 && hermes-svc install --profile a");
+        // A service outside our names runs it: named.
+        a.lock_holder.as_mut().unwrap().unit = Some("mybot.service".into());
+        let f = hsv016_unmanaged_gateway(&snap(vec![ours_a.clone()], vec![a.clone()]));
+        assert!(f[0].message.contains("the service mybot.service"), "{f:?}");
+        // Near miss: the holder is in our unit's cgroup.
+        a.lock_holder.as_mut().unwrap().unit = Some("hermes-gateway-a.service".into());
+        assert!(hsv016_unmanaged_gateway(&snap(vec![ours("a")], vec![a])).is_empty());
     }
 }

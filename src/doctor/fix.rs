@@ -399,6 +399,10 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
             "HSV015" => out
                 .skipped
                 .push(skip(f, "only a person can correct gateway.toml")),
+            "HSV016" => out.skipped.push(skip(
+                f,
+                "doctor never kills a process; it may be someone's debugging session",
+            )),
             _ => out.skipped.push(skip(f, "no automatic fix")),
         }
     }

@@ -11,6 +11,7 @@ use std::time::SystemTime;
 
 use crate::config;
 use crate::doctor::DoctorError;
+use crate::gateway::flock;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
@@ -70,6 +71,18 @@ pub struct ProfileSnap {
     pub config_error: Option<String>,
     /// `(adapter, short hash of its identity)` for every adapter whose credential is in `.env`.
     pub token_hashes: Vec<(String, String)>,
+    /// The process holding the profile's instance lock: the kernel's word on which gateway
+    /// serves the profile right now, whatever pid files say.
+    pub lock_holder: Option<LockHolder>,
+}
+
+/// A process holding a profile's instance lock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LockHolder {
+    pub pid: u32,
+    pub cmdline: String,
+    /// The service unit whose cgroup the process is in, if any: the unit that runs it.
+    pub unit: Option<String>,
 }
 
 /// A manager that could not be asked, or a unit it listed but would not describe. Its checks
@@ -337,7 +350,33 @@ fn profile_snap(p: &Profile) -> ProfileSnap {
         config_path,
         config_error,
         token_hashes,
+        lock_holder: flock::holder_pid(&p.lock_file()).map(|pid| LockHolder {
+            pid,
+            cmdline: match pid_process(pid) {
+                PidProcess::Alive { cmdline } => cmdline,
+                PidProcess::Dead => String::new(),
+            },
+            unit: service_of(pid),
+        }),
     }
+}
+
+/// The service unit whose cgroup `pid` is in: the last component of its cgroup path, when
+/// that names a service (a process started from a terminal sits in a session scope).
+fn service_of(pid: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    // The unified hierarchy ("0::/…") when there is one, else systemd's named hierarchy.
+    let path = text
+        .lines()
+        .find_map(|l| l.strip_prefix("0::"))
+        .or_else(|| {
+            text.lines()
+                .find_map(|l| l.split_once(":name=systemd:").map(|(_, p)| p))
+        })?;
+    path.rsplit('/')
+        .next()
+        .filter(|u| u.ends_with(".service"))
+        .map(str::to_owned)
 }
 
 /// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted

@@ -103,9 +103,60 @@ impl HeldLock {
     }
 }
 
+/// The process holding a flock on `path`, from the kernel's own table (`/proc/locks`), so that
+/// an onlooker such as doctor can tell without taking the lock: a try-lock, however brief,
+/// could make a gateway starting at that moment think its profile taken.
+pub fn holder_pid(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let dev = meta.dev();
+    let id = format!(
+        "{:02x}:{:02x}:{}",
+        nix::sys::stat::major(dev),
+        nix::sys::stat::minor(dev),
+        meta.ino()
+    );
+    holder_in(&std::fs::read_to_string("/proc/locks").ok()?, &id)
+}
+
+/// The PID on the `FLOCK` line of `locks` (as `/proc/locks` reads) for the file `id`
+/// (`MAJ:MIN:INODE`); waiters (`->` lines) hold nothing.
+fn holder_in(locks: &str, id: &str) -> Option<u32> {
+    locks.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        match f.as_slice() {
+            [_, "FLOCK", _, _, pid, file, ..] if *file == id => pid.parse().ok(),
+            _ => None,
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_holder_is_read_from_the_kernels_lock_table() {
+        let locks = "1: POSIX  ADVISORY  WRITE 77 fe:00:5 0 EOF\n\
+                     2: FLOCK  ADVISORY  WRITE 1234 fe:00:10010639 0 EOF\n\
+                     2: -> FLOCK  ADVISORY  WRITE 99 fe:00:10010639 0 EOF\n";
+        assert_eq!(holder_in(locks, "fe:00:10010639"), Some(1234));
+        assert_eq!(
+            holder_in(locks, "fe:00:5"),
+            None,
+            "a POSIX lock is not ours"
+        );
+        assert_eq!(holder_in(locks, "fe:00:6"), None);
+
+        // And from the real table, for a lock this process holds.
+        let dir = std::env::temp_dir().join(format!("hsv-flock-holder-{}", std::process::id()));
+        let path = dir.join("x.lock");
+        let held = HeldLock::try_acquire(&path, &Holder::default()).unwrap();
+        assert_eq!(holder_pid(&path), Some(std::process::id()));
+        drop(held);
+        assert_eq!(holder_pid(&path), None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn second_taker_learns_the_holder_and_lock_frees_on_drop() {

@@ -702,3 +702,77 @@ fn a_template_is_checked_through_its_instances() {
         "{fs:#?}"
     );
 }
+
+/// A gateway started by hand holds its profile's lock, so the profile's unit cannot start.
+/// Doctor finds the holder from the kernel's lock table (not from pid files), tells it from a
+/// gateway its unit runs (by cgroup), never kills it on --fix, and is quiet once it is gone.
+#[test]
+fn a_gateway_started_by_hand_is_found_by_its_lock() {
+    let m = Manager::boot();
+    m.hermes_ok(&["install", "--profile", "drheld"]);
+    m.wait_active(&unit("drheld"));
+    m.hermes_ok(&["install", "--profile", "drstray", "--no-start"]);
+    let mut stray = m
+        .command(BIN)
+        .args(["gateway", "run", "--profile", "drstray"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid_file = m.profile_home("drstray").join("gateway.pid");
+    crate::harness::wait_for(
+        std::time::Duration::from_secs(20),
+        "the stray gateway to hold its profile",
+        || pid_file.exists().then_some(()),
+    );
+    // The unit's gateway finds the profile taken and exits 78; it stays down.
+    assert!(!m.systemctl(&["start", &unit("drstray")]).status.success());
+
+    let out = doctor(&m, &["--json"]);
+    let fs = findings(&out);
+    let held = with_subject(&fs, "HSV016", "drstray");
+    assert_eq!(held.len(), 1, "{fs:#?}");
+    assert_eq!(held[0]["severity"], "error");
+    let message = held[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("PID {}", stray.id())),
+        "{message}"
+    );
+    assert!(message.contains("started by hand"), "{message}");
+    assert_eq!(
+        held[0]["fix"],
+        format!(
+            "kill {} && systemctl --user restart {}",
+            stray.id(),
+            unit("drstray")
+        )
+    );
+    assert!(with_subject(&fs, "HSV016", "drheld").is_empty(), "{fs:#?}");
+
+    // --fix leaves it running.
+    let fixed = doctor(&m, &["--fix"]);
+    assert!(
+        stdout(&fixed).contains("not fixed HSV016"),
+        "{}",
+        stdout(&fixed)
+    );
+    assert!(
+        stray.try_wait().unwrap().is_none(),
+        "doctor --fix killed it"
+    );
+
+    // The fix, by hand: stop it, restart the unit; then nothing holds the profile but its unit.
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(stray.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    stray.wait().unwrap();
+    assert!(m
+        .systemctl(&["reset-failed", &unit("drstray")])
+        .status
+        .success());
+    m.hermes_ok(&["start", "--profile", "drstray"]);
+    let fs = findings(&doctor(&m, &["--json"]));
+    assert!(!fs.iter().any(|f| f["id"] == "HSV016"), "{fs:#?}");
+}
