@@ -4,6 +4,7 @@
 //! All impure work happens here, so that the checks stay pure. A manager that cannot be
 //! reached is recorded, not fatal: the disk can still be checked.
 
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -184,10 +185,14 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
         Err(_) => {}
     }
     homes.retain(|h| !h.as_os_str().is_empty());
+    let locks = LockLookup {
+        main_pids: snap.units.iter().filter_map(|u| u.props.main_pid).collect(),
+        table: OnceCell::new(),
+    };
     for h in homes {
         for name in profile_names(&h) {
             if let Ok(p) = Profile::new(name, h.clone()) {
-                snap.profiles.push(profile_snap(&p));
+                snap.profiles.push(profile_snap(&p, &locks));
             }
         }
     }
@@ -301,7 +306,31 @@ fn pid_process(pid: u32) -> PidProcess {
     }
 }
 
-fn profile_snap(p: &Profile) -> ProfileSnap {
+/// Who holds a profile's instance lock, asking the kernel's lock table only when it matters.
+struct LockLookup {
+    /// Every unit's `MainPID`.
+    main_pids: BTreeSet<u32>,
+    table: OnceCell<flock::LockTable>,
+}
+
+impl LockLookup {
+    fn holder(&self, lock_file: &Path) -> Option<u32> {
+        if !lock_file.exists() {
+            return None;
+        }
+        // The common case, a gateway its unit runs, needs no table: its record names the
+        // unit's main process, which is alive. Anything else is checked against the kernel.
+        match flock::recorded_holder(lock_file) {
+            Some(h) if self.main_pids.contains(&h.pid) => Some(h.pid),
+            _ => self
+                .table
+                .get_or_init(flock::LockTable::read)
+                .holder(lock_file),
+        }
+    }
+}
+
+fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
     let env_path = p.env_file();
     let env_text = std::fs::read_to_string(&env_path).ok();
     let env_mode = std::fs::metadata(&env_path)
@@ -350,7 +379,7 @@ fn profile_snap(p: &Profile) -> ProfileSnap {
         config_path,
         config_error,
         token_hashes,
-        lock_holder: flock::holder_pid(&p.lock_file()).map(|pid| LockHolder {
+        lock_holder: locks.holder(&p.lock_file()).map(|pid| LockHolder {
             pid,
             cmdline: match pid_process(pid) {
                 PidProcess::Alive { cmdline } => cmdline,

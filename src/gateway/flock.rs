@@ -103,32 +103,60 @@ impl HeldLock {
     }
 }
 
-/// The process holding a flock on `path`, from the kernel's own table (`/proc/locks`), so that
-/// an onlooker such as doctor can tell without taking the lock: a try-lock, however brief,
-/// could make a gateway starting at that moment think its profile taken.
-pub fn holder_pid(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).ok()?;
-    let dev = meta.dev();
-    let id = format!(
-        "{:02x}:{:02x}:{}",
-        nix::sys::stat::major(dev),
-        nix::sys::stat::minor(dev),
-        meta.ino()
-    );
-    holder_in(&std::fs::read_to_string("/proc/locks").ok()?, &id)
+/// The holder record in a lock file: what the holder said when it took the lock. Only the
+/// flock itself is the truth; see [`LockTable`] for that.
+pub fn recorded_holder(path: &Path) -> Option<Holder> {
+    serde_json::from_str(std::fs::read_to_string(path).ok()?.trim()).ok()
 }
 
-/// The PID on the `FLOCK` line of `locks` (as `/proc/locks` reads) for the file `id`
-/// (`MAJ:MIN:INODE`); waiters (`->` lines) hold nothing.
-fn holder_in(locks: &str, id: &str) -> Option<u32> {
-    locks.lines().find_map(|line| {
-        let f: Vec<&str> = line.split_whitespace().collect();
-        match f.as_slice() {
-            [_, "FLOCK", _, _, pid, file, ..] if *file == id => pid.parse().ok(),
-            _ => None,
-        }
-    })
+/// The kernel's table of flock holders (`/proc/locks`), read once, so that an onlooker such as
+/// doctor can tell who holds a lock without taking it: a try-lock, however brief, could make a
+/// gateway starting at that moment think its profile taken. Reading the table is slow (about
+/// 15 ms on the project's machine, in proportion to every lock on it), so read it once per run
+/// at most, and only when a cheaper answer will not do.
+#[derive(Debug, Default)]
+pub struct LockTable {
+    /// `MAJ:MIN:INODE` of a locked file → the PID holding it.
+    holders: std::collections::HashMap<String, u32>,
+}
+
+impl LockTable {
+    pub fn read() -> Self {
+        std::fs::read_to_string("/proc/locks")
+            .map(|t| Self::parse(&t))
+            .unwrap_or_default()
+    }
+
+    fn parse(locks: &str) -> Self {
+        let holders = locks
+            .lines()
+            .filter_map(|line| {
+                let f: Vec<&str> = line.split_whitespace().collect();
+                // Waiters (`->` lines) hold nothing; POSIX and OFD locks are not ours.
+                match f.as_slice() {
+                    [_, "FLOCK", _, _, pid, file, ..] => {
+                        Some(((*file).to_owned(), pid.parse().ok()?))
+                    }
+                    _ => None,
+                }
+            })
+            .collect();
+        Self { holders }
+    }
+
+    /// The process holding a flock on `path`, if any.
+    pub fn holder(&self, path: &Path) -> Option<u32> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path).ok()?;
+        let dev = meta.dev();
+        let id = format!(
+            "{:02x}:{:02x}:{}",
+            nix::sys::stat::major(dev),
+            nix::sys::stat::minor(dev),
+            meta.ino()
+        );
+        self.holders.get(&id).copied()
+    }
 }
 
 #[cfg(test)]
@@ -140,21 +168,18 @@ mod tests {
         let locks = "1: POSIX  ADVISORY  WRITE 77 fe:00:5 0 EOF\n\
                      2: FLOCK  ADVISORY  WRITE 1234 fe:00:10010639 0 EOF\n\
                      2: -> FLOCK  ADVISORY  WRITE 99 fe:00:10010639 0 EOF\n";
-        assert_eq!(holder_in(locks, "fe:00:10010639"), Some(1234));
-        assert_eq!(
-            holder_in(locks, "fe:00:5"),
-            None,
-            "a POSIX lock is not ours"
-        );
-        assert_eq!(holder_in(locks, "fe:00:6"), None);
+        let t = LockTable::parse(locks);
+        assert_eq!(t.holders.get("fe:00:10010639"), Some(&1234));
+        assert_eq!(t.holders.get("fe:00:5"), None, "a POSIX lock is not ours");
+        assert_eq!(t.holders.len(), 1, "a waiter holds nothing");
 
         // And from the real table, for a lock this process holds.
         let dir = std::env::temp_dir().join(format!("hsv-flock-holder-{}", std::process::id()));
         let path = dir.join("x.lock");
         let held = HeldLock::try_acquire(&path, &Holder::default()).unwrap();
-        assert_eq!(holder_pid(&path), Some(std::process::id()));
+        assert_eq!(LockTable::read().holder(&path), Some(std::process::id()));
         drop(held);
-        assert_eq!(holder_pid(&path), None);
+        assert_eq!(LockTable::read().holder(&path), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 
