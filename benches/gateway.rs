@@ -58,6 +58,7 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
             spool,
             heartbeat: hb,
             http: reqwest::Client::new(),
+            proxies: Default::default(),
             shutdown: rx,
         },
     ));

@@ -10,6 +10,7 @@ pub mod close_code;
 pub mod connect;
 pub mod liveness;
 pub mod platform;
+pub mod proxy;
 pub mod session;
 
 use std::sync::Arc;
@@ -38,6 +39,8 @@ pub struct Deps {
     pub spool: Arc<Spool>,
     pub heartbeat: Heartbeat,
     pub http: reqwest::Client,
+    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
+    pub proxies: proxy::ProxyEnv,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -89,6 +92,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             timing: &spec.timing,
             heartbeat: &hb,
             spool: &deps.spool,
+            proxies: &deps.proxies,
         };
         let outcome = session.run(resume.take(), &mut deps.shutdown).await;
         resume = outcome.resume;

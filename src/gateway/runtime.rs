@@ -185,6 +185,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
         .build()
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let proxies = adapter::proxy::ProxyEnv::from_env();
     let mut ready_deadline = Instant::now();
     for (spec, secret) in adapters {
         let hb = registry.register(
@@ -198,6 +199,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
             spool: spool.clone(),
             heartbeat: hb,
             http: http.clone(),
+            proxies: proxies.clone(),
             shutdown: shutdown_rx.clone(),
         };
         let name = spec.name.clone();

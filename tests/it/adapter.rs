@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_svc::config::{self, Secret};
+use hermes_svc::gateway::adapter::proxy::ProxyEnv;
 use hermes_svc::gateway::adapter::{self, AdapterExit, Deps};
 use hermes_svc::gateway::health::{ComponentView, Heartbeat, Registry, State};
 use hermes_svc::gateway::spool::{self, Spool};
@@ -51,6 +52,7 @@ fn start_adapter(
     text: &str,
     spool: Arc<Spool>,
     registry: &Registry,
+    proxies: ProxyEnv,
 ) -> (Heartbeat, watch::Sender<bool>, JoinHandle<AdapterExit>) {
     let cfg = config::parse(std::path::Path::new("test.toml"), text).unwrap();
     let spec = cfg.adapters[0].clone();
@@ -60,6 +62,7 @@ fn start_adapter(
         spool,
         heartbeat: hb.clone(),
         http: reqwest::Client::new(),
+        proxies,
         shutdown: rx,
     };
     let task = tokio::spawn(adapter::run(spec, Some(Secret::new("tok".into())), deps));
@@ -71,13 +74,29 @@ impl Rig {
         Self::start_faulty(kind, mock, viaproxy, extra, Fault::None).await
     }
 
-    /// Start with `fault` already set, so the very first connection meets it.
+    /// Start with the proxy settings `proxies(mock)` gives (an HTTP proxy for the WebSocket).
+    async fn start_proxied(kind: &str, proxies: impl FnOnce(&MockPlatform) -> ProxyEnv) -> Rig {
+        Self::start_with(kind, MockConfig::default(), false, "", Fault::None, proxies).await
+    }
+
     async fn start_faulty(
         kind: &str,
         mock: MockConfig,
         viaproxy: bool,
         extra: &str,
         fault: Fault,
+    ) -> Rig {
+        Self::start_with(kind, mock, viaproxy, extra, fault, |_| ProxyEnv::default()).await
+    }
+
+    /// Start with `fault` already set, so the very first connection meets it.
+    async fn start_with(
+        kind: &str,
+        mock: MockConfig,
+        viaproxy: bool,
+        extra: &str,
+        fault: Fault,
+        proxies: impl FnOnce(&MockPlatform) -> ProxyEnv,
     ) -> Rig {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mock = Arc::new(MockPlatform::start(mock).await.unwrap());
@@ -92,8 +111,13 @@ impl Rig {
         let dir = TempDir::new("adapter");
         let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
         let registry = Registry::new();
-        let (hb, stop, task) =
-            start_adapter(&toml_for(kind, &mock.http_base(), extra), spool, &registry);
+        let proxies = proxies(&mock);
+        let (hb, stop, task) = start_adapter(
+            &toml_for(kind, &mock.http_base(), extra),
+            spool,
+            &registry,
+            proxies,
+        );
         Rig {
             proxy,
             mock,
@@ -476,7 +500,7 @@ async fn a_hundred_adapters_dropped_at_once_come_back_spread_out() {
     let text = toml_for("discord", &mock.http_base(), "").replace("100ms", "500ms");
     let mut stops = vec![];
     for _ in 0..100 {
-        let (_, stop, task) = start_adapter(&text, spool.clone(), &registry);
+        let (_, stop, task) = start_adapter(&text, spool.clone(), &registry, ProxyEnv::default());
         stops.push((stop, task));
     }
     let end = Instant::now() + Duration::from_secs(20);
@@ -527,4 +551,116 @@ async fn a_hundred_adapters_dropped_at_once_come_back_spread_out() {
         let _ = stop.send(true);
         let _ = task.await;
     }
+}
+
+/// An HTTP proxy on loopback: answers `CONNECT` with `reply` and, on 200, tunnels to the
+/// target. Records each request head, so a test can see where it was asked to go and how.
+struct ConnectProxy {
+    addr: std::net::SocketAddr,
+    heads: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ConnectProxy {
+    async fn start(reply: &'static str) -> ConnectProxy {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let heads = Arc::new(std::sync::Mutex::new(vec![]));
+        let seen = heads.clone();
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let seen = seen.clone();
+                tokio::spawn(async move {
+                    let mut head = vec![];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        let mut b = [0u8];
+                        if client.read(&mut b).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(b[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    let target = head
+                        .split_whitespace()
+                        .nth(1)
+                        .unwrap_or_default()
+                        .to_owned();
+                    seen.lock().unwrap().push(head);
+                    let _ = client
+                        .write_all(format!("HTTP/1.1 {reply}\r\n\r\n").as_bytes())
+                        .await;
+                    if !reply.starts_with("200") {
+                        return;
+                    }
+                    if let Ok(mut upstream) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut upstream).await;
+                    }
+                });
+            }
+        });
+        ConnectProxy { addr, heads }
+    }
+
+    fn heads(&self) -> Vec<String> {
+        self.heads.lock().unwrap().clone()
+    }
+}
+
+fn http_proxy(url: String) -> ProxyEnv {
+    ProxyEnv::from_lookup(move |name| (name == "HTTP_PROXY").then(|| url.clone()))
+}
+
+/// With `HTTP_PROXY` set (as a drop-in would set it), the WebSocket goes through a CONNECT
+/// tunnel, with the proxy's credentials, and the session works through it end to end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_websocket_goes_through_an_http_proxy() {
+    let proxy = ConnectProxy::start("200 Connection established").await;
+    let url = format!("http://al%40ice:pw@{}", proxy.addr);
+    let rig = Rig::start_proxied("qqbot", move |_| http_proxy(url)).await;
+    rig.connected().await;
+    rig.mock.emit(3);
+    rig.until(Duration::from_secs(10), "3 events spooled", |r| {
+        (r.spool_ids().len() == 3).then_some(())
+    })
+    .await;
+    let heads = proxy.heads();
+    assert_eq!(heads.len(), 1, "{heads:?}");
+    let target = rig.mock.addr().to_string();
+    assert!(
+        heads[0].starts_with(&format!("CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n")),
+        "{heads:?}"
+    );
+    // base64("al@ice:pw")
+    assert!(
+        heads[0].contains("Proxy-Authorization: Basic YWxAaWNlOnB3\r\n"),
+        "{heads:?}"
+    );
+    rig.shutdown().await;
+}
+
+/// A proxy that refuses the tunnel is a connection failure like any other: retried with
+/// backoff, with the proxy's answer in the component's last error (and no credentials).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusing_proxy_is_reported_and_retried() {
+    let proxy = ConnectProxy::start("407 Proxy Authentication Required").await;
+    let url = format!("http://{}", proxy.addr);
+    let rig = Rig::start_proxied("qqbot", move |_| http_proxy(url)).await;
+    let error = rig
+        .until(Duration::from_secs(10), "a second attempt", |r| {
+            let v = r.view();
+            (v.attempts >= 2).then_some(v.last_error)
+        })
+        .await
+        .unwrap_or_default();
+    assert!(
+        error.contains(&format!(
+            "proxy HTTP_PROXY http://{}: CONNECT {}: HTTP/1.1 407 Proxy Authentication Required",
+            proxy.addr,
+            rig.mock.addr()
+        )),
+        "{error}"
+    );
+    assert!(error.contains("the proxy wants credentials"), "{error}");
+    assert_ne!(rig.view().state, State::Connected);
+    rig.shutdown().await;
 }

@@ -14,6 +14,8 @@ use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use crate::gateway::adapter::proxy::{ProxyEnv, ProxyError};
+
 pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// Why a connection attempt failed. All of these are retried with backoff.
@@ -29,12 +31,16 @@ pub enum ConnectError {
     Upgrade(String),
     #[error("timed out after {0:?} ({1})")]
     Timeout(Duration, &'static str),
+    #[error(transparent)]
+    Proxy(#[from] ProxyError),
 }
 
-/// Connect to `url` (ws:// or wss://) within `timeout`, with an optional Authorization header.
+/// Connect to `url` (ws:// or wss://) within `timeout`, with an optional Authorization header,
+/// through the proxy `proxies` name for it, if any.
 pub async fn connect(
     url: &str,
     authorization: Option<&str>,
+    proxies: &ProxyEnv,
     timeout: Duration,
     user_timeout: Duration,
 ) -> Result<Socket, ConnectError> {
@@ -53,40 +59,19 @@ pub async fn connect(
         .trim_start_matches('[')
         .trim_end_matches(']')
         .to_owned();
+    let scheme = uri.scheme_str().unwrap_or("ws");
     let port = uri
         .port_u16()
-        .unwrap_or(if uri.scheme_str() == Some("wss") {
-            443
-        } else {
-            80
-        });
+        .unwrap_or(if scheme == "wss" { 443 } else { 80 });
+    let proxy = proxies.for_target(scheme, &host)?;
 
     let attempt = async {
-        let addrs: Vec<_> = tokio::net::lookup_host((host.as_str(), port))
-            .await
-            .map_err(|e| ConnectError::Dns(e.to_string()))?
-            .collect();
-        let mut last = None;
-        let mut stream = None;
-        for addr in addrs {
-            match TcpStream::connect(addr).await {
-                Ok(s) => {
-                    stream = Some(s);
-                    break;
-                }
-                Err(e) => last = Some(e),
-            }
-        }
-        let stream = match stream {
-            Some(s) => s,
-            None => {
-                return Err(match last {
-                    Some(e) => ConnectError::Tcp(e),
-                    None => ConnectError::Dns(format!("{host}: no addresses")),
-                })
-            }
+        let stream = match &proxy {
+            // The proxy resolves the platform's name; the keepalive and user timeout then guard
+            // the leg to the proxy, which is where a dead tunnel shows.
+            Some(p) => p.tunnel(&host, port, |s| tune(s, user_timeout)).await?,
+            None => direct(&host, port, user_timeout).await?,
         };
-        tune(&stream, user_timeout);
         // Small buffers: a gateway may hold a thousand mostly idle connections, and the 128 KiB
         // default read buffer alone would cost 128 MiB for them. The small write buffer lets a
         // heartbeat and its WS ping leave in one write (frames are flushed explicitly).
@@ -104,7 +89,29 @@ pub async fn connect(
     };
     tokio::time::timeout(timeout, attempt)
         .await
-        .map_err(|_| ConnectError::Timeout(timeout, "dns, tcp, tls and upgrade"))?
+        .map_err(|_| ConnectError::Timeout(timeout, "dns, tcp, proxy, tls and upgrade"))?
+}
+
+/// Resolve `host` and try each address in turn.
+async fn direct(host: &str, port: u16, user_timeout: Duration) -> Result<TcpStream, ConnectError> {
+    let addrs: Vec<_> = tokio::net::lookup_host((host, port))
+        .await
+        .map_err(|e| ConnectError::Dns(e.to_string()))?
+        .collect();
+    let mut last = None;
+    for addr in addrs {
+        match TcpStream::connect(addr).await {
+            Ok(stream) => {
+                tune(&stream, user_timeout);
+                return Ok(stream);
+            }
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(match last {
+        Some(e) => ConnectError::Tcp(e),
+        None => ConnectError::Dns(format!("{host}: no addresses")),
+    })
 }
 
 /// Keepalive and TCP_USER_TIMEOUT; failures only cost the extra protection, so they are logged.

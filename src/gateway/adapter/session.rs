@@ -18,6 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::connect::{self, Socket};
 use super::liveness::{self, Action, Liveness, Zombie};
 use crate::config::Timing;
+use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
 use crate::test_hook;
@@ -73,6 +74,7 @@ pub struct Session<'a> {
     pub timing: &'a Timing,
     pub heartbeat: &'a Heartbeat,
     pub spool: &'a Spool,
+    pub proxies: &'a ProxyEnv,
 }
 
 /// The result of one connection: how it ended, the resume state for the next one, and how long
@@ -120,7 +122,7 @@ impl Session<'_> {
         };
         let user_timeout = self.timing.ack_timeout.unwrap_or(Duration::from_secs(10)) * 2;
         let ws = tokio::select! {
-            r = connect::connect(self.url, self.authorization, self.timing.connect_timeout, user_timeout) => match r {
+            r = connect::connect(self.url, self.authorization, self.proxies, self.timing.connect_timeout, user_timeout) => match r {
                 Ok(ws) => ws,
                 Err(e) => return fail(SessionEnd::Failed(e.to_string()), resume),
             },
