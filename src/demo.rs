@@ -140,6 +140,8 @@ pub async fn run(flow: Duration) -> anyhow::Result<u8> {
         .env("NOTIFY_SOCKET", &notify_path)
         .env("WATCHDOG_USEC", "2000000")
         .env_remove("WATCHDOG_PID")
+        // The mock is on loopback: a proxy set for real platforms must not be asked for it.
+        .env("NO_PROXY", "127.0.0.1,localhost,::1")
         .env("HERMES_LOG", "info")
         .stdin(Stdio::null())
         .stdout(Stdio::null())

@@ -607,7 +607,11 @@ impl ConnectProxy {
 }
 
 fn http_proxy(url: String) -> ProxyEnv {
-    ProxyEnv::from_lookup(move |name| (name == "HTTP_PROXY").then(|| url.clone()))
+    ProxyEnv::from_matcher(
+        hyper_util::client::proxy::matcher::Matcher::builder()
+            .http(url)
+            .build(),
+    )
 }
 
 /// With `HTTP_PROXY` set (as a drop-in would set it), the WebSocket goes through a CONNECT
@@ -654,7 +658,7 @@ async fn a_refusing_proxy_is_reported_and_retried() {
         .unwrap_or_default();
     assert!(
         error.contains(&format!(
-            "proxy HTTP_PROXY http://{}: CONNECT {}: HTTP/1.1 407 Proxy Authentication Required",
+            "proxy http://{}/: CONNECT {}: HTTP/1.1 407 Proxy Authentication Required",
             proxy.addr,
             rig.mock.addr()
         )),

@@ -63,7 +63,7 @@ pub async fn connect(
     let port = uri
         .port_u16()
         .unwrap_or(if scheme == "wss" { 443 } else { 80 });
-    let proxy = proxies.for_target(scheme, &host)?;
+    let proxy = proxies.for_target(scheme, &host, port)?;
 
     let attempt = async {
         let stream = match &proxy {
