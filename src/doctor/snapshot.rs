@@ -186,7 +186,12 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
     }
     homes.retain(|h| !h.as_os_str().is_empty());
     let locks = LockLookup {
-        main_pids: snap.units.iter().filter_map(|u| u.props.main_pid).collect(),
+        main_pids: snap
+            .units
+            .iter()
+            .filter_map(|u| u.props.main_pid)
+            .filter(|pid| *pid != 0)
+            .collect(),
         table: OnceCell::new(),
     };
     for h in homes {
