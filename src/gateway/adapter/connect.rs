@@ -5,6 +5,7 @@
 //! `TCP_USER_TIMEOUT` bounds how long written data may stay unacknowledged, which is what
 //! makes a blackholed write fail instead of queueing forever.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
@@ -12,7 +13,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
 
 use crate::gateway::adapter::proxy::{ProxyEnv, ProxyError};
 
@@ -33,6 +34,24 @@ pub enum ConnectError {
     Timeout(Duration, &'static str),
     #[error(transparent)]
     Proxy(#[from] ProxyError),
+    #[error("tls setup: {0}")]
+    Tls(String),
+}
+
+/// One TLS configuration for every WebSocket, verified the way the HTTPS client verifies (the
+/// system's trust store, which `SSL_CERT_FILE` and `SSL_CERT_DIR` can point elsewhere), and
+/// shared: built per connection, a thousand connections would carry a thousand root stores.
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, ConnectError> {
+    use rustls_platform_verifier::ConfigVerifierExt;
+    static CONFIG: OnceLock<Result<Arc<rustls::ClientConfig>, String>> = OnceLock::new();
+    CONFIG
+        .get_or_init(|| {
+            rustls::ClientConfig::with_platform_verifier()
+                .map(Arc::new)
+                .map_err(|e| e.to_string())
+        })
+        .clone()
+        .map_err(ConnectError::Tls)
 }
 
 /// Connect to `url` (ws:// or wss://) within `timeout`, with an optional Authorization header,
@@ -64,6 +83,10 @@ pub async fn connect(
         .port_u16()
         .unwrap_or(if scheme == "wss" { 443 } else { 80 });
     let proxy = proxies.for_target(scheme, &host, port)?;
+    let tls = match scheme {
+        "wss" => Some(Connector::Rustls(tls_config()?)),
+        _ => None,
+    };
 
     let attempt = async {
         let stream = match &proxy {
@@ -82,7 +105,7 @@ pub async fn connect(
             .max_message_size(Some(16 << 20))
             .max_frame_size(Some(16 << 20));
         let (ws, _) =
-            tokio_tungstenite::client_async_tls_with_config(request, stream, Some(config), None)
+            tokio_tungstenite::client_async_tls_with_config(request, stream, Some(config), tls)
                 .await
                 .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
         Ok(ws)
