@@ -82,7 +82,7 @@ pub async fn connect(
     let port = uri
         .port_u16()
         .unwrap_or(if scheme == "wss" { 443 } else { 80 });
-    let proxy = proxies.for_target(scheme, &host, port)?;
+    let proxy = proxies.for_target(scheme, &host, port)?.map(Box::new);
     let tls = match scheme {
         "wss" => Some(Connector::Rustls(tls_config()?)),
         _ => None,
@@ -92,7 +92,8 @@ pub async fn connect(
         let stream = match &proxy {
             // The proxy resolves the platform's name; the keepalive and user timeout then guard
             // the leg to the proxy, which is where a dead tunnel shows.
-            Some(p) => p.tunnel(&host, port, |s| tune(s, user_timeout)).await?,
+            // Boxed: rare, and inline its state would enlarge every adapter task for good.
+            Some(p) => Box::pin(p.tunnel(&host, port, |s| tune(s, user_timeout))).await?,
             None => direct(&host, port, user_timeout).await?,
         };
         // Small buffers: a gateway may hold a thousand mostly idle connections, and the 128 KiB
