@@ -8,16 +8,25 @@
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::handshake::client::Request;
 use tokio_tungstenite::tungstenite::http::HeaderValue;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
-use tokio_tungstenite::{Connector, MaybeTlsStream, WebSocketStream};
+use tokio_tungstenite::WebSocketStream;
 
 use crate::gateway::adapter::proxy::{ProxyEnv, ProxyError};
 
-pub type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
+/// The transport under a WebSocket: TCP, or TLS over it.
+pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
+
+/// Boxed, so that a plain connection (and the adapter task holding it) does not reserve room
+/// for the TLS state only a `wss://` connection has: at a thousand connections that room is
+/// most of the gateway's memory.
+pub type Socket = WebSocketStream<Box<dyn Io>>;
 
 /// Why a connection attempt failed. All of these are retried with backoff.
 #[derive(Debug, thiserror::Error)]
@@ -34,7 +43,7 @@ pub enum ConnectError {
     Timeout(Duration, &'static str),
     #[error(transparent)]
     Proxy(#[from] ProxyError),
-    #[error("tls setup: {0}")]
+    #[error("tls: {0}")]
     Tls(String),
 }
 
@@ -84,7 +93,10 @@ pub async fn connect(
         .unwrap_or(if scheme == "wss" { 443 } else { 80 });
     let proxy = proxies.for_target(scheme, &host, port)?.map(Box::new);
     let tls = match scheme {
-        "wss" => Some(Connector::Rustls(tls_config()?)),
+        "wss" => Some((
+            tls_config()?,
+            ServerName::try_from(host.clone()).map_err(|e| ConnectError::Tls(e.to_string()))?,
+        )),
         _ => None,
     };
 
@@ -105,10 +117,18 @@ pub async fn connect(
             .max_write_buffer_size(1 << 20)
             .max_message_size(Some(16 << 20))
             .max_frame_size(Some(16 << 20));
-        let (ws, _) =
-            tokio_tungstenite::client_async_tls_with_config(request, stream, Some(config), tls)
-                .await
-                .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
+        let io: Box<dyn Io> = match tls {
+            // The handshake's state is boxed too: it is large and lives only while connecting.
+            Some((config, name)) => Box::new(
+                Box::pin(tokio_rustls::TlsConnector::from(config).connect(name, stream))
+                    .await
+                    .map_err(|e| ConnectError::Tls(e.to_string()))?,
+            ),
+            None => Box::new(stream),
+        };
+        let (ws, _) = tokio_tungstenite::client_async_with_config(request, io, Some(config))
+            .await
+            .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
         Ok(ws)
     };
     tokio::time::timeout(timeout, attempt)
