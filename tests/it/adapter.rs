@@ -668,3 +668,32 @@ async fn a_refusing_proxy_is_reported_and_retried() {
     assert_ne!(rig.view().state, State::Connected);
     rig.shutdown().await;
 }
+
+/// A thousand idle adapters are mostly their task futures, so state that only a connect, a
+/// proxy or TLS needs must stay out of them (boxed, allocated while in use). Inline, the TLS
+/// connection alone made each task 11.8 KB (docs/benchmarks.md).
+#[test]
+fn an_adapter_task_stays_small() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let cfg = config::parse(
+        std::path::Path::new("t.toml"),
+        "[[adapter]]\nname = \"a\"\nkind = \"discord\"\ntoken-env = \"T\"\n",
+    )
+    .unwrap();
+    let registry = Registry::new();
+    let (_stop, rx) = watch::channel(false);
+    let dir = TempDir::new("task-size");
+    let task = adapter::run(
+        cfg.adapters[0].clone(),
+        None,
+        Deps {
+            spool: Arc::new(Spool::open(dir.path()).unwrap()),
+            heartbeat: registry.register("a", "discord", Duration::from_secs(1)),
+            http: reqwest::Client::new(),
+            proxies: ProxyEnv::default(),
+            shutdown: rx,
+        },
+    );
+    let size = std::mem::size_of_val(&task);
+    assert!(size <= 6 << 10, "an adapter task is {size} bytes");
+}
