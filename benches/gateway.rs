@@ -57,8 +57,7 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
         Deps {
             spool,
             heartbeat: hb,
-            http: reqwest::Client::new(),
-            proxies: Default::default(),
+            shared: adapter::Shared::new(Default::default()).unwrap(),
             shutdown: rx,
         },
     ));

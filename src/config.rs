@@ -107,12 +107,16 @@ pub enum Protocol {
         gateway_url: Option<String>,
         intents: u64,
         shard: [u32; 2],
+        /// Probe the socket with WebSocket pings too. Off by default: QQ's own clients never
+        /// send them, and nothing public says the platform answers them.
+        ws_ping: bool,
     },
     Discord {
         token_env: String,
         api_base: String,
         gateway_url: Option<String>,
         intents: u64,
+        ws_ping: bool,
     },
     WebSocket {
         url: String,
@@ -199,6 +203,7 @@ struct RawAdapter {
     url: Option<Spanned<String>>,
     intents: Option<Spanned<Vec<String>>>,
     shard: Option<[u32; 2]>,
+    ws_ping: Option<bool>,
     ping_interval: Option<Spanned<String>>,
     app_ping: Option<String>,
     connect_timeout: Option<Spanned<String>>,
@@ -222,31 +227,63 @@ const QQ_API_BASE: &str = "https://api.sgroup.qq.com";
 const QQ_TOKEN_URL: &str = "https://bots.qq.com/app/getAppAccessToken";
 const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
 
-/// QQ Bot intents by name (kebab-case of the platform's constants).
-const QQ_INTENTS: &[(&str, u64)] = &[
-    ("guilds", 1 << 0),
-    ("guild-members", 1 << 1),
-    ("guild-messages", 1 << 9),
-    ("guild-message-reactions", 1 << 10),
-    ("direct-message", 1 << 12),
-    ("group-and-c2c-event", 1 << 25),
-    ("interaction", 1 << 26),
-    ("message-audit", 1 << 27),
-    ("forums-event", 1 << 28),
-    ("audio-action", 1 << 29),
-    ("public-guild-messages", 1 << 30),
+/// An intent by name (kebab-case of the platform's constant), its bit, and what a bot needs
+/// before the platform grants it (`None`: every bot has it).
+type Intent = (&'static str, u64, Option<&'static str>);
+
+/// QQ Bot: tencent-connect/bot-docs, `docs/develop/api-v2/dev-prepare/interface-framework/event-emit.md`
+/// (the intents list and which are private-domain only).
+const QQ_INTENTS: &[Intent] = &[
+    ("guilds", 1 << 0, None),
+    ("guild-members", 1 << 1, None),
+    ("guild-messages", 1 << 9, Some("a private-domain bot")),
+    ("guild-message-reactions", 1 << 10, None),
+    (
+        "direct-message",
+        1 << 12,
+        Some("an approved application for direct messages"),
+    ),
+    ("group-and-c2c-event", 1 << 25, None),
+    ("interaction", 1 << 26, None),
+    ("message-audit", 1 << 27, None),
+    ("forums-event", 1 << 28, Some("a private-domain bot")),
+    ("audio-action", 1 << 29, None),
+    ("public-guild-messages", 1 << 30, None),
 ];
 
-const DISCORD_INTENTS: &[(&str, u64)] = &[
-    ("guilds", 1 << 0),
-    ("guild-members", 1 << 1),
-    ("guild-moderation", 1 << 2),
-    ("guild-messages", 1 << 9),
-    ("guild-message-reactions", 1 << 10),
-    ("direct-messages", 1 << 12),
-    ("direct-message-reactions", 1 << 13),
-    ("message-content", 1 << 15),
+/// What a new QQ bot is granted: @-messages in guilds, and group and C2C messages.
+const QQ_DEFAULT_INTENTS: &[&str] = &["public-guild-messages", "group-and-c2c-event"];
+
+/// Discord: discord-api-docs, `docs/events/Gateway.md` ("List of Intents"; privileged intents
+/// must be enabled in the developer portal).
+const DISCORD_INTENTS: &[Intent] = &[
+    ("guilds", 1 << 0, None),
+    (
+        "guild-members",
+        1 << 1,
+        Some("the privileged intent enabled in the developer portal"),
+    ),
+    ("guild-moderation", 1 << 2, None),
+    ("guild-messages", 1 << 9, None),
+    ("guild-message-reactions", 1 << 10, None),
+    ("direct-messages", 1 << 12, None),
+    ("direct-message-reactions", 1 << 13, None),
+    (
+        "message-content",
+        1 << 15,
+        Some("the privileged intent enabled in the developer portal"),
+    ),
 ];
+
+/// The configured QQ intents that the platform grants only on request, with what each needs:
+/// what a 4014 ("intent not permitted") most likely refers to.
+pub fn qq_gated_intents(bits: u64) -> Vec<String> {
+    QQ_INTENTS
+        .iter()
+        .filter(|(_, bit, _)| bits & bit != 0)
+        .filter_map(|(name, _, needs)| needs.map(|n| format!("{name} (needs {n})")))
+        .collect()
+}
 
 struct Ctx<'a> {
     path: &'a Path,
@@ -339,7 +376,7 @@ impl Ctx<'_> {
     fn intents(
         &self,
         raw: &Option<Spanned<Vec<String>>>,
-        table: &[(&str, u64)],
+        table: &[Intent],
         default: &[&str],
     ) -> Result<u64, ConfigError> {
         let names: Vec<String> = match raw {
@@ -348,10 +385,10 @@ impl Ctx<'_> {
         };
         let mut bits = 0;
         for name in &names {
-            match table.iter().find(|(n, _)| n == name) {
-                Some((_, b)) => bits |= b,
+            match table.iter().find(|(n, _, _)| n == name) {
+                Some((_, b, _)) => bits |= b,
                 None => {
-                    let known: Vec<_> = table.iter().map(|(n, _)| *n).collect();
+                    let known: Vec<_> = table.iter().map(|(n, _, _)| *n).collect();
                     return self.err(
                         raw.as_ref().map_or(0..0, |r| r.span()),
                         format!("unknown intent {name:?}; known: {}", known.join(", ")),
@@ -458,6 +495,7 @@ fn adapter(ctx: &Ctx, spanned: &Spanned<RawAdapter>) -> Result<AdapterSpec, Conf
         ("url", a.url.is_some()),
         ("intents", a.intents.is_some()),
         ("shard", a.shard.is_some()),
+        ("ws-ping", a.ws_ping.is_some()),
         ("ping-interval", a.ping_interval.is_some()),
         ("app-ping", a.app_ping.is_some()),
     ];
@@ -470,8 +508,9 @@ fn adapter(ctx: &Ctx, spanned: &Spanned<RawAdapter>) -> Result<AdapterSpec, Conf
             "gateway-url",
             "intents",
             "shard",
+            "ws-ping",
         ],
-        "discord" => &["token-env", "api-base", "gateway-url", "intents"],
+        "discord" => &["token-env", "api-base", "gateway-url", "intents", "ws-ping"],
         "websocket" => &["url", "token-env", "ping-interval", "app-ping"],
         other => {
             return ctx.err(
@@ -544,12 +583,9 @@ fn adapter(ctx: &Ctx, spanned: &Spanned<RawAdapter>) -> Result<AdapterSpec, Conf
             token_url: opt_url("token-url", &a.token_url, "https://", "http://")?
                 .unwrap_or_else(|| QQ_TOKEN_URL.into()),
             gateway_url: opt_url("gateway-url", &a.gateway_url, "wss://", "ws://")?,
-            intents: ctx.intents(
-                &a.intents,
-                QQ_INTENTS,
-                &["public-guild-messages", "direct-message"],
-            )?,
+            intents: ctx.intents(&a.intents, QQ_INTENTS, QQ_DEFAULT_INTENTS)?,
             shard: a.shard.unwrap_or([0, 1]),
+            ws_ping: a.ws_ping.unwrap_or(false),
         },
         "discord" => Protocol::Discord {
             token_env: match &a.token_env {
@@ -569,6 +605,7 @@ fn adapter(ctx: &Ctx, spanned: &Spanned<RawAdapter>) -> Result<AdapterSpec, Conf
                 DISCORD_INTENTS,
                 &["guild-messages", "direct-messages"],
             )?,
+            ws_ping: a.ws_ping.unwrap_or(true),
         },
         _ => Protocol::WebSocket {
             url: match &a.url {

@@ -43,6 +43,34 @@ pub struct MockConfig {
     pub expected_secret: Option<String>,
     /// When set, Identify or Resume with any other token is closed with 4004.
     pub expected_token: Option<String>,
+    /// What the token endpoint says in `expires_in`. An Identify or Resume that carries a QQ
+    /// access token (`QQBot <token>`) the platform no longer honours is closed with 4004.
+    pub token_lifetime: Duration,
+    /// `session_start_limit` in `/gateway/bot`.
+    pub session_start_limit: SessionStartLimit,
+    /// When set, an Identify asking for any other intent is closed with 4014 ("intent not
+    /// permitted"), as the platform does for an intent the bot was not granted.
+    pub granted_intents: Option<u64>,
+}
+
+/// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
+#[derive(Clone, Copy, Debug)]
+pub struct SessionStartLimit {
+    pub total: u32,
+    pub remaining: u32,
+    pub reset_after: Duration,
+    pub max_concurrency: u32,
+}
+
+impl Default for SessionStartLimit {
+    fn default() -> Self {
+        SessionStartLimit {
+            total: 1000,
+            remaining: 1000,
+            reset_after: Duration::from_secs(24 * 60 * 60),
+            max_concurrency: 1,
+        }
+    }
 }
 
 impl Default for MockConfig {
@@ -52,6 +80,9 @@ impl Default for MockConfig {
             dispatch_every: None,
             expected_secret: None,
             expected_token: None,
+            token_lifetime: Duration::from_secs(7200),
+            session_start_limit: SessionStartLimit::default(),
+            granted_intents: None,
         }
     }
 }
@@ -87,6 +118,11 @@ pub enum Fault {
     Reconnect,
     /// Sends op 9 with this `d` on every current connection; `false` also drops the session.
     InvalidSession(bool),
+    /// Every Identify is answered with op 9 (`d` false) and creates no session.
+    RejectIdentify,
+    /// Every Resume is accepted (replay and RESUMED), then the connection is closed at once
+    /// with this code: a session the platform keeps taking back and dropping.
+    CloseAfterResume(u16),
 }
 
 /// Counters a test reads to assert what the client did. Connection counts are WebSocket
@@ -106,6 +142,10 @@ pub struct MockStats {
     pub http_requests: u64,
     /// The `seq` of the last successful resume, to check what a client claimed to have seen.
     pub last_resume_seq: Option<u64>,
+    /// When each Identify arrived, in order.
+    pub identify_times: Vec<std::time::Instant>,
+    /// Connections closed with 4004 because their token was wrong or stale.
+    pub token_rejections: u64,
 }
 
 /// A running mock platform. Dropping it stops every task it started.
@@ -182,6 +222,12 @@ impl MockPlatform {
 
     pub fn generated_event_ids(&self) -> Vec<String> {
         self.shared.event_ids()
+    }
+
+    /// Stop honouring every access token issued so far, as the platform does once their
+    /// lifetime has passed (while a client slept, say). New ones are issued as usual.
+    pub fn expire_access_tokens(&self) {
+        self.shared.expire_access_tokens();
     }
 
     /// Unlike a plain drop, waits (briefly) for connection tasks to finish so a test that

@@ -60,3 +60,31 @@ pub fn pause(point: &str) {
 
 #[cfg(not(debug_assertions))]
 pub fn pause(_point: &str) {}
+
+/// How far tests have moved the wall clock forward, in milliseconds (debug builds only).
+#[cfg(debug_assertions)]
+static WALL_CLOCK_SKEW_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Move this process's view of the wall clock forward by `by`, as a suspend does: the
+/// monotonic clock stands still while the machine sleeps, the wall clock does not. In-process
+/// tests use it to put a laptop to sleep; it only ever moves forward, so tests that run
+/// alongside merely see tokens age sooner.
+#[cfg(debug_assertions)]
+pub fn skew_wall_clock(by: std::time::Duration) {
+    WALL_CLOCK_SKEW_MS.fetch_add(
+        by.as_millis().try_into().unwrap_or(u64::MAX),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+/// The wall clock that token lifetimes are checked against.
+#[cfg(debug_assertions)]
+pub fn wall_clock() -> std::time::SystemTime {
+    let skew = WALL_CLOCK_SKEW_MS.load(std::sync::atomic::Ordering::Relaxed);
+    std::time::SystemTime::now() + std::time::Duration::from_millis(skew)
+}
+
+#[cfg(not(debug_assertions))]
+pub fn wall_clock() -> std::time::SystemTime {
+    std::time::SystemTime::now()
+}

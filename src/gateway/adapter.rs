@@ -8,6 +8,7 @@
 pub mod backoff;
 pub mod close_code;
 pub mod connect;
+pub mod identify_queue;
 pub mod liveness;
 pub mod platform;
 pub mod proxy;
@@ -16,15 +17,18 @@ pub mod session;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::watch;
+use sha2::{Digest, Sha256};
+use tokio::sync::{watch, Semaphore};
+use tokio::time::Instant;
 
-use crate::config::{AdapterSpec, Secret};
+use crate::config::{AdapterSpec, Protocol, Secret};
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
 use backoff::Backoff;
-use close_code::CloseAction;
+use close_code::{CloseAction, GatewayPlatform};
+use identify_queue::IdentifyQueues;
 use platform::{Platform, PlatformError};
-use session::{ResumeState, Session, SessionEnd};
+use session::{Dialect, ResumeState, Session, SessionEnd};
 
 /// How an adapter stopped.
 #[derive(Debug, PartialEq, Eq)]
@@ -34,13 +38,47 @@ pub enum AdapterExit {
     Fatal(String),
 }
 
+/// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
+/// proxy settings, the platforms' session start limits, and a bound on setup requests in
+/// flight. Cheap to clone; not `Debug`, because the proxy settings may hold a password.
+#[derive(Clone)]
+pub struct Shared {
+    pub http: reqwest::Client,
+    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
+    pub proxies: proxy::ProxyEnv,
+    pub identify: IdentifyQueues,
+    setup_permits: Arc<Semaphore>,
+}
+
+/// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
+/// together get their answers in about as long (each request is a round trip, and the
+/// platform answers them one after another anyway), without a thousand sockets.
+const SETUP_CONCURRENCY: usize = 8;
+
+impl Shared {
+    pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(15))
+            .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
+            // Setup requests come in a burst at start and then once per reconnect: a couple of
+            // warm connections serve the burst, and none is kept idle for long after it.
+            .pool_max_idle_per_host(SETUP_CONCURRENCY)
+            .pool_idle_timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Self {
+            http,
+            proxies,
+            identify: IdentifyQueues::default(),
+            setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
+        })
+    }
+}
+
 /// What the adapter shares with the rest of the gateway.
 pub struct Deps {
     pub spool: Arc<Spool>,
     pub heartbeat: Heartbeat,
-    pub http: reqwest::Client,
-    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
-    pub proxies: proxy::ProxyEnv,
+    pub shared: Shared,
     pub shutdown: watch::Receiver<bool>,
 }
 
@@ -49,22 +87,39 @@ pub fn retry_deadline(spec: &AdapterSpec, backoff_max: Duration) -> Duration {
     backoff_max + spec.timing.connect_timeout + spec.timing.hello_timeout + Duration::from_secs(5)
 }
 
+/// Resumes in a row that fail or die within `backoff-min` before the session is dropped and
+/// the adapter identifies afresh: a session the platform keeps accepting and killing is dead.
+const MAX_SHORT_RESUMES: u32 = 3;
+
+/// Stale-token closes (QQ 4004) in a row answered with an immediate refresh; past this they
+/// back off like any failure, so a platform that keeps rejecting fresh tokens is not hammered.
+const IMMEDIATE_TOKEN_REFRESHES: u32 = 1;
+
+/// A wait for an Identify slot up to this long happens on the open connection, heartbeating;
+/// a longer one is waited out before connecting.
+const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
+
 /// Run until shutdown or a fatal error.
 pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
     let hb = deps.heartbeat.clone();
-    let mut platform = Platform::new(spec.clone(), secret, deps.http.clone());
+    let identify = deps
+        .shared
+        .identify
+        .queue(&credential_key(&spec, secret.as_ref()));
+    let mut platform = Platform::new(spec.clone(), secret, deps.shared.clone());
     let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
     let mut resume: Option<ResumeState> = None;
     let mut delay: Option<Duration> = None;
+    let mut short_resumes = 0;
+    let mut stale_tokens = 0;
     let retry_deadline = retry_deadline(&spec, backoff.max().max(Duration::from_secs(60)));
     loop {
         if let Some(d) = delay.take() {
             hb.enter(State::Retrying);
             hb.set_deadline(retry_deadline);
             tracing::info!(adapter = %spec.name, delay_ms = d.as_millis() as u64, "reconnecting after backoff");
-            tokio::select! {
-                _ = tokio::time::sleep(d) => {}
-                _ = crate::gateway::until_shutdown(&mut deps.shutdown) => return AdapterExit::Shutdown,
+            if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
+                return AdapterExit::Shutdown;
             }
         }
         if *deps.shutdown.borrow() {
@@ -84,6 +139,25 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 continue;
             }
         };
+        if let Some(limit) = prepared.limit {
+            identify.update(limit);
+        }
+        // A long wait for the session start limit (a spent daily budget) is waited out here,
+        // holding no connection; the slot itself is booked when Identify is about to go out.
+        if let (None, Dialect::Gateway { shard, .. }) = (&resume, &prepared.dialect) {
+            let at = identify.earliest(shard.map_or(0, |s| s[0]));
+            if at > Instant::now() + IDENTIFY_WAIT_CONNECTED {
+                hb.enter(State::Retrying);
+                let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
+                hb.error(format!(
+                    "waiting {secs:.0}s for the platform's session start limit"
+                ));
+                tracing::info!(adapter = %spec.name, wait_s = secs, "identify queued by the session start limit");
+                if wait(&hb, at, &mut deps.shutdown).await {
+                    return AdapterExit::Shutdown;
+                }
+            }
+        }
         let session = Session {
             adapter: &spec.name,
             url: &prepared.url,
@@ -92,8 +166,11 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             timing: &spec.timing,
             heartbeat: &hb,
             spool: &deps.spool,
-            proxies: &deps.proxies,
+            proxies: &deps.shared.proxies,
+            identify: &identify,
         };
+        let resuming = resume.is_some();
+        let outage = hb.outage_since();
         let outcome = session.run(resume.take(), &mut deps.shutdown).await;
         resume = outcome.resume;
         if outcome
@@ -103,11 +180,26 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             backoff.reset();
         }
         let was_connected = outcome.connected_for.is_some();
-        // Resume at once only after a connection that lived a while; a server that drops us
-        // right after READY over and over gets backoff, not a tight loop.
-        let at_once = outcome
+        // A connection that lived a while may come back at once; one that the server dropped
+        // right after READY (or never got there) gets backoff, not a tight loop, and did not
+        // end the outage it interrupted.
+        let lived = outcome
             .connected_for
             .is_some_and(|c| c >= spec.timing.backoff_min);
+        if lived {
+            short_resumes = 0;
+            stale_tokens = 0;
+        } else {
+            hb.continue_outage(outage);
+            if resuming {
+                short_resumes += 1;
+            }
+        }
+        if short_resumes >= MAX_SHORT_RESUMES && resume.is_some() {
+            tracing::warn!(adapter = %spec.name, short_resumes, "resumes keep failing; identifying afresh");
+            resume = None;
+            short_resumes = 0;
+        }
         if was_connected && outcome.end != SessionEnd::Shutdown {
             hb.reconnected();
         }
@@ -117,13 +209,13 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 // Drop and resume at once: the server still has the session.
                 hb.error(z);
                 tracing::warn!(adapter = %spec.name, reason = %z, "connection is dead; resuming");
-                if !at_once {
+                if !lived {
                     delay = Some(backoff.next_delay(fastrand::f64));
                 }
             }
             SessionEnd::Reconnect => {
                 tracing::info!(adapter = %spec.name, "server asked to reconnect (op 7); resuming");
-                if !at_once {
+                if !lived {
                     delay = Some(backoff.next_delay(fastrand::f64));
                 }
             }
@@ -131,32 +223,43 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 if !resumable {
                     resume = None;
                 }
+                hb.error(format!("invalid session (op 9, resumable: {resumable})"));
                 tracing::info!(adapter = %spec.name, resumable, "invalid session (op 9)");
-                // Discord asks for a short random wait before identifying again.
-                delay = Some(spec.timing.backoff_min.mul_f64(fastrand::f64()));
+                // Discord asks for a short random wait before identifying again; a platform
+                // that answers every Identify with op 9 gets the growing backoff, so that it
+                // is not asked twice a second for ever (each Identify spends the daily budget).
+                delay = if lived {
+                    Some(spec.timing.backoff_min.mul_f64(fastrand::f64()))
+                } else {
+                    Some(backoff.next_delay(fastrand::f64))
+                };
             }
             SessionEnd::Closed(code) => {
-                // The table is the QQ Bot / Discord protocol's; a plain WebSocket server's own
-                // codes mean nothing to us, so it is simply reconnected.
-                let action = match prepared.dialect {
-                    session::Dialect::Gateway { .. } => close_code::classify(code),
-                    session::Dialect::Plain { .. } => CloseAction::Resume,
+                // A plain WebSocket server's own codes mean nothing to us: it is reconnected.
+                let (action, meaning) = match prepared.dialect {
+                    Dialect::Gateway { platform, .. } => platform.classify(code),
+                    Dialect::Plain { .. } => (CloseAction::Resume, "closed"),
                 };
-                hb.error(format!(
-                    "closed with code {}",
-                    code.map_or("none".into(), |c| c.to_string())
-                ));
-                tracing::info!(adapter = %spec.name, ?code, ?action, "connection closed");
+                let code_text = code.map_or("none".into(), |c| c.to_string());
+                hb.error(format!("closed with code {code_text} ({meaning})"));
+                tracing::info!(adapter = %spec.name, ?code, ?action, meaning, "connection closed");
                 match action {
                     // A server closing everyone at once (a deploy) must not get everyone back
                     // in the same millisecond: a short jitter spreads the herd.
-                    CloseAction::Resume if at_once => {
+                    CloseAction::Resume if lived => {
                         delay = Some(spec.timing.backoff_min.mul_f64(fastrand::f64()));
                     }
                     CloseAction::Resume => delay = Some(backoff.next_delay(fastrand::f64)),
                     CloseAction::Reidentify => {
                         resume = None;
-                        if !at_once {
+                        if !lived {
+                            delay = Some(backoff.next_delay(fastrand::f64));
+                        }
+                    }
+                    CloseAction::RefreshToken => {
+                        platform.drop_token();
+                        stale_tokens += 1;
+                        if stale_tokens > IMMEDIATE_TOKEN_REFRESHES {
                             delay = Some(backoff.next_delay(fastrand::f64));
                         }
                     }
@@ -164,12 +267,13 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                         backoff.push_back(at_least);
                         delay = Some(backoff.next_delay(fastrand::f64));
                     }
-                    CloseAction::Fatal(why) => {
+                    CloseAction::Fatal => {
+                        let hint = fatal_hint(&spec, code);
                         return fatal(
                             &hb,
                             &spec.name,
-                            format!("closed with code {}: {why}", code.unwrap_or(0)),
-                        )
+                            format!("closed with code {code_text}: {meaning}{hint}"),
+                        );
                     }
                 }
             }
@@ -177,10 +281,71 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 hb.error(&e);
                 tracing::warn!(adapter = %spec.name, error = %e, "connection attempt failed");
                 platform.invalidate();
+                // A resume URL that could not be reached is not tried again; the session
+                // may still resume through the normal gateway URL.
+                if let Some(r) = resume.as_mut() {
+                    r.resume_url = None;
+                }
                 delay = Some(backoff.next_delay(fastrand::f64));
             }
         }
     }
+}
+
+/// Sleep until `until`, beating on the way: waiting out a schedule (a backoff, the platform's
+/// session start limit) is progress, however long the platform asks for. True on shutdown.
+async fn wait(hb: &Heartbeat, until: Instant, shutdown: &mut watch::Receiver<bool>) -> bool {
+    const STEP: Duration = Duration::from_secs(5);
+    loop {
+        let now = Instant::now();
+        if now >= until {
+            return false;
+        }
+        hb.beat();
+        tokio::select! {
+            _ = tokio::time::sleep_until(until.min(now + STEP)) => {}
+            _ = crate::gateway::until_shutdown(shutdown) => return true,
+        }
+    }
+}
+
+/// What the user can do about a fatal close, where the code says more than its meaning.
+fn fatal_hint(spec: &AdapterSpec, code: Option<u16>) -> String {
+    match (&spec.protocol, code) {
+        (Protocol::QqBot { intents, .. }, Some(4014)) => {
+            let gated = crate::config::qq_gated_intents(*intents);
+            if gated.is_empty() {
+                "; the platform has not granted one of the configured intents".into()
+            } else {
+                format!(
+                    "; remove {} from intents in gateway.toml, or apply for it on the QQ \
+                     open platform",
+                    gated.join(", ")
+                )
+            }
+        }
+        (Protocol::Discord { .. }, Some(4014)) => {
+            "; enable the privileged intents (message-content, guild-members) for the bot in \
+             the Discord developer portal, or remove them from intents"
+                .into()
+        }
+        _ => String::new(),
+    }
+}
+
+/// Which session start limit an adapter counts against: its platform and credential,
+/// hashed, so the key never holds a secret.
+fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
+    let (platform, identity) = match &spec.protocol {
+        Protocol::QqBot { app_id, .. } => (GatewayPlatform::QqBot, app_id.as_str()),
+        Protocol::Discord { .. } => (
+            GatewayPlatform::Discord,
+            secret.map(Secret::expose).unwrap_or(""),
+        ),
+        Protocol::WebSocket { url, .. } => return format!("websocket:{url}"),
+    };
+    let digest = Sha256::digest(format!("{platform:?}\0{identity}"));
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn fatal(hb: &Heartbeat, name: &str, reason: String) -> AdapterExit {

@@ -136,6 +136,22 @@ impl Heartbeat {
         lock(&self.0).reconnects += 1;
     }
 
+    /// When the current outage began, if there is one.
+    pub fn outage_since(&self) -> Option<Instant> {
+        lock(&self.0).outage_since
+    }
+
+    /// A connection that did not last ends no outage: a platform that accepts every resume
+    /// and closes again at once must still reach `max-outage`. Puts back an outage that began
+    /// at `since`, unless one that began earlier is already running.
+    pub fn continue_outage(&self, since: Option<Instant>) {
+        let Some(since) = since else { return };
+        let mut c = lock(&self.0);
+        if c.outage_since.is_none_or(|t| t > since) {
+            c.outage_since = Some(since);
+        }
+    }
+
     /// A connection attempt starts (successful or not). Counting them shows whether backoff
     /// keeps a failing endpoint from being hammered.
     pub fn attempt(&self) {

@@ -180,12 +180,8 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
             }),
         ));
     }
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(15))
-        .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
-        .build()
+    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
-    let proxies = adapter::proxy::ProxyEnv::from_env();
     let mut ready_deadline = Instant::now();
     for (spec, secret) in adapters {
         let hb = registry.register(
@@ -198,8 +194,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         let deps = adapter::Deps {
             spool: spool.clone(),
             heartbeat: hb,
-            http: http.clone(),
-            proxies: proxies.clone(),
+            shared: shared.clone(),
             shutdown: shutdown_rx.clone(),
         };
         let name = spec.name.clone();

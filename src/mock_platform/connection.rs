@@ -39,6 +39,8 @@ const CLOSE_GRACE: Duration = Duration::from_secs(1);
 /// Close codes the mock uses on its own account (besides `Fault::Close`).
 const CLOSE_DECODE_ERROR: u16 = 4002;
 const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
+/// QQ's "intent 无权限" and Discord's "disallowed intents".
+const CLOSE_INTENT_NOT_PERMITTED: u16 = 4014;
 
 /// What a fault can ask of a live connection.
 pub(super) enum Command {
@@ -214,7 +216,15 @@ impl Connection {
             };
             match flow {
                 Flow::Continue => {}
-                Flow::Close(code) => return End::Close(code),
+                Flow::Close(code) => {
+                    // What was queued before the close (a READY, a replay) goes out first, as
+                    // on a real server, where frames are written in the order they were made.
+                    for queued in &mut self.outbound {
+                        queued.due = Instant::now();
+                    }
+                    let _ = self.write_due(sink).await;
+                    return End::Close(code);
+                }
                 Flow::Silence => return End::Silence,
             }
         }
@@ -312,10 +322,26 @@ impl Connection {
                 }
                 Flow::Continue
             }
-            ClientFrame::Identify { token } => {
+            ClientFrame::Identify { token, intents } => {
                 bump(&self.shared.counters.identifies);
+                self.shared.record_identify();
                 if !self.token_accepted(&token) {
                     return Flow::Close(CLOSE_AUTHENTICATION_FAILED);
+                }
+                if let Some(granted) = self.shared.config.granted_intents {
+                    if intents.unwrap_or(0) & !granted != 0 {
+                        tracing::info!(
+                            conn_id = self.conn_id,
+                            ?intents,
+                            granted,
+                            "mock refused intents"
+                        );
+                        return Flow::Close(CLOSE_INTENT_NOT_PERMITTED);
+                    }
+                }
+                if self.shared.fault() == Fault::RejectIdentify {
+                    self.enqueue(Outgoing::control(frames::invalid_session(false)));
+                    return Flow::Continue;
                 }
                 self.leave_session();
                 let (session_id, ready) =
@@ -352,6 +378,9 @@ impl Connection {
                         }
                         self.enqueue(Outgoing::control(resumed));
                         self.session = Some(session_id);
+                        if let Fault::CloseAfterResume(code) = self.shared.fault() {
+                            return Flow::Close(code);
+                        }
                     }
                     None => {
                         tracing::info!(conn_id = self.conn_id, %session_id, "mock resume of unknown session");
@@ -368,13 +397,9 @@ impl Connection {
     }
 
     fn token_accepted(&self, token: &str) -> bool {
-        let accepted = self
-            .shared
-            .config
-            .expected_token
-            .as_deref()
-            .is_none_or(|expected| expected == token);
+        let accepted = self.shared.token_accepted(token);
         if !accepted {
+            bump(&self.shared.counters.token_rejections);
             tracing::warn!(conn_id = self.conn_id, "mock rejected a client token");
         }
         accepted

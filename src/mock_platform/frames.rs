@@ -71,6 +71,8 @@ pub(super) enum ClientFrame {
     Heartbeat,
     Identify {
         token: String,
+        /// `None` when the client sent no (numeric) intents.
+        intents: Option<u64>,
     },
     Resume {
         token: String,
@@ -101,6 +103,7 @@ pub(super) fn parse(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
         OP_HEARTBEAT => Ok(ClientFrame::Heartbeat),
         OP_IDENTIFY => Ok(ClientFrame::Identify {
             token: string_field(d, "token", "d.token")?,
+            intents: d.get("intents").and_then(Value::as_u64),
         }),
         OP_RESUME => Ok(ClientFrame::Resume {
             token: string_field(d, "token", "d.token")?,

@@ -30,7 +30,7 @@ pub(super) struct RequestHead {
 }
 
 impl RequestHead {
-    fn header(&self, name: &str) -> Option<&str> {
+    pub fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(key, _)| key.eq_ignore_ascii_case(name))
@@ -139,38 +139,63 @@ async fn read_body(stream: &mut TcpStream, head: &RequestHead) -> io::Result<Opt
 fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> (u16, Value) {
     match (head.method.as_str(), head.path.as_str()) {
         ("POST", "/app/getAppAccessToken") => access_token(body, shared),
+        ("GET", "/gateway" | "/gateway/bot") if !authorized(head, shared) => {
+            (401, error_body(401, "invalid access token"))
+        }
         ("GET", "/gateway") => (200, json!({"url": shared.advertised_ws_url()})),
-        ("GET", "/gateway/bot") => (
-            200,
-            json!({
-                "url": shared.advertised_ws_url(),
-                "shards": 1,
-                "session_start_limit": {
-                    "total": 1000,
-                    "remaining": 999,
-                    "reset_after": 0,
-                    "max_concurrency": 1,
-                },
-            }),
-        ),
+        ("GET", "/gateway/bot") => {
+            let limit = shared.config.session_start_limit;
+            (
+                200,
+                json!({
+                    "url": shared.advertised_ws_url(),
+                    "shards": 1,
+                    "session_start_limit": {
+                        "total": limit.total,
+                        "remaining": limit.remaining,
+                        "reset_after": limit.reset_after.as_millis() as u64,
+                        "max_concurrency": limit.max_concurrency,
+                    },
+                }),
+            )
+        }
         _ => (404, error_body(404, "not found")),
     }
 }
 
+/// QQ authorises discovery with `QQBot <access token>`, which must be one it issued and
+/// still honours; Discord's `Bot <token>` is checked against `expected_token` when set.
+fn authorized(head: &RequestHead, shared: &Shared) -> bool {
+    let auth = head.header("authorization").unwrap_or_default();
+    match auth.strip_prefix("Bot ") {
+        Some(token) => shared.token_accepted(token),
+        None => shared.token_accepted(auth),
+    }
+}
+
+/// QQ's token endpoint. Errors come in the body with HTTP 200, as the platform sends them:
+/// a body that is not JSON is 100007 ("appid invalid"), a wrong secret 100016.
 fn access_token(body: &[u8], shared: &Shared) -> (u16, Value) {
     let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
-        return (400, error_body(400, "invalid request body"));
+        return (200, json!({"code": 100007, "message": "appid invalid"}));
     };
     if let Some(expected) = &shared.config.expected_secret {
         let given = request.get("clientSecret").and_then(Value::as_str);
         if given != Some(expected.as_str()) {
             tracing::info!("mock rejected a client secret");
-            return (401, error_body(401, "invalid secret"));
+            return (
+                200,
+                json!({"code": 100016, "message": "invalid appid or secret"}),
+            );
         }
     }
     // QQ sends expires_in as a string; clients must cope with that, so the mock does too.
     let token = shared.next_access_token();
-    (200, json!({"access_token": token, "expires_in": "7200"}))
+    let expires_in = shared.config.token_lifetime.as_secs().to_string();
+    (
+        200,
+        json!({"access_token": token, "expires_in": expires_in}),
+    )
 }
 
 fn error_body(code: u16, message: &str) -> Value {

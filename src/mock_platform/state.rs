@@ -5,7 +5,7 @@
 //! connection, compute the replay" are atomic with respect to each other: a resume can then
 //! never miss or duplicate an event generated concurrently.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
@@ -35,6 +35,7 @@ pub(super) struct Counters {
     pub acks: AtomicU64,
     pub dispatches_sent: AtomicU64,
     pub http_requests: AtomicU64,
+    pub token_rejections: AtomicU64,
     next_conn_id: AtomicU64,
     next_token: AtomicU64,
 }
@@ -51,6 +52,9 @@ struct Inner {
     conns: HashMap<u64, mpsc::UnboundedSender<Command>>,
     event_ids: Vec<String>,
     last_resume_seq: Option<u64>,
+    /// QQ access tokens the platform still honours.
+    access_tokens: HashSet<String>,
+    identify_times: Vec<std::time::Instant>,
 }
 
 impl Shared {
@@ -65,6 +69,8 @@ impl Shared {
                 conns: HashMap::new(),
                 event_ids: Vec::new(),
                 last_resume_seq: None,
+                access_tokens: HashSet::new(),
+                identify_times: Vec::new(),
             }),
         }
     }
@@ -128,7 +134,31 @@ impl Shared {
 
     pub fn next_access_token(&self) -> String {
         let n = self.counters.next_token.fetch_add(1, Ordering::Relaxed) + 1;
-        format!("mock-access-{n}")
+        let token = format!("mock-access-{n}");
+        self.lock().access_tokens.insert(token.clone());
+        token
+    }
+
+    pub fn expire_access_tokens(&self) {
+        self.lock().access_tokens.clear();
+    }
+
+    /// Does the platform accept this Identify/Resume token? A QQ token (`QQBot <access
+    /// token>`) must be one the token endpoint issued and has not expired; any other token
+    /// must match `expected_token` when that is set.
+    pub fn token_accepted(&self, token: &str) -> bool {
+        match token.strip_prefix("QQBot ") {
+            Some(access) => self.lock().access_tokens.contains(access),
+            None => self
+                .config
+                .expected_token
+                .as_deref()
+                .is_none_or(|expected| expected == token),
+        }
+    }
+
+    pub fn record_identify(&self) {
+        self.lock().identify_times.push(std::time::Instant::now());
     }
 
     pub fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
@@ -249,6 +279,8 @@ impl Shared {
             events_generated: inner.event_ids.len() as u64,
             http_requests: load(&c.http_requests),
             last_resume_seq: inner.last_resume_seq,
+            identify_times: inner.identify_times.clone(),
+            token_rejections: load(&c.token_rejections),
         }
     }
 }

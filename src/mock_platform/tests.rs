@@ -511,13 +511,17 @@ async fn token_endpoint_checks_the_secret() {
         json!({"access_token": "mock-access-1", "expires_in": "7200"})
     );
 
+    // QQ answers a wrong secret with HTTP 200 and the error in the body.
     let (status, body) = http(
         mock.addr(),
         post_json(path, &json!({"appId": "1", "clientSecret": "nope"})),
     )
     .await;
-    assert_eq!(status, 401);
-    assert_eq!(body, json!({"code": 401, "message": "invalid secret"}));
+    assert_eq!(status, 200);
+    assert_eq!(
+        body,
+        json!({"code": 100016, "message": "invalid appid or secret"})
+    );
     assert_eq!(mock.stats().http_requests, 2);
 }
 
@@ -525,8 +529,19 @@ async fn token_endpoint_checks_the_secret() {
 async fn gateway_endpoints_advertise_the_ws_url() {
     let mock = platform().await;
     assert_eq!(mock.http_base(), format!("http://{}", mock.addr()));
-    let (status, body) = http(mock.addr(), get("/gateway", "QQBot mock-access-1")).await;
+    let path = "/app/getAppAccessToken";
+    let (_, token) = http(
+        mock.addr(),
+        post_json(path, &json!({"appId": "1", "clientSecret": "s"})),
+    )
+    .await;
+    let auth = format!("QQBot {}", token["access_token"].as_str().unwrap());
+    let (status, body) = http(mock.addr(), get("/gateway", &auth)).await;
     assert_eq!((status, body), (200, json!({"url": mock.ws_url()})));
+    // A token the platform no longer honours is refused.
+    mock.expire_access_tokens();
+    let (status, _) = http(mock.addr(), get("/gateway/bot", &auth)).await;
+    assert_eq!(status, 401);
 
     mock.set_advertised_ws_url("ws://127.0.0.1:1/ws".into());
     let (status, body) = http(mock.addr(), get("/gateway/bot", "Bot t")).await;
@@ -536,7 +551,7 @@ async fn gateway_endpoints_advertise_the_ws_url() {
         json!({
             "url": "ws://127.0.0.1:1/ws",
             "shards": 1,
-            "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1},
+            "session_start_limit": {"total": 1000, "remaining": 1000, "reset_after": 86_400_000, "max_concurrency": 1},
         })
     );
 
@@ -617,7 +632,7 @@ async fn blackhole_proxy_in_front_of_the_mock_hides_heartbeats_and_dispatches() 
     let mock = platform().await;
     let proxy = BlackholeProxy::start(mock.addr()).await.unwrap();
     mock.set_advertised_ws_url(format!("ws://{}/ws", proxy.addr()));
-    let (_, advertised) = http(mock.addr(), get("/gateway", "QQBot x")).await;
+    let (_, advertised) = http(mock.addr(), get("/gateway/bot", "Bot t")).await;
     let url = advertised["url"].as_str().unwrap().to_owned();
 
     let mut ws = connect(&url).await;

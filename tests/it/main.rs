@@ -1,6 +1,7 @@
 //! Integration tests: the real `hermes-svc` binary against a real systemd user manager.
 
 mod adapter;
+mod adapter_rig;
 mod doctor;
 mod gateway;
 mod gateway_systemd;

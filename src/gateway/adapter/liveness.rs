@@ -89,6 +89,9 @@ pub struct Liveness {
     /// Whether heartbeats are sent at all (a plain WebSocket without an app-level ping has
     /// only WS pings).
     heartbeats: bool,
+    /// Whether WS pings are sent at all (off for a platform that may not answer them: an
+    /// unanswered ping must never tear down a healthy session).
+    pings: bool,
 }
 
 /// The ACK deadline when none is configured: a fifth of the interval, between 100 ms and 10 s.
@@ -98,13 +101,16 @@ pub fn default_ack_timeout(interval: Duration) -> Duration {
 
 impl Liveness {
     /// `jitter` in [0, 1) places the first heartbeat, so that many clients that connected at
-    /// once do not heartbeat in lockstep.
+    /// once do not heartbeat in lockstep. At least one of `heartbeats` and `pings` must be on
+    /// (without either, only the idle deadline would notice a dead socket); with neither,
+    /// pings are sent.
     pub fn new(
         now: Instant,
         interval: Duration,
         ack_timeout: Duration,
         jitter: f64,
         heartbeats: bool,
+        pings: bool,
     ) -> Self {
         let first = now + interval.mul_f64(jitter.clamp(0.0, 1.0));
         Self {
@@ -120,6 +126,7 @@ impl Liveness {
             missed_pongs: 0,
             last_inbound: now,
             heartbeats,
+            pings: pings || !heartbeats,
         }
     }
 
@@ -138,9 +145,12 @@ impl Liveness {
 
     /// When `poll` next has something to do.
     pub fn next_wakeup(&self) -> Instant {
-        let mut t = self.next_ping.min(self.last_inbound + self.idle_timeout);
+        let mut t = self.last_inbound + self.idle_timeout;
         if self.heartbeats {
             t = t.min(self.next_heartbeat);
+        }
+        if self.pings {
+            t = t.min(self.next_ping);
         }
         for p in [self.heartbeat, self.ping].into_iter().flatten() {
             t = t.min(p.due());
@@ -214,7 +224,7 @@ impl Liveness {
                 .unwrap_or(Action::SendHeartbeat),
             );
         }
-        if now >= self.next_ping {
+        if self.pings && now >= self.next_ping {
             let (every, ack) = (self.ping_every, self.ack_timeout);
             return Some(
                 send_probe(
@@ -309,7 +319,7 @@ mod tests {
     #[test]
     fn a_healthy_connection_lives() {
         let t0 = Instant::now();
-        let mut l = Liveness::new(t0, I, A, 0.5, true);
+        let mut l = Liveness::new(t0, I, A, 0.5, true, true);
         let r = drive(
             &mut l,
             t0,
@@ -329,7 +339,7 @@ mod tests {
         for jitter in [0.0, 0.3, 0.77] {
             for fault_at in [0.1, 0.45, 0.9] {
                 let t0 = Instant::now();
-                let mut l = Liveness::new(t0, I, A, jitter, true);
+                let mut l = Liveness::new(t0, I, A, jitter, true, true);
                 let fault = t0 + I * 3 + I.mul_f64(fault_at);
                 let (z, at) = drive(
                     &mut l,
@@ -357,7 +367,7 @@ mod tests {
     #[test]
     fn write_path_dead_is_tolerated_once_then_detected() {
         let t0 = Instant::now();
-        let mut l = Liveness::new(t0, I, A, 0.0, true);
+        let mut l = Liveness::new(t0, I, A, 0.0, true, true);
         let fault = t0 + I * 2;
         let (z, at) = drive(
             &mut l,
@@ -393,7 +403,7 @@ mod tests {
     fn no_ack_on_a_healthy_socket_is_detected_but_a_slow_ack_is_not() {
         for (delay, dies) in [(None, true), (Some(A.mul_f64(0.8)), false)] {
             let t0 = Instant::now();
-            let mut l = Liveness::new(t0, I, A, 0.0, true);
+            let mut l = Liveness::new(t0, I, A, 0.0, true, true);
             let pending: std::cell::Cell<Option<Instant>> = std::cell::Cell::new(None);
             let r = drive(
                 &mut l,
@@ -413,5 +423,23 @@ mod tests {
             );
             assert_eq!(r.is_some(), dies, "delay {delay:?}: {r:?}");
         }
+    }
+
+    #[test]
+    fn with_pings_off_an_unanswered_ping_cannot_exist() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true, false);
+        let r = drive(
+            &mut l,
+            t0,
+            t0 + I * 20,
+            |l, a, now| match a {
+                Action::SendHeartbeat => l.on_ack(now),
+                Action::SendPing => panic!("a ping went out with pings off"),
+                Action::Dead(_) => {}
+            },
+            |_, _| {},
+        );
+        assert_eq!(r, None);
     }
 }

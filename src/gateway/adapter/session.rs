@@ -15,7 +15,9 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::close_code::GatewayPlatform;
 use super::connect::{self, Socket};
+use super::identify_queue::IdentifyQueue;
 use super::liveness::{self, Action, Liveness, Zombie};
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
@@ -28,10 +30,13 @@ use crate::test_hook;
 pub enum Dialect {
     /// The QQ Bot / Discord gateway protocol. `token` is what Identify and Resume carry.
     Gateway {
+        platform: GatewayPlatform,
         token: String,
         intents: u64,
         shard: Option<[u32; 2]>,
         properties: Value,
+        /// Whether WebSocket pings probe the socket besides the heartbeat.
+        ws_ping: bool,
     },
     /// A plain WebSocket: no handshake, liveness by WS ping and an optional app-level ping.
     Plain {
@@ -75,6 +80,8 @@ pub struct Session<'a> {
     pub heartbeat: &'a Heartbeat,
     pub spool: &'a Spool,
     pub proxies: &'a ProxyEnv,
+    /// The credential's session start limit, which every Identify books a slot in.
+    pub identify: &'a IdentifyQueue,
 }
 
 /// The result of one connection: how it ended, the resume state for the next one, and how long
@@ -103,6 +110,11 @@ struct Conn<'a> {
     resume: Option<ResumeState>,
     live: Option<Liveness>,
     ready_at: Option<Instant>,
+    /// Until READY or RESUMED: when the handshake is given up. A resume replay that keeps
+    /// delivering dispatches pushes it on, so a long replay is never cut off half way.
+    handshake_deadline: Option<Instant>,
+    /// An Identify waiting for its slot in the session start limit (heartbeats go on).
+    identify_at: Option<Instant>,
     write_timeout: Duration,
     sent_pings: u64,
 }
@@ -134,6 +146,8 @@ impl Session<'_> {
             resume,
             live: None,
             ready_at: None,
+            handshake_deadline: None,
+            identify_at: None,
             write_timeout: self.timing.connect_timeout,
             sent_pings: 0,
         };
@@ -165,31 +179,40 @@ impl Conn<'_> {
             .ack_timeout
             .unwrap_or_else(|| liveness::default_ack_timeout(interval));
         self.write_timeout = ack.max(Duration::from_millis(500));
-        let heartbeats = match self.s.dialect {
-            Dialect::Gateway { .. } => true,
-            Dialect::Plain { app_ping, .. } => app_ping.is_some(),
+        let (heartbeats, pings) = match self.s.dialect {
+            Dialect::Gateway { ws_ping, .. } => (true, *ws_ping),
+            Dialect::Plain { app_ping, .. } => (app_ping.is_some(), true),
         };
-        let live = Liveness::new(Instant::now(), interval, ack, fastrand::f64(), heartbeats);
+        let live = Liveness::new(
+            Instant::now(),
+            interval,
+            ack,
+            fastrand::f64(),
+            heartbeats,
+            pings,
+        );
         self.s
             .heartbeat
             .set_deadline(live.liveness_deadline().max(timing.hello_timeout + ack));
         self.live = Some(live);
 
         // Phase 2: identify or resume (the gateway protocol), then run.
-        let handshake_deadline = match self.s.dialect {
-            Dialect::Gateway { .. } => {
-                let (state, payload) = self.handshake_payload();
-                self.s.heartbeat.enter(state);
-                if let Err(end) = self.send(Message::text(payload.to_string())).await {
+        match self.s.dialect {
+            Dialect::Gateway { shard, .. } => {
+                let at = match self.resume {
+                    Some(_) => Instant::now(),
+                    None => self.s.identify.book(shard.map_or(0, |s| s[0])),
+                };
+                if at > Instant::now() {
+                    self.s.heartbeat.enter(State::Identifying);
+                    self.identify_at = Some(at);
+                    self.handshake_deadline = Some(at + timing.hello_timeout);
+                } else if let Err(end) = self.send_handshake().await {
                     return end;
                 }
-                Some(Instant::now() + timing.hello_timeout)
             }
-            Dialect::Plain { .. } => {
-                self.connected();
-                None
-            }
-        };
+            Dialect::Plain { .. } => self.connected(),
+        }
         // Both futures live for the whole connection: re-creating them on every frame would
         // cost a timer registration and a watch subscription per frame, which adds up over a
         // thousand connections.
@@ -201,7 +224,10 @@ impl Conn<'_> {
             let live = self.live.as_ref().expect("set above");
             let mut wake = live.next_wakeup();
             if self.ready_at.is_none() {
-                if let Some(d) = handshake_deadline {
+                for d in [self.handshake_deadline, self.identify_at]
+                    .into_iter()
+                    .flatten()
+                {
                     wake = wake.min(d);
                 }
             }
@@ -216,7 +242,7 @@ impl Conn<'_> {
                     let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(Some(close)))).await;
                     Step::End(SessionEnd::Shutdown)
                 }
-                _ = &mut timer => self.on_timer(handshake_deadline).await,
+                _ = &mut timer => self.on_timer().await,
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_frame(msg).await,
                     Some(Err(e)) => {
@@ -274,6 +300,7 @@ impl Conn<'_> {
             intents,
             shard,
             properties,
+            ..
         } = self.s.dialect
         else {
             unreachable!("plain sockets have no handshake")
@@ -291,6 +318,15 @@ impl Conn<'_> {
                 (State::Identifying, json!({"op": 2, "d": d}))
             }
         }
+    }
+
+    /// Identify or Resume, and the handshake deadline that starts with it.
+    async fn send_handshake(&mut self) -> Result<(), SessionEnd> {
+        let (state, payload) = self.handshake_payload();
+        self.s.heartbeat.enter(state);
+        self.send(Message::text(payload.to_string())).await?;
+        self.handshake_deadline = Some(Instant::now() + self.s.timing.hello_timeout);
+        Ok(())
     }
 
     /// op 1 with the last seq we stored (or null before the first dispatch).
@@ -344,9 +380,15 @@ impl Conn<'_> {
         self.send_all(vec![msg]).await
     }
 
-    async fn on_timer(&mut self, handshake_deadline: Option<Instant>) -> Step {
+    async fn on_timer(&mut self) -> Step {
         let now = Instant::now();
-        if self.ready_at.is_none() && handshake_deadline.is_some_and(|d| now >= d) {
+        if self.identify_at.is_some_and(|at| now >= at) {
+            self.identify_at = None;
+            if let Err(end) = self.send_handshake().await {
+                return Step::End(end);
+            }
+        }
+        if self.ready_at.is_none() && self.handshake_deadline.is_some_and(|d| now >= d) {
             return Step::End(SessionEnd::Failed(format!(
                 "no READY/RESUMED within {:?}",
                 self.s.timing.hello_timeout
@@ -553,6 +595,10 @@ impl Conn<'_> {
             return Step::End(SessionEnd::Spool(e.to_string()));
         }
         self.advance(seq);
+        if self.ready_at.is_none() {
+            // A replay before RESUMED is progress: give the handshake more time.
+            self.handshake_deadline = Some(Instant::now() + self.s.timing.hello_timeout);
+        }
         Step::Continue
     }
 
