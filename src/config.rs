@@ -232,26 +232,28 @@ const DISCORD_API_BASE: &str = "https://discord.com/api/v10";
 type Intent = (&'static str, u64, Option<&'static str>);
 
 /// QQ Bot: tencent-connect/bot-docs, `docs/develop/api-v2/dev-prepare/interface-framework/event-emit.md`
-/// (the intents list and which are private-domain only).
+/// ("事件订阅 Intents"): a new bot has guilds, guild-members and public-guild-messages; two
+/// intents are for private-domain bots only; the rest are granted on application.
+/// group-and-c2c-event is not in the documented defaults, but new bots are seen to reach
+/// READY with it, and a group or C2C bot cannot work without it.
 const QQ_INTENTS: &[Intent] = &[
     ("guilds", 1 << 0, None),
     ("guild-members", 1 << 1, None),
-    ("guild-messages", 1 << 9, Some("a private-domain bot")),
-    ("guild-message-reactions", 1 << 10, None),
-    (
-        "direct-message",
-        1 << 12,
-        Some("an approved application for direct messages"),
-    ),
+    ("guild-messages", 1 << 9, Some(PRIVATE)),
+    ("guild-message-reactions", 1 << 10, Some(APPLY)),
+    ("direct-message", 1 << 12, Some(APPLY)),
     ("group-and-c2c-event", 1 << 25, None),
-    ("interaction", 1 << 26, None),
-    ("message-audit", 1 << 27, None),
-    ("forums-event", 1 << 28, Some("a private-domain bot")),
-    ("audio-action", 1 << 29, None),
+    ("interaction", 1 << 26, Some(APPLY)),
+    ("message-audit", 1 << 27, Some(APPLY)),
+    ("forums-event", 1 << 28, Some(PRIVATE)),
+    ("audio-action", 1 << 29, Some(APPLY)),
     ("public-guild-messages", 1 << 30, None),
 ];
+const PRIVATE: &str = "a private-domain bot";
+const APPLY: &str = "an application on the QQ open platform";
 
-/// What a new QQ bot is granted: @-messages in guilds, and group and C2C messages.
+/// What a new QQ bot can subscribe to without asking: @-messages in guilds, and group and
+/// C2C messages.
 const QQ_DEFAULT_INTENTS: &[&str] = &["public-guild-messages", "group-and-c2c-event"];
 
 /// Discord: discord-api-docs, `docs/events/Gateway.md` ("List of Intents"; privileged intents

@@ -51,6 +51,8 @@ pub struct MockConfig {
     /// When set, an Identify asking for any other intent is closed with 4014 ("intent not
     /// permitted"), as the platform does for an intent the bot was not granted.
     pub granted_intents: Option<u64>,
+    /// Sent as READY's `resume_gateway_url` (Discord's: where a resume must connect).
+    pub resume_gateway_url: Option<String>,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -83,6 +85,7 @@ impl Default for MockConfig {
             token_lifetime: Duration::from_secs(7200),
             session_start_limit: SessionStartLimit::default(),
             granted_intents: None,
+            resume_gateway_url: None,
         }
     }
 }
@@ -123,6 +126,9 @@ pub enum Fault {
     /// Every Resume is accepted (replay and RESUMED), then the connection is closed at once
     /// with this code: a session the platform keeps taking back and dropping.
     CloseAfterResume(u16),
+    /// A resume replays what was missed one frame per this long: a long replay that keeps
+    /// making progress.
+    SlowReplay(Duration),
 }
 
 /// Counters a test reads to assert what the client did. Connection counts are WebSocket
@@ -146,6 +152,10 @@ pub struct MockStats {
     pub identify_times: Vec<std::time::Instant>,
     /// Connections closed with 4004 because their token was wrong or stale.
     pub token_rejections: u64,
+    /// When each WebSocket connection was accepted, in order.
+    pub connection_times: Vec<std::time::Instant>,
+    /// WebSocket-level pings received from clients.
+    pub ws_pings: u64,
 }
 
 /// A running mock platform. Dropping it stops every task it started.

@@ -298,9 +298,11 @@ impl Connection {
             Message::Binary(bytes) => self.on_payload(&bytes),
             // Pings are answered by tungstenite while reading; a client Close is answered the
             // same way and the next read then ends the stream.
-            Message::Ping(_) | Message::Pong(_) | Message::Close(_) | Message::Frame(_) => {
+            Message::Ping(_) => {
+                bump(&self.shared.counters.ws_pings);
                 Flow::Continue
             }
+            Message::Pong(_) | Message::Close(_) | Message::Frame(_) => Flow::Continue,
         }
     }
 
@@ -373,8 +375,16 @@ impl Connection {
                             replayed = missed.len(),
                             "mock session resumed"
                         );
-                        for frame in missed {
+                        let pace = match self.shared.fault() {
+                            Fault::SlowReplay(pace) => pace,
+                            _ => Duration::ZERO,
+                        };
+                        let start = Instant::now();
+                        for (i, frame) in missed.into_iter().enumerate() {
                             self.enqueue(Outgoing::dispatch(frame));
+                            if let Some(last) = self.outbound.back_mut() {
+                                last.due = last.due.max(start + pace * (i as u32 + 1));
+                            }
                         }
                         self.enqueue(Outgoing::control(resumed));
                         self.session = Some(session_id);

@@ -16,17 +16,16 @@ pub(super) fn hello(heartbeat_interval: Duration) -> Utf8Bytes {
     render(&json!({"op": 10, "d": {"heartbeat_interval": ms}}))
 }
 
-pub(super) fn ready(seq: u64, session_id: &str) -> Utf8Bytes {
-    render(&json!({
-        "op": OP_DISPATCH,
-        "s": seq,
-        "t": "READY",
-        "d": {
-            "session_id": session_id,
-            "version": 1,
-            "user": {"id": "mock-bot", "username": "mock"},
-        },
-    }))
+pub(super) fn ready(seq: u64, session_id: &str, resume_gateway_url: Option<&str>) -> Utf8Bytes {
+    let mut d = json!({
+        "session_id": session_id,
+        "version": 1,
+        "user": {"id": "mock-bot", "username": "mock"},
+    });
+    if let Some(url) = resume_gateway_url {
+        d["resume_gateway_url"] = json!(url);
+    }
+    render(&json!({"op": OP_DISPATCH, "s": seq, "t": "READY", "d": d}))
 }
 
 pub(super) fn resumed(seq: u64) -> Utf8Bytes {

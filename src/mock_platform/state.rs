@@ -36,6 +36,7 @@ pub(super) struct Counters {
     pub dispatches_sent: AtomicU64,
     pub http_requests: AtomicU64,
     pub token_rejections: AtomicU64,
+    pub ws_pings: AtomicU64,
     next_conn_id: AtomicU64,
     next_token: AtomicU64,
 }
@@ -55,6 +56,7 @@ struct Inner {
     /// QQ access tokens the platform still honours.
     access_tokens: HashSet<String>,
     identify_times: Vec<std::time::Instant>,
+    connection_times: Vec<std::time::Instant>,
 }
 
 impl Shared {
@@ -71,6 +73,7 @@ impl Shared {
                 last_resume_seq: None,
                 access_tokens: HashSet::new(),
                 identify_times: Vec::new(),
+                connection_times: Vec::new(),
             }),
         }
     }
@@ -163,7 +166,10 @@ impl Shared {
 
     pub fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
         let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        self.lock().conns.insert(conn_id, tx);
+        let mut inner = self.lock();
+        inner.conns.insert(conn_id, tx);
+        inner.connection_times.push(std::time::Instant::now());
+        drop(inner);
         bump(&self.counters.connections);
         bump(&self.counters.live_connections);
         conn_id
@@ -193,7 +199,8 @@ impl Shared {
     ) -> (String, Utf8Bytes) {
         let session_id = Session::new_id();
         let mut session = Session::new();
-        let ready = frames::ready(session.next_seq(), &session_id);
+        let resume_url = self.config.resume_gateway_url.as_deref();
+        let ready = frames::ready(session.next_seq(), &session_id, resume_url);
         session.attached = Some(Attachment { conn_id, tx });
         self.lock().sessions.insert(session_id.clone(), session);
         (session_id, ready)
@@ -281,6 +288,8 @@ impl Shared {
             last_resume_seq: inner.last_resume_seq,
             identify_times: inner.identify_times.clone(),
             token_rejections: load(&c.token_rejections),
+            connection_times: inner.connection_times.clone(),
+            ws_pings: load(&c.ws_pings),
         }
     }
 }

@@ -7,4 +7,5 @@ mod gateway;
 mod gateway_systemd;
 mod harness;
 mod install;
+mod platform_rules;
 mod units;

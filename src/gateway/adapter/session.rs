@@ -204,6 +204,10 @@ impl Conn<'_> {
                     None => self.s.identify.book(shard.map_or(0, |s| s[0])),
                 };
                 if at > Instant::now() {
+                    let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
+                    self.s.heartbeat.error(format!(
+                        "waiting {secs:.0}s for the platform's session start limit"
+                    ));
                     self.s.heartbeat.enter(State::Identifying);
                     self.identify_at = Some(at);
                     self.handshake_deadline = Some(at + timing.hello_timeout);
