@@ -70,10 +70,8 @@ async fn a_token_that_expired_during_a_suspend_is_replaced_before_reconnecting()
 async fn qq_internal_errors_and_bad_payloads_identify_afresh() {
     let rig = Rig::start("qqbot", hb(HB), false, "").await;
     rig.connected().await;
-    let mut identifies = 1;
-    for code in [4903, 4001, 4002] {
+    for (identifies, code) in (2..).zip([4903, 4001, 4002]) {
         rig.mock.set_fault(Fault::Close(code));
-        identifies += 1;
         // Each new Identify waits for its slot: one per 5 s.
         rig.until(
             Duration::from_secs(8),
