@@ -12,7 +12,8 @@ use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 use serde::Serialize;
 
-use crate::dropin::Directive;
+use crate::dropin::{self, Directive};
+use crate::edit_lock::{self, EditLock};
 use crate::effects;
 use crate::escape;
 use crate::exit_code;
@@ -370,15 +371,20 @@ fn parse_profile(name: &str) -> anyhow::Result<ProfileName> {
 fn resolve_profile(name: &str, scope: Scope, run_as: Option<&str>) -> anyhow::Result<Profile> {
     let name = parse_profile(name)?;
     let from_env = std::env::var_os("HERMES_HOME").filter(|v| !v.is_empty());
-    let home = match (scope, run_as, from_env) {
-        (_, _, Some(home)) => PathBuf::from(home),
-        (Scope::System, Some(user), None) => {
-            let account = nix::unistd::User::from_name(user)
+    // The account is checked even when HERMES_HOME names the home: a unit for a user that
+    // does not exist fails at every start.
+    let account = match (scope, run_as) {
+        (Scope::System, Some(user)) => Some(
+            nix::unistd::User::from_name(user)
                 .ok()
                 .flatten()
-                .ok_or_else(|| usage(format!("--run-as {user}: no such user on this machine")))?;
-            account.dir.join(".hermes")
-        }
+                .ok_or_else(|| usage(format!("--run-as {user}: no such user on this machine")))?,
+        ),
+        _ => None,
+    };
+    let home = match (account, from_env) {
+        (_, Some(home)) => PathBuf::from(home),
+        (Some(account), None) => account.dir.join(".hermes"),
         _ => crate::profile::default_hermes_home().map_err(|e| usage(e.to_string()))?,
     };
     Profile::new(name, home).map_err(|e| usage(e.to_string()))
@@ -405,6 +411,18 @@ fn unit_spec(src: &UnitSource) -> anyhow::Result<UnitSpec> {
     };
     check_executable(&exec)?;
     let profile = resolve_profile(&src.profile, scope, src.run_as.as_deref())?;
+    // `EnvironmentFile=` takes its path as a glob (systemd.exec(5)), and a path that is not
+    // one file is skipped without a word: the gateway would start without its secrets.
+    let env_file = profile.env_file();
+    let home = env_file.to_string_lossy();
+    if let Some(c) = home
+        .chars()
+        .find(|c| matches!(c, '*' | '?' | '[' | ']' | '\\'))
+    {
+        return Err(usage(format!(
+            "{home}: {c:?} would make systemd read EnvironmentFile= as a pattern and skip this .env; choose a HERMES_HOME without * ? [ ] or \\"
+        )));
+    }
     let spec = UnitSpec {
         profile,
         scope,
@@ -424,6 +442,14 @@ fn check_executable(path: &Path) -> anyhow::Result<()> {
             path.display()
         )));
     }
+    // systemd does not undo `$$` in the executable's own path (only in arguments), so a `$`
+    // there can only end in a unit that fails with 203/EXEC.
+    if path.to_string_lossy().contains('$') {
+        return Err(usage(format!(
+            "--exec {}: systemd cannot run a program whose path contains '$'; move or link it elsewhere",
+            path.display()
+        )));
+    }
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
         Ok(_) => Err(usage(format!(
@@ -438,9 +464,10 @@ fn seconds(flag: &str, raw: &str) -> anyhow::Result<u64> {
     let raw = raw.trim();
     let digits = raw.strip_suffix('s').unwrap_or(raw);
     match digits.parse::<u64>() {
-        Ok(n) if n > 0 => Ok(n),
+        Ok(n) if n > 0 && n <= dropin::MAX_SECONDS => Ok(n),
         _ => Err(usage(format!(
-            "{flag}={raw:?}: must be a whole number of seconds greater than 0, like 30"
+            "{flag}={raw:?}: must be a whole number of seconds from 1 to {}, like 30",
+            dropin::MAX_SECONDS
         ))),
     }
 }
@@ -452,6 +479,9 @@ fn env_pair(flag: &str, raw: &str) -> anyhow::Result<(String, String)> {
         ))
     })?;
     escape::env_assignment(k, v).map_err(|e| usage(format!("{flag} {k}: {e}")))?;
+    if let Some(why) = dropin::reserved_env(k) {
+        return Err(usage(format!("{flag} {k}: cannot be set here: {why}")));
+    }
     Ok((k.to_owned(), v.to_owned()))
 }
 
@@ -550,6 +580,18 @@ fn report(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger: Option<
     }
 }
 
+/// Unless this is a dry run, hold the lock that makes unit edits one at a time, from the
+/// first read of the unit to the last effect.
+async fn edit_lock(scope: Scope, dry_run: bool) -> anyhow::Result<Option<EditLock>> {
+    if dry_run {
+        return Ok(None);
+    }
+    let dir = scope
+        .unit_dir()
+        .ok_or(observed::ObserveError::NoUnitDir(scope))?;
+    Ok(Some(EditLock::acquire(&dir, edit_lock::WAIT).await?))
+}
+
 /// Connect, unless this is a dry run and no manager answers (then plan from disk alone).
 async fn connect(scope: Scope, dry_run: bool) -> anyhow::Result<Option<Systemd>> {
     match Systemd::connect(scope).await {
@@ -610,6 +652,7 @@ async fn install_cmd(args: InstallArgs) -> anyhow::Result<u8> {
         now: now(),
     };
     let scope = req.spec.scope;
+    let _lock = edit_lock(scope, args.dry_run).await?;
     let systemd = connect(scope, args.dry_run).await?;
     let observed =
         observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
@@ -630,6 +673,7 @@ async fn install_cmd(args: InstallArgs) -> anyhow::Result<u8> {
 async fn uninstall_cmd(args: UninstallArgs) -> anyhow::Result<u8> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
+    let _lock = edit_lock(scope, args.dry_run).await?;
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_uninstall(&observed, now());
@@ -644,6 +688,7 @@ async fn set_cmd(args: SetArgs) -> anyhow::Result<u8> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let settings = set_pairs(&args.pairs)?;
+    let _lock = edit_lock(scope, args.dry_run).await?;
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_set(&args.profile, &settings, &observed, !args.no_restart)?;
@@ -662,6 +707,7 @@ async fn unset_cmd(args: UnsetArgs) -> anyhow::Result<u8> {
             escape::env_name(key).map_err(|e| usage(e.to_string()))?;
         }
     }
+    let _lock = edit_lock(scope, args.dry_run).await?;
     let systemd = connect(scope, args.dry_run).await?;
     let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
     let plan = install::plan_unset(&args.profile, &args.keys, &observed, !args.no_restart)?;

@@ -529,11 +529,16 @@ fn adapter(ctx: &Ctx, spanned: &Spanned<RawAdapter>) -> Result<AdapterSpec, Conf
             format!("adapter {name:?}: {key} does not apply to kind {kind}; remove it"),
         );
     }
-    for env in [&a.secret_env, &a.token_env].into_iter().flatten() {
+    for (key, env) in [("secret-env", &a.secret_env), ("token-env", &a.token_env)] {
+        let Some(env) = env else { continue };
+        // The value is not echoed: what lands here by mistake is most often the secret itself.
         if crate::escape::env_name(env).is_err() {
             return ctx.err(
                 span,
-                format!("adapter {name:?}: {env:?} is not an environment variable name"),
+                format!(
+                    "adapter {name:?}: {key} must name a variable in the profile's .env (like \"BOT_SECRET\"), not hold the secret itself; the value given ({} characters, not shown) is not a variable name",
+                    env.chars().count()
+                ),
             );
         }
     }

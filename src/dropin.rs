@@ -41,6 +41,50 @@ impl fmt::Display for Directive {
     }
 }
 
+/// The most seconds `WatchdogSec` and `RestartSec` may be set to. systemd silently ignores
+/// values past what its microsecond clock holds; a day is far beyond any useful setting.
+pub const MAX_SECONDS: u64 = 24 * 60 * 60;
+
+/// Why an environment variable may not be set through our drop-in, if it may not: the manager
+/// sets these itself for the service (systemd.exec(5), "Environment Variables in Spawned
+/// Processes"), and one set by hand breaks what they are for (a `NOTIFY_SOCKET` of our own
+/// and `start` waits for a READY that goes elsewhere). `HERMES_HOME` comes from the unit, so
+/// that its paths and the profile's always agree.
+pub fn reserved_env(name: &str) -> Option<&'static str> {
+    const MANAGER: &[&str] = &[
+        "NOTIFY_SOCKET",
+        "MAINPID",
+        "MANAGERPID",
+        "INVOCATION_ID",
+        "JOURNAL_STREAM",
+        "SYSTEMD_EXEC_PID",
+        "RUNTIME_DIRECTORY",
+        "STATE_DIRECTORY",
+        "CACHE_DIRECTORY",
+        "LOGS_DIRECTORY",
+        "CONFIGURATION_DIRECTORY",
+        "CREDENTIALS_DIRECTORY",
+        "SERVICE_RESULT",
+        "EXIT_CODE",
+        "EXIT_STATUS",
+        "TRIGGER_UNIT",
+        "TRIGGER_PATH",
+        "TRIGGER_TIMER_REALTIME_USEC",
+        "TRIGGER_TIMER_MONOTONIC_USEC",
+    ];
+    const PREFIXES: &[&str] = &["WATCHDOG_", "LISTEN_", "MONITOR_"];
+    if name == "HERMES_HOME" {
+        return Some("the unit sets it from the profile; install with HERMES_HOME set instead");
+    }
+    if Directive::from_name(name).is_some() {
+        return Some("it is a unit directive, not a variable; use --watchdog-sec or --restart-sec");
+    }
+    if MANAGER.contains(&name) || PREFIXES.iter().any(|p| name.starts_with(p)) {
+        return Some("systemd sets it for the service itself");
+    }
+    None
+}
+
 /// Why our drop-in could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum DropInError {

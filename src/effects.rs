@@ -47,12 +47,14 @@ pub async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
             Step::MoveAside { from, to } => {
                 std::fs::rename(from, to).map_err(io_err("move aside", from))?
             }
-            Step::RemoveFile { path } => match std::fs::remove_file(path) {
-                Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                    return Err(io_err("remove", path)(e))
+            Step::RemoveFile { path } | Step::RemoveLeftover { path } => {
+                match std::fs::remove_file(path) {
+                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
+                        return Err(io_err("remove", path)(e))
+                    }
+                    _ => {}
                 }
-                _ => {}
-            },
+            }
             Step::RemoveEmptyDir { path } => {
                 // Not empty (a person's drop-ins) or already gone are both fine.
                 let _ = std::fs::remove_dir(path);

@@ -114,13 +114,29 @@ fn plan_dropin(plan: &mut Plan, observed: &Observed, dropin: &DropIn) -> Result<
     Ok(())
 }
 
-/// After file changes: reload, and restart the unit if (and only if) it is running.
+/// Clear what an earlier, killed run left half done: its temporary files.
+fn plan_cleanup(plan: &mut Plan, observed: &Observed) {
+    for path in &observed.stale_temp_files {
+        plan.push(Step::RemoveLeftover { path: path.clone() });
+    }
+}
+
+/// After file changes: reload, and restart the unit if (and only if) it is running, either
+/// because the files change now or because the running gateway started before they last
+/// changed (an earlier run was killed between writing and restarting).
 fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
     if plan.changes_files() || observed.needs_reload() {
         plan.push(Step::Reload);
     }
-    if plan.changes_files() && observed.active() {
+    let stale = observed.running_stale();
+    if (plan.changes_files() || stale) && observed.active() {
         if restart {
+            if stale && !plan.changes_files() {
+                plan.note(format!(
+                    "{} was running older settings than its unit files; restarting it",
+                    observed.unit_name
+                ));
+            }
             plan.push(Step::Restart {
                 unit: observed.unit_name.clone(),
             });
@@ -222,6 +238,7 @@ pub fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, P
     let mut dropin = current_dropin(observed)?;
     merge(&mut dropin, &req.settings);
     plan_dropin(&mut plan, observed, &dropin)?;
+    plan_cleanup(&mut plan, observed);
 
     plan_apply_changes(&mut plan, observed, true);
     if !observed.enabled() {
@@ -271,6 +288,7 @@ pub fn plan_set(
     let mut dropin = current_dropin(observed)?;
     merge(&mut dropin, settings);
     plan_dropin(&mut plan, observed, &dropin)?;
+    plan_cleanup(&mut plan, observed);
     plan_apply_changes(&mut plan, observed, restart);
     Ok(plan)
 }
@@ -295,6 +313,7 @@ pub fn plan_unset(
         }
     }
     plan_dropin(&mut plan, observed, &dropin)?;
+    plan_cleanup(&mut plan, observed);
     plan_apply_changes(&mut plan, observed, restart);
     Ok(plan)
 }
@@ -328,11 +347,26 @@ pub fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
             });
         }
     }
-    if observed.dropin_text.is_some() {
-        plan.push(Step::RemoveFile {
+    match &observed.dropin_text {
+        // Ours as we wrote it: nothing in it that `install --env` cannot bring back.
+        Some(text) if DropIn::parse(text).is_ok() => plan.push(Step::RemoveFile {
             path: observed.dropin_path(),
-        });
+        }),
+        Some(_) => {
+            let to = aside(&observed.dropin_path(), "bak", now);
+            plan.note(format!(
+                "{} had hand edits; kept as {}",
+                observed.dropin_path().display(),
+                to.display()
+            ));
+            plan.push(Step::MoveAside {
+                from: observed.dropin_path(),
+                to,
+            });
+        }
+        None => {}
     }
+    plan_cleanup(&mut plan, observed);
     if observed.other_dropins.is_empty() {
         if observed.dropin_dir.exists() {
             plan.push(Step::RemoveEmptyDir {

@@ -7,6 +7,7 @@ pub mod config;
 pub mod demo;
 pub mod doctor;
 pub mod dropin;
+pub mod edit_lock;
 pub mod effects;
 pub mod env_file;
 pub mod escape;

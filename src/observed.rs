@@ -2,6 +2,7 @@
 //! and any other unit that serves the same profile.
 
 use std::path::PathBuf;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use crate::dropin::DROPIN_NAME;
 use crate::profile::{Profile, ProfileName};
@@ -32,6 +33,12 @@ pub struct Observed {
     pub dropin_text: Option<String>,
     /// Drop-ins in our directory that are not ours (a person's `override.conf`, ...).
     pub other_dropins: Vec<PathBuf>,
+    /// Temporary files an earlier hermes-svc left behind when it was killed mid-write: ours to
+    /// remove, never a person's drop-in.
+    pub stale_temp_files: Vec<PathBuf>,
+    /// When the unit's configuration last changed on disk: the newest of the unit file, the
+    /// drop-in directory (an entry added, renamed or removed) and our drop-in.
+    pub config_changed_at: Option<SystemTime>,
     /// `None` when the manager could not be asked (only allowed for `--dry-run`).
     pub unit: Option<UnitProperties>,
     pub foreign: Vec<ForeignUnit>,
@@ -66,6 +73,43 @@ impl Observed {
             .and_then(|u| u.need_daemon_reload)
             .unwrap_or(false)
     }
+
+    /// The running gateway started before its unit's files last changed, so it runs older
+    /// settings than the files say: what a hermes-svc killed between writing and restarting
+    /// leaves behind. A rerun must restart it even though every file is already as wanted.
+    pub fn running_stale(&self) -> bool {
+        let Some(started) = self
+            .unit
+            .as_ref()
+            .filter(|u| u.is_active())
+            .and_then(|u| u.inactive_exit_timestamp)
+            .filter(|t| *t > 0)
+        else {
+            return false;
+        };
+        let started = UNIX_EPOCH + Duration::from_micros(started);
+        self.config_changed_at.is_some_and(|c| c > started)
+    }
+}
+
+/// Is `name` a temporary file that `atomic_file` makes (`.NAME.tmp.PID`) for a process that is
+/// gone? A live writer's file is left alone.
+fn stale_temp(name: &str) -> bool {
+    let Some(pid) = name
+        .strip_prefix('.')
+        .and_then(|n| n.rsplit_once(".tmp."))
+        .and_then(|(_, pid)| pid.parse::<i32>().ok())
+    else {
+        return false;
+    };
+    pid > 0
+        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            == Err(nix::errno::Errno::ESRCH)
+}
+
+/// The modification time of `path` itself (a link is not followed), if it exists.
+fn mtime(path: &std::path::Path) -> Option<SystemTime> {
+    std::fs::symlink_metadata(path).ok()?.modified().ok()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -118,17 +162,41 @@ pub async fn observe(
     let unit_dir = scope.unit_dir().ok_or(ObserveError::NoUnitDir(scope))?;
     let unit_path = unit_dir.join(&unit_name);
     let dropin_dir = unit_dir.join(format!("{unit_name}.d"));
-    let other_dropins = match std::fs::read_dir(&dropin_dir) {
-        Ok(entries) => {
-            let mut v: Vec<_> = entries
-                .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.file_name().is_some_and(|n| n != DROPIN_NAME))
-                .collect();
-            v.sort();
-            v
+    let mut other_dropins = vec![];
+    let mut stale_temp_files = vec![];
+    for path in std::fs::read_dir(&dropin_dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+    {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if stale_temp(&name) {
+            stale_temp_files.push(path);
+        } else if name != DROPIN_NAME {
+            other_dropins.push(path);
         }
-        Err(_) => vec![],
-    };
+    }
+    let unit_temp_prefix = format!(".{unit_name}.tmp.");
+    stale_temp_files.extend(
+        std::fs::read_dir(&unit_dir)
+            .into_iter()
+            .flatten()
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                let name = p.file_name().unwrap_or_default().to_string_lossy();
+                name.starts_with(&unit_temp_prefix) && stale_temp(&name)
+            }),
+    );
+    other_dropins.sort();
+    stale_temp_files.sort();
+    let config_changed_at = [
+        mtime(&unit_path),
+        mtime(&dropin_dir),
+        mtime(&dropin_dir.join(DROPIN_NAME)),
+    ]
+    .into_iter()
+    .flatten()
+    .max();
     let mut observed = Observed {
         unit_text: read_optional(&unit_path)?,
         dropin_text: read_optional(&dropin_dir.join(DROPIN_NAME))?,
@@ -136,6 +204,8 @@ pub async fn observe(
         unit_path,
         dropin_dir,
         other_dropins,
+        stale_temp_files,
+        config_changed_at,
         unit: None,
         foreign: vec![],
     };

@@ -33,6 +33,11 @@ pub enum Step {
     RemoveFile {
         path: PathBuf,
     },
+    /// Remove a temporary file that a killed hermes-svc left behind. The manager never read
+    /// it, so this needs no reload.
+    RemoveLeftover {
+        path: PathBuf,
+    },
     /// Remove a directory if it is empty (our drop-in directory after uninstall).
     RemoveEmptyDir {
         path: PathBuf,
@@ -84,6 +89,9 @@ impl fmt::Display for Step {
                 write!(f, "move {} aside to {}", from.display(), to.display())
             }
             Step::RemoveFile { path } => write!(f, "remove {}", path.display()),
+            Step::RemoveLeftover { path } => {
+                write!(f, "remove leftover temporary file {}", path.display())
+            }
             Step::RemoveEmptyDir { path } => write!(f, "remove {} if empty", path.display()),
             Step::Reload => f.write_str("bus: Manager.Reload()"),
             Step::Enable { unit } => write!(f, "bus: Manager.EnableUnitFiles([{unit}])"),

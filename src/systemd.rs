@@ -77,6 +77,8 @@ pub struct UnitProperties {
     pub fragment_path: Option<String>,
     pub drop_in_paths: Option<Vec<String>>,
     pub need_daemon_reload: Option<bool>,
+    /// When the current run began (µs since the epoch): the main process started after it.
+    pub inactive_exit_timestamp: Option<u64>,
     #[zbus(rename = "InvocationID")]
     pub invocation_id: Option<Vec<u8>>,
     #[zbus(rename = "MainPID")]

@@ -19,7 +19,7 @@ pub const FLAP_RESTARTS: u32 = 3;
 
 /// Every check, in id order.
 pub fn all(s: &Snapshot) -> Vec<Finding> {
-    let checks: [fn(&Snapshot) -> Vec<Finding>; 17] = [
+    let checks: [fn(&Snapshot) -> Vec<Finding>; 18] = [
         hsv000_bus,
         hsv001_duplicate_units,
         hsv002_replace,
@@ -37,6 +37,7 @@ pub fn all(s: &Snapshot) -> Vec<Finding> {
         hsv014_exec_missing,
         hsv015_config,
         hsv016_unmanaged_gateway,
+        hsv017_stale_settings,
     ];
     checks.iter().flat_map(|c| c(s)).collect()
 }
@@ -138,7 +139,11 @@ pub fn hsv000_bus(s: &Snapshot) -> Vec<Finding> {
                 (Scope::System, true) => "sudo hermes-svc doctor".into(),
                 (Scope::User, true) => "grep -rl systemd1 /etc/dbus-1/session.d /usr/share/dbus-1/session.d   # find the policy that denies it".into(),
                 (Scope::User, false) => "export XDG_RUNTIME_DIR=/run/user/$(id -u) DBUS_SESSION_BUS_ADDRESS=unix:path=/run/user/$(id -u)/bus".into(),
-                (Scope::System, false) => "systemctl is-system-running".into(),
+                // Nothing to fix: many machines (containers, user-only setups) have no system
+                // manager, and they need none.
+                (Scope::System, false) => {
+                    "none needed unless you run system units; then check `systemctl is-system-running`".into()
+                }
             };
             match &b.unit {
                 None => Finding {
@@ -460,6 +465,32 @@ pub fn hsv010_reload(s: &Snapshot) -> Vec<Finding> {
                 "The unit file changed on disk since the manager last read it.".into(),
                 format!("systemctl{} daemon-reload", flag(u)),
             )
+        })
+        .collect()
+}
+
+/// HSV017: the running gateway started before its unit's files last changed, and the manager
+/// has read them (else HSV010 says so): it runs older settings than its unit says, which is
+/// what a `set` or `install` killed between reload and restart leaves behind.
+pub fn hsv017_stale_settings(s: &Snapshot) -> Vec<Finding> {
+    s.units
+        .iter()
+        .filter(|u| u.props.is_active() && u.props.need_daemon_reload != Some(true))
+        .filter_map(|u| {
+            let started = u.props.inactive_exit_timestamp.filter(|t| *t > 0)?;
+            let started = std::time::UNIX_EPOCH + std::time::Duration::from_micros(started);
+            let changed = u.config_changed_at?;
+            let behind = changed.duration_since(started).ok()?;
+            Some(unit_finding(
+                "HSV017",
+                Severity::Warn,
+                u,
+                format!(
+                    "The gateway runs older settings than its unit: the unit's files changed {} after it started.",
+                    crate::gateway::health::short(behind)
+                ),
+                format!("systemctl{} restart {}", flag(u), u.name),
+            ))
         })
         .collect()
 }

@@ -168,6 +168,8 @@ pub fn migrate_steps(u: &UnitSnap, profile: &ProfileName, now: u64) -> Option<Ve
         unit_text: None,
         dropin_text: None,
         other_dropins: vec![],
+        stale_temp_files: vec![],
+        config_changed_at: None,
         unit: None,
         foreign: vec![foreign.clone()],
     };
@@ -392,7 +394,7 @@ pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
             "HSV011" => out
                 .skipped
                 .push(skip(f, "linger is a machine-wide login setting")),
-            "HSV013" => out.skipped.push(skip(
+            "HSV013" | "HSV017" => out.skipped.push(skip(
                 f,
                 "restarting a running gateway interrupts it; do it when it suits you",
             )),
@@ -485,10 +487,7 @@ async fn apply_one(action: &Action) -> anyhow::Result<()> {
                 _ => Ok(()),
             }
         }
-        Action::ChmodEnv { path } => {
-            std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
-            Ok(())
-        }
+        Action::ChmodEnv { path } => chmod_env(path),
         Action::Migrate {
             scope, unit, steps, ..
         } => bus_steps(*scope, unit, steps.clone()).await,
@@ -496,6 +495,40 @@ async fn apply_one(action: &Action) -> anyhow::Result<()> {
             bus_steps(*scope, unit, vec![Step::ResetFailed { unit: unit.clone() }]).await
         }
     }
+}
+
+/// `chmod 600` the `.env` itself, never what a link points at: opened without following a
+/// link, checked to be a regular file owned by whoever owns the profile directory, and
+/// changed through that open descriptor, so nothing can be swapped in between.
+fn chmod_env(path: &std::path::Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        // A link is an error (ELOOP), and a FIFO does not block the open.
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(|e| match e.raw_os_error() {
+            Some(code) if code == nix::errno::Errno::ELOOP as i32 => anyhow::anyhow!(
+                "{} is a symbolic link; left alone (make it a regular file, then chmod 600 it)",
+                path.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("failed to open {}", path.display())),
+        })?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        anyhow::bail!("{} is not a regular file; left alone", path.display());
+    }
+    let dir = path.parent().unwrap_or(std::path::Path::new("/"));
+    let owner = std::fs::symlink_metadata(dir)?.uid();
+    if meta.uid() != owner {
+        anyhow::bail!(
+            "{} belongs to uid {}, not to the profile's owner (uid {owner}); left alone",
+            path.display(),
+            meta.uid()
+        );
+    }
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    Ok(())
 }
 
 #[cfg(test)]

@@ -36,6 +36,9 @@ pub struct UnitSnap {
     pub sticky: Option<ProfileName>,
     /// `ExecStart` programs that do not exist on disk.
     pub missing_exec: Vec<String>,
+    /// When the unit's files last changed: its fragment, its drop-ins, and their directories
+    /// (a drop-in added or removed).
+    pub config_changed_at: Option<std::time::SystemTime>,
 }
 
 impl UnitSnap {
@@ -165,23 +168,26 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
         }
     }
     let mut homes: BTreeSet<PathBuf> = snap.units.iter().map(|u| u.hermes_home.clone()).collect();
+    // With no manager to ask and no home to read, a clean report would claim a check that
+    // never happened.
+    let no_manager = snap
+        .bus_problems
+        .iter()
+        .filter(|b| b.unit.is_none())
+        .count()
+        == 2;
+    let nothing = |home: String| DoctorError::NothingToCheck {
+        bus: snap.bus_problems[0].why.clone(),
+        home,
+    };
     match &home {
+        Ok(h) if no_manager && !h.is_dir() => {
+            return Err(nothing(format!("{} does not exist", h.display())))
+        }
         Ok(h) => {
             homes.insert(h.clone());
         }
-        Err(e)
-            if snap
-                .bus_problems
-                .iter()
-                .filter(|b| b.unit.is_none())
-                .count()
-                == 2 =>
-        {
-            return Err(DoctorError::NothingToCheck {
-                bus: snap.bus_problems[0].why.clone(),
-                home: e.to_string(),
-            })
-        }
+        Err(e) if no_manager => return Err(nothing(e.to_string())),
         Err(_) => {}
     }
     homes.retain(|h| !h.as_os_str().is_empty());
@@ -261,7 +267,9 @@ async fn units_of(
             .map(|c| c.0.clone())
             .filter(|p| !Path::new(p).exists())
             .collect();
+        let config_changed_at = config_changed_at(&props);
         out.push(UnitSnap {
+            config_changed_at,
             sticky: sticky_profile(&hermes_home),
             name,
             scope: Some(scope),
@@ -438,6 +446,25 @@ fn error_chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// The newest modification time among a unit's fragment, its drop-ins and their
+/// directories. Links are not followed: it is the unit's own files that changed or not.
+fn config_changed_at(props: &UnitProperties) -> Option<std::time::SystemTime> {
+    let fragment = props.fragment_path.iter().filter(|p| !p.is_empty());
+    let dropins = props.drop_in_paths.iter().flatten();
+    let mut paths: Vec<PathBuf> = fragment.chain(dropins).map(PathBuf::from).collect();
+    let dirs: Vec<PathBuf> = props
+        .drop_in_paths
+        .iter()
+        .flatten()
+        .filter_map(|p| Path::new(p).parent().map(Path::to_owned))
+        .collect();
+    paths.extend(dirs);
+    paths
+        .iter()
+        .filter_map(|p| std::fs::symlink_metadata(p).ok()?.modified().ok())
+        .max()
 }
 
 #[cfg(test)]

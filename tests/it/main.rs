@@ -2,6 +2,7 @@
 
 mod adapter;
 mod adapter_rig;
+mod crashes_and_races;
 mod doctor;
 mod gateway;
 mod gateway_systemd;
