@@ -71,6 +71,24 @@ pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
     })
 }
 
+/// One path in a space-separated path list, such as `ReadWritePaths=`.
+///
+/// Such lists split on whitespace, unquote, C-unescape and expand specifiers, but do not expand
+/// `$`. So `%` is doubled, and a path with whitespace, quotes or backslashes is double-quoted;
+/// a plain path stays bare, so the common case stays readable.
+pub fn path_word(raw: &str) -> Result<String, EscapeError> {
+    reject_control("a path", raw)?;
+    let escaped = escape_specifiers(raw);
+    let needs_quotes = escaped
+        .chars()
+        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
+    Ok(if needs_quotes {
+        quote(&escaped)
+    } else {
+        escaped
+    })
+}
+
 /// A whole `ExecStart=` command line from its argv.
 pub fn exec_line<S: AsRef<str>>(argv: &[S]) -> Result<String, EscapeError> {
     let words: Result<Vec<_>, _> = argv.iter().map(|w| exec_word(w.as_ref())).collect();
@@ -175,6 +193,14 @@ mod tests {
             Err(EscapeError::ControlCharacter { .. })
         ));
         assert!(env_assignment("K", "tab\there").is_err());
+    }
+
+    #[test]
+    fn path_words() {
+        assert_eq!(path_word("/home/a/.hermes").unwrap(), "/home/a/.hermes");
+        assert_eq!(path_word("/a b/%h$x").unwrap(), "\"/a b/%%h$x\"");
+        assert_eq!(path_word(r#"/q"u\o'te"#).unwrap(), r#""/q\"u\\o'te""#);
+        assert!(path_word("/a\nReadWritePaths=/").is_err());
     }
 
     #[test]
