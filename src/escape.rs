@@ -30,6 +30,12 @@ fn escape_specifiers(value: &str) -> String {
     value.replace('%', "%%")
 }
 
+/// Whether a word must be quoted to survive word splitting and unescaping as it is.
+fn needs_quotes(word: &str) -> bool {
+    word.chars()
+        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'))
+}
+
 /// Double-quote with C-style escapes for `\` and `"`.
 fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
@@ -59,16 +65,9 @@ pub fn value(what: &'static str, raw: &str) -> Result<String, EscapeError> {
 pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
     reject_control("a command-line argument", raw)?;
     let escaped = escape_specifiers(raw).replace('$', "$$");
-    let needs_quotes = escaped.is_empty()
-        || escaped == ";"
-        || escaped
-            .chars()
-            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
-    Ok(if needs_quotes {
-        quote(&escaped)
-    } else {
-        escaped
-    })
+    // An empty word or a lone `;` would vanish or end the command line unless quoted.
+    let quoted = escaped.is_empty() || escaped == ";" || needs_quotes(&escaped);
+    Ok(if quoted { quote(&escaped) } else { escaped })
 }
 
 /// One path in a space-separated path list, such as `ReadWritePaths=`.
@@ -79,10 +78,7 @@ pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
 pub fn path_word(raw: &str) -> Result<String, EscapeError> {
     reject_control("a path", raw)?;
     let escaped = escape_specifiers(raw);
-    let needs_quotes = escaped
-        .chars()
-        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
-    Ok(if needs_quotes {
+    Ok(if needs_quotes(&escaped) {
         quote(&escaped)
     } else {
         escaped
