@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::harness::{stderr, stdout, wait_for, Manager};
+use crate::harness::{wait_for, Manager};
 
 /// One cron job that probes the sandbox it runs in and records each answer in a file of the
 /// profile home. It runs once: later ticks find `ran` and do nothing, so the test never reads
@@ -66,14 +66,7 @@ fn a_sandboxed_gateway_reaches_ready_and_its_cron_job_writes_into_the_profile_ho
     fs::write(home.join("gateway.toml"), gateway_toml()).unwrap();
 
     // install waits for the start job, which for Type=notify ends only at READY=1.
-    let out = m.hermes(&["install", "--profile", profile]);
-    assert!(
-        out.status.success(),
-        "install failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
+    m.hermes_ok(&["install", "--profile", profile]);
     let pid = m.wait_active(&unit);
     let props = m.show(&unit);
     assert_eq!(props["SubState"], "running");
