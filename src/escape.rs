@@ -30,6 +30,12 @@ fn escape_specifiers(value: &str) -> String {
     value.replace('%', "%%")
 }
 
+/// Whether a word must be quoted to survive word splitting and unescaping as it is.
+fn needs_quotes(word: &str) -> bool {
+    word.chars()
+        .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'))
+}
+
 /// Double-quote with C-style escapes for `\` and `"`.
 fn quote(value: &str) -> String {
     let mut out = String::with_capacity(value.len() + 2);
@@ -59,12 +65,20 @@ pub fn value(what: &'static str, raw: &str) -> Result<String, EscapeError> {
 pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
     reject_control("a command-line argument", raw)?;
     let escaped = escape_specifiers(raw).replace('$', "$$");
-    let needs_quotes = escaped.is_empty()
-        || escaped == ";"
-        || escaped
-            .chars()
-            .any(|c| c.is_whitespace() || matches!(c, '"' | '\'' | '\\'));
-    Ok(if needs_quotes {
+    // An empty word or a lone `;` would vanish or end the command line unless quoted.
+    let quoted = escaped.is_empty() || escaped == ";" || needs_quotes(&escaped);
+    Ok(if quoted { quote(&escaped) } else { escaped })
+}
+
+/// One path in a space-separated path list, such as `ReadWritePaths=`.
+///
+/// Such lists split on whitespace, unquote, C-unescape and expand specifiers, but do not expand
+/// `$`. So `%` is doubled, and a path with whitespace, quotes or backslashes is double-quoted;
+/// a plain path stays bare, so the common case stays readable.
+pub fn path_word(raw: &str) -> Result<String, EscapeError> {
+    reject_control("a path", raw)?;
+    let escaped = escape_specifiers(raw);
+    Ok(if needs_quotes(&escaped) {
         quote(&escaped)
     } else {
         escaped
@@ -175,6 +189,14 @@ mod tests {
             Err(EscapeError::ControlCharacter { .. })
         ));
         assert!(env_assignment("K", "tab\there").is_err());
+    }
+
+    #[test]
+    fn path_words() {
+        assert_eq!(path_word("/home/a/.hermes").unwrap(), "/home/a/.hermes");
+        assert_eq!(path_word("/a b/%h$x").unwrap(), "\"/a b/%%h$x\"");
+        assert_eq!(path_word(r#"/q"u\o'te"#).unwrap(), r#""/q\"u\\o'te""#);
+        assert!(path_word("/a\nReadWritePaths=/").is_err());
     }
 
     #[test]

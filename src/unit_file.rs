@@ -56,6 +56,9 @@ struct Body<'a> {
     hermes_home: String,
     env_file: String,
     user: Option<&'a str>,
+    /// The profile home, escaped for `ReadWritePaths=`. Set only for system units, which get
+    /// the namespace-based half of the sandbox (see [`UnitSpec::render`]).
+    read_write_home: Option<String>,
     watchdog_sec: u64,
     restart_sec: u64,
     timeout_stop_sec: u64,
@@ -102,6 +105,14 @@ impl UnitSpec {
         ])
     }
 
+    /// The unit file's text, header included.
+    ///
+    /// Both scopes get the sandbox that a user manager without privileges enforces too (no new
+    /// privileges, seccomp filters, umask). Only system units get the namespace-based half
+    /// (`ProtectSystem=strict`, `PrivateTmp=`, `ProtectKernel*=`, an empty capability bounding
+    /// set): an unprivileged user manager skips most of it silently, and refuses to start a
+    /// unit that drops capabilities (status 218/CAPABILITIES), so there it would either lie or
+    /// break the gateway.
     pub fn render(&self) -> Result<String, RenderError> {
         if let Some(user) = &self.run_as {
             if !valid_user(user) {
@@ -118,6 +129,10 @@ impl UnitSpec {
             )?,
             env_file: escape::value("EnvironmentFile", path_str(&self.profile.env_file())?)?,
             user: self.run_as.as_deref(),
+            read_write_home: match self.scope {
+                Scope::System => Some(escape::path_word(path_str(&self.profile.home())?)?),
+                Scope::User => None,
+            },
             watchdog_sec: WATCHDOG_SEC,
             restart_sec: RESTART_SEC,
             timeout_stop_sec: TIMEOUT_STOP_SEC,
@@ -228,6 +243,79 @@ mod tests {
         assert!(text.contains("\nUser=bot\n"));
         assert!(text.contains("WantedBy=multi-user.target"));
         assert!(spec(Scope::System, Some("a b")).render().is_err());
+    }
+
+    /// What an unprivileged user manager enforces goes into both scopes.
+    const SANDBOX_BOTH: &[&str] = &[
+        "NoNewPrivileges=yes",
+        "RestrictSUIDSGID=yes",
+        "UMask=0077",
+        "LockPersonality=yes",
+        "RestrictRealtime=yes",
+        "RestrictNamespaces=yes",
+        "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
+        "SystemCallArchitectures=native",
+        "SystemCallFilter=@system-service",
+        "SystemCallErrorNumber=EPERM",
+    ];
+
+    /// Needs privileges (or a user namespace) to apply. The capability-dropping ones make an
+    /// unprivileged user manager fail the unit with 218/CAPABILITIES, so they must never reach
+    /// a user unit.
+    const SANDBOX_SYSTEM_ONLY: &[&str] = &[
+        "CapabilityBoundingSet=",
+        "PrivateTmp=yes",
+        "PrivateDevices=yes",
+        "PrivateMounts=yes",
+        "ProtectSystem=strict",
+        "ProtectHome=read-only",
+        "ReadWritePaths=-/run/lock",
+        "ProtectKernelTunables=yes",
+        "ProtectKernelModules=yes",
+        "ProtectKernelLogs=yes",
+        "ProtectControlGroups=yes",
+        "ProtectClock=yes",
+        "ProtectHostname=yes",
+        "ProtectProc=invisible",
+    ];
+
+    #[test]
+    fn the_user_unit_has_only_the_sandbox_a_user_manager_enforces() {
+        let text = spec(Scope::User, None).render().unwrap();
+        for line in SANDBOX_BOTH {
+            assert!(text.lines().any(|l| l == *line), "missing {line}\n{text}");
+        }
+        for line in SANDBOX_SYSTEM_ONLY {
+            let key = line.split('=').next().unwrap();
+            assert!(
+                !text.lines().any(|l| l.starts_with(&format!("{key}="))),
+                "{key} in a user unit\n{text}"
+            );
+        }
+        assert!(!text.contains("ReadWritePaths="));
+    }
+
+    #[test]
+    fn the_system_unit_can_write_only_its_profile_home_and_the_lock_dir() {
+        let text = spec(Scope::System, Some("bot")).render().unwrap();
+        for line in SANDBOX_BOTH.iter().chain(SANDBOX_SYSTEM_ONLY) {
+            assert!(text.lines().any(|l| l == *line), "missing {line}\n{text}");
+        }
+        assert!(text.contains("\nReadWritePaths=/home/u/.hermes/profiles/coder\n"));
+
+        let odd = UnitSpec {
+            profile: Profile::new(
+                ProfileName::parse("default").unwrap(),
+                "/srv/bot home/50%".into(),
+            )
+            .unwrap(),
+            ..spec(Scope::System, Some("bot"))
+        };
+        let text = odd.render().unwrap();
+        assert!(
+            text.contains("\nReadWritePaths=\"/srv/bot home/50%%\"\n"),
+            "{text}"
+        );
     }
 
     #[test]
