@@ -55,6 +55,9 @@ pub async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
                     _ => {}
                 }
             }
+            Step::CreateDir { path, user } => {
+                create_owned_dir(path, user).map_err(io_err("create", path))?
+            }
             Step::RemoveEmptyDir { path } => {
                 // Not empty (a person's drop-ins) or already gone are both fine.
                 let _ = std::fs::remove_dir(path);
@@ -73,4 +76,55 @@ pub async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
         }
     }
     Ok(())
+}
+
+/// Create `path` and its missing parents for `user`: each directory this creates is theirs,
+/// mode 0700; one that exists is left as it is.
+fn create_owned_dir(path: &Path, user: &str) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let account = nix::unistd::User::from_name(user)
+        .map_err(io::Error::from)?
+        .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, format!("no user {user}")))?;
+    let missing: Vec<&Path> = path.ancestors().take_while(|p| !p.exists()).collect();
+    for dir in missing.into_iter().rev() {
+        std::fs::DirBuilder::new().mode(0o700).create(dir)?;
+        nix::unistd::chown(dir, Some(account.uid), Some(account.gid)).map_err(io::Error::from)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+    /// Needs root, as the whole suite does (scripts/test): only root can give a directory away.
+    #[test]
+    fn a_system_units_home_is_created_for_its_user() {
+        let base = std::env::temp_dir().join(format!("hsv-owned-{}", std::process::id()));
+        std::fs::create_dir_all(&base).unwrap();
+        let home = base.join(".hermes/profiles/coder");
+        create_owned_dir(&home, "nobody").unwrap();
+        let nobody = nix::unistd::User::from_name("nobody").unwrap().unwrap();
+        for dir in [
+            base.join(".hermes"),
+            base.join(".hermes/profiles"),
+            home.clone(),
+        ] {
+            let meta = std::fs::metadata(&dir).unwrap();
+            assert_eq!(meta.uid(), nobody.uid.as_raw(), "{}", dir.display());
+            assert_eq!(
+                meta.permissions().mode() & 0o777,
+                0o700,
+                "{}",
+                dir.display()
+            );
+        }
+        assert_eq!(
+            std::fs::metadata(&base).unwrap().uid(),
+            0,
+            "an existing parent is left"
+        );
+        let _ = std::fs::remove_dir_all(base);
+    }
 }

@@ -195,6 +195,14 @@ pub fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, P
         }
     }
 
+    // The sandbox's `ReadWritePaths=` names the profile home, and the unit cannot start
+    // while it is missing; the gateway, read-only everywhere else, cannot create it either.
+    if let (Some(user), false) = (&req.spec.run_as, observed.profile_home_exists) {
+        plan.push(Step::CreateDir {
+            path: req.spec.profile.home(),
+            user: user.clone(),
+        });
+    }
     let rendered = req.spec.render()?;
     let write_unit = Step::WriteFile {
         path: observed.unit_path.clone(),

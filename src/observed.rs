@@ -39,6 +39,8 @@ pub struct Observed {
     /// When the unit's configuration last changed on disk: the newest of the unit file, the
     /// drop-in directory (an entry added, renamed or removed) and our drop-in.
     pub config_changed_at: Option<SystemTime>,
+    /// Whether the profile's home directory exists (a system unit needs it before it starts).
+    pub profile_home_exists: bool,
     /// `None` when the manager could not be asked (only allowed for `--dry-run`).
     pub unit: Option<UnitProperties>,
     pub foreign: Vec<ForeignUnit>,
@@ -206,6 +208,7 @@ pub async fn observe(
         other_dropins,
         stale_temp_files,
         config_changed_at,
+        profile_home_exists: profile.home().is_dir(),
         unit: None,
         foreign: vec![],
     };

@@ -38,6 +38,12 @@ pub enum Step {
     RemoveLeftover {
         path: PathBuf,
     },
+    /// Create a directory and every missing parent, owned by `user`, mode 0700: a system
+    /// unit's profile home, which `ReadWritePaths=` needs to exist before the first start.
+    CreateDir {
+        path: PathBuf,
+        user: String,
+    },
     /// Remove a directory if it is empty (our drop-in directory after uninstall).
     RemoveEmptyDir {
         path: PathBuf,
@@ -93,6 +99,9 @@ impl fmt::Display for Step {
                 write!(f, "remove leftover temporary file {}", path.display())
             }
             Step::RemoveEmptyDir { path } => write!(f, "remove {} if empty", path.display()),
+            Step::CreateDir { path, user } => {
+                write!(f, "create {} owned by {user}", path.display())
+            }
             Step::Reload => f.write_str("bus: Manager.Reload()"),
             Step::Enable { unit } => write!(f, "bus: Manager.EnableUnitFiles([{unit}])"),
             Step::Disable { unit } => write!(f, "bus: Manager.DisableUnitFiles([{unit}])"),

@@ -170,6 +170,7 @@ pub fn migrate_steps(u: &UnitSnap, profile: &ProfileName, now: u64) -> Option<Ve
         other_dropins: vec![],
         stale_temp_files: vec![],
         config_changed_at: None,
+        profile_home_exists: true,
         unit: None,
         foreign: vec![foreign.clone()],
     };

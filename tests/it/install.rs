@@ -388,3 +388,32 @@ fn a_killed_or_cleanly_exited_gateway_comes_back() {
     });
     assert_eq!(m.prop(&u, "NRestarts"), "2");
 }
+
+#[test]
+fn a_system_install_creates_the_profile_home_for_its_user() {
+    let dir = TempDir::new("system-home");
+    let home = dir.path().join("bot-home/.hermes");
+    let out = std::process::Command::new(BIN)
+        .args([
+            "install",
+            "--system",
+            "--run-as",
+            "nobody",
+            "--profile",
+            "sys1",
+            "--dry-run",
+        ])
+        .env("HERMES_HOME", &home)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        text.contains(&format!(
+            "create {} owned by nobody",
+            home.join("profiles/sys1").display()
+        )),
+        "{text}"
+    );
+    assert!(!home.exists(), "a dry run creates nothing");
+}
