@@ -18,6 +18,7 @@ pub mod mock_platform;
 pub mod observed;
 pub mod plan;
 pub mod profile;
+pub mod safe_text;
 pub mod scope;
 pub mod served_profile;
 pub mod status;

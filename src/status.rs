@@ -5,6 +5,7 @@ use serde::Serialize;
 use crate::gateway::state_file::{ComponentState, StateFile};
 use crate::linger::Linger;
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
+use crate::safe_text::visible;
 use crate::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 use crate::unit_file::{self, Provenance};
@@ -148,7 +149,9 @@ pub async fn gather(
 }
 
 impl StatusReport {
-    /// A table for people: one line per profile.
+    /// A table for people: one line per profile. Every string read from systemd, the state
+    /// file or the gateway's `STATUS=` (which quotes platform errors) goes through
+    /// [`visible`], so none of them can drive the reader's terminal.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         if self.units.is_empty() {
@@ -168,13 +171,13 @@ impl StatusReport {
             s.push_str(&format!(
                 "{:<16} {:<34} {}/{} ({}) pid={} restarts={} result={}{}\n",
                 u.profile.as_str(),
-                u.unit,
-                u.active_state,
-                u.sub_state,
-                u.unit_file_state,
+                visible(&u.unit),
+                visible(&u.active_state),
+                visible(&u.sub_state),
+                visible(&u.unit_file_state),
                 u.main_pid,
                 u.n_restarts,
-                u.result,
+                visible(&u.result),
                 if flags.is_empty() {
                     String::new()
                 } else {
@@ -182,7 +185,7 @@ impl StatusReport {
                 }
             ));
             if !u.status_text.is_empty() {
-                s.push_str(&format!("{:<16} status: {}\n", "", u.status_text));
+                s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
             }
             if let Some(h) = &u.health {
                 s.push_str(&h.to_text());
@@ -202,30 +205,31 @@ impl Health {
         if self.stale {
             s.push_str(&format!(
                 "{pad:<16} health: STALE snapshot from {} ({}); the gateway is not reporting, states below are not current\n",
-                self.updated_at,
+                visible(&self.updated_at),
                 self.age_ms
                     .map(|a| format!("{} ago", crate::gateway::health::short(std::time::Duration::from_millis(a))))
                     .unwrap_or_else(|| "age unknown".into())
             ));
         }
         for c in &self.components {
+            let state = visible(&c.state);
             let state = if self.stale {
-                format!("{} (stale)", c.state)
+                format!("{state} (stale)")
             } else if !c.fresh {
-                format!("{} STALE", c.state)
+                format!("{state} STALE")
             } else {
-                c.state.clone()
+                state.into_owned()
             };
             let mut line = format!(
                 "{pad:<16} {:<10} {:<9} {:<16} last proof of life {} ago, reconnects {}",
-                c.name,
-                c.kind,
+                visible(&c.name),
+                visible(&c.kind),
                 state,
                 crate::gateway::health::short(std::time::Duration::from_millis(c.last_beat_age_ms)),
                 c.reconnects
             );
             if let Some(e) = &c.last_error {
-                line.push_str(&format!(", last error: {e}"));
+                line.push_str(&format!(", last error: {}", visible(e)));
             }
             s.push_str(&line);
             s.push('\n');
