@@ -2,6 +2,7 @@
 //! profile. See docs/architecture.md for the map of modules.
 
 pub mod atomic_file;
+pub mod bounded_read;
 pub mod cli;
 pub mod config;
 pub mod demo;

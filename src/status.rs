@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::bounded_read::Owner;
 use crate::gateway::state_file::{ComponentState, StateFile};
 use crate::linger::Linger;
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
@@ -32,8 +33,12 @@ pub struct UnitStatus {
     pub provenance: Option<Provenance>,
     pub edited: bool,
     pub need_daemon_reload: bool,
-    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none.
+    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none
+    /// or it cannot be shown.
     pub health: Option<Health>,
+    /// Why the state file cannot be shown (too large, not a regular file, a symlink, someone
+    /// else's, not JSON); `null` when it could be read or there is none.
+    pub health_error: Option<String>,
 }
 
 /// The gateway's state file as `status` shows it. A snapshot older than its own
@@ -49,22 +54,43 @@ pub struct Health {
 }
 
 impl Health {
-    fn read(profile: &ProfileName, environment: &[String]) -> Option<Health> {
-        let hermes_home = environment
+    /// The profile's state file as health, `Ok(None)` when there is none, or why it cannot be
+    /// shown (with the file named). In user scope `status` runs as the profile's user, so the
+    /// file must be that user's or root's; in system scope root looks at another account's
+    /// profile, whose files belong to that account (the owner of the profile's directory).
+    fn read(
+        profile: &ProfileName,
+        scope: Scope,
+        environment: &[String],
+    ) -> Result<Option<Health>, String> {
+        let Some(hermes_home) = environment
             .iter()
             .find_map(|e| e.strip_prefix("HERMES_HOME="))
             .map(std::path::PathBuf::from)
-            .or_else(|| crate::profile::default_hermes_home().ok())?;
-        let profile = Profile::new(profile.clone(), hermes_home).ok()?;
-        let state = StateFile::read(&profile.state_file())?;
+            .or_else(|| crate::profile::default_hermes_home().ok())
+        else {
+            return Ok(None);
+        };
+        let Ok(profile) = Profile::new(profile.clone(), hermes_home) else {
+            return Ok(None);
+        };
+        let owner = match scope {
+            Scope::User => Owner::SelfOrRoot,
+            Scope::System => Owner::SelfRootOrDirectory,
+        };
+        let state = match StateFile::load(&profile.state_file(), owner) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("{:#}", anyhow::Error::from(e))),
+        };
         let now = std::time::SystemTime::now();
-        Some(Health {
+        Ok(Some(Health {
             age_ms: state.age(now).map(|a| a.as_millis() as u64),
             stale: state.is_stale(now),
             updated_at: state.updated_at,
             summary: state.summary,
             components: state.components,
-        })
+        }))
     }
 }
 
@@ -78,7 +104,14 @@ pub struct StatusReport {
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
     let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
-    let health = Health::read(&profile, p.environment.as_deref().unwrap_or_default());
+    let (health, health_error) = match Health::read(
+        &profile,
+        scope,
+        p.environment.as_deref().unwrap_or_default(),
+    ) {
+        Ok(health) => (health, None),
+        Err(why) => (None, Some(why)),
+    };
     let provenance = fragment_path
         .as_deref()
         .and_then(|f| std::fs::read_to_string(f).ok())
@@ -102,6 +135,7 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
         provenance,
         need_daemon_reload: p.need_daemon_reload.unwrap_or(false),
         health,
+        health_error,
     }
 }
 
@@ -189,6 +223,9 @@ impl StatusReport {
             }
             if let Some(h) = &u.health {
                 s.push_str(&h.to_text());
+            }
+            if let Some(why) = &u.health_error {
+                s.push_str(&format!("{:<16} health: not shown: {}\n", "", visible(why)));
             }
         }
         if let Some(linger) = self.linger {

@@ -4,13 +4,28 @@
 //! A reader must treat a snapshot older than `stale_after_ms` as stale, never as "connected":
 //! a frozen gateway stops rewriting it, and its last words would otherwise look healthy.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file;
+use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
+
+/// Why a state file cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(
+        "{path} is not a gateway state file ({error}); a running gateway rewrites it on every tick, so if none runs it can be removed"
+    )]
+    Invalid {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StateFile {
@@ -75,8 +90,26 @@ impl StateFile {
         atomic_file::write_with(path, &json, 0o644, atomic_file::Sync::Replace)
     }
 
+    /// The snapshot at `path`, if there is a readable one, from any owner the profile's home
+    /// accepts: for doctor and the demo, which only need to know whether there is one.
     pub fn read(path: &Path) -> Option<StateFile> {
-        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        Self::load(path, Owner::SelfRootOrDirectory).ok().flatten()
+    }
+
+    /// The snapshot at `path` (`None` when there is no file), or why it cannot be shown. The
+    /// read is bounded ([`bounded_read`]): a 3 GB sparse file, a FIFO or a symlink to
+    /// `/dev/zero` is refused at once, with the file named, instead of costing `status`
+    /// seconds and gigabytes.
+    pub fn load(path: &Path, owner: Owner) -> Result<Option<StateFile>, StateFileError> {
+        let Some(bytes) = bounded_read::read(path, bounded_read::LIMIT, owner)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|error| StateFileError::Invalid {
+                path: path.to_owned(),
+                error,
+            })
     }
 
     /// How old the snapshot is now (`None` if its timestamp is unreadable).

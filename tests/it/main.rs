@@ -6,6 +6,7 @@ mod doctor;
 mod gateway;
 mod gateway_systemd;
 mod harness;
+mod hostile_files;
 mod hostile_text;
 mod install;
 mod platform_rules;
