@@ -3,6 +3,7 @@
 mod adapter;
 mod adapter_rig;
 mod doctor;
+mod faked_health;
 mod gateway;
 mod gateway_systemd;
 mod harness;
