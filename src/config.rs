@@ -12,15 +12,15 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::bounded_read::{self, Owner, ReadError};
+
 /// Why a config could not be used. Every variant says which file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
-    #[error("failed to read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The file could not be read, or was refused (a FIFO, a symlink, too large, someone
+    /// else's): the message names the file and the fix.
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error("{path}:{line}: {message}")]
     Invalid {
         path: PathBuf,
@@ -402,15 +402,20 @@ impl Ctx<'_> {
     }
 }
 
-/// Load `path`. A missing file is a valid, empty configuration (no adapters, no cron).
+/// Load `path` for the gateway, which acts on it: the file must belong to the user the
+/// gateway runs as, or to root. A missing file is a valid, empty configuration (no adapters,
+/// no cron).
 pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => parse(path, &text),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(GatewayConfig::default()),
-        Err(source) => Err(ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        }),
+    load_with(path, Owner::SelfOrRoot)
+}
+
+/// Load `path`, accepting files of `owner`. The read is bounded ([`bounded_read`]): a FIFO,
+/// a symlink or a file over [`bounded_read::LIMIT`] is an error at once, never a hang or a
+/// gigabyte of memory.
+pub fn load_with(path: &Path, owner: Owner) -> Result<GatewayConfig, ConfigError> {
+    match bounded_read::read_to_string(path, bounded_read::LIMIT, owner)? {
+        Some(text) => parse(path, &text),
+        None => Ok(GatewayConfig::default()),
     }
 }
 

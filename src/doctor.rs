@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::exit_code;
 use crate::profile::ProfileName;
+use crate::safe_text::visible;
 use crate::scope::Scope;
 
 /// How bad a finding is. Only `error` makes doctor exit 1.
@@ -110,7 +111,9 @@ impl Report {
     }
 
     /// Findings grouped by profile (machine-wide ones first), one line each plus its fix;
-    /// severities and group headings in colour when `colour`.
+    /// severities and group headings in colour when `colour`. Findings quote unit names,
+    /// paths, config errors and other processes' command lines, so their text goes through
+    /// [`visible`]: only our own colour codes reach the terminal.
     pub fn to_text(&self, colour: bool) -> String {
         if self.findings.is_empty() {
             return "no problems found\n".to_owned();
@@ -132,9 +135,9 @@ impl Report {
                     "  {} {} {}: {}\n    fix: {}\n",
                     f.id,
                     f.severity.label(colour),
-                    f.subject,
-                    f.message,
-                    f.fix
+                    visible(&f.subject),
+                    visible(&f.message),
+                    visible(&f.fix)
                 ));
             }
         }
@@ -180,12 +183,20 @@ impl FixOutcome {
             out.push_str("fixed nothing\n");
         }
         for f in &self.fixed {
-            out.push_str(&format!("fixed {} {}: {}\n", f.id, f.subject, f.action));
+            out.push_str(&format!(
+                "fixed {} {}: {}\n",
+                f.id,
+                visible(&f.subject),
+                visible(&f.action)
+            ));
         }
         for k in &self.skipped {
             out.push_str(&format!(
                 "not fixed {} {}: {}\n    by hand: {}\n",
-                k.id, k.subject, k.why, k.manual
+                k.id,
+                visible(&k.subject),
+                visible(&k.why),
+                visible(&k.manual)
             ));
         }
         out.push_str("remaining:\n");
@@ -289,5 +300,28 @@ mod tests {
         );
         assert!(coloured.contains("\x1b[33mwarn\x1b[0m"), "{coloured}");
         assert!(coloured.contains("\x1b[1mprofile b:\x1b[0m"), "{coloured}");
+    }
+
+    #[test]
+    fn finding_text_from_outside_cannot_drive_the_terminal() {
+        let mut f = finding("HSV016", Severity::Warn, Some("a"));
+        f.subject = "evil\x1b]0;title\x07.service".into();
+        f.message = "held by `sleep \x1b[2J\rok`".into();
+        f.fix = "kill 1\u{202e}".into();
+        let r = Report { findings: vec![f] };
+        for colour in [false, true] {
+            let text = r.to_text(colour);
+            let foreign: String = text
+                .replace("\x1b[33m", "")
+                .replace("\x1b[1m", "")
+                .replace("\x1b[0m", "");
+            assert!(
+                !foreign.contains(['\x1b', '\x07', '\r', '\u{202e}']),
+                "{text:?}"
+            );
+            assert!(text.contains("evil\\x1b]0;title\\x07.service"), "{text}");
+            assert!(text.contains("\\x1b[2J\\rok"), "{text}");
+            assert!(text.contains("kill 1\\u{202e}"), "{text}");
+        }
     }
 }

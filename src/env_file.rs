@@ -6,6 +6,8 @@
 
 use std::path::Path;
 
+use crate::bounded_read::{self, Owner, ReadError};
+
 /// Parse `.env` text: `KEY=VALUE` or `export KEY=VALUE`, `#` comments, and values optionally
 /// wrapped in matching single or double quotes. Malformed lines are skipped and reported by
 /// line number, never echoed (they may hold a secret).
@@ -41,12 +43,26 @@ pub fn parse(text: &str) -> (Vec<(String, String)>, Vec<usize>) {
     (vars, bad)
 }
 
-/// Load `path` into this process's environment without overriding what is set.
+/// The text of `path`, read the bounded way ([`bounded_read`]: no FIFO, symlink or file over
+/// [`bounded_read::LIMIT`]), from an owner `owner` accepts; `None` when there is no file.
+pub fn read(path: &Path, owner: Owner) -> Result<Option<String>, ReadError> {
+    bounded_read::read_to_string(path, bounded_read::LIMIT, owner)
+}
+
+/// Load `path` into this process's environment without overriding what is set. The gateway
+/// acts on these values (secrets, proxies), so the file must belong to the user it runs as,
+/// or to root. A file that is refused is logged, with why and the fix, and not loaded: the
+/// gateway then runs with the environment it was given, as it does without a `.env`.
 ///
 /// Must run before any other thread exists: setting the environment is not thread-safe.
 pub fn load(path: &Path) {
-    let Ok(text) = std::fs::read_to_string(path) else {
-        return;
+    let text = match read(path, Owner::SelfOrRoot) {
+        Ok(Some(text)) => text,
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!("not loading .env: {:#}", anyhow::Error::from(e));
+            return;
+        }
     };
     let (vars, bad) = parse(&text);
     for line in bad {

@@ -2,6 +2,7 @@
 //! profile. See docs/architecture.md for the map of modules.
 
 pub mod atomic_file;
+pub mod bounded_read;
 pub mod cli;
 pub mod config;
 pub mod demo;
@@ -19,6 +20,7 @@ pub mod mock_platform;
 pub mod observed;
 pub mod plan;
 pub mod profile;
+pub mod safe_text;
 pub mod scope;
 pub mod served_profile;
 pub mod status;

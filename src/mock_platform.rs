@@ -226,6 +226,12 @@ impl MockPlatform {
         self.shared.generate(n);
     }
 
+    /// One dispatch with exactly this type (`t`), event id and `d`, however hostile, in every
+    /// session: for tests of what reaches a reader's terminal from a platform.
+    pub fn emit_dispatch(&self, kind: &str, id: &str, d: serde_json::Value) {
+        self.shared.generate_dispatch(kind, id, &d);
+    }
+
     pub fn stats(&self) -> MockStats {
         self.shared.stats()
     }

@@ -2,9 +2,11 @@
 
 use serde::Serialize;
 
-use crate::gateway::state_file::{ComponentState, StateFile};
+use crate::bounded_read::Owner;
+use crate::gateway::state_file::{ComponentState, Stale, StateFile};
 use crate::linger::Linger;
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
+use crate::safe_text::visible;
 use crate::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 use crate::unit_file::{self, Provenance};
@@ -31,39 +33,76 @@ pub struct UnitStatus {
     pub provenance: Option<Provenance>,
     pub edited: bool,
     pub need_daemon_reload: bool,
-    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none.
+    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none
+    /// or it cannot be shown.
     pub health: Option<Health>,
+    /// Why the state file cannot be shown (too large, not a regular file, a symlink, someone
+    /// else's, not JSON); `null` when it could be read or there is none.
+    pub health_error: Option<String>,
 }
 
-/// The gateway's state file as `status` shows it. A snapshot older than its own
-/// `stale_after_ms` is marked stale and its components' states are not to be trusted: a
-/// frozen gateway's last words would otherwise read as "connected".
+/// The gateway's state file as `status` shows it. A snapshot that is not current (see
+/// [`StateFile::staleness_for`]) is marked stale and its components' states are not to be
+/// trusted: a frozen or dead gateway's last words would otherwise read as "connected".
 #[derive(Debug, Serialize)]
 pub struct Health {
     pub updated_at: String,
     pub age_ms: Option<u64>,
     pub stale: bool,
+    /// Why `stale` is true; `null` when it is false.
+    pub stale_reason: Option<Stale>,
+    /// The process that wrote the snapshot.
+    pub pid: u32,
     pub summary: String,
     pub components: Vec<ComponentState>,
 }
 
 impl Health {
-    fn read(profile: &ProfileName, environment: &[String]) -> Option<Health> {
-        let hermes_home = environment
+    /// The profile's state file as health, `Ok(None)` when there is none, or why it cannot be
+    /// shown (with the file named). In user scope `status` runs as the profile's user, so the
+    /// file must be that user's or root's; in system scope root looks at another account's
+    /// profile, whose files belong to that account (the owner of the profile's directory).
+    fn read(
+        profile: &ProfileName,
+        scope: Scope,
+        p: &UnitProperties,
+    ) -> Result<Option<Health>, String> {
+        let environment = p.environment.as_deref().unwrap_or_default();
+        let Some(hermes_home) = environment
             .iter()
             .find_map(|e| e.strip_prefix("HERMES_HOME="))
             .map(std::path::PathBuf::from)
-            .or_else(|| crate::profile::default_hermes_home().ok())?;
-        let profile = Profile::new(profile.clone(), hermes_home).ok()?;
-        let state = StateFile::read(&profile.state_file())?;
+            .or_else(|| crate::profile::default_hermes_home().ok())
+        else {
+            return Ok(None);
+        };
+        let Ok(profile) = Profile::new(profile.clone(), hermes_home) else {
+            return Ok(None);
+        };
+        let owner = match scope {
+            Scope::User => Owner::SelfOrRoot,
+            Scope::System => Owner::SelfRootOrDirectory,
+        };
+        let state = match StateFile::load(&profile.state_file(), owner) {
+            Ok(Some(state)) => state,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(format!("{:#}", anyhow::Error::from(e))),
+        };
         let now = std::time::SystemTime::now();
-        Some(Health {
+        let stale_reason = state.staleness_for(
+            now,
+            p.active_state.as_deref().unwrap_or_default(),
+            p.main_pid.unwrap_or(0),
+        );
+        Ok(Some(Health {
             age_ms: state.age(now).map(|a| a.as_millis() as u64),
-            stale: state.is_stale(now),
+            stale: stale_reason.is_some(),
+            stale_reason,
+            pid: state.pid,
             updated_at: state.updated_at,
             summary: state.summary,
             components: state.components,
-        })
+        }))
     }
 }
 
@@ -77,7 +116,10 @@ pub struct StatusReport {
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
     let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
-    let health = Health::read(&profile, p.environment.as_deref().unwrap_or_default());
+    let (health, health_error) = match Health::read(&profile, scope, &p) {
+        Ok(health) => (health, None),
+        Err(why) => (None, Some(why)),
+    };
     let provenance = fragment_path
         .as_deref()
         .and_then(|f| std::fs::read_to_string(f).ok())
@@ -101,6 +143,7 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
         provenance,
         need_daemon_reload: p.need_daemon_reload.unwrap_or(false),
         health,
+        health_error,
     }
 }
 
@@ -148,7 +191,9 @@ pub async fn gather(
 }
 
 impl StatusReport {
-    /// A table for people: one line per profile.
+    /// A table for people: one line per profile. Every string read from systemd, the state
+    /// file or the gateway's `STATUS=` (which quotes platform errors) goes through
+    /// [`visible`], so none of them can drive the reader's terminal.
     pub fn to_text(&self) -> String {
         let mut s = String::new();
         if self.units.is_empty() {
@@ -168,13 +213,13 @@ impl StatusReport {
             s.push_str(&format!(
                 "{:<16} {:<34} {}/{} ({}) pid={} restarts={} result={}{}\n",
                 u.profile.as_str(),
-                u.unit,
-                u.active_state,
-                u.sub_state,
-                u.unit_file_state,
+                visible(&u.unit),
+                visible(&u.active_state),
+                visible(&u.sub_state),
+                visible(&u.unit_file_state),
                 u.main_pid,
                 u.n_restarts,
-                u.result,
+                visible(&u.result),
                 if flags.is_empty() {
                     String::new()
                 } else {
@@ -182,10 +227,13 @@ impl StatusReport {
                 }
             ));
             if !u.status_text.is_empty() {
-                s.push_str(&format!("{:<16} status: {}\n", "", u.status_text));
+                s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
             }
             if let Some(h) = &u.health {
-                s.push_str(&h.to_text());
+                s.push_str(&h.to_text(&u.active_state, u.main_pid));
+            }
+            if let Some(why) = &u.health_error {
+                s.push_str(&format!("{:<16} health: not shown: {}\n", "", visible(why)));
             }
         }
         if let Some(linger) = self.linger {
@@ -196,36 +244,65 @@ impl StatusReport {
 }
 
 impl Health {
-    fn to_text(&self) -> String {
+    /// The component lines, after a warning line when the snapshot is not current, which
+    /// says why in words: the unit's `active_state` and `main_pid` are those of the unit the
+    /// snapshot belongs to.
+    fn to_text(&self, active_state: &str, main_pid: u32) -> String {
         let pad = "";
         let mut s = String::new();
-        if self.stale {
+        if let Some(reason) = self.stale_reason {
+            let age = self
+                .age_ms
+                .map(|a| {
+                    let a = std::time::Duration::from_millis(a);
+                    format!("{} ago", crate::gateway::health::short(a))
+                })
+                .unwrap_or_else(|| "age unknown".into());
+            let why = match reason {
+                Stale::Old => "the gateway is not reporting".to_owned(),
+                Stale::Future => {
+                    "its time is ahead of this machine's clock, so it cannot be trusted".to_owned()
+                }
+                Stale::NoTime => "its time cannot be read".to_owned(),
+                Stale::NotRunning if matches!(active_state, "active" | "reloading") => {
+                    "the unit has no main process".to_owned()
+                }
+                Stale::NotRunning if active_state.is_empty() => {
+                    "the unit is not active, so no gateway is running".to_owned()
+                }
+                Stale::NotRunning => format!(
+                    "the unit is {}, so no gateway is running",
+                    visible(active_state)
+                ),
+                Stale::OtherProcess => format!(
+                    "it was written by PID {}, not by the unit's PID {main_pid}",
+                    self.pid
+                ),
+            };
             s.push_str(&format!(
-                "{pad:<16} health: STALE snapshot from {} ({}); the gateway is not reporting, states below are not current\n",
-                self.updated_at,
-                self.age_ms
-                    .map(|a| format!("{} ago", crate::gateway::health::short(std::time::Duration::from_millis(a))))
-                    .unwrap_or_else(|| "age unknown".into())
+                "{pad:<16} health: STALE snapshot from {} ({age}); {why}; states below are not current\n",
+                visible(&self.updated_at),
             ));
         }
         for c in &self.components {
+            let state = visible(&c.state);
             let state = if self.stale {
-                format!("{} (stale)", c.state)
+                format!("{state} (stale)")
             } else if !c.fresh {
-                format!("{} STALE", c.state)
+                format!("{state} STALE")
             } else {
-                c.state.clone()
+                state.into_owned()
             };
             let mut line = format!(
                 "{pad:<16} {:<10} {:<9} {:<16} last proof of life {} ago, reconnects {}",
-                c.name,
-                c.kind,
+                visible(&c.name),
+                visible(&c.kind),
                 state,
                 crate::gateway::health::short(std::time::Duration::from_millis(c.last_beat_age_ms)),
                 c.reconnects
             );
             if let Some(e) = &c.last_error {
-                line.push_str(&format!(", last error: {e}"));
+                line.push_str(&format!(", last error: {}", visible(e)));
             }
             s.push_str(&line);
             s.push('\n');
@@ -259,10 +336,12 @@ mod tests {
             updated_at: "2026-01-01T00:00:00.000Z".into(),
             age_ms: Some(600_000),
             stale: true,
+            stale_reason: Some(Stale::Old),
+            pid: 7,
             summary: "1/1 adapters ready".into(),
             components: vec![component("connected", true)],
         };
-        let text = h.to_text();
+        let text = h.to_text("active", 7);
         assert!(text.contains("STALE snapshot"), "{text}");
         assert!(text.contains("connected (stale)"), "{text}");
         assert!(
@@ -274,15 +353,64 @@ mod tests {
     }
 
     #[test]
+    fn the_warning_says_why_a_snapshot_is_not_current() {
+        let mut h = Health {
+            updated_at: "2999-01-01T00:00:00.000Z".into(),
+            age_ms: None,
+            stale: true,
+            stale_reason: Some(Stale::NotRunning),
+            pid: 7,
+            summary: String::new(),
+            components: vec![component("connected", true)],
+        };
+        for (reason, active_state, main_pid, says) in [
+            (
+                Stale::NotRunning,
+                "failed",
+                0,
+                "the unit is failed, so no gateway is running",
+            ),
+            (
+                Stale::NotRunning,
+                "active",
+                0,
+                "the unit has no main process",
+            ),
+            (
+                Stale::OtherProcess,
+                "active",
+                9,
+                "written by PID 7, not by the unit's PID 9",
+            ),
+            (Stale::Future, "active", 7, "ahead of this machine's clock"),
+            (Stale::NoTime, "active", 7, "its time cannot be read"),
+        ] {
+            h.stale_reason = Some(reason);
+            let text = h.to_text(active_state, main_pid);
+            assert!(
+                text.contains(
+                    "health: STALE snapshot from 2999-01-01T00:00:00.000Z (age unknown); "
+                ),
+                "{text}"
+            );
+            assert!(text.contains(says), "{says} missing in {text}");
+            assert!(text.contains("connected (stale)"), "{text}");
+        }
+    }
+
+    #[test]
     fn a_live_snapshot_shows_state_age_reconnects_and_error() {
         let h = Health {
             updated_at: "now".into(),
             age_ms: Some(100),
             stale: false,
+            stale_reason: None,
+            pid: 7,
             summary: String::new(),
             components: vec![component("retrying", true)],
         };
-        let text = h.to_text();
+        let text = h.to_text("active", 7);
+        assert!(!text.contains("STALE"), "{text}");
         for want in [
             "qq",
             "qqbot",

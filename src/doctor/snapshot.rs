@@ -10,6 +10,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
+use crate::bounded_read::Owner;
 use crate::config;
 use crate::doctor::DoctorError;
 use crate::gateway::flock;
@@ -345,7 +346,10 @@ impl LockLookup {
 
 fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
     let env_path = p.env_file();
-    let env_text = std::fs::read_to_string(&env_path).ok();
+    // Bounded reads: a FIFO, a symlink to /dev/zero or a huge file must not hang doctor.
+    let env_text = crate::env_file::read(&env_path, Owner::SelfRootOrDirectory)
+        .ok()
+        .flatten();
     let env_mode = std::fs::metadata(&env_path)
         .ok()
         .map(|m| m.permissions().mode() & 0o777);
@@ -354,7 +358,8 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         .as_deref()
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
-    let (config_error, token_hashes) = match config::load(&config_path) {
+    let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
+    let (config_error, token_hashes) = match config {
         Err(e) => (Some(redact(&error_chain(&e), &vars)), vec![]),
         Ok(cfg) => {
             let hashes = cfg

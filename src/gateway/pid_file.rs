@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file;
+use crate::bounded_read::{self, Owner};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PidRecord {
@@ -35,8 +36,14 @@ impl PidFile {
         })
     }
 
+    /// The record at `path`, if there is a readable one. The read is bounded
+    /// ([`bounded_read`]): a FIFO, a symlink or a huge file there reads as no record instead
+    /// of hanging doctor or the gateway's exit. Any owner the profile's home accepts will do,
+    /// because the record only informs (doctor reads other accounts' profiles too).
     pub fn read(path: &Path) -> Option<PidRecord> {
-        serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()
+        let bytes =
+            bounded_read::read(path, bounded_read::LIMIT, Owner::SelfRootOrDirectory).ok()??;
+        serde_json::from_slice(&bytes).ok()
     }
 }
 

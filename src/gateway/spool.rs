@@ -29,6 +29,8 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
+use crate::safe_text::visible;
+
 /// The current spool file, in the spool directory.
 pub const FILE_NAME: &str = "events.jsonl";
 /// The previous spool file, kept after rotation.
@@ -598,7 +600,8 @@ pub fn read(dir: &Path, since: Option<&str>) -> Result<Vec<Event>, SpoolError> {
 
 /// `hermes-svc events`: print the spool, one event per line; with `follow`, keep printing new
 /// events until the process is killed. With `json` each line is the stored JSON; otherwise
-/// `<received_at> <adapter> <kind> <id> <data>`. A closed output (`| head`) ends it quietly.
+/// `<received_at> <adapter> <kind> <id> <data>`, with control characters shown as escapes
+/// (see [`crate::safe_text`]). A closed output (`| head`) ends it quietly.
 ///
 /// File reads are small and blocking, which is fine on the CLI's own runtime.
 pub async fn events_command(
@@ -667,11 +670,19 @@ fn print(records: &[Record], json: bool, out: &mut (dyn Write + Send)) -> Result
         if json {
             writeln!(out, "{}", r.raw)
         } else {
+            // Every field came from a platform or the spool file, so none is printed raw: an
+            // event kind of `ESC[2J` must not clear the reader's screen. `data` is JSON, whose
+            // encoder escapes C0 controls but not DEL, C1 or the bidi overrides.
             let e = &r.event;
+            let data = e.data.to_string();
             writeln!(
                 out,
                 "{} {} {} {} {}",
-                e.received_at, e.adapter, e.kind, e.id, e.data
+                visible(&e.received_at),
+                visible(&e.adapter),
+                visible(&e.kind),
+                visible(&e.id),
+                visible(&data)
             )
         }
         .map_err(SpoolError::Output)?;

@@ -2,15 +2,33 @@
 //! for `status` and `doctor` to read without talking to the process.
 //!
 //! A reader must treat a snapshot older than `stale_after_ms` as stale, never as "connected":
-//! a frozen gateway stops rewriting it, and its last words would otherwise look healthy.
+//! a frozen gateway stops rewriting it, and its last words would otherwise look healthy. Nor
+//! may the file's own claims keep it current: a timestamp in the future is stale, the
+//! deadline is capped, and a reader that knows the unit (`status`) also requires it to be
+//! active and the snapshot's writer to be its main process.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
 
 use crate::atomic_file;
+use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
+
+/// Why a state file cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum StateFileError {
+    #[error(transparent)]
+    Read(#[from] ReadError),
+    #[error(
+        "{path} is not a gateway state file ({error}); a running gateway rewrites it on every tick, so if none runs it can be removed"
+    )]
+    Invalid {
+        path: PathBuf,
+        error: serde_json::Error,
+    },
+}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StateFile {
@@ -75,20 +93,109 @@ impl StateFile {
         atomic_file::write_with(path, &json, 0o644, atomic_file::Sync::Replace)
     }
 
+    /// The snapshot at `path`, if there is a readable one, from any owner the profile's home
+    /// accepts: for doctor and the demo, which only need to know whether there is one.
     pub fn read(path: &Path) -> Option<StateFile> {
-        serde_json::from_slice(&std::fs::read(path).ok()?).ok()
+        Self::load(path, Owner::SelfRootOrDirectory).ok().flatten()
     }
 
-    /// How old the snapshot is now (`None` if its timestamp is unreadable).
+    /// The snapshot at `path` (`None` when there is no file), or why it cannot be shown. The
+    /// read is bounded ([`bounded_read`]): a 3 GB sparse file, a FIFO or a symlink to
+    /// `/dev/zero` is refused at once, with the file named, instead of costing `status`
+    /// seconds and gigabytes.
+    pub fn load(path: &Path, owner: Owner) -> Result<Option<StateFile>, StateFileError> {
+        let Some(bytes) = bounded_read::read(path, bounded_read::LIMIT, owner)? else {
+            return Ok(None);
+        };
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|error| StateFileError::Invalid {
+                path: path.to_owned(),
+                error,
+            })
+    }
+
+    /// How old the snapshot is now: `None` if its timestamp is unreadable or further in the
+    /// future than [`CLOCK_SKEW`] allows (within it, the age is 0).
     pub fn age(&self, now: SystemTime) -> Option<Duration> {
         let t = humantime::parse_rfc3339(&self.updated_at).ok()?;
-        Some(now.duration_since(t).unwrap_or_default())
+        match now.duration_since(t) {
+            Ok(age) => Some(age),
+            Err(ahead) if ahead.duration() <= CLOCK_SKEW => Some(Duration::ZERO),
+            Err(_) => None,
+        }
+    }
+
+    /// How long the snapshot stays current: its own `stale_after_ms`, but never more than
+    /// [`MAX_STALE_AFTER`], so a file cannot claim to be current for a year.
+    pub fn stale_after(&self) -> Duration {
+        Duration::from_millis(self.stale_after_ms).min(MAX_STALE_AFTER)
+    }
+
+    /// Why the snapshot says nothing about the present judged by its clock alone, or `None`
+    /// when it is current.
+    pub fn staleness(&self, now: SystemTime) -> Option<Stale> {
+        let Ok(t) = humantime::parse_rfc3339(&self.updated_at) else {
+            return Some(Stale::NoTime);
+        };
+        match now.duration_since(t) {
+            Ok(age) if age > self.stale_after() => Some(Stale::Old),
+            Ok(_) => None,
+            Err(ahead) if ahead.duration() > CLOCK_SKEW => Some(Stale::Future),
+            Err(_) => None,
+        }
+    }
+
+    /// [`StateFile::staleness`], and also against the unit that should be running the
+    /// gateway: a snapshot is current only while the unit is `active` (or `reloading`) and
+    /// was written by its main process. A dead unit's last snapshot, or one left by the
+    /// previous run of a unit that has just restarted, must never read as "connected",
+    /// however recent its timestamp.
+    pub fn staleness_for(
+        &self,
+        now: SystemTime,
+        active_state: &str,
+        main_pid: u32,
+    ) -> Option<Stale> {
+        if !matches!(active_state, "active" | "reloading") || main_pid == 0 {
+            return Some(Stale::NotRunning);
+        }
+        if self.pid != main_pid {
+            return Some(Stale::OtherProcess);
+        }
+        self.staleness(now)
     }
 
     pub fn is_stale(&self, now: SystemTime) -> bool {
-        self.age(now)
-            .is_none_or(|a| a > Duration::from_millis(self.stale_after_ms))
+        self.staleness(now).is_some()
     }
+}
+
+/// How far ahead of this machine's clock `updated_at` may be before the snapshot is stale. The
+/// gateway stamps it with the same clock `status` reads, so only a clock step between the
+/// write and the read puts it ahead, and then by little; a year 2999 timestamp is a forgery.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
+
+/// The most a snapshot may stay current, whatever its `stale_after_ms` says. The gateway
+/// writes 3 ticks + 1 s, at most 16 s (a tick is at most 5 s); a minute leaves room for that
+/// to change and still shows a frozen gateway as stale within a minute.
+pub const MAX_STALE_AFTER: Duration = Duration::from_secs(60);
+
+/// Why a snapshot is not current. `status --json` reports it as `health.stale_reason`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Stale {
+    /// Older than its `stale_after_ms` (at most [`MAX_STALE_AFTER`]): the gateway stopped
+    /// writing it.
+    Old,
+    /// `updated_at` is ahead of this machine's clock by more than [`CLOCK_SKEW`].
+    Future,
+    /// `updated_at` is not an RFC 3339 time.
+    NoTime,
+    /// The unit is not active: no gateway runs to write it.
+    NotRunning,
+    /// Written by another process than the unit's main process.
+    OtherProcess,
 }
 
 #[cfg(test)]
@@ -118,6 +225,69 @@ mod tests {
             sample("not a time").is_stale(now),
             "unreadable means stale, never connected"
         );
+    }
+
+    fn at(t: SystemTime) -> String {
+        humantime::format_rfc3339_millis(t).to_string()
+    }
+
+    #[test]
+    fn a_timestamp_in_the_future_is_stale_beyond_a_small_skew() {
+        let now = SystemTime::now();
+        let year_2999 = sample("2999-01-01T00:00:00.000Z");
+        assert_eq!(year_2999.staleness(now), Some(Stale::Future));
+        assert!(year_2999.is_stale(now));
+        assert_eq!(
+            year_2999.age(now),
+            None,
+            "an age from the future is unknown"
+        );
+        let ahead = sample(&at(now + CLOCK_SKEW + Duration::from_secs(1)));
+        assert_eq!(ahead.staleness(now), Some(Stale::Future));
+        // A clock that stepped back a little between write and read is not a forgery.
+        let skewed = sample(&at(now + Duration::from_secs(2)));
+        assert_eq!(skewed.staleness(now), None);
+        assert_eq!(skewed.age(now), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_huge_stale_after_is_clamped() {
+        let now = SystemTime::now();
+        let mut s = sample(&at(now - Duration::from_secs(3600)));
+        s.stale_after_ms = u64::MAX;
+        assert_eq!(s.stale_after(), MAX_STALE_AFTER);
+        assert_eq!(s.staleness(now), Some(Stale::Old));
+        let mut recent = sample(&at(now - MAX_STALE_AFTER + Duration::from_secs(5)));
+        recent.stale_after_ms = u64::MAX;
+        assert_eq!(recent.staleness(now), None);
+        // Below the cap a snapshot's own deadline applies.
+        let mut short = sample(&at(now - Duration::from_secs(20)));
+        short.stale_after_ms = 16_000;
+        assert_eq!(short.staleness(now), Some(Stale::Old));
+    }
+
+    #[test]
+    fn only_an_active_units_main_process_writes_a_current_snapshot() {
+        let now = SystemTime::now();
+        let s = sample(&at(now)); // pid 1
+        assert_eq!(s.staleness_for(now, "active", 1), None);
+        assert_eq!(s.staleness_for(now, "reloading", 1), None);
+        for dead in ["inactive", "failed", "activating", "deactivating", ""] {
+            assert_eq!(
+                s.staleness_for(now, dead, 1),
+                Some(Stale::NotRunning),
+                "{dead}"
+            );
+        }
+        assert_eq!(s.staleness_for(now, "active", 0), Some(Stale::NotRunning));
+        assert_eq!(s.staleness_for(now, "active", 2), Some(Stale::OtherProcess));
+        // The unit is checked first: a forged future time on a dead unit is "not running".
+        let forged = sample("2999-01-01T00:00:00.000Z");
+        assert_eq!(
+            forged.staleness_for(now, "inactive", 0),
+            Some(Stale::NotRunning)
+        );
+        assert_eq!(forged.staleness_for(now, "active", 1), Some(Stale::Future));
     }
 
     #[test]

@@ -56,6 +56,11 @@ pub(super) fn message_create(seq: u64, n: u64) -> Utf8Bytes {
     }))
 }
 
+/// A dispatch whose type, id and payload the caller chooses (a hostile platform's).
+pub(super) fn dispatch(seq: u64, kind: &str, id: &str, d: &Value) -> Utf8Bytes {
+    render(&json!({"op": OP_DISPATCH, "s": seq, "t": kind, "id": id, "d": d}))
+}
+
 pub(super) fn event_id(n: u64) -> String {
     format!("ev-{n}")
 }

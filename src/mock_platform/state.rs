@@ -253,17 +253,26 @@ impl Shared {
                 for session in sessions.values_mut() {
                     let number = event_ids.len() as u64 + 1;
                     let seq = session.next_seq();
-                    let frame = frames::message_create(seq, number);
                     event_ids.push(frames::event_id(number));
-                    session.record(seq, frame.clone());
-                    if let Some(attachment) = &session.attached {
-                        let delivered = attachment.tx.send(frame).is_ok();
-                        if !delivered {
-                            session.attached = None;
-                        }
-                    }
+                    deliver(session, seq, frames::message_create(seq, number));
                 }
             }
+        }
+    }
+
+    /// One dispatch with the caller's `t`, top-level `id` and `d`, exactly as given, in every
+    /// session: the platform as an attacker would run it.
+    pub fn generate_dispatch(&self, kind: &str, id: &str, d: &serde_json::Value) {
+        let mut guard = self.lock();
+        let Inner {
+            sessions,
+            event_ids,
+            ..
+        } = &mut *guard;
+        for session in sessions.values_mut() {
+            let seq = session.next_seq();
+            event_ids.push(id.to_owned());
+            deliver(session, seq, frames::dispatch(seq, kind, id, d));
         }
     }
 
@@ -290,6 +299,17 @@ impl Shared {
             token_rejections: load(&c.token_rejections),
             connection_times: inner.connection_times.clone(),
             ws_pings: load(&c.ws_pings),
+        }
+    }
+}
+
+/// Buffer `frame` for resume and hand it to the attached connection, if any.
+fn deliver(session: &mut Session, seq: u64, frame: Utf8Bytes) {
+    session.record(seq, frame.clone());
+    if let Some(attachment) = &session.attached {
+        let delivered = attachment.tx.send(frame).is_ok();
+        if !delivered {
+            session.attached = None;
         }
     }
 }
