@@ -23,6 +23,7 @@ use crate::linger::Linger;
 use crate::observed::{self, Siblings};
 use crate::plan::{Plan, Step};
 use crate::profile::{Profile, ProfileName};
+use crate::safe_text;
 use crate::scope::Scope;
 use crate::status;
 use crate::systemd::Systemd;
@@ -267,9 +268,11 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
-            eprintln!("error: {err}");
+            // An error can quote what a platform, a state file or a config said.
+            let shown = |e: &dyn std::fmt::Display| safe_text::visible(&e.to_string()).into_owned();
+            eprintln!("error: {}", shown(&err));
             for cause in err.chain().skip(1) {
-                eprintln!("  caused by: {cause}");
+                eprintln!("  caused by: {}", shown(&cause));
             }
             let code = if err.is::<Usage>() {
                 exit_code::USAGE
