@@ -421,6 +421,23 @@ fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
+/// Open a spool file for reading only if it is the file itself: a link is refused (ELOOP)
+/// and so is anything but a regular file, which a FIFO planted in the inbox would otherwise
+/// turn into a reader that never returns.
+fn open_regular(path: &Path) -> io::Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    Ok(file)
+}
+
 /// The dedupe keys of the last `cap` events, oldest first: the current file's tail, topped up from
 /// the rotated file's tail when the current file holds fewer.
 fn load_window(dir: &Path, cap: usize) -> Result<Window, SpoolError> {
@@ -432,7 +449,7 @@ fn load_window(dir: &Path, cap: usize) -> Result<Window, SpoolError> {
     let tail = |name: &str, keep: usize| -> Result<VecDeque<String>, SpoolError> {
         let path = dir.join(name);
         let mut ids = VecDeque::new();
-        let file = match File::open(&path) {
+        let file = match open_regular(&path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
             Err(e) => return Err(io_err("open", &path)(e)),
@@ -488,7 +505,7 @@ struct LineReader {
 
 impl LineReader {
     fn open(path: &Path) -> Result<Option<Self>, SpoolError> {
-        let file = match File::open(path) {
+        let file = match open_regular(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(io_err("open", path)(e)),

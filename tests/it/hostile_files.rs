@@ -239,3 +239,20 @@ fn a_fifo_or_a_dev_zero_symlink_as_gateway_toml_is_refused_by_doctor_and_the_gat
         );
     }
 }
+
+#[test]
+fn a_fifo_planted_in_the_inbox_does_not_hang_events() {
+    let m = Manager::boot();
+    let inbox = m.profile_home("hfinbox").join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    nix::unistd::mkfifo(
+        &inbox.join("events.jsonl"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    let mut cmd = m.command(BIN);
+    cmd.args(["events", "--profile", "hfinbox"]);
+    let out = run_guarded(cmd);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+}
