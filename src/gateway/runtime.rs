@@ -18,7 +18,7 @@ use crate::config::{self, ConfigError};
 use crate::exit_code;
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
-use crate::gateway::flock::{self, HeldLock, Holder, LockError};
+use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
 use crate::gateway::health::{self, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
@@ -38,10 +38,7 @@ const MAX_TICK: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     #[error("profile {profile} is already running: {}", flock::describe(.holder))]
-    AlreadyRunning {
-        profile: String,
-        holder: Option<Holder>,
-    },
+    AlreadyRunning { profile: String, holder: Owner },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
