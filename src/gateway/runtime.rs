@@ -42,7 +42,7 @@ pub enum GatewayError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    TokenHeld(TokenLockError),
+    TokenLock(TokenLockError),
     #[error("adapter {adapter}: {reason}")]
     AdapterFatal { adapter: String, reason: String },
     /// Ask the supervisor for a clean restart (exit 75).
@@ -67,11 +67,13 @@ impl GatewayError {
         match self {
             GatewayError::AlreadyRunning { .. }
             | GatewayError::Config(_)
-            | GatewayError::TokenHeld(_)
             | GatewayError::AdapterFatal { .. }
             | GatewayError::Profile(_) => exit_code::CONFIG,
+            GatewayError::TokenLock(e) if e.is_conflict() => exit_code::CONFIG,
             GatewayError::Restart(_) => exit_code::TEMPFAIL,
-            GatewayError::Io { .. } | GatewayError::Lock(_) => exit_code::FAILURE,
+            GatewayError::Io { .. } | GatewayError::Lock(_) | GatewayError::TokenLock(_) => {
+                exit_code::FAILURE
+            }
         }
     }
 }
@@ -116,14 +118,12 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         let secret = spec.credential(&config_path, &profile.env_file())?;
         adapters.push((spec.clone(), secret));
     }
-    let lock_dir = token_lock::lock_dir();
-    let mut _token_locks = vec![];
-    for (spec, secret) in &adapters {
-        let identity = spec.identity(secret.as_ref());
-        let lock = token_lock::acquire(&lock_dir, &spec.name, &identity, &me)
-            .map_err(GatewayError::TokenHeld)?;
-        _token_locks.push(lock);
-    }
+    let identities: Vec<(String, String)> = adapters
+        .iter()
+        .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
+        .collect();
+    let _token_locks =
+        token_lock::acquire_all(&identities, &me).map_err(GatewayError::TokenLock)?;
 
     let _pid_file = PidFile::write(
         &profile.pid_file(),

@@ -8,4 +8,5 @@ mod gateway_systemd;
 mod harness;
 mod install;
 mod platform_rules;
+mod token_lock;
 mod units;
