@@ -123,7 +123,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
         .collect();
     let _token_locks =
-        token_lock::acquire_all(&identities, &me).map_err(GatewayError::TokenLock)?;
+        token_lock::acquire_all(&config_path, &identities, &me).map_err(GatewayError::TokenLock)?;
 
     let _pid_file = PidFile::write(
         &profile.pid_file(),

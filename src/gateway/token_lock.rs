@@ -179,6 +179,16 @@ pub enum TokenLockError {
     #[error("token for adapter {adapter} already held by {}", flock::describe(.holder))]
     Held { adapter: String, holder: Owner },
     #[error(
+        "adapters {first} and {second} in {} use the same bot credential, so they would fight \
+         over one session: remove one of them, or give each its own credential",
+        .config.display()
+    )]
+    SameCredential {
+        config: PathBuf,
+        first: String,
+        second: String,
+    },
+    #[error(
         "no place for token locks: XDG_RUNTIME_DIR and HOME are not set and /run/user/{uid} \
          does not exist: set HERMES_LOCK_DIR to a directory of your own"
     )]
@@ -269,16 +279,30 @@ impl TokenLockError {
     /// an I/O or trust problem with the lock directory (exit 1): a restart may well succeed
     /// once it is fixed, and it must not read as "another gateway has this token".
     pub fn is_conflict(&self) -> bool {
-        matches!(self, TokenLockError::Held { .. })
+        matches!(
+            self,
+            TokenLockError::Held { .. } | TokenLockError::SameCredential { .. }
+        )
     }
 }
 
 /// Take one lock for each adapter's identity (see `AdapterSpec::identity`), `(name, identity)`
-/// in config order.
+/// in config order. Two adapters of one profile with the same identity are a configuration
+/// error naming both, found before any lock is taken.
 pub fn acquire_all(
+    config: &Path,
     adapters: &[(String, String)],
     me: &Holder,
 ) -> Result<Vec<HeldLock>, TokenLockError> {
+    for (i, (first, identity)) in adapters.iter().enumerate() {
+        if let Some((second, _)) = adapters[i + 1..].iter().find(|(_, id)| id == identity) {
+            return Err(TokenLockError::SameCredential {
+                config: config.to_owned(),
+                first: first.clone(),
+                second: second.clone(),
+            });
+        }
+    }
     if adapters.is_empty() {
         return Ok(vec![]);
     }
@@ -744,5 +768,23 @@ mod tests {
         let again = LockDir::open_at(&dir, euid, false).unwrap();
         assert_eq!(again.file_name("x"), locks.file_name("x"));
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn two_adapters_with_one_identity_name_both() {
+        let adapters = vec![
+            ("a".to_owned(), "discord:t".to_owned()),
+            ("b".to_owned(), "discord:u".to_owned()),
+            ("c".to_owned(), "discord:t".to_owned()),
+        ];
+        let err =
+            acquire_all(Path::new("/p/gateway.toml"), &adapters, &Holder::default()).unwrap_err();
+        assert!(err.is_conflict());
+        assert_eq!(
+            err.to_string(),
+            "adapters a and c in /p/gateway.toml use the same bot credential, so they would \
+             fight over one session: remove one of them, or give each its own credential"
+        );
+        assert!(!err.to_string().contains("discord:t"));
     }
 }

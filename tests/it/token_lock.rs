@@ -433,6 +433,26 @@ fn the_holder_named_is_the_one_the_kernel_reports() {
     gateway(&hh, "tlholder", Some(&locks)).start().stop();
 }
 
+/// Two adapters of one profile with the same credential: a configuration error that names
+/// both, not a lock "held" by the gateway itself.
+#[test]
+fn two_adapters_with_one_credential_in_a_profile_is_a_config_error() {
+    let t = TempDir::new("tl-twice");
+    let hh = t.path().join("hermes");
+    let locks = t.path().join("locks");
+    let toml = adapter("first") + &adapter("second");
+    let home = write_profile(&hh, "tltwice", &toml, "tl-token-twice");
+    let (status, log) = gateway(&hh, "tltwice", Some(&locks)).exits();
+    assert_eq!(status.code(), Some(78), "{log}");
+    assert!(
+        log.contains("adapters first and second")
+            && log.contains(&home.join("gateway.toml").display().to_string()),
+        "{log}"
+    );
+    assert!(!log.contains("already held"), "{log}");
+    assert!(!log.contains("tl-token-twice"), "the token leaked: {log}");
+}
+
 /// A lock directory the gateway cannot write is an I/O failure (exit 1) that says so, not a
 /// conflict (78) and not "No such file or directory".
 #[test]
