@@ -374,7 +374,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                     let secret = config::Secret::new(value);
                     Some((
                         spec.name.clone(),
-                        token_lock::short_hash(&spec.identity(Some(&secret))),
+                        token_lock::fingerprint(&spec.identity(Some(&secret))),
                     ))
                 })
                 .collect();

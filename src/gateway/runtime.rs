@@ -18,7 +18,7 @@ use crate::config::{self, ConfigError};
 use crate::exit_code;
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
-use crate::gateway::flock::{self, HeldLock, Holder, LockError};
+use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
 use crate::gateway::health::{self, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
@@ -38,14 +38,11 @@ const MAX_TICK: Duration = Duration::from_secs(5);
 #[derive(Debug, thiserror::Error)]
 pub enum GatewayError {
     #[error("profile {profile} is already running: {}", flock::describe(.holder))]
-    AlreadyRunning {
-        profile: String,
-        holder: Option<Holder>,
-    },
+    AlreadyRunning { profile: String, holder: Owner },
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error(transparent)]
-    TokenHeld(TokenLockError),
+    TokenLock(TokenLockError),
     #[error("adapter {adapter}: {reason}")]
     AdapterFatal { adapter: String, reason: String },
     /// Ask the supervisor for a clean restart (exit 75).
@@ -70,11 +67,13 @@ impl GatewayError {
         match self {
             GatewayError::AlreadyRunning { .. }
             | GatewayError::Config(_)
-            | GatewayError::TokenHeld(_)
             | GatewayError::AdapterFatal { .. }
             | GatewayError::Profile(_) => exit_code::CONFIG,
+            GatewayError::TokenLock(e) if e.is_conflict() => exit_code::CONFIG,
             GatewayError::Restart(_) => exit_code::TEMPFAIL,
-            GatewayError::Io { .. } | GatewayError::Lock(_) => exit_code::FAILURE,
+            GatewayError::Io { .. } | GatewayError::Lock(_) | GatewayError::TokenLock(_) => {
+                exit_code::FAILURE
+            }
         }
     }
 }
@@ -119,14 +118,12 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         let secret = spec.credential(&config_path, &profile.env_file())?;
         adapters.push((spec.clone(), secret));
     }
-    let lock_dir = token_lock::lock_dir();
-    let mut _token_locks = vec![];
-    for (spec, secret) in &adapters {
-        let identity = spec.identity(secret.as_ref());
-        let lock = token_lock::acquire(&lock_dir, &spec.name, &identity, &me)
-            .map_err(GatewayError::TokenHeld)?;
-        _token_locks.push(lock);
-    }
+    let identities: Vec<(String, String)> = adapters
+        .iter()
+        .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
+        .collect();
+    let _token_locks =
+        token_lock::acquire_all(&config_path, &identities, &me).map_err(GatewayError::TokenLock)?;
 
     let _pid_file = PidFile::write(
         &profile.pid_file(),

@@ -13,4 +13,5 @@ mod hostile_text;
 mod install;
 mod platform_rules;
 mod sandbox;
+mod token_lock;
 mod units;
