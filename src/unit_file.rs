@@ -48,6 +48,9 @@ pub struct UnitSpec {
     pub run_as: Option<String>,
 }
 
+/// Root's token-lock directory under `/run` (see `gateway::token_lock`).
+const ROOT_LOCK_DIR: &str = "hermes-svc";
+
 #[derive(Template)]
 #[template(path = "service.unit", escape = "none")]
 struct Body<'a> {
@@ -59,6 +62,10 @@ struct Body<'a> {
     /// The profile home, escaped for `ReadWritePaths=`. Set only for system units, which get
     /// the namespace-based half of the sandbox (see [`UnitSpec::render`]).
     read_write_home: Option<String>,
+    /// `RuntimeDirectory=` for the token locks (system units).
+    lock_dir: Option<String>,
+    /// `HERMES_LOCK_DIR=` pointing there, when the gateway would not pick it by itself.
+    lock_env: Option<String>,
     watchdog_sec: u64,
     restart_sec: u64,
     timeout_stop_sec: u64,
@@ -105,6 +112,19 @@ impl UnitSpec {
         ])
     }
 
+    /// The runtime directory a system unit's token locks live in, which systemd creates owned
+    /// by `User=`, mode 0700, and keeps across stops (other units of the same account share
+    /// it). The sandbox leaves `/run` read-only, and an account there has no
+    /// `XDG_RUNTIME_DIR`, so the gateway is told where it is. Root's is the directory a root
+    /// gateway picks by itself. User units lock in their manager's `XDG_RUNTIME_DIR`.
+    fn lock_dir(&self) -> Option<String> {
+        match (self.scope, self.run_as.as_deref()) {
+            (Scope::System, None | Some("root")) => Some(ROOT_LOCK_DIR.to_owned()),
+            (Scope::System, Some(user)) => Some(format!("{ROOT_LOCK_DIR}-{user}")),
+            (Scope::User, _) => None,
+        }
+    }
+
     /// The unit file's text, header included.
     ///
     /// Both scopes get the sandbox that a user manager without privileges enforces too (no new
@@ -132,6 +152,14 @@ impl UnitSpec {
             read_write_home: match self.scope {
                 Scope::System => Some(escape::path_word(path_str(&self.profile.home())?)?),
                 Scope::User => None,
+            },
+            lock_dir: self.lock_dir(),
+            lock_env: match self.lock_dir() {
+                Some(dir) if dir != ROOT_LOCK_DIR => Some(escape::env_assignment(
+                    "HERMES_LOCK_DIR",
+                    &format!("/run/{dir}"),
+                )?),
+                _ => None,
             },
             watchdog_sec: WATCHDOG_SEC,
             restart_sec: RESTART_SEC,
@@ -269,7 +297,8 @@ mod tests {
         "PrivateMounts=yes",
         "ProtectSystem=strict",
         "ProtectHome=read-only",
-        "ReadWritePaths=-/run/lock",
+        "RuntimeDirectoryMode=0700",
+        "RuntimeDirectoryPreserve=yes",
         "ProtectKernelTunables=yes",
         "ProtectKernelModules=yes",
         "ProtectKernelLogs=yes",
@@ -302,6 +331,20 @@ mod tests {
             assert!(text.lines().any(|l| l == *line), "missing {line}\n{text}");
         }
         assert!(text.contains("\nReadWritePaths=/home/u/.hermes/profiles/coder\n"));
+        assert!(
+            text.contains("\nRuntimeDirectory=hermes-svc-bot\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nEnvironment=\"HERMES_LOCK_DIR=/run/hermes-svc-bot\"\n"),
+            "{text}"
+        );
+        let root = spec(Scope::System, Some("root")).render().unwrap();
+        assert!(root.contains("\nRuntimeDirectory=hermes-svc\n"), "{root}");
+        assert!(
+            !root.contains("HERMES_LOCK_DIR"),
+            "root's own default: {root}"
+        );
 
         let odd = UnitSpec {
             profile: Profile::new(
