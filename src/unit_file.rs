@@ -33,6 +33,8 @@ pub enum RenderError {
     NonUtf8Path(PathBuf),
     #[error("invalid user name {0:?} for --run-as")]
     BadUser(String),
+    #[error("{0}: systemd ignores an EnvironmentFile= path with a '..' in it, and the gateway would start without its .env; give HERMES_HOME without '..'")]
+    ParentDirInPath(PathBuf),
     #[error("failed to render template")]
     Template(#[from] askama::Error),
 }
@@ -108,6 +110,13 @@ impl UnitSpec {
                 return Err(RenderError::BadUser(user.clone()));
             }
         }
+        let env_file = self.profile.env_file();
+        if env_file
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(RenderError::ParentDirInPath(env_file));
+        }
         let profile = self.profile.name().as_str();
         let body = Body {
             profile,
@@ -116,7 +125,7 @@ impl UnitSpec {
                 "HERMES_HOME",
                 path_str(self.profile.hermes_home())?,
             )?,
-            env_file: escape::value("EnvironmentFile", path_str(&self.profile.env_file())?)?,
+            env_file: escape::value("EnvironmentFile", path_str(&env_file)?)?,
             user: self.run_as.as_deref(),
             watchdog_sec: WATCHDOG_SEC,
             restart_sec: RESTART_SEC,
@@ -228,6 +237,26 @@ mod tests {
         assert!(text.contains("\nUser=bot\n"));
         assert!(text.contains("WantedBy=multi-user.target"));
         assert!(spec(Scope::System, Some("a b")).render().is_err());
+    }
+
+    #[test]
+    fn a_home_with_dot_dot_is_refused() {
+        // Found by the round-trip property test: systemd 252 drops an `EnvironmentFile=`
+        // path that is not normalized, so the unit would run without the profile's .env.
+        let mut s = spec(Scope::User, None);
+        s.profile = Profile::new(
+            ProfileName::parse("coder").unwrap(),
+            "/home/u/../u/.hermes".into(),
+        )
+        .unwrap();
+        assert!(matches!(s.render(), Err(RenderError::ParentDirInPath(_))));
+        // `.` and `//` are fine: systemd simplifies them to the same path.
+        s.profile = Profile::new(
+            ProfileName::parse("coder").unwrap(),
+            "/home/u/./x//.hermes".into(),
+        )
+        .unwrap();
+        assert!(s.render().is_ok());
     }
 
     #[test]
