@@ -9,4 +9,5 @@ mod gateway_systemd;
 mod harness;
 mod install;
 mod platform_rules;
+mod property;
 mod units;
