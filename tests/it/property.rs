@@ -362,7 +362,7 @@ fn write_case(
     })
 }
 
-/// One property of a unit's `Service` interface, as busctl prints it.
+/// Properties of a unit's `Service` interface, one JSON value per name, as busctl prints them.
 fn service_props(m: &Manager, unit: &str, names: &[&str]) -> Vec<serde_json::Value> {
     let path = hermes_svc::systemd::unit_object_path(unit);
     let out = m
