@@ -287,6 +287,10 @@ pub fn qq_gated_intents(bits: u64) -> Vec<String> {
         .collect()
 }
 
+/// The longest duration any key takes. The gateway adds and doubles these (deadlines, backoff,
+/// timeouts) and adds them to the clock; far beyond any useful setting, and far from overflow.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 struct Ctx<'a> {
     path: &'a Path,
     text: &'a str,
@@ -315,6 +319,13 @@ impl Ctx<'_> {
 
     fn duration(&self, key: &str, raw: &Spanned<String>) -> Result<Duration, ConfigError> {
         match humantime::parse_duration(raw.get_ref()) {
+            Ok(d) if d > MAX_DURATION => self.err(
+                raw.span(),
+                format!(
+                    "{key} = {:?} is too long; the most any duration may be is 365 days",
+                    raw.get_ref()
+                ),
+            ),
             Ok(d) if !d.is_zero() => Ok(d),
             _ => self.err(
                 raw.span(),
@@ -798,6 +809,22 @@ timeout = "5m"
             let e = parse_str(text).unwrap_err().to_string();
             assert!(e.contains(at) && e.contains(what), "{text:?} gave: {e}");
         }
+    }
+
+    #[test]
+    fn a_duration_past_a_year_is_an_error_not_a_crash() {
+        // Found while writing the config_parse fuzz target (fuzz/), which computes the
+        // adapter's retry deadline as the gateway does at start: this config parsed, and the
+        // gateway then panicked adding the durations ("overflow when adding durations").
+        let text = "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\nconnect-timeout = \"500000000000y\"\nhello-timeout = \"500000000000y\"\n";
+        let e = parse_str(text).unwrap_err().to_string();
+        assert!(
+            e.contains("gateway.toml:5") && e.contains("365 days"),
+            "{e}"
+        );
+        let text = "[gateway]\nmax-outage = \"365d\"\nwatchdog = \"366d\"\n";
+        let e = parse_str(text).unwrap_err().to_string();
+        assert!(e.contains("gateway.toml:3"), "{e}");
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //!
 //! The renderer never interpolates a raw user value: every value passes through one of these
 //! functions, so that the manager parses back exactly the original string. Values that cannot be
-//! represented (newlines and other control characters) are rejected rather than mangled.
+//! represented (newlines and other control characters, Unicode noncharacters) are rejected
+//! rather than mangled.
 
 /// A value that cannot be written into a unit file.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -13,12 +14,34 @@ pub enum EscapeError {
     BadEnvName(String),
     #[error("invalid quoted value {0:?}")]
     BadQuoting(String),
+    #[error("{what} contains the Unicode noncharacter {ch:?}, which makes systemd ignore the whole line: {value:?}")]
+    Noncharacter {
+        what: &'static str,
+        ch: char,
+        value: String,
+    },
+    #[error("the executable path {value:?} contains {ch:?}, which systemd does not accept in the path of the program it runs; move or link the program elsewhere")]
+    UnsafeExecPath { ch: char, value: String },
+}
+
+/// U+FDD0..U+FDEF and the last two code points of every plane: systemd's UTF-8 check
+/// (`unichar_is_valid`) refuses them, and a unit file line holding one is ignored.
+fn is_noncharacter(c: char) -> bool {
+    let u = u32::from(c);
+    (0xFDD0..=0xFDEF).contains(&u) || u & 0xFFFE == 0xFFFE
 }
 
 fn reject_control(what: &'static str, value: &str) -> Result<(), EscapeError> {
     if value.chars().any(|c| c.is_control()) {
         return Err(EscapeError::ControlCharacter {
             what,
+            value: value.to_owned(),
+        });
+    }
+    if let Some(ch) = value.chars().find(|c| is_noncharacter(*c)) {
+        return Err(EscapeError::Noncharacter {
+            what,
+            ch,
             value: value.to_owned(),
         });
     }
@@ -85,10 +108,29 @@ pub fn path_word(raw: &str) -> Result<String, EscapeError> {
     })
 }
 
-/// A whole `ExecStart=` command line from its argv.
+/// The executable's path: the first word of an `ExecStart=` command line.
+///
+/// systemd undoes `$$` only in arguments, not in the path, and it ignores a command whose
+/// path holds a quote or a backslash (leaving the unit without one), so those are rejected.
+pub fn exec_path(raw: &str) -> Result<String, EscapeError> {
+    let word = exec_word(raw)?;
+    if let Some(ch) = raw.chars().find(|c| matches!(c, '$' | '"' | '\'' | '\\')) {
+        return Err(EscapeError::UnsafeExecPath {
+            ch,
+            value: raw.to_owned(),
+        });
+    }
+    Ok(word)
+}
+
+/// A whole `ExecStart=` command line from its argv: the executable's path, then its arguments.
 pub fn exec_line<S: AsRef<str>>(argv: &[S]) -> Result<String, EscapeError> {
-    let words: Result<Vec<_>, _> = argv.iter().map(|w| exec_word(w.as_ref())).collect();
-    Ok(words?.join(" "))
+    let mut words = Vec::with_capacity(argv.len());
+    for (i, w) in argv.iter().enumerate() {
+        let w = w.as_ref();
+        words.push(if i == 0 { exec_path(w)? } else { exec_word(w)? });
+    }
+    Ok(words.join(" "))
 }
 
 /// Check an environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
@@ -158,6 +200,59 @@ mod tests {
         assert_eq!(exec_word("").unwrap(), "\"\"");
         assert_eq!(exec_word(";").unwrap(), "\";\"");
         assert!(exec_word("a\nb").is_err());
+    }
+
+    #[test]
+    fn exec_paths_systemd_would_not_run_are_refused() {
+        assert_eq!(
+            exec_line(&["/opt/my bot/hermes-svc", "$X"]).unwrap(),
+            "\"/opt/my bot/hermes-svc\" $$X"
+        );
+        // Found by the round-trip property test: systemd 252 drops `ExecStart=` whose path
+        // holds any of these, and `$$` stays doubled in a path.
+        for path in ["/a/q\"uote", "/a/it's", "/a/back\\slash", "/a/$HOME"] {
+            assert!(
+                matches!(exec_line(&[path]), Err(EscapeError::UnsafeExecPath { .. })),
+                "{path:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn noncharacters_are_refused() {
+        // Found by the round-trip property test: systemd 252 ignores a unit file line that
+        // holds one of these (its UTF-8 check refuses them), so the setting silently vanishes.
+        for c in [
+            '\u{FDD0}',
+            '\u{FDEF}',
+            '\u{FFFE}',
+            '\u{FFFF}',
+            '\u{1FFFE}',
+            '\u{10FFFF}',
+        ] {
+            let v = format!("a{c}b");
+            assert!(
+                matches!(
+                    env_assignment("K", &v),
+                    Err(EscapeError::Noncharacter { .. })
+                ),
+                "{c:?}"
+            );
+            assert!(exec_word(&v).is_err(), "{c:?}");
+            assert!(value("path", &v).is_err(), "{c:?}");
+        }
+        for c in [
+            '\u{FEFF}',
+            '\u{FDCF}',
+            '\u{FDF0}',
+            '\u{FFFD}',
+            '\u{2028}',
+            '\u{10FFFD}',
+        ] {
+            let v = format!("a{c}b");
+            let line = env_assignment("K", &v).unwrap();
+            assert_eq!(parse_env_assignment(&line).unwrap(), ("K".into(), v));
+        }
     }
 
     #[test]

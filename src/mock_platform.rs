@@ -8,7 +8,8 @@
 //! lets a test account for every generated event (lost or duplicated).
 
 mod connection;
-mod frames;
+// Public for the fuzz target `gateway_frame` (fuzz/), which decodes client frames with `parse`.
+pub mod frames;
 mod generator;
 mod http;
 pub mod proxy;

@@ -33,6 +33,8 @@ pub enum RenderError {
     NonUtf8Path(PathBuf),
     #[error("invalid user name {0:?} for --run-as")]
     BadUser(String),
+    #[error("{0}: systemd ignores an EnvironmentFile= path with a '..' in it, and the gateway would start without its .env; give HERMES_HOME without '..'")]
+    ParentDirInPath(PathBuf),
     #[error("failed to render template")]
     Template(#[from] askama::Error),
 }
@@ -139,6 +141,13 @@ impl UnitSpec {
                 return Err(RenderError::BadUser(user.clone()));
             }
         }
+        let env_file = self.profile.env_file();
+        if env_file
+            .components()
+            .any(|c| c == std::path::Component::ParentDir)
+        {
+            return Err(RenderError::ParentDirInPath(env_file));
+        }
         let profile = self.profile.name().as_str();
         let body = Body {
             profile,
@@ -147,7 +156,7 @@ impl UnitSpec {
                 "HERMES_HOME",
                 path_str(self.profile.hermes_home())?,
             )?,
-            env_file: escape::value("EnvironmentFile", path_str(&self.profile.env_file())?)?,
+            env_file: escape::value("EnvironmentFile", path_str(&env_file)?)?,
             user: self.run_as.as_deref(),
             read_write_home: match self.scope {
                 Scope::System => Some(escape::path_word(path_str(&self.profile.home())?)?),
@@ -359,6 +368,26 @@ mod tests {
             text.contains("\nReadWritePaths=\"/srv/bot home/50%%\"\n"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn a_home_with_dot_dot_is_refused() {
+        // Found by the round-trip property test: systemd 252 drops an `EnvironmentFile=`
+        // path that is not normalized, so the unit would run without the profile's .env.
+        let mut s = spec(Scope::User, None);
+        s.profile = Profile::new(
+            ProfileName::parse("coder").unwrap(),
+            "/home/u/../u/.hermes".into(),
+        )
+        .unwrap();
+        assert!(matches!(s.render(), Err(RenderError::ParentDirInPath(_))));
+        // `.` and `//` are fine: systemd simplifies them to the same path.
+        s.profile = Profile::new(
+            ProfileName::parse("coder").unwrap(),
+            "/home/u/./x//.hermes".into(),
+        )
+        .unwrap();
+        assert!(s.render().is_ok());
     }
 
     #[test]

@@ -71,7 +71,7 @@ fn render(value: &Value) -> Utf8Bytes {
 
 /// What a client asked for, reduced to the fields the mock acts on.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum ClientFrame {
+pub enum ClientFrame {
     Heartbeat,
     Identify {
         token: String,
@@ -89,14 +89,14 @@ pub(super) enum ClientFrame {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub(super) enum DecodeError {
+pub enum DecodeError {
     #[error("payload is not json: {0}")]
     Json(#[from] serde_json::Error),
     #[error("missing or invalid field {0}")]
     Field(&'static str),
 }
 
-pub(super) fn parse(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
+pub fn parse(bytes: &[u8]) -> Result<ClientFrame, DecodeError> {
     let value: Value = serde_json::from_slice(bytes)?;
     let op = value
         .get("op")

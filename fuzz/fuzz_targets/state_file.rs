@@ -1,0 +1,25 @@
+//! The state file reader: `StateFile::read` decodes the file's bytes with
+//! `serde_json::from_slice::<StateFile>` (there is no separate parse function; this target
+//! decodes the same way, without opening a file). Whatever decodes must be usable by status and
+//! doctor (`age`, `is_stale`) and must survive the writer's encoding unchanged.
+
+#![no_main]
+
+use std::time::{Duration, SystemTime};
+
+use hermes_svc::gateway::state_file::StateFile;
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(state) = serde_json::from_slice::<StateFile>(data) else {
+        return;
+    };
+    for now in [SystemTime::UNIX_EPOCH, SystemTime::now()] {
+        let age = state.age(now);
+        if state.is_stale(now) {
+            assert!(age.is_none_or(|a| a > Duration::from_millis(state.stale_after_ms)));
+        }
+    }
+    let again: StateFile = serde_json::from_slice(&serde_json::to_vec(&state).unwrap()).unwrap();
+    assert_eq!(again, state);
+});
