@@ -186,14 +186,20 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
         let lived = outcome
             .connected_for
             .is_some_and(|c| c >= spec.timing.backoff_min);
-        if lived {
+        // A connection that stored dispatches did its job, however short it was: a resume
+        // that replays a long backlog and then dies still moved the session on, and dropping
+        // that session would lose what it had yet to replay.
+        let progressed = outcome.stored > 0;
+        if lived || progressed {
             short_resumes = 0;
-            stale_tokens = 0;
         } else {
             hb.continue_outage(outage);
             if resuming {
                 short_resumes += 1;
             }
+        }
+        if lived {
+            stale_tokens = 0;
         }
         if short_resumes >= MAX_SHORT_RESUMES && resume.is_some() {
             tracing::warn!(adapter = %spec.name, short_resumes, "resumes keep failing; identifying afresh");

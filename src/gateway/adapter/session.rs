@@ -91,6 +91,8 @@ pub struct Outcome {
     pub end: SessionEnd,
     pub resume: Option<ResumeState>,
     pub connected_for: Option<Duration>,
+    /// Dispatches stored in the spool over this connection.
+    pub stored: u64,
 }
 
 enum Step {
@@ -117,6 +119,7 @@ struct Conn<'a> {
     identify_at: Option<Instant>,
     write_timeout: Duration,
     sent_pings: u64,
+    stored: u64,
 }
 
 impl Session<'_> {
@@ -131,6 +134,7 @@ impl Session<'_> {
             end,
             resume,
             connected_for: None,
+            stored: 0,
         };
         let user_timeout = self.timing.ack_timeout.unwrap_or(Duration::from_secs(10)) * 2;
         let ws = tokio::select! {
@@ -150,6 +154,7 @@ impl Session<'_> {
             identify_at: None,
             write_timeout: self.timing.connect_timeout,
             sent_pings: 0,
+            stored: 0,
         };
         let end = conn.drive(shutdown).await;
         if !matches!(end, SessionEnd::Closed(_) | SessionEnd::Shutdown) {
@@ -159,6 +164,7 @@ impl Session<'_> {
         Outcome {
             connected_for: conn.ready_at.map(|t| t.elapsed()),
             resume: conn.resume,
+            stored: conn.stored,
             end,
         }
     }
@@ -598,6 +604,7 @@ impl Conn<'_> {
         if let Err(e) = self.s.spool.append(&event).await {
             return Step::End(SessionEnd::Spool(e.to_string()));
         }
+        self.stored += 1;
         self.advance(seq);
         if self.ready_at.is_none() {
             // A replay before RESUMED is progress: give the handshake more time.
