@@ -373,7 +373,7 @@ fn parse_profile(name: &str) -> anyhow::Result<ProfileName> {
 /// The profile for a unit of `scope`: system units read the `--run-as` user's home.
 fn resolve_profile(name: &str, scope: Scope, run_as: Option<&str>) -> anyhow::Result<Profile> {
     let name = parse_profile(name)?;
-    let from_env = std::env::var_os("HERMES_HOME").filter(|v| !v.is_empty());
+    let from_env = crate::profile::hermes_home_var();
     // The account is checked even when HERMES_HOME names the home: a unit for a user that
     // does not exist fails at every start.
     let account = match (scope, run_as) {
@@ -386,7 +386,7 @@ fn resolve_profile(name: &str, scope: Scope, run_as: Option<&str>) -> anyhow::Re
         _ => None,
     };
     let home = match (account, from_env) {
-        (_, Some(home)) => PathBuf::from(home),
+        (_, Some(home)) => home,
         (Some(account), None) => account.dir.join(".hermes"),
         _ => crate::profile::default_hermes_home().map_err(|e| usage(e.to_string()))?,
     };

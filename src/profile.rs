@@ -149,11 +149,19 @@ pub fn profile_of_unit(unit: &str) -> Option<ProfileName> {
     ProfileName::parse(name).ok()
 }
 
+/// `HERMES_HOME` as this process's environment sets it, not yet checked. The one place it is
+/// read, so that an empty value (`HERMES_HOME= hermes-svc ...`) means "not set" to every
+/// caller alike rather than a relative home to some of them.
+pub fn hermes_home_var() -> Option<PathBuf> {
+    std::env::var_os("HERMES_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+}
+
 /// `HERMES_HOME` if set (must be absolute), else `$HOME/.hermes`.
 pub fn hermes_home_from_env() -> Result<PathBuf, ProfileError> {
-    match std::env::var_os("HERMES_HOME").filter(|v| !v.is_empty()) {
+    match hermes_home_var() {
         Some(home) => {
-            let home = PathBuf::from(home);
             if home.is_absolute() {
                 Ok(home)
             } else {
