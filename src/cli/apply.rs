@@ -1,0 +1,73 @@
+//! The steps every command that edits a unit shares: take the edit lock, connect, carry out
+//! the plan (unless `--dry-run`) and report it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::report::{self, Output};
+use crate::edit_lock::{self, EditLock};
+use crate::effects;
+use crate::exit_code;
+use crate::linger::Linger;
+use crate::observed;
+use crate::plan::Plan;
+use crate::scope::Scope;
+use crate::systemd::Systemd;
+
+/// Seconds since the epoch, for the names of backups the plan may make.
+pub(super) fn now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Unless this is a dry run, hold the lock that makes unit edits one at a time, from the
+/// first read of the unit to the last effect.
+pub(super) async fn edit_lock(scope: Scope, dry_run: bool) -> anyhow::Result<Option<EditLock>> {
+    if dry_run {
+        return Ok(None);
+    }
+    let dir = scope
+        .unit_dir()
+        .ok_or(observed::ObserveError::NoUnitDir(scope))?;
+    Ok(Some(EditLock::acquire(&dir, edit_lock::WAIT).await?))
+}
+
+/// Connect, unless this is a dry run and no manager answers (then plan from disk alone).
+pub(super) async fn connect(scope: Scope, dry_run: bool) -> anyhow::Result<Option<Systemd>> {
+    match Systemd::connect(scope).await {
+        Ok(s) => Ok(Some(s)),
+        Err(e) if dry_run => {
+            eprintln!("warning: {e}; planning from the files on disk alone");
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Carry out `plan` (unless `--dry-run`) and report it as `changed`, or as `unchanged` when
+/// it changes nothing: the last two steps of every install-like command.
+pub(super) async fn carry_out(
+    plan: &Plan,
+    systemd: Option<&Systemd>,
+    scope: Scope,
+    changed: &str,
+    out: Output,
+    linger: Option<Linger>,
+) -> anyhow::Result<u8> {
+    if !out.dry_run {
+        effects::apply(plan, systemd.expect("connected unless dry-run")).await?;
+    }
+    let outcome = if plan.is_unchanged() {
+        "unchanged"
+    } else {
+        changed
+    };
+    report::plan(plan, scope, outcome, out, linger);
+    Ok(exit_code::OK)
+}
+
+/// Only a user unit depends on lingering: without it, the unit stops when its owner logs out.
+pub(super) async fn linger_for(scope: Scope) -> Option<Linger> {
+    (scope == Scope::User).then_some(Linger::query(nix::unistd::getuid().as_raw()).await)
+}

@@ -1,0 +1,233 @@
+//! The command line's grammar: every command, flag and help text that clap parses.
+//!
+//! Only the shapes live here; what a flag means is decided where it is validated
+//! (`cli/validate.rs`) and used (one file per command).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::scope::Scope;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "hermes-svc",
+    version,
+    about = "Run a messaging-bot gateway as a native service, one unit per profile"
+)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum Command {
+    /// Render, write, reload, enable and start a profile's unit (idempotent).
+    Install(InstallArgs),
+    /// Stop, disable and remove a profile's unit and our drop-in; profile data is kept.
+    Uninstall(UninstallArgs),
+    /// Set environment variables or directives (WatchdogSec, RestartSec) in our drop-in.
+    Set(SetArgs),
+    /// Remove environment variables or directives from our drop-in.
+    Unset(UnsetArgs),
+    /// Start a profile's unit.
+    Start(UnitArgs),
+    /// Stop a profile's unit.
+    Stop(UnitArgs),
+    /// Restart a profile's unit.
+    Restart(UnitArgs),
+    /// Show every installed profile: unit state, restarts, edits.
+    Status(StatusArgs),
+    /// Print the unit and drop-in that install would write, with no side effects.
+    Render(RenderArgs),
+    /// Print the inbound events a profile's gateway has spooled.
+    Events(EventsArgs),
+    /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
+    /// stale pid files, ...) and print the exact fix for each.
+    Doctor(DoctorArgs),
+    /// Run a gateway against a built-in mock platform, inject a half-open fault, and show
+    /// that it is detected and resumed with no event lost. Needs no credentials or network.
+    Demo(DemoArgs),
+    /// The gateway process itself (what the unit runs).
+    #[command(subcommand)]
+    Gateway(GatewayCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum GatewayCommand {
+    /// Run the gateway for one profile in the foreground.
+    Run {
+        #[arg(long)]
+        profile: String,
+    },
+}
+
+#[derive(Args, Debug, Clone)]
+pub(super) struct ScopeArgs {
+    /// Use the per-user manager (the default).
+    #[arg(long, conflicts_with = "system")]
+    pub(super) user: bool,
+    /// Use the system manager (/etc/systemd/system; needs root and --run-as).
+    #[arg(long)]
+    pub(super) system: bool,
+}
+
+impl ScopeArgs {
+    pub(super) fn scope(&self) -> Scope {
+        if self.system {
+            Scope::System
+        } else {
+            Scope::User
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub(super) struct UnitSource {
+    #[arg(long)]
+    pub(super) profile: String,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+    /// The account a system unit runs as (User=).
+    #[arg(long, value_name = "USER")]
+    pub(super) run_as: Option<String>,
+    /// The hermes-svc binary the unit runs (default: this binary).
+    #[arg(long, value_name = "PATH")]
+    pub(super) exec: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct InstallArgs {
+    #[command(flatten)]
+    pub(super) source: UnitSource,
+    /// An environment variable for the gateway, written to our drop-in (repeatable).
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub(super) env: Vec<String>,
+    /// WatchdogSec for the unit, written to our drop-in.
+    #[arg(long, value_name = "N")]
+    pub(super) watchdog_sec: Option<String>,
+    /// RestartSec for the unit, written to our drop-in.
+    #[arg(long, value_name = "N")]
+    pub(super) restart_sec: Option<String>,
+    /// Write and enable, but do not start.
+    #[arg(long)]
+    pub(super) no_start: bool,
+    /// Back up a hand-edited unit and rewrite it.
+    #[arg(long)]
+    pub(super) force: bool,
+    /// Stop, disable and back up other units that serve this profile.
+    #[arg(long)]
+    pub(super) migrate: bool,
+    /// Print every file and bus call, change nothing.
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct UninstallArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct SetArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+    /// Do not restart a running unit.
+    #[arg(long)]
+    pub(super) no_restart: bool,
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    #[arg(long)]
+    pub(super) json: bool,
+    /// KEY=VALUE pairs: environment variables, or WatchdogSec / RestartSec.
+    #[arg(required = true, value_name = "KEY=VALUE")]
+    pub(super) pairs: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct UnsetArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+    #[arg(long)]
+    pub(super) no_restart: bool,
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    #[arg(long)]
+    pub(super) json: bool,
+    #[arg(required = true, value_name = "KEY")]
+    pub(super) keys: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct UnitArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct StatusArgs {
+    #[arg(long)]
+    pub(super) profile: Option<String>,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct EventsArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    /// Keep printing new events as they arrive.
+    #[arg(long)]
+    pub(super) follow: bool,
+    /// Only events after the one with this id.
+    #[arg(long, value_name = "ID")]
+    pub(super) since: Option<String>,
+    /// Print the stored JSON lines.
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct DoctorArgs {
+    /// Only findings about this profile (and machine-wide ones).
+    #[arg(long)]
+    pub(super) profile: Option<String>,
+    /// Print `{"findings":[{"id","severity","subject","message","fix"}]}`.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// Apply the safe, reversible fixes, print each one, then report what remains.
+    #[arg(long)]
+    pub(super) fix: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct DemoArgs {
+    /// How long to let events flow before and after the fault, in seconds.
+    #[arg(long, default_value_t = 4)]
+    pub(super) seconds: u64,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct RenderArgs {
+    #[command(flatten)]
+    pub(super) source: UnitSource,
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub(super) env: Vec<String>,
+}

@@ -1,0 +1,11 @@
+//! `demo`: the half-open fault shown end to end against the built-in mock platform
+//! (`crate::demo`), with no credentials or network.
+
+use std::time::Duration;
+
+use super::args::DemoArgs;
+
+pub(super) fn run(args: DemoArgs) -> anyhow::Result<u8> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    super::runtime()?.block_on(crate::demo::run(Duration::from_secs(args.seconds)))
+}

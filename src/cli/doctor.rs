@@ -1,0 +1,34 @@
+//! `doctor`: run the checks (or, with `--fix`, the safe fixes) from `crate::doctor` and print
+//! what they found.
+
+use super::args::DoctorArgs;
+use super::validate::{parse_profile, usage};
+
+/// Exit 0 with no errors, 1 with errors; 2 (as a usage error) when doctor could not look at
+/// anything at all, so a script can tell "unhealthy" from "could not tell".
+pub(super) async fn run(args: DoctorArgs) -> anyhow::Result<u8> {
+    let only = args.profile.as_deref().map(parse_profile).transpose()?;
+    if args.fix {
+        let out = crate::doctor::run_fix(only.as_ref())
+            .await
+            .map_err(|e| usage(e.to_string()))?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else {
+            print!("{}", out.to_text(crate::doctor::colour_stdout()));
+        }
+        for why in &out.failed {
+            eprintln!("fix failed: {why}");
+        }
+        return Ok(out.report.exit_code());
+    }
+    let report = crate::doctor::run(only.as_ref())
+        .await
+        .map_err(|e| usage(e.to_string()))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", report.to_text(crate::doctor::colour_stdout()));
+    }
+    Ok(report.exit_code())
+}

@@ -1,0 +1,55 @@
+//! `install` and `uninstall`: the two commands that create or remove a profile's unit.
+
+use super::apply::{carry_out, connect, edit_lock, linger_for, now};
+use super::args::{InstallArgs, UninstallArgs};
+use super::report::Output;
+use super::validate::{resolve_profile, settings, unit_spec};
+use crate::install::{self, InstallRequest};
+use crate::observed::{self, Siblings};
+
+pub(super) async fn install(args: InstallArgs) -> anyhow::Result<u8> {
+    let spec = unit_spec(&args.source)?;
+    let req = InstallRequest {
+        settings: settings(
+            &args.env,
+            args.watchdog_sec.as_deref(),
+            args.restart_sec.as_deref(),
+        )?,
+        spec,
+        start: !args.no_start,
+        force: args.force,
+        migrate: args.migrate,
+        now: now(),
+    };
+    let scope = req.spec.scope;
+    let _lock = edit_lock(scope, args.dry_run).await?;
+    let systemd = connect(scope, args.dry_run).await?;
+    let observed =
+        observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
+    let plan = install::plan_install(&req, &observed)?;
+    let verb = if observed.unit_text.is_none() {
+        "installed"
+    } else {
+        "updated"
+    };
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
+    };
+    let linger = linger_for(scope).await;
+    carry_out(&plan, systemd.as_ref(), scope, verb, out, linger).await
+}
+
+pub(super) async fn uninstall(args: UninstallArgs) -> anyhow::Result<u8> {
+    let scope = args.scope.scope();
+    let profile = resolve_profile(&args.profile, scope, None)?;
+    let _lock = edit_lock(scope, args.dry_run).await?;
+    let systemd = connect(scope, args.dry_run).await?;
+    let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
+    let plan = install::plan_uninstall(&observed, now());
+    let out = Output {
+        dry_run: args.dry_run,
+        json: args.json,
+    };
+    carry_out(&plan, systemd.as_ref(), scope, "uninstalled", out, None).await
+}

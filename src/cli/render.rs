@@ -1,0 +1,20 @@
+//! `render`: the unit and drop-in that `install` would write, with no side effects, so a
+//! person can read them before trusting them.
+
+use super::args::RenderArgs;
+use super::validate::{settings, unit_spec};
+use crate::dropin::{DropIn, DROPIN_NAME};
+use crate::exit_code;
+
+pub(super) fn run(args: RenderArgs) -> anyhow::Result<u8> {
+    let spec = unit_spec(&args.source)?;
+    let settings = settings(&args.env, None, None)?;
+    print!("{}", spec.render()?);
+    let mut dropin = DropIn::default();
+    dropin.env.extend(settings.env);
+    if !dropin.is_empty() {
+        println!("\n# {DROPIN_NAME}");
+        print!("{}", dropin.render()?);
+    }
+    Ok(exit_code::OK)
+}

@@ -1,0 +1,79 @@
+//! How commands report: the plan a changing command carried out (text or `--json`), and an
+//! error with its cause chain.
+
+use serde::Serialize;
+
+use crate::linger::Linger;
+use crate::plan::{Plan, Step};
+use crate::safe_text;
+use crate::scope::Scope;
+
+/// How a command that changes something prints: `--dry-run` and `--json`.
+#[derive(Clone, Copy)]
+pub(super) struct Output {
+    pub(super) dry_run: bool,
+    pub(super) json: bool,
+}
+
+/// What install, set, unset and uninstall report.
+#[derive(Serialize)]
+struct Report<'a> {
+    unit: &'a str,
+    scope: Scope,
+    outcome: &'a str,
+    dry_run: bool,
+    steps: Vec<String>,
+    notes: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    linger: Option<Linger>,
+}
+
+/// Print what `plan` changed (or, with `--dry-run`, would change), its notes, and a hint when
+/// a user unit would stop at logout.
+pub(super) fn plan(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger: Option<Linger>) {
+    let Output { dry_run, json } = out;
+    let r = Report {
+        unit: &plan.unit,
+        scope,
+        outcome,
+        dry_run,
+        steps: plan.steps.iter().map(ToString::to_string).collect(),
+        notes: &plan.notes,
+        linger,
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&r).expect("report serialises")
+        );
+        return;
+    }
+    let would = if dry_run { "would be " } else { "" };
+    println!("{}: {would}{outcome} ({scope} scope)", plan.unit);
+    for step in &plan.steps {
+        println!("  {step}");
+        if dry_run {
+            if let Step::WriteFile { contents, .. } = step {
+                for line in contents.lines() {
+                    println!("  | {line}");
+                }
+            }
+        }
+    }
+    for note in &plan.notes {
+        println!("note: {note}");
+    }
+    if let Some(hint) = linger.and_then(|l| l.hint(&crate::linger::current_user())) {
+        println!("note: {hint}");
+    }
+}
+
+/// Print `err` and every cause under it, one per line. An error can quote what a platform, a
+/// state file or a config said, so its control characters are shown escaped.
+pub(super) fn error(err: &anyhow::Error) {
+    let shown = |e: &dyn std::fmt::Display| safe_text::visible(&e.to_string()).into_owned();
+    eprintln!("error: {}", shown(err));
+    for cause in err.chain().skip(1) {
+        eprintln!("  caused by: {}", shown(&cause));
+    }
+}

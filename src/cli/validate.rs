@@ -1,0 +1,186 @@
+//! Validation: every flag checked and turned into a typed request before anything is touched,
+//! so that bad input exits 2 with one line naming the flag and the fix.
+
+use std::path::Path;
+
+use anyhow::Context;
+
+use super::args::UnitSource;
+use crate::dropin::{self, Directive};
+use crate::escape;
+use crate::install::Settings;
+use crate::profile::{Profile, ProfileName};
+use crate::scope::Scope;
+use crate::unit_file::UnitSpec;
+
+/// Bad input: exits 2, and nothing has been touched.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(super) struct Usage(String);
+
+pub(super) fn usage(msg: impl Into<String>) -> anyhow::Error {
+    Usage(msg.into()).into()
+}
+
+pub(super) fn parse_profile(name: &str) -> anyhow::Result<ProfileName> {
+    ProfileName::parse(name).map_err(|e| usage(e.to_string()))
+}
+
+/// The profile for a unit of `scope`: system units read the `--run-as` user's home.
+pub(super) fn resolve_profile(
+    name: &str,
+    scope: Scope,
+    run_as: Option<&str>,
+) -> anyhow::Result<Profile> {
+    let name = parse_profile(name)?;
+    let from_env = crate::profile::hermes_home_var();
+    // The account is checked even when HERMES_HOME names the home: a unit for a user that
+    // does not exist fails at every start.
+    let account = match (scope, run_as) {
+        (Scope::System, Some(user)) => Some(
+            nix::unistd::User::from_name(user)
+                .ok()
+                .flatten()
+                .ok_or_else(|| usage(format!("--run-as {user}: no such user on this machine")))?,
+        ),
+        _ => None,
+    };
+    let home = match (account, from_env) {
+        (_, Some(home)) => home,
+        (Some(account), None) => account.dir.join(".hermes"),
+        _ => crate::profile::default_hermes_home().map_err(|e| usage(e.to_string()))?,
+    };
+    Profile::new(name, home).map_err(|e| usage(e.to_string()))
+}
+
+pub(super) fn unit_spec(src: &UnitSource) -> anyhow::Result<UnitSpec> {
+    let scope = src.scope.scope();
+    match (scope, &src.run_as) {
+        (Scope::User, Some(_)) => {
+            return Err(usage(
+                "--run-as only applies to --system units (user units run as you)",
+            ))
+        }
+        (Scope::System, None) => {
+            return Err(usage(
+                "--system needs --run-as USER: the account the gateway runs as",
+            ))
+        }
+        _ => {}
+    }
+    let exec = match &src.exec {
+        Some(p) => p.clone(),
+        None => std::env::current_exe().context("failed to find this binary's path")?,
+    };
+    check_executable(&exec)?;
+    let profile = resolve_profile(&src.profile, scope, src.run_as.as_deref())?;
+    // `EnvironmentFile=` takes its path as a glob (systemd.exec(5)), and a path that is not
+    // one file is skipped without a word: the gateway would start without its secrets.
+    let env_file = profile.env_file();
+    let home = env_file.to_string_lossy();
+    if let Some(c) = home
+        .chars()
+        .find(|c| matches!(c, '*' | '?' | '[' | ']' | '\\'))
+    {
+        return Err(usage(format!(
+            "{home}: {c:?} would make systemd read EnvironmentFile= as a pattern and skip this .env; choose a HERMES_HOME without * ? [ ] or \\"
+        )));
+    }
+    let spec = UnitSpec {
+        profile,
+        scope,
+        exec,
+        run_as: src.run_as.clone(),
+    };
+    // Render once now, so bad values are usage errors before anything is touched.
+    spec.render().map_err(|e| usage(e.to_string()))?;
+    Ok(spec)
+}
+
+fn check_executable(path: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if !path.is_absolute() {
+        return Err(usage(format!(
+            "--exec {}: must be an absolute path",
+            path.display()
+        )));
+    }
+    // systemd does not undo `$$` in the executable's own path (only in arguments), so a `$`
+    // there can only end in a unit that fails with 203/EXEC.
+    if path.to_string_lossy().contains('$') {
+        return Err(usage(format!(
+            "--exec {}: systemd cannot run a program whose path contains '$'; move or link it elsewhere",
+            path.display()
+        )));
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
+        Ok(_) => Err(usage(format!(
+            "--exec {}: not an executable file",
+            path.display()
+        ))),
+        Err(e) => Err(usage(format!("--exec {}: {e}", path.display()))),
+    }
+}
+
+fn seconds(flag: &str, raw: &str) -> anyhow::Result<u64> {
+    let raw = raw.trim();
+    let digits = raw.strip_suffix('s').unwrap_or(raw);
+    match digits.parse::<u64>() {
+        Ok(n) if n > 0 && n <= dropin::MAX_SECONDS => Ok(n),
+        _ => Err(usage(format!(
+            "{flag}={raw:?}: must be a whole number of seconds from 1 to {}, like 30",
+            dropin::MAX_SECONDS
+        ))),
+    }
+}
+
+fn env_pair(flag: &str, raw: &str) -> anyhow::Result<(String, String)> {
+    let (k, v) = raw.split_once('=').ok_or_else(|| {
+        usage(format!(
+            "{flag} {raw:?}: expected KEY=VALUE, like HTTPS_PROXY=http://proxy:8080"
+        ))
+    })?;
+    escape::env_assignment(k, v).map_err(|e| usage(format!("{flag} {k}: {e}")))?;
+    if let Some(why) = dropin::reserved_env(k) {
+        return Err(usage(format!("{flag} {k}: cannot be set here: {why}")));
+    }
+    Ok((k.to_owned(), v.to_owned()))
+}
+
+pub(super) fn settings(
+    env: &[String],
+    watchdog: Option<&str>,
+    restart: Option<&str>,
+) -> anyhow::Result<Settings> {
+    let mut s = Settings::default();
+    for raw in env {
+        s.env.push(env_pair("--env", raw)?);
+    }
+    if let Some(w) = watchdog {
+        s.directives
+            .push((Directive::WatchdogSec, seconds("--watchdog-sec", w)?));
+    }
+    if let Some(r) = restart {
+        s.directives
+            .push((Directive::RestartSec, seconds("--restart-sec", r)?));
+    }
+    Ok(s)
+}
+
+/// `set` pairs: a supported directive name sets the directive, anything else an env var.
+pub(super) fn set_pairs(pairs: &[String]) -> anyhow::Result<Settings> {
+    let mut s = Settings::default();
+    for raw in pairs {
+        let (k, v) = raw.split_once('=').ok_or_else(|| {
+            usage(format!(
+                "{raw:?}: expected KEY=VALUE, like HTTPS_PROXY=http://proxy:8080 or WatchdogSec=60"
+            ))
+        })?;
+        match Directive::from_name(k) {
+            Some(d) => s.directives.push((d, seconds(d.name(), v)?)),
+            None => s.env.push(env_pair("set", raw)?),
+        }
+    }
+    Ok(s)
+}
