@@ -1,21 +1,18 @@
 //! The command line: parse, validate into a request, plan, apply, report.
 //!
 //! Validation happens before anything is touched, and a validation failure exits 2 with one
-//! line that names the flag and the fix. Everything else that fails exits 1, printing the
-//! error's cause chain.
+//! line that names the flag and the fix. Everything else that fails prints the error's cause
+//! chain and exits with the code its `CliError` names (1, or the gateway's own codes).
 
 use std::process::ExitCode;
 
-use anyhow::Context;
 use clap::Parser;
-
-use crate::exit_code;
-use crate::gateway::runtime;
 
 mod apply;
 mod args;
 mod demo;
 mod doctor;
+mod error;
 mod events;
 mod gateway;
 mod install;
@@ -27,8 +24,8 @@ mod status;
 mod validate;
 
 use args::{Cli, Command, GatewayCommand};
+use error::CliError;
 use lifecycle::Action;
-use validate::Usage;
 
 /// Entry point for `main`: run, print errors, map them to exit codes.
 pub fn main() -> ExitCode {
@@ -38,14 +35,7 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
             report::error(&err);
-            let code = if err.is::<Usage>() {
-                exit_code::USAGE
-            } else if let Some(g) = err.downcast_ref::<runtime::GatewayError>() {
-                g.exit_code()
-            } else {
-                exit_code::FAILURE
-            };
-            ExitCode::from(code)
+            ExitCode::from(err.exit_code())
         }
     }
 }
@@ -63,14 +53,14 @@ fn init_tracing(gateway: bool) {
 }
 
 /// One thread is enough for a command, and the gateway's own sockets are few.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("failed to start the async runtime")
+        .map_err(CliError::AsyncRuntime)
 }
 
-fn run(cli: Cli) -> anyhow::Result<u8> {
+fn run(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Gateway(GatewayCommand::Run { profile }) => gateway::run(&profile),
         Command::Render(args) => render::run(args),

@@ -3,6 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
+use super::error::CliError;
 use super::report::{self, Output};
 use crate::edit_lock::{self, EditLock};
 use crate::effects;
@@ -23,7 +24,7 @@ pub(super) fn now() -> u64 {
 
 /// Unless this is a dry run, hold the lock that makes unit edits one at a time, from the
 /// first read of the unit to the last effect.
-pub(super) async fn edit_lock(scope: Scope, dry_run: bool) -> anyhow::Result<Option<EditLock>> {
+pub(super) async fn edit_lock(scope: Scope, dry_run: bool) -> Result<Option<EditLock>, CliError> {
     if dry_run {
         return Ok(None);
     }
@@ -34,7 +35,7 @@ pub(super) async fn edit_lock(scope: Scope, dry_run: bool) -> anyhow::Result<Opt
 }
 
 /// Connect, unless this is a dry run and no manager answers (then plan from disk alone).
-pub(super) async fn connect(scope: Scope, dry_run: bool) -> anyhow::Result<Option<Systemd>> {
+pub(super) async fn connect(scope: Scope, dry_run: bool) -> Result<Option<Systemd>, CliError> {
     match Systemd::connect(scope).await {
         Ok(s) => Ok(Some(s)),
         Err(e) if dry_run => {
@@ -54,7 +55,7 @@ pub(super) async fn carry_out(
     changed: &str,
     out: Output,
     linger: Option<Linger>,
-) -> anyhow::Result<u8> {
+) -> Result<u8, CliError> {
     if !out.dry_run {
         effects::apply(plan, systemd.expect("connected unless dry-run")).await?;
     }

@@ -2,16 +2,17 @@
 //! what they found.
 
 use super::args::DoctorArgs;
-use super::validate::{parse_profile, usage};
+use super::error::CliError;
+use super::validate::parse_profile;
 
-/// Exit 0 with no errors, 1 with errors; 2 (as a usage error) when doctor could not look at
-/// anything at all, so a script can tell "unhealthy" from "could not tell".
-pub(super) async fn run(args: DoctorArgs) -> anyhow::Result<u8> {
+/// Exit 0 with no errors, 1 with errors; 2 when doctor could not look at anything at all
+/// (`CliError::DoctorBlind`), so a script can tell "unhealthy" from "could not tell".
+pub(super) async fn run(args: DoctorArgs) -> Result<u8, CliError> {
     let only = args.profile.as_deref().map(parse_profile).transpose()?;
     if args.fix {
         let out = crate::doctor::run_fix(only.as_ref())
             .await
-            .map_err(|e| usage(e.to_string()))?;
+            .map_err(CliError::DoctorBlind)?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
@@ -24,7 +25,7 @@ pub(super) async fn run(args: DoctorArgs) -> anyhow::Result<u8> {
     }
     let report = crate::doctor::run(only.as_ref())
         .await
-        .map_err(|e| usage(e.to_string()))?;
+        .map_err(CliError::DoctorBlind)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {

@@ -4,11 +4,12 @@
 //! only the profile lookup and the runtime around it.
 
 use super::args::EventsArgs;
-use super::validate::{parse_profile, usage};
+use super::error::{usage, CliError};
+use super::validate::parse_profile;
 use crate::exit_code;
 use crate::profile::Profile;
 
-pub(super) fn run(args: EventsArgs) -> anyhow::Result<u8> {
+pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
     let profile =
         Profile::from_env(parse_profile(&args.profile)?).map_err(|e| usage(e.to_string()))?;
     let mut out = std::io::stdout();

@@ -1,10 +1,11 @@
 //! `gateway run`: what the unit runs, so its failures are exit codes for systemd to act on.
 
+use super::error::CliError;
 use crate::exit_code;
 use crate::gateway::runtime;
 use crate::profile::{Profile, ProfileName};
 
-pub(super) fn run(profile: &str) -> anyhow::Result<u8> {
+pub(super) fn run(profile: &str) -> Result<u8, CliError> {
     // The gateway runs under a supervisor: a bad profile is a configuration error
     // (78, which the unit does not restart), not a usage error.
     let profile = ProfileName::parse(profile)

@@ -2,12 +2,13 @@
 
 use super::apply::{carry_out, connect, edit_lock, linger_for, now};
 use super::args::{InstallArgs, UninstallArgs};
+use super::error::CliError;
 use super::report::Output;
 use super::validate::{resolve_profile, settings, unit_spec};
 use crate::install::{self, InstallRequest};
 use crate::observed::{self, Siblings};
 
-pub(super) async fn install(args: InstallArgs) -> anyhow::Result<u8> {
+pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let spec = unit_spec(&args.source)?;
     let req = InstallRequest {
         settings: settings(
@@ -40,7 +41,7 @@ pub(super) async fn install(args: InstallArgs) -> anyhow::Result<u8> {
     carry_out(&plan, systemd.as_ref(), scope, verb, out, linger).await
 }
 
-pub(super) async fn uninstall(args: UninstallArgs) -> anyhow::Result<u8> {
+pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let _lock = edit_lock(scope, args.dry_run).await?;

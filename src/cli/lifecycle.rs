@@ -3,6 +3,7 @@
 use std::fmt;
 
 use super::args::UnitArgs;
+use super::error::CliError;
 use super::validate::resolve_profile;
 use crate::exit_code;
 use crate::systemd::Systemd;
@@ -26,7 +27,7 @@ impl fmt::Display for Action {
     }
 }
 
-pub(super) async fn run(args: UnitArgs, action: Action) -> anyhow::Result<u8> {
+pub(super) async fn run(args: UnitArgs, action: Action) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let systemd = Systemd::connect(scope).await?;

@@ -2,11 +2,12 @@
 //! person can read them before trusting them.
 
 use super::args::RenderArgs;
+use super::error::CliError;
 use super::validate::{settings, unit_spec};
 use crate::dropin::{DropIn, DROPIN_NAME};
 use crate::exit_code;
 
-pub(super) fn run(args: RenderArgs) -> anyhow::Result<u8> {
+pub(super) fn run(args: RenderArgs) -> Result<u8, CliError> {
     let spec = unit_spec(&args.source)?;
     let settings = settings(&args.env, None, None)?;
     print!("{}", spec.render()?);

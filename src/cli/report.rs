@@ -1,7 +1,11 @@
 //! How commands report: the plan a changing command carried out (text or `--json`), and an
 //! error with its cause chain.
 
+use std::error::Error;
+
 use serde::Serialize;
+
+use super::error::CliError;
 
 use crate::linger::Linger;
 use crate::plan::{Plan, Step};
@@ -68,12 +72,59 @@ pub(super) fn plan(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger
     }
 }
 
-/// Print `err` and every cause under it, one per line. An error can quote what a platform, a
-/// state file or a config said, so its control characters are shown escaped.
-pub(super) fn error(err: &anyhow::Error) {
-    let shown = |e: &dyn std::fmt::Display| safe_text::visible(&e.to_string()).into_owned();
-    eprintln!("error: {}", shown(err));
-    for cause in err.chain().skip(1) {
-        eprintln!("  caused by: {}", shown(&cause));
+/// Print `err` and every cause under it, one per line.
+pub(super) fn error(err: &CliError) {
+    for line in error_lines(err) {
+        eprintln!("{line}");
+    }
+}
+
+/// An error can quote what a platform, a state file or a config said, so its control
+/// characters are shown escaped.
+fn error_lines(err: &CliError) -> Vec<String> {
+    let shown = |e: &dyn Error| safe_text::visible(&e.to_string()).into_owned();
+    let causes = std::iter::successors(err.source(), |&e| e.source());
+    std::iter::once(format!("error: {}", shown(err)))
+        .chain(causes.map(|c| format!("  caused by: {}", shown(c))))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use anyhow::Context;
+
+    #[test]
+    fn an_error_shows_the_same_chain_anyhow_would_with_controls_escaped() {
+        let inner: anyhow::Result<()> = Err(std::io::Error::other("disk \x1b[31mfull").into());
+        let err = inner.context("cannot write").unwrap_err();
+        let expected: Vec<String> = err
+            .chain()
+            .enumerate()
+            .map(|(i, e)| {
+                let shown = safe_text::visible(&e.to_string()).into_owned();
+                if i == 0 {
+                    format!("error: {shown}")
+                } else {
+                    format!("  caused by: {shown}")
+                }
+            })
+            .collect();
+        let lines = error_lines(&CliError::Demo(err));
+        assert_eq!(lines, expected);
+        assert_eq!(lines.len(), 2);
+        assert!(!lines[1].contains('\x1b'), "{lines:?}");
+    }
+
+    #[test]
+    fn a_typed_error_shows_its_sources() {
+        let err = CliError::AsyncRuntime(std::io::Error::other("no fds"));
+        assert_eq!(
+            error_lines(&err),
+            [
+                "error: failed to start the async runtime",
+                "  caused by: no fds"
+            ]
+        );
     }
 }

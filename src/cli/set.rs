@@ -2,14 +2,15 @@
 
 use super::apply::{carry_out, connect, edit_lock};
 use super::args::{SetArgs, UnsetArgs};
+use super::error::{usage, CliError};
 use super::report::Output;
-use super::validate::{resolve_profile, set_pairs, usage};
+use super::validate::{resolve_profile, set_pairs};
 use crate::dropin::Directive;
 use crate::escape;
 use crate::install;
 use crate::observed::{self, Siblings};
 
-pub(super) async fn set(args: SetArgs) -> anyhow::Result<u8> {
+pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let settings = set_pairs(&args.pairs)?;
@@ -24,7 +25,7 @@ pub(super) async fn set(args: SetArgs) -> anyhow::Result<u8> {
     carry_out(&plan, systemd.as_ref(), scope, "updated", out, None).await
 }
 
-pub(super) async fn unset(args: UnsetArgs) -> anyhow::Result<u8> {
+pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     for key in &args.keys {

@@ -2,12 +2,13 @@
 
 use super::apply::linger_for;
 use super::args::StatusArgs;
+use super::error::CliError;
 use super::validate::parse_profile;
 use crate::exit_code;
 use crate::status;
 use crate::systemd::Systemd;
 
-pub(super) async fn run(args: StatusArgs) -> anyhow::Result<u8> {
+pub(super) async fn run(args: StatusArgs) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let only = args.profile.as_deref().map(parse_profile).transpose()?;
     let systemd = Systemd::connect(scope).await?;

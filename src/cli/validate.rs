@@ -3,9 +3,8 @@
 
 use std::path::Path;
 
-use anyhow::Context;
-
 use super::args::UnitSource;
+use super::error::{usage, CliError};
 use crate::dropin::{self, Directive};
 use crate::escape;
 use crate::install::Settings;
@@ -13,16 +12,7 @@ use crate::profile::{Profile, ProfileName};
 use crate::scope::Scope;
 use crate::unit_file::UnitSpec;
 
-/// Bad input: exits 2, and nothing has been touched.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub(super) struct Usage(String);
-
-pub(super) fn usage(msg: impl Into<String>) -> anyhow::Error {
-    Usage(msg.into()).into()
-}
-
-pub(super) fn parse_profile(name: &str) -> anyhow::Result<ProfileName> {
+pub(super) fn parse_profile(name: &str) -> Result<ProfileName, CliError> {
     ProfileName::parse(name).map_err(|e| usage(e.to_string()))
 }
 
@@ -31,7 +21,7 @@ pub(super) fn resolve_profile(
     name: &str,
     scope: Scope,
     run_as: Option<&str>,
-) -> anyhow::Result<Profile> {
+) -> Result<Profile, CliError> {
     let name = parse_profile(name)?;
     let from_env = crate::profile::hermes_home_var();
     // The account is checked even when HERMES_HOME names the home: a unit for a user that
@@ -53,7 +43,7 @@ pub(super) fn resolve_profile(
     Profile::new(name, home).map_err(|e| usage(e.to_string()))
 }
 
-pub(super) fn unit_spec(src: &UnitSource) -> anyhow::Result<UnitSpec> {
+pub(super) fn unit_spec(src: &UnitSource) -> Result<UnitSpec, CliError> {
     let scope = src.scope.scope();
     match (scope, &src.run_as) {
         (Scope::User, Some(_)) => {
@@ -70,7 +60,7 @@ pub(super) fn unit_spec(src: &UnitSource) -> anyhow::Result<UnitSpec> {
     }
     let exec = match &src.exec {
         Some(p) => p.clone(),
-        None => std::env::current_exe().context("failed to find this binary's path")?,
+        None => std::env::current_exe().map_err(CliError::CurrentExe)?,
     };
     check_executable(&exec)?;
     let profile = resolve_profile(&src.profile, scope, src.run_as.as_deref())?;
@@ -97,7 +87,7 @@ pub(super) fn unit_spec(src: &UnitSource) -> anyhow::Result<UnitSpec> {
     Ok(spec)
 }
 
-fn check_executable(path: &Path) -> anyhow::Result<()> {
+fn check_executable(path: &Path) -> Result<(), CliError> {
     use std::os::unix::fs::PermissionsExt;
     if !path.is_absolute() {
         return Err(usage(format!(
@@ -123,7 +113,7 @@ fn check_executable(path: &Path) -> anyhow::Result<()> {
     }
 }
 
-fn seconds(flag: &str, raw: &str) -> anyhow::Result<u64> {
+fn seconds(flag: &str, raw: &str) -> Result<u64, CliError> {
     let raw = raw.trim();
     let digits = raw.strip_suffix('s').unwrap_or(raw);
     match digits.parse::<u64>() {
@@ -135,7 +125,7 @@ fn seconds(flag: &str, raw: &str) -> anyhow::Result<u64> {
     }
 }
 
-fn env_pair(flag: &str, raw: &str) -> anyhow::Result<(String, String)> {
+fn env_pair(flag: &str, raw: &str) -> Result<(String, String), CliError> {
     let (k, v) = raw.split_once('=').ok_or_else(|| {
         usage(format!(
             "{flag} {raw:?}: expected KEY=VALUE, like HTTPS_PROXY=http://proxy:8080"
@@ -152,7 +142,7 @@ pub(super) fn settings(
     env: &[String],
     watchdog: Option<&str>,
     restart: Option<&str>,
-) -> anyhow::Result<Settings> {
+) -> Result<Settings, CliError> {
     let mut s = Settings::default();
     for raw in env {
         s.env.push(env_pair("--env", raw)?);
@@ -169,7 +159,7 @@ pub(super) fn settings(
 }
 
 /// `set` pairs: a supported directive name sets the directive, anything else an env var.
-pub(super) fn set_pairs(pairs: &[String]) -> anyhow::Result<Settings> {
+pub(super) fn set_pairs(pairs: &[String]) -> Result<Settings, CliError> {
     let mut s = Settings::default();
     for raw in pairs {
         let (k, v) = raw.split_once('=').ok_or_else(|| {

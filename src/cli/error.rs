@@ -1,0 +1,114 @@
+//! Every way a command can fail, and the exit code each one means, in one place.
+//!
+//! The lower layers each have their own error type; this is where they meet the process's
+//! exit status (`crate::exit_code`), so no caller has to guess a code from an error's type.
+
+use crate::doctor::DoctorError;
+use crate::dropin::DropInError;
+use crate::edit_lock::EditLockError;
+use crate::effects::EffectError;
+use crate::exit_code;
+use crate::gateway::runtime::GatewayError;
+use crate::gateway::spool::SpoolError;
+use crate::install::PlanError;
+use crate::observed::ObserveError;
+use crate::systemd::SystemdError;
+use crate::unit_file::RenderError;
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum CliError {
+    /// Bad input, found before anything was touched: one line that names the flag and the fix.
+    #[error("{0}")]
+    Usage(String),
+    /// Doctor could not look at anything at all. It exits 2, as bad input does, so that a
+    /// script can tell "could not tell" from "unhealthy" (1); shown as one line, like `Usage`.
+    #[error("{0}")]
+    DoctorBlind(DoctorError),
+    /// The gateway's own failures carry the codes systemd acts on (75 restart, 78 stay down).
+    #[error(transparent)]
+    Gateway(#[from] GatewayError),
+    #[error("failed to start the async runtime")]
+    AsyncRuntime(#[source] std::io::Error),
+    #[error("failed to find this binary's path")]
+    CurrentExe(#[source] std::io::Error),
+    #[error(transparent)]
+    Systemd(#[from] SystemdError),
+    #[error(transparent)]
+    Observe(#[from] ObserveError),
+    #[error(transparent)]
+    EditLock(#[from] EditLockError),
+    #[error(transparent)]
+    Plan(#[from] PlanError),
+    #[error(transparent)]
+    Effect(#[from] EffectError),
+    #[error(transparent)]
+    Render(#[from] RenderError),
+    #[error(transparent)]
+    DropIn(#[from] DropInError),
+    #[error(transparent)]
+    Events(#[from] SpoolError),
+    #[error(transparent)]
+    Json(#[from] serde_json::Error),
+    /// The demo is a script of many steps, each with its own context; it keeps anyhow.
+    #[error(transparent)]
+    Demo(anyhow::Error),
+}
+
+impl CliError {
+    /// Every variant is listed, so a new one has to say which code it means.
+    pub(crate) fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::DoctorBlind(_) => exit_code::USAGE,
+            CliError::Gateway(e) => e.exit_code(),
+            CliError::AsyncRuntime(_)
+            | CliError::CurrentExe(_)
+            | CliError::Systemd(_)
+            | CliError::Observe(_)
+            | CliError::EditLock(_)
+            | CliError::Plan(_)
+            | CliError::Effect(_)
+            | CliError::Render(_)
+            | CliError::DropIn(_)
+            | CliError::Events(_)
+            | CliError::Json(_)
+            | CliError::Demo(_) => exit_code::FAILURE,
+        }
+    }
+}
+
+/// Validation messages are phrased where the flag is checked, naming the flag and the fix.
+pub(super) fn usage(msg: impl Into<String>) -> CliError {
+    CliError::Usage(msg.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_input_and_a_blind_doctor_exit_2_and_show_one_line() {
+        let blind = CliError::DoctorBlind(DoctorError::NothingToCheck {
+            bus: "no bus".into(),
+            home: "no home".into(),
+        });
+        assert_eq!(blind.exit_code(), exit_code::USAGE);
+        assert!(std::error::Error::source(&blind).is_none());
+        assert_eq!(usage("--exec x: bad").exit_code(), exit_code::USAGE);
+        assert_eq!(usage("--exec x: bad").to_string(), "--exec x: bad");
+    }
+
+    #[test]
+    fn gateway_errors_keep_their_codes_and_the_rest_exit_1() {
+        let restart = CliError::from(GatewayError::Restart("stale".into()));
+        assert_eq!(restart.exit_code(), exit_code::TEMPFAIL);
+        assert_eq!(restart.to_string(), "restarting: stale");
+        let profile = CliError::from(GatewayError::Profile(crate::profile::ProfileError::NoHome));
+        assert_eq!(profile.exit_code(), exit_code::CONFIG);
+        let io = || std::io::Error::other("boom");
+        assert_eq!(CliError::AsyncRuntime(io()).exit_code(), exit_code::FAILURE);
+        assert_eq!(
+            CliError::Demo(anyhow::anyhow!("demo failed")).exit_code(),
+            exit_code::FAILURE
+        );
+    }
+}
