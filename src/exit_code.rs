@@ -2,6 +2,8 @@
 //!
 //! The gateway's codes drive systemd: 75 means "restart me", and 78 is listed in
 //! `RestartPreventExitStatus=` so a configuration conflict stays down instead of flapping.
+//! Which failure exits with which code is decided in one match, `CliError::exit_code`
+//! (`cli/error.rs`).
 
 /// A requested stop, or a command that succeeded.
 pub const OK: u8 = 0;
