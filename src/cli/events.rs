@@ -1,19 +1,23 @@
-//! `events`: the inbound events a profile's gateway has spooled, read from its inbox.
-//!
-//! The reading and printing live with the spool (`gateway::spool::events_command`); this is
-//! only the profile lookup and the runtime around it.
+//! `events`: the inbound events a profile's gateway has spooled, printed for a person or for
+//! `jq`, once or following the inbox as it grows and rotates.
+
+use std::io::{self, Write};
+use std::path::Path;
 
 use super::args::EventsArgs;
 use super::error::{usage, CliError};
 use super::validate::parse_profile;
 use crate::exit_code;
+use crate::gateway::spool::reader::{after, read_new, read_records, Record};
+use crate::gateway::spool::{SpoolError, FILE_NAME, FOLLOW_POLL};
 use crate::profile::Profile;
+use crate::safe_text::visible;
 
 pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
     let profile =
         Profile::from_env(parse_profile(&args.profile)?).map_err(|e| usage(e.to_string()))?;
     let mut out = std::io::stdout();
-    super::runtime()?.block_on(crate::gateway::spool::events_command(
+    super::runtime()?.block_on(events_command(
         &profile.inbox_dir(),
         args.since.as_deref(),
         args.follow,
@@ -21,4 +25,192 @@ pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
         &mut out,
     ))?;
     Ok(exit_code::OK)
+}
+
+/// `hermes-svc events`: print the spool, one event per line; with `follow`, keep printing new
+/// events until the process is killed. With `json` each line is the stored JSON; otherwise
+/// `<received_at> <adapter> <kind> <id> <data>`, with control characters shown as escapes
+/// (see [`crate::safe_text`]). A closed output (`| head`) ends it quietly.
+///
+/// File reads are small and blocking, which is fine on the CLI's own runtime.
+async fn events_command(
+    dir: &Path,
+    since: Option<&str>,
+    follow: bool,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), SpoolError> {
+    match events_inner(dir, since, follow, json, out).await {
+        Err(SpoolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
+}
+
+async fn events_inner(
+    dir: &Path,
+    since: Option<&str>,
+    follow: bool,
+    json: bool,
+    out: &mut (dyn Write + Send),
+) -> Result<(), SpoolError> {
+    let (mut records, mut current) = read_records(dir)?;
+    if !follow {
+        if let Some(current) = current.as_mut() {
+            current.finish(&mut records);
+        }
+    }
+    print(&after(records, since)?, json, out)?;
+    if !follow {
+        return Ok(());
+    }
+
+    let path = dir.join(FILE_NAME);
+    loop {
+        tokio::time::sleep(FOLLOW_POLL).await;
+        let mut batch = Vec::new();
+        read_new(&path, &mut current, &mut batch)?;
+        print(&batch, json, out)?;
+    }
+}
+
+fn print(records: &[Record], json: bool, out: &mut (dyn Write + Send)) -> Result<(), SpoolError> {
+    for r in records {
+        if json {
+            writeln!(out, "{}", r.raw)
+        } else {
+            // Every field came from a platform or the spool file, so none is printed raw: an
+            // event kind of `ESC[2J` must not clear the reader's screen. `data` is JSON, whose
+            // encoder escapes C0 controls but not DEL, C1 or the bidi overrides.
+            let e = &r.event;
+            let data = e.data.to_string();
+            writeln!(
+                out,
+                "{} {} {} {} {}",
+                visible(&e.received_at),
+                visible(&e.adapter),
+                visible(&e.kind),
+                visible(&e.id),
+                visible(&data)
+            )
+        }
+        .map_err(SpoolError::Output)?;
+    }
+    out.flush().map_err(SpoolError::Output)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fs;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::gateway::spool::tests::{event, small, temp_dir};
+    use crate::gateway::spool::{Event, Spool, ROTATED_NAME};
+
+    #[tokio::test]
+    async fn events_prints_text_or_stored_json() {
+        let dir = temp_dir("print");
+        let spool = Spool::open(&dir).unwrap();
+        spool.append(&event("a")).await.unwrap();
+        spool.append(&event("b")).await.unwrap();
+
+        let mut out = Vec::new();
+        events_command(&dir, Some("a"), false, false, &mut out)
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "2024-05-01T09:00:00.123Z qq MESSAGE_CREATE b {\"content\":\"hello b\",\"n\":[1,2]}\n"
+        );
+
+        let mut out = Vec::new();
+        events_command(&dir, None, false, true, &mut out)
+            .await
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            fs::read_to_string(spool.path()).unwrap()
+        );
+
+        let mut out = Vec::new();
+        let err = events_command(&dir, Some("nope"), false, true, &mut out).await;
+        assert!(matches!(err, Err(SpoolError::UnknownSince(_))));
+
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Ok(())
+            }
+        }
+        events_command(&dir, None, false, false, &mut Closed)
+            .await
+            .unwrap();
+        let _ = fs::remove_dir_all(dir);
+    }
+
+    #[derive(Clone, Default)]
+    struct Shared(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl Shared {
+        fn ids(&self) -> Vec<String> {
+            String::from_utf8_lossy(&self.0.lock().unwrap())
+                .lines()
+                .filter_map(|l| serde_json::from_str::<Event>(l).ok())
+                .map(|e| e.id)
+                .collect()
+        }
+    }
+
+    #[tokio::test]
+    async fn follow_prints_new_events_across_rotation() {
+        let dir = temp_dir("follow");
+        let line_len = serde_json::to_string(&event("f000")).unwrap().len() as u64 + 1;
+        let spool = Spool::open_with(&dir, small(4 * line_len)).unwrap();
+        spool.append(&event("f000")).await.unwrap();
+        spool.append(&event("f001")).await.unwrap();
+
+        let out = Shared::default();
+        let follower = tokio::spawn({
+            let (dir, mut out) = (dir.clone(), out.clone());
+            async move { events_command(&dir, Some("f000"), true, true, &mut out).await }
+        });
+        let want = |n: usize| (1..n).map(|i| format!("f{i:03}")).collect::<Vec<_>>();
+        let wait_for = |n: usize| {
+            let out = out.clone();
+            async move {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while out.ids() != want(n) && Instant::now() < deadline {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                out.ids()
+            }
+        };
+        assert_eq!(wait_for(2).await, want(2));
+
+        // Two more, then a rotation (after f003), then more in the new file.
+        for i in 2..7 {
+            spool.append(&event(&format!("f{i:03}"))).await.unwrap();
+        }
+        assert!(dir.join(ROTATED_NAME).exists());
+        assert_eq!(wait_for(7).await, want(7));
+        spool.append(&event("f007")).await.unwrap();
+        assert_eq!(wait_for(8).await, want(8));
+        assert!(!follower.is_finished());
+        follower.abort();
+        let _ = fs::remove_dir_all(dir);
+    }
 }

@@ -4,8 +4,9 @@
 //! the event) only after [`Spool::append`] returned, so an event is either in the spool or will
 //! be replayed by the platform on resume: nothing received is lost across a reconnect, and what
 //! was stored before a restart stays stored (a new session after a restart replays nothing, so
-//! the guarantee there is only for what reached the spool). Replays and resumes deliver the same event twice, so appends are deduplicated by
-//! (adapter, event id) over a bounded window of recent events.
+//! the guarantee there is only for what reached the spool). Replays and resumes deliver the
+//! same event twice, so appends are deduplicated by (adapter, event id) over a bounded window
+//! of recent events.
 //!
 //! An append is a `write` into the page cache, which survives the process crashing. Surviving
 //! the machine crashing needs an fsync, and one per event would cap throughput at the disk's
@@ -15,13 +16,13 @@
 //! 64 MiB it is renamed to `events.jsonl.1` and a new one started, so the spool takes at most
 //! about twice that on disk.
 //!
-//! This file is the writer and the types the rest of the crate uses; the dedupe window, the
-//! reading back and the `events` command's output each have their own file beside it.
+//! This file is the writer and the types the rest of the crate uses; the dedupe window and the
+//! reading back have their own files beside it, and the `events` command's output lives with
+//! the CLI (`cli/events.rs`).
 
-mod events_output;
-mod reader;
+pub(crate) mod reader;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 mod window;
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
@@ -37,7 +38,6 @@ use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
 
-pub use events_output::events_command;
 pub use reader::read;
 use window::{dedupe_key, load_window, Window};
 

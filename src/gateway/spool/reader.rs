@@ -31,14 +31,14 @@ pub(super) fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 /// A parsed line and the line as stored.
-pub(super) struct Record {
-    pub(super) raw: String,
-    pub(super) event: Event,
+pub(crate) struct Record {
+    pub(crate) raw: String,
+    pub(crate) event: Event,
 }
 
 /// Reads one spool file's complete lines as they appear. Holding the file open is what lets
 /// `--follow` finish a file that was rotated away under it.
-pub(super) struct LineReader {
+pub(crate) struct LineReader {
     file: File,
     path: PathBuf,
     identity: (u64, u64),
@@ -84,7 +84,7 @@ impl LineReader {
 
     /// The file will not grow any more: a last line without a newline counts if it is
     /// whole, and is skipped if it was torn.
-    pub(super) fn finish(&mut self, out: &mut Vec<Record>) {
+    pub(crate) fn finish(&mut self, out: &mut Vec<Record>) {
         let line = std::mem::take(&mut self.pending);
         parse_line(&line, &self.path, out);
     }
@@ -120,7 +120,7 @@ fn open_generations(dir: &Path) -> Result<(Option<LineReader>, Option<LineReader
 }
 
 /// The records after the last one with id `since` (all of them without `since`).
-pub(super) fn after(records: Vec<Record>, since: Option<&str>) -> Result<Vec<Record>, SpoolError> {
+pub(crate) fn after(records: Vec<Record>, since: Option<&str>) -> Result<Vec<Record>, SpoolError> {
     let Some(since) = since else {
         return Ok(records);
     };
@@ -131,7 +131,7 @@ pub(super) fn after(records: Vec<Record>, since: Option<&str>) -> Result<Vec<Rec
 }
 
 /// Everything in both files, with the current file left open for following.
-pub(super) fn read_records(dir: &Path) -> Result<(Vec<Record>, Option<LineReader>), SpoolError> {
+pub(crate) fn read_records(dir: &Path) -> Result<(Vec<Record>, Option<LineReader>), SpoolError> {
     let (older, mut current) = open_generations(dir)?;
     let mut records = Vec::new();
     if let Some(mut older) = older {
@@ -160,7 +160,7 @@ pub fn read(dir: &Path, since: Option<&str>) -> Result<Vec<Event>, SpoolError> {
 /// One look for `--follow`: the lines added to `current` since the last look and, once the
 /// spool file at `path` is another file (rotated), the rest of the old one and what the new
 /// one holds so far. `current` then reads the new file.
-pub(super) fn read_new(
+pub(crate) fn read_new(
     path: &Path,
     current: &mut Option<LineReader>,
     batch: &mut Vec<Record>,

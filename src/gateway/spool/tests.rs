@@ -5,13 +5,13 @@ use std::collections::HashSet;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Instant;
 
-pub(super) fn temp_dir(name: &str) -> PathBuf {
+pub(crate) fn temp_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("hsv-spool-{}-{name}", std::process::id()));
     let _ = fs::remove_dir_all(&dir);
     dir
 }
 
-pub(super) fn event(id: &str) -> Event {
+pub(crate) fn event(id: &str) -> Event {
     Event {
         id: id.to_owned(),
         adapter: "qq".into(),
@@ -26,7 +26,7 @@ fn ids(events: &[Event]) -> Vec<&str> {
     events.iter().map(|e| e.id.as_str()).collect()
 }
 
-pub(super) fn small(rotate_bytes: u64) -> SpoolOptions {
+pub(crate) fn small(rotate_bytes: u64) -> SpoolOptions {
     SpoolOptions {
         rotate_bytes,
         ..SpoolOptions::default()
