@@ -4,14 +4,14 @@
 //! snapshot: one case that produces the finding and one near miss that must not.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use crate::doctor::snapshot::{PidProcess, ProfileSnap, Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::linger::Linger;
 use crate::profile::{profile_of_unit, ProfileName};
 use crate::scope::Scope;
-use crate::served_profile::{served_profile, ServedProfile};
+use crate::served_profile::{same_home, served_profile, ServedProfile};
 use crate::unit_file::{provenance, Provenance};
 
 /// A restart count at or above this, in one unit's lifetime, is a flap loop worth a look.
@@ -119,13 +119,6 @@ fn profile_finding(
         fix,
         profile: Some(p.name.clone()),
         units: vec![],
-    }
-}
-
-fn same_home(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => a.components().eq(b.components()),
     }
 }
 
