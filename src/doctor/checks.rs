@@ -184,4 +184,13 @@ mod tests {
             "hermes-svc install --profile a --force"
         );
     }
+
+    #[test]
+    fn the_registry_holds_each_id_once_in_id_order() {
+        let ids: Vec<_> = CHECKS.iter().map(|c| c.id).collect();
+        let mut sorted = ids.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(ids, sorted);
+    }
 }
