@@ -62,8 +62,9 @@ fn failed(s: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
-/// Reset one of our failed units, once the manager would start it again and no other error
-/// names a cause that would fail it again. A flap loop is left for the journal.
+/// Reset one of our failed units when no other error of its unit or profile may be the
+/// cause. A start limit is a crash loop whose cause doctor cannot see, and a flap loop (a
+/// warning) is not failed yet: both are left for the journal.
 fn fix_failed(p: &mut Planner, f: &Finding) {
     if f.severity != Severity::Error {
         p.skip(
