@@ -221,7 +221,7 @@ pub async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorErr
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    let plan = fix::plan(&snap, &findings, now);
+    let plan = checks::plan(&snap, &findings, now);
     let (fixed, failed) = fix::apply(&plan).await;
     let report = run(only).await?;
     // Only what is still there is worth telling the person to do by hand.

@@ -55,11 +55,7 @@ pub fn served_profile(
                 .unwrap_or_else(|| ProfileName::parse(DEFAULT_PROFILE).expect("valid")),
         ),
     };
-    let hermes_home = environment
-        .iter()
-        .find_map(|e| e.strip_prefix("HERMES_HOME="))
-        .filter(|h| !h.is_empty())
-        .map(PathBuf::from);
+    let hermes_home = unit_hermes_home(environment);
     Some(ServedProfile {
         profile,
         explicit: explicit.is_some(),
@@ -73,11 +69,25 @@ impl ServedProfile {
     /// `default_home` (`~/.hermes` of the user it runs as).
     pub fn serves(&self, profile: &ProfileName, hermes_home: &Path, default_home: &Path) -> bool {
         let home = self.hermes_home.as_deref().unwrap_or(default_home);
-        self.profile.as_ref() == Some(profile) && same_path(home, hermes_home)
+        self.profile.as_ref() == Some(profile) && same_home(home, hermes_home)
     }
 }
 
-fn same_path(a: &Path, b: &Path) -> bool {
+/// `HERMES_HOME` from a unit's `Environment` entries. An empty value means "not set", as
+/// [`crate::profile::hermes_home_from_env`] treats the process environment: a unit with
+/// `Environment=HERMES_HOME=` runs with the default home, not with an empty path.
+pub(crate) fn unit_hermes_home(environment: &[String]) -> Option<PathBuf> {
+    environment
+        .iter()
+        .find_map(|e| e.strip_prefix("HERMES_HOME="))
+        .filter(|h| !h.is_empty())
+        .map(PathBuf::from)
+}
+
+/// Whether two homes are one directory. Spellings differ (a trailing slash, a symlinked
+/// parent), so existing paths are compared resolved; a home that does not exist (yet, or on
+/// this machine) can only be compared as written.
+pub(crate) fn same_home(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => a.components().eq(b.components()),
@@ -115,5 +125,16 @@ mod tests {
         assert!(s.serves(&bot, Path::new("/srv/h"), Path::new("/root/.hermes")));
         assert!(!s.serves(&bot, Path::new("/srv/other"), Path::new("/root/.hermes")));
         assert!(served_profile(&argv("/bin/sleep 10"), &env, None).is_none());
+    }
+
+    #[test]
+    fn an_empty_unit_hermes_home_is_not_set() {
+        let env = |v: &str| vec!["LANG=C".to_owned(), format!("HERMES_HOME={v}")];
+        assert_eq!(
+            unit_hermes_home(&env("/srv/h")),
+            Some(PathBuf::from("/srv/h"))
+        );
+        assert_eq!(unit_hermes_home(&env("")), None);
+        assert_eq!(unit_hermes_home(&["LANG=C".to_owned()]), None);
     }
 }

@@ -21,6 +21,7 @@ use crate::linger::Linger;
 use crate::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
 use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
 use crate::scope::Scope;
+use crate::served_profile::unit_hermes_home;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// A gateway unit as one manager reports it.
@@ -247,13 +248,7 @@ async fn units_of(
         if !seen.insert(name.clone()) {
             continue;
         }
-        let hermes_home = props
-            .environment
-            .iter()
-            .flatten()
-            .find_map(|e| e.strip_prefix("HERMES_HOME="))
-            .filter(|h| !h.is_empty())
-            .map(PathBuf::from)
+        let hermes_home = unit_hermes_home(props.environment.as_deref().unwrap_or_default())
             .or_else(|| default_home.map(Path::to_owned))
             .unwrap_or_default();
         let file_text = props
