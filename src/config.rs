@@ -6,6 +6,7 @@
 //! profile's `.env` at run time.
 
 use std::collections::BTreeSet;
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -143,10 +144,45 @@ impl Protocol {
 #[derive(Clone, Debug, PartialEq)]
 pub struct CronSpec {
     pub name: String,
-    /// Five fields (minute hour day month weekday), or six with leading seconds.
-    pub schedule: String,
+    pub schedule: CronSchedule,
     pub command: Vec<String>,
     pub timeout: Duration,
+}
+
+/// A cron expression: five fields (minute hour day month weekday), or six with leading
+/// seconds. It keeps the text as written, because croner's own copy is upper-cased and has
+/// its aliases replaced, and messages should quote what the user wrote.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CronSchedule {
+    text: String,
+    cron: croner::Cron,
+}
+
+impl CronSchedule {
+    pub fn parse(text: &str) -> Result<Self, croner::errors::CronError> {
+        let cron = croner::parser::CronParser::builder()
+            .seconds(croner::parser::Seconds::Optional)
+            .build()
+            .parse(text)?;
+        Ok(Self {
+            text: text.to_owned(),
+            cron,
+        })
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.text
+    }
+
+    pub fn cron(&self) -> &croner::Cron {
+        &self.cron
+    }
+}
+
+impl fmt::Display for CronSchedule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
 }
 
 /// A resolved credential. Its `Debug` never prints the secret.
@@ -673,15 +709,18 @@ fn cron(ctx: &Ctx, spanned: &Spanned<RawCron>) -> Result<CronSpec, ConfigError> 
             format!("cron name {name:?}: use 1-32 characters of a-z, 0-9, '-' and '_'"),
         );
     }
-    let schedule = c.schedule.get_ref().trim().to_owned();
-    if let Err(e) = crate::gateway::cron::parse_schedule(&schedule) {
-        return ctx.err(
-            c.schedule.span(),
-            format!(
-                "cron {name:?}: schedule {schedule:?}: {e}; use five fields like \"0 9 * * *\""
-            ),
-        );
-    }
+    let text = c.schedule.get_ref().trim();
+    let schedule = match CronSchedule::parse(text) {
+        Ok(s) => s,
+        Err(e) => {
+            return ctx.err(
+                c.schedule.span(),
+                format!(
+                    "cron {name:?}: schedule {text:?}: {e}; use five fields like \"0 9 * * *\""
+                ),
+            )
+        }
+    };
     let command = c.command.get_ref().clone();
     if command.is_empty() || command[0].is_empty() {
         return ctx.err(

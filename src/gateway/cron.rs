@@ -88,14 +88,6 @@ impl CronContext {
     }
 }
 
-/// Parse a 5-field (or 6-field, with leading seconds) cron expression.
-pub fn parse_schedule(schedule: &str) -> Result<croner::Cron, croner::errors::CronError> {
-    croner::parser::CronParser::builder()
-        .seconds(croner::parser::Seconds::Optional)
-        .build()
-        .parse(schedule)
-}
-
 // ---- wall clock ----
 
 /// Schedules are evaluated in local time, like cron(8) and systemd timers: "0 9 * * *" is
@@ -190,34 +182,22 @@ struct Ticker<T> {
 }
 
 impl<T: CronDateTime + fmt::Display> Ticker<T> {
-    /// Jobs whose schedule does not parse are left out, logged and recorded as the
-    /// component's last error; the config loader rejects them first, so this is a backstop.
-    fn new(specs: Vec<CronSpec>, now: T, heartbeat: &Heartbeat) -> Self {
+    /// Every schedule was parsed by the config loader, so every job is kept, even one whose
+    /// pattern has no future occurrence: it is logged, and never due.
+    fn new(specs: Vec<CronSpec>, now: T) -> Self {
         let mut jobs = Vec::with_capacity(specs.len());
         for spec in specs {
-            match parse_schedule(&spec.schedule) {
-                Ok(cron) => {
-                    let schedule = Schedule::new(cron, now.clone());
-                    match schedule.next_due() {
-                        Some(due) => info!(job = %spec.name, next = %due, "cron job scheduled"),
-                        None => warn!(job = %spec.name, schedule = %spec.schedule,
-                            "cron schedule has no future occurrence; the job will never run"),
-                    }
-                    jobs.push(Job {
-                        spec: Arc::new(spec),
-                        schedule,
-                        running: false,
-                    });
-                }
-                Err(e) => {
-                    error!(job = %spec.name, schedule = %spec.schedule, error = %e,
-                        "invalid cron schedule; job disabled");
-                    heartbeat.error(format_args!(
-                        "cron job {}: invalid schedule {:?}: {e}",
-                        spec.name, spec.schedule
-                    ));
-                }
+            let schedule = Schedule::new(spec.schedule.cron().clone(), now.clone());
+            match schedule.next_due() {
+                Some(due) => info!(job = %spec.name, next = %due, "cron job scheduled"),
+                None => warn!(job = %spec.name, schedule = %spec.schedule,
+                    "cron schedule has no future occurrence; the job will never run"),
             }
+            jobs.push(Job {
+                spec: Arc::new(spec),
+                schedule,
+                running: false,
+            });
         }
         Self { jobs }
     }
@@ -278,7 +258,7 @@ pub async fn run(
 ) {
     let ctx = Arc::new(ctx);
     heartbeat.enter(State::Idle);
-    let mut ticker = Ticker::new(jobs, wall_now(), &heartbeat);
+    let mut ticker = Ticker::new(jobs, wall_now());
     info!(component = %ctx.name, jobs = ticker.jobs.len(), "cron ticker started");
 
     let mut interval = tokio::time::interval(TICK);
@@ -522,12 +502,13 @@ fn log_line(mut file: &std::fs::File, job: &str, msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CronSchedule;
     use crate::gateway::health::Registry;
 
     fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> CronSpec {
         CronSpec {
             name: name.to_owned(),
-            schedule: schedule.to_owned(),
+            schedule: CronSchedule::parse(schedule).unwrap(),
             command: command.iter().map(|s| s.to_string()).collect(),
             timeout,
         }
@@ -546,7 +527,7 @@ mod tests {
     }
 
     fn schedule(pattern: &str, now: Utc) -> Schedule<Utc> {
-        Schedule::new(parse_schedule(pattern).unwrap(), now)
+        Schedule::new(CronSchedule::parse(pattern).unwrap().cron().clone(), now)
     }
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -593,11 +574,9 @@ mod tests {
     #[test]
     fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
         let start = t(2024, 1, 1, 0, 0, 0);
-        let hb = Registry::new().register("cron-test", "cron", DEADLINE);
         let mut ticker = Ticker::new(
             vec![spec("every2", "*/2 * * * * *", &["true"], TICK)],
             start,
-            &hb,
         );
         let mut runs = 0;
         for k in 1..=20 {
@@ -662,14 +641,12 @@ mod tests {
     #[test]
     fn a_job_still_running_is_skipped_not_queued() {
         let start = t(2024, 1, 1, 0, 0, 0);
-        let hb = Registry::new().register("cron-test", "cron", DEADLINE);
         let mut ticker = Ticker::new(
             vec![
                 spec("slow", "* * * * * *", &["true"], TICK),
                 spec("fast", "* * * * * *", &["true"], TICK),
             ],
             start,
-            &hb,
         );
         assert_eq!(ticker.due(plus(start, 1)), [0, 1]);
         ticker.finished(1);
@@ -683,24 +660,17 @@ mod tests {
         assert_eq!(ticker.due(plus(start, 4)), [0, 1]);
     }
 
+    /// A schedule that does not parse cannot reach the ticker: the config loader parses it and
+    /// rejects it with its line (`config::tests`), and `CronSpec` holds only a parsed schedule. One
+    /// that parses but never occurs is kept, and never due.
     #[test]
     fn bad_schedules_are_disabled_not_fatal() {
+        assert!(CronSchedule::parse("not a schedule").is_err());
         let start = t(2024, 1, 1, 0, 0, 0);
-        let registry = Registry::new();
-        let hb = registry.register("cron-test", "cron", DEADLINE);
-        let mut ticker = Ticker::new(
-            vec![
-                spec("bad", "not a schedule", &["true"], TICK),
-                spec("never", "0 0 30 2 *", &["true"], TICK),
-            ],
-            start,
-            &hb,
-        );
+        let mut ticker = Ticker::new(vec![spec("never", "0 0 30 2 *", &["true"], TICK)], start);
         assert_eq!(ticker.jobs.len(), 1);
         assert!(ticker.jobs[0].schedule.next_due().is_none());
         assert!(ticker.due(plus(start, 400 * 86_400)).is_empty());
-        let err = registry.snapshot().components[0].last_error.clone();
-        assert!(err.unwrap().contains("cron job bad: invalid schedule"));
     }
 
     #[tokio::test(start_paused = true)]
