@@ -1,0 +1,185 @@
+//! The ticker: one task that wakes every [`TICK`], beats the cron heartbeat and starts the
+//! jobs that are due, each on a task of its own, so a long job never delays a beat.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use croner::CronDateTime;
+use tokio::sync::watch;
+use tokio::task::{Id, JoinSet};
+use tokio::time::MissedTickBehavior;
+use tracing::{error, info, warn};
+
+use super::job::{run_job, CronContext};
+use super::schedule::{wall_now, Poll, Schedule};
+use crate::config::CronSpec;
+use crate::gateway::health::{Heartbeat, State};
+use crate::test_hook;
+
+/// How often the ticker wakes, beats and checks for due jobs.
+pub const TICK: Duration = Duration::from_secs(1);
+/// The deadline the runtime registers the cron component with (a few ticks of slack).
+pub const DEADLINE: Duration = Duration::from_secs(5);
+
+pub(super) struct Job<T> {
+    spec: Arc<CronSpec>,
+    pub(super) schedule: Schedule<T>,
+    running: bool,
+}
+
+/// Every job's schedule plus whether its previous run is still going: the part of the ticker
+/// that decides, without spawning anything, so it is tested with synthetic times.
+pub(super) struct Ticker<T> {
+    pub(super) jobs: Vec<Job<T>>,
+}
+
+impl<T: CronDateTime + fmt::Display> Ticker<T> {
+    /// Every schedule was parsed by the config loader, so every job is kept, even one whose
+    /// pattern has no future occurrence: it is logged, and never due.
+    pub(super) fn new(specs: Vec<CronSpec>, now: T) -> Self {
+        let mut jobs = Vec::with_capacity(specs.len());
+        for spec in specs {
+            let schedule = Schedule::new(spec.schedule.cron().clone(), now.clone());
+            match schedule.next_due() {
+                Some(due) => info!(job = %spec.name, next = %due, "cron job scheduled"),
+                None => warn!(job = %spec.name, schedule = %spec.schedule,
+                    "cron schedule has no future occurrence; the job will never run"),
+            }
+            jobs.push(Job {
+                spec: Arc::new(spec),
+                schedule,
+                running: false,
+            });
+        }
+        Self { jobs }
+    }
+
+    /// The jobs to start now, each marked running until [`Ticker::finished`].
+    pub(super) fn due(&mut self, now: T) -> Vec<usize> {
+        let mut start = Vec::new();
+        for (idx, job) in self.jobs.iter_mut().enumerate() {
+            let Poll::Run { due, missed } = job.schedule.poll(now.clone()) else {
+                continue;
+            };
+            let name = &job.spec.name;
+            if missed > 0 {
+                warn!(job = %name, due = %due, now = %now, missed,
+                    "cron job missed runs (asleep or stopped); running it once now");
+            } else if due
+                .checked_add_seconds(60)
+                .is_some_and(|late| late.cmp_instant(&now) == Ordering::Less)
+            {
+                info!(job = %name, due = %due, now = %now, "cron job is running late");
+            }
+            if job.running {
+                warn!(job = %name, due = %due, "previous run of cron job still running; skipping this run");
+            } else {
+                job.running = true;
+                start.push(idx);
+            }
+            if job.schedule.next_due().is_none() {
+                warn!(job = %name, "cron schedule has no further occurrence");
+            }
+        }
+        start
+    }
+
+    pub(super) fn finished(&mut self, idx: usize) {
+        if let Some(job) = self.jobs.get_mut(idx) {
+            job.running = false;
+        }
+    }
+
+    pub(super) fn any_running(&self) -> bool {
+        self.jobs.iter().any(|j| j.running)
+    }
+}
+
+// ---- the ticker task ----
+
+/// Run the ticker until `shutdown` becomes true (or its sender is dropped), then stop the jobs
+/// still running and return.
+///
+/// Jobs run on tasks of their own, so a job that takes an hour never delays a tick: the
+/// heartbeat measures the ticker, and only a wedged ticker goes stale.
+pub async fn run(
+    jobs: Vec<CronSpec>,
+    heartbeat: Heartbeat,
+    ctx: CronContext,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let ctx = Arc::new(ctx);
+    heartbeat.enter(State::Idle);
+    let mut ticker = Ticker::new(jobs, wall_now());
+    info!(component = %ctx.name, jobs = ticker.jobs.len(), "cron ticker started");
+
+    let mut interval = tokio::time::interval(TICK);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut tasks: JoinSet<()> = JoinSet::new();
+    let mut task_jobs: HashMap<Id, usize> = HashMap::new();
+
+    loop {
+        if *shutdown.borrow_and_update() {
+            break;
+        }
+        tokio::select! {
+            biased;
+            changed = shutdown.changed() => {
+                if changed.is_err() {
+                    break;
+                }
+                continue;
+            }
+            Some(joined) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                let id = match joined {
+                    Ok((id, ())) => id,
+                    Err(e) => {
+                        error!(component = %ctx.name, error = %e, "cron job task failed");
+                        e.id()
+                    }
+                };
+                if let Some(idx) = task_jobs.remove(&id) {
+                    ticker.finished(idx);
+                }
+                if !ticker.any_running() {
+                    heartbeat.enter(State::Idle);
+                }
+                continue;
+            }
+            _ = interval.tick() => {}
+        }
+
+        test_hook::hang_if_wedged(&ctx.name).await;
+        heartbeat.beat();
+
+        let due = ticker.due(wall_now());
+        if due.is_empty() {
+            continue;
+        }
+        for idx in due {
+            let spec = ticker.jobs[idx].spec.clone();
+            let handle = tasks.spawn(run_job(
+                spec,
+                ctx.clone(),
+                heartbeat.clone(),
+                shutdown.clone(),
+            ));
+            task_jobs.insert(handle.id(), idx);
+        }
+        heartbeat.enter(State::Running);
+    }
+
+    if !tasks.is_empty() {
+        info!(component = %ctx.name, running = tasks.len(), "stopping running cron jobs");
+    }
+    // Each job task sees the same shutdown signal, stops its process group and reaps it.
+    while let Some(joined) = tasks.join_next().await {
+        if let Err(e) = joined {
+            error!(component = %ctx.name, error = %e, "cron job task failed");
+        }
+    }
+    info!(component = %ctx.name, "cron ticker stopped");
+}
