@@ -23,9 +23,9 @@ mod set;
 mod status;
 mod validate;
 
+use crate::systemd::Job;
 use args::{Cli, Command, GatewayCommand};
 use error::CliError;
-use lifecycle::Action;
 
 /// Entry point for `main`: run, print errors, map them to exit codes.
 pub fn main() -> ExitCode {
@@ -70,9 +70,9 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),
         Command::Set(args) => runtime()?.block_on(set::set(args)),
         Command::Unset(args) => runtime()?.block_on(set::unset(args)),
-        Command::Start(a) => runtime()?.block_on(lifecycle::run(a, Action::Start)),
-        Command::Stop(a) => runtime()?.block_on(lifecycle::run(a, Action::Stop)),
-        Command::Restart(a) => runtime()?.block_on(lifecycle::run(a, Action::Restart)),
+        Command::Start(a) => runtime()?.block_on(lifecycle::run(a, Job::Start)),
+        Command::Stop(a) => runtime()?.block_on(lifecycle::run(a, Job::Stop)),
+        Command::Restart(a) => runtime()?.block_on(lifecycle::run(a, Job::Restart)),
         Command::Status(args) => runtime()?.block_on(status::run(args)),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(args)),
     }

@@ -68,10 +68,7 @@ impl Health {
         p: &UnitProperties,
     ) -> Result<Option<Health>, String> {
         let environment = p.environment.as_deref().unwrap_or_default();
-        let Some(hermes_home) = environment
-            .iter()
-            .find_map(|e| e.strip_prefix("HERMES_HOME="))
-            .map(std::path::PathBuf::from)
+        let Some(hermes_home) = crate::served_profile::unit_hermes_home(environment)
             .or_else(|| crate::profile::default_hermes_home().ok())
         else {
             return Ok(None);

@@ -95,6 +95,25 @@ pub struct UnitProperties {
     pub exec_start: Option<Vec<ExecCommand>>,
 }
 
+/// A job the manager runs on a unit, waited for until it is done.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Job {
+    Start,
+    Stop,
+    Restart,
+}
+
+impl Job {
+    /// The verb as `systemctl` and our commands name it.
+    pub fn verb(self) -> &'static str {
+        match self {
+            Job::Start => "start",
+            Job::Stop => "stop",
+            Job::Restart => "restart",
+        }
+    }
+}
+
 /// One `ExecStart=` entry as systemd reports it: `(path, argv, ignore-failure, times..., pid,
 /// code, status)`.
 pub type ExecCommand = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
@@ -272,15 +291,15 @@ impl Systemd {
     }
 
     pub async fn start(&self, unit: &str) -> Result<(), SystemdError> {
-        self.run_job("start", unit).await
+        self.run_job(Job::Start, unit).await
     }
 
     pub async fn stop(&self, unit: &str) -> Result<(), SystemdError> {
-        self.run_job("stop", unit).await
+        self.run_job(Job::Stop, unit).await
     }
 
     pub async fn restart(&self, unit: &str) -> Result<(), SystemdError> {
-        self.run_job("restart", unit).await
+        self.run_job(Job::Restart, unit).await
     }
 
     pub async fn reset_failed(&self, unit: &str) -> Result<(), SystemdError> {
@@ -292,7 +311,8 @@ impl Systemd {
 
     /// Queue a job and wait for its `JobRemoved` signal, so that "started" means the gateway
     /// sent `READY=1`, not merely that systemd accepted the request.
-    async fn run_job(&self, action: &'static str, unit: &str) -> Result<(), SystemdError> {
+    pub async fn run_job(&self, job: Job, unit: &str) -> Result<(), SystemdError> {
+        let action = job.verb();
         let err = |e| self.call_error(format!("{action} {unit}"), unit, e);
         self.subscribed
             .get_or_try_init(|| self.manager.subscribe())
@@ -300,10 +320,10 @@ impl Systemd {
             .map_err(err)?;
         let mut removed = self.manager.receive_job_removed().await.map_err(err)?;
         let (name, mode) = (unit.to_owned(), "replace".to_owned());
-        let job: OwnedObjectPath = match action {
-            "start" => self.manager.start_unit(name, mode).await,
-            "stop" => self.manager.stop_unit(name, mode).await,
-            _ => self.manager.restart_unit(name, mode).await,
+        let job: OwnedObjectPath = match job {
+            Job::Start => self.manager.start_unit(name, mode).await,
+            Job::Stop => self.manager.stop_unit(name, mode).await,
+            Job::Restart => self.manager.restart_unit(name, mode).await,
         }
         .map_err(err)?;
         let wait = async {
