@@ -145,7 +145,15 @@ impl Drop for Gateway {
 /// - `BIN` is target/release/hermes-svc itself, which `cargo bench` has just overwritten, so
 ///   pointing `HSV_BENCH_BIN` at that path measures the dev-featured build under a plain name;
 /// - a copy older than the newest source file measures code that is no longer there.
+///
+/// Checked once, when the bench starts: a source edited during a long soak does not change
+/// the binary already being measured.
 fn gateway_bin() -> String {
+    static BIN_CHECKED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BIN_CHECKED.get_or_init(check_gateway_bin).clone()
+}
+
+fn check_gateway_bin() -> String {
     let Ok(bin) = std::env::var("HSV_BENCH_BIN") else {
         return BIN.to_owned();
     };
