@@ -15,6 +15,7 @@ pub mod escape;
 pub mod exit_code;
 pub mod gateway;
 pub mod install;
+pub mod launchd;
 pub mod linger;
 pub mod mock_platform;
 pub mod observed;

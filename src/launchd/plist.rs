@@ -1,0 +1,1 @@
+//! The LaunchAgent property list for a profile: rendered, parsed back, and told apart from a hand-edited one.
