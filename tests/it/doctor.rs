@@ -4,11 +4,7 @@
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output, Stdio};
 
-use crate::harness::{stderr, stdout, Manager, TempDir, BIN};
-
-fn unit(p: &str) -> String {
-    format!("hermes-gateway-{p}.service")
-}
+use crate::harness::{scratch_dir, stderr, stdout, unit, Manager, BIN};
 
 /// Run doctor on `m`'s manager. The system bus points nowhere, so the host's own system
 /// manager can never leak into a test.
@@ -142,7 +138,7 @@ fn a_shared_token_is_reported_by_hash_and_never_printed() {
 
 #[test]
 fn no_bus_at_all_does_not_crash() {
-    let dir = TempDir::new("dr-nobus");
+    let dir = scratch_dir("dr-nobus");
     let xdg = dir.path().join("xdg");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&xdg).unwrap();

@@ -20,11 +20,7 @@ use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{stderr, stdout, wait_for, Manager, TempDir};
-
-fn unit(profile: &str) -> String {
-    format!("hermes-gateway-{profile}.service")
-}
+use crate::harness::{scratch_dir, stderr, stdout, unit, wait_for, Manager};
 
 /// The runtime the mock platform lives on; it must outlive the test's use of the mock.
 fn mock_runtime() -> tokio::runtime::Runtime {
@@ -201,7 +197,7 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
     let m = Manager::boot();
-    let locks = TempDir::new("gsfrozen-locks");
+    let locks = scratch_dir("gsfrozen-locks");
     let profile = "gsfrozen";
     let u = unit(profile);
     write_profile(
@@ -263,7 +259,7 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
     let m = Manager::boot();
-    let locks = TempDir::new("gswedge-locks");
+    let locks = scratch_dir("gswedge-locks");
     let profile = "gswedge";
     let u = unit(profile);
     let base = mock.http_base();
@@ -366,7 +362,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
     let m = Manager::boot();
-    let locks = TempDir::new("gstok-locks");
+    let locks = scratch_dir("gstok-locks");
     let (a, b) = ("gstoka", "gstokb");
     let (ua, ub) = (unit(a), unit(b));
     let toml = discord_adapter(&mock, "dc", "GS_TOKEN");
@@ -456,7 +452,7 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
     let m = Manager::boot();
-    let locks = TempDir::new("gscron-locks");
+    let locks = scratch_dir("gscron-locks");
     let profile = "gscron";
     let u = unit(profile);
     let toml = format!(
@@ -580,7 +576,7 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
         },
     );
     let m = Manager::boot();
-    let locks = TempDir::new("gsflood-locks");
+    let locks = scratch_dir("gsflood-locks");
     let profile = "gsflood";
     let u = unit(profile);
     let home = write_profile(

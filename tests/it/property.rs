@@ -22,7 +22,7 @@ use hermes_svc::unit_file::{RenderError, UnitSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use crate::harness::{stderr, Manager, TempDir};
+use crate::harness::{scratch_dir, stderr, Manager};
 
 /// Batches of cases through the manager, and cases per batch: 64 cases, two reloads.
 const BATCHES: u32 = 2;
@@ -578,7 +578,7 @@ fn run_batch(
 #[test]
 fn rendered_values_come_back_exactly_from_the_manager_or_are_refused() {
     let m = Manager::boot();
-    let dir = TempDir::new("prop");
+    let dir = scratch_dir("prop");
     let recorder = dir.path().join("argv-recorder");
     std::fs::write(
         &recorder,
