@@ -12,6 +12,7 @@ mod hostile_files;
 mod hostile_text;
 mod install;
 mod platform_rules;
+mod profile_builder;
 mod property;
 mod sandbox;
 mod token_lock;
