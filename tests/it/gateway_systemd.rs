@@ -8,10 +8,8 @@
 //! start with `gs` so they never collide with units of other tests, which share the cgroup
 //! tree, and every test has its own `HERMES_LOCK_DIR`.
 
-use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform};
@@ -19,7 +17,9 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::harness::{stderr, stdout, wait_for};
+use crate::line_counter::LineCounter;
 use crate::profile_builder::ProfileTest;
+use crate::unit_props::{brief, get, is_running, main_pid, n_restarts};
 
 /// The runtime the mock platform lives on; it must outlive the test's use of the mock.
 fn mock_runtime() -> tokio::runtime::Runtime {
@@ -47,39 +47,6 @@ fn discord_adapter(mock: &MockPlatform, name: &str, token_env: &str) -> String {
          backoff-max = \"1s\"\n",
         mock.http_base()
     )
-}
-
-fn get<'a>(props: &'a HashMap<String, String>, key: &str) -> &'a str {
-    props.get(key).map(String::as_str).unwrap_or("")
-}
-
-fn n_restarts(props: &HashMap<String, String>) -> u64 {
-    get(props, "NRestarts").parse().unwrap_or(u64::MAX)
-}
-
-fn main_pid(props: &HashMap<String, String>) -> u32 {
-    get(props, "MainPID").parse().unwrap_or(0)
-}
-
-fn is_running(props: &HashMap<String, String>) -> bool {
-    get(props, "ActiveState") == "active" && get(props, "SubState") == "running"
-}
-
-/// A one-line view of a unit for assertion messages.
-fn brief(props: &HashMap<String, String>) -> String {
-    [
-        "ActiveState",
-        "SubState",
-        "Result",
-        "MainPID",
-        "NRestarts",
-        "ExecMainStatus",
-        "StatusText",
-    ]
-    .iter()
-    .map(|k| format!("{k}={}", get(props, k)))
-    .collect::<Vec<_>>()
-    .join(" ")
 }
 
 fn read_log(path: &Path) -> String {
@@ -118,44 +85,6 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .lines()
         .find_map(|l| l.strip_prefix("VmHWM:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-}
-
-/// Counts the lines of a file that only grows, reading each byte once.
-struct LineCounter {
-    path: PathBuf,
-    offset: u64,
-    lines: usize,
-    buf: Vec<u8>,
-}
-
-impl LineCounter {
-    fn new(path: PathBuf) -> Self {
-        LineCounter {
-            path,
-            offset: 0,
-            lines: 0,
-            buf: vec![0; 1 << 20],
-        }
-    }
-
-    fn count(&mut self) -> usize {
-        let Ok(mut f) = fs::File::open(&self.path) else {
-            return self.lines;
-        };
-        if f.seek(SeekFrom::Start(self.offset)).is_err() {
-            return self.lines;
-        }
-        loop {
-            match f.read(&mut self.buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    self.offset += n as u64;
-                    self.lines += self.buf[..n].iter().filter(|&&b| b == b'\n').count();
-                }
-            }
-        }
-        self.lines
-    }
 }
 
 /// Criterion 1: a frozen gateway (SIGSTOP) stops feeding the watchdog; systemd kills and
