@@ -441,7 +441,8 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
 }
 
 /// Criterion 5: a flood of 100,000 dispatches is spooled without a reconnect, heartbeats keep
-/// their schedule, and the gateway's peak RSS stays within 64 MiB.
+/// their schedule, and the gateway's peak RSS stays within 64 MiB. A run in which the gateway
+/// kept up with the mock formed no backlog, so it fails too: it proved nothing about a flood.
 #[test]
 fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
     let rt = mock_runtime();
@@ -526,17 +527,21 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
         after.connections,
     );
 
-    if behind == 0 {
-        println!(
-            "gsflood: NOTE the gateway kept up with the burst (the debug-built mock could not \
-             outpace it, e.g. because the machine is loaded), so no backlog formed and this run \
-             did not exercise a flood"
-        );
-    }
-
     // Every criterion is checked, and all failures are reported together.
     let p = m.show(u);
     let mut failures = vec![];
+    // What the rest asserts (no reconnect, heartbeats on time, bounded memory) is about a
+    // gateway that could not keep up. A gateway that did (the debug-built mock could not
+    // outpace it, e.g. because the machine was loaded) had no backlog to handle, so the run
+    // proved none of it: that is a failed run, not a pass.
+    if behind == 0 {
+        failures.push(
+            "the flood did not flood: the gateway had spooled every event by the time the last \
+             left the mock, so no backlog formed and this run tested nothing about one \
+             (run it alone, as scripts/test does)"
+                .to_owned(),
+        );
+    }
     if spooled != EVENTS {
         failures.push(format!(
             "{spooled} lines spooled, expected exactly {EVENTS}"
