@@ -7,7 +7,10 @@
 //! loses its connection can resume and get exactly the dispatches it missed; the event id log
 //! lets a test account for every generated event (lost or duplicated).
 
+mod command;
+mod config;
 mod connection;
+mod fault;
 // Public for the fuzz target `gateway_frame` (fuzz/), which decodes client frames with `parse`.
 pub mod frames;
 mod generator;
@@ -15,149 +18,25 @@ mod http;
 pub mod proxy;
 mod server;
 mod session;
+mod shutdown;
 mod state;
+mod stats;
 #[cfg(test)]
 mod tests;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+pub use config::{MockConfig, SessionStartLimit};
+pub use fault::Fault;
 pub use proxy::BlackholeProxy;
+pub use stats::MockStats;
 
 use state::Shared;
-
-/// How the mock behaves when nothing is broken. Checks are off by default so that a test only
-/// pays for the strictness it asks for.
-#[derive(Clone, Debug)]
-pub struct MockConfig {
-    /// Advertised in Hello; the mock does not enforce it, clients are expected to honour it.
-    pub heartbeat_interval: Duration,
-    /// Generates one dispatch per session (connected or not) at this period, for soak-style
-    /// runs that need a steady event stream without a driver.
-    pub dispatch_every: Option<Duration>,
-    /// When set, the token endpoint answers 401 to any other `clientSecret`.
-    pub expected_secret: Option<String>,
-    /// When set, Identify or Resume with any other token is closed with 4004.
-    pub expected_token: Option<String>,
-    /// What the token endpoint says in `expires_in`. An Identify or Resume that carries a QQ
-    /// access token (`QQBot <token>`) the platform no longer honours is closed with 4004.
-    pub token_lifetime: Duration,
-    /// `session_start_limit` in `/gateway/bot`.
-    pub session_start_limit: SessionStartLimit,
-    /// When set, an Identify asking for any other intent is closed with 4014 ("intent not
-    /// permitted"), as the platform does for an intent the bot was not granted.
-    pub granted_intents: Option<u64>,
-    /// Sent as READY's `resume_gateway_url` (Discord's: where a resume must connect).
-    pub resume_gateway_url: Option<String>,
-}
-
-/// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
-#[derive(Clone, Copy, Debug)]
-pub struct SessionStartLimit {
-    pub total: u32,
-    pub remaining: u32,
-    pub reset_after: Duration,
-    pub max_concurrency: u32,
-}
-
-impl Default for SessionStartLimit {
-    fn default() -> Self {
-        SessionStartLimit {
-            total: 1000,
-            remaining: 1000,
-            reset_after: Duration::from_secs(24 * 60 * 60),
-            max_concurrency: 1,
-        }
-    }
-}
-
-impl Default for MockConfig {
-    fn default() -> Self {
-        MockConfig {
-            heartbeat_interval: Duration::from_secs(1),
-            dispatch_every: None,
-            expected_secret: None,
-            expected_token: None,
-            token_lifetime: Duration::from_secs(7200),
-            session_start_limit: SessionStartLimit::default(),
-            granted_intents: None,
-            resume_gateway_url: None,
-        }
-    }
-}
-
-/// A failure mode to inject. One-shot faults (`Close`, `Reconnect`, `InvalidSession`) act on the
-/// connections open when they are set and then the fault returns to `None`; `Silent` and
-/// `DropClientFrames` break the connections open when they are set and leave later connections
-/// alone (so a client can recover by reconnecting); the rest persist until `clear_fault`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum Fault {
-    #[default]
-    None,
-    /// Stops reading and writing on every current connection but keeps TCP open, like a peer
-    /// that vanished without a FIN.
-    Silent,
-    /// Heartbeats go unanswered; everything else is normal.
-    NoAck,
-    /// Each heartbeat ACK is held back by this much.
-    SlowAck(Duration),
-    /// Current connections stop reading (so no ACK and no Pong) but keep writing dispatches.
-    DropClientFrames,
-    /// Closes every current connection with this close code.
-    Close(u16),
-    /// New TCP connections, HTTP included, are accepted and dropped at once.
-    Refuse,
-    /// A WebSocket upgrade request is answered with a plain 200 and closed.
-    NoUpgrade,
-    /// New WebSocket connections upgrade but never get Hello.
-    NoHello,
-    /// Every server frame is held back by this much.
-    Slow(Duration),
-    /// Sends op 7 (reconnect) on every current connection.
-    Reconnect,
-    /// Sends op 9 with this `d` on every current connection; `false` also drops the session.
-    InvalidSession(bool),
-    /// Every Identify is answered with op 9 (`d` false) and creates no session.
-    RejectIdentify,
-    /// Every Resume is accepted (replay and RESUMED), then the connection is closed at once
-    /// with this code: a session the platform keeps taking back and dropping.
-    CloseAfterResume(u16),
-    /// A resume replays what was missed one frame per this long: a long replay that keeps
-    /// making progress.
-    SlowReplay(Duration),
-}
-
-/// Counters a test reads to assert what the client did. Connection counts are WebSocket
-/// connections only (HTTP requests have their own counter); `live_connections` is a gauge.
-/// Client frames are counted when received (valid or not), server frames when written, so
-/// `dispatches_sent` includes replays and `events_generated` does not.
-#[derive(Clone, Debug, Default)]
-pub struct MockStats {
-    pub connections: u64,
-    pub live_connections: u64,
-    pub identifies: u64,
-    pub resumes: u64,
-    pub heartbeats: u64,
-    pub acks: u64,
-    pub dispatches_sent: u64,
-    pub events_generated: u64,
-    pub http_requests: u64,
-    /// The `seq` of the last successful resume, to check what a client claimed to have seen.
-    pub last_resume_seq: Option<u64>,
-    /// When each Identify arrived, in order.
-    pub identify_times: Vec<std::time::Instant>,
-    /// Connections closed with 4004 because their token was wrong or stale.
-    pub token_rejections: u64,
-    /// When each WebSocket connection was accepted, in order.
-    pub connection_times: Vec<std::time::Instant>,
-    /// WebSocket-level pings received from clients.
-    pub ws_pings: u64,
-}
 
 /// A running mock platform. Dropping it stops every task it started.
 pub struct MockPlatform {

@@ -21,10 +21,12 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 use tokio_tungstenite::WebSocketStream;
 
+use super::command::{Command, Kind, Outgoing};
+use super::fault::Fault;
 use super::frames::{self, ClientFrame};
-use super::server::stopped;
-use super::state::{bump, Shared};
-use super::Fault;
+use super::shutdown::stopped;
+use super::state::Shared;
+use super::stats::bump;
 
 type Ws = WebSocketStream<TcpStream>;
 
@@ -41,52 +43,6 @@ const CLOSE_DECODE_ERROR: u16 = 4002;
 const CLOSE_AUTHENTICATION_FAILED: u16 = 4004;
 /// QQ's "intent 无权限" and Discord's "disallowed intents".
 const CLOSE_INTENT_NOT_PERMITTED: u16 = 4014;
-
-/// What a fault can ask of a live connection.
-pub(super) enum Command {
-    Send(Outgoing),
-    Close(u16),
-    /// Go quiet in both directions but keep the socket open.
-    Silence,
-    /// Stop reading client frames (so no ACK, no Pong) but keep writing.
-    StopReading,
-}
-
-/// A server frame and what it counts as in the stats.
-pub(super) struct Outgoing {
-    frame: Utf8Bytes,
-    kind: Kind,
-}
-
-#[derive(Clone, Copy)]
-enum Kind {
-    Dispatch,
-    Ack,
-    Control,
-}
-
-impl Outgoing {
-    fn dispatch(frame: Utf8Bytes) -> Outgoing {
-        Outgoing {
-            frame,
-            kind: Kind::Dispatch,
-        }
-    }
-
-    pub fn control(frame: Utf8Bytes) -> Outgoing {
-        Outgoing {
-            frame,
-            kind: Kind::Control,
-        }
-    }
-
-    fn ack() -> Outgoing {
-        Outgoing {
-            frame: frames::heartbeat_ack(),
-            kind: Kind::Ack,
-        }
-    }
-}
 
 struct Queued {
     due: Instant,

@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 
-use super::server::stopped;
+use super::shutdown::stopped;
 use super::state::Shared;
 
 pub(super) async fn run(shared: Arc<Shared>, every: Duration, mut shutdown: watch::Receiver<bool>) {

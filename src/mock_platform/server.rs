@@ -10,8 +10,10 @@ use tokio::task::JoinSet;
 use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
+use super::fault::Fault;
+use super::shutdown::stopped;
 use super::state::Shared;
-use super::{connection, http, Fault};
+use super::{connection, http};
 
 /// How long connection tasks get to finish on their own at shutdown before being aborted.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -22,11 +24,6 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Client frames are small JSON; tungstenite's 128 KiB default read buffer would cost 128 MiB
 /// of address space at a thousand connections for nothing.
 const READ_BUFFER: usize = 8 * 1024;
-
-/// Resolves once shutdown is requested or the platform handle is gone.
-pub(super) async fn stopped(shutdown: &mut watch::Receiver<bool>) {
-    let _ = shutdown.wait_for(|stop| *stop).await;
-}
 
 pub(super) async fn accept_loop(
     listener: TcpListener,

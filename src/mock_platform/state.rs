@@ -12,37 +12,17 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
-use super::connection::{Command, Outgoing};
+use super::command::{Command, Outgoing};
+use super::config::MockConfig;
+use super::fault::Fault;
 use super::frames;
 use super::session::{Attachment, Session};
-use super::{Fault, MockConfig, MockStats};
+use super::stats::{bump, Counters, MockStats};
 
 pub(super) struct Shared {
     pub config: MockConfig,
     pub counters: Counters,
     inner: Mutex<Inner>,
-}
-
-/// Monotonic counters kept outside the mutex because the hot paths (acks, dispatch writes)
-/// only ever bump them.
-#[derive(Default)]
-pub(super) struct Counters {
-    pub connections: AtomicU64,
-    pub live_connections: AtomicU64,
-    pub identifies: AtomicU64,
-    pub resumes: AtomicU64,
-    pub heartbeats: AtomicU64,
-    pub acks: AtomicU64,
-    pub dispatches_sent: AtomicU64,
-    pub http_requests: AtomicU64,
-    pub token_rejections: AtomicU64,
-    pub ws_pings: AtomicU64,
-    next_conn_id: AtomicU64,
-    next_token: AtomicU64,
-}
-
-pub(super) fn bump(counter: &AtomicU64) {
-    counter.fetch_add(1, Ordering::Relaxed);
 }
 
 struct Inner {

@@ -13,7 +13,7 @@ use hermes_svc::mock_platform::{Fault, MockPlatform};
 use tokio::sync::watch;
 
 use crate::adapter_rig::{chatter, hb, ms, start_adapter, toml_for, Rig, HB};
-use crate::harness::TempDir;
+use crate::harness::scratch_dir;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_open_is_detected_resumed_at_once_and_loses_nothing() {
@@ -296,7 +296,7 @@ async fn a_hundred_adapters_dropped_at_once_come_back_spread_out() {
     let mock = MockPlatform::start(hb(Duration::from_secs(2)))
         .await
         .unwrap();
-    let dir = TempDir::new("hundred");
+    let dir = scratch_dir("hundred");
     let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
     let registry = Registry::new();
     let text = toml_for("discord", &mock.http_base(), "").replace("100ms", "500ms");
@@ -487,7 +487,7 @@ fn an_adapter_task_stays_small() {
     .unwrap();
     let registry = Registry::new();
     let (_stop, rx) = watch::channel(false);
-    let dir = TempDir::new("task-size");
+    let dir = scratch_dir("task-size");
     let task = adapter::run(
         cfg.adapters[0].clone(),
         None,

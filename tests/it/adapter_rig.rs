@@ -13,7 +13,7 @@ use hermes_svc::mock_platform::{BlackholeProxy, Fault, MockConfig, MockPlatform}
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::harness::TempDir;
+use crate::harness::{scratch_dir, TempDir};
 
 pub(crate) struct Rig {
     pub(crate) mock: Arc<MockPlatform>,
@@ -110,7 +110,7 @@ impl Rig {
         } else {
             None
         };
-        let dir = TempDir::new("adapter");
+        let dir = scratch_dir("adapter");
         let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
         let registry = Registry::new();
         let proxies = proxies(&mock);

@@ -6,11 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::process::Stdio;
 use std::time::Duration;
 
-use crate::harness::{stderr, Manager, TempDir, BIN};
-
-fn unit(p: &str) -> String {
-    format!("hermes-gateway-{p}.service")
-}
+use crate::harness::{scratch_dir, stderr, unit, Manager, BIN};
 
 /// The environment the unit's running gateway actually has, from the kernel.
 fn running_env(m: &Manager, unit: &str) -> Vec<String> {
@@ -230,7 +226,7 @@ fn values_systemd_would_misread_are_refused_before_anything_is_touched() {
         ],
         "no such user",
     );
-    let dir = TempDir::new("dollar");
+    let dir = scratch_dir("dollar");
     let exe = dir.path().join("hermes$svc");
     std::fs::copy(BIN, &exe).unwrap();
     refused(
@@ -243,7 +239,7 @@ fn values_systemd_would_misread_are_refused_before_anything_is_touched() {
         ],
         "'$'",
     );
-    let glob_home = TempDir::new("glob");
+    let glob_home = scratch_dir("glob");
     let home = glob_home.path().join("home[1]");
     let out = m
         .command(BIN)
@@ -278,7 +274,7 @@ fn values_systemd_would_misread_are_refused_before_anything_is_touched() {
 fn doctor_fix_never_chmods_through_a_link() {
     let m = Manager::boot();
     m.hermes_ok(&["install", "--profile", "linked", "--no-start"]);
-    let target = TempDir::new("env-target");
+    let target = scratch_dir("env-target");
     let secret = target.path().join("shared.env");
     std::fs::write(&secret, "T=1\n").unwrap();
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -292,7 +288,7 @@ fn doctor_fix_never_chmods_through_a_link() {
 
 #[test]
 fn doctor_with_nothing_to_check_says_it_could_not_run() {
-    let dir = TempDir::new("nothing");
+    let dir = scratch_dir("nothing");
     let out = std::process::Command::new(BIN)
         .arg("doctor")
         .env("HERMES_HOME", dir.path().join("does-not-exist"))

@@ -4,7 +4,7 @@ use std::os::unix::net::UnixDatagram;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use crate::harness::{wait_for, TempDir, BIN};
+use crate::harness::{scratch_dir, wait_for, BIN};
 
 fn gateway(home: &std::path::Path, profile: &str) -> Command {
     let mut cmd = Command::new(BIN);
@@ -35,7 +35,7 @@ fn term(child: &Child) {
 
 #[test]
 fn speaks_sd_notify_on_an_abstract_socket_and_stops_cleanly_on_sigterm() {
-    let home = TempDir::new("gw-abstract");
+    let home = scratch_dir("gw-abstract");
     let name = format!("hsv-test-notify-{}", std::process::id());
     let addr =
         <std::os::unix::net::SocketAddr as std::os::linux::net::SocketAddrExt>::from_abstract_name(
@@ -78,8 +78,8 @@ fn speaks_sd_notify_on_an_abstract_socket_and_stops_cleanly_on_sigterm() {
 
 #[test]
 fn a_second_instance_of_a_profile_exits_78_naming_the_holder() {
-    let home = TempDir::new("gw-lock");
-    let dir = TempDir::new("gw-lock-sock");
+    let home = scratch_dir("gw-lock");
+    let dir = scratch_dir("gw-lock-sock");
     let path = dir.path().join("notify");
     let sock = UnixDatagram::bind(&path).unwrap();
     sock.set_read_timeout(Some(Duration::from_secs(10)))
@@ -124,7 +124,7 @@ fn a_second_instance_of_a_profile_exits_78_naming_the_holder() {
 
 #[test]
 fn runs_without_a_notify_socket() {
-    let home = TempDir::new("gw-plain");
+    let home = scratch_dir("gw-plain");
     let mut child = gateway(home.path(), "plain").spawn().unwrap();
     let pid_file = home.path().join("profiles/plain/gateway.pid");
     wait_for(Duration::from_secs(10), "the pid file", || {
@@ -139,7 +139,7 @@ fn runs_without_a_notify_socket() {
 /// gateway still exits 0 and removes its pid file.
 #[test]
 fn a_stale_component_does_not_hold_up_a_stop() {
-    let home = TempDir::new("gw-stale-stop");
+    let home = scratch_dir("gw-stale-stop");
     let profile_home = home.path().join("profiles/stalestop");
     std::fs::create_dir_all(&profile_home).unwrap();
     std::fs::write(
@@ -247,7 +247,7 @@ fn wss_is_verified_against_the_system_trust_store() {
             hermes_svc::mock_platform::MockConfig::default(),
         ))
         .unwrap();
-    let certs = TempDir::new("gw-tls-ca");
+    let certs = scratch_dir("gw-tls-ca");
     let (ca, chain, key) = private_ca(certs.path());
     let port = rt.block_on(tls_front(&chain, &key, mock.addr()));
     mock.set_advertised_ws_url(format!("wss://localhost:{port}/ws"));
@@ -257,7 +257,7 @@ fn wss_is_verified_against_the_system_trust_store() {
     let run = |profile: &str,
                trust: Option<&std::path::Path>,
                done: &dyn Fn(&serde_json::Value) -> bool| {
-        let home = TempDir::new(profile);
+        let home = scratch_dir(profile);
         let profile_home = home.path().join("profiles").join(profile);
         std::fs::create_dir_all(&profile_home).unwrap();
         std::fs::write(

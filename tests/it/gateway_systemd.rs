@@ -8,23 +8,18 @@
 //! start with `gs` so they never collide with units of other tests, which share the cgroup
 //! tree, and every test has its own `HERMES_LOCK_DIR`.
 
-use std::collections::HashMap;
 use std::fs;
-use std::io::{Read, Seek, SeekFrom};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{stderr, stdout, wait_for, Manager, TempDir};
-
-fn unit(profile: &str) -> String {
-    format!("hermes-gateway-{profile}.service")
-}
+use crate::harness::{stderr, stdout, wait_for};
+use crate::line_counter::LineCounter;
+use crate::profile_builder::ProfileTest;
+use crate::unit_props::{brief, get, is_running, main_pid, n_restarts};
 
 /// The runtime the mock platform lives on; it must outlive the test's use of the mock.
 fn mock_runtime() -> tokio::runtime::Runtime {
@@ -52,70 +47,6 @@ fn discord_adapter(mock: &MockPlatform, name: &str, token_env: &str) -> String {
          backoff-max = \"1s\"\n",
         mock.http_base()
     )
-}
-
-/// Write the profile's `gateway.toml` and `.env` (mode 0600), as a person would before
-/// installing. Returns the profile home.
-fn write_profile(m: &Manager, profile: &str, gateway_toml: &str, env: &str) -> PathBuf {
-    let home = m.profile_home(profile);
-    fs::create_dir_all(&home).unwrap();
-    fs::write(home.join("gateway.toml"), gateway_toml).unwrap();
-    let env_file = home.join(".env");
-    fs::write(&env_file, env).unwrap();
-    fs::set_permissions(&env_file, fs::Permissions::from_mode(0o600)).unwrap();
-    home
-}
-
-/// `hermes-svc install --profile P --env HERMES_LOCK_DIR=<locks> <extra>...`.
-fn install(m: &Manager, profile: &str, locks: &Path, extra: &[&str]) -> Output {
-    let lock_env = format!("HERMES_LOCK_DIR={}", locks.display());
-    let mut args = vec!["install", "--profile", profile, "--env", &lock_env];
-    args.extend_from_slice(extra);
-    m.hermes(&args)
-}
-
-fn install_ok(m: &Manager, profile: &str, locks: &Path, extra: &[&str]) {
-    let out = install(m, profile, locks, extra);
-    assert!(
-        out.status.success(),
-        "install {profile} failed ({}):\nstdout: {}\nstderr: {}",
-        out.status,
-        stdout(&out),
-        stderr(&out)
-    );
-}
-
-fn get<'a>(props: &'a HashMap<String, String>, key: &str) -> &'a str {
-    props.get(key).map(String::as_str).unwrap_or("")
-}
-
-fn n_restarts(props: &HashMap<String, String>) -> u64 {
-    get(props, "NRestarts").parse().unwrap_or(u64::MAX)
-}
-
-fn main_pid(props: &HashMap<String, String>) -> u32 {
-    get(props, "MainPID").parse().unwrap_or(0)
-}
-
-fn is_running(props: &HashMap<String, String>) -> bool {
-    get(props, "ActiveState") == "active" && get(props, "SubState") == "running"
-}
-
-/// A one-line view of a unit for assertion messages.
-fn brief(props: &HashMap<String, String>) -> String {
-    [
-        "ActiveState",
-        "SubState",
-        "Result",
-        "MainPID",
-        "NRestarts",
-        "ExecMainStatus",
-        "StatusText",
-    ]
-    .iter()
-    .map(|k| format!("{k}={}", get(props, k)))
-    .collect::<Vec<_>>()
-    .join(" ")
 }
 
 fn read_log(path: &Path) -> String {
@@ -156,69 +87,19 @@ fn vm_hwm_kib(pid: u32) -> Option<u64> {
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
-/// Counts the lines of a file that only grows, reading each byte once.
-struct LineCounter {
-    path: PathBuf,
-    offset: u64,
-    lines: usize,
-    buf: Vec<u8>,
-}
-
-impl LineCounter {
-    fn new(path: PathBuf) -> Self {
-        LineCounter {
-            path,
-            offset: 0,
-            lines: 0,
-            buf: vec![0; 1 << 20],
-        }
-    }
-
-    fn count(&mut self) -> usize {
-        let Ok(mut f) = fs::File::open(&self.path) else {
-            return self.lines;
-        };
-        if f.seek(SeekFrom::Start(self.offset)).is_err() {
-            return self.lines;
-        }
-        loop {
-            match f.read(&mut self.buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    self.offset += n as u64;
-                    self.lines += self.buf[..n].iter().filter(|&&b| b == b'\n').count();
-                }
-            }
-        }
-        self.lines
-    }
-}
-
 /// Criterion 1: a frozen gateway (SIGSTOP) stops feeding the watchdog; systemd kills and
 /// restarts it.
 #[test]
 fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
-    let m = Manager::boot();
-    let locks = TempDir::new("gsfrozen-locks");
-    let profile = "gsfrozen";
-    let u = unit(profile);
-    write_profile(
-        &m,
-        profile,
-        &discord_adapter(&mock, "dc", "GS_TOKEN"),
-        "GS_TOKEN=gs-frozen-token\n",
-    );
-    let log = m.capture_logs(&u);
-    install_ok(
-        &m,
-        profile,
-        locks.path(),
-        &["--watchdog-sec", "2", "--restart-sec", "1"],
-    );
-    let first = m.wait_active(&u);
-    let props = m.show(&u);
+    let t = ProfileTest::new("gsfrozen")
+        .config(&discord_adapter(&mock, "dc", "GS_TOKEN"))
+        .env("GS_TOKEN=gs-frozen-token\n")
+        .install_args(&["--watchdog-sec", "2", "--restart-sec", "1"])
+        .run();
+    let (m, u, log, first) = (&t.m, &t.profile.unit, &t.profile.log, t.pid);
+    let props = m.show(u);
     assert_eq!(get(&props, "WatchdogUSec"), "2s", "{}", brief(&props));
     assert_eq!(get(&props, "RestartUSec"), "1s", "{}", brief(&props));
     assert_eq!(n_restarts(&props), 0, "{}", brief(&props));
@@ -229,7 +110,7 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
         Duration::from_secs(15),
         "the frozen gateway to be replaced by a new, active one",
         || {
-            let p = m.show(&u);
+            let p = m.show(u);
             let pid = main_pid(&p);
             (is_running(&p) && pid != 0 && pid != first).then_some((pid, p))
         },
@@ -249,7 +130,7 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
         "the frozen process to be gone",
         || (!process_exists(first)).then_some(()),
     );
-    let text = read_log(&log);
+    let text = read_log(log);
     assert!(
         text.matches("gateway ready").count() >= 2,
         "both gateways logged their start:\n{text}"
@@ -262,10 +143,6 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
 fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
-    let m = Manager::boot();
-    let locks = TempDir::new("gswedge-locks");
-    let profile = "gswedge";
-    let u = unit(profile);
     let base = mock.http_base();
     // Short connect/hello timeouts and backoff cap keep the time to READY (connect + 2 x hello)
     // and the adapter's retry deadline (backoff-max + connect + hello + 5 s) short.
@@ -282,31 +159,28 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
          backoff-min = \"200ms\"\n\
          backoff-max = \"1s\"\n"
     );
-    write_profile(&m, profile, &toml, "GS_QQ_SECRET=gs-wedge-secret\n");
-    let log = m.capture_logs(&u);
-    let installed_at = Instant::now();
-    install_ok(
-        &m,
-        profile,
-        locks.path(),
-        &[
+    let t = ProfileTest::new("gswedge")
+        .config(&toml)
+        .env("GS_QQ_SECRET=gs-wedge-secret\n")
+        .install_args(&[
             "--env",
             "HERMES_TEST_FAULT=wedge:qq",
             "--watchdog-sec",
             "3",
             "--restart-sec",
             "1",
-        ],
-    );
-    let first = m.wait_active(&u);
-    assert_eq!(m.prop(&u, "NRestarts"), "0");
+        ])
+        .run();
+    let (m, u, log, first) = (&t.m, &t.profile.unit, &t.profile.log, t.pid);
+    let installed_at = t.installed_at;
+    assert_eq!(m.prop(u, "NRestarts"), "0");
 
     // The stale window (stale, not yet killed) is short, so poll as fast as systemctl allows.
     let (stale_at, status) = wait_for(
         Duration::from_secs(25),
         "StatusText naming qq as stale",
         || {
-            let p = m.show(&u);
+            let p = m.show(u);
             let text = get(&p, "StatusText");
             (main_pid(&p) == first && text.contains("qq: stale"))
                 .then(|| (Instant::now(), text.to_owned()))
@@ -321,7 +195,7 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
         Duration::from_secs(15),
         "systemd to restart the wedged gateway",
         || {
-            let p = m.show(&u);
+            let p = m.show(u);
             let pid = main_pid(&p);
             (n_restarts(&p) >= 1 && pid != 0 && pid != first).then_some((pid, p))
         },
@@ -343,7 +217,7 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
         "the wedged process to be gone",
         || (!process_exists(first)).then_some(()),
     );
-    let text = read_log(&log);
+    let text = read_log(log);
     assert!(
         text.contains("test fault: wedged"),
         "the fault hook fired:\n{text}"
@@ -355,8 +229,8 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
 
     // Teardown: the wedged adapter never sees the shutdown signal, so a plain stop would wait
     // out the gateway's 20 s drain. Queue the stop, then kill the process under it.
-    m.systemctl(&["stop", "--no-block", &u]);
-    m.systemctl(&["kill", "--signal=SIGKILL", &u]);
+    m.systemctl(&["stop", "--no-block", u]);
+    m.systemctl(&["kill", "--signal=SIGKILL", u]);
 }
 
 /// Criterion 3: two profiles with the same bot token: the second fails with 78, does not flap,
@@ -365,22 +239,24 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
 fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
-    let m = Manager::boot();
-    let locks = TempDir::new("gstok-locks");
-    let (a, b) = ("gstoka", "gstokb");
-    let (ua, ub) = (unit(a), unit(b));
     let toml = discord_adapter(&mock, "dc", "GS_TOKEN");
-    write_profile(&m, a, &toml, "GS_TOKEN=gs-shared-token\n");
-    write_profile(&m, b, &toml, "GS_TOKEN=gs-shared-token\n");
-    let _log_a = m.capture_logs(&ua);
-    let log_b = m.capture_logs(&ub);
-
-    install_ok(&m, a, locks.path(), &[]);
-    let pid_a = m.wait_active(&ua);
-    let before_a = m.show(&ua);
+    let running_a = ProfileTest::new("gstoka")
+        .config(&toml)
+        .env("GS_TOKEN=gs-shared-token\n")
+        .run();
+    let m = &running_a.m;
+    let profile_b = ProfileTest::new("gstokb")
+        .config(&toml)
+        .env("GS_TOKEN=gs-shared-token\n")
+        .write(m);
+    let (a, b) = (&running_a.profile.name, &profile_b.name);
+    let (ua, ub) = (&running_a.profile.unit, &profile_b.unit);
+    let log_b = &profile_b.log;
+    let pid_a = running_a.pid;
+    let before_a = m.show(ua);
     assert_eq!(n_restarts(&before_a), 0, "{}", brief(&before_a));
 
-    let out = install(&m, b, locks.path(), &[]);
+    let out = profile_b.install(m, running_a.locks.path());
     println!(
         "gstok: install {b} exited {} ({})",
         out.status,
@@ -394,7 +270,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     );
 
     let props_b = wait_for(Duration::from_secs(10), "profile B failed", || {
-        let p = m.show(&ub);
+        let p = m.show(ub);
         (get(&p, "ActiveState") == "failed").then_some(p)
     });
     assert_eq!(get(&props_b, "ExecMainStatus"), "78", "{}", brief(&props_b));
@@ -411,7 +287,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     let start = Instant::now();
     let mut samples = 0;
     while start.elapsed() < period {
-        let pb = m.show(&ub);
+        let pb = m.show(ub);
         assert_eq!(
             get(&pb, "ActiveState"),
             "failed",
@@ -420,7 +296,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
         );
         assert_eq!(n_restarts(&pb), 0, "B restarted: {}", brief(&pb));
         assert_eq!(main_pid(&pb), 0, "B has a process: {}", brief(&pb));
-        let pa = m.show(&ua);
+        let pa = m.show(ua);
         assert!(is_running(&pa), "A stopped: {}", brief(&pa));
         assert_eq!(main_pid(&pa), pid_a, "A was replaced: {}", brief(&pa));
         assert_eq!(n_restarts(&pa), 0, "A restarted: {}", brief(&pa));
@@ -430,7 +306,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     println!("gstok: B stayed failed and A untouched over {period:?} ({samples} samples)");
     assert!(samples >= 10, "only {samples} samples over {period:?}");
 
-    let after_a = m.show(&ua);
+    let after_a = m.show(ua);
     assert!(is_running(&after_a), "{}", brief(&after_a));
     assert_eq!(main_pid(&after_a), pid_a, "{}", brief(&after_a));
     assert_eq!(
@@ -441,7 +317,7 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
     assert!(process_exists(pid_a));
 
     let expected = format!("token for adapter dc already held by profile {a} (PID {pid_a})");
-    let text = read_log(&log_b);
+    let text = read_log(log_b);
     assert!(
         text.contains(&expected),
         "B's log lacks {expected:?}:\n{text}"
@@ -455,10 +331,6 @@ fn the_same_token_in_two_profiles_fails_the_second_without_flapping() {
 fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
-    let m = Manager::boot();
-    let locks = TempDir::new("gscron-locks");
-    let profile = "gscron";
-    let u = unit(profile);
     let toml = format!(
         "{}\n\
          [[cron]]\n\
@@ -467,17 +339,19 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
          command = [\"/bin/sh\", \"-c\", \"echo x >> ticks\"]\n",
         discord_adapter(&mock, "dc", "GS_TOKEN")
     );
-    let home = write_profile(&m, profile, &toml, "GS_TOKEN=gs-cron-token\n");
-    let _log = m.capture_logs(&u);
     // A short watchdog, so that a component going stale during the outage would show up as a
     // restart within the outage (the gateway ticks, and updates STATUS=, every 2 s).
-    install_ok(&m, profile, locks.path(), &["--watchdog-sec", "4"]);
-    let pid = m.wait_active(&u);
+    let t = ProfileTest::new("gscron")
+        .config(&toml)
+        .env("GS_TOKEN=gs-cron-token\n")
+        .install_args(&["--watchdog-sec", "4"])
+        .run();
+    let (m, u, home, pid) = (&t.m, &t.profile.unit, &t.profile.home, t.pid);
     wait_for(
         Duration::from_secs(15),
         "StatusText 1/1 adapters ready",
         || {
-            m.prop(&u, "StatusText")
+            m.prop(u, "StatusText")
                 .contains("1/1 adapters ready")
                 .then_some(())
         },
@@ -499,7 +373,7 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
     let mut seen_down = false;
     let mut samples = vec![];
     while outage_start.elapsed() < outage {
-        let p = m.show(&u);
+        let p = m.show(u);
         assert!(
             is_running(&p),
             "unit not active during the outage: {}",
@@ -551,7 +425,7 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
         Duration::from_secs(15),
         "the adapter to come back (StatusText 1/1 adapters ready)",
         || {
-            m.prop(&u, "StatusText")
+            m.prop(u, "StatusText")
                 .contains("1/1 adapters ready")
                 .then_some(())
         },
@@ -560,14 +434,15 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
         "gscron: adapter back {:?} after the platform",
         recovered.elapsed()
     );
-    let p = m.show(&u);
+    let p = m.show(u);
     assert!(is_running(&p), "{}", brief(&p));
     assert_eq!(main_pid(&p), pid, "{}", brief(&p));
     assert_eq!(n_restarts(&p), 0, "{}", brief(&p));
 }
 
 /// Criterion 5: a flood of 100,000 dispatches is spooled without a reconnect, heartbeats keep
-/// their schedule, and the gateway's peak RSS stays within 64 MiB.
+/// their schedule, and the gateway's peak RSS stays within 64 MiB. A run in which the gateway
+/// kept up with the mock formed no backlog, so it fails too: it proved nothing about a flood.
 #[test]
 fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
     let rt = mock_runtime();
@@ -579,22 +454,20 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
             ..MockConfig::default()
         },
     );
-    let m = Manager::boot();
-    let locks = TempDir::new("gsflood-locks");
-    let profile = "gsflood";
-    let u = unit(profile);
-    let home = write_profile(
-        &m,
-        profile,
-        &discord_adapter(&mock, "dc", "GS_TOKEN"),
-        "GS_TOKEN=gs-flood-token\n",
+    let t = ProfileTest::new("gsflood")
+        .config(&discord_adapter(&mock, "dc", "GS_TOKEN"))
+        .env("GS_TOKEN=gs-flood-token\n")
+        .run();
+    let (m, u, home, log, pid) = (
+        &t.m,
+        &t.profile.unit,
+        &t.profile.home,
+        &t.profile.log,
+        t.pid,
     );
-    let log = m.capture_logs(&u);
-    install_ok(&m, profile, locks.path(), &[]);
-    let pid = m.wait_active(&u);
     wait_for(Duration::from_secs(15), "the adapter connected", || {
         let s = mock.stats();
-        (m.prop(&u, "StatusText").contains("1/1 adapters ready")
+        (m.prop(u, "StatusText").contains("1/1 adapters ready")
             && s.identifies == 1
             && s.live_connections == 1)
             .then_some(())
@@ -654,17 +527,21 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
         after.connections,
     );
 
+    // Every criterion is checked, and all failures are reported together.
+    let p = m.show(u);
+    let mut failures = vec![];
+    // What the rest asserts (no reconnect, heartbeats on time, bounded memory) is about a
+    // gateway that could not keep up. A gateway that did (the debug-built mock could not
+    // outpace it, e.g. because the machine was loaded) had no backlog to handle, so the run
+    // proved none of it: that is a failed run, not a pass.
     if behind == 0 {
-        println!(
-            "gsflood: NOTE the gateway kept up with the burst (the debug-built mock could not \
-             outpace it, e.g. because the machine is loaded), so no backlog formed and this run \
-             did not exercise a flood"
+        failures.push(
+            "the flood did not flood: the gateway had spooled every event by the time the last \
+             left the mock, so no backlog formed and this run tested nothing about one \
+             (run it alone, as scripts/test does)"
+                .to_owned(),
         );
     }
-
-    // Every criterion is checked, and all failures are reported together.
-    let p = m.show(&u);
-    let mut failures = vec![];
     if spooled != EVENTS {
         failures.push(format!(
             "{spooled} lines spooled, expected exactly {EVENTS}"
@@ -686,7 +563,7 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
             after.resumes,
             before.connections,
             after.connections,
-            adapter_log_lines(&log)
+            adapter_log_lines(log)
         ));
     }
     if heartbeats + 2 < on_schedule {

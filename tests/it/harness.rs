@@ -8,36 +8,31 @@
 #![allow(dead_code)]
 
 use std::collections::HashMap;
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_hermes-svc");
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
+pub use tempfile::TempDir;
 
-/// A fresh directory under the system temp dir, removed on drop.
-pub struct TempDir(pub PathBuf);
-
-impl TempDir {
-    pub fn new(tag: &str) -> TempDir {
-        let n = SEQ.fetch_add(1, Ordering::SeqCst);
-        let dir = std::env::temp_dir().join(format!("hsv-{tag}-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        TempDir(dir)
-    }
-    pub fn path(&self) -> &Path {
-        &self.0
-    }
+/// A fresh directory under the system temp dir, removed on drop. Named `hsv-<tag>-…` so that a
+/// leftover of a killed run says which test made it. Its mode is what `create_dir_all` would
+/// give (0777 less the umask), not tempfile's 0700: units that systemd starts, sandboxed ones
+/// included, read files in it.
+pub fn scratch_dir(tag: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(&format!("hsv-{tag}-"))
+        .permissions(std::fs::Permissions::from_mode(0o777))
+        .tempdir()
+        .expect("a scratch directory under the system temp dir")
 }
 
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// The unit that serves `profile`, spelled out here rather than asked of the code under test.
+pub fn unit(profile: &str) -> String {
+    format!("hermes-gateway-{profile}.service")
 }
 
 /// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
@@ -63,13 +58,13 @@ pub struct Manager {
 impl Manager {
     /// Boot a manager and wait until its bus answers.
     pub fn boot() -> Manager {
-        Self::boot_in(TempDir::new("mgr"))
+        Self::boot_in(scratch_dir("mgr"))
     }
 
     /// Boot a manager whose bus daemon also reads a policy file the test can change later
     /// with [`Manager::set_bus_policy`] (it starts empty: the stock session policy).
     pub fn boot_with_bus_policy() -> Manager {
-        let dir = TempDir::new("mgr");
+        let dir = scratch_dir("mgr");
         let d = dir.path();
         let dropin = d.join("config/systemd/user/dbus.service.d");
         std::fs::create_dir_all(&dropin).unwrap();
@@ -126,11 +121,7 @@ impl Manager {
         for sub in ["xdg", "config/systemd/user", "home"] {
             std::fs::create_dir_all(d.join(sub)).unwrap();
         }
-        std::fs::set_permissions(
-            d.join("xdg"),
-            std::os::unix::fs::PermissionsExt::from_mode(0o700),
-        )
-        .unwrap();
+        std::fs::set_permissions(d.join("xdg"), std::fs::Permissions::from_mode(0o700)).unwrap();
         let inner = d.join("inner.sh");
         // Each manager gets a cgroup of its own (in every hierarchy that exists), so that two
         // managers never think the same cgroup is theirs: otherwise stopping one manager's
@@ -148,8 +139,7 @@ impl Manager {
             ),
         )
         .unwrap();
-        std::fs::set_permissions(&inner, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(&inner, std::fs::Permissions::from_mode(0o755)).unwrap();
         let log = std::fs::File::create(d.join("manager.log")).unwrap();
         let mut cmd = Command::new("unshare");
         cmd.args(["--mount", "--propagation", "private"])

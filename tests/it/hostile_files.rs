@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use nix::libc;
 
-use crate::harness::{Manager, TempDir, BIN};
+use crate::harness::{scratch_dir, Manager, TempDir, BIN};
 
 /// Far more than any of these commands needs, far less than the files would cost if read.
 const ADDRESS_SPACE: u64 = 2 * 1024 * 1024 * 1024;
@@ -178,7 +178,7 @@ fn status_refuses_a_state_file_that_belongs_to_someone_else() {
 #[test]
 fn a_fifo_or_a_dev_zero_symlink_as_gateway_toml_is_refused_by_doctor_and_the_gateway() {
     let m = Manager::boot();
-    let locks = TempDir::new("hf-locks");
+    let locks = scratch_dir("hf-locks");
     let fifo_home = m.profile_home("hffifo");
     let zero_home = m.profile_home("hfzero");
     let owner_home = m.profile_home("hfnobody");

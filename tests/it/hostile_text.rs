@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 
-use crate::harness::{stderr, stdout, wait_for, Manager, TempDir, BIN};
+use crate::harness::{scratch_dir, stderr, stdout, wait_for, Manager, BIN};
 
 /// ED (clear the screen), an OSC that sets the window title, a CR that lets the rest of a
 /// line overwrite its start, and a right-to-left override.
@@ -47,8 +47,8 @@ fn escape_sequences_from_a_platform_never_reach_events_text_output_raw() {
     let mock = rt
         .block_on(MockPlatform::start(MockConfig::default()))
         .unwrap();
-    let home = TempDir::new("ht-events");
-    let locks = TempDir::new("ht-events-locks");
+    let home = scratch_dir("ht-events");
+    let locks = scratch_dir("ht-events-locks");
     let profile_home = home.path().join("profiles/htevents");
     std::fs::create_dir_all(&profile_home).unwrap();
     std::fs::write(

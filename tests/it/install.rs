@@ -2,11 +2,7 @@
 
 use std::time::Duration;
 
-use crate::harness::{stderr, stdout, wait_for, Manager, TempDir, BIN};
-
-fn unit(p: &str) -> String {
-    format!("hermes-gateway-{p}.service")
-}
+use crate::harness::{scratch_dir, stderr, stdout, unit, wait_for, Manager, BIN};
 
 #[test]
 fn install_runs_a_notify_unit_with_an_explicit_profile() {
@@ -115,7 +111,7 @@ fn a_hand_edited_unit_survives_install_and_settings_go_to_the_dropin() {
 fn environment_and_exec_paths_round_trip_exactly() {
     let m = Manager::boot();
     // An executable path with a space and a percent sign.
-    let dir = TempDir::new("exec dir%x");
+    let dir = scratch_dir("exec dir%x");
     let exe = dir.path().join("hermes svc%1");
     std::fs::copy(BIN, &exe).unwrap();
     let values = [
@@ -391,7 +387,7 @@ fn a_killed_or_cleanly_exited_gateway_comes_back() {
 
 #[test]
 fn a_system_install_creates_the_profile_home_for_its_user() {
-    let dir = TempDir::new("system-home");
+    let dir = scratch_dir("system-home");
     let home = dir.path().join("bot-home/.hermes");
     let out = std::process::Command::new(BIN)
         .args([

@@ -14,7 +14,7 @@ use hermes_svc::gateway::spool::Spool;
 use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform, SessionStartLimit};
 
 use crate::adapter_rig::{hb, start_adapter, toml_for, Rig, HB};
-use crate::harness::TempDir;
+use crate::harness::scratch_dir;
 
 /// QQ's intents by bit: guilds, guild-members, group-and-c2c-event, public-guild-messages.
 /// What a new bot is granted: bot-docs `event-emit.md` lists the first two and the last as
@@ -180,7 +180,7 @@ async fn op_9_after_every_identify_gets_the_growing_backoff() {
 async fn five_adapters_on_one_token_share_the_session_start_limit() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mock = Arc::new(MockPlatform::start(hb(HB)).await.unwrap());
-    let dir = TempDir::new("identify-queue");
+    let dir = scratch_dir("identify-queue");
     let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
     let registry = Registry::new();
     // One gateway: one Shared, so one queue per credential. Every adapter has token "tok".

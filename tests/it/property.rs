@@ -1,13 +1,12 @@
-//! Property tests: generated values against the real parsers that matter.
+//! Property test: generated values against the real parser that matters most, systemd's.
 //!
-//! - Any environment value, `ExecStart` argument, executable path and `HERMES_HOME` is rendered
-//!   by the project's own renderer (`UnitSpec::render`, `DropIn::render`, `escape::exec_line`)
-//!   and parsed back by a real systemd user manager: the properties it reports over D-Bus, and
-//!   the argv a started unit really gets, equal the input. Or the value is refused: with an
-//!   `EscapeError` by the renderer, and with exit 2 by `install`. Cases are checked in batches
-//!   (write every unit and drop-in, one `daemon-reload`, one `start` for all), so 64 cases cost
-//!   two reloads.
-//! - Any `gateway.toml` text parses or fails with an error that names a line of it; none panics.
+//! Any environment value, `ExecStart` argument, executable path and `HERMES_HOME` is rendered by
+//! the project's own renderer (`UnitSpec::render`, `DropIn::render`, `escape::exec_line`) and
+//! parsed back by a real systemd user manager: the properties it reports over D-Bus, and the
+//! argv a started unit really gets, equal the input. Or the value is refused: with an
+//! `EscapeError` by the renderer, and with exit 2 by `install`. Cases are checked in batches
+//! (write every unit and drop-in, one `daemon-reload`, one `start` for all), so 64 cases cost
+//! two reloads. (`gateway.toml` has its property test in `property_toml.rs`.)
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,84 +21,12 @@ use hermes_svc::unit_file::{RenderError, UnitSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
-use crate::harness::{stderr, Manager, TempDir};
+use crate::harness::{scratch_dir, stderr, Manager};
+use crate::odd_text::{text, unrepresentable, weighted_char};
 
 /// Batches of cases through the manager, and cases per batch: 64 cases, two reloads.
 const BATCHES: u32 = 2;
 const BATCH_SIZE: usize = 32;
-
-/// Some characters a unit file cannot hold: control characters, and the Unicode noncharacters
-/// systemd's UTF-8 check refuses. NUL is left out: no command line can carry it to `install`.
-const UNREPRESENTABLE: &[char] = &[
-    '\n',
-    '\t',
-    '\r',
-    '\u{1b}',
-    '\u{7f}',
-    '\u{85}',
-    '\u{9f}',
-    '\u{FDD0}',
-    '\u{FDEF}',
-    '\u{FFFE}',
-    '\u{FFFF}',
-    '\u{1FFFE}',
-    '\u{10FFFF}',
-];
-
-/// Characters that mean something to a unit file, a shell, a glob or a specifier.
-const SYNTAX: &[char] = &[
-    '$', '%', '\\', '"', '\'', '[', ']', '*', '?', ';', '#', '=', '{', '}', '@', '-', '+', '!',
-    ':', '~', '&', '|', '<', '>', '(', ')', ',', '.', '`', ' ',
-];
-
-/// Text beyond ASCII, including neighbours of the noncharacters that must still pass.
-const UNICODE: &[char] = &[
-    'é',
-    'ü',
-    'ß',
-    '€',
-    '中',
-    '😀',
-    '\u{a0}',
-    '\u{2028}',
-    '\u{200b}',
-    '\u{feff}',
-    '\u{fffd}',
-    '\u{fdcf}',
-    '\u{fdf0}',
-    '\u{10fffd}',
-];
-
-/// What no unit file can hold: a control character, or a noncharacter (U+FDD0..U+FDEF and the
-/// last two code points of every plane), which systemd 252 reads as invalid UTF-8.
-fn unrepresentable(c: char) -> bool {
-    let u = u32::from(c);
-    c.is_control() || (0xFDD0..=0xFDEF).contains(&u) || u & 0xFFFE == 0xFFFE
-}
-
-/// One character: mostly plain, often syntax (`syntax` in 1000), sometimes any code point,
-/// rarely one no unit file can hold (so that most cases round-trip and some are refused).
-fn weighted_char(syntax: u32) -> impl Strategy<Value = char> {
-    prop_oneof![
-        500 => prop_oneof![
-            proptest::char::range('a', 'z'),
-            proptest::char::range('A', 'Z'),
-            proptest::char::range('0', '9'),
-        ],
-        syntax => proptest::sample::select(SYNTAX),
-        130 => proptest::sample::select(UNICODE),
-        40 => any::<char>().prop_filter("no NUL", |c| *c != '\0'),
-        6 => proptest::sample::select(UNREPRESENTABLE),
-    ]
-}
-
-fn any_char() -> impl Strategy<Value = char> {
-    weighted_char(320)
-}
-
-fn text(max: usize) -> impl Strategy<Value = String> {
-    proptest::collection::vec(any_char(), 0..=max).prop_map(|v| v.into_iter().collect())
-}
 
 /// An absolute path: one to three components, some of them `.`, `..` or empty (`//`); the
 /// last one names a file, so it is never empty. Fewer syntax characters than in values: four
@@ -578,7 +505,7 @@ fn run_batch(
 #[test]
 fn rendered_values_come_back_exactly_from_the_manager_or_are_refused() {
     let m = Manager::boot();
-    let dir = TempDir::new("prop");
+    let dir = scratch_dir("prop");
     let recorder = dir.path().join("argv-recorder");
     std::fs::write(
         &recorder,
@@ -605,125 +532,6 @@ fn rendered_values_come_back_exactly_from_the_manager_or_are_refused() {
         "{} cases through the manager in {:?}",
         BATCHES as usize * BATCH_SIZE,
         started.elapsed()
-    );
-    if let Err(e) = result {
-        panic!("{e}");
-    }
-}
-
-/// Lines a `gateway.toml` is made of: real sections and keys with odd values, and junk.
-fn toml_line() -> impl Strategy<Value = String> {
-    let key = proptest::sample::select(vec![
-        "name",
-        "kind",
-        "url",
-        "app-id",
-        "secret-env",
-        "token-env",
-        "api-base",
-        "token-url",
-        "gateway-url",
-        "intents",
-        "shard",
-        "ws-ping",
-        "ping-interval",
-        "app-ping",
-        "connect-timeout",
-        "hello-timeout",
-        "ack-timeout",
-        "backoff-min",
-        "backoff-max",
-        "stable-after",
-        "max-outage",
-        "watchdog",
-        "schedule",
-        "command",
-        "timeout",
-        "bogus",
-    ]);
-    let string = || {
-        prop_oneof![
-            proptest::sample::select(vec![
-                "qqbot",
-                "discord",
-                "websocket",
-                "a",
-                "a",
-                "30s",
-                "0s",
-                "1h 30m",
-                "99999999999h",
-                "wss://x",
-                "ws://127.0.0.1:1/",
-                "ws://[::1",
-                "https://",
-                "http://localhost",
-                "0 9 * * *",
-                "61 * * * *",
-                "* * * * * * *",
-                "guilds",
-                "message-content",
-                "QQ_BOT_SECRET",
-                "{\"op\":1}",
-                "",
-                "ws://@[",
-                "https://u@[::1]:x",
-            ])
-            .prop_map(str::to_owned),
-            text(16),
-        ]
-    };
-    let value = prop_oneof![
-        string().prop_map(|s| format!("{s:?}")),
-        string().prop_map(|s| format!("'{s}'")),
-        any::<i64>().prop_map(|n| n.to_string()),
-        any::<bool>().prop_map(|b| b.to_string()),
-        proptest::collection::vec(string(), 0..3).prop_map(|v| format!("{v:?}")),
-        proptest::collection::vec(any::<u32>(), 0..4).prop_map(|v| format!("{v:?}")),
-        text(8),
-    ];
-    prop_oneof![
-        3 => proptest::sample::select(vec!["[gateway]", "[[adapter]]", "[[cron]]", "[adapter]", "[x]", ""])
-            .prop_map(str::to_owned),
-        8 => (key, value).prop_map(|(k, v)| format!("{k} = {v}")),
-        1 => text(24),
-    ]
-}
-
-#[test]
-fn any_gateway_toml_parses_or_names_a_line() {
-    let path = Path::new("/p/gateway.toml");
-    let mut runner = TestRunner::new(Config {
-        cases: 1024,
-        failure_persistence: None,
-        ..Config::default()
-    });
-    let parsed = std::cell::Cell::new(0);
-    let started = Instant::now();
-    let result = runner.run(
-        &proptest::collection::vec(toml_line(), 0..24).prop_map(|l| l.join("\n")),
-        |text| {
-            match hermes_svc::config::parse(path, &text) {
-                Ok(_) => parsed.set(parsed.get() + 1),
-                Err(hermes_svc::config::ConfigError::Invalid { path: p, line, .. }) => {
-                    let lines = text.matches('\n').count() + 1;
-                    prop_assert_eq!(p.as_path(), path);
-                    prop_assert!(
-                        (1..=lines).contains(&line),
-                        "line {} of a {}-line file",
-                        line,
-                        lines
-                    );
-                }
-                Err(e) => prop_assert!(false, "not a line error: {e:?}"),
-            }
-            Ok(())
-        },
-    );
-    eprintln!(
-        "gateway.toml: 1024 texts in {:?}, {} parsed",
-        started.elapsed(),
-        parsed.get()
     );
     if let Err(e) = result {
         panic!("{e}");

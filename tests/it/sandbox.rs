@@ -11,7 +11,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::harness::{wait_for, Manager};
+use crate::harness::{unit, wait_for, Manager};
 
 /// One cron job that probes the sandbox it runs in and records each answer in a file of the
 /// profile home. It runs once: later ticks find `ran` and do nothing, so the test never reads
@@ -60,7 +60,7 @@ fn proc_sandbox(pid: u32) -> Vec<String> {
 fn a_sandboxed_gateway_reaches_ready_and_its_cron_job_writes_into_the_profile_home() {
     let m = Manager::boot();
     let profile = "sbx1";
-    let unit = format!("hermes-gateway-{profile}.service");
+    let unit = unit(profile);
     let home = m.profile_home(profile);
     fs::create_dir_all(&home).unwrap();
     fs::write(home.join("gateway.toml"), gateway_toml()).unwrap();

@@ -17,7 +17,7 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use sha2::{Digest, Sha256};
 
-use crate::harness::{wait_for, Manager, TempDir, BIN};
+use crate::harness::{scratch_dir, wait_for, Manager, BIN};
 
 const TOKEN_VAR: &str = "TL_TOKEN";
 
@@ -257,7 +257,7 @@ fn mkdir_mode(path: &Path, mode: u32) {
 /// anything in the lock directory to make two gateways share a token.
 #[test]
 fn another_user_can_neither_block_nor_remove_a_token_lock() {
-    let t = TempDir::new("tl-hostile");
+    let t = scratch_dir("tl-hostile");
     let hh = t.path().join("hermes");
     let locks = t.path().join("locks");
     write_profile(&hh, "tlhosta", &adapter("ws"), "tl-token-hostile");
@@ -304,7 +304,7 @@ fn another_user_can_neither_block_nor_remove_a_token_lock() {
 /// that others can write, and one below a directory others can write are all refused.
 #[test]
 fn a_lock_directory_others_can_change_is_refused() {
-    let t = TempDir::new("tl-foreign");
+    let t = scratch_dir("tl-foreign");
     let hh = t.path().join("hermes");
     let home = write_profile(&hh, "tlforeign", &adapter("ws"), "tl-token-foreign");
     // A sticky, world-writable parent like /run/lock, where nobody got there first.
@@ -370,7 +370,7 @@ fn a_lock_directory_others_can_change_is_refused() {
 /// gateway truncate FILE and write into it. Lock files and the key are never followed.
 #[test]
 fn a_planted_symlink_is_not_followed() {
-    let t = TempDir::new("tl-symlink");
+    let t = scratch_dir("tl-symlink");
     let hh = t.path().join("hermes");
     let locks = t.path().join("locks");
     let target = t.path().join("precious");
@@ -405,7 +405,7 @@ fn a_planted_symlink_is_not_followed() {
 /// The holder named is the process the kernel says holds the lock, never what the file says.
 #[test]
 fn the_holder_named_is_the_one_the_kernel_reports() {
-    let t = TempDir::new("tl-holder");
+    let t = scratch_dir("tl-holder");
     let hh = t.path().join("hermes");
     let locks = t.path().join("locks");
     write_profile(&hh, "tlholder", &adapter("ws"), "tl-token-holder");
@@ -437,7 +437,7 @@ fn the_holder_named_is_the_one_the_kernel_reports() {
 /// both, not a lock "held" by the gateway itself.
 #[test]
 fn two_adapters_with_one_credential_in_a_profile_is_a_config_error() {
-    let t = TempDir::new("tl-twice");
+    let t = scratch_dir("tl-twice");
     let hh = t.path().join("hermes");
     let locks = t.path().join("locks");
     let toml = adapter("first") + &adapter("second");
@@ -457,7 +457,7 @@ fn two_adapters_with_one_credential_in_a_profile_is_a_config_error() {
 /// conflict (78) and not "No such file or directory".
 #[test]
 fn an_unwritable_lock_directory_exits_1_and_says_why() {
-    let t = TempDir::new("tl-readonly");
+    let t = scratch_dir("tl-readonly");
     let hh = t.path().join("hermes");
     write_profile(&hh, "tlreadonly", &adapter("ws"), "tl-token-readonly");
     let locks = t.path().join("locks");
@@ -478,7 +478,7 @@ fn an_unwritable_lock_directory_exits_1_and_says_why() {
 /// tested offline against a guessed token.
 #[test]
 fn a_users_locks_live_in_its_runtime_dir_under_a_keyed_name() {
-    let t = TempDir::new("tl-user");
+    let t = scratch_dir("tl-user");
     let hh = t.path().join("hermes");
     let token = "tl-token-user";
     write_profile(&hh, "tluser", &adapter("ws"), token);
@@ -528,7 +528,7 @@ fn a_users_locks_live_in_its_runtime_dir_under_a_keyed_name() {
 #[test]
 fn doctor_names_a_shared_token_by_its_lock_files_hash() {
     let m = Manager::boot();
-    let locks = TempDir::new("tl-doctor-locks");
+    let locks = scratch_dir("tl-doctor-locks");
     let lock_dir = locks.path().join("l");
     let token = "tl-token-doctor-5c4b3a";
     for p in ["tldoc1", "tldoc2"] {

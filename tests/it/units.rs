@@ -61,7 +61,7 @@ fn reference_units_match_the_renderer() {
 /// Both scopes pass `systemd-analyze verify` with no output at all.
 #[test]
 fn rendered_units_pass_systemd_analyze_verify() {
-    let dir = crate::harness::TempDir::new("verify");
+    let dir = crate::harness::scratch_dir("verify");
     let exe = crate::harness::BIN;
     for (scope, run_as) in [(Scope::System, Some("root")), (Scope::User, None)] {
         let text = UnitSpec {
@@ -103,7 +103,7 @@ fn rendered_units_pass_systemd_analyze_verify() {
 /// The overall exposure `systemd-analyze security --offline=true` gives a unit file: 0.0
 /// (locked down) to 10.0 (nothing restricted).
 fn exposure(scope: Scope, text: &str) -> f64 {
-    let dir = crate::harness::TempDir::new("security");
+    let dir = crate::harness::scratch_dir("security");
     let path = dir.path().join("hermes-gateway-coder.service");
     std::fs::write(&path, text).unwrap();
     let mut cmd = std::process::Command::new("systemd-analyze");

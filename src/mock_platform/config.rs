@@ -1,0 +1,65 @@
+//! What a test asks of the mock when nothing is broken: the protocol parameters it advertises
+//! and the checks it enforces. Kept apart from the running platform so that every part of the
+//! mock can read it without depending on the handle that starts them.
+
+use std::time::Duration;
+
+/// How the mock behaves when nothing is broken. Checks are off by default so that a test only
+/// pays for the strictness it asks for.
+#[derive(Clone, Debug)]
+pub struct MockConfig {
+    /// Advertised in Hello; the mock does not enforce it, clients are expected to honour it.
+    pub heartbeat_interval: Duration,
+    /// Generates one dispatch per session (connected or not) at this period, for soak-style
+    /// runs that need a steady event stream without a driver.
+    pub dispatch_every: Option<Duration>,
+    /// When set, the token endpoint answers 401 to any other `clientSecret`.
+    pub expected_secret: Option<String>,
+    /// When set, Identify or Resume with any other token is closed with 4004.
+    pub expected_token: Option<String>,
+    /// What the token endpoint says in `expires_in`. An Identify or Resume that carries a QQ
+    /// access token (`QQBot <token>`) the platform no longer honours is closed with 4004.
+    pub token_lifetime: Duration,
+    /// `session_start_limit` in `/gateway/bot`.
+    pub session_start_limit: SessionStartLimit,
+    /// When set, an Identify asking for any other intent is closed with 4014 ("intent not
+    /// permitted"), as the platform does for an intent the bot was not granted.
+    pub granted_intents: Option<u64>,
+    /// Sent as READY's `resume_gateway_url` (Discord's: where a resume must connect).
+    pub resume_gateway_url: Option<String>,
+}
+
+/// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
+#[derive(Clone, Copy, Debug)]
+pub struct SessionStartLimit {
+    pub total: u32,
+    pub remaining: u32,
+    pub reset_after: Duration,
+    pub max_concurrency: u32,
+}
+
+impl Default for SessionStartLimit {
+    fn default() -> Self {
+        SessionStartLimit {
+            total: 1000,
+            remaining: 1000,
+            reset_after: Duration::from_secs(24 * 60 * 60),
+            max_concurrency: 1,
+        }
+    }
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        MockConfig {
+            heartbeat_interval: Duration::from_secs(1),
+            dispatch_every: None,
+            expected_secret: None,
+            expected_token: None,
+            token_lifetime: Duration::from_secs(7200),
+            session_start_limit: SessionStartLimit::default(),
+            granted_intents: None,
+            resume_gateway_url: None,
+        }
+    }
+}

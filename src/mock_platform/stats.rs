@@ -1,0 +1,53 @@
+//! What the mock counts: the snapshot a test reads ([`MockStats`]) and the lock-free counters
+//! the hot paths bump to produce it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Counters a test reads to assert what the client did. Connection counts are WebSocket
+/// connections only (HTTP requests have their own counter); `live_connections` is a gauge.
+/// Client frames are counted when received (valid or not), server frames when written, so
+/// `dispatches_sent` includes replays and `events_generated` does not.
+#[derive(Clone, Debug, Default)]
+pub struct MockStats {
+    pub connections: u64,
+    pub live_connections: u64,
+    pub identifies: u64,
+    pub resumes: u64,
+    pub heartbeats: u64,
+    pub acks: u64,
+    pub dispatches_sent: u64,
+    pub events_generated: u64,
+    pub http_requests: u64,
+    /// The `seq` of the last successful resume, to check what a client claimed to have seen.
+    pub last_resume_seq: Option<u64>,
+    /// When each Identify arrived, in order.
+    pub identify_times: Vec<std::time::Instant>,
+    /// Connections closed with 4004 because their token was wrong or stale.
+    pub token_rejections: u64,
+    /// When each WebSocket connection was accepted, in order.
+    pub connection_times: Vec<std::time::Instant>,
+    /// WebSocket-level pings received from clients.
+    pub ws_pings: u64,
+}
+
+/// Monotonic counters kept outside the state mutex because the hot paths (acks, dispatch
+/// writes) only ever bump them.
+#[derive(Default)]
+pub(super) struct Counters {
+    pub connections: AtomicU64,
+    pub live_connections: AtomicU64,
+    pub identifies: AtomicU64,
+    pub resumes: AtomicU64,
+    pub heartbeats: AtomicU64,
+    pub acks: AtomicU64,
+    pub dispatches_sent: AtomicU64,
+    pub http_requests: AtomicU64,
+    pub token_rejections: AtomicU64,
+    pub ws_pings: AtomicU64,
+    pub next_conn_id: AtomicU64,
+    pub next_token: AtomicU64,
+}
+
+pub(super) fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
