@@ -11,6 +11,7 @@ pub mod dropin;
 pub mod edit_lock;
 pub mod effects;
 pub mod env_file;
+pub mod error_chain;
 pub mod escape;
 pub mod exit_code;
 pub mod gateway;

@@ -108,7 +108,7 @@ impl BusProblem {
         Self {
             scope,
             unit,
-            why: error_chain(e),
+            why: crate::error_chain::one_line(e),
             denied: matches!(e, SystemdError::AccessDenied { .. }),
         }
     }
@@ -355,7 +355,10 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         .unwrap_or_default();
     let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
     let (config_error, token_hashes) = match config {
-        Err(e) => (Some(redact(&error_chain(&e), &vars)), vec![]),
+        Err(e) => (
+            Some(redact(&crate::error_chain::one_line(&e), &vars)),
+            vec![],
+        ),
         Ok(cfg) => {
             let hashes = cfg
                 .adapters
@@ -431,21 +434,6 @@ pub fn redact(text: &str, vars: &[(String, String)]) -> String {
         }
     }
     out
-}
-
-/// An error and its causes on one line. A cause whose text the line already holds (zbus,
-/// for one, repeats its source in its own message) is not said twice.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !s.contains(&text) {
-            s.push_str(&format!(": {text}"));
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// The newest modification time among a unit's fragment, its drop-ins and their

@@ -134,18 +134,6 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Spo
     }
 }
 
-/// An error and its causes on one line, for logs.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cause = c.source();
-    }
-    s
-}
-
 /// Limits of a spool. The defaults are what the gateway uses; tests shrink them.
 #[derive(Clone, Debug)]
 pub struct SpoolOptions {
@@ -278,7 +266,7 @@ impl Spool {
             // The event is written either way; a failed rotation only delays the next one.
             if let Err(e) = self.rotate(&mut inner).await {
                 inner.rotate_at = inner.len + ROTATE_RETRY_BYTES;
-                warn!(error = %chain(&e), "spool rotation failed; still appending to the current file");
+                warn!(error = %crate::error_chain::one_line(&e), "spool rotation failed; still appending to the current file");
             }
         }
         Ok(Appended::New)
@@ -357,7 +345,7 @@ impl Spool {
                     return;
                 };
                 if let Err(e) = spool.sync().await {
-                    warn!(error = %chain(&e), "spool fsync failed; will retry");
+                    warn!(error = %crate::error_chain::one_line(&e), "spool fsync failed; will retry");
                 }
             }
         })
