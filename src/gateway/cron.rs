@@ -522,7 +522,7 @@ fn log_line(mut file: &std::fs::File, job: &str, msg: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::health::Registry;
+    use crate::gateway::health::{ComponentKind, Registry};
 
     fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> CronSpec {
         CronSpec {
@@ -593,7 +593,7 @@ mod tests {
     #[test]
     fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
         let start = t(2024, 1, 1, 0, 0, 0);
-        let hb = Registry::new().register("cron-test", "cron", DEADLINE);
+        let hb = Registry::new().register("cron-test", ComponentKind::Cron, DEADLINE);
         let mut ticker = Ticker::new(
             vec![spec("every2", "*/2 * * * * *", &["true"], TICK)],
             start,
@@ -662,7 +662,7 @@ mod tests {
     #[test]
     fn a_job_still_running_is_skipped_not_queued() {
         let start = t(2024, 1, 1, 0, 0, 0);
-        let hb = Registry::new().register("cron-test", "cron", DEADLINE);
+        let hb = Registry::new().register("cron-test", ComponentKind::Cron, DEADLINE);
         let mut ticker = Ticker::new(
             vec![
                 spec("slow", "* * * * * *", &["true"], TICK),
@@ -687,7 +687,7 @@ mod tests {
     fn bad_schedules_are_disabled_not_fatal() {
         let start = t(2024, 1, 1, 0, 0, 0);
         let registry = Registry::new();
-        let hb = registry.register("cron-test", "cron", DEADLINE);
+        let hb = registry.register("cron-test", ComponentKind::Cron, DEADLINE);
         let mut ticker = Ticker::new(
             vec![
                 spec("bad", "not a schedule", &["true"], TICK),
@@ -706,7 +706,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn the_heartbeat_stays_fresh_across_ticks() {
         let registry = Registry::new();
-        let hb = registry.register("cron-fresh-test", "cron", DEADLINE);
+        let hb = registry.register("cron-fresh-test", ComponentKind::Cron, DEADLINE);
         let dir = temp_dir("fresh");
         let (stop, shutdown) = watch::channel(false);
         let task = tokio::spawn(run(vec![], hb, context(&dir, "cron-fresh-test"), shutdown));
@@ -737,7 +737,7 @@ mod tests {
         const NAME: &str = "cron-wedge-test";
         std::env::set_var("HERMES_TEST_FAULT", format!("wedge:{NAME}"));
         let registry = Registry::new();
-        let hb = registry.register(NAME, "cron", DEADLINE);
+        let hb = registry.register(NAME, ComponentKind::Cron, DEADLINE);
         let dir = temp_dir("wedge");
         let (_stop, shutdown) = watch::channel(false);
         let task = tokio::spawn(run(vec![], hb, context(&dir, NAME), shutdown));
@@ -767,7 +767,7 @@ mod tests {
     async fn a_job_runs_in_the_workdir_without_systemd_variables() {
         let dir = temp_dir("echo");
         let registry = Registry::new();
-        let hb = registry.register("cron-echo-test", "cron", DEADLINE);
+        let hb = registry.register("cron-echo-test", ComponentKind::Cron, DEADLINE);
         let mut ctx = context(&dir, "cron-echo-test");
         ctx.env_remove.push("HOME".into());
         let log = ctx.log_file.clone();
@@ -814,7 +814,7 @@ mod tests {
     async fn a_job_past_its_timeout_is_killed_with_its_children() {
         let dir = temp_dir("timeout");
         let registry = Registry::new();
-        let hb = registry.register("cron-timeout-test", "cron", DEADLINE);
+        let hb = registry.register("cron-timeout-test", ComponentKind::Cron, DEADLINE);
         let ctx = context(&dir, "cron-timeout-test");
         let job = spec(
             "slow",
@@ -845,7 +845,7 @@ mod tests {
     async fn a_missing_program_is_an_error_not_a_crash() {
         let dir = temp_dir("missing");
         let registry = Registry::new();
-        let hb = registry.register("cron-missing-test", "cron", DEADLINE);
+        let hb = registry.register("cron-missing-test", ComponentKind::Cron, DEADLINE);
         let ctx = context(&dir, "cron-missing-test");
         let job = spec("ghost", "* * * * *", &["/nonexistent/hermes-job"], TICK);
         let (_stop, shutdown) = watch::channel(false);
@@ -866,7 +866,7 @@ mod tests {
     async fn shutdown_stops_running_jobs_and_returns() {
         let dir = temp_dir("shutdown");
         let registry = Registry::new();
-        let hb = registry.register("cron-shutdown-test", "cron", DEADLINE);
+        let hb = registry.register("cron-shutdown-test", ComponentKind::Cron, DEADLINE);
         let ctx = context(&dir, "cron-shutdown-test");
         let log = ctx.log_file.clone();
         let job = spec(

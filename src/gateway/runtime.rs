@@ -19,7 +19,7 @@ use crate::exit_code;
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
-use crate::gateway::health::{self, Registry, State};
+use crate::gateway::health::{self, ComponentKind, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::Spool;
@@ -164,7 +164,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     // Each component's task, by name, so that a stale one can be given up at once on stop.
     let mut handles: Vec<(String, AbortHandle)> = vec![];
     if !config.cron.is_empty() {
-        let hb = registry.register("cron", "cron", cron::DEADLINE);
+        let hb = registry.register("cron", ComponentKind::Cron, cron::DEADLINE);
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
         let jobs = config.cron.clone();
@@ -183,7 +183,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     for (spec, secret) in adapters {
         let hb = registry.register(
             &spec.name,
-            spec.protocol.kind(),
+            ComponentKind::Adapter(spec.protocol.kind()),
             adapter::retry_deadline(&spec, spec.timing.backoff_max),
         );
         ready_deadline = ready_deadline
@@ -206,7 +206,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let ready_deadline = ready_deadline.min(Instant::now() + Duration::from_secs(60));
     let early_stop = loop {
         let starting = registry.snapshot().components.iter().any(|c| {
-            c.kind != "cron"
+            c.kind.is_adapter()
                 && matches!(
                     c.state,
                     State::Starting | State::Connecting | State::Identifying | State::Resuming
