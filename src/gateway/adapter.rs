@@ -8,8 +8,12 @@
 pub mod backoff;
 pub mod close_code;
 pub mod connect;
+pub mod dialect;
 pub mod identify_queue;
+pub mod inbox;
 pub mod liveness;
+pub mod opcode;
+pub mod outcome;
 pub mod platform;
 pub mod proxy;
 pub mod session;
@@ -26,9 +30,12 @@ use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
 use backoff::Backoff;
 use close_code::{CloseAction, GatewayPlatform};
+use dialect::Dialect;
 use identify_queue::IdentifyQueues;
+use inbox::ResumeState;
+use outcome::SessionEnd;
 use platform::{Platform, PlatformError};
-use session::{Dialect, ResumeState, Session, SessionEnd};
+use session::Session;
 
 /// How an adapter stopped.
 #[derive(Debug, PartialEq, Eq)]

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::close_code::GatewayPlatform;
+use super::dialect::Dialect;
 use super::identify_queue::SessionStartLimit;
-use super::session::Dialect;
 use super::Shared;
 use crate::config::{AdapterSpec, Protocol, Secret};
 
