@@ -151,8 +151,8 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
         }
         // A long wait for the session start limit (a spent daily budget) is waited out here,
         // holding no connection; the slot itself is booked when Identify is about to go out.
-        if let (None, Dialect::Gateway { shard, .. }) = (&resume, &prepared.dialect) {
-            let at = identify.earliest(shard.map_or(0, |s| s[0]));
+        if let (None, Dialect::Gateway(gateway)) = (&resume, &prepared.dialect) {
+            let at = identify.earliest(gateway.shard.map_or(0, |s| s[0]));
             if at > Instant::now() + IDENTIFY_WAIT_CONNECTED {
                 hb.enter(State::Retrying);
                 let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
@@ -250,7 +250,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             SessionEnd::Closed(code) => {
                 // A plain WebSocket server's own codes mean nothing to us: it is reconnected.
                 let (action, meaning) = match prepared.dialect {
-                    Dialect::Gateway { platform, .. } => platform.classify(code),
+                    Dialect::Gateway(gateway) => gateway.platform.classify(code),
                     Dialect::Plain { .. } => (CloseAction::Resume, "closed"),
                 };
                 let code_text = code.map_or("none".into(), |c| c.to_string());

@@ -16,21 +16,27 @@ use super::opcode::OpCode;
 /// What the server speaks.
 #[derive(Clone, Debug)]
 pub enum Dialect {
-    /// The QQ Bot / Discord gateway protocol. `token` is what Identify and Resume carry.
-    Gateway {
-        platform: GatewayPlatform,
-        token: String,
-        intents: u64,
-        shard: Option<[u32; 2]>,
-        properties: Value,
-        /// Whether WebSocket pings probe the socket besides the heartbeat.
-        ws_ping: bool,
-    },
+    /// The QQ Bot / Discord gateway protocol.
+    Gateway(Gateway),
     /// A plain WebSocket: no handshake, liveness by WS ping and an optional app-level ping.
     Plain {
         ping_interval: Duration,
         app_ping: Option<String>,
     },
+}
+
+/// What a session of the op-code dialect is opened with.
+#[derive(Clone, Debug)]
+pub struct Gateway {
+    /// Whose close codes apply.
+    pub platform: GatewayPlatform,
+    /// What Identify and Resume carry.
+    pub token: String,
+    pub intents: u64,
+    pub shard: Option<[u32; 2]>,
+    pub properties: Value,
+    /// Whether WebSocket pings probe the socket besides the heartbeat.
+    pub ws_ping: bool,
 }
 
 /// What a text frame of the op-code dialect means.
@@ -111,18 +117,21 @@ pub(super) fn read_hello(text: &str) -> Option<u64> {
         .then(|| v["d"]["heartbeat_interval"].as_u64().unwrap_or(0))
 }
 
-/// Identify, or Resume when there is a session to resume. `Dialect::Gateway` only.
-pub(super) fn handshake(dialect: &Dialect, resume: Option<&ResumeState>) -> Handshake {
-    let Dialect::Gateway {
+/// The first frame after Hello, as text.
+pub(super) enum Handshake {
+    Identify(String),
+    Resume(String),
+}
+
+/// Identify, or Resume when there is a session to resume.
+pub(super) fn handshake(gateway: &Gateway, resume: Option<&ResumeState>) -> Handshake {
+    let Gateway {
         token,
         intents,
         shard,
         properties,
         ..
-    } = dialect
-    else {
-        unreachable!("plain sockets have no handshake")
-    };
+    } = gateway;
     match resume {
         Some(r) => Handshake::Resume(
             json!({"op": OpCode::Resume.code(), "d": {"token": token, "session_id": r.session_id, "seq": r.seq}})
@@ -136,12 +145,6 @@ pub(super) fn handshake(dialect: &Dialect, resume: Option<&ResumeState>) -> Hand
             Handshake::Identify(json!({"op": OpCode::Identify.code(), "d": d}).to_string())
         }
     }
-}
-
-/// The first frame after Hello, as text.
-pub(super) enum Handshake {
-    Identify(String),
-    Resume(String),
 }
 
 /// A heartbeat (op 1) with the last seq stored, or null before the first dispatch.

@@ -23,7 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::connect::{self, Socket};
-use super::dialect::{self, Dialect, GatewayFrame, Handshake};
+use super::dialect::{self, Dialect, Gateway, GatewayFrame, Handshake};
 use super::identify_queue::IdentifyQueue;
 use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
@@ -117,7 +117,7 @@ impl Session<'_> {
         // being borrowed by it, so that the task holds it once (its size is per connection).
         let (ws, interval) = match self.dialect {
             Dialect::Plain { ping_interval, .. } => (ws, *ping_interval),
-            Dialect::Gateway { .. } => match self.await_hello(ws, shutdown).await {
+            Dialect::Gateway(_) => match self.await_hello(ws, shutdown).await {
                 Ok(i) => i,
                 Err(end) => {
                     dropping(self.adapter, &end);
@@ -197,7 +197,7 @@ impl<'a> Live<'a> {
             .ack_timeout
             .unwrap_or_else(|| liveness::default_ack_timeout(interval));
         let (heartbeats, pings) = match s.dialect {
-            Dialect::Gateway { ws_ping, .. } => (true, *ws_ping),
+            Dialect::Gateway(gateway) => (true, gateway.ws_ping),
             Dialect::Plain { app_ping, .. } => (app_ping.is_some(), true),
         };
         let live = Liveness::new(
@@ -232,10 +232,10 @@ impl Live<'_> {
         let interval = self.live.interval();
         // Phase 2: identify or resume (the gateway protocol), then run.
         match self.s.dialect {
-            Dialect::Gateway { shard, .. } => {
+            Dialect::Gateway(gateway) => {
                 let at = match self.inbox.resume() {
                     Some(_) => Instant::now(),
-                    None => self.s.identify.book(shard.map_or(0, |s| s[0])),
+                    None => self.s.identify.book(gateway.shard.map_or(0, |s| s[0])),
                 };
                 if at > Instant::now() {
                     let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
@@ -247,7 +247,7 @@ impl Live<'_> {
                         identify_at: at,
                         deadline: at + timing.hello_timeout,
                     };
-                } else if let Err(end) = self.send_handshake().await {
+                } else if let Err(end) = self.send_handshake(gateway).await {
                     return end;
                 }
             }
@@ -297,8 +297,8 @@ impl Live<'_> {
     }
 
     /// Identify or Resume, and the handshake deadline that starts with it.
-    async fn send_handshake(&mut self) -> Result<(), SessionEnd> {
-        let (state, payload) = match dialect::handshake(self.s.dialect, self.inbox.resume()) {
+    async fn send_handshake(&mut self, gateway: &Gateway) -> Result<(), SessionEnd> {
+        let (state, payload) = match dialect::handshake(gateway, self.inbox.resume()) {
             Handshake::Resume(p) => (State::Resuming, p),
             Handshake::Identify(p) => (State::Identifying, p),
         };
@@ -355,9 +355,11 @@ impl Live<'_> {
 
     async fn on_timer(&mut self) -> Step {
         let now = Instant::now();
-        if let Phase::Queued { identify_at, .. } = self.phase {
+        if let (Phase::Queued { identify_at, .. }, Dialect::Gateway(gateway)) =
+            (self.phase, self.s.dialect)
+        {
             if now >= identify_at {
-                if let Err(end) = self.send_handshake().await {
+                if let Err(end) = self.send_handshake(gateway).await {
                     return Step::End(end);
                 }
             }
@@ -391,7 +393,7 @@ impl Live<'_> {
                     Message::Ping(self.sent_pings.to_be_bytes().to_vec().into())
                 }
                 Some(Action::SendHeartbeat) => match self.s.dialect {
-                    Dialect::Gateway { .. } => {
+                    Dialect::Gateway(_) => {
                         Message::text(dialect::heartbeat_frame(self.inbox.resume()))
                     }
                     Dialect::Plain { app_ping, .. } => {
@@ -482,7 +484,7 @@ impl Live<'_> {
                 Effect::End(SessionEnd::Closed(frame.map(|f| u16::from(f.code))))
             }
             Message::Text(text) => match self.s.dialect {
-                Dialect::Gateway { .. } => match dialect::read_gateway(&text) {
+                Dialect::Gateway(_) => match dialect::read_gateway(&text) {
                     Some(frame) => self.read_gateway(frame, now),
                     None => self.not_json(now),
                 },
