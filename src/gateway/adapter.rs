@@ -4,6 +4,15 @@
 //! platform's access token) and decides, from how each connection ended, whether to resume at
 //! once, back off, identify afresh or give up. Its health is published to the registry on
 //! every transition, so supervision reads facts rather than guesses.
+//!
+//! What every transport shares sits beside the runner: proof of life (`liveness`), spool
+//! before ack and the resume cursor (`inbox`), how a connection ended (`outcome`), `backoff`,
+//! and the platform's session start limit (`identify_queue`). A transport is one connection,
+//! from connect to end, that returns an `Outcome`. Today that is the WebSocket connection
+//! (`session`), speaking Discord's and QQ Bot's op-code dialect or plain JSON (`dialect`,
+//! `opcode`, with close codes per platform in `close_code`). A binary-frame WebSocket (Feishu)
+//! is another dialect of it; an HTTP long poll (Telegram) is a peer of `session` that commits
+//! its cursor through `inbox`.
 
 pub mod backoff;
 pub mod close_code;

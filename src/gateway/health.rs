@@ -49,6 +49,7 @@ pub enum ComponentKind {
 }
 
 impl ComponentKind {
+    #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
             ComponentKind::Adapter(platform) => platform,
@@ -56,6 +57,7 @@ impl ComponentKind {
         }
     }
 
+    #[must_use]
     pub fn is_adapter(self) -> bool {
         matches!(self, ComponentKind::Adapter(_))
     }

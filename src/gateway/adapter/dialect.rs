@@ -100,7 +100,7 @@ pub(super) fn read_gateway(text: &str) -> Option<GatewayFrame> {
                     // repeats.
                     id: v.get("id").and_then(id_string),
                     seq,
-                    data: v.get_mut("d").map(Value::take).unwrap_or(Value::Null),
+                    data: v.get_mut("d").map_or(Value::Null, Value::take),
                 },
             }
         }

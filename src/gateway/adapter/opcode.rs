@@ -29,6 +29,7 @@ pub enum OpCode {
 
 impl OpCode {
     /// The opcode `op` names, or `None` for one the adapter does not act on.
+    #[must_use]
     pub fn from_u64(op: u64) -> Option<OpCode> {
         Some(match op {
             0 => OpCode::Dispatch,
@@ -43,6 +44,7 @@ impl OpCode {
         })
     }
 
+    #[must_use]
     pub fn code(self) -> u8 {
         self as u8
     }

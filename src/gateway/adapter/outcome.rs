@@ -38,6 +38,7 @@ pub struct Outcome {
 
 impl Outcome {
     /// A connection that never got as far as a session: the resume state goes back as it was.
+    #[must_use]
     pub fn failed(end: SessionEnd, resume: Option<ResumeState>) -> Self {
         Outcome {
             end,

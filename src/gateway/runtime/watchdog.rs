@@ -47,6 +47,7 @@ impl Watchdog {
         }
     }
 
+    #[must_use]
     pub fn on_tick(&mut self, snapshot: &Snapshot) -> Decision {
         let summary = snapshot.summary();
         let mut decision = Decision {
