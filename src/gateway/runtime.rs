@@ -176,16 +176,18 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     // Each component's task, by name, so that a stale one can be given up at once on stop.
     let mut handles: Vec<(String, AbortHandle)> = vec![];
     if !config.cron.is_empty() {
-        let hb = registry.register("cron", ComponentKind::Cron, cron::DEADLINE);
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
+        // One name for the heartbeat, the task and the ticker's own logs.
+        let component = ctx.name.clone();
+        let hb = registry.register(&component, ComponentKind::Cron, cron::DEADLINE);
         let jobs = config.cron.clone();
         let rx = shutdown_rx.clone();
         handles.push((
-            "cron".to_owned(),
+            component.clone(),
             tasks.spawn(async move {
                 cron::run(jobs, hb, ctx, rx).await;
-                ("cron".to_owned(), AdapterExit::Shutdown)
+                (component, AdapterExit::Shutdown)
             }),
         ));
     }
