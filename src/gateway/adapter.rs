@@ -26,12 +26,15 @@ pub mod outcome;
 pub mod platform;
 pub mod proxy;
 pub mod session;
+mod shared;
+
+pub use shared::Shared;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{AdapterSpec, Protocol, Secret};
@@ -40,7 +43,6 @@ use crate::gateway::spool::Spool;
 use backoff::Backoff;
 use close_code::{CloseAction, GatewayPlatform};
 use dialect::Dialect;
-use identify_queue::IdentifyQueues;
 use inbox::ResumeState;
 use outcome::SessionEnd;
 use platform::{Platform, PlatformError};
@@ -52,42 +54,6 @@ pub enum AdapterExit {
     Shutdown,
     /// Retrying cannot help; the gateway exits 78 with this reason.
     Fatal(String),
-}
-
-/// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
-/// proxy settings, the platforms' session start limits, and a bound on setup requests in
-/// flight. Cheap to clone; not `Debug`, because the proxy settings may hold a password.
-#[derive(Clone)]
-pub struct Shared {
-    pub http: reqwest::Client,
-    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
-    pub proxies: proxy::ProxyEnv,
-    pub identify: IdentifyQueues,
-    setup_permits: Arc<Semaphore>,
-}
-
-/// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
-/// together get their answers in about as long (each request is a round trip, and the
-/// platform answers them one after another anyway), without a thousand sockets.
-const SETUP_CONCURRENCY: usize = 8;
-
-impl Shared {
-    pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(15))
-            .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
-            // Setup requests come in a burst at start and then once per reconnect: a couple of
-            // warm connections serve the burst, and none is kept idle for long after it.
-            .pool_max_idle_per_host(SETUP_CONCURRENCY)
-            .pool_idle_timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Self {
-            http,
-            proxies,
-            identify: IdentifyQueues::default(),
-            setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
-        })
-    }
 }
 
 /// What the adapter shares with the rest of the gateway.
