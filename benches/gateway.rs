@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use hermes_svc::config::{self, Secret};
 use hermes_svc::gateway::adapter::{self, Deps};
-use hermes_svc::gateway::health::{Registry, State};
+use hermes_svc::gateway::health::{ComponentKind, Registry, State};
 use hermes_svc::gateway::spool::{self, Spool};
 use hermes_svc::mock_platform::{BlackholeProxy, Fault, MockConfig, MockPlatform};
 use tokio::sync::watch;
@@ -48,7 +48,11 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> (Duration, Duration) {
         .adapters[0]
         .clone();
     let registry = Registry::new();
-    let hb = registry.register("z", "discord", Duration::from_secs(30));
+    let hb = registry.register(
+        "z",
+        ComponentKind::Adapter("discord"),
+        Duration::from_secs(30),
+    );
     let (stop, rx) = watch::channel(false);
     let spool = Arc::new(Spool::open(dir).unwrap());
     let task = tokio::spawn(adapter::run(

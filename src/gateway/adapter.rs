@@ -4,21 +4,37 @@
 //! platform's access token) and decides, from how each connection ended, whether to resume at
 //! once, back off, identify afresh or give up. Its health is published to the registry on
 //! every transition, so supervision reads facts rather than guesses.
+//!
+//! What every transport shares sits beside the runner: proof of life (`liveness`), spool
+//! before ack and the resume cursor (`inbox`), how a connection ended (`outcome`), `backoff`,
+//! and the platform's session start limit (`identify_queue`). A transport is one connection,
+//! from connect to end, that returns an `Outcome`. Today that is the WebSocket connection
+//! (`session`), speaking Discord's and QQ Bot's op-code dialect or plain JSON (`dialect`,
+//! `opcode`, with close codes per platform in `close_code`). A binary-frame WebSocket (Feishu)
+//! is another dialect of it; an HTTP long poll (Telegram) is a peer of `session` that commits
+//! its cursor through `inbox`.
 
 pub mod backoff;
 pub mod close_code;
 pub mod connect;
+pub mod dialect;
 pub mod identify_queue;
+pub mod inbox;
 pub mod liveness;
+pub mod opcode;
+pub mod outcome;
 pub mod platform;
 pub mod proxy;
 pub mod session;
+mod shared;
+
+pub use shared::Shared;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use sha2::{Digest, Sha256};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::config::{AdapterSpec, Protocol, Secret};
@@ -26,9 +42,11 @@ use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
 use backoff::Backoff;
 use close_code::{CloseAction, GatewayPlatform};
-use identify_queue::IdentifyQueues;
+use dialect::Dialect;
+use inbox::ResumeState;
+use outcome::SessionEnd;
 use platform::{Platform, PlatformError};
-use session::{Dialect, ResumeState, Session, SessionEnd};
+use session::Session;
 
 /// How an adapter stopped.
 #[derive(Debug, PartialEq, Eq)]
@@ -36,42 +54,6 @@ pub enum AdapterExit {
     Shutdown,
     /// Retrying cannot help; the gateway exits 78 with this reason.
     Fatal(String),
-}
-
-/// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
-/// proxy settings, the platforms' session start limits, and a bound on setup requests in
-/// flight. Cheap to clone; not `Debug`, because the proxy settings may hold a password.
-#[derive(Clone)]
-pub struct Shared {
-    pub http: reqwest::Client,
-    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
-    pub proxies: proxy::ProxyEnv,
-    pub identify: IdentifyQueues,
-    setup_permits: Arc<Semaphore>,
-}
-
-/// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
-/// together get their answers in about as long (each request is a round trip, and the
-/// platform answers them one after another anyway), without a thousand sockets.
-const SETUP_CONCURRENCY: usize = 8;
-
-impl Shared {
-    pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(15))
-            .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
-            // Setup requests come in a burst at start and then once per reconnect: a couple of
-            // warm connections serve the burst, and none is kept idle for long after it.
-            .pool_max_idle_per_host(SETUP_CONCURRENCY)
-            .pool_idle_timeout(Duration::from_secs(10))
-            .build()?;
-        Ok(Self {
-            http,
-            proxies,
-            identify: IdentifyQueues::default(),
-            setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
-        })
-    }
 }
 
 /// What the adapter shares with the rest of the gateway.
@@ -144,8 +126,8 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
         }
         // A long wait for the session start limit (a spent daily budget) is waited out here,
         // holding no connection; the slot itself is booked when Identify is about to go out.
-        if let (None, Dialect::Gateway { shard, .. }) = (&resume, &prepared.dialect) {
-            let at = identify.earliest(shard.map_or(0, |s| s[0]));
+        if let (None, Dialect::Gateway(gateway)) = (&resume, &prepared.dialect) {
+            let at = identify.earliest(gateway.shard.map_or(0, |s| s[0]));
             if at > Instant::now() + IDENTIFY_WAIT_CONNECTED {
                 hb.enter(State::Retrying);
                 let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
@@ -243,7 +225,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             SessionEnd::Closed(code) => {
                 // A plain WebSocket server's own codes mean nothing to us: it is reconnected.
                 let (action, meaning) = match prepared.dialect {
-                    Dialect::Gateway { platform, .. } => platform.classify(code),
+                    Dialect::Gateway(gateway) => gateway.platform.classify(code),
                     Dialect::Plain { .. } => (CloseAction::Resume, "closed"),
                 };
                 let code_text = code.map_or("none".into(), |c| c.to_string());

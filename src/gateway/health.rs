@@ -38,10 +38,41 @@ impl fmt::Display for State {
     }
 }
 
+/// What a component is. The summary counts adapters and reports the cron ticker on its own,
+/// and only an adapter has outages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ComponentKind {
+    /// A platform connection, with its platform as the config names it (`qqbot`, `discord`,
+    /// `websocket`), which `status` and the state file show.
+    Adapter(&'static str),
+    Cron,
+}
+
+impl ComponentKind {
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ComponentKind::Adapter(platform) => platform,
+            ComponentKind::Cron => "cron",
+        }
+    }
+
+    #[must_use]
+    pub fn is_adapter(self) -> bool {
+        matches!(self, ComponentKind::Adapter(_))
+    }
+}
+
+impl fmt::Display for ComponentKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[derive(Debug)]
 struct Component {
     name: String,
-    kind: String,
+    kind: ComponentKind,
     state: State,
     deadline: Duration,
     last_beat: Instant,
@@ -68,10 +99,10 @@ impl Registry {
     }
 
     /// Add a component. It starts fresh, in `Starting`, with `deadline` to make progress.
-    pub fn register(&self, name: &str, kind: &str, deadline: Duration) -> Heartbeat {
+    pub fn register(&self, name: &str, kind: ComponentKind, deadline: Duration) -> Heartbeat {
         let hb = Heartbeat(Arc::new(Mutex::new(Component {
             name: name.to_owned(),
-            kind: kind.to_owned(),
+            kind,
             state: State::Starting,
             deadline,
             last_beat: Instant::now(),
@@ -165,7 +196,7 @@ impl Heartbeat {
         let age = now.saturating_duration_since(c.last_beat);
         ComponentView {
             name: c.name.clone(),
-            kind: c.kind.clone(),
+            kind: c.kind,
             state: c.state,
             fresh: age <= c.deadline,
             last_beat_age: age,
@@ -186,7 +217,7 @@ fn is_adapter_state(state: State) -> bool {
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComponentView {
     pub name: String,
-    pub kind: String,
+    pub kind: ComponentKind,
     pub state: State,
     pub fresh: bool,
     pub last_beat_age: Duration,
@@ -214,7 +245,7 @@ impl Snapshot {
     }
 
     pub fn adapters(&self) -> impl Iterator<Item = &ComponentView> {
-        self.components.iter().filter(|c| c.kind != "cron")
+        self.components.iter().filter(|c| c.kind.is_adapter())
     }
 
     /// The longest current outage among adapters.
@@ -244,7 +275,7 @@ impl Snapshot {
                     c.state,
                     short(c.last_beat_age)
                 ));
-            } else if c.kind != "cron" && c.state != State::Connected {
+            } else if c.kind.is_adapter() && c.state != State::Connected {
                 let mut s = format!("{}: {}", c.name, c.state);
                 if let Some(o) = c.outage.filter(|o| *o >= Duration::from_secs(1)) {
                     s.push_str(&format!(" {}", short(o)));
@@ -255,7 +286,11 @@ impl Snapshot {
                 parts.push(s);
             }
         }
-        if let Some(cron) = self.components.iter().find(|c| c.kind == "cron") {
+        if let Some(cron) = self
+            .components
+            .iter()
+            .find(|c| c.kind == ComponentKind::Cron)
+        {
             if cron.fresh {
                 parts.push("cron ok".into());
             }
@@ -285,8 +320,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn components_go_stale_without_beats_and_summary_names_them() {
         let r = Registry::new();
-        let qq = r.register("qq", "qqbot", Duration::from_secs(10));
-        let cron = r.register("cron", "cron", Duration::from_secs(3));
+        let qq = r.register(
+            "qq",
+            ComponentKind::Adapter("qqbot"),
+            Duration::from_secs(10),
+        );
+        let cron = r.register("cron", ComponentKind::Cron, Duration::from_secs(3));
         qq.enter(State::Connected);
         cron.enter(State::Idle);
         assert!(r.snapshot().all_fresh());
@@ -315,7 +354,11 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_outage_is_reported_while_retries_stay_fresh() {
         let r = Registry::new();
-        let qq = r.register("qq", "qqbot", Duration::from_secs(10));
+        let qq = r.register(
+            "qq",
+            ComponentKind::Adapter("qqbot"),
+            Duration::from_secs(10),
+        );
         qq.enter(State::Connected);
         qq.enter(State::Retrying);
         qq.error("dns: no such host");

@@ -6,6 +6,8 @@
 //! stops, so systemd restarts the gateway. Without a systemd watchdog the same rule drives a
 //! self-watchdog that exits 75.
 
+mod watchdog;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,13 +21,14 @@ use crate::exit_code;
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
-use crate::gateway::health::{self, Registry, State};
+use crate::gateway::health::{ComponentKind, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::{self, TokenLockError};
 use crate::profile::Profile;
+use watchdog::Watchdog;
 
 /// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
 /// unit is longer, so a drain is never cut short by SIGKILL.
@@ -81,6 +84,15 @@ impl GatewayError {
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
     let what = what.into();
     move |source| GatewayError::Io { what, source }
+}
+
+/// What woke the run loop.
+enum Event {
+    Signal(&'static str),
+    /// A component's task ended: how, or its panic.
+    Exited(Result<(String, AdapterExit), tokio::task::JoinError>),
+    /// Time to write the state file and decide on the watchdog.
+    Tick,
 }
 
 /// Why the loop ended.
@@ -164,16 +176,18 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     // Each component's task, by name, so that a stale one can be given up at once on stop.
     let mut handles: Vec<(String, AbortHandle)> = vec![];
     if !config.cron.is_empty() {
-        let hb = registry.register("cron", "cron", cron::DEADLINE);
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
+        // One name for the heartbeat, the task and the ticker's own logs.
+        let component = ctx.name.clone();
+        let hb = registry.register(&component, ComponentKind::Cron, cron::DEADLINE);
         let jobs = config.cron.clone();
         let rx = shutdown_rx.clone();
         handles.push((
-            "cron".to_owned(),
+            component.clone(),
             tasks.spawn(async move {
                 cron::run(jobs, hb, ctx, rx).await;
-                ("cron".to_owned(), AdapterExit::Shutdown)
+                (component, AdapterExit::Shutdown)
             }),
         ));
     }
@@ -183,7 +197,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     for (spec, secret) in adapters {
         let hb = registry.register(
             &spec.name,
-            spec.protocol.kind(),
+            ComponentKind::Adapter(spec.protocol.kind()),
             adapter::retry_deadline(&spec, spec.timing.backoff_max),
         );
         ready_deadline = ready_deadline
@@ -206,7 +220,7 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let ready_deadline = ready_deadline.min(Instant::now() + Duration::from_secs(60));
     let early_stop = loop {
         let starting = registry.snapshot().components.iter().any(|c| {
-            c.kind != "cron"
+            c.kind.is_adapter()
                 && matches!(
                     c.state,
                     State::Starting | State::Connecting | State::Identifying | State::Resuming
@@ -234,62 +248,53 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let stale_after = tick_every * 3 + Duration::from_secs(1);
     let mut tick = tokio::time::interval(tick_every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut last_status = registry.snapshot().summary();
+    let mut dog = Watchdog::new(
+        watchdog.is_some(),
+        config.self_watchdog,
+        config.max_outage,
+        registry.snapshot().summary(),
+    );
     let stop = if let Some(signal) = early_stop {
         Stop::Signal(signal)
     } else {
         loop {
-            tokio::select! {
+            let event = tokio::select! {
                 biased;
-                _ = sigterm.recv() => break Stop::Signal("SIGTERM"),
-                _ = sigint.recv() => break Stop::Signal("SIGINT"),
-                Some(done) = tasks.join_next() => match done {
-                    Ok((adapter, AdapterExit::Fatal(reason))) => break Stop::Fatal { adapter, reason },
-                    Ok((_, AdapterExit::Shutdown)) => {}
-                    Err(e) => break Stop::Restart(format!("a component panicked: {e}")),
-                },
-                _ = tick.tick() => {
+                _ = sigterm.recv() => Event::Signal("SIGTERM"),
+                _ = sigint.recv() => Event::Signal("SIGINT"),
+                Some(done) = tasks.join_next() => Event::Exited(done),
+                _ = tick.tick() => Event::Tick,
+            };
+            let stop = match event {
+                Event::Signal(signal) => Some(Stop::Signal(signal)),
+                Event::Exited(Ok((adapter, AdapterExit::Fatal(reason)))) => {
+                    Some(Stop::Fatal { adapter, reason })
+                }
+                Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
+                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component panicked: {e}"))),
+                Event::Tick => {
                     let snapshot = registry.snapshot();
-                    if let Err(e) = StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path) {
+                    if let Err(e) =
+                        StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path)
+                    {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }
-                    let summary = snapshot.summary();
-                    if snapshot.all_fresh() {
-                        if watchdog.is_some() {
-                            send("WATCHDOG=1");
-                        }
-                    } else {
-                        let stale: Vec<_> = snapshot.stale().map(|c| c.name.clone()).collect();
+                    let decision = dog.on_tick(&snapshot);
+                    if decision.feed {
+                        send("WATCHDOG=1");
+                    }
+                    if !decision.stale.is_empty() {
+                        let (stale, summary) = (&decision.stale, &decision.summary);
                         tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
-                        if watchdog.is_none() {
-                            if let Some(c) = snapshot
-                                .stale()
-                                .find(|c| c.last_beat_age > c.deadline + config.self_watchdog)
-                            {
-                                break Stop::Restart(format!(
-                                    "{} stale in {} for {} (self-watchdog)",
-                                    c.name,
-                                    c.state,
-                                    health::short(c.last_beat_age)
-                                ));
-                            }
-                        }
                     }
-                    if summary != last_status {
-                        send(&notify::status_line(&summary));
-                        last_status = summary;
+                    if decision.send_status {
+                        send(&notify::status_line(&decision.summary));
                     }
-                    if let Some((c, outage)) = snapshot.longest_outage() {
-                        if outage > config.max_outage {
-                            break Stop::Restart(format!(
-                                "{} without a connection for {} (max-outage {})",
-                                c.name,
-                                health::short(outage),
-                                health::short(config.max_outage)
-                            ));
-                        }
-                    }
+                    decision.restart.map(Stop::Restart)
                 }
+            };
+            if let Some(stop) = stop {
+                break stop;
             }
         }
     };
@@ -302,6 +307,25 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
     tracing::info!(reason = %why, "draining");
     send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
     let _ = shutdown_tx.send(true);
+    drain(&registry, &handles, &mut tasks, &send).await;
+    syncer.abort();
+    if let Err(e) = spool.sync().await {
+        tracing::warn!(error = %e, "failed to sync the spool");
+    }
+    match stop {
+        Stop::Signal(_) => Ok(()),
+        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
+        Stop::Restart(r) => Err(GatewayError::Restart(r)),
+    }
+}
+
+/// Wait for the components to finish, up to [`DRAIN_TIMEOUT`], then abort what is left.
+async fn drain(
+    registry: &Registry,
+    handles: &[(String, AbortHandle)],
+    tasks: &mut JoinSet<(String, AdapterExit)>,
+    send: impl Fn(&str),
+) {
     // A stale component has made no progress past its deadline, so it will not drain either:
     // waiting for it would only hold up the restart a person or systemd asked for.
     let snapshot = registry.snapshot();
@@ -324,13 +348,4 @@ pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
         let _ = tokio::time::timeout(Duration::from_millis(200), tasks.join_next()).await;
     }
     tasks.abort_all();
-    syncer.abort();
-    if let Err(e) = spool.sync().await {
-        tracing::warn!(error = %e, "failed to sync the spool");
-    }
-    match stop {
-        Stop::Signal(_) => Ok(()),
-        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
-        Stop::Restart(r) => Err(GatewayError::Restart(r)),
-    }
 }

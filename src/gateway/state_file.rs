@@ -74,7 +74,7 @@ impl StateFile {
                 .iter()
                 .map(|c| ComponentState {
                     name: c.name.clone(),
-                    kind: c.kind.clone(),
+                    kind: c.kind.to_string(),
                     state: c.state.to_string(),
                     fresh: c.fresh,
                     last_beat_age_ms: ms(c.last_beat_age),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hermes_svc::config;
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
 use hermes_svc::gateway::adapter::{self, AdapterExit, Deps, Shared};
-use hermes_svc::gateway::health::{Registry, State};
+use hermes_svc::gateway::health::{ComponentKind, Registry, State};
 use hermes_svc::gateway::spool::Spool;
 use hermes_svc::mock_platform::{Fault, MockPlatform};
 use tokio::sync::watch;
@@ -493,7 +493,11 @@ fn an_adapter_task_stays_small() {
         None,
         Deps {
             spool: Arc::new(Spool::open(dir.path()).unwrap()),
-            heartbeat: registry.register("a", "discord", Duration::from_secs(1)),
+            heartbeat: registry.register(
+                "a",
+                ComponentKind::Adapter("discord"),
+                Duration::from_secs(1),
+            ),
             shared: Shared::new(ProxyEnv::default()).unwrap(),
             shutdown: rx,
         },

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use hermes_svc::config::{self, Secret};
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
 use hermes_svc::gateway::adapter::{self, AdapterExit, Deps, Shared};
-use hermes_svc::gateway::health::{ComponentView, Heartbeat, Registry, State};
+use hermes_svc::gateway::health::{ComponentKind, ComponentView, Heartbeat, Registry, State};
 use hermes_svc::gateway::spool::{self, Spool};
 use hermes_svc::mock_platform::{BlackholeProxy, Fault, MockConfig, MockPlatform};
 use tokio::sync::watch;
@@ -56,7 +56,11 @@ pub(crate) fn start_adapter(
 ) -> (Heartbeat, watch::Sender<bool>, JoinHandle<AdapterExit>) {
     let cfg = config::parse(std::path::Path::new("test.toml"), text).unwrap();
     let spec = cfg.adapters[0].clone();
-    let hb = registry.register(&spec.name, spec.protocol.kind(), Duration::from_secs(30));
+    let hb = registry.register(
+        &spec.name,
+        ComponentKind::Adapter(spec.protocol.kind()),
+        Duration::from_secs(30),
+    );
     let (stop, rx) = watch::channel(false);
     let deps = Deps {
         spool,

@@ -9,8 +9,8 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::close_code::GatewayPlatform;
+use super::dialect::{Dialect, Gateway};
 use super::identify_queue::SessionStartLimit;
-use super::session::Dialect;
 use super::Shared;
 use crate::config::{AdapterSpec, Protocol, Secret};
 
@@ -134,14 +134,14 @@ impl Platform {
                 Ok(Prepared {
                     url,
                     authorization: None,
-                    dialect: Dialect::Gateway {
+                    dialect: Dialect::Gateway(Gateway {
                         platform: GatewayPlatform::QqBot,
                         token: auth,
                         intents,
                         shard: Some(shard),
                         properties,
                         ws_ping,
-                    },
+                    }),
                     limit,
                 })
             }
@@ -167,14 +167,14 @@ impl Platform {
                 Ok(Prepared {
                     url: with_discord_query(&base),
                     authorization: None,
-                    dialect: Dialect::Gateway {
+                    dialect: Dialect::Gateway(Gateway {
                         platform: GatewayPlatform::Discord,
                         token: self.secret().to_owned(),
                         intents,
                         shard: None,
                         properties,
                         ws_ping,
-                    },
+                    }),
                     limit,
                 })
             }

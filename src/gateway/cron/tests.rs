@@ -10,7 +10,7 @@ use super::schedule::MISSED_COUNT_CAP;
 use super::ticker::Ticker;
 use super::*;
 use crate::config::{CronSchedule, CronSpec};
-use crate::gateway::health::{Registry, State};
+use crate::gateway::health::{ComponentKind, Registry, State};
 
 fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> CronSpec {
     CronSpec {
@@ -183,7 +183,7 @@ fn bad_schedules_are_disabled_not_fatal() {
 #[tokio::test(start_paused = true)]
 async fn the_heartbeat_stays_fresh_across_ticks() {
     let registry = Registry::new();
-    let hb = registry.register("cron-fresh-test", "cron", DEADLINE);
+    let hb = registry.register("cron-fresh-test", ComponentKind::Cron, DEADLINE);
     let dir = temp_dir("fresh");
     let (stop, shutdown) = watch::channel(false);
     let task = tokio::spawn(run(vec![], hb, context(&dir, "cron-fresh-test"), shutdown));
@@ -214,7 +214,7 @@ async fn a_wedged_ticker_goes_stale() {
     const NAME: &str = "cron-wedge-test";
     std::env::set_var("HERMES_TEST_FAULT", format!("wedge:{NAME}"));
     let registry = Registry::new();
-    let hb = registry.register(NAME, "cron", DEADLINE);
+    let hb = registry.register(NAME, ComponentKind::Cron, DEADLINE);
     let dir = temp_dir("wedge");
     let (_stop, shutdown) = watch::channel(false);
     let task = tokio::spawn(run(vec![], hb, context(&dir, NAME), shutdown));
@@ -244,7 +244,7 @@ async fn a_wedged_ticker_goes_stale() {
 async fn a_job_runs_in_the_workdir_without_systemd_variables() {
     let dir = temp_dir("echo");
     let registry = Registry::new();
-    let hb = registry.register("cron-echo-test", "cron", DEADLINE);
+    let hb = registry.register("cron-echo-test", ComponentKind::Cron, DEADLINE);
     let mut ctx = context(&dir, "cron-echo-test");
     ctx.env_remove.push("HOME".into());
     let log = ctx.log_file.clone();
@@ -291,7 +291,7 @@ fn gone(pid: &str) -> bool {
 async fn a_job_past_its_timeout_is_killed_with_its_children() {
     let dir = temp_dir("timeout");
     let registry = Registry::new();
-    let hb = registry.register("cron-timeout-test", "cron", DEADLINE);
+    let hb = registry.register("cron-timeout-test", ComponentKind::Cron, DEADLINE);
     let ctx = context(&dir, "cron-timeout-test");
     let job = spec(
         "slow",
@@ -322,7 +322,7 @@ async fn a_job_past_its_timeout_is_killed_with_its_children() {
 async fn a_missing_program_is_an_error_not_a_crash() {
     let dir = temp_dir("missing");
     let registry = Registry::new();
-    let hb = registry.register("cron-missing-test", "cron", DEADLINE);
+    let hb = registry.register("cron-missing-test", ComponentKind::Cron, DEADLINE);
     let ctx = context(&dir, "cron-missing-test");
     let job = spec("ghost", "* * * * *", &["/nonexistent/hermes-job"], TICK);
     let (_stop, shutdown) = watch::channel(false);
@@ -343,7 +343,7 @@ async fn a_missing_program_is_an_error_not_a_crash() {
 async fn shutdown_stops_running_jobs_and_returns() {
     let dir = temp_dir("shutdown");
     let registry = Registry::new();
-    let hb = registry.register("cron-shutdown-test", "cron", DEADLINE);
+    let hb = registry.register("cron-shutdown-test", ComponentKind::Cron, DEADLINE);
     let ctx = context(&dir, "cron-shutdown-test");
     let log = ctx.log_file.clone();
     let job = spec(

@@ -1,0 +1,47 @@
+//! What every adapter of one gateway shares, built once at start: the HTTP client for setup
+//! requests, the proxy settings, the platforms' session start limits, and a bound on setup
+//! requests in flight.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::Semaphore;
+
+use super::identify_queue::IdentifyQueues;
+use super::proxy;
+
+/// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
+/// proxy settings, the platforms' session start limits, and a bound on setup requests in
+/// flight. Cheap to clone; not `Debug`, because the proxy settings may hold a password.
+#[derive(Clone)]
+pub struct Shared {
+    pub http: reqwest::Client,
+    /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
+    pub proxies: proxy::ProxyEnv,
+    pub identify: IdentifyQueues,
+    pub(super) setup_permits: Arc<Semaphore>,
+}
+
+/// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
+/// together get their answers in about as long (each request is a round trip, and the
+/// platform answers them one after another anyway), without a thousand sockets.
+const SETUP_CONCURRENCY: usize = 8;
+
+impl Shared {
+    pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(15))
+            .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
+            // Setup requests come in a burst at start and then once per reconnect: a couple of
+            // warm connections serve the burst, and none is kept idle for long after it.
+            .pool_max_idle_per_host(SETUP_CONCURRENCY)
+            .pool_idle_timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Self {
+            http,
+            proxies,
+            identify: IdentifyQueues::default(),
+            setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
+        })
+    }
+}
