@@ -239,10 +239,13 @@ impl Launchctl {
 
     /// `bootstrap <domain> <plist>`; on 5 or 37, `bootout` and one more `bootstrap`.
     async fn bootstrap(&self, label: &str, plist: &Path) -> Result<(), LaunchctlError> {
+        let path = plist.to_str().ok_or_else(|| LaunchctlError::PathNotUtf8 {
+            path: plist.to_owned(),
+        })?;
         let argv = vec![
             "bootstrap".to_owned(),
             self.domain.to_string(),
-            plist.display().to_string(),
+            path.to_owned(),
         ];
         let first = self.call(&argv).await?;
         if first.success() {

@@ -118,10 +118,14 @@ impl Fake {
     }
 
     fn write(&self, name: &str, rc: i32, out: &str, err: &str) {
-        let base = self.dir.path().join("answers").join(name);
-        std::fs::write(base.with_extension_added("rc"), rc.to_string()).unwrap();
-        std::fs::write(base.with_extension_added("out"), out).unwrap();
-        std::fs::write(base.with_extension_added("err"), err).unwrap();
+        let answers = self.dir.path().join("answers");
+        for (ext, text) in [
+            ("rc", rc.to_string()),
+            ("out", out.into()),
+            ("err", err.into()),
+        ] {
+            std::fs::write(answers.join(format!("{name}.{ext}")), text).unwrap();
+        }
     }
 
     fn calls(&self) -> Vec<String> {
@@ -130,19 +134,6 @@ impl Fake {
             .lines()
             .map(str::to_owned)
             .collect()
-    }
-}
-
-trait WithExtensionAdded {
-    fn with_extension_added(&self, ext: &str) -> PathBuf;
-}
-
-impl WithExtensionAdded for PathBuf {
-    fn with_extension_added(&self, ext: &str) -> PathBuf {
-        let mut s = self.clone().into_os_string();
-        s.push(".");
-        s.push(ext);
-        PathBuf::from(s)
     }
 }
 
@@ -587,4 +578,17 @@ fn domains_read_and_print_as_launchctl_names_them() {
     assert_eq!(Domain::Gui(501).target(LABEL), t());
     assert_eq!(Domain::Gui(501).other(), Domain::User(501));
     assert_eq!(Domain::User(501).to_string(), "user/501");
+}
+
+#[tokio::test]
+async fn a_plist_path_that_is_not_utf8_is_refused_before_launchctl_runs() {
+    use std::os::unix::ffi::OsStrExt;
+    let fake = Fake::new();
+    let plist = fake
+        .dir
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"bad-\xff.plist"));
+    let err = fake.runner(gui()).install(LABEL, &plist).await.unwrap_err();
+    assert!(matches!(err, LaunchctlError::PathNotUtf8 { .. }), "{err}");
+    assert!(fake.calls().is_empty(), "{:?}", fake.calls());
 }

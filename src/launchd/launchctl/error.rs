@@ -30,6 +30,12 @@ pub enum LaunchctlError {
     #[error("{0}")]
     Failed(Box<Failure>),
     #[error(
+        "the plist path {} is not valid UTF-8, so it cannot be passed to launchctl exactly \
+         (macOS file systems store names as UTF-8; was it made on another one?)",
+        path.display()
+    )]
+    PathNotUtf8 { path: PathBuf },
+    #[error(
         "launchd still had {target} loaded {waited:?} after `launchctl bootout {target}`; \
          it may be slow to exit (see its ExitTimeOut), so check `launchctl print {target}` and \
          run the command again"
