@@ -12,6 +12,7 @@ mod harness;
 mod hostile_files;
 mod hostile_text;
 mod install;
+mod launchctl;
 mod line_counter;
 mod odd_text;
 mod platform_rules;
