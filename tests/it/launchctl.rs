@@ -17,7 +17,7 @@ use hermes_svc::launchd::launchctl::{
     Domain, JobState, LastExit, Launchctl, LaunchctlError, Service, Unloaded,
 };
 
-use crate::harness::TempDir;
+use crate::harness::{scratch_dir, TempDir};
 
 const LABEL: &str = "ai.hermes.gateway.coder";
 const UID: u32 = 501;
@@ -86,7 +86,7 @@ struct Fake {
 impl Fake {
     /// A fake whose every call succeeds silently, except `print`, which answers "not loaded".
     fn new() -> Fake {
-        let dir = TempDir::new("launchctl");
+        let dir = scratch_dir("launchctl");
         std::fs::create_dir(dir.path().join("answers")).unwrap();
         std::os::unix::fs::symlink(script(), dir.path().join("launchctl")).unwrap();
         let fake = Fake { dir };
@@ -552,7 +552,7 @@ async fn a_launchctl_that_hangs_is_stopped() {
 
 #[tokio::test]
 async fn no_launchctl_is_a_clear_error() {
-    let dir = TempDir::new("no-launchctl");
+    let dir = scratch_dir("no-launchctl");
     let err = Launchctl::new(dir.path().join("launchctl"), gui())
         .restart(LABEL)
         .await
