@@ -10,13 +10,13 @@ use std::path::Path;
 
 /// Write `contents` to `path` atomically, creating parent directories, with `mode` for a new
 /// file (an existing file's mode is kept, so a person's `chmod` survives).
-pub fn write(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
+pub(crate) fn write(path: &Path, contents: &[u8], mode: u32) -> io::Result<()> {
     write_with(path, contents, mode, Sync::Durable)
 }
 
 /// Whether the new content must survive a machine crash, or only be replaced whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Sync {
+pub(crate) enum Sync {
     /// fsync the file and its directory: unit files, pid files, anything a person relies on.
     Durable,
     /// Rename only: readers still never see a half file, but a crash may leave the previous
@@ -26,7 +26,7 @@ pub enum Sync {
 }
 
 /// [`write`] with a choice of durability.
-pub fn write_with(path: &Path, contents: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
+pub(crate) fn write_with(path: &Path, contents: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
     let dir = path
         .parent()
         .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "path has no parent"))?;

@@ -28,12 +28,12 @@ use nix::sys::stat::{fstat, Mode, SFlag};
 /// The limit for configs (`gateway.toml`, `.env`), state files and pid files. What the
 /// gateway writes is a few KiB and a config that is a thousand times that is not one; the
 /// limit keeps a hostile or broken file from costing more than a MiB to look at.
-pub const LIMIT: u64 = 1024 * 1024;
+pub(crate) const LIMIT: u64 = 1024 * 1024;
 
 /// Whose files a read accepts. Anyone else's file in a profile's home was put there by
 /// someone who should not be able to configure (or fake the health of) that gateway.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     /// Root, or the user this process runs as: for what the process acts on, as the
     /// gateway does on its config and `.env`, and for `status` in user scope, which runs as
     /// the profile's user.
@@ -136,7 +136,7 @@ fn kind_name(mode: u32) -> &'static str {
 
 /// The file at `path`, at most `limit` bytes, from an owner `owner` accepts; `None` when it
 /// (or its directory) does not exist.
-pub fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u8>>, ReadError> {
+pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u8>>, ReadError> {
     let Some(name) = path.file_name() else {
         return Err(ReadError::NotRegular {
             path: path.to_owned(),
@@ -225,7 +225,11 @@ pub fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u8>>, Re
 }
 
 /// [`read`], as UTF-8 text.
-pub fn read_to_string(path: &Path, limit: u64, owner: Owner) -> Result<Option<String>, ReadError> {
+pub(crate) fn read_to_string(
+    path: &Path,
+    limit: u64,
+    owner: Owner,
+) -> Result<Option<String>, ReadError> {
     read(path, limit, owner)?
         .map(|bytes| {
             String::from_utf8(bytes).map_err(|_| ReadError::NotText {

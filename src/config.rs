@@ -51,14 +51,14 @@ struct RawFile {
 /// Load `path` for the gateway, which acts on it: the file must belong to the user the
 /// gateway runs as, or to root. A missing file is a valid, empty configuration (no adapters,
 /// no cron).
-pub fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
+pub(crate) fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
     load_with(path, Owner::SelfOrRoot)
 }
 
 /// Load `path`, accepting files of `owner`. The read is bounded ([`bounded_read`]): a FIFO,
 /// a symlink or a file over [`bounded_read::LIMIT`] is an error at once, never a hang or a
 /// gigabyte of memory.
-pub fn load_with(path: &Path, owner: Owner) -> Result<GatewayConfig, ConfigError> {
+pub(crate) fn load_with(path: &Path, owner: Owner) -> Result<GatewayConfig, ConfigError> {
     match bounded_read::read_to_string(path, bounded_read::LIMIT, owner)? {
         Some(text) => parse(path, &text),
         None => Ok(GatewayConfig::default()),

@@ -97,7 +97,7 @@ timeout = "10s"
 }
 
 /// Run the demo; exits 0 when nothing was lost and the fault was detected and resumed.
-pub async fn run(flow: Duration) -> anyhow::Result<u8> {
+pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     let clock = Clock(Instant::now());
     let scratch = Scratch(std::env::temp_dir().join(format!("hermes-demo-{}", std::process::id())));
     let _ = std::fs::remove_dir_all(&scratch.0);

@@ -5,9 +5,9 @@
 //! finding names the exact command that fixes it, because a diagnosis without a remedy just
 //! moves the problem to the reader. Secrets never reach a finding: only short hashes do.
 
-pub mod checks;
-pub mod fix;
-pub mod snapshot;
+pub(crate) mod checks;
+pub(crate) mod fix;
+pub(crate) mod snapshot;
 
 use std::collections::BTreeMap;
 
@@ -21,7 +21,7 @@ use crate::scope::Scope;
 /// How bad a finding is. Only `error` makes doctor exit 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     Error,
     Warn,
     Info,
@@ -41,7 +41,7 @@ impl Severity {
 
 /// Whether text output should be coloured: stdout is a terminal and `NO_COLOR` (no-color.org)
 /// is unset or empty.
-pub fn colour_stdout() -> bool {
+pub(crate) fn colour_stdout() -> bool {
     use std::io::IsTerminal;
     std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
@@ -67,42 +67,42 @@ impl std::fmt::Display for Severity {
 /// One problem found. The JSON shape (`id`, `severity`, `subject`, `message`, `fix`) is the
 /// stable contract of docs/doctor.md.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// `HSVnnn`, never reused for another meaning.
-    pub id: &'static str,
-    pub severity: Severity,
+    pub(crate) id: &'static str,
+    pub(crate) severity: Severity,
     /// The unit or profile the finding is about.
-    pub subject: String,
+    pub(crate) subject: String,
     /// One sentence.
-    pub message: String,
+    pub(crate) message: String,
     /// The exact command that fixes it.
-    pub fix: String,
+    pub(crate) fix: String,
     /// The profile this finding belongs to, for grouping and `--profile`; `None` for findings
     /// about the machine as a whole (a bus, linger).
     #[serde(skip)]
-    pub profile: Option<ProfileName>,
+    pub(crate) profile: Option<ProfileName>,
     /// The units the finding is about, by scope and name (one name may exist in both
     /// scopes), so that `--fix` acts on exactly those: HSV001 names several, machine and
     /// profile findings none. Internal, like `profile`.
     #[serde(skip)]
-    pub units: Vec<(Option<Scope>, String)>,
+    pub(crate) units: Vec<(Option<Scope>, String)>,
 }
 
 /// Everything doctor found, in a stable order.
 #[derive(Debug, Default, Serialize)]
-pub struct Report {
-    pub findings: Vec<Finding>,
+pub(crate) struct Report {
+    pub(crate) findings: Vec<Finding>,
 }
 
 impl Report {
     /// Keep only findings about `profile` (and machine-wide ones, which affect it too).
-    pub fn narrow(&mut self, profile: &ProfileName) {
+    pub(crate) fn narrow(&mut self, profile: &ProfileName) {
         self.findings
             .retain(|f| f.profile.as_ref().is_none_or(|p| p == profile));
     }
 
     /// 1 when any finding is an error, else 0.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         if self.findings.iter().any(|f| f.severity == Severity::Error) {
             exit_code::FAILURE
         } else {
@@ -114,7 +114,7 @@ impl Report {
     /// severities and group headings in colour when `colour`. Findings quote unit names,
     /// paths, config errors and other processes' command lines, so their text goes through
     /// [`visible`]: only our own colour codes reach the terminal.
-    pub fn to_text(&self, colour: bool) -> String {
+    pub(crate) fn to_text(&self, colour: bool) -> String {
         if self.findings.is_empty() {
             return "no problems found\n".to_owned();
         }
@@ -147,13 +147,13 @@ impl Report {
 
 /// Why doctor itself could not run (exit 2).
 #[derive(Debug, thiserror::Error)]
-pub enum DoctorError {
+pub(crate) enum DoctorError {
     #[error("nothing to check: no systemd manager answers ({bus}) and no profile home is known ({home})")]
     NothingToCheck { bus: String, home: String },
 }
 
 /// Gather a snapshot and run every check over it.
-pub async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
+pub(crate) async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
     let snap = snapshot::gather().await?;
     let mut report = Report {
         findings: checks::all(&snap),
@@ -166,18 +166,18 @@ pub async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
 
 /// What `doctor --fix` did and what is left. `--json` prints `{"fixed":[..],"findings":[..]}`.
 #[derive(Debug, Serialize)]
-pub struct FixOutcome {
-    pub fixed: Vec<fix::Fixed>,
+pub(crate) struct FixOutcome {
+    pub(crate) fixed: Vec<fix::Fixed>,
     #[serde(skip)]
-    pub skipped: Vec<fix::Skipped>,
+    pub(crate) skipped: Vec<fix::Skipped>,
     #[serde(skip)]
-    pub failed: Vec<String>,
+    pub(crate) failed: Vec<String>,
     #[serde(flatten)]
-    pub report: Report,
+    pub(crate) report: Report,
 }
 
 impl FixOutcome {
-    pub fn to_text(&self, colour: bool) -> String {
+    pub(crate) fn to_text(&self, colour: bool) -> String {
         let mut out = String::new();
         if self.fixed.is_empty() {
             out.push_str("fixed nothing\n");
@@ -206,7 +206,7 @@ impl FixOutcome {
 }
 
 /// `doctor --fix`: plan fixes from one snapshot's findings, apply them, then look again.
-pub async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
+pub(crate) async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
     let snap = snapshot::gather().await?;
     let findings = {
         let mut r = Report {

@@ -21,16 +21,16 @@ pub enum Directive {
 }
 
 impl Directive {
-    pub const ALL: [Directive; 2] = [Directive::WatchdogSec, Directive::RestartSec];
+    pub(crate) const ALL: [Directive; 2] = [Directive::WatchdogSec, Directive::RestartSec];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Directive::WatchdogSec => "WatchdogSec",
             Directive::RestartSec => "RestartSec",
         }
     }
 
-    pub fn from_name(name: &str) -> Option<Self> {
+    pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
     }
 }
@@ -43,7 +43,7 @@ impl fmt::Display for Directive {
 
 /// The most seconds `WatchdogSec` and `RestartSec` may be set to. systemd silently ignores
 /// values past what its microsecond clock holds; a day is far beyond any useful setting.
-pub const MAX_SECONDS: u64 = 24 * 60 * 60;
+pub(crate) const MAX_SECONDS: u64 = 24 * 60 * 60;
 
 /// Why an environment variable may not be set through our drop-in, if it may not: the manager
 /// sets these itself for the service (systemd.exec(5), "Environment Variables in Spawned
@@ -118,7 +118,7 @@ struct DropInTemplate {
 }
 
 impl DropIn {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.env.is_empty() && self.directives.is_empty()
     }
 

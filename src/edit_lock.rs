@@ -16,10 +16,10 @@ use nix::fcntl::{Flock, FlockArg};
 /// How long a writer waits for another to finish. A restart of the gateway is the longest
 /// step a writer takes while holding the lock (it waits for `READY=1`), so this is long
 /// enough for a couple of those, and short enough that a wedged writer is reported.
-pub const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 #[derive(Debug, thiserror::Error)]
-pub enum EditLockError {
+pub(crate) enum EditLockError {
     #[error("failed to open {path} to lock it")]
     Open {
         path: PathBuf,
@@ -38,13 +38,16 @@ pub enum EditLockError {
 
 /// Held while a command changes units; released on drop.
 #[derive(Debug)]
-pub struct EditLock {
+pub(crate) struct EditLock {
     _lock: Flock<File>,
 }
 
 impl EditLock {
     /// Lock `unit_dir` (created if missing), waiting up to `wait` for another writer.
-    pub async fn acquire(unit_dir: &Path, wait: Duration) -> Result<EditLock, EditLockError> {
+    pub(crate) async fn acquire(
+        unit_dir: &Path,
+        wait: Duration,
+    ) -> Result<EditLock, EditLockError> {
         std::fs::create_dir_all(unit_dir).map_err(|source| EditLockError::Open {
             path: unit_dir.to_owned(),
             source,

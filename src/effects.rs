@@ -10,7 +10,7 @@ use crate::systemd::{Systemd, SystemdError};
 
 /// Why a step failed. Steps before it have happened; the message says which one broke.
 #[derive(Debug, thiserror::Error)]
-pub enum EffectError {
+pub(crate) enum EffectError {
     #[error("failed to {what} {path}")]
     Io {
         what: &'static str,
@@ -31,7 +31,7 @@ fn io_err<'a>(what: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> E
 }
 
 /// Apply every step in order, stopping at the first failure.
-pub async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
+pub(crate) async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectError> {
     for step in &plan.steps {
         tracing::debug!(%step, "applying");
         match step {

@@ -45,7 +45,7 @@ pub fn parse(text: &str) -> (Vec<(String, String)>, Vec<usize>) {
 
 /// The text of `path`, read the bounded way ([`bounded_read`]: no FIFO, symlink or file over
 /// [`bounded_read::LIMIT`]), from an owner `owner` accepts; `None` when there is no file.
-pub fn read(path: &Path, owner: Owner) -> Result<Option<String>, ReadError> {
+pub(crate) fn read(path: &Path, owner: Owner) -> Result<Option<String>, ReadError> {
     bounded_read::read_to_string(path, bounded_read::LIMIT, owner)
 }
 
@@ -55,7 +55,7 @@ pub fn read(path: &Path, owner: Owner) -> Result<Option<String>, ReadError> {
 /// gateway then runs with the environment it was given, as it does without a `.env`.
 ///
 /// Must run before any other thread exists: setting the environment is not thread-safe.
-pub fn load(path: &Path) {
+pub(crate) fn load(path: &Path) {
     let text = match read(path, Owner::SelfOrRoot) {
         Ok(Some(text)) => text,
         Ok(None) => return,

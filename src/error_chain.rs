@@ -5,7 +5,7 @@ use std::error::Error;
 
 /// `outer: cause: cause`. A cause whose text the line already holds is not said twice: some
 /// errors (zbus's, for one) repeat their source in their own message.
-pub fn one_line(e: &dyn Error) -> String {
+pub(crate) fn one_line(e: &dyn Error) -> String {
     let mut line = e.to_string();
     for cause in std::iter::successors(e.source(), |&c| c.source()) {
         let text = cause.to_string();

@@ -75,7 +75,7 @@ fn quote(value: &str) -> String {
 
 /// A plain setting value (a path, a description): specifiers escaped, control characters
 /// rejected. Such settings take the rest of the line verbatim, so no quoting is needed.
-pub fn value(what: &'static str, raw: &str) -> Result<String, EscapeError> {
+pub(crate) fn value(what: &'static str, raw: &str) -> Result<String, EscapeError> {
     reject_control(what, raw)?;
     Ok(escape_specifiers(raw))
 }
@@ -98,7 +98,7 @@ pub fn exec_word(raw: &str) -> Result<String, EscapeError> {
 /// Such lists split on whitespace, unquote, C-unescape and expand specifiers, but do not expand
 /// `$`. So `%` is doubled, and a path with whitespace, quotes or backslashes is double-quoted;
 /// a plain path stays bare, so the common case stays readable.
-pub fn path_word(raw: &str) -> Result<String, EscapeError> {
+pub(crate) fn path_word(raw: &str) -> Result<String, EscapeError> {
     reject_control("a path", raw)?;
     let escaped = escape_specifiers(raw);
     Ok(if needs_quotes(&escaped) {

@@ -6,12 +6,12 @@
 //! (`cli/error.rs`).
 
 /// A requested stop, or a command that succeeded.
-pub const OK: u8 = 0;
+pub(crate) const OK: u8 = 0;
 /// Anything else that went wrong.
-pub const FAILURE: u8 = 1;
+pub(crate) const FAILURE: u8 = 1;
 /// Bad input on the command line: nothing was touched.
-pub const USAGE: u8 = 2;
+pub(crate) const USAGE: u8 = 2;
 /// EX_TEMPFAIL: the gateway wants a clean restart (stale component, outage past max-outage).
-pub const TEMPFAIL: u8 = 75;
+pub(crate) const TEMPFAIL: u8 = 75;
 /// EX_CONFIG: a conflict or configuration error that a restart cannot fix.
-pub const CONFIG: u8 = 78;
+pub(crate) const CONFIG: u8 = 78;

@@ -14,7 +14,7 @@ use crate::unit_file::{self, Provenance, RenderError, UnitSpec};
 
 /// Why a plan could not be made. Nothing has been touched when one of these is returned.
 #[derive(Debug, thiserror::Error)]
-pub enum PlanError {
+pub(crate) enum PlanError {
     #[error(
         "refusing to install: {} already serve{} profile {profile}; rerun with --migrate to stop and disable {} and keep {} as backup",
         names(.units), if .units.len() == 1 { "s" } else { "" },
@@ -52,27 +52,21 @@ fn names(units: &[ForeignUnit]) -> String {
 
 /// Settings destined for our drop-in.
 #[derive(Clone, Debug, Default)]
-pub struct Settings {
-    pub env: Vec<(String, String)>,
-    pub directives: Vec<(Directive, u64)>,
-}
-
-impl Settings {
-    pub fn is_empty(&self) -> bool {
-        self.env.is_empty() && self.directives.is_empty()
-    }
+pub(crate) struct Settings {
+    pub(crate) env: Vec<(String, String)>,
+    pub(crate) directives: Vec<(Directive, u64)>,
 }
 
 /// A validated `install` request.
 #[derive(Clone, Debug)]
-pub struct InstallRequest {
-    pub spec: UnitSpec,
-    pub settings: Settings,
-    pub start: bool,
-    pub force: bool,
-    pub migrate: bool,
+pub(crate) struct InstallRequest {
+    pub(crate) spec: UnitSpec,
+    pub(crate) settings: Settings,
+    pub(crate) start: bool,
+    pub(crate) force: bool,
+    pub(crate) migrate: bool,
     /// Seconds since the epoch, for backup file names.
-    pub now: u64,
+    pub(crate) now: u64,
 }
 
 fn aside(path: &Path, tag: &str, now: u64) -> PathBuf {
@@ -149,7 +143,7 @@ fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
     }
 }
 
-pub fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, PlanError> {
+pub(crate) fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, PlanError> {
     let mut plan = Plan::new(observed.unit_name.clone());
     if !observed.foreign.is_empty() && !req.migrate {
         return Err(PlanError::Foreign {
@@ -285,7 +279,7 @@ fn require_installed(profile: &str, observed: &Observed) -> Result<(), PlanError
 }
 
 /// `set`: merge settings into our drop-in.
-pub fn plan_set(
+pub(crate) fn plan_set(
     profile: &str,
     settings: &Settings,
     observed: &Observed,
@@ -302,7 +296,7 @@ pub fn plan_set(
 }
 
 /// `unset`: drop keys (environment names or directive names) from our drop-in.
-pub fn plan_unset(
+pub(crate) fn plan_unset(
     profile: &str,
     keys: &[String],
     observed: &Observed,
@@ -328,7 +322,7 @@ pub fn plan_unset(
 
 /// `uninstall`: stop, disable, remove our files, reload. Profile data is never touched, and
 /// a person's own drop-ins stay where they are.
-pub fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
+pub(crate) fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
     let unit = observed.unit_name.clone();
     let mut plan = Plan::new(unit.clone());
     if observed.active() {

@@ -9,7 +9,7 @@ use zbus_systemd::login1::{ManagerProxy, UserProxy};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Linger {
+pub(crate) enum Linger {
     On,
     Off,
     Unknown,
@@ -17,7 +17,7 @@ pub enum Linger {
 
 impl Linger {
     /// Ask logind about `uid`.
-    pub async fn query(uid: u32) -> Linger {
+    pub(crate) async fn query(uid: u32) -> Linger {
         async fn ask(uid: u32) -> zbus::Result<bool> {
             let conn = zbus::Connection::system().await?;
             let manager = ManagerProxy::new(&conn).await?;
@@ -32,7 +32,7 @@ impl Linger {
     }
 
     /// What to tell a person whose user units may stop at logout.
-    pub fn hint(self, user: &str) -> Option<String> {
+    pub(crate) fn hint(self, user: &str) -> Option<String> {
         match self {
             Linger::Off => Some(format!(
                 "linger is off: units stop at logout and won't start at boot; run `loginctl enable-linger {user}`"
@@ -44,7 +44,7 @@ impl Linger {
 
 /// This process's user name (for the `loginctl enable-linger USER` hint), or its uid when
 /// the account database has no entry.
-pub fn current_user() -> String {
+pub(crate) fn current_user() -> String {
     nix::unistd::User::from_uid(nix::unistd::getuid())
         .ok()
         .flatten()

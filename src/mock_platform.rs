@@ -15,7 +15,7 @@ mod fault;
 pub mod frames;
 mod generator;
 mod http;
-pub mod proxy;
+pub(crate) mod proxy;
 mod server;
 mod session;
 mod shutdown;
@@ -34,7 +34,7 @@ use tokio::task::JoinHandle;
 pub use config::{MockConfig, SessionStartLimit};
 pub use fault::Fault;
 pub use proxy::BlackholeProxy;
-pub use stats::MockStats;
+pub(crate) use stats::MockStats;
 
 use state::Shared;
 

@@ -11,65 +11,65 @@ use crate::served_profile::served_profile;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// Unit names that gateway units have been given, by us and by older tools.
-pub const GATEWAY_UNIT_PATTERNS: [&str; 2] = ["hermes-gateway*.service", "hermes.service"];
+pub(crate) const GATEWAY_UNIT_PATTERNS: [&str; 2] = ["hermes-gateway*.service", "hermes.service"];
 
 /// Another unit that runs a gateway for the same profile.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct ForeignUnit {
-    pub name: String,
-    pub fragment_path: Option<PathBuf>,
-    pub active: bool,
-    pub enabled: bool,
-    pub failed: bool,
+pub(crate) struct ForeignUnit {
+    pub(crate) name: String,
+    pub(crate) fragment_path: Option<PathBuf>,
+    pub(crate) active: bool,
+    pub(crate) enabled: bool,
+    pub(crate) failed: bool,
 }
 
 /// What is there now, as far as one profile's unit is concerned.
 #[derive(Clone, Debug)]
-pub struct Observed {
-    pub unit_name: String,
-    pub unit_path: PathBuf,
-    pub unit_text: Option<String>,
-    pub dropin_dir: PathBuf,
-    pub dropin_text: Option<String>,
+pub(crate) struct Observed {
+    pub(crate) unit_name: String,
+    pub(crate) unit_path: PathBuf,
+    pub(crate) unit_text: Option<String>,
+    pub(crate) dropin_dir: PathBuf,
+    pub(crate) dropin_text: Option<String>,
     /// Drop-ins in our directory that are not ours (a person's `override.conf`, ...).
-    pub other_dropins: Vec<PathBuf>,
+    pub(crate) other_dropins: Vec<PathBuf>,
     /// Temporary files an earlier hermes-svc left behind when it was killed mid-write: ours to
     /// remove, never a person's drop-in.
-    pub stale_temp_files: Vec<PathBuf>,
+    pub(crate) stale_temp_files: Vec<PathBuf>,
     /// When the unit's configuration last changed on disk: the newest of the unit file, the
     /// drop-in directory (an entry added, renamed or removed) and our drop-in.
-    pub config_changed_at: Option<SystemTime>,
+    pub(crate) config_changed_at: Option<SystemTime>,
     /// Whether the profile's home directory exists (a system unit needs it before it starts).
-    pub profile_home_exists: bool,
+    pub(crate) profile_home_exists: bool,
     /// `None` when the manager could not be asked (only allowed for `--dry-run`).
-    pub unit: Option<UnitProperties>,
-    pub foreign: Vec<ForeignUnit>,
+    pub(crate) unit: Option<UnitProperties>,
+    pub(crate) foreign: Vec<ForeignUnit>,
 }
 
 impl Observed {
-    pub fn dropin_path(&self) -> PathBuf {
+    pub(crate) fn dropin_path(&self) -> PathBuf {
         self.dropin_dir.join(DROPIN_NAME)
     }
 
-    pub fn active(&self) -> bool {
+    pub(crate) fn active(&self) -> bool {
         self.unit.as_ref().is_some_and(UnitProperties::is_active)
     }
 
-    pub fn enabled(&self) -> bool {
+    pub(crate) fn enabled(&self) -> bool {
         self.unit
             .as_ref()
             .and_then(|u| u.unit_file_state.as_deref())
             .is_some_and(|s| s == "enabled" || s == "enabled-runtime")
     }
 
-    pub fn loaded(&self) -> bool {
+    pub(crate) fn loaded(&self) -> bool {
         self.unit
             .as_ref()
             .and_then(|u| u.load_state.as_deref())
             .is_some_and(|s| s != "not-found")
     }
 
-    pub fn needs_reload(&self) -> bool {
+    pub(crate) fn needs_reload(&self) -> bool {
         self.unit
             .as_ref()
             .and_then(|u| u.need_daemon_reload)
@@ -79,7 +79,7 @@ impl Observed {
     /// The running gateway started before its unit's files last changed, so it runs older
     /// settings than the files say: what a hermes-svc killed between writing and restarting
     /// leaves behind. A rerun must restart it even though every file is already as wanted.
-    pub fn running_stale(&self) -> bool {
+    pub(crate) fn running_stale(&self) -> bool {
         let Some(started) = self
             .unit
             .as_ref()
@@ -115,7 +115,7 @@ fn mtime(path: &std::path::Path) -> Option<SystemTime> {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum ObserveError {
+pub(crate) enum ObserveError {
     #[error("cannot tell where {0} units live: set HOME or XDG_CONFIG_HOME")]
     NoUnitDir(Scope),
     #[error("failed to read {path}")]
@@ -140,7 +140,7 @@ fn read_optional(path: &std::path::Path) -> Result<Option<String>, ObserveError>
 }
 
 /// The legacy sticky profile file that units without `--profile` fall back to.
-pub fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
+pub(crate) fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
     let text = std::fs::read_to_string(hermes_home.join("active_profile")).ok()?;
     ProfileName::parse(text.trim()).ok()
 }
@@ -149,12 +149,12 @@ pub fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
 /// Whether to look for other units serving the same profile: only `install` needs that, and
 /// it costs a scan of every unit search path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Siblings {
+pub(crate) enum Siblings {
     Find,
     Skip,
 }
 
-pub async fn observe(
+pub(crate) async fn observe(
     profile: &Profile,
     scope: Scope,
     systemd: Option<&Systemd>,

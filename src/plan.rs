@@ -11,7 +11,7 @@ use serde::Serialize;
 /// One effect on the file system or the service manager.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "step", rename_all = "kebab-case")]
-pub enum Step {
+pub(crate) enum Step {
     /// Write a whole file atomically.
     WriteFile {
         path: PathBuf,
@@ -71,7 +71,7 @@ pub enum Step {
 
 impl Step {
     /// Whether the step changes unit files, so the manager must reload afterwards.
-    pub fn touches_unit_files(&self) -> bool {
+    pub(crate) fn touches_unit_files(&self) -> bool {
         matches!(
             self,
             Step::WriteFile { .. }
@@ -115,34 +115,34 @@ impl fmt::Display for Step {
 
 /// What a command will do, and what it wants the person to know.
 #[derive(Clone, Debug, Default, Serialize)]
-pub struct Plan {
-    pub unit: String,
-    pub steps: Vec<Step>,
+pub(crate) struct Plan {
+    pub(crate) unit: String,
+    pub(crate) steps: Vec<Step>,
     /// Things the person should know that are not errors (an edited unit left alone, ...).
-    pub notes: Vec<String>,
+    pub(crate) notes: Vec<String>,
 }
 
 impl Plan {
-    pub fn new(unit: String) -> Self {
+    pub(crate) fn new(unit: String) -> Self {
         Self {
             unit,
             ..Self::default()
         }
     }
 
-    pub fn push(&mut self, step: Step) {
+    pub(crate) fn push(&mut self, step: Step) {
         self.steps.push(step);
     }
 
-    pub fn note(&mut self, note: impl Into<String>) {
+    pub(crate) fn note(&mut self, note: impl Into<String>) {
         self.notes.push(note.into());
     }
 
-    pub fn is_unchanged(&self) -> bool {
+    pub(crate) fn is_unchanged(&self) -> bool {
         self.steps.is_empty()
     }
 
-    pub fn changes_files(&self) -> bool {
+    pub(crate) fn changes_files(&self) -> bool {
         self.steps.iter().any(Step::touches_unit_files)
     }
 }

@@ -8,7 +8,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// The profile whose home is `$HERMES_HOME` itself rather than a subdirectory.
-pub const DEFAULT_PROFILE: &str = "default";
+pub(crate) const DEFAULT_PROFILE: &str = "default";
 
 /// Why a profile name or home could not be resolved.
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +51,7 @@ impl ProfileName {
         &self.0
     }
 
-    pub fn is_default(&self) -> bool {
+    pub(crate) fn is_default(&self) -> bool {
         self.0 == DEFAULT_PROFILE
     }
 }
@@ -85,7 +85,7 @@ impl Profile {
     }
 
     /// Resolve against `HERMES_HOME`, else `~/.hermes`, from this process's environment.
-    pub fn from_env(name: ProfileName) -> Result<Self, ProfileError> {
+    pub(crate) fn from_env(name: ProfileName) -> Result<Self, ProfileError> {
         Self::new(name, hermes_home_from_env()?)
     }
 
@@ -93,12 +93,12 @@ impl Profile {
         &self.name
     }
 
-    pub fn hermes_home(&self) -> &Path {
+    pub(crate) fn hermes_home(&self) -> &Path {
         &self.hermes_home
     }
 
     /// `$HERMES_HOME` for `default`, `$HERMES_HOME/profiles/NAME` otherwise.
-    pub fn home(&self) -> PathBuf {
+    pub(crate) fn home(&self) -> PathBuf {
         if self.name.is_default() {
             self.hermes_home.clone()
         } else {
@@ -106,25 +106,25 @@ impl Profile {
         }
     }
 
-    pub fn config_file(&self) -> PathBuf {
+    pub(crate) fn config_file(&self) -> PathBuf {
         self.home().join("gateway.toml")
     }
     pub fn env_file(&self) -> PathBuf {
         self.home().join(".env")
     }
-    pub fn pid_file(&self) -> PathBuf {
+    pub(crate) fn pid_file(&self) -> PathBuf {
         self.home().join("gateway.pid")
     }
-    pub fn lock_file(&self) -> PathBuf {
+    pub(crate) fn lock_file(&self) -> PathBuf {
         self.home().join("gateway.lock")
     }
-    pub fn state_file(&self) -> PathBuf {
+    pub(crate) fn state_file(&self) -> PathBuf {
         self.home().join("state").join("gateway.json")
     }
-    pub fn inbox_dir(&self) -> PathBuf {
+    pub(crate) fn inbox_dir(&self) -> PathBuf {
         self.home().join("inbox")
     }
-    pub fn logs_dir(&self) -> PathBuf {
+    pub(crate) fn logs_dir(&self) -> PathBuf {
         self.home().join("logs")
     }
 
@@ -136,15 +136,15 @@ impl Profile {
 }
 
 /// `hermes-gateway-<profile>.service`.
-pub fn unit_name(name: &ProfileName) -> String {
+pub(crate) fn unit_name(name: &ProfileName) -> String {
     format!("{UNIT_PREFIX}{name}{UNIT_SUFFIX}")
 }
 
-pub const UNIT_PREFIX: &str = "hermes-gateway-";
-pub const UNIT_SUFFIX: &str = ".service";
+pub(crate) const UNIT_PREFIX: &str = "hermes-gateway-";
+pub(crate) const UNIT_SUFFIX: &str = ".service";
 
 /// The profile a unit name of ours serves, if it is one of ours.
-pub fn profile_of_unit(unit: &str) -> Option<ProfileName> {
+pub(crate) fn profile_of_unit(unit: &str) -> Option<ProfileName> {
     let name = unit.strip_prefix(UNIT_PREFIX)?.strip_suffix(UNIT_SUFFIX)?;
     ProfileName::parse(name).ok()
 }
@@ -152,14 +152,14 @@ pub fn profile_of_unit(unit: &str) -> Option<ProfileName> {
 /// `HERMES_HOME` as this process's environment sets it, not yet checked. The one place it is
 /// read, so that an empty value (`HERMES_HOME= hermes-svc ...`) means "not set" to every
 /// caller alike rather than a relative home to some of them.
-pub fn hermes_home_var() -> Option<PathBuf> {
+pub(crate) fn hermes_home_var() -> Option<PathBuf> {
     std::env::var_os("HERMES_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
 }
 
 /// `HERMES_HOME` if set (must be absolute), else `$HOME/.hermes`.
-pub fn hermes_home_from_env() -> Result<PathBuf, ProfileError> {
+pub(crate) fn hermes_home_from_env() -> Result<PathBuf, ProfileError> {
     match hermes_home_var() {
         Some(home) => {
             if home.is_absolute() {
@@ -173,7 +173,7 @@ pub fn hermes_home_from_env() -> Result<PathBuf, ProfileError> {
 }
 
 /// `$HOME/.hermes`: where a gateway looks when nothing says otherwise.
-pub fn default_hermes_home() -> Result<PathBuf, ProfileError> {
+pub(crate) fn default_hermes_home() -> Result<PathBuf, ProfileError> {
     let home = std::env::var_os("HOME")
         .filter(|v| !v.is_empty())
         .ok_or(ProfileError::NoHome)?;

@@ -32,7 +32,7 @@ fn acts_on_terminal(c: char) -> bool {
 /// `\r` and `\t` for those three, `\x1b` style for the other C0 controls and DEL, and
 /// `\u{202e}` style for the rest. Everything else, backslashes included, is left as it is,
 /// so ordinary text (and JSON) reads unchanged; use `--json` where exact bytes matter.
-pub fn visible(text: &str) -> Cow<'_, str> {
+pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     if !text.chars().any(acts_on_terminal) {
         return Cow::Borrowed(text);
     }

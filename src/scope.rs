@@ -12,7 +12,7 @@ pub enum Scope {
 
 impl Scope {
     /// Where unit files written by a person (or by us on their behalf) live.
-    pub fn unit_dir(self) -> Option<PathBuf> {
+    pub(crate) fn unit_dir(self) -> Option<PathBuf> {
         match self {
             Scope::System => Some(PathBuf::from("/etc/systemd/system")),
             Scope::User => {
@@ -30,7 +30,7 @@ impl Scope {
     }
 
     /// The target that pulls enabled units in at boot or login.
-    pub fn wanted_by(self) -> &'static str {
+    pub(crate) fn wanted_by(self) -> &'static str {
         match self {
             Scope::User => "default.target",
             Scope::System => "multi-user.target",
@@ -38,7 +38,7 @@ impl Scope {
     }
 
     /// The flag a person passes to systemctl for this scope (for hints we print).
-    pub fn systemctl_flag(self) -> &'static str {
+    pub(crate) fn systemctl_flag(self) -> &'static str {
         match self {
             Scope::User => " --user",
             Scope::System => "",

@@ -11,15 +11,15 @@ use crate::profile::{ProfileName, DEFAULT_PROFILE};
 
 /// What a gateway unit's command line says about the profile it serves.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServedProfile {
+pub(crate) struct ServedProfile {
     /// `None` when `--profile` carries something that is not a valid profile name.
-    pub profile: Option<ProfileName>,
+    pub(crate) profile: Option<ProfileName>,
     /// The argv had an explicit `--profile`.
-    pub explicit: bool,
+    pub(crate) explicit: bool,
     /// The argv had `--replace`, which makes the gateway kill whoever holds the profile.
-    pub replace: bool,
+    pub(crate) replace: bool,
     /// `HERMES_HOME` from the unit's environment, if set there.
-    pub hermes_home: Option<PathBuf>,
+    pub(crate) hermes_home: Option<PathBuf>,
 }
 
 /// Inspect `ExecStart` argv lists and `Environment` entries. Returns `None` when no command
@@ -27,7 +27,7 @@ pub struct ServedProfile {
 ///
 /// `sticky` is the content of a legacy `active_profile` file, which a unit without `--profile`
 /// falls back to.
-pub fn served_profile(
+pub(crate) fn served_profile(
     exec_argv: &[Vec<String>],
     environment: &[String],
     sticky: Option<&ProfileName>,
@@ -67,7 +67,12 @@ pub fn served_profile(
 impl ServedProfile {
     /// Does this unit serve `profile` under `hermes_home`? A unit without `HERMES_HOME` uses
     /// `default_home` (`~/.hermes` of the user it runs as).
-    pub fn serves(&self, profile: &ProfileName, hermes_home: &Path, default_home: &Path) -> bool {
+    pub(crate) fn serves(
+        &self,
+        profile: &ProfileName,
+        hermes_home: &Path,
+        default_home: &Path,
+    ) -> bool {
         let home = self.hermes_home.as_deref().unwrap_or(default_home);
         self.profile.as_ref() == Some(profile) && same_home(home, hermes_home)
     }

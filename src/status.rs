@@ -14,47 +14,47 @@ use crate::unit_file::{self, Provenance};
 /// One profile's unit as the manager and the disk see it. This is the `--json` schema
 /// (docs/status.md); fields are only ever added.
 #[derive(Debug, Serialize)]
-pub struct UnitStatus {
-    pub profile: ProfileName,
-    pub unit: String,
-    pub scope: Scope,
-    pub load_state: String,
-    pub active_state: String,
-    pub sub_state: String,
-    pub unit_file_state: String,
-    pub main_pid: u32,
-    pub n_restarts: u32,
-    pub result: String,
-    pub invocation_id: Option<String>,
-    pub status_text: String,
-    pub fragment_path: Option<String>,
-    pub drop_in_paths: Vec<String>,
+pub(crate) struct UnitStatus {
+    pub(crate) profile: ProfileName,
+    pub(crate) unit: String,
+    pub(crate) scope: Scope,
+    pub(crate) load_state: String,
+    pub(crate) active_state: String,
+    pub(crate) sub_state: String,
+    pub(crate) unit_file_state: String,
+    pub(crate) main_pid: u32,
+    pub(crate) n_restarts: u32,
+    pub(crate) result: String,
+    pub(crate) invocation_id: Option<String>,
+    pub(crate) status_text: String,
+    pub(crate) fragment_path: Option<String>,
+    pub(crate) drop_in_paths: Vec<String>,
     /// `pristine`, `edited` or `foreign`; `null` when the unit file is missing.
-    pub provenance: Option<Provenance>,
-    pub edited: bool,
-    pub need_daemon_reload: bool,
+    pub(crate) provenance: Option<Provenance>,
+    pub(crate) edited: bool,
+    pub(crate) need_daemon_reload: bool,
     /// The gateway's own health report (`state/gateway.json`); `null` when it has written none
     /// or it cannot be shown.
-    pub health: Option<Health>,
+    pub(crate) health: Option<Health>,
     /// Why the state file cannot be shown (too large, not a regular file, a symlink, someone
     /// else's, not JSON); `null` when it could be read or there is none.
-    pub health_error: Option<String>,
+    pub(crate) health_error: Option<String>,
 }
 
 /// The gateway's state file as `status` shows it. A snapshot that is not current (see
 /// [`StateFile::staleness_for`]) is marked stale and its components' states are not to be
 /// trusted: a frozen or dead gateway's last words would otherwise read as "connected".
 #[derive(Debug, Serialize)]
-pub struct Health {
-    pub updated_at: String,
-    pub age_ms: Option<u64>,
-    pub stale: bool,
+pub(crate) struct Health {
+    pub(crate) updated_at: String,
+    pub(crate) age_ms: Option<u64>,
+    pub(crate) stale: bool,
     /// Why `stale` is true; `null` when it is false.
-    pub stale_reason: Option<Stale>,
+    pub(crate) stale_reason: Option<Stale>,
     /// The process that wrote the snapshot.
-    pub pid: u32,
-    pub summary: String,
-    pub components: Vec<ComponentState>,
+    pub(crate) pid: u32,
+    pub(crate) summary: String,
+    pub(crate) components: Vec<ComponentState>,
 }
 
 impl Health {
@@ -104,11 +104,11 @@ impl Health {
 }
 
 #[derive(Debug, Serialize)]
-pub struct StatusReport {
-    pub scope: Scope,
+pub(crate) struct StatusReport {
+    pub(crate) scope: Scope,
     /// Whether user units survive logout; `unknown` without a system bus.
-    pub linger: Option<Linger>,
-    pub units: Vec<UnitStatus>,
+    pub(crate) linger: Option<Linger>,
+    pub(crate) units: Vec<UnitStatus>,
 }
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
@@ -145,7 +145,7 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
 }
 
 /// Collect the status of every `hermes-gateway-*.service` (or just `only`'s).
-pub async fn gather(
+pub(crate) async fn gather(
     systemd: &Systemd,
     only: Option<&ProfileName>,
     linger: Option<Linger>,
@@ -191,7 +191,7 @@ impl StatusReport {
     /// A table for people: one line per profile. Every string read from systemd, the state
     /// file or the gateway's `STATUS=` (which quotes platform errors) goes through
     /// [`visible`], so none of them can drive the reader's terminal.
-    pub fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self) -> String {
         let mut s = String::new();
         if self.units.is_empty() {
             s.push_str(&format!(

@@ -22,7 +22,7 @@ const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why talking to systemd failed, phrased for the person who has to act on it.
 #[derive(Debug, thiserror::Error)]
-pub enum SystemdError {
+pub(crate) enum SystemdError {
     #[error("failed to connect to the {scope} bus ({hint})")]
     Connect {
         scope: Scope,
@@ -68,36 +68,36 @@ pub enum SystemdError {
 /// that is not loaded (or not a service) lacks most of them.
 #[derive(Debug, Default, Clone, DeserializeDict, Type)]
 #[zbus(signature = "a{sv}", rename_all = "PascalCase")]
-pub struct UnitProperties {
-    pub id: Option<String>,
-    pub load_state: Option<String>,
-    pub active_state: Option<String>,
-    pub sub_state: Option<String>,
-    pub unit_file_state: Option<String>,
-    pub fragment_path: Option<String>,
-    pub drop_in_paths: Option<Vec<String>>,
-    pub need_daemon_reload: Option<bool>,
+pub(crate) struct UnitProperties {
+    pub(crate) id: Option<String>,
+    pub(crate) load_state: Option<String>,
+    pub(crate) active_state: Option<String>,
+    pub(crate) sub_state: Option<String>,
+    pub(crate) unit_file_state: Option<String>,
+    pub(crate) fragment_path: Option<String>,
+    pub(crate) drop_in_paths: Option<Vec<String>>,
+    pub(crate) need_daemon_reload: Option<bool>,
     /// When the current run began (µs since the epoch): the main process started after it.
-    pub inactive_exit_timestamp: Option<u64>,
+    pub(crate) inactive_exit_timestamp: Option<u64>,
     #[zbus(rename = "InvocationID")]
-    pub invocation_id: Option<Vec<u8>>,
+    pub(crate) invocation_id: Option<Vec<u8>>,
     #[zbus(rename = "MainPID")]
-    pub main_pid: Option<u32>,
-    pub n_restarts: Option<u32>,
-    pub result: Option<String>,
-    pub status_text: Option<String>,
-    pub environment: Option<Vec<String>>,
+    pub(crate) main_pid: Option<u32>,
+    pub(crate) n_restarts: Option<u32>,
+    pub(crate) result: Option<String>,
+    pub(crate) status_text: Option<String>,
+    pub(crate) environment: Option<Vec<String>>,
     #[zbus(rename = "WatchdogUSec")]
-    pub watchdog_usec: Option<u64>,
-    pub restart: Option<String>,
+    pub(crate) watchdog_usec: Option<u64>,
+    pub(crate) restart: Option<String>,
     #[zbus(rename = "Type")]
-    pub service_type: Option<String>,
-    pub exec_start: Option<Vec<ExecCommand>>,
+    pub(crate) service_type: Option<String>,
+    pub(crate) exec_start: Option<Vec<ExecCommand>>,
 }
 
 /// A job the manager runs on a unit, waited for until it is done.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Job {
+pub(crate) enum Job {
     Start,
     Stop,
     Restart,
@@ -105,7 +105,7 @@ pub enum Job {
 
 impl Job {
     /// The verb as `systemctl` and our commands name it.
-    pub fn verb(self) -> &'static str {
+    pub(crate) fn verb(self) -> &'static str {
         match self {
             Job::Start => "start",
             Job::Stop => "stop",
@@ -116,16 +116,16 @@ impl Job {
 
 /// One `ExecStart=` entry as systemd reports it: `(path, argv, ignore-failure, times..., pid,
 /// code, status)`.
-pub type ExecCommand = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
+pub(crate) type ExecCommand = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
 
 impl UnitProperties {
-    pub fn invocation_id_hex(&self) -> Option<String> {
+    pub(crate) fn invocation_id_hex(&self) -> Option<String> {
         let id = self.invocation_id.as_ref().filter(|id| !id.is_empty())?;
         Some(id.iter().map(|b| format!("{b:02x}")).collect())
     }
 
     /// The argv lists of every `ExecStart=` line.
-    pub fn exec_argv(&self) -> Vec<Vec<String>> {
+    pub(crate) fn exec_argv(&self) -> Vec<Vec<String>> {
         self.exec_start
             .iter()
             .flatten()
@@ -133,7 +133,7 @@ impl UnitProperties {
             .collect()
     }
 
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         matches!(
             self.active_state.as_deref(),
             Some("active" | "activating" | "reloading")
@@ -142,7 +142,7 @@ impl UnitProperties {
 }
 
 /// A connection to one systemd manager.
-pub struct Systemd {
+pub(crate) struct Systemd {
     scope: Scope,
     conn: Connection,
     manager: ManagerProxy<'static>,
@@ -201,7 +201,7 @@ pub fn unit_object_path(unit: &str) -> String {
 }
 
 impl Systemd {
-    pub async fn connect(scope: Scope) -> Result<Self, SystemdError> {
+    pub(crate) async fn connect(scope: Scope) -> Result<Self, SystemdError> {
         let conn = bus_connection(scope).await?;
         // No property cache: it would cost a GetAll and an AddMatch before the first call.
         let manager = ManagerProxy::builder(&conn)
@@ -229,7 +229,7 @@ impl Systemd {
         Ok(this)
     }
 
-    pub fn scope(&self) -> Scope {
+    pub(crate) fn scope(&self) -> Scope {
         self.scope
     }
 
@@ -262,19 +262,15 @@ impl Systemd {
         SystemdError::Call { action, source: e }
     }
 
-    pub fn connection(&self) -> &Connection {
-        &self.conn
-    }
-
     /// `daemon-reload`: make the manager re-read unit files and drop-ins.
-    pub async fn reload(&self) -> Result<(), SystemdError> {
+    pub(crate) async fn reload(&self) -> Result<(), SystemdError> {
         self.manager
             .reload()
             .await
             .map_err(|e| self.call_error("reload the manager", "", e))
     }
 
-    pub async fn enable(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn enable(&self, unit: &str) -> Result<(), SystemdError> {
         self.manager
             .enable_unit_files(vec![unit.to_owned()], false, false)
             .await
@@ -282,7 +278,7 @@ impl Systemd {
             .map_err(|e| self.call_error(format!("enable {unit}"), unit, e))
     }
 
-    pub async fn disable(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn disable(&self, unit: &str) -> Result<(), SystemdError> {
         self.manager
             .disable_unit_files(vec![unit.to_owned()], false)
             .await
@@ -290,19 +286,19 @@ impl Systemd {
             .map_err(|e| self.call_error(format!("disable {unit}"), unit, e))
     }
 
-    pub async fn start(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn start(&self, unit: &str) -> Result<(), SystemdError> {
         self.run_job(Job::Start, unit).await
     }
 
-    pub async fn stop(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn stop(&self, unit: &str) -> Result<(), SystemdError> {
         self.run_job(Job::Stop, unit).await
     }
 
-    pub async fn restart(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn restart(&self, unit: &str) -> Result<(), SystemdError> {
         self.run_job(Job::Restart, unit).await
     }
 
-    pub async fn reset_failed(&self, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn reset_failed(&self, unit: &str) -> Result<(), SystemdError> {
         self.manager
             .reset_failed_unit(unit.to_owned())
             .await
@@ -311,7 +307,7 @@ impl Systemd {
 
     /// Queue a job and wait for its `JobRemoved` signal, so that "started" means the gateway
     /// sent `READY=1`, not merely that systemd accepted the request.
-    pub async fn run_job(&self, job: Job, unit: &str) -> Result<(), SystemdError> {
+    pub(crate) async fn run_job(&self, job: Job, unit: &str) -> Result<(), SystemdError> {
         let action = job.verb();
         let err = |e| self.call_error(format!("{action} {unit}"), unit, e);
         self.subscribed
@@ -356,7 +352,7 @@ impl Systemd {
     }
 
     /// Units currently loaded in the manager whose names match any of `patterns`.
-    pub async fn list_units(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
+    pub(crate) async fn list_units(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
         let patterns = patterns.iter().map(|p| p.to_string()).collect();
         let units = self
             .manager
@@ -374,7 +370,7 @@ impl Systemd {
     /// `ListUnitFilesByPatterns` would find the same files, but it works out each file's
     /// enablement by reading every `.wants/` directory, which with 100 enabled units blocks
     /// the (single-threaded) manager for about 50 ms.
-    pub async fn unit_files(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
+    pub(crate) async fn unit_files(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
         let dirs = self
             .manager
             .unit_path()
@@ -399,7 +395,7 @@ impl Systemd {
     /// Service interface makes systemd read every cgroup accounting file of a running unit, and
     /// `GetAll` over all interfaces (what `systemctl show` does) ships hundreds of properties;
     /// both cost more than these nine small replies once units run.
-    pub async fn properties(&self, unit: &str) -> Result<UnitProperties, SystemdError> {
+    pub(crate) async fn properties(&self, unit: &str) -> Result<UnitProperties, SystemdError> {
         let path = unit_object_path(unit);
         let err = |e| self.call_error(format!("read properties of {unit}"), unit, e);
         let all = async {
@@ -461,7 +457,7 @@ impl Systemd {
     }
 
     /// Properties of many units, with all requests in flight at once on the one connection.
-    pub async fn properties_many(
+    pub(crate) async fn properties_many(
         &self,
         units: &[String],
     ) -> Vec<Result<UnitProperties, SystemdError>> {

@@ -20,20 +20,20 @@ fn faults() -> Vec<String> {
 
 /// Should component `name` hang now?
 #[cfg(debug_assertions)]
-pub fn wedged(name: &str) -> bool {
+pub(crate) fn wedged(name: &str) -> bool {
     faults()
         .iter()
         .any(|f| f.strip_prefix("wedge:") == Some(name))
 }
 
 #[cfg(not(debug_assertions))]
-pub fn wedged(_name: &str) -> bool {
+pub(crate) fn wedged(_name: &str) -> bool {
     false
 }
 
 /// Hang forever if `name` is wedged: the task stops making progress but keeps its resources,
 /// exactly like a deadlocked state machine.
-pub async fn hang_if_wedged(name: &str) {
+pub(crate) async fn hang_if_wedged(name: &str) {
     if wedged(name) {
         tracing::warn!(component = name, "test fault: wedged");
         std::future::pending::<()>().await;
@@ -43,7 +43,7 @@ pub async fn hang_if_wedged(name: &str) {
 /// Stop at `point` while the test holds the FIFO it named for it open. Blocking, on purpose:
 /// the whole process is held still, as if the scheduler had paused it there.
 #[cfg(debug_assertions)]
-pub fn pause(point: &str) {
+pub(crate) fn pause(point: &str) {
     use std::io::Read;
     for f in faults() {
         let Some((p, fifo)) = f.strip_prefix("pause:").and_then(|r| r.split_once(':')) else {
@@ -59,7 +59,7 @@ pub fn pause(point: &str) {
 }
 
 #[cfg(not(debug_assertions))]
-pub fn pause(_point: &str) {}
+pub(crate) fn pause(_point: &str) {}
 
 /// How far tests have moved the wall clock forward, in milliseconds (debug builds only).
 #[cfg(debug_assertions)]
@@ -79,12 +79,12 @@ pub fn skew_wall_clock(by: std::time::Duration) {
 
 /// The wall clock that token lifetimes are checked against.
 #[cfg(debug_assertions)]
-pub fn wall_clock() -> std::time::SystemTime {
+pub(crate) fn wall_clock() -> std::time::SystemTime {
     let skew = WALL_CLOCK_SKEW_MS.load(std::sync::atomic::Ordering::Relaxed);
     std::time::SystemTime::now() + std::time::Duration::from_millis(skew)
 }
 
 #[cfg(not(debug_assertions))]
-pub fn wall_clock() -> std::time::SystemTime {
+pub(crate) fn wall_clock() -> std::time::SystemTime {
     std::time::SystemTime::now()
 }

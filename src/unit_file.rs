@@ -14,13 +14,13 @@ use crate::profile::Profile;
 use crate::scope::Scope;
 
 /// Defaults baked into the base unit. `set` overrides the tunable ones in the drop-in.
-pub const WATCHDOG_SEC: u64 = 30;
-pub const RESTART_SEC: u64 = 5;
+pub(crate) const WATCHDOG_SEC: u64 = 30;
+pub(crate) const RESTART_SEC: u64 = 5;
 /// Longer than the gateway's own drain timeout, so a drain is never cut short by SIGKILL.
-pub const TIMEOUT_STOP_SEC: u64 = 30;
+pub(crate) const TIMEOUT_STOP_SEC: u64 = 30;
 /// A crash loop of this many starts inside the interval ends in a visible `failed` state.
-pub const START_LIMIT_BURST: u32 = 5;
-pub const START_LIMIT_INTERVAL_SEC: u64 = 300;
+pub(crate) const START_LIMIT_BURST: u32 = 5;
+pub(crate) const START_LIMIT_INTERVAL_SEC: u64 = 300;
 
 const HASH_MARKER: &str = "# hermes-svc-hash: sha256:";
 
@@ -104,7 +104,7 @@ fn valid_user(user: &str) -> bool {
 
 impl UnitSpec {
     /// The argv the unit runs: always an explicit `--profile`, never `--replace`.
-    pub fn argv(&self) -> Result<Vec<String>, RenderError> {
+    pub(crate) fn argv(&self) -> Result<Vec<String>, RenderError> {
         Ok(vec![
             path_str(&self.exec)?.to_owned(),
             "gateway".into(),
@@ -204,7 +204,7 @@ fn body_hash(body: &str) -> String {
 /// Who wrote a unit file, judged from its content alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Provenance {
+pub(crate) enum Provenance {
     /// Rendered by us and unchanged since.
     Pristine,
     /// Rendered by us, then edited by a person: never overwrite without `--force`.
@@ -214,7 +214,7 @@ pub enum Provenance {
 }
 
 /// Classify a unit file's text by its header hash.
-pub fn provenance(text: &str) -> Provenance {
+pub(crate) fn provenance(text: &str) -> Provenance {
     match split_header(text) {
         None => Provenance::Foreign,
         Some((hash, body)) if body_hash(body) == hash => Provenance::Pristine,
@@ -224,7 +224,7 @@ pub fn provenance(text: &str) -> Provenance {
 
 /// The body two renders are compared by: the header carries the version, which alone is no
 /// reason to rewrite (and restart) a unit.
-pub fn body(text: &str) -> Option<&str> {
+pub(crate) fn body(text: &str) -> Option<&str> {
     split_header(text).map(|(_, body)| body)
 }
 

@@ -306,7 +306,7 @@ pub(super) fn adapter(
 
 impl AdapterSpec {
     /// The env var holding this adapter's credential, if it has one.
-    pub fn credential_env(&self) -> Option<&str> {
+    pub(crate) fn credential_env(&self) -> Option<&str> {
         match &self.protocol {
             Protocol::QqBot { secret_env, .. } => Some(secret_env),
             Protocol::Discord { token_env, .. } => Some(token_env),
@@ -315,7 +315,7 @@ impl AdapterSpec {
     }
 
     /// Read the credential from the environment (which the unit fills from `.env`).
-    pub fn credential(
+    pub(crate) fn credential(
         &self,
         config_path: &Path,
         env_file: &Path,
@@ -338,7 +338,7 @@ impl AdapterSpec {
 
     /// The identity two gateways must not share: the platform plus the bot's credential.
     /// Only its hash ever leaves the process.
-    pub fn identity(&self, secret: Option<&Secret>) -> String {
+    pub(crate) fn identity(&self, secret: Option<&Secret>) -> String {
         let s = secret.map(Secret::expose).unwrap_or("");
         match &self.protocol {
             Protocol::QqBot { app_id, .. } => format!("qqbot:{app_id}:{s}"),

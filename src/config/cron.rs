@@ -13,9 +13,9 @@ use super::ConfigError;
 /// One cron job, validated.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CronSpec {
-    pub name: String,
-    pub schedule: CronSchedule,
-    pub command: Vec<String>,
+    pub(crate) name: String,
+    pub(crate) schedule: CronSchedule,
+    pub(crate) command: Vec<String>,
     pub timeout: Duration,
 }
 
@@ -29,7 +29,7 @@ pub struct CronSchedule {
 }
 
 impl CronSchedule {
-    pub fn parse(text: &str) -> Result<Self, croner::errors::CronError> {
+    pub(crate) fn parse(text: &str) -> Result<Self, croner::errors::CronError> {
         let cron = croner::parser::CronParser::builder()
             .seconds(croner::parser::Seconds::Optional)
             .build()
@@ -40,11 +40,7 @@ impl CronSchedule {
         })
     }
 
-    pub fn as_str(&self) -> &str {
-        &self.text
-    }
-
-    pub fn cron(&self) -> &croner::Cron {
+    pub(crate) fn cron(&self) -> &croner::Cron {
         &self.cron
     }
 }

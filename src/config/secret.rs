@@ -10,7 +10,7 @@ impl Secret {
         Self(value)
     }
 
-    pub fn expose(&self) -> &str {
+    pub(crate) fn expose(&self) -> &str {
         &self.0
     }
 }

@@ -56,13 +56,13 @@ pub(crate) const CHECKS: [Check; 18] = [
 ];
 
 /// Every finding in `s`, in id order.
-pub fn all(s: &Snapshot) -> Vec<Finding> {
+pub(crate) fn all(s: &Snapshot) -> Vec<Finding> {
     CHECKS.iter().flat_map(|c| (c.find)(s)).collect()
 }
 
 /// Decide, for every finding, the fix or why there is none: each finding goes to the fix of
 /// the check that found it. Pure: reads only `s` and `findings`; `now` names backups.
-pub fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
+pub(crate) fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
     let mut planner = Planner::new(s, findings, now);
     for f in findings {
         match CHECKS.iter().find(|c| c.id == f.id) {
@@ -82,13 +82,13 @@ fn served(u: &UnitSnap) -> Option<ServedProfile> {
 }
 
 /// The profile a unit serves, judged from its `ExecStart`, `HERMES_HOME` and sticky file.
-pub fn profile_of(u: &UnitSnap) -> Option<ProfileName> {
+pub(crate) fn profile_of(u: &UnitSnap) -> Option<ProfileName> {
     served(u).and_then(|s| s.profile)
 }
 
 /// Whether the unit carries our name (`hermes-gateway-<profile>.service`), so that its file
 /// is install's to rewrite and never a migration target.
-pub fn is_ours(u: &UnitSnap) -> bool {
+pub(crate) fn is_ours(u: &UnitSnap) -> bool {
     profile_of_unit(&u.name).is_some()
 }
 

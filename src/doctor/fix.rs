@@ -9,7 +9,7 @@
 
 mod apply;
 
-pub use apply::apply;
+pub(crate) use apply::apply;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -24,7 +24,7 @@ use crate::scope::Scope;
 
 /// One change `--fix` makes.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// `Manager.Reload()` on one manager.
     Reload { scope: Scope },
     /// Remove a pid file whose process is dead (re-checked just before).
@@ -85,34 +85,34 @@ impl std::fmt::Display for Action {
 
 /// A fix, with the finding it answers.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Fix {
-    pub id: &'static str,
-    pub subject: String,
-    pub action: Action,
+pub(crate) struct Fix {
+    pub(crate) id: &'static str,
+    pub(crate) subject: String,
+    pub(crate) action: Action,
 }
 
 /// A finding `--fix` leaves alone, with why and what to run by hand.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Skipped {
-    pub id: &'static str,
-    pub subject: String,
-    pub why: String,
-    pub manual: String,
+pub(crate) struct Skipped {
+    pub(crate) id: &'static str,
+    pub(crate) subject: String,
+    pub(crate) why: String,
+    pub(crate) manual: String,
 }
 
 /// What `--fix` will do.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FixPlan {
-    pub fixes: Vec<Fix>,
-    pub skipped: Vec<Skipped>,
+pub(crate) struct FixPlan {
+    pub(crate) fixes: Vec<Fix>,
+    pub(crate) skipped: Vec<Skipped>,
 }
 
 /// One applied fix, as `--json` prints it.
 #[derive(Clone, Debug, Serialize)]
-pub struct Fixed {
-    pub id: &'static str,
-    pub subject: String,
-    pub action: String,
+pub(crate) struct Fixed {
+    pub(crate) id: &'static str,
+    pub(crate) subject: String,
+    pub(crate) action: String,
 }
 
 /// A plan being built. Each check's fix adds to it; what must happen once however many

@@ -26,33 +26,33 @@ use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// A gateway unit as one manager reports it.
 #[derive(Clone, Debug, Default)]
-pub struct UnitSnap {
-    pub name: String,
-    pub scope: Option<Scope>,
-    pub props: UnitProperties,
+pub(crate) struct UnitSnap {
+    pub(crate) name: String,
+    pub(crate) scope: Option<Scope>,
+    pub(crate) props: UnitProperties,
     /// The text of the unit's fragment file, when it could be read.
-    pub file_text: Option<String>,
+    pub(crate) file_text: Option<String>,
     /// `HERMES_HOME` the unit runs with (its `Environment=`, else the default home).
-    pub hermes_home: PathBuf,
+    pub(crate) hermes_home: PathBuf,
     /// The sticky `active_profile` in that home, which a unit without `--profile` follows.
-    pub sticky: Option<ProfileName>,
+    pub(crate) sticky: Option<ProfileName>,
     /// `ExecStart` programs that do not exist on disk.
-    pub missing_exec: Vec<String>,
+    pub(crate) missing_exec: Vec<String>,
     /// When the unit's files last changed: its fragment, its drop-ins, and their directories
     /// (a drop-in added or removed).
-    pub config_changed_at: Option<std::time::SystemTime>,
+    pub(crate) config_changed_at: Option<std::time::SystemTime>,
 }
 
 impl UnitSnap {
     /// How a finding refers to this unit: the same name may exist in both scopes.
-    pub fn key(&self) -> (Option<Scope>, String) {
+    pub(crate) fn key(&self) -> (Option<Scope>, String) {
         (self.scope, self.name.clone())
     }
 }
 
 /// What the process a pid file names looks like now.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum PidProcess {
+pub(crate) enum PidProcess {
     Dead,
     /// Alive; its command line, NUL-separated arguments joined by spaces.
     Alive {
@@ -62,45 +62,45 @@ pub enum PidProcess {
 
 /// One profile's home on disk.
 #[derive(Clone, Debug)]
-pub struct ProfileSnap {
-    pub name: ProfileName,
-    pub hermes_home: PathBuf,
-    pub home: PathBuf,
-    pub pid_path: PathBuf,
-    pub pid: Option<(PidRecord, PidProcess)>,
-    pub state: Option<StateFile>,
-    pub env_path: PathBuf,
+pub(crate) struct ProfileSnap {
+    pub(crate) name: ProfileName,
+    pub(crate) hermes_home: PathBuf,
+    pub(crate) home: PathBuf,
+    pub(crate) pid_path: PathBuf,
+    pub(crate) pid: Option<(PidRecord, PidProcess)>,
+    pub(crate) state: Option<StateFile>,
+    pub(crate) env_path: PathBuf,
     /// Permission bits of `.env`, when it exists.
-    pub env_mode: Option<u32>,
-    pub config_path: PathBuf,
+    pub(crate) env_mode: Option<u32>,
+    pub(crate) config_path: PathBuf,
     /// Why `gateway.toml` does not load (the message names file and line, never a secret).
-    pub config_error: Option<String>,
+    pub(crate) config_error: Option<String>,
     /// `(adapter, short hash of its identity)` for every adapter whose credential is in `.env`.
-    pub token_hashes: Vec<(String, String)>,
+    pub(crate) token_hashes: Vec<(String, String)>,
     /// The process holding the profile's instance lock: the kernel's word on which gateway
     /// serves the profile right now, whatever pid files say.
-    pub lock_holder: Option<LockHolder>,
+    pub(crate) lock_holder: Option<LockHolder>,
 }
 
 /// A process holding a profile's instance lock.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LockHolder {
-    pub pid: u32,
-    pub cmdline: String,
+pub(crate) struct LockHolder {
+    pub(crate) pid: u32,
+    pub(crate) cmdline: String,
     /// The service unit whose cgroup the process is in, if any: the unit that runs it.
-    pub unit: Option<String>,
+    pub(crate) unit: Option<String>,
 }
 
 /// A manager that could not be asked, or a unit it listed but would not describe. Its checks
 /// are skipped, and saying so beats a silently partial report.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BusProblem {
-    pub scope: Scope,
+pub(crate) struct BusProblem {
+    pub(crate) scope: Scope,
     /// The unit, when the manager answered but not about this unit.
-    pub unit: Option<String>,
-    pub why: String,
+    pub(crate) unit: Option<String>,
+    pub(crate) why: String,
     /// The manager (or a bus policy) refused, rather than not being there.
-    pub denied: bool,
+    pub(crate) denied: bool,
 }
 
 impl BusProblem {
@@ -116,17 +116,15 @@ impl BusProblem {
 
 /// Everything the checks look at.
 #[derive(Clone, Debug)]
-pub struct Snapshot {
-    pub now: SystemTime,
-    pub units: Vec<UnitSnap>,
-    pub profiles: Vec<ProfileSnap>,
+pub(crate) struct Snapshot {
+    pub(crate) now: SystemTime,
+    pub(crate) units: Vec<UnitSnap>,
+    pub(crate) profiles: Vec<ProfileSnap>,
     /// Managers, or single units, that could not be read.
-    pub bus_problems: Vec<BusProblem>,
-    pub linger: Linger,
+    pub(crate) bus_problems: Vec<BusProblem>,
+    pub(crate) linger: Linger,
     /// The account user units run as, for the linger fix.
-    pub user: String,
-    /// `~/.hermes`: what a unit without `HERMES_HOME` uses.
-    pub default_home: PathBuf,
+    pub(crate) user: String,
 }
 
 impl Default for Snapshot {
@@ -138,13 +136,12 @@ impl Default for Snapshot {
             bus_problems: vec![],
             linger: Linger::Unknown,
             user: "user".into(),
-            default_home: PathBuf::from("/root/.hermes"),
         }
     }
 }
 
 /// Take the snapshot. Fails only when neither a manager nor a profile home can be looked at.
-pub async fn gather() -> Result<Snapshot, DoctorError> {
+pub(crate) async fn gather() -> Result<Snapshot, DoctorError> {
     let home = crate::profile::hermes_home_from_env();
     let default_home = crate::profile::default_hermes_home()
         .ok()
@@ -157,7 +154,6 @@ pub async fn gather() -> Result<Snapshot, DoctorError> {
     let mut snap = Snapshot {
         linger,
         user: crate::linger::current_user(),
-        default_home: default_home.clone().unwrap_or_default(),
         ..Snapshot::default()
     };
     for (scope, result) in [(Scope::User, user), (Scope::System, system)] {
@@ -426,7 +422,7 @@ fn service_of(pid: u32) -> Option<String> {
 
 /// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted
 /// into gateway.toml by mistake must not reach doctor's output through it.
-pub fn redact(text: &str, vars: &[(String, String)]) -> String {
+pub(crate) fn redact(text: &str, vars: &[(String, String)]) -> String {
     let mut out = text.to_owned();
     for (_, v) in vars {
         if v.len() >= 4 {

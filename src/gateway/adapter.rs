@@ -14,18 +14,18 @@
 //! is another dialect of it; an HTTP long poll (Telegram) is a peer of `session` that commits
 //! its cursor through `inbox`.
 
-pub mod backoff;
-pub mod close_code;
-pub mod connect;
-pub mod dialect;
-pub mod identify_queue;
-pub mod inbox;
-pub mod liveness;
-pub mod opcode;
-pub mod outcome;
-pub mod platform;
+pub(crate) mod backoff;
+pub(crate) mod close_code;
+pub(crate) mod connect;
+pub(crate) mod dialect;
+pub(crate) mod identify_queue;
+pub(crate) mod inbox;
+pub(crate) mod liveness;
+pub(crate) mod opcode;
+pub(crate) mod outcome;
+pub(crate) mod platform;
 pub mod proxy;
-pub mod session;
+pub(crate) mod session;
 mod shared;
 
 pub use shared::Shared;

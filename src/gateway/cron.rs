@@ -14,9 +14,8 @@ mod log;
 mod schedule;
 mod ticker;
 
-pub use job::{CronContext, DEFAULT_ENV_REMOVE};
-pub use schedule::{wall_now, Poll, Schedule, Wall};
-pub use ticker::{run, DEADLINE, TICK};
+pub(crate) use job::CronContext;
+pub(crate) use ticker::{run, DEADLINE};
 
 #[cfg(test)]
 mod tests;

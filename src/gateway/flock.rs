@@ -16,25 +16,25 @@ use serde::{Deserialize, Serialize};
 
 /// Who holds a lock, as written into the lock file by the holder.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    pub pid: u32,
-    pub profile: String,
+pub(crate) struct Holder {
+    pub(crate) pid: u32,
+    pub(crate) profile: String,
 }
 
 /// Who holds a lock, as far as the kernel can confirm it.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Owner {
+pub(crate) struct Owner {
     /// From the kernel's lock table: `None` when it named nobody (the lock was let go in the
     /// meantime, or `/proc` is not mounted), `Some(0)` for a process in another PID namespace.
-    pub pid: Option<u32>,
+    pub(crate) pid: Option<u32>,
     /// The profile that process serves, from its command line (`gateway run --profile P`).
-    pub profile: Option<String>,
+    pub(crate) profile: Option<String>,
     /// The process's name (`/proc/PID/comm`) when it is not a gateway.
-    pub comm: Option<String>,
+    pub(crate) comm: Option<String>,
     /// The process has exited. A flock belongs to the open file, not to the process that
     /// took it, and the kernel's table keeps naming that process while a child it started
     /// (which inherited the descriptor) still holds the lock.
-    pub exited: bool,
+    pub(crate) exited: bool,
 }
 
 impl Owner {
@@ -124,7 +124,7 @@ fn printable(s: &str) -> String {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum LockError {
+pub(crate) enum LockError {
     #[error("{} is held by {}", .path.display(), describe(.holder))]
     Held { path: PathBuf, holder: Owner },
     #[error(
@@ -142,7 +142,7 @@ pub enum LockError {
 
 /// "profile coder (PID 1234)" for a gateway, "PID 99 (flock), which is not a hermes-svc
 /// gateway" for anything else, "another process" when the kernel named no one.
-pub fn describe(holder: &Owner) -> String {
+pub(crate) fn describe(holder: &Owner) -> String {
     match holder {
         Owner { pid: None, .. } => "another process".into(),
         Owner { pid: Some(0), .. } => "a process in another PID namespace".into(),
@@ -167,15 +167,14 @@ pub fn describe(holder: &Owner) -> String {
 
 /// An exclusive flock, released when dropped or when the process dies.
 #[derive(Debug)]
-pub struct HeldLock {
+pub(crate) struct HeldLock {
     _lock: Flock<File>,
-    path: PathBuf,
 }
 
 impl HeldLock {
     /// Take the lock at `path` without waiting, creating the file (0600) if needed. A symbolic
     /// link is never followed. If another process holds the lock, say who.
-    pub fn try_acquire(path: &Path, me: &Holder) -> Result<HeldLock, LockError> {
+    pub(crate) fn try_acquire(path: &Path, me: &Holder) -> Result<HeldLock, LockError> {
         let io_err = |source| LockError::Io {
             path: path.to_owned(),
             source,
@@ -203,7 +202,7 @@ impl HeldLock {
 
     /// Take the lock on `file`, already opened read-write at `path`, without waiting. The
     /// holder record is written only once the lock is ours, through our own descriptor.
-    pub fn lock(mut file: File, path: &Path, me: &Holder) -> Result<HeldLock, LockError> {
+    pub(crate) fn lock(mut file: File, path: &Path, me: &Holder) -> Result<HeldLock, LockError> {
         let io_err = |source| LockError::Io {
             path: path.to_owned(),
             source,
@@ -221,10 +220,7 @@ impl HeldLock {
                         &*lock,
                         nix::sys::stat::Mode::from_bits_truncate(0o600),
                     );
-                    return Ok(HeldLock {
-                        _lock: lock,
-                        path: path.to_owned(),
-                    });
+                    return Ok(HeldLock { _lock: lock });
                 }
                 Err((f, Errno::EWOULDBLOCK)) => {
                     let holder = who_holds(&f);
@@ -241,10 +237,6 @@ impl HeldLock {
             }
         }
         unreachable!("the second try returns")
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
     }
 }
 
@@ -270,7 +262,7 @@ fn who_holds(file: &File) -> Owner {
 
 /// The holder record in a lock file: what the holder said when it took the lock. Only the
 /// flock itself is the truth; see [`LockTable`] for that.
-pub fn recorded_holder(path: &Path) -> Option<Holder> {
+pub(crate) fn recorded_holder(path: &Path) -> Option<Holder> {
     serde_json::from_str(std::fs::read_to_string(path).ok()?.trim()).ok()
 }
 
@@ -280,13 +272,13 @@ pub fn recorded_holder(path: &Path) -> Option<Holder> {
 /// 15 ms on the project's machine, in proportion to every lock on it), so read it once per run
 /// at most, and only when a cheaper answer will not do.
 #[derive(Debug, Default)]
-pub struct LockTable {
+pub(crate) struct LockTable {
     /// `MAJ:MIN:INODE` of a locked file → the PID holding it.
     holders: std::collections::HashMap<String, u32>,
 }
 
 impl LockTable {
-    pub fn read() -> Self {
+    pub(crate) fn read() -> Self {
         std::fs::read_to_string("/proc/locks")
             .map(|t| Self::parse(&t))
             .unwrap_or_default()
@@ -310,13 +302,13 @@ impl LockTable {
     }
 
     /// The process holding a flock on `path`, if any.
-    pub fn holder(&self, path: &Path) -> Option<u32> {
+    pub(crate) fn holder(&self, path: &Path) -> Option<u32> {
         let meta = std::fs::metadata(path).ok()?;
         self.holder_of(meta.dev(), meta.ino())
     }
 
     /// The process holding a flock on the file `ino` of device `dev`, if any.
-    pub fn holder_of(&self, dev: u64, ino: u64) -> Option<u32> {
+    pub(crate) fn holder_of(&self, dev: u64, ino: u64) -> Option<u32> {
         let id = format!(
             "{:02x}:{:02x}:{}",
             nix::sys::stat::major(dev),

@@ -50,7 +50,7 @@ pub enum ComponentKind {
 
 impl ComponentKind {
     #[must_use]
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             ComponentKind::Adapter(platform) => platform,
             ComponentKind::Cron => "cron",
@@ -58,7 +58,7 @@ impl ComponentKind {
     }
 
     #[must_use]
-    pub fn is_adapter(self) -> bool {
+    pub(crate) fn is_adapter(self) -> bool {
         matches!(self, ComponentKind::Adapter(_))
     }
 }
@@ -134,13 +134,13 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Heartbeat {
     /// Proof of progress.
-    pub fn beat(&self) {
+    pub(crate) fn beat(&self) {
         lock(&self.0).last_beat = Instant::now();
     }
 
     /// Move to `state`, which is itself progress. Leaving `Connected` starts an outage;
     /// entering it ends one.
-    pub fn enter(&self, state: State) {
+    pub(crate) fn enter(&self, state: State) {
         let mut c = lock(&self.0);
         let now = Instant::now();
         if state == State::Connected || !is_adapter_state(state) {
@@ -154,28 +154,28 @@ impl Heartbeat {
 
     /// Change how long this component may go without a beat (e.g. once the platform's
     /// heartbeat interval is known).
-    pub fn set_deadline(&self, deadline: Duration) {
+    pub(crate) fn set_deadline(&self, deadline: Duration) {
         lock(&self.0).deadline = deadline;
     }
 
     /// Record the latest error, shown until the next one. Must never contain a secret.
-    pub fn error(&self, error: impl fmt::Display) {
+    pub(crate) fn error(&self, error: impl fmt::Display) {
         lock(&self.0).last_error = Some(error.to_string());
     }
 
-    pub fn reconnected(&self) {
+    pub(crate) fn reconnected(&self) {
         lock(&self.0).reconnects += 1;
     }
 
     /// When the current outage began, if there is one.
-    pub fn outage_since(&self) -> Option<Instant> {
+    pub(crate) fn outage_since(&self) -> Option<Instant> {
         lock(&self.0).outage_since
     }
 
     /// A connection that did not last ends no outage: a platform that accepts every resume
     /// and closes again at once must still reach `max-outage`. Puts back an outage that began
     /// at `since`, unless one that began earlier is already running.
-    pub fn continue_outage(&self, since: Option<Instant>) {
+    pub(crate) fn continue_outage(&self, since: Option<Instant>) {
         let Some(since) = since else { return };
         let mut c = lock(&self.0);
         if c.outage_since.is_none_or(|t| t > since) {
@@ -185,7 +185,7 @@ impl Heartbeat {
 
     /// A connection attempt starts (successful or not). Counting them shows whether backoff
     /// keeps a failing endpoint from being hammered.
-    pub fn attempt(&self) {
+    pub(crate) fn attempt(&self) {
         let mut c = lock(&self.0);
         c.attempts += 1;
         c.last_beat = Instant::now();
@@ -216,12 +216,12 @@ fn is_adapter_state(state: State) -> bool {
 /// One component as the watchdog sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ComponentView {
-    pub name: String,
-    pub kind: ComponentKind,
+    pub(crate) name: String,
+    pub(crate) kind: ComponentKind,
     pub state: State,
     pub fresh: bool,
-    pub last_beat_age: Duration,
-    pub deadline: Duration,
+    pub(crate) last_beat_age: Duration,
+    pub(crate) deadline: Duration,
     pub reconnects: u64,
     pub attempts: u64,
     pub last_error: Option<String>,
@@ -236,27 +236,27 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    pub fn all_fresh(&self) -> bool {
+    pub(crate) fn all_fresh(&self) -> bool {
         self.components.iter().all(|c| c.fresh)
     }
 
-    pub fn stale(&self) -> impl Iterator<Item = &ComponentView> {
+    pub(crate) fn stale(&self) -> impl Iterator<Item = &ComponentView> {
         self.components.iter().filter(|c| !c.fresh)
     }
 
-    pub fn adapters(&self) -> impl Iterator<Item = &ComponentView> {
+    pub(crate) fn adapters(&self) -> impl Iterator<Item = &ComponentView> {
         self.components.iter().filter(|c| c.kind.is_adapter())
     }
 
     /// The longest current outage among adapters.
-    pub fn longest_outage(&self) -> Option<(&ComponentView, Duration)> {
+    pub(crate) fn longest_outage(&self) -> Option<(&ComponentView, Duration)> {
         self.adapters()
             .filter_map(|c| c.outage.map(|o| (c, o)))
             .max_by_key(|(_, o)| *o)
     }
 
     /// The one-line `STATUS=` summary: "2/2 adapters ready; cron ok", or what is wrong.
-    pub fn summary(&self) -> String {
+    pub(crate) fn summary(&self) -> String {
         let adapters: Vec<_> = self.adapters().collect();
         let ready = adapters
             .iter()
@@ -300,7 +300,7 @@ impl Snapshot {
 }
 
 /// "850ms", "42s", "12m", "3h": coarse enough for a status line.
-pub fn short(d: Duration) -> String {
+pub(crate) fn short(d: Duration) -> String {
     let s = d.as_secs();
     if s == 0 {
         format!("{}ms", d.as_millis())

@@ -1,19 +1,19 @@
 //! The gateway process that a unit runs: `hermes-svc gateway run --profile NAME`.
 
 pub mod adapter;
-pub mod cron;
-pub mod flock;
+pub(crate) mod cron;
+pub(crate) mod flock;
 pub mod health;
-pub mod notify;
+pub(crate) mod notify;
 pub mod pid_file;
-pub mod runtime;
+pub(crate) mod runtime;
 pub mod spool;
 pub mod state_file;
-pub mod token_lock;
+pub(crate) mod token_lock;
 
 /// Resolve once shutdown has been requested. The watch guard is dropped here, before any await
 /// in the caller, so tasks that wait on it stay `Send`.
-pub async fn until_shutdown(rx: &mut tokio::sync::watch::Receiver<bool>) {
+pub(crate) async fn until_shutdown(rx: &mut tokio::sync::watch::Receiver<bool>) {
     // An error means the sender is gone, which is a shutdown too.
     let _ = rx.wait_for(|stop| *stop).await.map(drop);
 }

@@ -8,14 +8,14 @@ use std::io;
 use std::os::unix::net::{SocketAddr, UnixDatagram};
 use std::time::Duration;
 
-pub struct Notifier {
+pub(crate) struct Notifier {
     target: Option<(UnixDatagram, SocketAddr)>,
 }
 
 impl Notifier {
     /// Read `NOTIFY_SOCKET` once. The variable is left in place: children never see it anyway
     /// because cron jobs get a cleaned environment.
-    pub fn from_env() -> io::Result<Notifier> {
+    pub(crate) fn from_env() -> io::Result<Notifier> {
         let Some(raw) = std::env::var_os("NOTIFY_SOCKET").filter(|v| !v.is_empty()) else {
             return Ok(Notifier { target: None });
         };
@@ -30,12 +30,13 @@ impl Notifier {
         })
     }
 
-    pub fn is_active(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_active(&self) -> bool {
         self.target.is_some()
     }
 
     /// Send one state update, e.g. `READY=1\nSTATUS=...`.
-    pub fn send(&self, state: &str) -> io::Result<()> {
+    pub(crate) fn send(&self, state: &str) -> io::Result<()> {
         match &self.target {
             Some((socket, addr)) => socket.send_to_addr(state.as_bytes(), addr).map(drop),
             None => Ok(()),
@@ -58,7 +59,7 @@ fn abstract_addr(_: &[u8]) -> io::Result<SocketAddr> {
 }
 
 /// The watchdog interval systemd expects, if it set one for this very process.
-pub fn watchdog_interval() -> Option<Duration> {
+pub(crate) fn watchdog_interval() -> Option<Duration> {
     let usec: u64 = std::env::var("WATCHDOG_USEC").ok()?.parse().ok()?;
     if let Ok(pid) = std::env::var("WATCHDOG_PID") {
         if pid.parse::<u32>().ok()? != std::process::id() {
@@ -69,7 +70,7 @@ pub fn watchdog_interval() -> Option<Duration> {
 }
 
 /// Strip characters that would end the `STATUS=` line early.
-pub fn status_line(text: &str) -> String {
+pub(crate) fn status_line(text: &str) -> String {
     let line: String = text
         .chars()
         .map(|c| if c.is_control() { ' ' } else { c })

@@ -12,22 +12,22 @@ use crate::bounded_read::{self, Owner};
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PidRecord {
-    pub pid: u32,
-    pub profile: String,
-    pub home: PathBuf,
+    pub(crate) pid: u32,
+    pub(crate) profile: String,
+    pub(crate) home: PathBuf,
     /// RFC 3339, UTC.
-    pub started_at: String,
+    pub(crate) started_at: String,
 }
 
 /// The pid file of this process; removed on drop if it still names this process.
 #[derive(Debug)]
-pub struct PidFile {
+pub(crate) struct PidFile {
     path: PathBuf,
     pid: u32,
 }
 
 impl PidFile {
-    pub fn write(path: &Path, record: &PidRecord) -> std::io::Result<PidFile> {
+    pub(crate) fn write(path: &Path, record: &PidRecord) -> std::io::Result<PidFile> {
         let json = serde_json::to_string_pretty(record).expect("record serialises") + "\n";
         atomic_file::write(path, json.as_bytes(), 0o644)?;
         Ok(PidFile {
@@ -40,7 +40,7 @@ impl PidFile {
     /// ([`bounded_read`]): a FIFO, a symlink or a huge file there reads as no record instead
     /// of hanging doctor or the gateway's exit. Any owner the profile's home accepts will do,
     /// because the record only informs (doctor reads other accounts' profiles too).
-    pub fn read(path: &Path) -> Option<PidRecord> {
+    pub(crate) fn read(path: &Path) -> Option<PidRecord> {
         let bytes =
             bounded_read::read(path, bounded_read::LIMIT, Owner::SelfRootOrDirectory).ok()??;
         serde_json::from_slice(&bytes).ok()

@@ -39,7 +39,7 @@ const DRAIN_EXPECTED: Duration = Duration::from_secs(5);
 const MAX_TICK: Duration = Duration::from_secs(5);
 
 #[derive(Debug, thiserror::Error)]
-pub enum GatewayError {
+pub(crate) enum GatewayError {
     #[error("profile {profile} is already running: {}", flock::describe(.holder))]
     AlreadyRunning { profile: String, holder: Owner },
     #[error(transparent)]
@@ -66,7 +66,7 @@ pub enum GatewayError {
 impl GatewayError {
     /// Conflicts and configuration errors exit 78, which `RestartPreventExitStatus=78` keeps
     /// from flapping; "restart me" exits 75.
-    pub fn exit_code(&self) -> u8 {
+    pub(crate) fn exit_code(&self) -> u8 {
         match self {
             GatewayError::AlreadyRunning { .. }
             | GatewayError::Config(_)
@@ -103,7 +103,7 @@ enum Stop {
 }
 
 /// Run until SIGTERM or SIGINT (Ok, exit 0), or until something demands an exit code.
-pub async fn run(profile: &Profile) -> Result<(), GatewayError> {
+pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
     let name = profile.name().to_string();
     let home = profile.home();
     std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;

@@ -42,15 +42,15 @@ pub use reader::read;
 use window::{dedupe_key, load_window, Window};
 
 /// The current spool file, in the spool directory.
-pub const FILE_NAME: &str = "events.jsonl";
+pub(crate) const FILE_NAME: &str = "events.jsonl";
 /// The previous spool file, kept after rotation.
-pub const ROTATED_NAME: &str = "events.jsonl.1";
+pub(crate) const ROTATED_NAME: &str = "events.jsonl.1";
 /// Rotate once the current file has grown past this.
-pub const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+pub(crate) const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
 /// How many recent event ids are remembered for deduplication.
-pub const DEDUPE_WINDOW: usize = 200_000;
+pub(crate) const DEDUPE_WINDOW: usize = 200_000;
 /// How often `events --follow` looks for new lines.
-pub const FOLLOW_POLL: Duration = Duration::from_millis(200);
+pub(crate) const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// After a failed rotation, try again once the file has grown this much more, rather than on
 /// every append (and warning on every append).
@@ -61,19 +61,19 @@ const ROTATE_RETRY_BYTES: u64 = 1024 * 1024;
 pub struct Event {
     /// The platform's event id, unique per adapter: the dedupe key.
     pub id: String,
-    pub adapter: String,
+    pub(crate) adapter: String,
     /// The dispatch type, e.g. "MESSAGE_CREATE".
-    pub kind: String,
+    pub(crate) kind: String,
     /// The gateway sequence number, if the platform sends one.
-    pub seq: Option<u64>,
+    pub(crate) seq: Option<u64>,
     /// RFC 3339 with milliseconds, UTC ("2024-05-01T09:00:00.123Z").
-    pub received_at: String,
-    pub data: serde_json::Value,
+    pub(crate) received_at: String,
+    pub(crate) data: serde_json::Value,
 }
 
 impl Event {
     /// An event received now.
-    pub fn new(
+    pub(crate) fn new(
         id: impl Into<String>,
         adapter: impl Into<String>,
         kind: impl Into<String>,
@@ -92,13 +92,13 @@ impl Event {
 }
 
 /// The current time as [`Event::received_at`] stores it.
-pub fn now_rfc3339() -> String {
+fn now_rfc3339() -> String {
     humantime::format_rfc3339_millis(SystemTime::now()).to_string()
 }
 
 /// Whether an append wrote the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Appended {
+pub(crate) enum Appended {
     New,
     /// An event from the same adapter with this id is already in the window; nothing was
     /// written.
@@ -136,9 +136,9 @@ fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Spo
 
 /// Limits of a spool. The defaults are what the gateway uses; tests shrink them.
 #[derive(Clone, Debug)]
-pub struct SpoolOptions {
-    pub rotate_bytes: u64,
-    pub dedupe_window: usize,
+pub(crate) struct SpoolOptions {
+    pub(crate) rotate_bytes: u64,
+    pub(crate) dedupe_window: usize,
 }
 
 impl Default for SpoolOptions {
@@ -182,7 +182,7 @@ impl Spool {
         Self::open_with(dir, SpoolOptions::default())
     }
 
-    pub fn open_with(dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
+    pub(crate) fn open_with(dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
         DirBuilder::new()
             .recursive(true)
             .mode(0o700)
@@ -222,13 +222,14 @@ impl Spool {
     }
 
     /// The current spool file.
-    pub fn path(&self) -> PathBuf {
+    #[cfg(test)]
+    pub(crate) fn path(&self) -> PathBuf {
         self.path.clone()
     }
 
     /// Write `event` as one line, unless its adapter and id are in the dedupe window. When this returns
     /// `Ok`, the line is in the file (not yet necessarily on disk: see [`Spool::sync`]).
-    pub async fn append(&self, event: &Event) -> Result<Appended, SpoolError> {
+    pub(crate) async fn append(&self, event: &Event) -> Result<Appended, SpoolError> {
         let mut line = Vec::with_capacity(256);
         line.push(b'\n');
         serde_json::to_writer(&mut line, event).map_err(|source| SpoolError::Encode {
@@ -308,7 +309,7 @@ impl Spool {
 
     /// fsync the spool if anything was written since the last fsync. The fsync runs off the
     /// lock, so appends carry on meanwhile.
-    pub async fn sync(&self) -> Result<(), SpoolError> {
+    pub(crate) async fn sync(&self) -> Result<(), SpoolError> {
         let file = {
             let mut inner = self.inner.lock().await;
             if !inner.dirty {
@@ -334,7 +335,7 @@ impl Spool {
     /// fsync every `every` (100 ms in the gateway) while anything was written: a machine
     /// crash loses at most that much of what was acknowledged. The task ends by itself once
     /// the last `Arc<Spool>` is dropped; call [`Spool::sync`] once more at shutdown.
-    pub fn spawn_syncer(self: &Arc<Self>, every: Duration) -> JoinHandle<()> {
+    pub(crate) fn spawn_syncer(self: &Arc<Self>, every: Duration) -> JoinHandle<()> {
         let spool: Weak<Spool> = Arc::downgrade(self);
         let mut interval = tokio::time::interval(every.max(Duration::from_millis(1)));
         interval.set_missed_tick_behavior(MissedTickBehavior::Delay);

@@ -18,7 +18,7 @@ use crate::gateway::health::Snapshot;
 
 /// Why a state file cannot be shown.
 #[derive(Debug, thiserror::Error)]
-pub enum StateFileError {
+pub(crate) enum StateFileError {
     #[error(transparent)]
     Read(#[from] ReadError),
     #[error(
@@ -33,28 +33,28 @@ pub enum StateFileError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StateFile {
     /// RFC 3339, UTC, milliseconds.
-    pub updated_at: String,
-    pub pid: u32,
-    pub profile: String,
+    pub(crate) updated_at: String,
+    pub(crate) pid: u32,
+    pub(crate) profile: String,
     /// Past this age, the snapshot says nothing about the present.
     pub stale_after_ms: u64,
     /// The `STATUS=` line.
-    pub summary: String,
-    pub components: Vec<ComponentState>,
+    pub(crate) summary: String,
+    pub(crate) components: Vec<ComponentState>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ComponentState {
-    pub name: String,
-    pub kind: String,
-    pub state: String,
-    pub fresh: bool,
-    pub last_beat_age_ms: u64,
-    pub deadline_ms: u64,
-    pub reconnects: u64,
-    pub attempts: u64,
-    pub last_error: Option<String>,
-    pub outage_ms: Option<u64>,
+pub(crate) struct ComponentState {
+    pub(crate) name: String,
+    pub(crate) kind: String,
+    pub(crate) state: String,
+    pub(crate) fresh: bool,
+    pub(crate) last_beat_age_ms: u64,
+    pub(crate) deadline_ms: u64,
+    pub(crate) reconnects: u64,
+    pub(crate) attempts: u64,
+    pub(crate) last_error: Option<String>,
+    pub(crate) outage_ms: Option<u64>,
 }
 
 fn ms(d: Duration) -> u64 {
@@ -62,7 +62,7 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl StateFile {
-    pub fn from_snapshot(snapshot: &Snapshot, profile: &str, stale_after: Duration) -> Self {
+    pub(crate) fn from_snapshot(snapshot: &Snapshot, profile: &str, stale_after: Duration) -> Self {
         Self {
             updated_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             pid: std::process::id(),
@@ -88,14 +88,14 @@ impl StateFile {
         }
     }
 
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+    pub(crate) fn write(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec(self).expect("state serialises");
         atomic_file::write_with(path, &json, 0o644, atomic_file::Sync::Replace)
     }
 
     /// The snapshot at `path`, if there is a readable one, from any owner the profile's home
     /// accepts: for doctor and the demo, which only need to know whether there is one.
-    pub fn read(path: &Path) -> Option<StateFile> {
+    pub(crate) fn read(path: &Path) -> Option<StateFile> {
         Self::load(path, Owner::SelfRootOrDirectory).ok().flatten()
     }
 
@@ -103,7 +103,7 @@ impl StateFile {
     /// read is bounded ([`bounded_read`]): a 3 GB sparse file, a FIFO or a symlink to
     /// `/dev/zero` is refused at once, with the file named, instead of costing `status`
     /// seconds and gigabytes.
-    pub fn load(path: &Path, owner: Owner) -> Result<Option<StateFile>, StateFileError> {
+    pub(crate) fn load(path: &Path, owner: Owner) -> Result<Option<StateFile>, StateFileError> {
         let Some(bytes) = bounded_read::read(path, bounded_read::LIMIT, owner)? else {
             return Ok(None);
         };
@@ -128,13 +128,13 @@ impl StateFile {
 
     /// How long the snapshot stays current: its own `stale_after_ms`, but never more than
     /// [`MAX_STALE_AFTER`], so a file cannot claim to be current for a year.
-    pub fn stale_after(&self) -> Duration {
+    pub(crate) fn stale_after(&self) -> Duration {
         Duration::from_millis(self.stale_after_ms).min(MAX_STALE_AFTER)
     }
 
     /// Why the snapshot says nothing about the present judged by its clock alone, or `None`
     /// when it is current.
-    pub fn staleness(&self, now: SystemTime) -> Option<Stale> {
+    pub(crate) fn staleness(&self, now: SystemTime) -> Option<Stale> {
         let Ok(t) = humantime::parse_rfc3339(&self.updated_at) else {
             return Some(Stale::NoTime);
         };
@@ -151,7 +151,7 @@ impl StateFile {
     /// was written by its main process. A dead unit's last snapshot, or one left by the
     /// previous run of a unit that has just restarted, must never read as "connected",
     /// however recent its timestamp.
-    pub fn staleness_for(
+    pub(crate) fn staleness_for(
         &self,
         now: SystemTime,
         active_state: &str,
@@ -174,17 +174,17 @@ impl StateFile {
 /// How far ahead of this machine's clock `updated_at` may be before the snapshot is stale. The
 /// gateway stamps it with the same clock `status` reads, so only a clock step between the
 /// write and the read puts it ahead, and then by little; a year 2999 timestamp is a forgery.
-pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
+pub(crate) const CLOCK_SKEW: Duration = Duration::from_secs(5);
 
 /// The most a snapshot may stay current, whatever its `stale_after_ms` says. The gateway
 /// writes 3 ticks + 1 s, at most 16 s (a tick is at most 5 s); a minute leaves room for that
 /// to change and still shows a frozen gateway as stale within a minute.
-pub const MAX_STALE_AFTER: Duration = Duration::from_secs(60);
+pub(crate) const MAX_STALE_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a snapshot is not current. `status --json` reports it as `health.stale_reason`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Stale {
+pub(crate) enum Stale {
     /// Older than its `stale_after_ms` (at most [`MAX_STALE_AFTER`]): the gateway stopped
     /// writing it.
     Old,

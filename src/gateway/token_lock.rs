@@ -22,11 +22,11 @@ use std::sync::OnceLock;
 use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
 use key::{keyed_hash, random_key, KEY_LEN};
 use lock_dir::LockDir;
-pub use place::Distrust;
+pub(crate) use place::Distrust;
 use place::{choose_dir, is_own_dir, DirEnv};
 
 #[derive(Debug, thiserror::Error)]
-pub enum TokenLockError {
+pub(crate) enum TokenLockError {
     #[error("token for adapter {adapter} already held by {}", flock::describe(.holder))]
     Held { adapter: String, holder: Owner },
     #[error(
@@ -129,7 +129,7 @@ impl TokenLockError {
     /// A real conflict, or a configuration a restart cannot fix (exit 78). Everything else is
     /// an I/O or trust problem with the lock directory (exit 1): a restart may well succeed
     /// once it is fixed, and it must not read as "another gateway has this token".
-    pub fn is_conflict(&self) -> bool {
+    pub(crate) fn is_conflict(&self) -> bool {
         matches!(
             self,
             TokenLockError::Held { .. } | TokenLockError::SameCredential { .. }
@@ -140,7 +140,7 @@ impl TokenLockError {
 /// Take one lock for each adapter's identity (see `AdapterSpec::identity`), `(name, identity)`
 /// in config order. Two adapters of one profile with the same identity are a configuration
 /// error naming both, found before any lock is taken.
-pub fn acquire_all(
+pub(crate) fn acquire_all(
     config: &Path,
     adapters: &[(String, String)],
     me: &Holder,
@@ -170,7 +170,7 @@ pub fn acquire_all(
 /// (for the same user and lock directory); otherwise with a key made up for this process and
 /// never stored, which still compares every profile doctor reads in one run. Doctor never
 /// creates a lock directory or a key.
-pub fn fingerprint(identity: &str) -> String {
+pub(crate) fn fingerprint(identity: &str) -> String {
     static KEY: OnceLock<[u8; KEY_LEN]> = OnceLock::new();
     let key = KEY.get_or_init(|| {
         let env = DirEnv::from_process();

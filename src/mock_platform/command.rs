@@ -18,8 +18,8 @@ pub(super) enum Command {
 
 /// A server frame and what it counts as in the stats.
 pub(super) struct Outgoing {
-    pub frame: Utf8Bytes,
-    pub kind: Kind,
+    pub(crate) frame: Utf8Bytes,
+    pub(crate) kind: Kind,
 }
 
 #[derive(Clone, Copy)]
@@ -30,21 +30,21 @@ pub(super) enum Kind {
 }
 
 impl Outgoing {
-    pub fn dispatch(frame: Utf8Bytes) -> Outgoing {
+    pub(crate) fn dispatch(frame: Utf8Bytes) -> Outgoing {
         Outgoing {
             frame,
             kind: Kind::Dispatch,
         }
     }
 
-    pub fn control(frame: Utf8Bytes) -> Outgoing {
+    pub(crate) fn control(frame: Utf8Bytes) -> Outgoing {
         Outgoing {
             frame,
             kind: Kind::Control,
         }
     }
 
-    pub fn ack() -> Outgoing {
+    pub(crate) fn ack() -> Outgoing {
         Outgoing {
             frame: frames::heartbeat_ack(),
             kind: Kind::Ack,

@@ -22,23 +22,23 @@ const LINGER: Duration = Duration::from_millis(500);
 
 #[derive(Debug)]
 pub(super) struct RequestHead {
-    pub method: String,
+    pub(crate) method: String,
     /// The request target without its query string.
-    pub path: String,
+    pub(crate) path: String,
     headers: Vec<(String, String)>,
     /// Bytes of the head including the blank line, i.e. where the body starts.
     len: usize,
 }
 
 impl RequestHead {
-    pub fn header(&self, name: &str) -> Option<&str> {
+    pub(crate) fn header(&self, name: &str) -> Option<&str> {
         self.headers
             .iter()
             .find(|(key, _)| key.eq_ignore_ascii_case(name))
             .map(|(_, value)| value.as_str())
     }
 
-    pub fn is_websocket_upgrade(&self) -> bool {
+    pub(crate) fn is_websocket_upgrade(&self) -> bool {
         self.header("upgrade")
             .is_some_and(|value| value.to_ascii_lowercase().contains("websocket"))
     }

@@ -62,7 +62,7 @@ impl BlackholeProxy {
         );
     }
 
-    pub fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.open.load(Ordering::SeqCst)
     }
 }

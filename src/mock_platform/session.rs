@@ -12,8 +12,8 @@ pub(super) const BUFFER_LIMIT: usize = 200_000;
 
 /// The connection currently delivering this session's dispatches.
 pub(super) struct Attachment {
-    pub conn_id: u64,
-    pub tx: mpsc::UnboundedSender<Utf8Bytes>,
+    pub(crate) conn_id: u64,
+    pub(crate) tx: mpsc::UnboundedSender<Utf8Bytes>,
 }
 
 pub(super) struct Session {
@@ -21,11 +21,11 @@ pub(super) struct Session {
     /// Dispatches by seq, ascending. READY and RESUMED take seqs too but are not kept: a
     /// resume replays events, not handshakes.
     buffer: VecDeque<(u64, Utf8Bytes)>,
-    pub attached: Option<Attachment>,
+    pub(crate) attached: Option<Attachment>,
 }
 
 impl Session {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Session {
             last_seq: 0,
             buffer: VecDeque::new(),
@@ -33,16 +33,16 @@ impl Session {
         }
     }
 
-    pub fn new_id() -> String {
+    pub(crate) fn new_id() -> String {
         format!("{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
     }
 
-    pub fn next_seq(&mut self) -> u64 {
+    pub(crate) fn next_seq(&mut self) -> u64 {
         self.last_seq += 1;
         self.last_seq
     }
 
-    pub fn record(&mut self, seq: u64, frame: Utf8Bytes) {
+    pub(crate) fn record(&mut self, seq: u64, frame: Utf8Bytes) {
         self.buffer.push_back((seq, frame));
         if self.buffer.len() > BUFFER_LIMIT {
             self.buffer.pop_front();
@@ -50,7 +50,7 @@ impl Session {
     }
 
     /// Everything still buffered that the client has not acknowledged seeing, oldest first.
-    pub fn missed_since(&self, seq: u64) -> Vec<Utf8Bytes> {
+    pub(crate) fn missed_since(&self, seq: u64) -> Vec<Utf8Bytes> {
         let start = self.buffer.partition_point(|(s, _)| *s <= seq);
         self.buffer
             .range(start..)
@@ -58,7 +58,7 @@ impl Session {
             .collect()
     }
 
-    pub fn is_attached_to(&self, conn_id: u64) -> bool {
+    pub(crate) fn is_attached_to(&self, conn_id: u64) -> bool {
         self.attached.as_ref().is_some_and(|a| a.conn_id == conn_id)
     }
 }

@@ -20,8 +20,8 @@ use super::session::{Attachment, Session};
 use super::stats::{bump, Counters, MockStats};
 
 pub(super) struct Shared {
-    pub config: MockConfig,
-    pub counters: Counters,
+    pub(crate) config: MockConfig,
+    pub(crate) counters: Counters,
     inner: Mutex<Inner>,
 }
 
@@ -40,7 +40,7 @@ struct Inner {
 }
 
 impl Shared {
-    pub fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
+    pub(crate) fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
         Shared {
             config,
             counters: Counters::default(),
@@ -64,11 +64,11 @@ impl Shared {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub fn fault(&self) -> Fault {
+    pub(crate) fn fault(&self) -> Fault {
         self.lock().fault
     }
 
-    pub fn set_fault(&self, fault: Fault) {
+    pub(crate) fn set_fault(&self, fault: Fault) {
         let mut inner = self.lock();
         let conns = inner.conns.len();
         let lasting = match fault {
@@ -107,29 +107,29 @@ impl Shared {
         tracing::info!(?fault, connections = conns, "mock fault set");
     }
 
-    pub fn advertised_ws_url(&self) -> String {
+    pub(crate) fn advertised_ws_url(&self) -> String {
         self.lock().advertised_ws_url.clone()
     }
 
-    pub fn set_advertised_ws_url(&self, url: String) {
+    pub(crate) fn set_advertised_ws_url(&self, url: String) {
         self.lock().advertised_ws_url = url;
     }
 
-    pub fn next_access_token(&self) -> String {
+    pub(crate) fn next_access_token(&self) -> String {
         let n = self.counters.next_token.fetch_add(1, Ordering::Relaxed) + 1;
         let token = format!("mock-access-{n}");
         self.lock().access_tokens.insert(token.clone());
         token
     }
 
-    pub fn expire_access_tokens(&self) {
+    pub(crate) fn expire_access_tokens(&self) {
         self.lock().access_tokens.clear();
     }
 
     /// Does the platform accept this Identify/Resume token? A QQ token (`QQBot <access
     /// token>`) must be one the token endpoint issued and has not expired; any other token
     /// must match `expected_token` when that is set.
-    pub fn token_accepted(&self, token: &str) -> bool {
+    pub(crate) fn token_accepted(&self, token: &str) -> bool {
         match token.strip_prefix("QQBot ") {
             Some(access) => self.lock().access_tokens.contains(access),
             None => self
@@ -140,11 +140,11 @@ impl Shared {
         }
     }
 
-    pub fn record_identify(&self) {
+    pub(crate) fn record_identify(&self) {
         self.lock().identify_times.push(std::time::Instant::now());
     }
 
-    pub fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
+    pub(crate) fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
         let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
         let mut inner = self.lock();
         inner.conns.insert(conn_id, tx);
@@ -155,7 +155,7 @@ impl Shared {
         conn_id
     }
 
-    pub fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
+    pub(crate) fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
         let mut inner = self.lock();
         inner.conns.remove(&conn_id);
         if let Some(sid) = session_id {
@@ -167,12 +167,12 @@ impl Shared {
             .fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub fn detach(&self, conn_id: u64, session_id: &str) {
+    pub(crate) fn detach(&self, conn_id: u64, session_id: &str) {
         self.lock().detach(conn_id, session_id);
     }
 
     /// Creates a session attached to `conn_id` and returns its id and READY frame.
-    pub fn identify(
+    pub(crate) fn identify(
         &self,
         conn_id: u64,
         tx: mpsc::UnboundedSender<Utf8Bytes>,
@@ -189,7 +189,7 @@ impl Shared {
     /// Attaches `conn_id` to an existing session and returns the dispatches to replay followed
     /// by the RESUMED frame, or `None` for an unknown session. Later dispatches go to the
     /// connection's queue, which it drains only after sending these, so order is preserved.
-    pub fn resume(
+    pub(crate) fn resume(
         &self,
         conn_id: u64,
         tx: mpsc::UnboundedSender<Utf8Bytes>,
@@ -217,7 +217,7 @@ impl Shared {
     ///
     /// Works in chunks, releasing the lock between them: connection tasks need the same lock
     /// to answer heartbeats, and a large `emit` must not make the platform itself go silent.
-    pub fn generate(&self, n: usize) {
+    pub(crate) fn generate(&self, n: usize) {
         const CHUNK: usize = 256;
         let mut left = n;
         while left > 0 {
@@ -242,7 +242,7 @@ impl Shared {
 
     /// One dispatch with the caller's `t`, top-level `id` and `d`, exactly as given, in every
     /// session: the platform as an attacker would run it.
-    pub fn generate_dispatch(&self, kind: &str, id: &str, d: &serde_json::Value) {
+    pub(crate) fn generate_dispatch(&self, kind: &str, id: &str, d: &serde_json::Value) {
         let mut guard = self.lock();
         let Inner {
             sessions,
@@ -256,11 +256,11 @@ impl Shared {
         }
     }
 
-    pub fn event_ids(&self) -> Vec<String> {
+    pub(crate) fn event_ids(&self) -> Vec<String> {
         self.lock().event_ids.clone()
     }
 
-    pub fn stats(&self) -> MockStats {
+    pub(crate) fn stats(&self) -> MockStats {
         let c = &self.counters;
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         let inner = self.lock();

@@ -34,18 +34,18 @@ pub struct MockStats {
 /// writes) only ever bump them.
 #[derive(Default)]
 pub(super) struct Counters {
-    pub connections: AtomicU64,
-    pub live_connections: AtomicU64,
-    pub identifies: AtomicU64,
-    pub resumes: AtomicU64,
-    pub heartbeats: AtomicU64,
-    pub acks: AtomicU64,
-    pub dispatches_sent: AtomicU64,
-    pub http_requests: AtomicU64,
-    pub token_rejections: AtomicU64,
-    pub ws_pings: AtomicU64,
-    pub next_conn_id: AtomicU64,
-    pub next_token: AtomicU64,
+    pub(crate) connections: AtomicU64,
+    pub(crate) live_connections: AtomicU64,
+    pub(crate) identifies: AtomicU64,
+    pub(crate) resumes: AtomicU64,
+    pub(crate) heartbeats: AtomicU64,
+    pub(crate) acks: AtomicU64,
+    pub(crate) dispatches_sent: AtomicU64,
+    pub(crate) http_requests: AtomicU64,
+    pub(crate) token_rejections: AtomicU64,
+    pub(crate) ws_pings: AtomicU64,
+    pub(crate) next_conn_id: AtomicU64,
+    pub(crate) next_token: AtomicU64,
 }
 
 pub(super) fn bump(counter: &AtomicU64) {

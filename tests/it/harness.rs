@@ -5,6 +5,7 @@
 //! it exactly as a person would: through `hermes-svc`, `systemctl --user` and `busctl --user`.
 //! Nothing about systemd is mocked. When no manager can boot, tests fail: they never skip.
 
+// The benches include this file with `#[path]` and use only the manager, not the helpers.
 #![allow(dead_code)]
 
 use std::collections::HashMap;

@@ -32,6 +32,7 @@ struct Ran {
 /// Run `cmd` to completion with stdout and stderr captured; panic if it is still running
 /// after [`GUARD`] (killing it first). The child is reaped with `wait4`, not `Child::wait`,
 /// because only `wait4` also returns that one child's resource usage.
+// clippy cannot see that `wait4` below reaps the child it spawns.
 #[allow(clippy::zombie_processes)]
 fn run_guarded(mut cmd: Command) -> Ran {
     // SAFETY: setrlimit is async-signal-safe.

@@ -10,7 +10,7 @@ use crate::scope::Scope;
 
 /// Carry out `plan`. Each fix stands alone: one that fails is reported and the rest go on.
 /// Returns the fixes applied and, for those that failed, why.
-pub async fn apply(plan: &FixPlan) -> (Vec<Fixed>, Vec<String>) {
+pub(crate) async fn apply(plan: &FixPlan) -> (Vec<Fixed>, Vec<String>) {
     let mut fixed = vec![];
     let mut failed = vec![];
     for fix in &plan.fixes {

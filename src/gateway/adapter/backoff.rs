@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     min: Duration,
     max: Duration,
     last: Option<Duration>,
@@ -16,7 +16,7 @@ pub struct Backoff {
 }
 
 impl Backoff {
-    pub fn new(min: Duration, max: Duration) -> Self {
+    pub(crate) fn new(min: Duration, max: Duration) -> Self {
         Self {
             min,
             max: max.max(min),
@@ -26,7 +26,7 @@ impl Backoff {
     }
 
     /// The delay before the next attempt. `rand` yields uniform values in [0, 1).
-    pub fn next_delay(&mut self, mut rand: impl FnMut() -> f64) -> Duration {
+    pub(crate) fn next_delay(&mut self, mut rand: impl FnMut() -> f64) -> Duration {
         // The first draw is jittered too, so clients that failed together do not retry together.
         let upper = self
             .last
@@ -43,16 +43,16 @@ impl Backoff {
     }
 
     /// After a stable connection: the next failure starts from the minimum again.
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.last = None;
     }
 
     /// The server asked us to wait at least `d` (e.g. QQ's rate-limit close 4008).
-    pub fn push_back(&mut self, d: Duration) {
+    pub(crate) fn push_back(&mut self, d: Duration) {
         self.push_back = Some(self.push_back.map_or(d, |p| p.max(d)));
     }
 
-    pub fn max(&self) -> Duration {
+    pub(crate) fn max(&self) -> Duration {
         self.max
     }
 }

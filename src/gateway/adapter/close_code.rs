@@ -9,13 +9,13 @@ use std::time::Duration;
 
 /// Which platform's gateway closed the connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum GatewayPlatform {
+pub(crate) enum GatewayPlatform {
     QqBot,
     Discord,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CloseAction {
+pub(crate) enum CloseAction {
     /// Reconnect and resume with the last seq.
     Resume,
     /// Reconnect and identify afresh: the session is gone, or was never valid.
@@ -31,11 +31,11 @@ pub enum CloseAction {
 /// One row of a platform's table: a range of codes, what to do, and what the platform says
 /// the code means (shown in the adapter's last error and, when fatal, in the exit message).
 #[derive(Clone, Copy, Debug)]
-pub struct Entry {
-    pub first: u16,
-    pub last: u16,
-    pub action: CloseAction,
-    pub meaning: &'static str,
+pub(crate) struct Entry {
+    pub(crate) first: u16,
+    pub(crate) last: u16,
+    pub(crate) action: CloseAction,
+    pub(crate) meaning: &'static str,
 }
 
 const fn row(first: u16, last: u16, action: CloseAction, meaning: &'static str) -> Entry {
@@ -54,7 +54,7 @@ use CloseAction::{Fatal, PushBack, RefreshToken, Reidentify, Resume};
 /// that table; botgo's `errs/err.go` names it "authentication failed", and botpy
 /// (`botpy/gateway.py`) and Tencent's qqbot-nodejs (`src/protocol/gateway/reconnect.ts`)
 /// answer it by dropping the access token and connecting with a new one.
-pub const QQ_BOT: &[Entry] = &[
+pub(crate) const QQ_BOT: &[Entry] = &[
     // "No" to both resume and identify in the table: the same frame would fail again, and a
     // new session is the only way to send a different one.
     row(4001, 4001, Reidentify, "invalid opcode"),
@@ -112,7 +112,7 @@ pub const QQ_BOT: &[Entry] = &[
 /// Discord: discord/discord-api-docs, `docs/topics/opcodes-and-status-codes.md` ("Gateway
 /// Close Event Codes": `Reconnect` false is fatal here, `Resume` false identifies afresh),
 /// which agrees with twilight-model's `CloseCode::can_reconnect`.
-pub const DISCORD: &[Entry] = &[
+pub(crate) const DISCORD: &[Entry] = &[
     row(4000, 4000, Resume, "unknown error"),
     row(4001, 4001, Reidentify, "unknown opcode"),
     row(4002, 4002, Resume, "decode error"),
@@ -145,7 +145,7 @@ pub const DISCORD: &[Entry] = &[
 ];
 
 impl GatewayPlatform {
-    pub fn table(self) -> &'static [Entry] {
+    pub(crate) fn table(self) -> &'static [Entry] {
         match self {
             GatewayPlatform::QqBot => QQ_BOT,
             GatewayPlatform::Discord => DISCORD,
@@ -156,7 +156,7 @@ impl GatewayPlatform {
     /// without a close frame (or with a transport-level code such as 1000, 1001 or 1006):
     /// resume, and let the server say if it cannot. A code the table does not know is
     /// resumed too, because a new code is far more often transient than fatal.
-    pub fn classify(self, code: Option<u16>) -> (CloseAction, &'static str) {
+    pub(crate) fn classify(self, code: Option<u16>) -> (CloseAction, &'static str) {
         let Some(code) = code else {
             return (Resume, "no close frame");
         };

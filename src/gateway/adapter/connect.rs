@@ -20,17 +20,17 @@ use tokio_tungstenite::WebSocketStream;
 use crate::gateway::adapter::proxy::{ProxyEnv, ProxyError};
 
 /// The transport under a WebSocket: TCP, or TLS over it.
-pub trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
+pub(crate) trait Io: AsyncRead + AsyncWrite + Unpin + Send {}
 impl<T: AsyncRead + AsyncWrite + Unpin + Send> Io for T {}
 
 /// Boxed, so that a plain connection (and the adapter task holding it) does not reserve room
 /// for the TLS state only a `wss://` connection has: at a thousand connections that room is
 /// most of the gateway's memory.
-pub type Socket = WebSocketStream<Box<dyn Io>>;
+pub(crate) type Socket = WebSocketStream<Box<dyn Io>>;
 
 /// Why a connection attempt failed. All of these are retried with backoff.
 #[derive(Debug, thiserror::Error)]
-pub enum ConnectError {
+pub(crate) enum ConnectError {
     #[error("invalid gateway url: {0}")]
     Url(String),
     #[error("dns: {0}")]
@@ -65,7 +65,7 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, ConnectError> {
 
 /// Connect to `url` (ws:// or wss://) within `timeout`, with an optional Authorization header,
 /// through the proxy `proxies` name for it, if any.
-pub async fn connect(
+pub(crate) async fn connect(
     url: &str,
     authorization: Option<&str>,
     proxies: &ProxyEnv,

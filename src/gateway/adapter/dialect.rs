@@ -15,7 +15,7 @@ use super::opcode::OpCode;
 
 /// What the server speaks.
 #[derive(Clone, Debug)]
-pub enum Dialect {
+pub(crate) enum Dialect {
     /// The QQ Bot / Discord gateway protocol.
     Gateway(Gateway),
     /// A plain WebSocket: no handshake, liveness by WS ping and an optional app-level ping.
@@ -27,16 +27,16 @@ pub enum Dialect {
 
 /// What a session of the op-code dialect is opened with.
 #[derive(Clone, Debug)]
-pub struct Gateway {
+pub(crate) struct Gateway {
     /// Whose close codes apply.
-    pub platform: GatewayPlatform,
+    pub(crate) platform: GatewayPlatform,
     /// What Identify and Resume carry.
-    pub token: String,
-    pub intents: u64,
-    pub shard: Option<[u32; 2]>,
-    pub properties: Value,
+    pub(crate) token: String,
+    pub(crate) intents: u64,
+    pub(crate) shard: Option<[u32; 2]>,
+    pub(crate) properties: Value,
     /// Whether WebSocket pings probe the socket besides the heartbeat.
-    pub ws_ping: bool,
+    pub(crate) ws_ping: bool,
 }
 
 /// What a text frame of the op-code dialect means.

@@ -19,14 +19,14 @@ use tokio::time::Instant;
 /// One Identify per bucket per this long: the platform's 5 s, plus a margin so that an
 /// Identify delayed on its way out (a busy host, a slow link) still reaches the platform 5 s
 /// after the one before it, as the platform counts.
-pub const IDENTIFY_SPACING: Duration = Duration::from_millis(5_250);
+pub(crate) const IDENTIFY_SPACING: Duration = Duration::from_millis(5_250);
 
 /// How long a fresh budget lasts when the platform has not said (Discord's is a day).
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// `session_start_limit` as the platform reported it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SessionStartLimit {
+pub(crate) struct SessionStartLimit {
     pub total: u32,
     pub remaining: u32,
     pub reset_after: Duration,
@@ -35,7 +35,7 @@ pub struct SessionStartLimit {
 
 impl SessionStartLimit {
     /// Read it from a `/gateway/bot` answer; `None` when absent or malformed.
-    pub fn from_json(v: &serde_json::Value) -> Option<Self> {
+    pub(crate) fn from_json(v: &serde_json::Value) -> Option<Self> {
         let l = v.get("session_start_limit")?;
         let n = |k: &str| l.get(k)?.as_u64();
         Some(Self {
@@ -111,17 +111,17 @@ impl Slots {
 
 /// Every credential's slots, for one gateway process.
 #[derive(Clone, Debug, Default)]
-pub struct IdentifyQueues {
+pub(crate) struct IdentifyQueues {
     by_key: Arc<Mutex<HashMap<String, Arc<Mutex<Slots>>>>>,
 }
 
 /// One credential's queue.
 #[derive(Clone, Debug)]
-pub struct IdentifyQueue(Arc<Mutex<Slots>>);
+pub(crate) struct IdentifyQueue(Arc<Mutex<Slots>>);
 
 impl IdentifyQueues {
     /// The queue for `key`, an identity of the credential (a hash, never the secret itself).
-    pub fn queue(&self, key: &str) -> IdentifyQueue {
+    pub(crate) fn queue(&self, key: &str) -> IdentifyQueue {
         let mut map = self.by_key.lock().unwrap_or_else(PoisonError::into_inner);
         let slots = map
             .entry(key.to_owned())
@@ -136,17 +136,17 @@ impl IdentifyQueue {
     }
 
     /// What the platform just said about the limit.
-    pub fn update(&self, limit: SessionStartLimit) {
+    pub(crate) fn update(&self, limit: SessionStartLimit) {
         self.slots().update(Instant::now(), limit);
     }
 
     /// When `shard` could identify if it asked now (nothing is booked).
-    pub fn earliest(&self, shard: u32) -> Instant {
+    pub(crate) fn earliest(&self, shard: u32) -> Instant {
         self.slots().earliest(Instant::now(), shard)
     }
 
     /// Book a slot for `shard`; the caller waits until the returned instant, then identifies.
-    pub fn book(&self, shard: u32) -> Instant {
+    pub(crate) fn book(&self, shard: u32) -> Instant {
         self.slots().book(Instant::now(), shard)
     }
 }

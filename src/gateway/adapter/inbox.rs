@@ -9,10 +9,10 @@ use crate::gateway::spool::{Event, Spool};
 /// What a resume needs, carried from one connection to the next: the session, and the cursor
 /// that says how far it has been stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResumeState {
-    pub session_id: String,
-    pub seq: u64,
-    pub resume_url: Option<String>,
+pub(crate) struct ResumeState {
+    pub(crate) session_id: String,
+    pub(crate) seq: u64,
+    pub(crate) resume_url: Option<String>,
 }
 
 /// The spool as one connection sees it, with the resume state whose cursor acknowledges what
@@ -26,7 +26,7 @@ pub(super) struct Inbox<'a> {
 }
 
 impl<'a> Inbox<'a> {
-    pub fn new(adapter: &'a str, spool: &'a Spool, resume: Option<ResumeState>) -> Self {
+    pub(crate) fn new(adapter: &'a str, spool: &'a Spool, resume: Option<ResumeState>) -> Self {
         Self {
             adapter,
             spool,
@@ -35,17 +35,17 @@ impl<'a> Inbox<'a> {
         }
     }
 
-    pub fn resume(&self) -> Option<&ResumeState> {
+    pub(crate) fn resume(&self) -> Option<&ResumeState> {
         self.resume.as_ref()
     }
 
     /// A new session (READY): what the next connection resumes.
-    pub fn begin(&mut self, resume: ResumeState) {
+    pub(crate) fn begin(&mut self, resume: ResumeState) {
         self.resume = Some(resume);
     }
 
     /// Move the cursor on to `seq`, never back.
-    pub fn advance(&mut self, seq: Option<u64>) {
+    pub(crate) fn advance(&mut self, seq: Option<u64>) {
         if let (Some(seq), Some(r)) = (seq, self.resume.as_mut()) {
             r.seq = r.seq.max(seq);
         }
@@ -53,7 +53,13 @@ impl<'a> Inbox<'a> {
 
     /// The event to store. One without an id of its own is named by session and seq, which
     /// is what a replay after a resume repeats.
-    pub fn event(&self, id: Option<String>, kind: String, seq: Option<u64>, data: Value) -> Event {
+    pub(crate) fn event(
+        &self,
+        id: Option<String>,
+        kind: String,
+        seq: Option<u64>,
+        data: Value,
+    ) -> Event {
         let id = id.unwrap_or_else(|| {
             let session = self.resume.as_ref().map_or("", |r| r.session_id.as_str());
             match seq {
@@ -61,20 +67,13 @@ impl<'a> Inbox<'a> {
                 None => format!("{}:{}", self.adapter, fastrand::u64(..)),
             }
         });
-        Event {
-            id,
-            adapter: self.adapter.to_owned(),
-            kind,
-            seq,
-            received_at: now_rfc3339(),
-            data,
-        }
+        Event::new(id, self.adapter, kind, seq, data)
     }
 
     /// Spool first, then advance the cursor: an event is acknowledged (by the seq we report)
     /// only once it is stored, so a crash in between means a replay, never a loss. The error
     /// is the spool's, and nothing more may be acknowledged after it.
-    pub async fn append(&mut self, event: &Event) -> Result<(), String> {
+    pub(crate) async fn append(&mut self, event: &Event) -> Result<(), String> {
         self.spool.append(event).await.map_err(|e| e.to_string())?;
         self.stored += 1;
         self.advance(event.seq);
@@ -82,11 +81,7 @@ impl<'a> Inbox<'a> {
     }
 
     /// The resume state for the next connection, and how many events this one stored.
-    pub fn finish(self) -> (Option<ResumeState>, u64) {
+    pub(crate) fn finish(self) -> (Option<ResumeState>, u64) {
         (self.resume, self.stored)
     }
-}
-
-fn now_rfc3339() -> String {
-    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
 }

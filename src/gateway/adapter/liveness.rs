@@ -21,7 +21,7 @@ use tokio::time::Instant;
 
 /// Why a connection was declared dead.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Zombie {
+pub(crate) enum Zombie {
     /// Nothing received since a probe went out, past its deadline.
     HalfOpen,
     /// Two probes in a row unanswered while other frames still arrive.
@@ -44,7 +44,7 @@ impl std::fmt::Display for Zombie {
 
 /// What the connection should do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     SendHeartbeat,
     SendPing,
     Dead(Zombie),
@@ -71,7 +71,7 @@ impl Probe {
 }
 
 #[derive(Debug)]
-pub struct Liveness {
+pub(crate) struct Liveness {
     interval: Duration,
     /// WS pings go out with every second heartbeat (every interval without heartbeats): the
     /// heartbeat already probes the link each interval, the ping adds an independent check of
@@ -95,7 +95,7 @@ pub struct Liveness {
 }
 
 /// The ACK deadline when none is configured: a fifth of the interval, between 100 ms and 10 s.
-pub fn default_ack_timeout(interval: Duration) -> Duration {
+pub(crate) fn default_ack_timeout(interval: Duration) -> Duration {
     (interval / 5).clamp(Duration::from_millis(100), Duration::from_secs(10))
 }
 
@@ -104,7 +104,7 @@ impl Liveness {
     /// once do not heartbeat in lockstep. At least one of `heartbeats` and `pings` must be on
     /// (without either, only the idle deadline would notice a dead socket); with neither,
     /// pings are sent.
-    pub fn new(
+    pub(crate) fn new(
         now: Instant,
         interval: Duration,
         ack_timeout: Duration,
@@ -130,21 +130,21 @@ impl Liveness {
         }
     }
 
-    pub fn interval(&self) -> Duration {
+    pub(crate) fn interval(&self) -> Duration {
         self.interval
     }
 
-    pub fn ack_timeout(&self) -> Duration {
+    pub(crate) fn ack_timeout(&self) -> Duration {
         self.ack_timeout
     }
 
     /// How long the component may go without proof of life while connected.
-    pub fn liveness_deadline(&self) -> Duration {
+    pub(crate) fn liveness_deadline(&self) -> Duration {
         self.idle_timeout + self.ack_timeout
     }
 
     /// When `poll` next has something to do.
-    pub fn next_wakeup(&self) -> Instant {
+    pub(crate) fn next_wakeup(&self) -> Instant {
         let mut t = self.last_inbound + self.idle_timeout;
         if self.heartbeats {
             t = t.min(self.next_heartbeat);
@@ -159,20 +159,20 @@ impl Liveness {
     }
 
     /// Any frame at all (proof the read path works).
-    pub fn on_inbound(&mut self, now: Instant) {
+    pub(crate) fn on_inbound(&mut self, now: Instant) {
         self.last_inbound = now;
         for p in [&mut self.heartbeat, &mut self.ping].into_iter().flatten() {
             p.inbound_since = true;
         }
     }
 
-    pub fn on_ack(&mut self, now: Instant) {
+    pub(crate) fn on_ack(&mut self, now: Instant) {
         self.on_inbound(now);
         self.heartbeat = None;
         self.missed_acks = 0;
     }
 
-    pub fn on_pong(&mut self, now: Instant) {
+    pub(crate) fn on_pong(&mut self, now: Instant) {
         self.on_inbound(now);
         self.ping = None;
         self.missed_pongs = 0;
@@ -181,7 +181,7 @@ impl Liveness {
     /// Is a probe past its deadline while frames have been arriving since it went out? Then
     /// its answer may simply be queued behind those frames, unread: the caller should drain
     /// what is readable before `poll` counts the miss.
-    pub fn overdue_with_traffic(&self, now: Instant) -> bool {
+    pub(crate) fn overdue_with_traffic(&self, now: Instant) -> bool {
         [self.heartbeat, self.ping]
             .into_iter()
             .flatten()
@@ -190,7 +190,7 @@ impl Liveness {
 
     /// The reader could not catch up with a flood within its budget: give the overdue probes
     /// another ACK timeout rather than blame the write path for a backlog on the read side.
-    pub fn defer_overdue(&mut self, now: Instant) {
+    pub(crate) fn defer_overdue(&mut self, now: Instant) {
         let ack = self.ack_timeout;
         for p in [&mut self.heartbeat, &mut self.ping].into_iter().flatten() {
             if p.inbound_since && now >= p.due() {
@@ -200,7 +200,7 @@ impl Liveness {
     }
 
     /// Advance to `now` and say what to do. Call repeatedly until it returns `None`.
-    pub fn poll(&mut self, now: Instant) -> Option<Action> {
+    pub(crate) fn poll(&mut self, now: Instant) -> Option<Action> {
         if now >= self.last_inbound + self.idle_timeout {
             return Some(Action::Dead(Zombie::Idle));
         }

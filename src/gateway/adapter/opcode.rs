@@ -8,7 +8,7 @@
 
 /// An opcode the adapter sends or acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpCode {
+pub(crate) enum OpCode {
     /// Receive: an event (`t` names it, `s` is its seq).
     Dispatch = 0,
     /// Send: a heartbeat with the last seq. Receive: the server asks for one at once.
@@ -30,7 +30,7 @@ pub enum OpCode {
 impl OpCode {
     /// The opcode `op` names, or `None` for one the adapter does not act on.
     #[must_use]
-    pub fn from_u64(op: u64) -> Option<OpCode> {
+    pub(crate) fn from_u64(op: u64) -> Option<OpCode> {
         Some(match op {
             0 => OpCode::Dispatch,
             1 => OpCode::Heartbeat,
@@ -45,7 +45,7 @@ impl OpCode {
     }
 
     #[must_use]
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         self as u8
     }
 }

@@ -9,7 +9,7 @@ use super::liveness::Zombie;
 
 /// How a connection ended.
 #[derive(Debug, PartialEq)]
-pub enum SessionEnd {
+pub(crate) enum SessionEnd {
     /// Could not connect, or the handshake did not complete (no Hello, no READY).
     Failed(String),
     Zombie(Zombie),
@@ -28,18 +28,18 @@ pub enum SessionEnd {
 /// The result of one connection: how it ended, the resume state for the next one, and how long
 /// it was connected (to reset the backoff after a stable period).
 #[derive(Debug)]
-pub struct Outcome {
-    pub end: SessionEnd,
-    pub resume: Option<ResumeState>,
-    pub connected_for: Option<Duration>,
+pub(crate) struct Outcome {
+    pub(crate) end: SessionEnd,
+    pub(crate) resume: Option<ResumeState>,
+    pub(crate) connected_for: Option<Duration>,
     /// Dispatches stored in the spool over this connection.
-    pub stored: u64,
+    pub(crate) stored: u64,
 }
 
 impl Outcome {
     /// A connection that never got as far as a session: the resume state goes back as it was.
     #[must_use]
-    pub fn failed(end: SessionEnd, resume: Option<ResumeState>) -> Self {
+    pub(crate) fn failed(end: SessionEnd, resume: Option<ResumeState>) -> Self {
         Outcome {
             end,
             resume,

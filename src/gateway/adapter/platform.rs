@@ -16,7 +16,7 @@ use crate::config::{AdapterSpec, Protocol, Secret};
 
 /// Why setup failed.
 #[derive(Debug, thiserror::Error)]
-pub enum PlatformError {
+pub(crate) enum PlatformError {
     /// Retrying will not help (rejected credentials): the gateway exits 78.
     #[error("{0}")]
     Fatal(String),
@@ -27,12 +27,12 @@ pub enum PlatformError {
 
 /// Everything one connection attempt needs.
 #[derive(Debug)]
-pub struct Prepared {
-    pub url: String,
-    pub authorization: Option<String>,
-    pub dialect: Dialect,
+pub(crate) struct Prepared {
+    pub(crate) url: String,
+    pub(crate) authorization: Option<String>,
+    pub(crate) dialect: Dialect,
     /// What discovery said about the session start limit, when it said anything.
-    pub limit: Option<SessionStartLimit>,
+    pub(crate) limit: Option<SessionStartLimit>,
 }
 
 /// A QQ access token and when it expires, on both clocks. The monotonic clock stops while
@@ -52,7 +52,7 @@ impl AccessToken {
     }
 }
 
-pub struct Platform {
+pub(crate) struct Platform {
     spec: AdapterSpec,
     secret: Option<Secret>,
     shared: Shared,
@@ -84,7 +84,7 @@ const TOKEN_MARGIN: Duration = Duration::from_secs(60);
 const QQ_CREDENTIAL_ERRORS: &[i64] = &[100007, 100016];
 
 impl Platform {
-    pub fn new(spec: AdapterSpec, secret: Option<Secret>, shared: Shared) -> Self {
+    pub(crate) fn new(spec: AdapterSpec, secret: Option<Secret>, shared: Shared) -> Self {
         Self {
             spec,
             secret,
@@ -95,12 +95,12 @@ impl Platform {
     }
 
     /// Forget the cached gateway URL (after a failed connect, it may have moved).
-    pub fn invalidate(&mut self) {
+    pub(crate) fn invalidate(&mut self) {
         self.gateway_url = None;
     }
 
     /// Forget the access token: the platform said it is no longer valid (QQ close 4004).
-    pub fn drop_token(&mut self) {
+    pub(crate) fn drop_token(&mut self) {
         self.access_token = None;
     }
 
@@ -108,7 +108,10 @@ impl Platform {
         self.secret.as_ref().map(Secret::expose).unwrap_or("")
     }
 
-    pub async fn prepare(&mut self, resume_url: Option<&str>) -> Result<Prepared, PlatformError> {
+    pub(crate) async fn prepare(
+        &mut self,
+        resume_url: Option<&str>,
+    ) -> Result<Prepared, PlatformError> {
         let properties =
             json!({"os": std::env::consts::OS, "browser": "hermes-svc", "device": "hermes-svc"});
         match self.spec.protocol.clone() {

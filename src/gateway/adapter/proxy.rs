@@ -28,7 +28,7 @@ impl Default for ProxyEnv {
 
 /// A proxy to tunnel one connection through.
 #[derive(Clone)]
-pub struct Proxy {
+pub(crate) struct Proxy {
     uri: Uri,
     authorization: Option<HeaderValue>,
 }
@@ -42,7 +42,7 @@ impl std::fmt::Debug for Proxy {
 
 /// Why a proxy could not be used. Connection attempts report it and retry with backoff.
 #[derive(Debug, thiserror::Error)]
-pub enum ProxyError {
+pub(crate) enum ProxyError {
     #[error("proxy {proxy}: only http:// proxies can carry the WebSocket")]
     Unsupported { proxy: String },
     #[error("proxy {proxy}: {why}")]
@@ -51,7 +51,7 @@ pub enum ProxyError {
 
 impl ProxyEnv {
     /// `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` and `NO_PROXY` (either case), as reqwest reads them.
-    pub fn from_env() -> Self {
+    pub(crate) fn from_env() -> Self {
         Self(Arc::new(Matcher::from_env()))
     }
 
@@ -61,7 +61,7 @@ impl ProxyEnv {
     }
 
     /// The proxy for a connection to `host:port` over `scheme` (`ws` or `wss`), if any.
-    pub fn for_target(
+    pub(crate) fn for_target(
         &self,
         scheme: &str,
         host: &str,
@@ -94,7 +94,7 @@ impl ProxyEnv {
 
 impl Proxy {
     /// A TCP connection to the proxy, turned into a tunnel to `host:port` by `CONNECT`.
-    pub async fn tunnel(
+    pub(crate) async fn tunnel(
         &self,
         host: &str,
         port: u16,

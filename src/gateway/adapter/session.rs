@@ -34,17 +34,17 @@ use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
 use crate::test_hook;
 
-pub struct Session<'a> {
-    pub adapter: &'a str,
-    pub url: &'a str,
-    pub authorization: Option<&'a str>,
-    pub dialect: &'a Dialect,
-    pub timing: &'a Timing,
-    pub heartbeat: &'a Heartbeat,
-    pub spool: &'a Spool,
-    pub proxies: &'a ProxyEnv,
+pub(crate) struct Session<'a> {
+    pub(crate) adapter: &'a str,
+    pub(crate) url: &'a str,
+    pub(crate) authorization: Option<&'a str>,
+    pub(crate) dialect: &'a Dialect,
+    pub(crate) timing: &'a Timing,
+    pub(crate) heartbeat: &'a Heartbeat,
+    pub(crate) spool: &'a Spool,
+    pub(crate) proxies: &'a ProxyEnv,
     /// The credential's session start limit, which every Identify books a slot in.
-    pub identify: &'a IdentifyQueue,
+    pub(crate) identify: &'a IdentifyQueue,
 }
 
 enum Step {
@@ -98,7 +98,7 @@ struct Live<'a> {
 }
 
 impl Session<'_> {
-    pub async fn run(
+    pub(crate) async fn run(
         &self,
         resume: Option<ResumeState>,
         shutdown: &mut watch::Receiver<bool>,

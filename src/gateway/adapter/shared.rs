@@ -15,10 +15,10 @@ use super::proxy;
 /// flight. Cheap to clone; not `Debug`, because the proxy settings may hold a password.
 #[derive(Clone)]
 pub struct Shared {
-    pub http: reqwest::Client,
+    pub(crate) http: reqwest::Client,
     /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
-    pub proxies: proxy::ProxyEnv,
-    pub identify: IdentifyQueues,
+    pub(crate) proxies: proxy::ProxyEnv,
+    pub(crate) identify: IdentifyQueues,
     pub(super) setup_permits: Arc<Semaphore>,
 }
 

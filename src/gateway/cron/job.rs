@@ -22,7 +22,7 @@ const KILL_GRACE: Duration = Duration::from_secs(2);
 
 /// Variables a job must not inherit: with them, a job could talk to systemd as if it were the
 /// gateway (a stray `READY=1` or `WATCHDOG=1` from a job would lie about the gateway's health).
-pub const DEFAULT_ENV_REMOVE: [&str; 6] = [
+pub(crate) const DEFAULT_ENV_REMOVE: [&str; 6] = [
     "NOTIFY_SOCKET",
     "WATCHDOG_USEC",
     "WATCHDOG_PID",
@@ -33,23 +33,23 @@ pub const DEFAULT_ENV_REMOVE: [&str; 6] = [
 
 /// Where and how jobs run.
 #[derive(Clone, Debug)]
-pub struct CronContext {
+pub(crate) struct CronContext {
     /// Working directory of every job (the profile home).
-    pub workdir: PathBuf,
+    pub(crate) workdir: PathBuf,
     /// Jobs' stdout and stderr are appended here, after a header line naming the job.
-    pub log_file: PathBuf,
+    pub(crate) log_file: PathBuf,
     /// Names removed from the jobs' environment.
-    pub env_remove: Vec<String>,
+    pub(crate) env_remove: Vec<String>,
     /// The component name: used in logs and by the test fault hook (`wedge:NAME`). The runtime
     /// passes the name it registered the heartbeat under ("cron"). It is a field, not a
     /// constant, because the fault hook reads a process-global variable: tests wedge a name
     /// of their own, so they cannot wedge each other.
-    pub name: String,
+    pub(crate) name: String,
 }
 
 impl CronContext {
     /// The runtime's context: component "cron", with [`DEFAULT_ENV_REMOVE`].
-    pub fn new(workdir: PathBuf, log_file: PathBuf) -> Self {
+    pub(crate) fn new(workdir: PathBuf, log_file: PathBuf) -> Self {
         Self {
             workdir,
             log_file,

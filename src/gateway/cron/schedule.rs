@@ -20,10 +20,10 @@ const BACKWARD_RESET_SECS: i64 = 3 * 3600;
 
 /// Schedules are evaluated in local time, like cron(8) and systemd timers: "0 9 * * *" is
 /// nine in the morning where the machine is.
-pub type Wall = chrono::DateTime<chrono::Local>;
+pub(crate) type Wall = chrono::DateTime<chrono::Local>;
 
 /// The current wall-clock time, read once per tick.
-pub fn wall_now() -> Wall {
+pub(crate) fn wall_now() -> Wall {
     chrono::Local::now()
 }
 
@@ -31,7 +31,7 @@ pub fn wall_now() -> Wall {
 
 /// What a schedule says at one wall-clock instant.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Poll<T> {
+pub(crate) enum Poll<T> {
     /// Not due yet (or never again).
     Wait,
     /// Due: run once now. `missed` more occurrences fell between `due` and now (the machine
@@ -42,7 +42,7 @@ pub enum Poll<T> {
 
 /// One job's due time, advanced by polling it with the wall clock.
 #[derive(Clone, Debug)]
-pub struct Schedule<T> {
+pub(crate) struct Schedule<T> {
     cron: Cron,
     next_due: Option<T>,
     last_now: T,
@@ -51,7 +51,7 @@ pub struct Schedule<T> {
 impl<T: CronDateTime> Schedule<T> {
     /// The first run is the first occurrence strictly after `now`: starting the gateway does
     /// not count as having missed the previous one.
-    pub fn new(cron: Cron, now: T) -> Self {
+    pub(crate) fn new(cron: Cron, now: T) -> Self {
         let next_due = cron.find_next_occurrence(&now, false).ok();
         Self {
             cron,
@@ -61,14 +61,14 @@ impl<T: CronDateTime> Schedule<T> {
     }
 
     /// `None` when the pattern has no future occurrence (e.g. "0 0 30 2 *").
-    pub fn next_due(&self) -> Option<&T> {
+    pub(crate) fn next_due(&self) -> Option<&T> {
         self.next_due.as_ref()
     }
 
     /// Due once `now` reaches the due time. The next due time is then the first occurrence
     /// strictly after `now`, not after the old due time, so however long the gap, it yields
     /// exactly one run.
-    pub fn poll(&mut self, now: T) -> Poll<T> {
+    pub(crate) fn poll(&mut self, now: T) -> Poll<T> {
         let stepped_back = now
             .checked_add_seconds(BACKWARD_RESET_SECS)
             .is_some_and(|t| t.cmp_instant(&self.last_now) == Ordering::Less);

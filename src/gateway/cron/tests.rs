@@ -6,8 +6,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::job::{run_job_inner, Outcome};
-use super::schedule::MISSED_COUNT_CAP;
-use super::ticker::Ticker;
+use super::schedule::{Poll, Schedule, MISSED_COUNT_CAP};
+use super::ticker::{Ticker, TICK};
 use super::*;
 use crate::config::{CronSchedule, CronSpec};
 use crate::gateway::health::{ComponentKind, Registry, State};

@@ -20,9 +20,9 @@ use crate::gateway::health::{Heartbeat, State};
 use crate::test_hook;
 
 /// How often the ticker wakes, beats and checks for due jobs.
-pub const TICK: Duration = Duration::from_secs(1);
+pub(crate) const TICK: Duration = Duration::from_secs(1);
 /// The deadline the runtime registers the cron component with (a few ticks of slack).
-pub const DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
 
 pub(super) struct Job<T> {
     spec: Arc<CronSpec>,
@@ -105,7 +105,7 @@ impl<T: CronDateTime + fmt::Display> Ticker<T> {
 ///
 /// Jobs run on tasks of their own, so a job that takes an hour never delays a tick: the
 /// heartbeat measures the ticker, and only a wedged ticker goes stale.
-pub async fn run(
+pub(crate) async fn run(
     jobs: Vec<CronSpec>,
     heartbeat: Heartbeat,
     ctx: CronContext,

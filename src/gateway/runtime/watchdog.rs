@@ -21,19 +21,19 @@ pub(crate) struct Watchdog {
 /// What one tick calls for, in the order the loop carries it out: feed, warn, status, stop.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) struct Decision {
-    pub summary: String,
+    pub(crate) summary: String,
     /// Send `WATCHDOG=1`.
-    pub feed: bool,
+    pub(crate) feed: bool,
     /// The stale components, named in a warning; empty while every one is fresh.
-    pub stale: Vec<String>,
+    pub(crate) stale: Vec<String>,
     /// The summary changed: send it as `STATUS=`.
-    pub send_status: bool,
+    pub(crate) send_status: bool,
     /// Exit 75 for this reason.
-    pub restart: Option<String>,
+    pub(crate) restart: Option<String>,
 }
 
 impl Watchdog {
-    pub fn new(
+    pub(crate) fn new(
         systemd: bool,
         self_watchdog: Duration,
         max_outage: Duration,
@@ -48,7 +48,7 @@ impl Watchdog {
     }
 
     #[must_use]
-    pub fn on_tick(&mut self, snapshot: &Snapshot) -> Decision {
+    pub(crate) fn on_tick(&mut self, snapshot: &Snapshot) -> Decision {
         let summary = snapshot.summary();
         let mut decision = Decision {
             feed: false,

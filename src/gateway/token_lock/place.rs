@@ -94,10 +94,9 @@ pub(super) fn check_parents<'a>(
 
 /// Why a directory (or the key) can't be trusted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Distrust {
+pub(crate) enum Distrust {
     Owner(u32),
     Writable(u32),
-    NotDir,
     NotFile,
     Symlink,
     Readable(u32),
@@ -111,7 +110,6 @@ impl std::fmt::Display for Distrust {
             Distrust::Writable(mode) => {
                 write!(f, "is writable by group or others (mode {mode:04o})")
             }
-            Distrust::NotDir => f.write_str("is not a directory"),
             Distrust::NotFile => f.write_str("is not a regular file"),
             Distrust::Symlink => f.write_str("is a symbolic link, which is never followed"),
             Distrust::Readable(mode) => {

@@ -142,7 +142,7 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
         pid: std::process::id(),
         profile: "coder".into(),
     };
-    let held = locks.acquire("qq", "qqbot:1:s", &me).unwrap();
+    let _held = locks.acquire("qq", "qqbot:1:s", &me).unwrap();
     let err = locks.acquire("qq", "qqbot:1:s", &me).unwrap_err();
     assert!(err.is_conflict());
     assert!(
@@ -156,7 +156,11 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
     let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&dir.join(KEY_FILE)), 0o600);
-    assert_eq!(mode(held.path()), 0o600);
+    // The key and every lock file: only the user who made them can read them.
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        assert_eq!(mode(&path), 0o600, "{}", path.display());
+    }
     let names: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
