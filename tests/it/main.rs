@@ -11,6 +11,7 @@ mod harness;
 mod hostile_files;
 mod hostile_text;
 mod install;
+mod launchd_plist;
 mod platform_rules;
 mod property;
 mod sandbox;
