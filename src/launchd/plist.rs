@@ -144,11 +144,11 @@ pub fn profile_of_file(file_name: &str) -> Option<ProfileName> {
     ProfileName::parse(name).ok()
 }
 
-/// Whether a character survives a round trip through an XML property list. XML 1.0 has no way
-/// to write most control characters (not even as `&#1;`), and parsers turn a CR into a LF;
-/// U+FFFE and U+FFFF are not XML characters. The rest of Unicode goes through as it is.
-/// Newlines and tabs are refused too, as the systemd renderer does, so that one `set` value
-/// is valid on both platforms.
+/// The first character an XML property list cannot carry, if any. XML 1.0 has no way to write
+/// most control characters (not even as `&#1;`), and U+FFFE and U+FFFF are not XML characters
+/// at all. Tab, LF and CR could be written (the writer escapes CR as `&#13;`), but the systemd
+/// renderer refuses them, and refusing them here too keeps one `set` value valid on both
+/// platforms. The rest of Unicode goes through as it is.
 fn unrepresentable(value: &str) -> Option<char> {
     value
         .chars()
@@ -174,7 +174,6 @@ fn path_value(what: &str, p: &Path) -> Result<Value, RenderError> {
 }
 
 fn int(n: u64) -> Value {
-    // Every integer rendered here is a number of seconds bounded by dropin::MAX_SECONDS.
     Value::Integer(n.into())
 }
 
