@@ -3,4 +3,4 @@
 //! watchdog, so each of those is answered here or in the gateway; see docs/macos.md.
 
 pub mod launchctl;
-pub(crate) mod plist;
+pub mod plist;

@@ -98,7 +98,7 @@ impl Profile {
     }
 
     /// `$HERMES_HOME` for `default`, `$HERMES_HOME/profiles/NAME` otherwise.
-    pub(crate) fn home(&self) -> PathBuf {
+    pub fn home(&self) -> PathBuf {
         if self.name.is_default() {
             self.hermes_home.clone()
         } else {

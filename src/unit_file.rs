@@ -204,7 +204,7 @@ fn body_hash(body: &str) -> String {
 /// Who wrote a unit file, judged from its content alone.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
-pub(crate) enum Provenance {
+pub enum Provenance {
     /// Rendered by us and unchanged since.
     Pristine,
     /// Rendered by us, then edited by a person: never overwrite without `--force`.
