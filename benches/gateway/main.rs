@@ -1,0 +1,41 @@
+//! Gateway figures: zombie detection latency, detection-to-RESUMED time, the cost of 1,000
+//! connections, and loss under injected faults. `cargo bench --bench gateway` prints Markdown
+//! for docs/benchmarks.md. Everything runs on loopback against the built-in mock platform.
+//! This file is the entry: the runtime, which sections run (`-- zombie`, `-- loss`,
+//! `-- thousand`), and the scratch directories they share.
+
+use std::path::PathBuf;
+
+mod binary;
+mod loss;
+mod proc;
+mod thousand;
+mod zombie;
+
+pub(crate) fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("hsv-bench-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let only = std::env::args().nth(1).filter(|a| !a.starts_with('-'));
+    rt.block_on(async {
+        if only.as_deref().is_none_or(|o| o == "zombie") {
+            zombie::zombie_latency().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "loss") {
+            loss::faults_and_loss().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "thousand") {
+            thousand::thousand_connections().await;
+        }
+    });
+}

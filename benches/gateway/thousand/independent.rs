@@ -1,0 +1,92 @@
+//! The independent platform server (benches/independent, Python and aiohttp) as a child
+//! process, so the gateway is also measured against a platform it was not written with.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// benches/independent/qq_discord_server.py as a child process: started, its port parsed
+/// from its one line of stdout, stopped with SIGTERM when dropped.
+pub(super) struct Independent {
+    pub(super) child: Child,
+    pub(super) port: u16,
+    http: reqwest::Client,
+}
+
+impl Independent {
+    /// The venv python from `scripts/bench-deps` (its last line of stdout).
+    pub(super) fn python() -> String {
+        let root = env!("CARGO_MANIFEST_DIR");
+        let out = Command::new(format!("{root}/scripts/bench-deps"))
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("run scripts/bench-deps");
+        assert!(out.status.success(), "scripts/bench-deps failed");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .last()
+            .expect("scripts/bench-deps printed no python path")
+            .trim()
+            .to_owned()
+    }
+
+    pub(super) fn start(python: &str, interval: Duration, log: &Path) -> Self {
+        use std::io::BufRead;
+        let root = env!("CARGO_MANIFEST_DIR");
+        let mut child = Command::new(python)
+            .arg(format!("{root}/benches/independent/qq_discord_server.py"))
+            .args(["--port", "0", "--heartbeat-interval-ms"])
+            .arg(interval.as_millis().to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("start the independent server");
+        let mut line = String::new();
+        let _ = std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line);
+        let port = line
+            .trim()
+            .strip_prefix("listening http://127.0.0.1:")
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| {
+                panic!(
+                    "independent server said {line:?}; its stderr is in {}",
+                    log.display()
+                )
+            });
+        Self {
+            child,
+            port,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    pub(super) async fn stats(&self) -> serde_json::Value {
+        let url = format!("http://127.0.0.1:{}/_independent/stats", self.port);
+        self.http
+            .get(url)
+            .send()
+            .await
+            .expect("GET /_independent/stats")
+            .json()
+            .await
+            .expect("stats are JSON")
+    }
+}
+
+impl Drop for Independent {
+    fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = kill(pid, Signal::SIGTERM);
+        let end = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < end {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
