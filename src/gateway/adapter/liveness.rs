@@ -316,21 +316,20 @@ mod tests {
         None
     }
 
+    /// The peer of a healthy connection: every heartbeat acked and every ping answered at once.
+    fn answer_promptly(l: &mut Liveness, a: Action, now: Instant) {
+        match a {
+            Action::SendHeartbeat => l.on_ack(now),
+            Action::SendPing => l.on_pong(now),
+            Action::Dead(_) => {}
+        }
+    }
+
     #[test]
     fn a_healthy_connection_lives() {
         let t0 = Instant::now();
         let mut l = Liveness::new(t0, I, A, 0.5, true, true);
-        let r = drive(
-            &mut l,
-            t0,
-            t0 + I * 20,
-            |l, a, now| match a {
-                Action::SendHeartbeat => l.on_ack(now),
-                Action::SendPing => l.on_pong(now),
-                Action::Dead(_) => {}
-            },
-            |_, _| {},
-        );
+        let r = drive(&mut l, t0, t0 + I * 20, answer_promptly, |_, _| {});
         assert_eq!(r, None);
     }
 
@@ -347,11 +346,7 @@ mod tests {
                     t0 + I * 10,
                     |l, a, now| {
                         if now < fault {
-                            match a {
-                                Action::SendHeartbeat => l.on_ack(now),
-                                Action::SendPing => l.on_pong(now),
-                                Action::Dead(_) => {}
-                            }
+                            answer_promptly(l, a, now)
                         }
                     },
                     |_, _| {},
@@ -375,11 +370,7 @@ mod tests {
             t0 + I * 10,
             |l, a, now| {
                 if now < fault {
-                    match a {
-                        Action::SendHeartbeat => l.on_ack(now),
-                        Action::SendPing => l.on_pong(now),
-                        Action::Dead(_) => {}
-                    }
+                    answer_promptly(l, a, now)
                 }
             },
             // Dispatches keep arriving every 100 ms.
