@@ -82,6 +82,15 @@ fn wait_for_replacement(
     })
 }
 
+/// Wait (up to 15 s) until STATUS= says the profile's one adapter is ready.
+fn wait_until_ready(m: &Manager, unit: &str, what: &str) {
+    wait_for(Duration::from_secs(15), what, || {
+        m.prop(unit, "StatusText")
+            .contains("1/1 adapters ready")
+            .then_some(())
+    });
+}
+
 /// Wait (up to 5 s) until process `pid` has exited: a gateway systemd replaced must not linger.
 fn wait_until_gone(pid: u32, what: &str) {
     wait_for(Duration::from_secs(5), what, || {
@@ -343,15 +352,7 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
         .install_args(&["--watchdog-sec", "4"])
         .run();
     let (m, u, home, pid) = (&t.m, &t.profile.unit, &t.profile.home, t.pid);
-    wait_for(
-        Duration::from_secs(15),
-        "StatusText 1/1 adapters ready",
-        || {
-            m.prop(u, "StatusText")
-                .contains("1/1 adapters ready")
-                .then_some(())
-        },
-    );
+    wait_until_ready(m, u, "StatusText 1/1 adapters ready");
     let ticks = home.join("ticks");
     let mut counter = LineCounter::new(ticks.clone());
     wait_for(Duration::from_secs(10), "the first cron ticks", || {
@@ -417,14 +418,10 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
 
     mock.clear_fault();
     let recovered = Instant::now();
-    wait_for(
-        Duration::from_secs(15),
+    wait_until_ready(
+        m,
+        u,
         "the adapter to come back (StatusText 1/1 adapters ready)",
-        || {
-            m.prop(u, "StatusText")
-                .contains("1/1 adapters ready")
-                .then_some(())
-        },
     );
     println!(
         "gscron: adapter back {:?} after the platform",
