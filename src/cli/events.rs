@@ -116,6 +116,18 @@ mod tests {
     use crate::gateway::spool::tests::{event, small, temp_dir};
     use crate::gateway::spool::{Event, Spool, ROTATED_NAME};
 
+    /// `events` without `--follow`, into a string.
+    async fn list_once(dir: &Path, since: Option<&str>, json: bool) -> Result<String, SpoolError> {
+        let mut out = Vec::new();
+        let listing = Listing {
+            since,
+            follow: false,
+            json,
+        };
+        events_command(dir, listing, &mut out).await?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
     #[tokio::test]
     async fn events_prints_text_or_stored_json() {
         let dir = temp_dir("print");
@@ -123,51 +135,15 @@ mod tests {
         spool.append(&event("a")).await.unwrap();
         spool.append(&event("b")).await.unwrap();
 
-        let mut out = Vec::new();
-        events_command(
-            &dir,
-            Listing {
-                since: Some("a"),
-                follow: false,
-                json: false,
-            },
-            &mut out,
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            list_once(&dir, Some("a"), false).await.unwrap(),
             "2024-05-01T09:00:00.123Z qq MESSAGE_CREATE b {\"content\":\"hello b\",\"n\":[1,2]}\n"
         );
-
-        let mut out = Vec::new();
-        events_command(
-            &dir,
-            Listing {
-                since: None,
-                follow: false,
-                json: true,
-            },
-            &mut out,
-        )
-        .await
-        .unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            list_once(&dir, None, true).await.unwrap(),
             fs::read_to_string(spool.path()).unwrap()
         );
-
-        let mut out = Vec::new();
-        let err = events_command(
-            &dir,
-            Listing {
-                since: Some("nope"),
-                follow: false,
-                json: true,
-            },
-            &mut out,
-        )
-        .await;
+        let err = list_once(&dir, Some("nope"), true).await;
         assert!(matches!(err, Err(SpoolError::UnknownSince(_))));
 
         struct Closed;
