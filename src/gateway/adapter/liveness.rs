@@ -324,6 +324,15 @@ mod tests {
         }
     }
 
+    /// The peer of a connection that goes half-open at `fault`: prompt until then, silent after.
+    fn answer_until(fault: Instant) -> impl FnMut(&mut Liveness, Action, Instant) {
+        move |l, a, now| {
+            if now < fault {
+                answer_promptly(l, a, now)
+            }
+        }
+    }
+
     #[test]
     fn a_healthy_connection_lives() {
         let t0 = Instant::now();
@@ -339,18 +348,8 @@ mod tests {
                 let t0 = Instant::now();
                 let mut l = Liveness::new(t0, I, A, jitter, true, true);
                 let fault = t0 + I * 3 + I.mul_f64(fault_at);
-                let (z, at) = drive(
-                    &mut l,
-                    t0,
-                    t0 + I * 10,
-                    |l, a, now| {
-                        if now < fault {
-                            answer_promptly(l, a, now)
-                        }
-                    },
-                    |_, _| {},
-                )
-                .unwrap();
+                let (z, at) =
+                    drive(&mut l, t0, t0 + I * 10, answer_until(fault), |_, _| {}).unwrap();
                 assert_eq!(z, Zombie::HalfOpen);
                 let latency = at - fault;
                 assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
@@ -367,11 +366,7 @@ mod tests {
             &mut l,
             t0,
             t0 + I * 10,
-            |l, a, now| {
-                if now < fault {
-                    answer_promptly(l, a, now)
-                }
-            },
+            answer_until(fault),
             // Dispatches keep arriving every 100 ms.
             |l, now| {
                 if (now - t0).as_millis() % 100 == 0 {
