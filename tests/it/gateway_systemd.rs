@@ -507,17 +507,20 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
     let spooled = spool.count() - base_lines;
     let heartbeats = after.heartbeats - before.heartbeats;
     let on_schedule = (elapsed.as_secs_f64() / interval.as_secs_f64()).floor() as u64;
-    println!(
-        "gsflood: {spooled} events spooled in {elapsed:?} (emitting took {emitted:?}, \
-         gateway {behind} events behind when it ended); heartbeats {heartbeats} (schedule: {on_schedule}); VmHWM {peak_hwm} KiB ({:.1} MiB); \
-         identifies {} -> {}, resumes {} -> {}, connections {} -> {}",
-        peak_hwm as f64 / 1024.0,
+    let sessions = format!(
+        "identifies {} -> {}, resumes {} -> {}, connections {} -> {}",
         before.identifies,
         after.identifies,
         before.resumes,
         after.resumes,
         before.connections,
         after.connections,
+    );
+    println!(
+        "gsflood: {spooled} events spooled in {elapsed:?} (emitting took {emitted:?}, \
+         gateway {behind} events behind when it ended); heartbeats {heartbeats} (schedule: {on_schedule}); VmHWM {peak_hwm} KiB ({:.1} MiB); \
+         {sessions}",
+        peak_hwm as f64 / 1024.0,
     );
 
     // Every criterion is checked, and all failures are reported together.
@@ -548,14 +551,7 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
         != (before.identifies, before.resumes, before.connections)
     {
         failures.push(format!(
-            "the gateway reconnected during the flood: identifies {} -> {}, resumes {} -> {}, \
-             connections {} -> {}; its log:\n{}",
-            before.identifies,
-            after.identifies,
-            before.resumes,
-            after.resumes,
-            before.connections,
-            after.connections,
+            "the gateway reconnected during the flood: {sessions}; its log:\n{}",
             adapter_log_lines(log)
         ));
     }
