@@ -285,14 +285,9 @@ pub(crate) fn plan_set(
     observed: &Observed,
     restart: bool,
 ) -> Result<Plan, PlanError> {
-    require_installed(profile, observed)?;
-    let mut plan = Plan::new(observed.unit_name.clone());
-    let mut dropin = current_dropin(observed)?;
-    merge(&mut dropin, settings);
-    plan_dropin(&mut plan, observed, &dropin)?;
-    plan_cleanup(&mut plan, observed);
-    plan_apply_changes(&mut plan, observed, restart);
-    Ok(plan)
+    plan_dropin_edit(profile, observed, restart, |_, dropin| {
+        merge(dropin, settings)
+    })
 }
 
 /// `unset`: drop keys (environment names or directive names) from our drop-in.
@@ -302,18 +297,31 @@ pub(crate) fn plan_unset(
     observed: &Observed,
     restart: bool,
 ) -> Result<Plan, PlanError> {
+    plan_dropin_edit(profile, observed, restart, |plan, dropin| {
+        for key in keys {
+            let removed = match Directive::from_name(key) {
+                Some(d) => dropin.directives.remove(&d).is_some(),
+                None => dropin.env.remove(key).is_some(),
+            };
+            if !removed {
+                plan.note(format!("{key} was not set"));
+            }
+        }
+    })
+}
+
+/// What `set` and `unset` share around their one edit of our drop-in: only an installed unit
+/// has one to edit, and the edit is written, cleaned up after and applied the same way.
+fn plan_dropin_edit(
+    profile: &str,
+    observed: &Observed,
+    restart: bool,
+    edit: impl FnOnce(&mut Plan, &mut DropIn),
+) -> Result<Plan, PlanError> {
     require_installed(profile, observed)?;
     let mut plan = Plan::new(observed.unit_name.clone());
     let mut dropin = current_dropin(observed)?;
-    for key in keys {
-        let removed = match Directive::from_name(key) {
-            Some(d) => dropin.directives.remove(&d).is_some(),
-            None => dropin.env.remove(key).is_some(),
-        };
-        if !removed {
-            plan.note(format!("{key} was not set"));
-        }
-    }
+    edit(&mut plan, &mut dropin);
     plan_dropin(&mut plan, observed, &dropin)?;
     plan_cleanup(&mut plan, observed);
     plan_apply_changes(&mut plan, observed, restart);

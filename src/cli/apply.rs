@@ -8,9 +8,11 @@ use super::report::{self, Output};
 use crate::edit_lock::{self, EditLock};
 use crate::effects;
 use crate::exit_code;
+use crate::install::PlanError;
 use crate::linger::Linger;
-use crate::observed;
+use crate::observed::{self, Observed, Siblings};
 use crate::plan::Plan;
+use crate::profile::Profile;
 use crate::scope::Scope;
 use crate::systemd::Systemd;
 
@@ -66,6 +68,22 @@ pub(super) async fn carry_out(
     };
     report::plan(plan, scope, outcome, out, linger);
     Ok(exit_code::OK)
+}
+
+/// The rest of `uninstall`, `set` and `unset` once their arguments are checked: they differ
+/// only in the plan they make of the unit as it is, and in the word that reports a change.
+pub(super) async fn edit_unit(
+    profile: &Profile,
+    scope: Scope,
+    out: Output,
+    changed: &str,
+    plan: impl FnOnce(&Observed) -> Result<Plan, PlanError>,
+) -> Result<u8, CliError> {
+    let _lock = edit_lock(scope, out.dry_run).await?;
+    let systemd = connect(scope, out.dry_run).await?;
+    let observed = observed::observe(profile, scope, systemd.as_ref(), Siblings::Skip).await?;
+    let plan = plan(&observed)?;
+    carry_out(&plan, systemd.as_ref(), scope, changed, out, None).await
 }
 
 /// Only a user unit depends on lingering: without it, the unit stops when its owner logs out.

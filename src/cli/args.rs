@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+use super::report::Output;
 use crate::scope::Scope;
 
 #[derive(Parser, Debug)]
@@ -127,29 +128,21 @@ pub(super) struct InstallArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct UninstallArgs {
-    #[arg(long)]
-    pub(super) profile: String,
     #[command(flatten)]
-    pub(super) scope: ScopeArgs,
-    #[arg(long)]
-    pub(super) dry_run: bool,
-    #[arg(long)]
-    pub(super) json: bool,
+    pub(super) unit: UnitArgs,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
 }
 
 #[derive(Args, Debug)]
 pub(super) struct SetArgs {
-    #[arg(long)]
-    pub(super) profile: String,
     #[command(flatten)]
-    pub(super) scope: ScopeArgs,
+    pub(super) unit: UnitArgs,
     /// Do not restart a running unit.
     #[arg(long)]
     pub(super) no_restart: bool,
-    #[arg(long)]
-    pub(super) dry_run: bool,
-    #[arg(long)]
-    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
     /// KEY=VALUE pairs: environment variables, or WatchdogSec / RestartSec.
     #[arg(required = true, value_name = "KEY=VALUE")]
     pub(super) pairs: Vec<String>,
@@ -157,26 +150,43 @@ pub(super) struct SetArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct UnsetArgs {
-    #[arg(long)]
-    pub(super) profile: String,
     #[command(flatten)]
-    pub(super) scope: ScopeArgs,
+    pub(super) unit: UnitArgs,
     #[arg(long)]
     pub(super) no_restart: bool,
-    #[arg(long)]
-    pub(super) dry_run: bool,
-    #[arg(long)]
-    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) output: OutputArgs,
     #[arg(required = true, value_name = "KEY")]
     pub(super) keys: Vec<String>,
 }
 
+/// The unit a command acts on: `start`, `stop` and `restart` take only this, and the
+/// commands that edit an installed unit start with it.
 #[derive(Args, Debug)]
 pub(super) struct UnitArgs {
     #[arg(long)]
     pub(super) profile: String,
     #[command(flatten)]
     pub(super) scope: ScopeArgs,
+}
+
+/// `--dry-run` and `--json` as `uninstall`, `set` and `unset` take them (no help text, unlike
+/// `install`'s `--dry-run`, so these stay apart from [`InstallArgs`]).
+#[derive(Args, Debug, Clone, Copy)]
+pub(super) struct OutputArgs {
+    #[arg(long)]
+    pub(super) dry_run: bool,
+    #[arg(long)]
+    pub(super) json: bool,
+}
+
+impl OutputArgs {
+    pub(super) fn output(self) -> Output {
+        Output {
+            dry_run: self.dry_run,
+            json: self.json,
+        }
+    }
 }
 
 #[derive(Args, Debug)]

@@ -17,14 +17,21 @@ pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
     let profile =
         Profile::from_env(parse_profile(&args.profile)?).map_err(|e| usage(e.to_string()))?;
     let mut out = std::io::stdout();
-    super::runtime()?.block_on(events_command(
-        &profile.inbox_dir(),
-        args.since.as_deref(),
-        args.follow,
-        args.json,
-        &mut out,
-    ))?;
+    let listing = Listing {
+        since: args.since.as_deref(),
+        follow: args.follow,
+        json: args.json,
+    };
+    super::runtime()?.block_on(events_command(&profile.inbox_dir(), listing, &mut out))?;
     Ok(exit_code::OK)
+}
+
+/// Which events `events` prints and how: the flags, apart from the profile they are read from.
+#[derive(Clone, Copy)]
+struct Listing<'a> {
+    since: Option<&'a str>,
+    follow: bool,
+    json: bool,
 }
 
 /// `hermes-svc events`: print the spool, one event per line; with `follow`, keep printing new
@@ -35,12 +42,10 @@ pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
 /// File reads are small and blocking, which is fine on the CLI's own runtime.
 async fn events_command(
     dir: &Path,
-    since: Option<&str>,
-    follow: bool,
-    json: bool,
+    listing: Listing<'_>,
     out: &mut (dyn Write + Send),
 ) -> Result<(), SpoolError> {
-    match events_inner(dir, since, follow, json, out).await {
+    match events_inner(dir, listing, out).await {
         Err(SpoolError::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
         other => other,
     }
@@ -48,11 +53,14 @@ async fn events_command(
 
 async fn events_inner(
     dir: &Path,
-    since: Option<&str>,
-    follow: bool,
-    json: bool,
+    listing: Listing<'_>,
     out: &mut (dyn Write + Send),
 ) -> Result<(), SpoolError> {
+    let Listing {
+        since,
+        follow,
+        json,
+    } = listing;
     let (mut records, mut current) = read_records(dir)?;
     if !follow {
         if let Some(current) = current.as_mut() {
@@ -108,6 +116,18 @@ mod tests {
     use crate::gateway::spool::tests::{event, small, temp_dir};
     use crate::gateway::spool::{Event, Spool, ROTATED_NAME};
 
+    /// `events` without `--follow`, into a string.
+    async fn list_once(dir: &Path, since: Option<&str>, json: bool) -> Result<String, SpoolError> {
+        let mut out = Vec::new();
+        let listing = Listing {
+            since,
+            follow: false,
+            json,
+        };
+        events_command(dir, listing, &mut out).await?;
+        Ok(String::from_utf8(out).unwrap())
+    }
+
     #[tokio::test]
     async fn events_prints_text_or_stored_json() {
         let dir = temp_dir("print");
@@ -115,26 +135,15 @@ mod tests {
         spool.append(&event("a")).await.unwrap();
         spool.append(&event("b")).await.unwrap();
 
-        let mut out = Vec::new();
-        events_command(&dir, Some("a"), false, false, &mut out)
-            .await
-            .unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            list_once(&dir, Some("a"), false).await.unwrap(),
             "2024-05-01T09:00:00.123Z qq MESSAGE_CREATE b {\"content\":\"hello b\",\"n\":[1,2]}\n"
         );
-
-        let mut out = Vec::new();
-        events_command(&dir, None, false, true, &mut out)
-            .await
-            .unwrap();
         assert_eq!(
-            String::from_utf8(out).unwrap(),
+            list_once(&dir, None, true).await.unwrap(),
             fs::read_to_string(spool.path()).unwrap()
         );
-
-        let mut out = Vec::new();
-        let err = events_command(&dir, Some("nope"), false, true, &mut out).await;
+        let err = list_once(&dir, Some("nope"), true).await;
         assert!(matches!(err, Err(SpoolError::UnknownSince(_))));
 
         struct Closed;
@@ -146,9 +155,17 @@ mod tests {
                 Ok(())
             }
         }
-        events_command(&dir, None, false, false, &mut Closed)
-            .await
-            .unwrap();
+        events_command(
+            &dir,
+            Listing {
+                since: None,
+                follow: false,
+                json: false,
+            },
+            &mut Closed,
+        )
+        .await
+        .unwrap();
         let _ = fs::remove_dir_all(dir);
     }
 
@@ -186,7 +203,18 @@ mod tests {
         let out = Shared::default();
         let follower = tokio::spawn({
             let (dir, mut out) = (dir.clone(), out.clone());
-            async move { events_command(&dir, Some("f000"), true, true, &mut out).await }
+            async move {
+                events_command(
+                    &dir,
+                    Listing {
+                        since: Some("f000"),
+                        follow: true,
+                        json: true,
+                    },
+                    &mut out,
+                )
+                .await
+            }
         });
         let want = |n: usize| (1..n).map(|i| format!("f{i:03}")).collect::<Vec<_>>();
         let wait_for = |n: usize| {

@@ -1,6 +1,6 @@
 //! `install` and `uninstall`: the two commands that create or remove a profile's unit.
 
-use super::apply::{carry_out, connect, edit_lock, linger_for, now};
+use super::apply::{carry_out, connect, edit_lock, edit_unit, linger_for, now};
 use super::args::{InstallArgs, UninstallArgs};
 use super::error::CliError;
 use super::report::Output;
@@ -42,15 +42,14 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
 }
 
 pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
-    let scope = args.scope.scope();
-    let profile = resolve_profile(&args.profile, scope, None)?;
-    let _lock = edit_lock(scope, args.dry_run).await?;
-    let systemd = connect(scope, args.dry_run).await?;
-    let observed = observed::observe(&profile, scope, systemd.as_ref(), Siblings::Skip).await?;
-    let plan = install::plan_uninstall(&observed, now());
-    let out = Output {
-        dry_run: args.dry_run,
-        json: args.json,
-    };
-    carry_out(&plan, systemd.as_ref(), scope, "uninstalled", out, None).await
+    let scope = args.unit.scope.scope();
+    let profile = resolve_profile(&args.unit.profile, scope, None)?;
+    edit_unit(
+        &profile,
+        scope,
+        args.output.output(),
+        "uninstalled",
+        |observed| Ok(install::plan_uninstall(observed, now())),
+    )
+    .await
 }

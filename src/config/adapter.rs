@@ -137,10 +137,11 @@ pub(super) fn adapter(
     }
     let kind = a.kind.get_ref().as_str();
     let missing = |key: &str, example: &str| {
-        ctx.err::<AdapterSpec>(
-            span.clone(),
-            format!("adapter {name:?} (kind {kind}): missing {key}; add {key} = {example}"),
-        )
+        format!("adapter {name:?} (kind {kind}): missing {key}; add {key} = {example}")
+    };
+    let required = |value: &Option<String>, key: &str, example: &str| match value {
+        Some(v) => Ok(v.clone()),
+        None => ctx.err::<String>(span.clone(), missing(key, example)),
     };
     // Keys that belong to other kinds are errors, not silently ignored.
     let present: Vec<(&str, bool)> = vec![
@@ -228,19 +229,12 @@ pub(super) fn adapter(
     };
     let protocol = match kind {
         "qqbot" => Protocol::QqBot {
-            app_id: match &a.app_id {
-                Some(id) => id.clone(),
-                None => return missing("app-id", "\"<your bot's AppID>\""),
-            },
-            secret_env: match &a.secret_env {
-                Some(s) => s.clone(),
-                None => {
-                    return missing(
-                        "secret-env",
-                        "\"QQ_BOT_SECRET\" (a variable in the profile's .env)",
-                    )
-                }
-            },
+            app_id: required(&a.app_id, "app-id", "\"<your bot's AppID>\"")?,
+            secret_env: required(
+                &a.secret_env,
+                "secret-env",
+                "\"QQ_BOT_SECRET\" (a variable in the profile's .env)",
+            )?,
             api_base: opt_url("api-base", &a.api_base, "https://", "http://")?
                 .unwrap_or_else(|| QQ_API_BASE.into()),
             token_url: opt_url("token-url", &a.token_url, "https://", "http://")?
@@ -251,15 +245,11 @@ pub(super) fn adapter(
             ws_ping: a.ws_ping.unwrap_or(false),
         },
         "discord" => Protocol::Discord {
-            token_env: match &a.token_env {
-                Some(s) => s.clone(),
-                None => {
-                    return missing(
-                        "token-env",
-                        "\"DISCORD_BOT_TOKEN\" (a variable in the profile's .env)",
-                    )
-                }
-            },
+            token_env: required(
+                &a.token_env,
+                "token-env",
+                "\"DISCORD_BOT_TOKEN\" (a variable in the profile's .env)",
+            )?,
             api_base: opt_url("api-base", &a.api_base, "https://", "http://")?
                 .unwrap_or_else(|| DISCORD_API_BASE.into()),
             gateway_url: opt_url("gateway-url", &a.gateway_url, "wss://", "ws://")?,
@@ -273,7 +263,7 @@ pub(super) fn adapter(
         _ => Protocol::WebSocket {
             url: match &a.url {
                 Some(u) => ctx.url("url", u, "wss://", "ws://")?,
-                None => return missing("url", "\"wss://example.com/ws\""),
+                None => return ctx.err(span.clone(), missing("url", "\"wss://example.com/ws\"")),
             },
             token_env: a.token_env.clone(),
             ping_interval: ctx.opt_duration(

@@ -5,6 +5,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::harness::{scratch_dir, wait_for, BIN};
+use crate::mock_runtime::{mock_runtime, start_mock};
 
 fn gateway(home: &std::path::Path, profile: &str) -> Command {
     let mut cmd = Command::new(BIN);
@@ -237,16 +238,8 @@ async fn tls_front(
 #[test]
 fn wss_is_verified_against_the_system_trust_store() {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mock = rt
-        .block_on(hermes_svc::mock_platform::MockPlatform::start(
-            hermes_svc::mock_platform::MockConfig::default(),
-        ))
-        .unwrap();
+    let rt = mock_runtime();
+    let mock = start_mock(&rt, hermes_svc::mock_platform::MockConfig::default());
     let certs = scratch_dir("gw-tls-ca");
     let (ca, chain, key) = private_ca(certs.path());
     let port = rt.block_on(tls_front(&chain, &key, mock.addr()));

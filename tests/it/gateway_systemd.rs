@@ -8,6 +8,7 @@
 //! start with `gs` so they never collide with units of other tests, which share the cgroup
 //! tree, and every test has its own `HERMES_LOCK_DIR`.
 
+use std::collections::HashMap;
 use std::fs;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -16,24 +17,11 @@ use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{stderr, stdout, wait_for};
+use crate::harness::{stderr, stdout, wait_for, Manager};
 use crate::line_counter::LineCounter;
+use crate::mock_runtime::{mock_runtime, start_mock};
 use crate::profile_builder::ProfileTest;
 use crate::unit_props::{brief, get, is_running, main_pid, n_restarts};
-
-/// The runtime the mock platform lives on; it must outlive the test's use of the mock.
-fn mock_runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn start_mock(rt: &tokio::runtime::Runtime, config: MockConfig) -> MockPlatform {
-    rt.block_on(MockPlatform::start(config))
-        .expect("mock platform starts")
-}
 
 /// A discord adapter against the mock, with short backoff so recovery is quick.
 fn discord_adapter(mock: &MockPlatform, name: &str, token_env: &str) -> String {
@@ -78,6 +66,38 @@ fn process_exists(pid: u32) -> bool {
     Path::new(&format!("/proc/{pid}")).exists()
 }
 
+/// Wait (up to 15 s) until systemd runs `unit` as a process other than `first`, in a state
+/// `settled` accepts: the watchdog tests' "restarted" is a new main pid, not a state alone.
+fn wait_for_replacement(
+    m: &Manager,
+    unit: &str,
+    first: u32,
+    what: &str,
+    settled: impl Fn(&HashMap<String, String>) -> bool,
+) -> (u32, HashMap<String, String>) {
+    wait_for(Duration::from_secs(15), what, || {
+        let p = m.show(unit);
+        let pid = main_pid(&p);
+        (settled(&p) && pid != 0 && pid != first).then_some((pid, p))
+    })
+}
+
+/// Wait (up to 15 s) until STATUS= says the profile's one adapter is ready.
+fn wait_until_ready(m: &Manager, unit: &str, what: &str) {
+    wait_for(Duration::from_secs(15), what, || {
+        m.prop(unit, "StatusText")
+            .contains("1/1 adapters ready")
+            .then_some(())
+    });
+}
+
+/// Wait (up to 5 s) until process `pid` has exited: a gateway systemd replaced must not linger.
+fn wait_until_gone(pid: u32, what: &str) {
+    wait_for(Duration::from_secs(5), what, || {
+        (!process_exists(pid)).then_some(())
+    });
+}
+
 /// Peak resident set size (`VmHWM`) of a process, in KiB.
 fn vm_hwm_kib(pid: u32) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -106,14 +126,12 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
 
     let stopped_at = Instant::now();
     kill(Pid::from_raw(first as i32), Signal::SIGSTOP).unwrap();
-    let (second, props) = wait_for(
-        Duration::from_secs(15),
+    let (second, props) = wait_for_replacement(
+        m,
+        u,
+        first,
         "the frozen gateway to be replaced by a new, active one",
-        || {
-            let p = m.show(u);
-            let pid = main_pid(&p);
-            (is_running(&p) && pid != 0 && pid != first).then_some((pid, p))
-        },
+        is_running,
     );
     let elapsed = stopped_at.elapsed();
     println!("gsfrozen: SIGSTOP {first} -> active again as {second} after {elapsed:?}");
@@ -125,11 +143,7 @@ fn a_frozen_gateway_is_killed_by_the_watchdog_and_restarted() {
         brief(&props)
     );
     assert!(n_restarts(&props) >= 1, "{}", brief(&props));
-    wait_for(
-        Duration::from_secs(5),
-        "the frozen process to be gone",
-        || (!process_exists(first)).then_some(()),
-    );
+    wait_until_gone(first, "the frozen process to be gone");
     let text = read_log(log);
     assert!(
         text.matches("gateway ready").count() >= 2,
@@ -191,15 +205,10 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
         stale_at - installed_at
     );
 
-    let (second, props) = wait_for(
-        Duration::from_secs(15),
-        "systemd to restart the wedged gateway",
-        || {
-            let p = m.show(u);
-            let pid = main_pid(&p);
-            (n_restarts(&p) >= 1 && pid != 0 && pid != first).then_some((pid, p))
-        },
-    );
+    let (second, props) =
+        wait_for_replacement(m, u, first, "systemd to restart the wedged gateway", |p| {
+            n_restarts(p) >= 1
+        });
     let restart_after = stale_at.elapsed();
     println!(
         "gswedge: restarted as {second} {restart_after:?} after the stale status; {}",
@@ -212,11 +221,7 @@ fn a_wedged_adapter_is_reported_stale_and_the_watchdog_restarts_the_gateway() {
         "restart came {restart_after:?} after the stale status; {}",
         brief(&props)
     );
-    wait_for(
-        Duration::from_secs(5),
-        "the wedged process to be gone",
-        || (!process_exists(first)).then_some(()),
-    );
+    wait_until_gone(first, "the wedged process to be gone");
     let text = read_log(log);
     assert!(
         text.contains("test fault: wedged"),
@@ -347,15 +352,7 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
         .install_args(&["--watchdog-sec", "4"])
         .run();
     let (m, u, home, pid) = (&t.m, &t.profile.unit, &t.profile.home, t.pid);
-    wait_for(
-        Duration::from_secs(15),
-        "StatusText 1/1 adapters ready",
-        || {
-            m.prop(u, "StatusText")
-                .contains("1/1 adapters ready")
-                .then_some(())
-        },
-    );
+    wait_until_ready(m, u, "StatusText 1/1 adapters ready");
     let ticks = home.join("ticks");
     let mut counter = LineCounter::new(ticks.clone());
     wait_for(Duration::from_secs(10), "the first cron ticks", || {
@@ -421,14 +418,10 @@ fn cron_keeps_ticking_and_nothing_restarts_through_a_30s_adapter_outage() {
 
     mock.clear_fault();
     let recovered = Instant::now();
-    wait_for(
-        Duration::from_secs(15),
+    wait_until_ready(
+        m,
+        u,
         "the adapter to come back (StatusText 1/1 adapters ready)",
-        || {
-            m.prop(u, "StatusText")
-                .contains("1/1 adapters ready")
-                .then_some(())
-        },
     );
     println!(
         "gscron: adapter back {:?} after the platform",
@@ -514,17 +507,20 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
     let spooled = spool.count() - base_lines;
     let heartbeats = after.heartbeats - before.heartbeats;
     let on_schedule = (elapsed.as_secs_f64() / interval.as_secs_f64()).floor() as u64;
-    println!(
-        "gsflood: {spooled} events spooled in {elapsed:?} (emitting took {emitted:?}, \
-         gateway {behind} events behind when it ended); heartbeats {heartbeats} (schedule: {on_schedule}); VmHWM {peak_hwm} KiB ({:.1} MiB); \
-         identifies {} -> {}, resumes {} -> {}, connections {} -> {}",
-        peak_hwm as f64 / 1024.0,
+    let sessions = format!(
+        "identifies {} -> {}, resumes {} -> {}, connections {} -> {}",
         before.identifies,
         after.identifies,
         before.resumes,
         after.resumes,
         before.connections,
         after.connections,
+    );
+    println!(
+        "gsflood: {spooled} events spooled in {elapsed:?} (emitting took {emitted:?}, \
+         gateway {behind} events behind when it ended); heartbeats {heartbeats} (schedule: {on_schedule}); VmHWM {peak_hwm} KiB ({:.1} MiB); \
+         {sessions}",
+        peak_hwm as f64 / 1024.0,
     );
 
     // Every criterion is checked, and all failures are reported together.
@@ -555,14 +551,7 @@ fn a_flood_of_100k_dispatches_is_spooled_without_reconnects_or_memory_blowup() {
         != (before.identifies, before.resumes, before.connections)
     {
         failures.push(format!(
-            "the gateway reconnected during the flood: identifies {} -> {}, resumes {} -> {}, \
-             connections {} -> {}; its log:\n{}",
-            before.identifies,
-            after.identifies,
-            before.resumes,
-            after.resumes,
-            before.connections,
-            after.connections,
+            "the gateway reconnected during the flood: {sessions}; its log:\n{}",
             adapter_log_lines(log)
         ));
     }

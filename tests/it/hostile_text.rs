@@ -9,9 +9,10 @@
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use hermes_svc::mock_platform::{MockConfig, MockPlatform};
+use hermes_svc::mock_platform::MockConfig;
 
 use crate::harness::{scratch_dir, stderr, stdout, wait_for, Manager, BIN};
+use crate::mock_runtime::{mock_runtime, start_mock};
 
 /// ED (clear the screen), an OSC that sets the window title, a CR that lets the rest of a
 /// line overwrite its start, and a right-to-left override.
@@ -39,14 +40,8 @@ impl Drop for Gateway {
 
 #[test]
 fn escape_sequences_from_a_platform_never_reach_events_text_output_raw() {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mock = rt
-        .block_on(MockPlatform::start(MockConfig::default()))
-        .unwrap();
+    let rt = mock_runtime();
+    let mock = start_mock(&rt, MockConfig::default());
     let home = scratch_dir("ht-events");
     let locks = scratch_dir("ht-events-locks");
     let profile_home = home.path().join("profiles/htevents");

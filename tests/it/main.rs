@@ -15,6 +15,7 @@ mod install;
 mod launchctl;
 mod launchd_plist;
 mod line_counter;
+mod mock_runtime;
 mod odd_text;
 mod platform_rules;
 mod profile_builder;

@@ -4,7 +4,7 @@
 
 use crate::doctor::checks::{flag, rewrite_fix, scope_of, served, unit_finding, Check};
 use crate::doctor::fix::{Action, Planner};
-use crate::doctor::snapshot::Snapshot;
+use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::unit_file::{provenance, Provenance};
 
@@ -19,24 +19,12 @@ pub(super) const RESTART: Check = Check {
 };
 
 fn restart(s: &Snapshot) -> Vec<Finding> {
-    s.units
-        .iter()
-        .filter(|u| served(u).is_some())
-        .filter_map(|u| {
-            let r = u.props.restart.as_deref()?;
-            (r != "always").then(|| {
-                unit_finding(
-                    RESTART.id,
-                    Severity::Warn,
-                    u,
-                    format!(
-                        "Restart={r}, so a gateway that exits asking for a restart stays down."
-                    ),
-                    rewrite_fix(u),
-                )
-            })
+    misdefined(s, RESTART.id, |u| {
+        let r = u.props.restart.as_deref()?;
+        (r != "always").then(|| {
+            format!("Restart={r}, so a gateway that exits asking for a restart stays down.")
         })
-        .collect()
+    })
 }
 
 /// HSV005: without `Type=notify` and a watchdog, a wedged gateway is never restarted.
@@ -47,21 +35,28 @@ pub(super) const WATCHDOG: Check = Check {
 };
 
 fn watchdog(s: &Snapshot) -> Vec<Finding> {
+    misdefined(s, WATCHDOG.id, |u| {
+        let ty = u.props.service_type.as_deref()?;
+        let wd = u.props.watchdog_usec.unwrap_or(0);
+        (ty != "notify" || wd == 0).then(|| {
+            format!("Type={ty} with WatchdogSec={}s, so systemd cannot tell a wedged gateway from a healthy one.", wd / 1_000_000)
+        })
+    })
+}
+
+/// HSV004 and HSV005 alike: a warning, fixed by rewriting the unit, for each unit that serves
+/// a profile and whose definition `wrong` explains is wrong.
+fn misdefined(
+    s: &Snapshot,
+    id: &'static str,
+    wrong: impl Fn(&UnitSnap) -> Option<String>,
+) -> Vec<Finding> {
     s.units
         .iter()
         .filter(|u| served(u).is_some())
         .filter_map(|u| {
-            let ty = u.props.service_type.as_deref()?;
-            let wd = u.props.watchdog_usec.unwrap_or(0);
-            (ty != "notify" || wd == 0).then(|| {
-                unit_finding(
-                    WATCHDOG.id,
-                    Severity::Warn,
-                    u,
-                    format!("Type={ty} with WatchdogSec={}s, so systemd cannot tell a wedged gateway from a healthy one.", wd / 1_000_000),
-                    rewrite_fix(u),
-                )
-            })
+            let message = wrong(u)?;
+            Some(unit_finding(id, Severity::Warn, u, message, rewrite_fix(u)))
         })
         .collect()
 }

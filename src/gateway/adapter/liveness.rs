@@ -70,28 +70,102 @@ impl Probe {
     }
 }
 
+/// One kind of probe, heartbeat or WS ping: both follow the same rules, each on its own clock
+/// and with its own count of misses.
+#[derive(Debug)]
+struct Prober {
+    /// Whether this kind is sent at all.
+    on: bool,
+    every: Duration,
+    next: Instant,
+    outstanding: Option<Probe>,
+    /// Probes of this kind missed in a row while frames still arrived.
+    missed: u32,
+}
+
+impl Prober {
+    fn new(on: bool, every: Duration, first: Instant) -> Self {
+        Self {
+            on,
+            every,
+            next: first,
+            outstanding: None,
+            missed: 0,
+        }
+    }
+
+    fn answered(&mut self) {
+        self.outstanding = None;
+        self.missed = 0;
+    }
+
+    /// When this kind next needs `poll`: its next send (if sent at all) or its probe's due time.
+    fn next_wakeup(&self) -> Option<Instant> {
+        let send = self.on.then_some(self.next);
+        let due = self.outstanding.map(|p| p.due());
+        send.into_iter().chain(due).min()
+    }
+
+    /// Retire a probe past its deadline, counting the miss.
+    fn expire(&mut self, now: Instant) -> Option<Zombie> {
+        let p = self.outstanding?;
+        if now < p.due() {
+            return None;
+        }
+        self.outstanding = None;
+        if !p.inbound_since {
+            return Some(Zombie::HalfOpen);
+        }
+        self.missed += 1;
+        (self.missed >= 2).then_some(Zombie::WritePathDead)
+    }
+
+    /// If a probe of this kind is due, send it (`send`), or say the connection is dead if the
+    /// previous one, still unanswered, was its second miss.
+    fn send_if_due(&mut self, now: Instant, ack: Duration, send: Action) -> Option<Action> {
+        if !self.on || now < self.next {
+            return None;
+        }
+        Some(self.send(now, ack).unwrap_or(send))
+    }
+
+    /// Retire the previous probe if still unanswered (it is missed at the next tick at the
+    /// latest, whatever its deadline), schedule the next, and arm a new probe. Returns the
+    /// verdict if retiring the old probe killed the connection.
+    fn send(&mut self, now: Instant, ack: Duration) -> Option<Action> {
+        if let Some(p) = self.outstanding.as_mut() {
+            p.deadline = now;
+            p.late = now;
+            if let Some(dead) = self.expire(now) {
+                return Some(Action::Dead(dead));
+            }
+        }
+        self.next += self.every;
+        if self.next <= now {
+            self.next = now + self.every;
+        }
+        self.outstanding = Some(Probe {
+            deadline: now + ack,
+            late: now + self.every,
+            inbound_since: false,
+        });
+        None
+    }
+}
+
 #[derive(Debug)]
 pub(crate) struct Liveness {
     interval: Duration,
-    /// WS pings go out with every second heartbeat (every interval without heartbeats): the
-    /// heartbeat already probes the link each interval, the ping adds an independent check of
-    /// the WebSocket layer at half the cost.
-    ping_every: Duration,
     ack_timeout: Duration,
     idle_timeout: Duration,
-    next_heartbeat: Instant,
-    next_ping: Instant,
-    heartbeat: Option<Probe>,
-    ping: Option<Probe>,
-    missed_acks: u32,
-    missed_pongs: u32,
+    /// Sent only by a platform with an app-level ping (a plain WebSocket has only WS pings).
+    heartbeat: Prober,
+    /// Sent with every second heartbeat (every interval without heartbeats): the heartbeat
+    /// already probes the link each interval, the ping adds an independent check of the
+    /// WebSocket layer at half the cost. Off for a platform that may not answer them: an
+    /// unanswered ping must never tear down a healthy session.
+    ping: Prober,
     last_inbound: Instant,
-    /// Whether heartbeats are sent at all (a plain WebSocket without an app-level ping has
-    /// only WS pings).
-    heartbeats: bool,
-    /// Whether WS pings are sent at all (off for a platform that may not answer them: an
-    /// unanswered ping must never tear down a healthy session).
-    pings: bool,
 }
 
 /// The ACK deadline when none is configured: a fifth of the interval, between 100 ms and 10 s.
@@ -113,20 +187,14 @@ impl Liveness {
         pings: bool,
     ) -> Self {
         let first = now + interval.mul_f64(jitter.clamp(0.0, 1.0));
+        let ping_every = if heartbeats { interval * 2 } else { interval };
         Self {
             interval,
             ack_timeout,
             idle_timeout: interval + ack_timeout * 2,
-            next_heartbeat: first,
-            next_ping: first,
-            ping_every: if heartbeats { interval * 2 } else { interval },
-            heartbeat: None,
-            ping: None,
-            missed_acks: 0,
-            missed_pongs: 0,
+            heartbeat: Prober::new(heartbeats, interval, first),
+            ping: Prober::new(pings || !heartbeats, ping_every, first),
             last_inbound: now,
-            heartbeats,
-            pings: pings || !heartbeats,
         }
     }
 
@@ -145,54 +213,54 @@ impl Liveness {
 
     /// When `poll` next has something to do.
     pub(crate) fn next_wakeup(&self) -> Instant {
-        let mut t = self.last_inbound + self.idle_timeout;
-        if self.heartbeats {
-            t = t.min(self.next_heartbeat);
-        }
-        if self.pings {
-            t = t.min(self.next_ping);
-        }
-        for p in [self.heartbeat, self.ping].into_iter().flatten() {
-            t = t.min(p.due());
-        }
-        t
+        [self.heartbeat.next_wakeup(), self.ping.next_wakeup()]
+            .into_iter()
+            .flatten()
+            .fold(self.last_inbound + self.idle_timeout, Instant::min)
+    }
+
+    fn probes(&self) -> impl Iterator<Item = Probe> {
+        [self.heartbeat.outstanding, self.ping.outstanding]
+            .into_iter()
+            .flatten()
+    }
+
+    fn probes_mut(&mut self) -> impl Iterator<Item = &mut Probe> {
+        [&mut self.heartbeat.outstanding, &mut self.ping.outstanding]
+            .into_iter()
+            .flatten()
     }
 
     /// Any frame at all (proof the read path works).
     pub(crate) fn on_inbound(&mut self, now: Instant) {
         self.last_inbound = now;
-        for p in [&mut self.heartbeat, &mut self.ping].into_iter().flatten() {
+        for p in self.probes_mut() {
             p.inbound_since = true;
         }
     }
 
     pub(crate) fn on_ack(&mut self, now: Instant) {
         self.on_inbound(now);
-        self.heartbeat = None;
-        self.missed_acks = 0;
+        self.heartbeat.answered();
     }
 
     pub(crate) fn on_pong(&mut self, now: Instant) {
         self.on_inbound(now);
-        self.ping = None;
-        self.missed_pongs = 0;
+        self.ping.answered();
     }
 
     /// Is a probe past its deadline while frames have been arriving since it went out? Then
     /// its answer may simply be queued behind those frames, unread: the caller should drain
     /// what is readable before `poll` counts the miss.
     pub(crate) fn overdue_with_traffic(&self, now: Instant) -> bool {
-        [self.heartbeat, self.ping]
-            .into_iter()
-            .flatten()
-            .any(|p| p.inbound_since && now >= p.due())
+        self.probes().any(|p| p.inbound_since && now >= p.due())
     }
 
     /// The reader could not catch up with a flood within its budget: give the overdue probes
     /// another ACK timeout rather than blame the write path for a backlog on the read side.
     pub(crate) fn defer_overdue(&mut self, now: Instant) {
         let ack = self.ack_timeout;
-        for p in [&mut self.heartbeat, &mut self.ping].into_iter().flatten() {
+        for p in self.probes_mut() {
             if p.inbound_since && now >= p.due() {
                 p.late = now + ack;
             }
@@ -204,86 +272,17 @@ impl Liveness {
         if now >= self.last_inbound + self.idle_timeout {
             return Some(Action::Dead(Zombie::Idle));
         }
-        if let Some(dead) = expire(&mut self.heartbeat, &mut self.missed_acks, now) {
+        if let Some(dead) = self.heartbeat.expire(now) {
             return Some(Action::Dead(dead));
         }
-        if let Some(dead) = expire(&mut self.ping, &mut self.missed_pongs, now) {
+        if let Some(dead) = self.ping.expire(now) {
             return Some(Action::Dead(dead));
         }
-        if self.heartbeats && now >= self.next_heartbeat {
-            let (every, ack) = (self.interval, self.ack_timeout);
-            return Some(
-                send_probe(
-                    &mut self.heartbeat,
-                    &mut self.missed_acks,
-                    &mut self.next_heartbeat,
-                    every,
-                    ack,
-                    now,
-                )
-                .unwrap_or(Action::SendHeartbeat),
-            );
-        }
-        if self.pings && now >= self.next_ping {
-            let (every, ack) = (self.ping_every, self.ack_timeout);
-            return Some(
-                send_probe(
-                    &mut self.ping,
-                    &mut self.missed_pongs,
-                    &mut self.next_ping,
-                    every,
-                    ack,
-                    now,
-                )
-                .unwrap_or(Action::SendPing),
-            );
-        }
-        None
+        let ack = self.ack_timeout;
+        self.heartbeat
+            .send_if_due(now, ack, Action::SendHeartbeat)
+            .or_else(|| self.ping.send_if_due(now, ack, Action::SendPing))
     }
-}
-
-/// A probe of one kind is due: retire the previous one if still unanswered (it is missed at
-/// the next tick at the latest, whatever its deadline), schedule the next, and arm a new
-/// probe. Returns the verdict if retiring the old probe killed the connection.
-fn send_probe(
-    probe: &mut Option<Probe>,
-    missed: &mut u32,
-    next: &mut Instant,
-    every: Duration,
-    ack: Duration,
-    now: Instant,
-) -> Option<Action> {
-    if let Some(p) = probe.as_mut() {
-        p.deadline = now;
-        p.late = now;
-        if let Some(dead) = expire(probe, missed, now) {
-            return Some(Action::Dead(dead));
-        }
-    }
-    *next += every;
-    if *next <= now {
-        *next = now + every;
-    }
-    *probe = Some(Probe {
-        deadline: now + ack,
-        late: now + every,
-        inbound_since: false,
-    });
-    None
-}
-
-/// Retire a probe past its deadline, counting the miss.
-fn expire(probe: &mut Option<Probe>, missed: &mut u32, now: Instant) -> Option<Zombie> {
-    let p = (*probe)?;
-    if now < p.due() {
-        return None;
-    }
-    *probe = None;
-    if !p.inbound_since {
-        return Some(Zombie::HalfOpen);
-    }
-    *missed += 1;
-    (*missed >= 2).then_some(Zombie::WritePathDead)
 }
 
 #[cfg(test)]
@@ -316,21 +315,29 @@ mod tests {
         None
     }
 
+    /// The peer of a healthy connection: every heartbeat acked and every ping answered at once.
+    fn answer_promptly(l: &mut Liveness, a: Action, now: Instant) {
+        match a {
+            Action::SendHeartbeat => l.on_ack(now),
+            Action::SendPing => l.on_pong(now),
+            Action::Dead(_) => {}
+        }
+    }
+
+    /// The peer of a connection that goes half-open at `fault`: prompt until then, silent after.
+    fn answer_until(fault: Instant) -> impl FnMut(&mut Liveness, Action, Instant) {
+        move |l, a, now| {
+            if now < fault {
+                answer_promptly(l, a, now)
+            }
+        }
+    }
+
     #[test]
     fn a_healthy_connection_lives() {
         let t0 = Instant::now();
         let mut l = Liveness::new(t0, I, A, 0.5, true, true);
-        let r = drive(
-            &mut l,
-            t0,
-            t0 + I * 20,
-            |l, a, now| match a {
-                Action::SendHeartbeat => l.on_ack(now),
-                Action::SendPing => l.on_pong(now),
-                Action::Dead(_) => {}
-            },
-            |_, _| {},
-        );
+        let r = drive(&mut l, t0, t0 + I * 20, answer_promptly, |_, _| {});
         assert_eq!(r, None);
     }
 
@@ -341,22 +348,8 @@ mod tests {
                 let t0 = Instant::now();
                 let mut l = Liveness::new(t0, I, A, jitter, true, true);
                 let fault = t0 + I * 3 + I.mul_f64(fault_at);
-                let (z, at) = drive(
-                    &mut l,
-                    t0,
-                    t0 + I * 10,
-                    |l, a, now| {
-                        if now < fault {
-                            match a {
-                                Action::SendHeartbeat => l.on_ack(now),
-                                Action::SendPing => l.on_pong(now),
-                                Action::Dead(_) => {}
-                            }
-                        }
-                    },
-                    |_, _| {},
-                )
-                .unwrap();
+                let (z, at) =
+                    drive(&mut l, t0, t0 + I * 10, answer_until(fault), |_, _| {}).unwrap();
                 assert_eq!(z, Zombie::HalfOpen);
                 let latency = at - fault;
                 assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
@@ -373,15 +366,7 @@ mod tests {
             &mut l,
             t0,
             t0 + I * 10,
-            |l, a, now| {
-                if now < fault {
-                    match a {
-                        Action::SendHeartbeat => l.on_ack(now),
-                        Action::SendPing => l.on_pong(now),
-                        Action::Dead(_) => {}
-                    }
-                }
-            },
+            answer_until(fault),
             // Dispatches keep arriving every 100 ms.
             |l, now| {
                 if (now - t0).as_millis() % 100 == 0 {
