@@ -10,6 +10,12 @@
 //!   tolerated, and the second consecutive one means the write path is dead: zombie.
 //! - An ACK still missing at the next heartbeat tick counts as missed even if its deadline is
 //!   longer than the interval, so a miss is declared by the next tick at the latest.
+//! - Except while the reader is behind a flood (it could not drain what was readable within an
+//!   ACK timeout, see [`Liveness::fell_behind`], or [`FLOOD_FRAMES`] overtook one probe): an
+//!   answer can then be queued behind the flood, in our socket or still in the server's, for
+//!   longer than two intervals, and a miss says nothing about the write path. Misses count again once the frames pause for an ACK
+//!   timeout, or once nothing has been answered for [`BACKLOG_LIMIT`] (or four intervals, if
+//!   longer): a write path that dies under a flood that never pauses is still caught.
 //! - The WS ping goes out with every second heartbeat, in the same write: an independent
 //!   check of the WebSocket layer for no extra wake-up or syscall, which matters at a thousand
 //!   connections. A dead socket is detected within one interval plus
@@ -42,6 +48,13 @@ impl std::fmt::Display for Zombie {
     }
 }
 
+/// Frames overtaking one probe that mark a flood: far more than a chat sends in an ACK
+/// timeout, far fewer than a replay or a burst that queues answers behind it.
+pub(crate) const FLOOD_FRAMES: u32 = 256;
+
+/// The longest a reader that fell behind excuses unanswered probes (at least four intervals).
+pub(crate) const BACKLOG_LIMIT: Duration = Duration::from_secs(60);
+
 /// What the connection should do now.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Action {
@@ -57,6 +70,8 @@ struct Probe {
     /// frames still arrive (an answer may be queued behind them on a busy server).
     late: Instant,
     inbound_since: bool,
+    /// Frames received since it went out.
+    overtaken_by: u32,
 }
 
 impl Probe {
@@ -66,6 +81,15 @@ impl Probe {
             self.late.max(self.deadline)
         } else {
             self.deadline
+        }
+    }
+
+    /// When this probe can be declared missed, given until when a reader that fell behind
+    /// excuses a probe that frames overtook.
+    fn due_unless(&self, excused: Option<Instant>) -> Instant {
+        match excused {
+            Some(until) if self.inbound_since => self.due().max(until),
+            _ => self.due(),
         }
     }
 }
@@ -100,16 +124,16 @@ impl Prober {
     }
 
     /// When this kind next needs `poll`: its next send (if sent at all) or its probe's due time.
-    fn next_wakeup(&self) -> Option<Instant> {
+    fn next_wakeup(&self, excused: Option<Instant>) -> Option<Instant> {
         let send = self.on.then_some(self.next);
-        let due = self.outstanding.map(|p| p.due());
+        let due = self.outstanding.map(|p| p.due_unless(excused));
         send.into_iter().chain(due).min()
     }
 
     /// Retire a probe past its deadline, counting the miss.
-    fn expire(&mut self, now: Instant) -> Option<Zombie> {
+    fn expire(&mut self, now: Instant, excused: Option<Instant>) -> Option<Zombie> {
         let p = self.outstanding?;
-        if now < p.due() {
+        if now < p.due_unless(excused) {
             return None;
         }
         self.outstanding = None;
@@ -122,22 +146,33 @@ impl Prober {
 
     /// If a probe of this kind is due, send it (`send`), or say the connection is dead if the
     /// previous one, still unanswered, was its second miss.
-    fn send_if_due(&mut self, now: Instant, ack: Duration, send: Action) -> Option<Action> {
+    fn send_if_due(
+        &mut self,
+        now: Instant,
+        ack: Duration,
+        excused: Option<Instant>,
+        send: Action,
+    ) -> Option<Action> {
         if !self.on || now < self.next {
             return None;
         }
-        Some(self.send(now, ack).unwrap_or(send))
+        Some(self.send(now, ack, excused).unwrap_or(send))
     }
 
     /// Retire the previous probe if still unanswered (it is missed at the next tick at the
     /// latest, whatever its deadline), schedule the next, and arm a new probe. Returns the
-    /// verdict if retiring the old probe killed the connection.
-    fn send(&mut self, now: Instant, ack: Duration) -> Option<Action> {
+    /// verdict if retiring the old probe killed the connection. A probe that frames overtook
+    /// while the reader is behind (until `excused`) is replaced without a miss: its answer
+    /// may still be queued, and any answer answers the new probe too.
+    fn send(&mut self, now: Instant, ack: Duration, excused: Option<Instant>) -> Option<Action> {
         if let Some(p) = self.outstanding.as_mut() {
-            p.deadline = now;
-            p.late = now;
-            if let Some(dead) = self.expire(now) {
-                return Some(Action::Dead(dead));
+            let overtaken = p.inbound_since && excused.is_some_and(|until| now < until);
+            if !overtaken {
+                p.deadline = now;
+                p.late = now;
+                if let Some(dead) = self.expire(now, None) {
+                    return Some(Action::Dead(dead));
+                }
             }
         }
         self.next += self.every;
@@ -148,6 +183,7 @@ impl Prober {
             deadline: now + ack,
             late: now + self.every,
             inbound_since: false,
+            overtaken_by: 0,
         });
         None
     }
@@ -166,6 +202,10 @@ pub(crate) struct Liveness {
     /// unanswered ping must never tear down a healthy session.
     ping: Prober,
     last_inbound: Instant,
+    /// The last ACK or pong (or the start): how long probes have gone unanswered.
+    last_answer: Instant,
+    /// The reader fell behind a flood and has seen neither an answer nor a pause since.
+    behind: bool,
 }
 
 /// The ACK deadline when none is configured: a fifth of the interval, between 100 ms and 10 s.
@@ -195,6 +235,8 @@ impl Liveness {
             heartbeat: Prober::new(heartbeats, interval, first),
             ping: Prober::new(pings || !heartbeats, ping_every, first),
             last_inbound: now,
+            last_answer: now,
+            behind: false,
         }
     }
 
@@ -213,10 +255,23 @@ impl Liveness {
 
     /// When `poll` next has something to do.
     pub(crate) fn next_wakeup(&self) -> Instant {
-        [self.heartbeat.next_wakeup(), self.ping.next_wakeup()]
-            .into_iter()
-            .flatten()
-            .fold(self.last_inbound + self.idle_timeout, Instant::min)
+        let excused = self.excused_until();
+        [
+            self.heartbeat.next_wakeup(excused),
+            self.ping.next_wakeup(excused),
+        ]
+        .into_iter()
+        .flatten()
+        .fold(self.last_inbound + self.idle_timeout, Instant::min)
+    }
+
+    /// Until when a reader that fell behind excuses probes that frames overtook: while frames
+    /// keep arriving (each pushes it an ACK timeout on), up to the backlog limit. `None` when
+    /// the reader is not behind.
+    fn excused_until(&self) -> Option<Instant> {
+        let limit = BACKLOG_LIMIT.max(self.interval * 4);
+        self.behind
+            .then(|| (self.last_inbound + self.ack_timeout).min(self.last_answer + limit))
     }
 
     fn probes(&self) -> impl Iterator<Item = Probe> {
@@ -234,34 +289,51 @@ impl Liveness {
     /// Any frame at all (proof the read path works).
     pub(crate) fn on_inbound(&mut self, now: Instant) {
         self.last_inbound = now;
+        let mut flooded = false;
         for p in self.probes_mut() {
             p.inbound_since = true;
+            p.overtaken_by = p.overtaken_by.saturating_add(1);
+            flooded |= p.overtaken_by >= FLOOD_FRAMES;
         }
+        // So many frames overtook a probe that its answer is likely queued behind them, here
+        // or still in the server's buffers (which no drain of our socket can see).
+        self.behind |= flooded;
     }
 
     pub(crate) fn on_ack(&mut self, now: Instant) {
-        self.on_inbound(now);
+        self.on_answer(now);
         self.heartbeat.answered();
     }
 
     pub(crate) fn on_pong(&mut self, now: Instant) {
-        self.on_inbound(now);
+        self.on_answer(now);
         self.ping.answered();
+    }
+
+    /// An answer proves the write path and that the reader reached it.
+    fn on_answer(&mut self, now: Instant) {
+        self.on_inbound(now);
+        self.last_answer = now;
+        self.behind = false;
     }
 
     /// Is a probe past its deadline while frames have been arriving since it went out? Then
     /// its answer may simply be queued behind those frames, unread: the caller should drain
     /// what is readable before `poll` counts the miss.
     pub(crate) fn overdue_with_traffic(&self, now: Instant) -> bool {
-        self.probes().any(|p| p.inbound_since && now >= p.due())
+        let excused = self.excused_until();
+        self.probes()
+            .any(|p| p.inbound_since && now >= p.due_unless(excused))
     }
 
     /// The reader could not catch up with a flood within its budget: give the overdue probes
-    /// another ACK timeout rather than blame the write path for a backlog on the read side.
-    pub(crate) fn defer_overdue(&mut self, now: Instant) {
-        let ack = self.ack_timeout;
+    /// another ACK timeout rather than blame the write path for a backlog on the read side,
+    /// and excuse misses until the flood pauses (see the module doc).
+    pub(crate) fn fell_behind(&mut self, now: Instant) {
+        self.behind = true;
+        let (ack, excused) = (self.ack_timeout, self.excused_until());
         for p in self.probes_mut() {
-            if p.inbound_since && now >= p.due() {
+            if p.inbound_since && now >= p.due_unless(excused) {
                 p.late = now + ack;
             }
         }
@@ -272,16 +344,20 @@ impl Liveness {
         if now >= self.last_inbound + self.idle_timeout {
             return Some(Action::Dead(Zombie::Idle));
         }
-        if let Some(dead) = self.heartbeat.expire(now) {
+        if self.excused_until().is_some_and(|until| now >= until) {
+            self.behind = false;
+        }
+        let excused = self.excused_until();
+        if let Some(dead) = self.heartbeat.expire(now, excused) {
             return Some(Action::Dead(dead));
         }
-        if let Some(dead) = self.ping.expire(now) {
+        if let Some(dead) = self.ping.expire(now, excused) {
             return Some(Action::Dead(dead));
         }
         let ack = self.ack_timeout;
         self.heartbeat
-            .send_if_due(now, ack, Action::SendHeartbeat)
-            .or_else(|| self.ping.send_if_due(now, ack, Action::SendPing))
+            .send_if_due(now, ack, excused, Action::SendHeartbeat)
+            .or_else(|| self.ping.send_if_due(now, ack, excused, Action::SendPing))
     }
 }
 
@@ -355,6 +431,133 @@ mod tests {
                 assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
             }
         }
+    }
+
+    /// The session's timer path: an overdue probe with traffic makes it drain what is
+    /// readable; a drain that cannot finish within its budget (before `caught_up`) says so.
+    fn drain_on_timer(l: &mut Liveness, now: Instant, caught_up: Instant) {
+        if l.overdue_with_traffic(now) && now < caught_up {
+            l.fell_behind(now);
+        }
+    }
+
+    #[test]
+    fn a_backlog_longer_than_two_intervals_is_not_a_dead_write_path() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true, false);
+        // From 2 intervals in, a flood: frames keep arriving and the answers are queued behind
+        // them, unread, for 5 intervals. Then the reader catches up and reads every ACK.
+        let (flood, caught_up) = (t0 + I * 2, t0 + I * 7);
+        let r = drive(
+            &mut l,
+            t0,
+            t0 + I * 12,
+            |l, a, now| {
+                if a == Action::SendHeartbeat && !(flood..caught_up).contains(&now) {
+                    l.on_ack(now)
+                }
+            },
+            |l, now| {
+                if (flood..caught_up).contains(&now) {
+                    l.on_inbound(now);
+                }
+                if now == caught_up {
+                    l.on_ack(now);
+                }
+                drain_on_timer(l, now, caught_up);
+            },
+        );
+        assert_eq!(r, None);
+    }
+
+    #[test]
+    fn a_flood_queued_in_the_server_is_not_a_dead_write_path_either() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true, false);
+        // The server is behind, not us: every read empties our socket (no drain ever falls
+        // behind), but frames come back to back, 100 a second, and the ACKs only after them.
+        let (flood, over) = (t0 + I * 2, t0 + I * 7);
+        let r = drive(
+            &mut l,
+            t0,
+            t0 + I * 12,
+            |l, a, now| {
+                if a == Action::SendHeartbeat && !(flood..over).contains(&now) {
+                    l.on_ack(now)
+                }
+            },
+            |l, now| {
+                if (flood..over).contains(&now) {
+                    l.on_inbound(now);
+                }
+                if now == over {
+                    l.on_ack(now);
+                }
+            },
+        );
+        assert_eq!(r, None);
+    }
+
+    #[test]
+    fn after_a_backlog_pauses_a_missing_answer_counts_again() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true, false);
+        // A flood the reader falls behind for 3 intervals, after which the write path turns
+        // out dead: no ACK comes, and frames arrive only now and then (every 1.5 s, so the
+        // stream pauses for longer than an ACK timeout).
+        let (flood, caught_up) = (t0 + I * 2, t0 + I * 5);
+        let (z, at) = drive(
+            &mut l,
+            t0,
+            t0 + I * 12,
+            |l, a, now| {
+                if a == Action::SendHeartbeat && now < flood {
+                    l.on_ack(now)
+                }
+            },
+            |l, now| {
+                let ms = (now - t0).as_millis();
+                if (now >= flood && now < caught_up) || (now >= caught_up && ms % 1500 == 0) {
+                    l.on_inbound(now);
+                }
+                drain_on_timer(l, now, caught_up);
+            },
+        )
+        .unwrap();
+        // A probe that nothing followed within its ACK timeout is half-open, one that frames
+        // overtook is a second miss: either way the connection is declared dead.
+        assert_ne!(z, Zombie::Idle);
+        assert!(at > caught_up, "{:?}", at - t0);
+        assert!(at <= caught_up + I * 2 + A, "{:?}", at - caught_up);
+    }
+
+    #[test]
+    fn a_flood_that_never_pauses_excuses_a_dead_write_path_only_up_to_the_limit() {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.0, true, false);
+        let flood = t0 + I * 2;
+        let never = t0 + Duration::from_secs(3600);
+        let r = drive(
+            &mut l,
+            t0,
+            t0 + BACKLOG_LIMIT * 2,
+            |l, a, now| {
+                if a == Action::SendHeartbeat && now < flood {
+                    l.on_ack(now)
+                }
+            },
+            |l, now| {
+                if now >= flood {
+                    l.on_inbound(now);
+                }
+                drain_on_timer(l, now, never);
+            },
+        );
+        let (z, at) = r.expect("never detected");
+        assert_eq!(z, Zombie::WritePathDead);
+        let limit = BACKLOG_LIMIT.max(I * 4);
+        assert!(at - t0 >= limit, "{:?}", at - t0);
+        assert!(at - t0 <= limit + I * 2 + A, "{:?}", at - t0);
     }
 
     #[test]

@@ -377,7 +377,7 @@ impl Live<'_> {
         if self.live.overdue_with_traffic(now) {
             match self.drain_readable().await {
                 Drained::CaughtUp => {}
-                Drained::StillBusy => self.live.defer_overdue(Instant::now()),
+                Drained::StillBusy => self.live.fell_behind(Instant::now()),
                 Drained::End(end) => return Step::End(end),
             }
         }
