@@ -25,6 +25,7 @@ pub mod profile;
 pub mod safe_text;
 pub mod scope;
 pub mod served_profile;
+pub mod service;
 pub mod status;
 pub mod systemd;
 pub mod test_hook;

@@ -68,7 +68,7 @@ pub const FILE_SUFFIX: &str = ".plist";
 pub const AGENTS_DIR: &str = "Library/LaunchAgents";
 
 /// Tells the gateway it runs under launchd, so it maps its exits as the table above says.
-pub const SERVICE_MANAGER_ENV: &str = "HERMES_SERVICE_MANAGER";
+pub use crate::service::manager::SERVICE_MANAGER_ENV;
 /// The self-watchdog deadline when `WatchdogSec` is set: launchd has no watchdog of its own,
 /// so the gateway enforces it (see [`Overrides`]).
 pub const WATCHDOG_ENV: &str = "HERMES_WATCHDOG_SEC";
