@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::exit_code;
 use crate::profile::ProfileName;
 use crate::safe_text::visible;
-use crate::scope::Scope;
+use crate::systemd::scope::Scope;
 
 /// How bad a finding is. Only `error` makes doctor exit 1.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -25,7 +25,7 @@ pub fn parse(text: &str) -> (Vec<(String, String)>, Vec<usize>) {
             continue;
         };
         let key = key.trim();
-        if crate::escape::env_name(key).is_err() {
+        if crate::systemd::escape::env_name(key).is_err() {
             bad.push(i + 1);
             continue;
         }

@@ -1,5 +1,9 @@
 //! The manager-neutral half of running a profile as a service: which manager serves this
-//! machine, and (as the backends move in) the request, plan, observation and rules that
-//! systemd and launchd share.
+//! machine, the plan a command makes and the rules it makes it by, and which profile a job
+//! serves. The backends (`crate::systemd`, `crate::launchd`) observe their world and carry
+//! plans out; the decisions are made here.
 
 pub mod manager;
+pub mod plan;
+pub mod planner;
+pub mod served_profile;

@@ -4,12 +4,12 @@ use serde::Serialize;
 
 use crate::bounded_read::Owner;
 use crate::gateway::state_file::{ComponentState, Stale, StateFile};
-use crate::linger::Linger;
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
-use crate::scope::Scope;
+use crate::systemd::linger::Linger;
+use crate::systemd::scope::Scope;
+use crate::systemd::unit_file::{self, Provenance};
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
-use crate::unit_file::{self, Provenance};
 
 /// One profile's unit as the manager and the disk see it. This is the `--json` schema
 /// (docs/status.md); fields are only ever added.
@@ -68,7 +68,7 @@ impl Health {
         p: &UnitProperties,
     ) -> Result<Option<Health>, String> {
         let environment = p.environment.as_deref().unwrap_or_default();
-        let Some(hermes_home) = crate::served_profile::unit_hermes_home(environment)
+        let Some(hermes_home) = crate::service::served_profile::unit_hermes_home(environment)
             .or_else(|| crate::profile::default_hermes_home().ok())
         else {
             return Ok(None);

@@ -3,7 +3,8 @@
 
 #![no_main]
 
-use hermes_svc::{env_file, escape};
+use hermes_svc::env_file;
+use hermes_svc::systemd::escape;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -6,8 +6,8 @@
 
 #![no_main]
 
-use hermes_svc::dropin::DropIn;
-use hermes_svc::escape::{self, EscapeError};
+use hermes_svc::systemd::dropin::DropIn;
+use hermes_svc::systemd::escape::{self, EscapeError};
 use libfuzzer_sys::fuzz_target;
 
 /// The inverse of `exec_word`: unquote `"..."` with `\\` and `\"`, then undo `$$` and `%%`.

@@ -6,14 +6,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::error::CliError;
 use super::report::{self, Output};
 use crate::edit_lock::{self, EditLock};
-use crate::effects;
 use crate::exit_code;
-use crate::install::PlanError;
-use crate::linger::Linger;
-use crate::observed::{self, Observed, Siblings};
-use crate::plan::Plan;
 use crate::profile::Profile;
-use crate::scope::Scope;
+use crate::service::plan::Plan;
+use crate::service::planner::PlanError;
+use crate::systemd::effects;
+use crate::systemd::linger::Linger;
+use crate::systemd::observed::{self, Observed, Siblings};
+use crate::systemd::scope::Scope;
 use crate::systemd::Systemd;
 
 /// Seconds since the epoch, for the names of backups the plan may make.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 use super::report::Output;
-use crate::scope::Scope;
+use crate::systemd::scope::Scope;
 
 #[derive(Parser, Debug)]
 #[command(

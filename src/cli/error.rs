@@ -4,16 +4,16 @@
 //! exit status (`crate::exit_code`), so no caller has to guess a code from an error's type.
 
 use crate::doctor::DoctorError;
-use crate::dropin::DropInError;
 use crate::edit_lock::EditLockError;
-use crate::effects::EffectError;
 use crate::exit_code;
 use crate::gateway::runtime::GatewayError;
 use crate::gateway::spool::SpoolError;
-use crate::install::PlanError;
-use crate::observed::ObserveError;
+use crate::service::planner::PlanError;
+use crate::systemd::dropin::DropInError;
+use crate::systemd::effects::EffectError;
+use crate::systemd::observed::ObserveError;
+use crate::systemd::unit_file::RenderError;
 use crate::systemd::SystemdError;
-use crate::unit_file::RenderError;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum CliError {

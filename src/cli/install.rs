@@ -5,8 +5,8 @@ use super::args::{InstallArgs, UninstallArgs};
 use super::error::CliError;
 use super::report::Output;
 use super::validate::{resolve_profile, settings, unit_spec};
-use crate::install::{self, InstallRequest};
-use crate::observed::{self, Siblings};
+use crate::service::planner::{self, InstallRequest};
+use crate::systemd::observed::{self, Siblings};
 
 pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let spec = unit_spec(&args.source)?;
@@ -27,7 +27,7 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let systemd = connect(scope, args.dry_run).await?;
     let observed =
         observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
-    let plan = install::plan_install(&req, &observed)?;
+    let plan = planner::plan_install(&req, &observed)?;
     let verb = if observed.unit_text.is_none() {
         "installed"
     } else {
@@ -49,7 +49,7 @@ pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
         scope,
         args.output.output(),
         "uninstalled",
-        |observed| Ok(install::plan_uninstall(observed, now())),
+        |observed| Ok(planner::plan_uninstall(observed, now())),
     )
     .await
 }

@@ -4,8 +4,8 @@
 use super::args::RenderArgs;
 use super::error::CliError;
 use super::validate::{settings, unit_spec};
-use crate::dropin::{DropIn, DROPIN_NAME};
 use crate::exit_code;
+use crate::systemd::dropin::{DropIn, DROPIN_NAME};
 
 pub(super) fn run(args: RenderArgs) -> Result<u8, CliError> {
     let spec = unit_spec(&args.source)?;

@@ -7,10 +7,10 @@ use serde::Serialize;
 
 use super::error::CliError;
 
-use crate::linger::Linger;
-use crate::plan::{Plan, Step};
 use crate::safe_text;
-use crate::scope::Scope;
+use crate::service::plan::{Plan, Step};
+use crate::systemd::linger::Linger;
+use crate::systemd::scope::Scope;
 
 /// How a command that changes something prints: `--dry-run` and `--json`.
 #[derive(Clone, Copy)]
@@ -67,7 +67,7 @@ pub(super) fn plan(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger
     for note in &plan.notes {
         println!("note: {note}");
     }
-    if let Some(hint) = linger.and_then(|l| l.hint(&crate::linger::current_user())) {
+    if let Some(hint) = linger.and_then(|l| l.hint(&crate::systemd::linger::current_user())) {
         println!("note: {hint}");
     }
 }

@@ -4,9 +4,9 @@ use super::apply::edit_unit;
 use super::args::{SetArgs, UnsetArgs};
 use super::error::{usage, CliError};
 use super::validate::{resolve_profile, set_pairs};
-use crate::dropin::Directive;
-use crate::escape;
-use crate::install;
+use crate::service::planner;
+use crate::systemd::dropin::Directive;
+use crate::systemd::escape;
 
 pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
     let scope = args.unit.scope.scope();
@@ -17,7 +17,7 @@ pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
         scope,
         args.output.output(),
         "updated",
-        |observed| install::plan_set(&args.unit.profile, &settings, observed, !args.no_restart),
+        |observed| planner::plan_set(&args.unit.profile, &settings, observed, !args.no_restart),
     )
     .await
 }
@@ -35,7 +35,7 @@ pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
         scope,
         args.output.output(),
         "updated",
-        |observed| install::plan_unset(&args.unit.profile, &args.keys, observed, !args.no_restart),
+        |observed| planner::plan_unset(&args.unit.profile, &args.keys, observed, !args.no_restart),
     )
     .await
 }

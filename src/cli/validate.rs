@@ -5,12 +5,12 @@ use std::path::Path;
 
 use super::args::UnitSource;
 use super::error::{usage, CliError};
-use crate::dropin::{self, Directive};
-use crate::escape;
-use crate::install::Settings;
 use crate::profile::{Profile, ProfileName};
-use crate::scope::Scope;
-use crate::unit_file::UnitSpec;
+use crate::service::planner::Settings;
+use crate::systemd::dropin::{self, Directive};
+use crate::systemd::escape;
+use crate::systemd::scope::Scope;
+use crate::systemd::unit_file::UnitSpec;
 
 pub(super) fn parse_profile(name: &str) -> Result<ProfileName, CliError> {
     ProfileName::parse(name).map_err(|e| usage(e.to_string()))

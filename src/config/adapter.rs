@@ -189,7 +189,7 @@ pub(super) fn adapter(
     for (key, env) in [("secret-env", &a.secret_env), ("token-env", &a.token_env)] {
         let Some(env) = env else { continue };
         // The value is not echoed: what lands here by mistake is most often the secret itself.
-        if crate::escape::env_name(env).is_err() {
+        if crate::systemd::escape::env_name(env).is_err() {
             return ctx.err(
                 span,
                 format!(

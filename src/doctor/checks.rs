@@ -19,8 +19,8 @@ use crate::doctor::fix::{FixPlan, Planner};
 use crate::doctor::snapshot::{ProfileSnap, Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::profile::{profile_of_unit, ProfileName};
-use crate::scope::Scope;
-use crate::served_profile::{served_profile, ServedProfile};
+use crate::service::served_profile::{served_profile, ServedProfile};
+use crate::systemd::scope::Scope;
 
 /// One finding: how it is found and how `--fix` answers it. A new finding is one more entry
 /// in [`CHECKS`], so that a finding without a decided fix cannot be written.

@@ -18,9 +18,9 @@ use serde::Serialize;
 
 use crate::doctor::snapshot::Snapshot;
 use crate::doctor::Finding;
-use crate::plan::Step;
 use crate::profile::ProfileName;
-use crate::scope::Scope;
+use crate::service::plan::Step;
+use crate::systemd::scope::Scope;
 
 /// One change `--fix` makes.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -17,11 +17,11 @@ use crate::gateway::flock;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
-use crate::linger::Linger;
-use crate::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
 use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
-use crate::scope::Scope;
-use crate::served_profile::unit_hermes_home;
+use crate::service::served_profile::unit_hermes_home;
+use crate::systemd::linger::Linger;
+use crate::systemd::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
+use crate::systemd::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// A gateway unit as one manager reports it.
@@ -153,7 +153,7 @@ pub(crate) async fn gather() -> Result<Snapshot, DoctorError> {
     );
     let mut snap = Snapshot {
         linger,
-        user: crate::linger::current_user(),
+        user: crate::systemd::linger::current_user(),
         ..Snapshot::default()
     };
     for (scope, result) in [(Scope::User, user), (Scope::System, system)] {

@@ -78,7 +78,7 @@ pub const WATCHDOG_ENV: &str = "HERMES_WATCHDOG_SEC";
 /// restarted at once, a shorter run waits out the rest of the interval. `RestartSec` overrides it.
 pub const THROTTLE_INTERVAL_SEC: u64 = 10;
 /// SIGTERM to SIGKILL. Longer than the gateway's own drain timeout, as `TimeoutStopSec=` is.
-pub const EXIT_TIMEOUT_SEC: u64 = crate::unit_file::TIMEOUT_STOP_SEC;
+pub const EXIT_TIMEOUT_SEC: u64 = crate::systemd::unit_file::TIMEOUT_STOP_SEC;
 /// `Standard` is what launchd applies with no `ProcessType`, spelled out so doctor can read it.
 /// `Background` would put a gateway that answers people on efficiency cores with throttled
 /// I/O and coalesced timers: replies slow down and the self-watchdog's deadlines slip.

@@ -13,11 +13,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use hermes_svc::dropin::{self, DropIn};
-use hermes_svc::escape::{self, EscapeError};
 use hermes_svc::profile::{Profile, ProfileName};
-use hermes_svc::scope::Scope;
-use hermes_svc::unit_file::{RenderError, UnitSpec};
+use hermes_svc::systemd::dropin::{self, DropIn};
+use hermes_svc::systemd::escape::{self, EscapeError};
+use hermes_svc::systemd::scope::Scope;
+use hermes_svc::systemd::unit_file::{RenderError, UnitSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 

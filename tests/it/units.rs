@@ -4,10 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hermes_svc::dropin::{Directive, DropIn};
 use hermes_svc::profile::{Profile, ProfileName};
-use hermes_svc::scope::Scope;
-use hermes_svc::unit_file::UnitSpec;
+use hermes_svc::systemd::dropin::{Directive, DropIn};
+use hermes_svc::systemd::scope::Scope;
+use hermes_svc::systemd::unit_file::UnitSpec;
 
 fn sample(scope: Scope, run_as: Option<&str>, home: &str) -> String {
     UnitSpec {

@@ -9,7 +9,7 @@ use crate::doctor::snapshot::{ProfileSnap, Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::gateway::pid_file::PidRecord;
 use crate::profile::ProfileName;
-use crate::scope::Scope;
+use crate::systemd::scope::Scope;
 use crate::systemd::UnitProperties;
 
 pub(crate) const HOME: &str = "/nonexistent-doctor/.hermes";
@@ -106,7 +106,7 @@ pub(crate) fn pid_record(p: &ProfileSnap, pid: u32, profile: &str) -> PidRecord 
 }
 
 pub(crate) fn rendered(p: &str) -> String {
-    crate::unit_file::UnitSpec {
+    crate::systemd::unit_file::UnitSpec {
         profile: crate::profile::Profile::new(ProfileName::parse(p).unwrap(), HOME.into()).unwrap(),
         scope: Scope::User,
         exec: "/usr/bin/hermes-svc".into(),

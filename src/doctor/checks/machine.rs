@@ -5,9 +5,9 @@ use crate::doctor::checks::Check;
 use crate::doctor::fix::Planner;
 use crate::doctor::snapshot::Snapshot;
 use crate::doctor::{Finding, Severity};
-use crate::linger::Linger;
 use crate::profile::profile_of_unit;
-use crate::scope::Scope;
+use crate::systemd::linger::Linger;
+use crate::systemd::scope::Scope;
 
 /// HSV000: a manager, or a unit of it, could not be read, so its checks were skipped.
 pub(super) const BUS: Check = Check {

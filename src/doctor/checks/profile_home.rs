@@ -8,7 +8,7 @@ use crate::doctor::checks::{profile_finding, profile_of, Check};
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{PidProcess, ProfileSnap, Snapshot};
 use crate::doctor::{Finding, Severity};
-use crate::served_profile::same_home;
+use crate::service::served_profile::same_home;
 
 /// HSV006: two profiles with one bot token: the second gateway cannot take the token lock.
 /// Only the short hash is shown; the token never is.

@@ -8,7 +8,7 @@ use crate::doctor::checks::{
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::Snapshot;
 use crate::doctor::{Finding, Severity};
-use crate::served_profile::same_home;
+use crate::service::served_profile::same_home;
 
 /// A restart count at or above this, in one unit's lifetime, is a flap loop worth a look.
 pub(crate) const FLAP_RESTARTS: u32 = 3;

@@ -10,12 +10,12 @@ use crate::doctor::checks::{
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
-use crate::install::{plan_install, InstallRequest, Settings};
-use crate::observed::{ForeignUnit, Observed};
-use crate::plan::Step;
 use crate::profile::{profile_of_unit, Profile, ProfileName, DEFAULT_PROFILE};
-use crate::served_profile::same_home;
-use crate::unit_file::{provenance, Provenance, UnitSpec};
+use crate::service::plan::Step;
+use crate::service::planner::{plan_install, InstallRequest, Settings};
+use crate::service::served_profile::same_home;
+use crate::systemd::observed::{ForeignUnit, Observed};
+use crate::systemd::unit_file::{provenance, Provenance, UnitSpec};
 
 /// HSV001: two or more units serve the same profile; each one's gateway fights the others.
 pub(super) const DUPLICATE_UNITS: Check = Check {
@@ -255,7 +255,7 @@ mod tests {
     use super::*;
     use crate::doctor::checks::fixtures::*;
     use crate::doctor::checks::{all, plan};
-    use crate::scope::Scope;
+    use crate::systemd::scope::Scope;
 
     #[test]
     fn hsv001_two_units_one_profile() {

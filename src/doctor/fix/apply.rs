@@ -5,8 +5,8 @@ use std::os::unix::fs::PermissionsExt;
 
 use crate::doctor::fix::{Action, FixPlan, Fixed};
 use crate::gateway::pid_file::PidFile;
-use crate::plan::{Plan, Step};
-use crate::scope::Scope;
+use crate::service::plan::{Plan, Step};
+use crate::systemd::scope::Scope;
 
 /// Carry out `plan`. Each fix stands alone: one that fails is reported and the rest go on.
 /// Returns the fixes applied and, for those that failed, why.
@@ -33,7 +33,7 @@ async fn bus_steps(scope: Scope, unit: &str, steps: Vec<Step>) -> anyhow::Result
         steps,
         notes: vec![],
     };
-    crate::effects::apply(&plan, &systemd).await?;
+    crate::systemd::effects::apply(&plan, &systemd).await?;
     Ok(())
 }
 

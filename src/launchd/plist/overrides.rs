@@ -24,9 +24,9 @@ use std::path::{Path, PathBuf};
 
 use super::{unrepresentable, LaunchAgent, SERVICE_MANAGER_ENV, WATCHDOG_ENV};
 use crate::bounded_read::{self, Owner, ReadError};
-use crate::dropin::{self, Directive, MAX_SECONDS};
-use crate::escape;
 use crate::profile::Profile;
+use crate::systemd::dropin::{self, Directive, MAX_SECONDS};
+use crate::systemd::escape;
 
 /// The file name inside the profile home.
 pub const OVERRIDES_FILE: &str = "launchd-overrides.toml";

@@ -7,10 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::dropin::{Directive, DropIn, DropInError};
-use crate::observed::{ForeignUnit, Observed};
-use crate::plan::{Plan, Step};
-use crate::unit_file::{self, Provenance, RenderError, UnitSpec};
+use crate::service::plan::{Plan, Step};
+use crate::systemd::dropin::{Directive, DropIn, DropInError};
+use crate::systemd::observed::{ForeignUnit, Observed};
+use crate::systemd::unit_file::{self, Provenance, RenderError, UnitSpec};
 
 /// Why a plan could not be made. Nothing has been touched when one of these is returned.
 #[derive(Debug, thiserror::Error)]

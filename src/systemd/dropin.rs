@@ -8,7 +8,7 @@ use std::fmt;
 
 use askama::Template;
 
-use crate::escape::{self, EscapeError};
+use crate::systemd::escape::{self, EscapeError};
 
 /// The file name of our drop-in inside `<unit>.d/`.
 pub const DROPIN_NAME: &str = "50-hermes-svc.conf";

@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 use askama::Template;
 use sha2::{Digest, Sha256};
 
-use crate::escape::{self, EscapeError};
 use crate::profile::Profile;
-use crate::scope::Scope;
+use crate::systemd::escape::{self, EscapeError};
+use crate::systemd::scope::Scope;
 
 /// Defaults baked into the base unit. `set` overrides the tunable ones in the drop-in.
 pub(crate) const WATCHDOG_SEC: u64 = 30;

@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::atomic_file;
-use crate::plan::{Plan, Step};
+use crate::service::plan::{Plan, Step};
 use crate::systemd::{Systemd, SystemdError};
 
 /// Why a step failed. Steps before it have happened; the message says which one broke.

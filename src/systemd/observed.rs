@@ -4,10 +4,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use crate::dropin::DROPIN_NAME;
 use crate::profile::{Profile, ProfileName};
-use crate::scope::Scope;
-use crate::served_profile::served_profile;
+use crate::service::served_profile::served_profile;
+use crate::systemd::dropin::DROPIN_NAME;
+use crate::systemd::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// Unit names that gateway units have been given, by us and by older tools.
