@@ -19,6 +19,7 @@ mod install;
 mod lifecycle;
 mod render;
 mod report;
+mod service;
 mod set;
 mod status;
 mod validate;

@@ -3,7 +3,11 @@
 //! serves. The backends (`crate::systemd`, `crate::launchd`) observe their world and carry
 //! plans out; the decisions are made here.
 
+pub mod definition;
+pub(crate) mod files;
 pub mod manager;
+pub mod observed;
 pub mod plan;
 pub mod planner;
 pub mod served_profile;
+pub mod settings;

@@ -6,9 +6,10 @@ use crate::bounded_read::Owner;
 use crate::gateway::state_file::{ComponentState, Stale, StateFile};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
+use crate::service::definition::Provenance;
 use crate::systemd::linger::Linger;
 use crate::systemd::scope::Scope;
-use crate::systemd::unit_file::{self, Provenance};
+use crate::systemd::unit_file;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// One profile's unit as the manager and the disk see it. This is the `--json` schema

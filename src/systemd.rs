@@ -3,6 +3,7 @@
 //! observation and effects that tie a neutral plan (`crate::service`) to this manager.
 
 mod bus;
+mod definition;
 pub mod dropin;
 pub mod effects;
 pub mod escape;

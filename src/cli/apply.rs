@@ -1,20 +1,22 @@
-//! The steps every command that edits a unit shares: take the edit lock, connect, carry out
+//! The steps every command that edits a job shares: take the edit lock, connect, carry out
 //! the plan (unless `--dry-run`) and report it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::error::CliError;
 use super::report::{self, Output};
+use super::service::{self, Service, Spec};
 use crate::edit_lock::{self, EditLock};
 use crate::exit_code;
 use crate::profile::Profile;
+use crate::service::manager::Manager;
+use crate::service::observed::{Observed, Siblings};
 use crate::service::plan::Plan;
 use crate::service::planner::PlanError;
-use crate::systemd::effects;
 use crate::systemd::linger::Linger;
-use crate::systemd::observed::{self, Observed, Siblings};
 use crate::systemd::scope::Scope;
-use crate::systemd::Systemd;
+
+use super::args::ScopeArgs;
 
 /// Seconds since the epoch, for the names of backups the plan may make.
 pub(super) fn now() -> u64 {
@@ -24,69 +26,67 @@ pub(super) fn now() -> u64 {
         .unwrap_or(0)
 }
 
-/// Unless this is a dry run, hold the lock that makes unit edits one at a time, from the
-/// first read of the unit to the last effect.
-pub(super) async fn edit_lock(scope: Scope, dry_run: bool) -> Result<Option<EditLock>, CliError> {
+/// Unless this is a dry run, hold the lock that makes edits one at a time, from the first
+/// read of the job's files to the last effect.
+pub(super) async fn edit_lock(
+    manager: Manager,
+    scope: Scope,
+    dry_run: bool,
+) -> Result<Option<EditLock>, CliError> {
     if dry_run {
         return Ok(None);
     }
-    let dir = scope
-        .unit_dir()
-        .ok_or(observed::ObserveError::NoUnitDir(scope))?;
+    let dir = service::lock_dir(manager, scope)?;
     Ok(Some(EditLock::acquire(&dir, edit_lock::WAIT).await?))
-}
-
-/// Connect, unless this is a dry run and no manager answers (then plan from disk alone).
-pub(super) async fn connect(scope: Scope, dry_run: bool) -> Result<Option<Systemd>, CliError> {
-    match Systemd::connect(scope).await {
-        Ok(s) => Ok(Some(s)),
-        Err(e) if dry_run => {
-            eprintln!("warning: {e}; planning from the files on disk alone");
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Carry out `plan` (unless `--dry-run`) and report it as `changed`, or as `unchanged` when
 /// it changes nothing: the last two steps of every install-like command.
 pub(super) async fn carry_out(
     plan: &Plan,
-    systemd: Option<&Systemd>,
-    scope: Scope,
+    service: &Service,
+    spec: &Spec,
     changed: &str,
     out: Output,
     linger: Option<Linger>,
 ) -> Result<u8, CliError> {
     if !out.dry_run {
-        effects::apply(plan, systemd.expect("connected unless dry-run")).await?;
+        service.apply(plan, spec).await?;
     }
     let outcome = if plan.is_unchanged() {
         "unchanged"
     } else {
         changed
     };
-    report::plan(plan, scope, outcome, out, linger);
+    let steps = service.describe(plan, spec);
+    report::plan(plan, &steps, &service.place(), outcome, out, linger);
     Ok(exit_code::OK)
 }
 
 /// The rest of `uninstall`, `set` and `unset` once their arguments are checked: they differ
-/// only in the plan they make of the unit as it is, and in the word that reports a change.
-pub(super) async fn edit_unit(
-    profile: &Profile,
-    scope: Scope,
+/// only in the plan they make of the job as it is, and in the word that reports a change.
+pub(super) async fn edit_job(
+    profile_name: &str,
+    scope: &ScopeArgs,
     out: Output,
     changed: &str,
-    plan: impl FnOnce(&Observed) -> Result<Plan, PlanError>,
+    plan: impl FnOnce(&Spec, &Observed) -> Result<Plan, PlanError>,
 ) -> Result<u8, CliError> {
-    let _lock = edit_lock(scope, out.dry_run).await?;
-    let systemd = connect(scope, out.dry_run).await?;
-    let observed = observed::observe(profile, scope, systemd.as_ref(), Siblings::Skip).await?;
-    let plan = plan(&observed)?;
-    carry_out(&plan, systemd.as_ref(), scope, changed, out, None).await
+    let manager = service::manager(scope)?;
+    let profile = resolve(profile_name, scope)?;
+    let spec = service::spec_for(manager, scope.scope(), profile)?;
+    let _lock = edit_lock(manager, scope.scope(), out.dry_run).await?;
+    let service = Service::connect(manager, scope.scope(), out.dry_run).await?;
+    let observed = service.observe(&spec, Siblings::Skip).await?;
+    let plan = plan(&spec, &observed)?;
+    carry_out(&plan, &service, &spec, changed, out, None).await
+}
+
+fn resolve(name: &str, scope: &ScopeArgs) -> Result<Profile, CliError> {
+    super::validate::resolve_profile(name, scope.scope(), None)
 }
 
 /// Only a user unit depends on lingering: without it, the unit stops when its owner logs out.
-pub(super) async fn linger_for(scope: Scope) -> Option<Linger> {
-    (scope == Scope::User).then_some(Linger::query(nix::unistd::getuid().as_raw()).await)
+pub(super) async fn linger_for(scope: Option<Scope>) -> Option<Linger> {
+    (scope == Some(Scope::User)).then_some(Linger::query(nix::unistd::getuid().as_raw()).await)
 }

@@ -238,6 +238,26 @@ pub(super) struct DemoArgs {
 pub(super) struct RenderArgs {
     #[command(flatten)]
     pub(super) source: UnitSource,
+    /// Which manager's file to render: a systemd unit or a launchd plist (default: this
+    /// machine's manager).
+    #[arg(long, value_enum)]
+    pub(super) target: Option<Target>,
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub(super) env: Vec<String>,
+}
+
+/// The service managers `render --target` can render for.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub(super) enum Target {
+    Systemd,
+    Launchd,
+}
+
+impl From<Target> for crate::service::manager::Manager {
+    fn from(t: Target) -> Self {
+        match t {
+            Target::Systemd => Self::Systemd,
+            Target::Launchd => Self::Launchd,
+        }
+    }
 }

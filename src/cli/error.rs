@@ -8,6 +8,9 @@ use crate::edit_lock::EditLockError;
 use crate::exit_code;
 use crate::gateway::runtime::GatewayError;
 use crate::gateway::spool::SpoolError;
+use crate::launchd::effects::LaunchdEffectError;
+use crate::launchd::launchctl::LaunchctlError;
+use crate::launchd::observed::LaunchdObserveError;
 use crate::service::planner::PlanError;
 use crate::systemd::dropin::DropInError;
 use crate::systemd::effects::EffectError;
@@ -44,6 +47,12 @@ pub(crate) enum CliError {
     #[error(transparent)]
     Render(#[from] RenderError),
     #[error(transparent)]
+    Launchctl(#[from] LaunchctlError),
+    #[error(transparent)]
+    LaunchdObserve(#[from] LaunchdObserveError),
+    #[error(transparent)]
+    LaunchdEffect(#[from] LaunchdEffectError),
+    #[error(transparent)]
     DropIn(#[from] DropInError),
     #[error(transparent)]
     Events(#[from] SpoolError),
@@ -68,6 +77,9 @@ impl CliError {
             | CliError::Plan(_)
             | CliError::Effect(_)
             | CliError::Render(_)
+            | CliError::Launchctl(_)
+            | CliError::LaunchdObserve(_)
+            | CliError::LaunchdEffect(_)
             | CliError::DropIn(_)
             | CliError::Events(_)
             | CliError::Json(_)

@@ -1,34 +1,26 @@
-//! `install` and `uninstall`: the two commands that create or remove a profile's unit.
+//! `install` and `uninstall`: the two commands that create or remove a profile's job.
 
-use super::apply::{carry_out, connect, edit_lock, edit_unit, linger_for, now};
+use super::apply::{carry_out, edit_job, edit_lock, linger_for, now};
 use super::args::{InstallArgs, UninstallArgs};
 use super::error::CliError;
 use super::report::Output;
-use super::validate::{resolve_profile, settings, unit_spec};
-use crate::service::planner::{self, InstallRequest};
-use crate::systemd::observed::{self, Siblings};
+use super::service::{self, Service};
+use super::validate::settings;
+use crate::service::observed::Siblings;
 
 pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
-    let spec = unit_spec(&args.source)?;
-    let req = InstallRequest {
-        settings: settings(
-            &args.env,
-            args.watchdog_sec.as_deref(),
-            args.restart_sec.as_deref(),
-        )?,
-        spec,
-        start: !args.no_start,
-        force: args.force,
-        migrate: args.migrate,
-        now: now(),
-    };
-    let scope = req.spec.scope;
-    let _lock = edit_lock(scope, args.dry_run).await?;
-    let systemd = connect(scope, args.dry_run).await?;
-    let observed =
-        observed::observe(&req.spec.profile, scope, systemd.as_ref(), Siblings::Find).await?;
-    let plan = planner::plan_install(&req, &observed)?;
-    let verb = if observed.unit_text.is_none() {
+    let manager = service::manager(&args.source.scope)?;
+    let scope = args.source.scope.scope();
+    let spec = service::spec(manager, &args.source)?;
+    let settings = settings(
+        &args.env,
+        args.watchdog_sec.as_deref(),
+        args.restart_sec.as_deref(),
+    )?;
+    let _lock = edit_lock(manager, scope, args.dry_run).await?;
+    let service = Service::connect(manager, scope, args.dry_run).await?;
+    let observed = service.observe(&spec, Siblings::Find).await?;
+    let verb = if observed.text.is_none() {
         "installed"
     } else {
         "updated"
@@ -37,19 +29,25 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         dry_run: args.dry_run,
         json: args.json,
     };
-    let linger = linger_for(scope).await;
-    carry_out(&plan, systemd.as_ref(), scope, verb, out, linger).await
+    let plan = spec.plan_install(
+        settings,
+        !args.no_start,
+        args.force,
+        args.migrate,
+        now(),
+        &observed,
+    )?;
+    let linger = linger_for(service.scope()).await;
+    carry_out(&plan, &service, &spec, verb, out, linger).await
 }
 
 pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
-    let scope = args.unit.scope.scope();
-    let profile = resolve_profile(&args.unit.profile, scope, None)?;
-    edit_unit(
-        &profile,
-        scope,
+    edit_job(
+        &args.unit.profile,
+        &args.unit.scope,
         args.output.output(),
         "uninstalled",
-        |observed| Ok(planner::plan_uninstall(observed, now())),
+        |spec, observed| Ok(spec.plan_uninstall(observed, now())),
     )
     .await
 }

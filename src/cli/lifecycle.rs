@@ -1,17 +1,19 @@
-//! `start`, `stop` and `restart`: one manager job on a profile's unit, no files touched.
+//! `start`, `stop` and `restart`: one manager job on a profile's job, no files touched.
 
 use super::args::UnitArgs;
 use super::error::CliError;
+use super::service::{self, Service};
 use super::validate::resolve_profile;
 use crate::exit_code;
-use crate::systemd::{Job, Systemd};
+use crate::systemd::Job;
 
 pub(super) async fn run(args: UnitArgs, job: Job) -> Result<u8, CliError> {
+    let manager = service::manager(&args.scope)?;
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
-    let systemd = Systemd::connect(scope).await?;
-    let unit = profile.unit_name();
-    systemd.run_job(job, &unit).await?;
-    println!("{unit}: {} done", job.verb());
+    let spec = service::spec_for(manager, scope, profile)?;
+    let service = Service::connect(manager, scope, false).await?;
+    let name = service.run_job(job, &spec).await?;
+    println!("{name}: {} done", job.verb());
     Ok(exit_code::OK)
 }

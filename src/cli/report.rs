@@ -10,7 +10,6 @@ use super::error::CliError;
 use crate::safe_text;
 use crate::service::plan::{Plan, Step};
 use crate::systemd::linger::Linger;
-use crate::systemd::scope::Scope;
 
 /// How a command that changes something prints: `--dry-run` and `--json`.
 #[derive(Clone, Copy)]
@@ -23,7 +22,8 @@ pub(super) struct Output {
 #[derive(Serialize)]
 struct Report<'a> {
     unit: &'a str,
-    scope: Scope,
+    /// `user` or `system` under systemd; the domain (`gui/501`) under launchd.
+    scope: &'a str,
     outcome: &'a str,
     dry_run: bool,
     steps: Vec<String>,
@@ -34,14 +34,22 @@ struct Report<'a> {
 
 /// Print what `plan` changed (or, with `--dry-run`, would change), its notes, and a hint when
 /// a user unit would stop at logout.
-pub(super) fn plan(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger: Option<Linger>) {
+/// `steps` are the plan's steps as the manager carries them out, one line each.
+pub(super) fn plan(
+    plan: &Plan,
+    steps: &[String],
+    scope: &str,
+    outcome: &str,
+    out: Output,
+    linger: Option<Linger>,
+) {
     let Output { dry_run, json } = out;
     let r = Report {
         unit: &plan.unit,
         scope,
         outcome,
         dry_run,
-        steps: plan.steps.iter().map(ToString::to_string).collect(),
+        steps: steps.to_vec(),
         notes: &plan.notes,
         linger,
     };
@@ -54,8 +62,8 @@ pub(super) fn plan(plan: &Plan, scope: Scope, outcome: &str, out: Output, linger
     }
     let would = if dry_run { "would be " } else { "" };
     println!("{}: {would}{outcome} ({scope} scope)", plan.unit);
-    for step in &plan.steps {
-        println!("  {step}");
+    for (step, line) in plan.steps.iter().zip(steps) {
+        println!("  {line}");
         if dry_run {
             if let Step::WriteFile { contents, .. } = step {
                 for line in contents.lines() {

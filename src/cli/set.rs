@@ -1,41 +1,39 @@
-//! `set` and `unset`: edit only our drop-in, then restart a running unit so it takes effect.
+//! `set` and `unset`: edit only our settings file (and, under launchd, the plist that carries
+//! it), then restart a running job so it takes effect.
 
-use super::apply::edit_unit;
+use super::apply::edit_job;
 use super::args::{SetArgs, UnsetArgs};
 use super::error::{usage, CliError};
-use super::validate::{resolve_profile, set_pairs};
-use crate::service::planner;
-use crate::systemd::dropin::Directive;
+use super::validate::{parse_profile, set_pairs};
+use crate::service::settings::Directive;
 use crate::systemd::escape;
 
 pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
-    let scope = args.unit.scope.scope();
-    let profile = resolve_profile(&args.unit.profile, scope, None)?;
+    parse_profile(&args.unit.profile)?;
     let settings = set_pairs(&args.pairs)?;
-    edit_unit(
-        &profile,
-        scope,
+    edit_job(
+        &args.unit.profile,
+        &args.unit.scope,
         args.output.output(),
         "updated",
-        |observed| planner::plan_set(&args.unit.profile, &settings, observed, !args.no_restart),
+        |spec, observed| spec.plan_set(&settings, observed, !args.no_restart),
     )
     .await
 }
 
 pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
-    let scope = args.unit.scope.scope();
-    let profile = resolve_profile(&args.unit.profile, scope, None)?;
+    parse_profile(&args.unit.profile)?;
     for key in &args.keys {
         if Directive::from_name(key).is_none() {
             escape::env_name(key).map_err(|e| usage(e.to_string()))?;
         }
     }
-    edit_unit(
-        &profile,
-        scope,
+    edit_job(
+        &args.unit.profile,
+        &args.unit.scope,
         args.output.output(),
         "updated",
-        |observed| planner::plan_unset(&args.unit.profile, &args.keys, observed, !args.no_restart),
+        |spec, observed| spec.plan_unset(&args.keys, observed, !args.no_restart),
     )
     .await
 }

@@ -1,20 +1,44 @@
-//! `status`: every installed profile's unit (`crate::status`), and whether user units linger.
+//! `status`: every installed profile's job (`crate::status` under systemd,
+//! `launchd::status` under launchd), and whether user units linger.
 
 use super::apply::linger_for;
 use super::args::StatusArgs;
 use super::error::CliError;
+use super::service::{self, Service};
 use super::validate::parse_profile;
 use crate::exit_code;
+use crate::launchd;
+use crate::service::manager::Manager;
 use crate::status;
 use crate::systemd::Systemd;
 
 pub(super) async fn run(args: StatusArgs) -> Result<u8, CliError> {
+    let manager = service::manager(&args.scope)?;
     let scope = args.scope.scope();
     let only = args.profile.as_deref().map(parse_profile).transpose()?;
+    if let Manager::Launchd = manager {
+        let Service::Launchd {
+            home,
+            launchctl: Some(launchctl),
+        } = Service::connect(manager, scope, false).await?
+        else {
+            unreachable!("a launchd service without a dry run has launchctl");
+        };
+        let agents = launchd::status::gather(&home, &launchctl, only.as_ref()).await?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&agents)?);
+        } else {
+            print!(
+                "{}",
+                launchd::status::to_text(&launchctl.domain().to_string(), &agents)
+            );
+        }
+        return Ok(exit_code::OK);
+    }
     let systemd = Systemd::connect(scope).await?;
     let (report, linger) = tokio::join!(
         status::gather(&systemd, only.as_ref(), None),
-        linger_for(scope)
+        linger_for(Some(scope))
     );
     let mut report = report?;
     report.linger = linger;

@@ -1,13 +1,14 @@
 //! Validation: every flag checked and turned into a typed request before anything is touched,
 //! so that bad input exits 2 with one line naming the flag and the fix.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::args::UnitSource;
 use super::error::{usage, CliError};
 use crate::profile::{Profile, ProfileName};
-use crate::service::planner::Settings;
-use crate::systemd::dropin::{self, Directive};
+use crate::service::settings::Settings;
+use crate::service::settings::{Directive, MAX_SECONDS};
+use crate::systemd::dropin;
 use crate::systemd::escape;
 use crate::systemd::scope::Scope;
 use crate::systemd::unit_file::UnitSpec;
@@ -58,11 +59,7 @@ pub(super) fn unit_spec(src: &UnitSource) -> Result<UnitSpec, CliError> {
         }
         _ => {}
     }
-    let exec = match &src.exec {
-        Some(p) => p.clone(),
-        None => std::env::current_exe().map_err(CliError::CurrentExe)?,
-    };
-    check_executable(&exec)?;
+    let exec = exec_path(src.exec.as_deref())?;
     let profile = resolve_profile(&src.profile, scope, src.run_as.as_deref())?;
     // `EnvironmentFile=` takes its path as a glob (systemd.exec(5)), and a path that is not
     // one file is skipped without a word: the gateway would start without its secrets.
@@ -85,6 +82,16 @@ pub(super) fn unit_spec(src: &UnitSource) -> Result<UnitSpec, CliError> {
     // Render once now, so bad values are usage errors before anything is touched.
     spec.render().map_err(|e| usage(e.to_string()))?;
     Ok(spec)
+}
+
+/// `--exec`, or this binary: the program the job runs, checked to be one.
+pub(super) fn exec_path(exec: Option<&Path>) -> Result<PathBuf, CliError> {
+    let exec = match exec {
+        Some(p) => p.to_owned(),
+        None => std::env::current_exe().map_err(CliError::CurrentExe)?,
+    };
+    check_executable(&exec)?;
+    Ok(exec)
 }
 
 fn check_executable(path: &Path) -> Result<(), CliError> {
@@ -117,10 +124,10 @@ fn seconds(flag: &str, raw: &str) -> Result<u64, CliError> {
     let raw = raw.trim();
     let digits = raw.strip_suffix('s').unwrap_or(raw);
     match digits.parse::<u64>() {
-        Ok(n) if n > 0 && n <= dropin::MAX_SECONDS => Ok(n),
+        Ok(n) if n > 0 && n <= MAX_SECONDS => Ok(n),
         _ => Err(usage(format!(
             "{flag}={raw:?}: must be a whole number of seconds from 1 to {}, like 30",
-            dropin::MAX_SECONDS
+            MAX_SECONDS
         ))),
     }
 }

@@ -18,9 +18,10 @@ use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
 use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
+use crate::service::observed::sticky_profile;
 use crate::service::served_profile::unit_hermes_home;
 use crate::systemd::linger::Linger;
-use crate::systemd::observed::{sticky_profile, GATEWAY_UNIT_PATTERNS};
+use crate::systemd::observed::GATEWAY_UNIT_PATTERNS;
 use crate::systemd::scope::Scope;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 

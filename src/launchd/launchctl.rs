@@ -223,7 +223,8 @@ impl Launchctl {
         })
     }
 
-    async fn enable(&self, label: &str) -> Result<(), LaunchctlError> {
+    /// `enable <target>`: clears a `launchctl disable`, so the job loads at the next login.
+    pub async fn enable(&self, label: &str) -> Result<(), LaunchctlError> {
         self.must(vec!["enable".into(), self.domain.target(label)], None)
             .await
     }

@@ -102,13 +102,13 @@ impl fmt::Display for Step {
             Step::CreateDir { path, user } => {
                 write!(f, "create {} owned by {user}", path.display())
             }
-            Step::Reload => f.write_str("bus: Manager.Reload()"),
-            Step::Enable { unit } => write!(f, "bus: Manager.EnableUnitFiles([{unit}])"),
-            Step::Disable { unit } => write!(f, "bus: Manager.DisableUnitFiles([{unit}])"),
-            Step::Start { unit } => write!(f, "bus: Manager.StartUnit({unit}, replace)"),
-            Step::Stop { unit } => write!(f, "bus: Manager.StopUnit({unit}, replace)"),
-            Step::Restart { unit } => write!(f, "bus: Manager.RestartUnit({unit}, replace)"),
-            Step::ResetFailed { unit } => write!(f, "bus: Manager.ResetFailedUnit({unit})"),
+            Step::Reload => f.write_str("reload the manager"),
+            Step::Enable { unit } => write!(f, "enable {unit}"),
+            Step::Disable { unit } => write!(f, "disable {unit}"),
+            Step::Start { unit } => write!(f, "start {unit}"),
+            Step::Stop { unit } => write!(f, "stop {unit}"),
+            Step::Restart { unit } => write!(f, "restart {unit}"),
+            Step::ResetFailed { unit } => write!(f, "reset the failed state of {unit}"),
         }
     }
 }

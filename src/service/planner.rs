@@ -1,16 +1,18 @@
-//! Planning install, set, unset and uninstall: pure decisions over an [`Observed`] world.
+//! Planning install, set, unset and uninstall: pure decisions over an [`Observed`] world, the
+//! same for every manager.
 //!
-//! The rules that keep people's work safe live here: a pristine unit is rewritten only when its
-//! body changes; an edited one is left alone (settings go to the drop-in) unless `--force`
-//! backs it up first; a foreign unit serving the same profile makes install refuse unless
-//! `--migrate` is given.
+//! The rules that keep people's work safe live here: a pristine definition (unit file, plist)
+//! is rewritten only when its body changes; an edited one is left alone (settings go to the
+//! settings file) unless `--force` backs it up first; a foreign job serving the same profile
+//! makes install refuse unless `--migrate` is given. A backend lends only its formats
+//! ([`Definition`], [`SettingsFile`]).
 
 use std::path::{Path, PathBuf};
 
+use crate::service::definition::{Definition, FormatError, Provenance, SettingsFile};
+use crate::service::observed::{ForeignUnit, Observed};
 use crate::service::plan::{Plan, Step};
-use crate::systemd::dropin::{Directive, DropIn, DropInError};
-use crate::systemd::observed::{ForeignUnit, Observed};
-use crate::systemd::unit_file::{self, Provenance, RenderError, UnitSpec};
+use crate::service::settings::{Directive, Settings};
 
 /// Why a plan could not be made. Nothing has been touched when one of these is returned.
 #[derive(Debug, thiserror::Error)]
@@ -29,14 +31,14 @@ pub(crate) enum PlanError {
     ForeignAtOurPath { path: PathBuf },
     #[error("profile {profile} is not installed ({path} does not exist); run `hermes-svc install --profile {profile}` first")]
     NotInstalled { profile: String, path: PathBuf },
-    #[error("cannot read our drop-in {path}: {source}")]
-    DropIn {
+    #[error("cannot read our settings file {path}: {source}")]
+    Settings {
         path: PathBuf,
         #[source]
-        source: DropInError,
+        source: FormatError,
     },
     #[error(transparent)]
-    Render(#[from] RenderError),
+    Render(FormatError),
 }
 
 fn names(units: &[ForeignUnit]) -> String {
@@ -50,17 +52,10 @@ fn names(units: &[ForeignUnit]) -> String {
         .join(", ")
 }
 
-/// Settings destined for our drop-in.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Settings {
-    pub(crate) env: Vec<(String, String)>,
-    pub(crate) directives: Vec<(Directive, u64)>,
-}
-
 /// A validated `install` request.
 #[derive(Clone, Debug)]
-pub(crate) struct InstallRequest {
-    pub(crate) spec: UnitSpec,
+pub(crate) struct InstallRequest<D> {
+    pub(crate) spec: D,
     pub(crate) settings: Settings,
     pub(crate) start: bool,
     pub(crate) force: bool,
@@ -75,37 +70,104 @@ fn aside(path: &Path, tag: &str, now: u64) -> PathBuf {
     path.with_file_name(name)
 }
 
-fn current_dropin(observed: &Observed) -> Result<DropIn, PlanError> {
-    match &observed.dropin_text {
-        None => Ok(DropIn::default()),
-        Some(text) => DropIn::parse(text).map_err(|source| PlanError::DropIn {
-            path: observed.dropin_path(),
-            source,
-        }),
+fn current_settings<S: SettingsFile>(observed: &Observed) -> Result<S, PlanError> {
+    match &observed.settings_text {
+        None => Ok(S::default()),
+        Some(text) => {
+            S::parse(text, &observed.settings_path).map_err(|source| PlanError::Settings {
+                path: observed.settings_path.clone(),
+                source,
+            })
+        }
     }
 }
 
-/// Write, or remove when empty, our drop-in if its content changes.
-fn plan_dropin(plan: &mut Plan, observed: &Observed, dropin: &DropIn) -> Result<(), PlanError> {
-    let path = observed.dropin_path();
-    if dropin.is_empty() {
-        if observed.dropin_text.is_some() {
+/// Write, or remove when empty, our settings file if its content changes.
+fn plan_settings<S: SettingsFile>(
+    plan: &mut Plan,
+    observed: &Observed,
+    settings: &mut S,
+) -> Result<(), PlanError> {
+    let path = observed.settings_path.clone();
+    if settings.is_empty() {
+        if observed.settings_text.is_some() {
             plan.push(Step::RemoveFile { path });
         }
         return Ok(());
     }
-    let text = dropin.render().map_err(|source| PlanError::DropIn {
+    let text = settings.render().map_err(|source| PlanError::Settings {
         path: path.clone(),
         source,
     })?;
-    if observed.dropin_text.as_deref() != Some(text.as_str()) {
+    if observed.settings_text.as_deref() != Some(text.as_str()) {
         plan.push(Step::WriteFile {
             path,
             contents: text,
-            mode: 0o644,
+            mode: S::MODE,
         });
     }
     Ok(())
+}
+
+/// Write the definition as rendered, by the rules: a missing or pristine file whose body
+/// differs is written; an edited one only with `--force` (backed up first); a foreign one only
+/// with `--force` or `--migrate` (moved aside first).
+fn plan_definition<D: Definition>(
+    plan: &mut Plan,
+    observed: &Observed,
+    rendered: String,
+    force: bool,
+    migrate: bool,
+    now: u64,
+) -> Result<(), PlanError> {
+    let Some(text) = observed.text.as_deref() else {
+        plan.push(write_definition(observed, rendered));
+        return Ok(());
+    };
+    match D::provenance(text) {
+        Provenance::Pristine => {
+            if !D::same_body(text, &rendered) {
+                plan.push(write_definition(observed, rendered));
+            }
+        }
+        Provenance::Edited if force => {
+            plan.push(Step::Backup {
+                from: observed.path.clone(),
+                to: aside(&observed.path, "bak", now),
+            });
+            plan.push(write_definition(observed, rendered));
+        }
+        Provenance::Edited => plan.note(format!(
+            "{} was edited by hand and is left as it is; {} (use --force to back it up and rewrite it)",
+            observed.path.display(),
+            if D::CARRIES_SETTINGS {
+                "settings take effect only when hermes-svc may rewrite it"
+            } else {
+                "settings go to the drop-in"
+            }
+        )),
+        Provenance::Foreign if force || migrate => {
+            plan.push(Step::MoveAside {
+                from: observed.path.clone(),
+                to: aside(&observed.path, "migrated", now),
+            });
+            plan.push(write_definition(observed, rendered));
+        }
+        Provenance::Foreign => {
+            return Err(PlanError::ForeignAtOurPath {
+                path: observed.path.clone(),
+            })
+        }
+    }
+    Ok(())
+}
+
+fn write_definition(observed: &Observed, rendered: String) -> Step {
+    Step::WriteFile {
+        path: observed.path.clone(),
+        contents: rendered,
+        mode: 0o644,
+    }
 }
 
 /// Clear what an earlier, killed run left half done: its temporary files.
@@ -115,7 +177,7 @@ fn plan_cleanup(plan: &mut Plan, observed: &Observed) {
     }
 }
 
-/// After file changes: reload, and restart the unit if (and only if) it is running, either
+/// After file changes: reload, and restart the job if (and only if) it is running, either
 /// because the files change now or because the running gateway started before they last
 /// changed (an earlier run was killed between writing and restarting).
 fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
@@ -127,30 +189,24 @@ fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
         if restart {
             if stale && !plan.changes_files() {
                 plan.note(format!(
-                    "{} was running older settings than its unit files; restarting it",
-                    observed.unit_name
+                    "{} was running older settings than its files; restarting it",
+                    observed.name
                 ));
             }
             plan.push(Step::Restart {
-                unit: observed.unit_name.clone(),
+                unit: observed.name.clone(),
             });
         } else {
             plan.note(format!(
                 "{} keeps running with its old settings until it is restarted",
-                observed.unit_name
+                observed.name
             ));
         }
     }
 }
 
-pub(crate) fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<Plan, PlanError> {
-    let mut plan = Plan::new(observed.unit_name.clone());
-    if !observed.foreign.is_empty() && !req.migrate {
-        return Err(PlanError::Foreign {
-            profile: req.spec.profile.name().to_string(),
-            units: observed.foreign.clone(),
-        });
-    }
+/// `--migrate`: stop, disable and move aside every foreign job serving the profile.
+fn plan_migrate<D: Definition>(plan: &mut Plan, spec: &D, observed: &Observed, now: u64) {
     for foreign in &observed.foreign {
         if foreign.active {
             plan.push(Step::Stop {
@@ -168,7 +224,7 @@ pub(crate) fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<
             Some(path) if !path.starts_with("/usr") => {
                 plan.push(Step::MoveAside {
                     from: path.clone(),
-                    to: aside(path, "migrated", req.now),
+                    to: aside(path, "migrated", now),
                 });
                 plan.note(format!(
                     "migrated {}: stopped, disabled, file kept as backup",
@@ -176,10 +232,9 @@ pub(crate) fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<
                 ));
             }
             _ => plan.note(format!(
-                "migrated {}: stopped and disabled; its file belongs to a package and stays (mask it with `systemctl{} mask {}` if it comes back)",
+                "migrated {}: stopped and disabled; its file belongs to a package and stays ({})",
                 foreign.name,
-                req.spec.scope.systemctl_flag(),
-                foreign.name
+                spec.package_file_hint(&foreign.name)
             )),
         }
         if foreign.active || foreign.failed {
@@ -188,120 +243,101 @@ pub(crate) fn plan_install(req: &InstallRequest, observed: &Observed) -> Result<
             });
         }
     }
+}
+
+pub(crate) fn plan_install<D: Definition>(
+    req: &InstallRequest<D>,
+    observed: &Observed,
+) -> Result<Plan, PlanError> {
+    let mut plan = Plan::new(observed.name.clone());
+    if !observed.foreign.is_empty() && !req.migrate {
+        return Err(PlanError::Foreign {
+            profile: req.spec.profile().name().to_string(),
+            units: observed.foreign.clone(),
+        });
+    }
+    plan_migrate(&mut plan, &req.spec, observed, req.now);
 
     // The sandbox's `ReadWritePaths=` names the profile home, and the unit cannot start
     // while it is missing; the gateway, read-only everywhere else, cannot create it either.
-    if let (Some(user), false) = (&req.spec.run_as, observed.profile_home_exists) {
+    if let (Some(user), false) = (req.spec.home_owner(), observed.profile_home_exists) {
         plan.push(Step::CreateDir {
-            path: req.spec.profile.home(),
-            user: user.clone(),
+            path: req.spec.profile().home(),
+            user: user.to_owned(),
         });
     }
-    let rendered = req.spec.render()?;
-    let write_unit = Step::WriteFile {
-        path: observed.unit_path.clone(),
-        contents: rendered.clone(),
-        mode: 0o644,
-    };
-    match observed.unit_text.as_deref() {
-        None => plan.push(write_unit),
-        Some(text) => match unit_file::provenance(text) {
-            Provenance::Pristine => {
-                if unit_file::body(text) != unit_file::body(&rendered) {
-                    plan.push(write_unit);
-                }
-            }
-            Provenance::Edited if req.force => {
-                plan.push(Step::Backup {
-                    from: observed.unit_path.clone(),
-                    to: aside(&observed.unit_path, "bak", req.now),
-                });
-                plan.push(write_unit);
-            }
-            Provenance::Edited => plan.note(format!(
-                "{} was edited by hand and is left as it is; settings go to the drop-in (use --force to back it up and rewrite it)",
-                observed.unit_path.display()
-            )),
-            Provenance::Foreign if req.force || req.migrate => {
-                plan.push(Step::MoveAside {
-                    from: observed.unit_path.clone(),
-                    to: aside(&observed.unit_path, "migrated", req.now),
-                });
-                plan.push(write_unit);
-            }
-            Provenance::Foreign => {
-                return Err(PlanError::ForeignAtOurPath {
-                    path: observed.unit_path.clone(),
-                })
-            }
-        },
-    }
-
-    let mut dropin = current_dropin(observed)?;
-    merge(&mut dropin, &req.settings);
-    plan_dropin(&mut plan, observed, &dropin)?;
+    let mut settings: D::Settings = current_settings(observed)?;
+    merge(&mut settings, &req.settings);
+    let rendered = req.spec.render(&settings).map_err(PlanError::Render)?;
+    plan_definition::<D>(
+        &mut plan,
+        observed,
+        rendered,
+        req.force,
+        req.migrate,
+        req.now,
+    )?;
+    plan_settings(&mut plan, observed, &mut settings)?;
     plan_cleanup(&mut plan, observed);
 
     plan_apply_changes(&mut plan, observed, true);
     if !observed.enabled() {
         plan.push(Step::Enable {
-            unit: observed.unit_name.clone(),
+            unit: observed.name.clone(),
         });
     }
     if req.start && !observed.active() {
         plan.push(Step::Start {
-            unit: observed.unit_name.clone(),
+            unit: observed.name.clone(),
         });
     }
-    for other in &observed.other_dropins {
+    for other in &observed.other_settings {
         plan.note(format!("your drop-in {} also applies", other.display()));
     }
     Ok(plan)
 }
 
-fn merge(dropin: &mut DropIn, settings: &Settings) {
+fn merge<S: SettingsFile>(file: &mut S, settings: &Settings) {
     for (k, v) in &settings.env {
-        dropin.env.insert(k.clone(), v.clone());
+        file.env().insert(k.clone(), v.clone());
     }
     for (d, v) in &settings.directives {
-        dropin.directives.insert(*d, *v);
+        file.directives().insert(*d, *v);
     }
 }
 
 fn require_installed(profile: &str, observed: &Observed) -> Result<(), PlanError> {
-    if observed.unit_text.is_none() {
+    if observed.text.is_none() {
         return Err(PlanError::NotInstalled {
             profile: profile.to_owned(),
-            path: observed.unit_path.clone(),
+            path: observed.path.clone(),
         });
     }
     Ok(())
 }
 
-/// `set`: merge settings into our drop-in.
-pub(crate) fn plan_set(
-    profile: &str,
+/// `set`: merge settings into our settings file.
+pub(crate) fn plan_set<D: Definition>(
+    spec: &D,
     settings: &Settings,
     observed: &Observed,
     restart: bool,
 ) -> Result<Plan, PlanError> {
-    plan_dropin_edit(profile, observed, restart, |_, dropin| {
-        merge(dropin, settings)
-    })
+    plan_settings_edit(spec, observed, restart, |_, file| merge(file, settings))
 }
 
-/// `unset`: drop keys (environment names or directive names) from our drop-in.
-pub(crate) fn plan_unset(
-    profile: &str,
+/// `unset`: drop keys (environment names or directive names) from our settings file.
+pub(crate) fn plan_unset<D: Definition>(
+    spec: &D,
     keys: &[String],
     observed: &Observed,
     restart: bool,
 ) -> Result<Plan, PlanError> {
-    plan_dropin_edit(profile, observed, restart, |plan, dropin| {
+    plan_settings_edit(spec, observed, restart, |plan, file| {
         for key in keys {
             let removed = match Directive::from_name(key) {
-                Some(d) => dropin.directives.remove(&d).is_some(),
-                None => dropin.env.remove(key).is_some(),
+                Some(d) => file.directives().remove(&d).is_some(),
+                None => file.env().remove(key).is_some(),
             };
             if !removed {
                 plan.note(format!("{key} was not set"));
@@ -310,28 +346,34 @@ pub(crate) fn plan_unset(
     })
 }
 
-/// What `set` and `unset` share around their one edit of our drop-in: only an installed unit
-/// has one to edit, and the edit is written, cleaned up after and applied the same way.
-fn plan_dropin_edit(
-    profile: &str,
+/// What `set` and `unset` share around their one edit of our settings file: only an installed
+/// job has one to edit, and the edit is written, cleaned up after and applied the same way.
+/// Where the definition carries the settings (launchd), it is rendered again by the usual
+/// rules, so a hand-edited plist is kept and says so.
+fn plan_settings_edit<D: Definition>(
+    spec: &D,
     observed: &Observed,
     restart: bool,
-    edit: impl FnOnce(&mut Plan, &mut DropIn),
+    edit: impl FnOnce(&mut Plan, &mut D::Settings),
 ) -> Result<Plan, PlanError> {
-    require_installed(profile, observed)?;
-    let mut plan = Plan::new(observed.unit_name.clone());
-    let mut dropin = current_dropin(observed)?;
-    edit(&mut plan, &mut dropin);
-    plan_dropin(&mut plan, observed, &dropin)?;
+    require_installed(spec.profile().name().as_str(), observed)?;
+    let mut plan = Plan::new(observed.name.clone());
+    let mut settings: D::Settings = current_settings(observed)?;
+    edit(&mut plan, &mut settings);
+    if D::CARRIES_SETTINGS {
+        let rendered = spec.render(&settings).map_err(PlanError::Render)?;
+        plan_definition::<D>(&mut plan, observed, rendered, false, false, 0)?;
+    }
+    plan_settings(&mut plan, observed, &mut settings)?;
     plan_cleanup(&mut plan, observed);
     plan_apply_changes(&mut plan, observed, restart);
     Ok(plan)
 }
 
 /// `uninstall`: stop, disable, remove our files, reload. Profile data is never touched, and
-/// a person's own drop-ins stay where they are.
-pub(crate) fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
-    let unit = observed.unit_name.clone();
+/// a person's own settings files stay where they are.
+pub(crate) fn plan_uninstall<D: Definition>(observed: &Observed, now: u64) -> Plan {
+    let unit = observed.name.clone();
     let mut plan = Plan::new(unit.clone());
     if observed.active() {
         plan.push(Step::Stop { unit: unit.clone() });
@@ -339,52 +381,32 @@ pub(crate) fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
     if observed.enabled() {
         plan.push(Step::Disable { unit: unit.clone() });
     }
-    if let Some(text) = &observed.unit_text {
-        if unit_file::provenance(text) == Provenance::Pristine {
+    if let Some(text) = &observed.text {
+        if D::provenance(text) == Provenance::Pristine {
             plan.push(Step::RemoveFile {
-                path: observed.unit_path.clone(),
+                path: observed.path.clone(),
             });
         } else {
-            let to = aside(&observed.unit_path, "bak", now);
-            plan.note(format!(
-                "{} had hand edits; kept as {}",
-                observed.unit_path.display(),
-                to.display()
-            ));
-            plan.push(Step::MoveAside {
-                from: observed.unit_path.clone(),
-                to,
-            });
+            plan_keep_aside(&mut plan, &observed.path, now);
         }
     }
-    match &observed.dropin_text {
+    match &observed.settings_text {
         // Ours as we wrote it: nothing in it that `install --env` cannot bring back.
-        Some(text) if DropIn::parse(text).is_ok() => plan.push(Step::RemoveFile {
-            path: observed.dropin_path(),
-        }),
-        Some(_) => {
-            let to = aside(&observed.dropin_path(), "bak", now);
-            plan.note(format!(
-                "{} had hand edits; kept as {}",
-                observed.dropin_path().display(),
-                to.display()
-            ));
-            plan.push(Step::MoveAside {
-                from: observed.dropin_path(),
-                to,
-            });
+        Some(text) if D::Settings::parse(text, &observed.settings_path).is_ok() => {
+            plan.push(Step::RemoveFile {
+                path: observed.settings_path.clone(),
+            })
         }
+        Some(_) => plan_keep_aside(&mut plan, &observed.settings_path, now),
         None => {}
     }
     plan_cleanup(&mut plan, observed);
-    if observed.other_dropins.is_empty() {
-        if observed.dropin_dir.exists() {
-            plan.push(Step::RemoveEmptyDir {
-                path: observed.dropin_dir.clone(),
-            });
+    if observed.other_settings.is_empty() {
+        if let Some(dir) = observed.settings_dir.as_ref().filter(|d| d.exists()) {
+            plan.push(Step::RemoveEmptyDir { path: dir.clone() });
         }
     } else {
-        for other in &observed.other_dropins {
+        for other in &observed.other_settings {
             plan.note(format!("kept your drop-in {}", other.display()));
         }
     }
@@ -398,4 +420,17 @@ pub(crate) fn plan_uninstall(observed: &Observed, now: u64) -> Plan {
         plan.note("not installed; nothing to do");
     }
     plan
+}
+
+fn plan_keep_aside(plan: &mut Plan, path: &Path, now: u64) {
+    let to = aside(path, "bak", now);
+    plan.note(format!(
+        "{} had hand edits; kept as {}",
+        path.display(),
+        to.display()
+    ));
+    plan.push(Step::MoveAside {
+        from: path.to_owned(),
+        to,
+    });
 }

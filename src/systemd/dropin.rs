@@ -4,46 +4,14 @@
 //! file sorts before a person's `override.conf` (from `systemctl edit`), which therefore wins.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use askama::Template;
 
+use crate::service::settings::Directive;
 use crate::systemd::escape::{self, EscapeError};
 
 /// The file name of our drop-in inside `<unit>.d/`.
 pub const DROPIN_NAME: &str = "50-hermes-svc.conf";
-
-/// The service directives `set` may change, besides environment variables.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Directive {
-    WatchdogSec,
-    RestartSec,
-}
-
-impl Directive {
-    pub(crate) const ALL: [Directive; 2] = [Directive::WatchdogSec, Directive::RestartSec];
-
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Directive::WatchdogSec => "WatchdogSec",
-            Directive::RestartSec => "RestartSec",
-        }
-    }
-
-    pub(crate) fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|d| d.name() == name)
-    }
-}
-
-impl fmt::Display for Directive {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-/// The most seconds `WatchdogSec` and `RestartSec` may be set to. systemd silently ignores
-/// values past what its microsecond clock holds; a day is far beyond any useful setting.
-pub(crate) const MAX_SECONDS: u64 = 24 * 60 * 60;
 
 /// Why an environment variable may not be set through our drop-in, if it may not: the manager
 /// sets these itself for the service (systemd.exec(5), "Environment Variables in Spawned

@@ -1,10 +1,13 @@
-//! One look at the world before planning: our files on disk, the unit's state in the manager,
-//! and any other unit that serves the same profile.
+//! systemd's side of the one look before planning: the unit file and our drop-in on disk, the
+//! unit's state in the manager, and any other unit that serves the same profile.
 
 use std::path::PathBuf;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, UNIX_EPOCH};
 
-use crate::profile::{Profile, ProfileName};
+use crate::profile::Profile;
+use crate::service::observed::{
+    self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, Siblings,
+};
 use crate::service::served_profile::served_profile;
 use crate::systemd::dropin::DROPIN_NAME;
 use crate::systemd::scope::Scope;
@@ -13,105 +16,24 @@ use crate::systemd::{Systemd, SystemdError, UnitProperties};
 /// Unit names that gateway units have been given, by us and by older tools.
 pub(crate) const GATEWAY_UNIT_PATTERNS: [&str; 2] = ["hermes-gateway*.service", "hermes.service"];
 
-/// Another unit that runs a gateway for the same profile.
-#[derive(Clone, Debug, serde::Serialize)]
-pub(crate) struct ForeignUnit {
-    pub(crate) name: String,
-    pub(crate) fragment_path: Option<PathBuf>,
-    pub(crate) active: bool,
-    pub(crate) enabled: bool,
-    pub(crate) failed: bool,
-}
-
-/// What is there now, as far as one profile's unit is concerned.
-#[derive(Clone, Debug)]
-pub(crate) struct Observed {
-    pub(crate) unit_name: String,
-    pub(crate) unit_path: PathBuf,
-    pub(crate) unit_text: Option<String>,
-    pub(crate) dropin_dir: PathBuf,
-    pub(crate) dropin_text: Option<String>,
-    /// Drop-ins in our directory that are not ours (a person's `override.conf`, ...).
-    pub(crate) other_dropins: Vec<PathBuf>,
-    /// Temporary files an earlier hermes-svc left behind when it was killed mid-write: ours to
-    /// remove, never a person's drop-in.
-    pub(crate) stale_temp_files: Vec<PathBuf>,
-    /// When the unit's configuration last changed on disk: the newest of the unit file, the
-    /// drop-in directory (an entry added, renamed or removed) and our drop-in.
-    pub(crate) config_changed_at: Option<SystemTime>,
-    /// Whether the profile's home directory exists (a system unit needs it before it starts).
-    pub(crate) profile_home_exists: bool,
-    /// `None` when the manager could not be asked (only allowed for `--dry-run`).
-    pub(crate) unit: Option<UnitProperties>,
-    pub(crate) foreign: Vec<ForeignUnit>,
-}
-
-impl Observed {
-    pub(crate) fn dropin_path(&self) -> PathBuf {
-        self.dropin_dir.join(DROPIN_NAME)
-    }
-
-    pub(crate) fn active(&self) -> bool {
-        self.unit.as_ref().is_some_and(UnitProperties::is_active)
-    }
-
-    pub(crate) fn enabled(&self) -> bool {
-        self.unit
-            .as_ref()
-            .and_then(|u| u.unit_file_state.as_deref())
-            .is_some_and(|s| s == "enabled" || s == "enabled-runtime")
-    }
-
-    pub(crate) fn loaded(&self) -> bool {
-        self.unit
-            .as_ref()
-            .and_then(|u| u.load_state.as_deref())
-            .is_some_and(|s| s != "not-found")
-    }
-
-    pub(crate) fn needs_reload(&self) -> bool {
-        self.unit
-            .as_ref()
-            .and_then(|u| u.need_daemon_reload)
-            .unwrap_or(false)
-    }
-
-    /// The running gateway started before its unit's files last changed, so it runs older
-    /// settings than the files say: what a hermes-svc killed between writing and restarting
-    /// leaves behind. A rerun must restart it even though every file is already as wanted.
-    pub(crate) fn running_stale(&self) -> bool {
-        let Some(started) = self
-            .unit
-            .as_ref()
-            .filter(|u| u.is_active())
-            .and_then(|u| u.inactive_exit_timestamp)
+/// What systemd says of a unit, in the planner's terms.
+fn job_view(props: &UnitProperties) -> JobView {
+    JobView {
+        loaded: props
+            .load_state
+            .as_deref()
+            .is_some_and(|s| s != "not-found"),
+        enabled: props
+            .unit_file_state
+            .as_deref()
+            .is_some_and(|s| s == "enabled" || s == "enabled-runtime"),
+        active: props.is_active(),
+        needs_reload: props.need_daemon_reload.unwrap_or(false),
+        started_at: props
+            .inactive_exit_timestamp
             .filter(|t| *t > 0)
-        else {
-            return false;
-        };
-        let started = UNIX_EPOCH + Duration::from_micros(started);
-        self.config_changed_at.is_some_and(|c| c > started)
+            .map(|t| UNIX_EPOCH + Duration::from_micros(t)),
     }
-}
-
-/// Is `name` a temporary file that `atomic_file` makes (`.NAME.tmp.PID`) for a process that is
-/// gone? A live writer's file is left alone.
-fn stale_temp(name: &str) -> bool {
-    let Some(pid) = name
-        .strip_prefix('.')
-        .and_then(|n| n.rsplit_once(".tmp."))
-        .and_then(|(_, pid)| pid.parse::<i32>().ok())
-    else {
-        return false;
-    };
-    pid > 0
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH)
-}
-
-/// The modification time of `path` itself (a link is not followed), if it exists.
-fn mtime(path: &std::path::Path) -> Option<SystemTime> {
-    std::fs::symlink_metadata(path).ok()?.modified().ok()
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -129,29 +51,10 @@ pub(crate) enum ObserveError {
 }
 
 fn read_optional(path: &std::path::Path) -> Result<Option<String>, ObserveError> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => Ok(Some(text)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(ObserveError::Read {
-            path: path.to_owned(),
-            source,
-        }),
-    }
-}
-
-/// The legacy sticky profile file that units without `--profile` fall back to.
-pub(crate) fn sticky_profile(hermes_home: &std::path::Path) -> Option<ProfileName> {
-    let text = std::fs::read_to_string(hermes_home.join("active_profile")).ok()?;
-    ProfileName::parse(text.trim()).ok()
-}
-
-/// Look at disk and, when given a manager, at the manager.
-/// Whether to look for other units serving the same profile: only `install` needs that, and
-/// it costs a scan of every unit search path.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Siblings {
-    Find,
-    Skip,
+    observed::read_optional(path).map_err(|source| ObserveError::Read {
+        path: path.to_owned(),
+        source,
+    })
 }
 
 pub(crate) async fn observe(
@@ -199,26 +102,46 @@ pub(crate) async fn observe(
     .into_iter()
     .flatten()
     .max();
+    let settings_path = dropin_dir.join(DROPIN_NAME);
     let mut observed = Observed {
-        unit_text: read_optional(&unit_path)?,
-        dropin_text: read_optional(&dropin_dir.join(DROPIN_NAME))?,
-        unit_name,
-        unit_path,
-        dropin_dir,
-        other_dropins,
+        text: read_optional(&unit_path)?,
+        settings_text: read_optional(&settings_path)?,
+        name: unit_name,
+        path: unit_path,
+        settings_path,
+        settings_dir: Some(dropin_dir),
+        other_settings: other_dropins,
         stale_temp_files,
         config_changed_at,
         profile_home_exists: profile.home().is_dir(),
-        unit: None,
+        job: None,
         foreign: vec![],
     };
     if let Some(systemd) = systemd {
-        observed.unit = Some(systemd.properties(&observed.unit_name).await?);
+        observed.job = Some(job_view(&systemd.properties(&observed.name).await?));
         if siblings == Siblings::Find {
-            observed.foreign = foreign_units(systemd, profile, &observed.unit_name).await?;
+            observed.foreign = foreign_units(systemd, profile, &observed.name).await?;
         }
     }
     Ok(observed)
+}
+
+/// A unit serving our profile, as the planner sees it.
+pub(crate) fn foreign_unit(name: String, props: &UnitProperties) -> ForeignUnit {
+    ForeignUnit {
+        active: props.is_active(),
+        enabled: matches!(
+            props.unit_file_state.as_deref(),
+            Some("enabled" | "enabled-runtime" | "linked" | "linked-runtime")
+        ),
+        failed: props.active_state.as_deref() == Some("failed"),
+        fragment_path: props
+            .fragment_path
+            .as_deref()
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from),
+        name,
+    }
 }
 
 /// Every other gateway unit, loaded or merely installed, that serves `profile`.
@@ -252,19 +175,7 @@ async fn foreign_units(
             continue;
         };
         if served.serves(profile.name(), profile.hermes_home(), &default_home) {
-            out.push(ForeignUnit {
-                active: props.is_active(),
-                enabled: matches!(
-                    props.unit_file_state.as_deref(),
-                    Some("enabled" | "enabled-runtime" | "linked" | "linked-runtime")
-                ),
-                failed: props.active_state.as_deref() == Some("failed"),
-                fragment_path: props
-                    .fragment_path
-                    .filter(|p| !p.is_empty())
-                    .map(PathBuf::from),
-                name,
-            });
+            out.push(foreign_unit(name, &props));
         }
     }
     Ok(out)

@@ -10,6 +10,7 @@ use askama::Template;
 use sha2::{Digest, Sha256};
 
 use crate::profile::Profile;
+use crate::service::definition::Provenance;
 use crate::systemd::escape::{self, EscapeError};
 use crate::systemd::scope::Scope;
 
@@ -199,18 +200,6 @@ fn body_hash(body: &str) -> String {
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
-}
-
-/// Who wrote a unit file, judged from its content alone.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Provenance {
-    /// Rendered by us and unchanged since.
-    Pristine,
-    /// Rendered by us, then edited by a person: never overwrite without `--force`.
-    Edited,
-    /// Not written by hermes-svc at all.
-    Foreign,
 }
 
 /// Classify a unit file's text by its header hash.

@@ -9,7 +9,7 @@ use std::process::Command;
 
 use hermes_svc::launchd::plist::{self as agent_plist, LaunchAgent, Overrides};
 use hermes_svc::profile::{Profile, ProfileName};
-use hermes_svc::systemd::unit_file::Provenance;
+use hermes_svc::service::definition::Provenance;
 use serde_json::{json, Value as Json};
 
 use crate::harness::scratch_dir;

@@ -13,6 +13,7 @@ mod hostile_files;
 mod hostile_text;
 mod install;
 mod launchctl;
+mod launchd_cli;
 mod launchd_plist;
 mod line_counter;
 mod mock_runtime;

@@ -5,7 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use hermes_svc::profile::{Profile, ProfileName};
-use hermes_svc::systemd::dropin::{Directive, DropIn};
+use hermes_svc::service::settings::Directive;
+use hermes_svc::systemd::dropin::DropIn;
 use hermes_svc::systemd::scope::Scope;
 use hermes_svc::systemd::unit_file::UnitSpec;
 

@@ -11,11 +11,15 @@ use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::profile::{profile_of_unit, Profile, ProfileName, DEFAULT_PROFILE};
+use crate::service::definition::Provenance;
+use crate::service::observed::Observed;
 use crate::service::plan::Step;
-use crate::service::planner::{plan_install, InstallRequest, Settings};
+use crate::service::planner::{plan_install, InstallRequest};
 use crate::service::served_profile::same_home;
-use crate::systemd::observed::{ForeignUnit, Observed};
-use crate::systemd::unit_file::{provenance, Provenance, UnitSpec};
+use crate::service::settings::Settings;
+use crate::systemd::dropin::DROPIN_NAME;
+use crate::systemd::observed::foreign_unit;
+use crate::systemd::unit_file::{provenance, UnitSpec};
 
 /// HSV001: two or more units serve the same profile; each one's gateway fights the others.
 pub(super) const DUPLICATE_UNITS: Check = Check {
@@ -193,33 +197,20 @@ fn rendered_by_us(u: &UnitSnap) -> bool {
 fn migrate_steps(u: &UnitSnap, profile: &ProfileName, now: u64) -> Option<Vec<Step>> {
     let scope = scope_of(u);
     let p = Profile::new(profile.clone(), u.hermes_home.clone()).ok()?;
-    let foreign = ForeignUnit {
-        name: u.name.clone(),
-        fragment_path: u
-            .props
-            .fragment_path
-            .as_deref()
-            .filter(|p| !p.is_empty())
-            .map(PathBuf::from),
-        active: u.props.is_active(),
-        enabled: matches!(
-            u.props.unit_file_state.as_deref(),
-            Some("enabled" | "enabled-runtime" | "linked" | "linked-runtime")
-        ),
-        failed: u.props.active_state.as_deref() == Some("failed"),
-    };
+    let foreign = foreign_unit(u.name.clone(), &u.props);
     let ours = p.unit_name();
     let observed = Observed {
-        unit_path: PathBuf::from(&ours),
-        dropin_dir: PathBuf::from(format!("{ours}.d")),
-        unit_name: ours,
-        unit_text: None,
-        dropin_text: None,
-        other_dropins: vec![],
+        path: PathBuf::from(&ours),
+        settings_path: PathBuf::from(format!("{ours}.d/{DROPIN_NAME}")),
+        settings_dir: Some(PathBuf::from(format!("{ours}.d"))),
+        name: ours,
+        text: None,
+        settings_text: None,
+        other_settings: vec![],
         stale_temp_files: vec![],
         config_changed_at: None,
         profile_home_exists: true,
-        unit: None,
+        job: None,
         foreign: vec![foreign.clone()],
     };
     let req = InstallRequest {

@@ -6,7 +6,8 @@ use crate::doctor::checks::{flag, rewrite_fix, scope_of, served, unit_finding, C
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
-use crate::systemd::unit_file::{provenance, Provenance};
+use crate::service::definition::Provenance;
+use crate::systemd::unit_file::provenance;
 
 /// Why a unit whose file is wrong is left to install.
 const REWRITE: &str = "the unit file must be rewritten, and doctor never edits a unit file";

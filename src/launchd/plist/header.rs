@@ -12,7 +12,7 @@
 
 use sha2::{Digest, Sha256};
 
-use crate::systemd::unit_file::Provenance;
+use crate::service::definition::Provenance;
 
 /// Every header line starts with this; the hash covers every other line of the file.
 const HEADER_PREFIX: &str = "<!-- hermes-svc";

@@ -25,7 +25,8 @@ use std::path::{Path, PathBuf};
 use super::{unrepresentable, LaunchAgent, SERVICE_MANAGER_ENV, WATCHDOG_ENV};
 use crate::bounded_read::{self, Owner, ReadError};
 use crate::profile::Profile;
-use crate::systemd::dropin::{self, Directive, MAX_SECONDS};
+use crate::service::settings::{Directive, MAX_SECONDS};
+use crate::systemd::dropin;
 use crate::systemd::escape;
 
 /// The file name inside the profile home.

@@ -1,7 +1,7 @@
 //! Unit tests for the LaunchAgent renderer, its provenance header and the job reader.
 
 use super::*;
-use crate::systemd::unit_file::Provenance;
+use crate::service::definition::Provenance;
 
 fn agent(name: &str, home: &str) -> LaunchAgent {
     LaunchAgent::new(
