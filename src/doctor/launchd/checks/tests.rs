@@ -273,3 +273,15 @@ fn hsv000_launchd_that_cannot_be_asked_is_said_once_and_the_files_are_still_chec
     );
     assert!(fs[0].message.contains("could not ask launchd"), "{fs:?}");
 }
+
+#[test]
+fn the_registry_holds_each_id_once_in_id_order() {
+    let ids: Vec<_> = crate::doctor::launchd::CHECKS
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(ids, sorted);
+}
