@@ -7,6 +7,7 @@
 
 pub(crate) mod checks;
 pub(crate) mod fix;
+pub(crate) mod launchd;
 pub(crate) mod snapshot;
 
 use std::collections::BTreeMap;
@@ -150,6 +151,10 @@ impl Report {
 pub(crate) enum DoctorError {
     #[error("nothing to check: no systemd manager answers ({bus}) and no profile home is known ({home})")]
     NothingToCheck { bus: String, home: String },
+    /// Under launchd: no home directory, or launchctl that cannot be asked with no job file
+    /// and no profile home on disk.
+    #[error("nothing to check under launchd: {0}")]
+    LaunchdBlind(String),
 }
 
 /// Gather a snapshot and run every check over it.

@@ -7,7 +7,7 @@
 //! at; the order of [`CHECKS`] is the order of the report.
 
 mod machine;
-mod profile_home;
+pub(crate) mod profile_home;
 mod runtime;
 mod siblings;
 mod unit_file;

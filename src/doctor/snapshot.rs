@@ -189,24 +189,37 @@ pub(crate) async fn gather() -> Result<Snapshot, DoctorError> {
         Err(e) if no_manager => return Err(nothing(e.to_string())),
         Err(_) => {}
     }
+    let main_pids = snap
+        .units
+        .iter()
+        .filter_map(|u| u.props.main_pid)
+        .filter(|pid| *pid != 0)
+        .collect();
+    snap.profiles = profiles_in(homes, main_pids);
+    Ok(snap)
+}
+
+/// Every profile home under `homes`, read for the profile checks. `main_pids` are the pids the
+/// manager runs as services, whose instance locks need no look at the kernel's lock table.
+/// Manager-neutral: the launchd doctor reads its profiles through this too.
+pub(crate) fn profiles_in(
+    mut homes: BTreeSet<PathBuf>,
+    main_pids: BTreeSet<u32>,
+) -> Vec<ProfileSnap> {
     homes.retain(|h| !h.as_os_str().is_empty());
     let locks = LockLookup {
-        main_pids: snap
-            .units
-            .iter()
-            .filter_map(|u| u.props.main_pid)
-            .filter(|pid| *pid != 0)
-            .collect(),
+        main_pids,
         table: OnceCell::new(),
     };
+    let mut out = vec![];
     for h in homes {
         for name in profile_names(&h) {
             if let Ok(p) = Profile::new(name, h.clone()) {
-                snap.profiles.push(profile_snap(&p, &locks));
+                out.push(profile_snap(&p, &locks));
             }
         }
     }
-    Ok(snap)
+    out
 }
 
 /// Every gateway unit one manager knows of, loaded or merely installed, with properties

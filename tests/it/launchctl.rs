@@ -1,30 +1,24 @@
 //! The launchctl runner against a recording fake `launchctl`: each operation's exact argv, the
 //! retry of a refused `bootstrap`, the headless domain, and status read from realistic output.
 //!
-//! There is no launchd here, so the fake stands in for it. It is a shell script that appends
-//! its argv as one line to `calls.log` and answers each subcommand from files in `answers/`:
-//! `<sub>.rc`, `<sub>.out`, `<sub>.err` (and `<sub>.sleep`), or `<sub>.<n>.*` for its n-th call
-//! only. The stderr texts are launchctl's real ones, quoted in the issue threads named beside
+//! There is no launchd here, so the recording fake of [`crate::fake_launchctl`] stands in for
+//! it. The stderr texts are launchctl's real ones, quoted in the issue threads named beside
 //! them. Each test has its own fake, reached by path, so tests run in parallel without touching
 //! `PATH`.
 
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes_svc::launchd::launchctl::{
     Domain, JobState, LastExit, Launchctl, LaunchctlError, Service, Unloaded,
 };
 
-use crate::harness::{scratch_dir, TempDir};
+use crate::fake_launchctl::{Fake, NOT_FOUND_ERR};
+use crate::harness::scratch_dir;
 
 const LABEL: &str = "ai.hermes.gateway.coder";
 const UID: u32 = 501;
 
-/// launchctl's answer for a service the domain does not have (TOSS-Soft/toss-agent-runtime#40).
-const NOT_FOUND_ERR: &str =
-    "Bad request.\nCould not find service \"ai.hermes.gateway.coder\" in domain for user gui: 501\n";
 /// Homebrew/homebrew-services#528.
 const EIO_ERR: &str =
     "Bootstrap failed: 5: Input/output error\nTry re-running the command as root for richer errors.\n";
@@ -34,70 +28,8 @@ const RUNNING_GUI: &str =
 const NOT_RUNNING_GUI: &str =
     include_str!("../../src/launchd/launchctl/print/fixtures/not_running_gui.txt");
 
-const SCRIPT: &str = r#"#!/bin/sh
-# A recording fake launchctl: logs its argv, answers from files beside the link to it.
-[ "$1" = --probe ] && exit 0
-dir=$(dirname "$0")
-printf '%s\n' "$*" >> "$dir/calls.log"
-sub=$1
-n=$(( $(cat "$dir/count.$sub" 2>/dev/null || echo 0) + 1 ))
-echo "$n" > "$dir/count.$sub"
-a="$dir/answers/$sub.$n"
-[ -e "$a.rc" ] || a="$dir/answers/$sub"
-[ -e "$a.sleep" ] && sleep "$(cat "$a.sleep")"
-[ -e "$a.out" ] && cat "$a.out"
-[ -e "$a.err" ] && cat "$a.err" >&2
-exit "$(cat "$a.rc" 2>/dev/null || echo 0)"
-"#;
-
-/// The script, written once and reused. Each test links to it from its own directory (a link
-/// opens nothing for writing), so no test execs a file that another thread's fork may still
-/// hold open for writing ("Text file busy"). It lives in cargo's scratch directory for
-/// integration tests, replaced by rename when its text changes.
-fn script() -> &'static Path {
-    static SCRIPT_PATH: OnceLock<PathBuf> = OnceLock::new();
-    SCRIPT_PATH.get_or_init(|| {
-        let path = Path::new(env!("CARGO_TARGET_TMPDIR")).join("fake-launchctl");
-        if std::fs::read_to_string(&path).ok().as_deref() != Some(SCRIPT) {
-            let tmp = path.with_extension(std::process::id().to_string());
-            std::fs::write(&tmp, SCRIPT).unwrap();
-            std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o755)).unwrap();
-            std::fs::rename(&tmp, &path).unwrap();
-        }
-        // Exec it once: a fork elsewhere in this process that inherited the write fd holds it
-        // only until that child execs, so this settles within moments.
-        for _ in 0..100 {
-            match std::process::Command::new(&path).arg("--probe").output() {
-                Ok(_) => break,
-                Err(e) if e.raw_os_error() == Some(nix::libc::ETXTBSY) => {
-                    std::thread::sleep(Duration::from_millis(10))
-                }
-                Err(e) => panic!("cannot run {}: {e}", path.display()),
-            }
-        }
-        path
-    })
-}
-
-struct Fake {
-    dir: TempDir,
-}
-
+/// This file's own uses of the shared fake: a plist path beside it and a runner for it.
 impl Fake {
-    /// A fake whose every call succeeds silently, except `print`, which answers "not loaded".
-    fn new() -> Fake {
-        let dir = scratch_dir("launchctl");
-        std::fs::create_dir(dir.path().join("answers")).unwrap();
-        std::os::unix::fs::symlink(script(), dir.path().join("launchctl")).unwrap();
-        let fake = Fake { dir };
-        fake.answer("print", 113, "", NOT_FOUND_ERR);
-        fake
-    }
-
-    fn program(&self) -> PathBuf {
-        self.dir.path().join("launchctl")
-    }
-
     fn plist(&self) -> PathBuf {
         self.dir.path().join(format!("{LABEL}.plist"))
     }
@@ -105,35 +37,6 @@ impl Fake {
     fn runner(&self, domain: Domain) -> Launchctl {
         Launchctl::new(self.program(), domain)
             .with_bootout_wait(Duration::from_secs(5), Duration::from_millis(10))
-    }
-
-    /// How every call of `sub` answers.
-    fn answer(&self, sub: &str, rc: i32, out: &str, err: &str) {
-        self.write(sub, rc, out, err);
-    }
-
-    /// How the `n`-th call of `sub` answers (counting from 1).
-    fn answer_nth(&self, sub: &str, n: u32, rc: i32, out: &str, err: &str) {
-        self.write(&format!("{sub}.{n}"), rc, out, err);
-    }
-
-    fn write(&self, name: &str, rc: i32, out: &str, err: &str) {
-        let answers = self.dir.path().join("answers");
-        for (ext, text) in [
-            ("rc", rc.to_string()),
-            ("out", out.into()),
-            ("err", err.into()),
-        ] {
-            std::fs::write(answers.join(format!("{name}.{ext}")), text).unwrap();
-        }
-    }
-
-    fn calls(&self) -> Vec<String> {
-        std::fs::read_to_string(self.dir.path().join("calls.log"))
-            .unwrap_or_default()
-            .lines()
-            .map(str::to_owned)
-            .collect()
     }
 }
 

@@ -5,6 +5,8 @@ mod adapter_rig;
 mod crashes_and_races;
 mod doctor;
 mod doctor_catalogue;
+mod doctor_launchd;
+mod fake_launchctl;
 mod faked_health;
 mod gateway;
 mod gateway_systemd;

@@ -12,7 +12,7 @@ use crate::service::served_profile::same_home;
 
 /// HSV006: two profiles with one bot token: the second gateway cannot take the token lock.
 /// Only the short hash is shown; the token never is.
-pub(super) const SHARED_TOKEN: Check = Check {
+pub(crate) const SHARED_TOKEN: Check = Check {
     id: "HSV006",
     find: shared_token,
     fix: |p, f| p.skip(f, "which profile keeps the credential is your choice"),
@@ -53,7 +53,7 @@ fn shared_token(s: &Snapshot) -> Vec<Finding> {
 
 /// HSV007: a pid file that is stale, names a foreign process, or lies in one profile's home
 /// while its process serves another (the field's PID misrouting).
-pub(super) const PID_FILE: Check = Check {
+pub(crate) const PID_FILE: Check = Check {
     id: "HSV007",
     find: pid_file,
     fix: fix_pid_file,
@@ -147,7 +147,7 @@ fn fix_pid_file(p: &mut Planner, f: &Finding) {
 }
 
 /// HSV012: `.env` holds the bot's secrets and must be readable by its owner only.
-pub(super) const ENV_MODE: Check = Check {
+pub(crate) const ENV_MODE: Check = Check {
     id: "HSV012",
     find: env_mode,
     fix: fix_env_mode,
@@ -195,7 +195,7 @@ fn fix_env_mode(p: &mut Planner, f: &Finding) {
 }
 
 /// HSV015: a gateway.toml that does not load makes the gateway exit 78 at every start.
-pub(super) const CONFIG: Check = Check {
+pub(crate) const CONFIG: Check = Check {
     id: "HSV015",
     find: config,
     fix: |p, f| p.skip(f, "only a person can correct gateway.toml"),

@@ -31,6 +31,9 @@ pub struct Job {
     pub env: BTreeMap<String, String>,
     /// `KeepAlive` as written: a boolean, or a dictionary of conditions.
     pub keep_alive: Option<Value>,
+    /// `ThrottleInterval` in seconds, when written as a non-negative integer. launchd's own
+    /// default (10 s) applies otherwise; doctor names the interval a respawn loop runs at.
+    pub throttle_interval: Option<u64>,
     /// Every key, for checks this view does not cover.
     pub raw: Dictionary,
 }
@@ -66,6 +69,9 @@ impl Job {
             arguments,
             env,
             keep_alive: raw.get("KeepAlive").cloned(),
+            throttle_interval: raw
+                .get("ThrottleInterval")
+                .and_then(Value::as_unsigned_integer),
             raw,
         })
     }

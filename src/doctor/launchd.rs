@@ -1,0 +1,160 @@
+//! `doctor` under launchd: the same report as under systemd, read from the user's
+//! LaunchAgents directory and `launchctl` instead of systemd's bus.
+//!
+//! As on systemd, gathering happens once, in [`snapshot`], and every check in [`CHECKS`] is a
+//! pure function of that snapshot, with the id of the systemd check of the same meaning. The
+//! checks of a profile's home (`.env` mode, pid file, shared token, config) do not depend on
+//! the manager: they are systemd's own, run over the profile homes the jobs serve.
+//!
+//! `doctor --fix` applies only the manager-neutral fixes here (`chmod 600` of a `.env`, and a
+//! dead pid file's removal where `/proc` lets it be re-checked); it does not change launchd
+//! jobs yet, and says so for each finding, with the command to run by hand.
+
+mod checks;
+mod process;
+pub(crate) mod snapshot;
+
+use std::path::Path;
+
+use crate::doctor::checks::profile_home;
+use crate::doctor::fix::{self, Planner};
+use crate::doctor::{DoctorError, Finding, FixOutcome, Report, Severity};
+use crate::profile::ProfileName;
+
+use snapshot::{JobSnap, LaunchdSnapshot};
+
+/// Why `--fix` leaves a launchd job finding alone.
+pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet; run the fix shown";
+
+/// One finding under launchd: how it is found and how `--fix` answers it.
+pub(crate) struct LaunchdCheck {
+    /// `HSVnnn`: the id of the systemd check of the same meaning, or a new one.
+    pub(crate) id: &'static str,
+    pub(crate) find: fn(&LaunchdSnapshot) -> Vec<Finding>,
+    /// Plans the fix against the profile homes' snapshot, or records why there is none.
+    pub(crate) fix: fn(&mut Planner, &Finding),
+}
+
+/// Every check, in id order.
+pub(crate) const CHECKS: [LaunchdCheck; 11] = [
+    checks::LAUNCHD,
+    checks::DUPLICATE_JOBS,
+    checks::REPLACE,
+    checks::NO_PROFILE,
+    checks::KEEP_ALIVE,
+    LaunchdCheck {
+        id: profile_home::SHARED_TOKEN.id,
+        find: |s| (profile_home::SHARED_TOKEN.find)(&s.homes),
+        fix: profile_home::SHARED_TOKEN.fix,
+    },
+    LaunchdCheck {
+        id: profile_home::PID_FILE.id,
+        find: |s| (profile_home::PID_FILE.find)(&s.homes),
+        fix: |p, f| {
+            // The removal re-checks the pid in /proc just before; without it, a live
+            // gateway's pid file could go.
+            if Path::new("/proc/self").exists() {
+                (profile_home::PID_FILE.fix)(p, f)
+            } else {
+                p.skip(f, "doctor cannot re-check the process just before removing its pid file on this platform")
+            }
+        },
+    },
+    LaunchdCheck {
+        id: profile_home::ENV_MODE.id,
+        find: |s| (profile_home::ENV_MODE.find)(&s.homes),
+        fix: profile_home::ENV_MODE.fix,
+    },
+    checks::PROGRAM_MISSING,
+    LaunchdCheck {
+        id: profile_home::CONFIG.id,
+        find: |s| (profile_home::CONFIG.find)(&s.homes),
+        fix: profile_home::CONFIG.fix,
+    },
+    checks::LABEL_MISMATCH,
+];
+
+/// Every finding in `s`, in id order.
+pub(crate) fn all(s: &LaunchdSnapshot) -> Vec<Finding> {
+    CHECKS.iter().flat_map(|c| (c.find)(s)).collect()
+}
+
+fn report(s: &LaunchdSnapshot, only: Option<&ProfileName>) -> Report {
+    let mut report = Report { findings: all(s) };
+    if let Some(p) = only {
+        report.narrow(p);
+    }
+    report
+}
+
+/// Gather a snapshot and run every check over it.
+pub(crate) async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorError> {
+    Ok(report(&snapshot::gather().await?, only))
+}
+
+/// `doctor --fix`: plan from one snapshot's findings, apply, then look again.
+pub(crate) async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
+    let snap = snapshot::gather().await?;
+    let findings = report(&snap, only).findings;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut planner = Planner::new(&snap.homes, &findings, now);
+    for f in &findings {
+        match CHECKS.iter().find(|c| c.id == f.id) {
+            Some(check) => (check.fix)(&mut planner, f),
+            None => planner.skip(f, "no automatic fix"),
+        }
+    }
+    let plan = planner.finish();
+    let (fixed, failed) = fix::apply(&plan).await;
+    let report = run(only).await?;
+    // Only what is still there is worth telling the person to do by hand.
+    let skipped = plan
+        .skipped
+        .into_iter()
+        .filter(|k| {
+            report
+                .findings
+                .iter()
+                .any(|f| f.id == k.id && f.subject == k.subject)
+        })
+        .collect();
+    Ok(FixOutcome {
+        fixed,
+        skipped,
+        failed,
+        report,
+    })
+}
+
+/// A finding about one job file, named by its file.
+pub(crate) fn job_finding(
+    id: &'static str,
+    severity: Severity,
+    j: &JobSnap,
+    message: String,
+    fix: String,
+) -> Finding {
+    Finding {
+        id,
+        severity,
+        subject: j.file_name.clone(),
+        message,
+        fix,
+        profile: j.profile(),
+        units: vec![(None, j.file_name.clone())],
+    }
+}
+
+/// The fix for a job whose definition is wrong: install rewrites ours (`--force`, since the
+/// file is not what it rendered), and migrates away from one that is not ours (it boots it
+/// out and keeps its file as a backup).
+pub(crate) fn rewrite_fix(j: &JobSnap) -> String {
+    match (j.ours(), j.profile()) {
+        (Some(p), _) => format!("hermes-svc install --profile {p} --force"),
+        (None, Some(p)) => format!("hermes-svc install --profile {p} --migrate"),
+        (None, None) => "hermes-svc install --profile NAME --migrate".into(),
+    }
+}
