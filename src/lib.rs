@@ -21,6 +21,7 @@ pub mod linger;
 pub mod mock_platform;
 pub mod observed;
 pub mod plan;
+pub mod process_probe;
 pub mod profile;
 pub mod safe_text;
 pub mod scope;
