@@ -122,8 +122,8 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> ReadE
     }
 }
 
-/// What a file type is called in a message.
-fn kind_name(mode: u32) -> &'static str {
+/// What a file type is called in a message. `mode_t`, not `u32`: it is a `u16` on macOS.
+fn kind_name(mode: nix::sys::stat::mode_t) -> &'static str {
     match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
         SFlag::S_IFIFO => "a FIFO (named pipe)",
         SFlag::S_IFCHR => "a character device",

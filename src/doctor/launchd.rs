@@ -11,7 +11,6 @@
 //! jobs yet, and says so for each finding, with the command to run by hand.
 
 mod checks;
-mod process;
 pub(crate) mod snapshot;
 
 use std::path::Path;

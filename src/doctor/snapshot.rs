@@ -56,9 +56,16 @@ impl UnitSnap {
 pub(crate) enum PidProcess {
     Dead,
     /// Alive; its command line, NUL-separated arguments joined by spaces.
+    // Only the Linux build makes one: macOS has no /proc to read a command line from.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     Alive {
         cmdline: String,
     },
+    /// Alive, but its command line can't be read on this platform (macOS has no `/proc`), so
+    /// nothing is concluded from what it runs.
+    // Only the macOS build makes one: Linux reads every command line it asks for from /proc.
+    #[cfg_attr(target_os = "linux", allow(dead_code))]
+    AliveUnreadable,
 }
 
 /// One profile's home on disk.
@@ -311,6 +318,7 @@ fn profile_names(hermes_home: &Path) -> Vec<ProfileName> {
     names
 }
 
+#[cfg(target_os = "linux")]
 fn pid_process(pid: u32) -> PidProcess {
     match std::fs::read(format!("/proc/{pid}/cmdline")) {
         Ok(raw) if pid != 0 => PidProcess::Alive {
@@ -322,6 +330,15 @@ fn pid_process(pid: u32) -> PidProcess {
                 .join(" "),
         },
         _ => PidProcess::Dead,
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn pid_process(pid: u32) -> PidProcess {
+    if crate::process_probe::exists(pid) {
+        PidProcess::AliveUnreadable
+    } else {
+        PidProcess::Dead
     }
 }
 
@@ -409,7 +426,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
             pid,
             cmdline: match pid_process(pid) {
                 PidProcess::Alive { cmdline } => cmdline,
-                PidProcess::Dead => String::new(),
+                PidProcess::AliveUnreadable | PidProcess::Dead => String::new(),
             },
             unit: service_of(pid),
         }),

@@ -25,7 +25,8 @@ pub(crate) struct Holder {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Owner {
     /// From the kernel's lock table: `None` when it named nobody (the lock was let go in the
-    /// meantime, or `/proc` is not mounted), `Some(0)` for a process in another PID namespace.
+    /// meantime, or `/proc` is not mounted, or there is none as on macOS), `Some(0)` for a
+    /// process in another PID namespace.
     pub(crate) pid: Option<u32>,
     /// The profile that process serves, from its command line (`gateway run --profile P`).
     pub(crate) profile: Option<String>,
@@ -309,14 +310,26 @@ impl LockTable {
 
     /// The process holding a flock on the file `ino` of device `dev`, if any.
     pub(crate) fn holder_of(&self, dev: u64, ino: u64) -> Option<u32> {
-        let id = format!(
-            "{:02x}:{:02x}:{}",
-            nix::sys::stat::major(dev),
-            nix::sys::stat::minor(dev),
-            ino
-        );
-        self.holders.get(&id).copied()
+        self.holders
+            .get(&format!("{}:{ino}", device_id(dev)))
+            .copied()
     }
+}
+
+/// A device as `/proc/locks` names it: `MAJ:MIN` in hex.
+#[cfg(target_os = "linux")]
+fn device_id(dev: u64) -> String {
+    let (major, minor) = (nix::sys::stat::major(dev), nix::sys::stat::minor(dev));
+    format!("{major:02x}:{minor:02x}")
+}
+
+/// The same, from macOS's `dev_t` (8 bits of major, 24 of minor: `major()`/`minor()` in
+/// <sys/types.h>). macOS has no `/proc/locks`, so [`LockTable::read`] finds no table there
+/// and names no one: a lock is then "held by another process", which is true if unspecific.
+#[cfg(not(target_os = "linux"))]
+fn device_id(dev: u64) -> String {
+    let (major, minor) = ((dev >> 24) & 0xff, dev & 0xff_ffff);
+    format!("{major:02x}:{minor:02x}")
 }
 
 #[cfg(test)]

@@ -34,6 +34,8 @@ fn term(child: &Child) {
     .unwrap();
 }
 
+// Abstract socket addresses exist only on Linux.
+#[cfg(target_os = "linux")]
 #[test]
 fn speaks_sd_notify_on_an_abstract_socket_and_stops_cleanly_on_sigterm() {
     let home = scratch_dir("gw-abstract");

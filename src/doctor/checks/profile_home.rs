@@ -73,7 +73,7 @@ fn pid_file(s: &Snapshot) -> Vec<Finding> {
                 Severity::Warn,
                 format!("gateway.pid names pid {}, which is not running.", rec.pid),
             )),
-            PidProcess::Alive { .. }
+            PidProcess::Alive { .. } | PidProcess::AliveUnreadable
                 if rec.profile != p.name.as_str() || !same_home(&rec.home, &p.home) =>
             {
                 Some((
@@ -86,26 +86,28 @@ fn pid_file(s: &Snapshot) -> Vec<Finding> {
                     ),
                 ))
             }
-            PidProcess::Alive { .. } => match owner.and_then(|u| Some((u, profile_of(u)?))) {
-                Some((u, served)) if served != p.name => Some((
-                    Severity::Error,
-                    format!(
-                        "gateway.pid names pid {}, which is {} serving profile {served}.",
-                        rec.pid, u.name
-                    ),
-                )),
-                Some(_) => None,
-                None => match proc {
-                    PidProcess::Alive { cmdline } if !cmdline.contains("gateway") => Some((
-                        Severity::Warn,
+            PidProcess::Alive { .. } | PidProcess::AliveUnreadable => {
+                match owner.and_then(|u| Some((u, profile_of(u)?))) {
+                    Some((u, served)) if served != p.name => Some((
+                        Severity::Error,
                         format!(
-                            "gateway.pid names pid {}, a process that is not a gateway.",
-                            rec.pid
+                            "gateway.pid names pid {}, which is {} serving profile {served}.",
+                            rec.pid, u.name
                         ),
                     )),
-                    _ => None,
-                },
-            },
+                    Some(_) => None,
+                    None => match proc {
+                        PidProcess::Alive { cmdline } if !cmdline.contains("gateway") => Some((
+                            Severity::Warn,
+                            format!(
+                                "gateway.pid names pid {}, a process that is not a gateway.",
+                                rec.pid
+                            ),
+                        )),
+                        _ => None,
+                    },
+                }
+            }
         };
         if let Some((severity, message)) = finding {
             out.push(profile_finding(PID_FILE.id, severity, p, message, rm));
@@ -134,7 +136,7 @@ fn fix_pid_file(p: &mut Planner, f: &Finding) {
                     p.fix(f, f.subject.clone(), action);
                 }
             }
-            Some((_, PidProcess::Alive { .. })) => p.skip(
+            Some((_, PidProcess::Alive { .. } | PidProcess::AliveUnreadable)) => p.skip(
                 f,
                 "the process it names is alive; doctor never removes a live pid file or kills a process it cannot prove belongs to the profile",
             ),
@@ -276,6 +278,25 @@ mod tests {
             ids(&pid_file(&snap(vec![], vec![a]))),
             [("HSV007", Severity::Error)]
         );
+    }
+
+    #[test]
+    fn hsv007_a_live_process_whose_command_line_cannot_be_read_is_neither_dead_nor_foreign() {
+        // What macOS gives: alive, command line unknown.
+        let mut a = profile("a");
+        a.pid = Some((pid_record(&a, 4242, "a"), PidProcess::AliveUnreadable));
+        assert!(pid_file(&snap(vec![], vec![a.clone()])).is_empty());
+        // The record alone still shows a misrouted file, and the fix leaves a live one alone.
+        a.pid = Some((pid_record(&a, 4242, "b"), PidProcess::AliveUnreadable));
+        let s = snap(vec![], vec![a]);
+        let fs = all(&s);
+        assert_eq!(ids(&pid_file(&s)), [("HSV007", Severity::Error)]);
+        let p = plan(&s, &fs, 1000);
+        assert!(p.fixes.is_empty(), "{p:?}");
+        assert!(p
+            .skipped
+            .iter()
+            .any(|k| k.id == "HSV007" && k.why.contains("alive")));
     }
 
     #[test]

@@ -44,7 +44,7 @@ async fn apply_one(action: &Action) -> anyhow::Result<()> {
             // Re-check: the same record, and its process still not running.
             let rec = PidFile::read(path)
                 .ok_or_else(|| anyhow::anyhow!("{} is gone or changed", path.display()))?;
-            if rec.pid != *pid || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            if rec.pid != *pid || crate::process_probe::exists(*pid) {
                 anyhow::bail!("{} now names a running process; left alone", path.display());
             }
             match std::fs::remove_file(path) {

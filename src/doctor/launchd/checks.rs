@@ -12,7 +12,7 @@ use crate::doctor::launchd::{job_finding, rewrite_fix, LaunchdCheck, NOT_YET};
 use crate::doctor::{Finding, Severity};
 use crate::launchd::plist::{FILE_SUFFIX, THROTTLE_INTERVAL_SEC};
 use crate::profile::ProfileName;
-use crate::served_profile::same_home;
+use crate::service::served_profile::same_home;
 
 /// The exit status the gateway asks launchd for a restart with (`EX_TEMPFAIL`), and one a
 /// crash leaves: `KeepAlive` must restart both.

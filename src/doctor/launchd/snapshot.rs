@@ -12,9 +12,9 @@ use crate::doctor::snapshot::{profiles_in, Snapshot, UnitSnap};
 use crate::doctor::DoctorError;
 use crate::launchd::launchctl::{Domain, JobStatus, Launchctl, Service};
 use crate::launchd::plist::{profile_of_file, Job, AGENTS_DIR, FILE_SUFFIX};
-use crate::observed::sticky_profile;
 use crate::profile::ProfileName;
-use crate::served_profile::{served_profile, unit_hermes_home, ServedProfile};
+use crate::service::observed::sticky_profile;
+use crate::service::served_profile::{served_profile, unit_hermes_home, ServedProfile};
 
 /// Every file or label that starts with this is a gateway job doctor looks at: ours
 /// (`ai.hermes.gateway.<profile>`) and hermes-agent's own (`ai.hermes.gateway`,
@@ -254,13 +254,6 @@ pub(crate) async fn gather() -> Result<LaunchdSnapshot, DoctorError> {
     homes.extend(env_home.ok());
     let pids = snap.jobs.iter().filter_map(JobSnap::pid).collect();
     snap.homes.profiles = profiles_in(homes, pids);
-    if !Path::new("/proc/self").exists() {
-        for p in &mut snap.homes.profiles {
-            if let Some((rec, proc)) = &mut p.pid {
-                *proc = super::process::without_proc(rec.pid);
-            }
-        }
-    }
     Ok(snap)
 }
 

@@ -3,7 +3,7 @@
 //!
 //! Keepalive probes catch a peer that vanished while the connection is idle, and
 //! `TCP_USER_TIMEOUT` bounds how long written data may stay unacknowledged, which is what
-//! makes a blackholed write fail instead of queueing forever.
+//! makes a blackholed write fail instead of queueing forever (macOS: `TCP_RXT_CONNDROPTIME`).
 
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -169,11 +169,50 @@ fn tune(stream: &TcpStream, user_timeout: Duration) {
     if let Err(e) = sock.set_tcp_keepalive(&keepalive) {
         tracing::debug!(error = %e, "failed to set tcp keepalive");
     }
-    #[cfg(target_os = "linux")]
-    if let Err(e) = sock.set_tcp_user_timeout(Some(user_timeout)) {
+    if let Err(e) = set_user_timeout(&sock, user_timeout) {
         tracing::debug!(error = %e, "failed to set TCP_USER_TIMEOUT");
     }
-    #[cfg(not(target_os = "linux"))]
-    let _ = user_timeout;
     let _ = stream.set_nodelay(true);
+}
+
+/// Bound how long written data may stay unacknowledged before the kernel drops the connection.
+#[cfg(target_os = "linux")]
+fn set_user_timeout(sock: &socket2::SockRef<'_>, timeout: Duration) -> std::io::Result<()> {
+    sock.set_tcp_user_timeout(Some(timeout))
+}
+
+/// macOS's counterpart of `TCP_USER_TIMEOUT` is `TCP_RXT_CONNDROPTIME`: the seconds of
+/// retransmission after which the connection is dropped. Neither libc nor socket2 names it;
+/// 0x80 is its value in XNU's <netinet/tcp.h>, as Go's golang.org/x/sys/unix has it.
+#[cfg(target_os = "macos")]
+fn set_user_timeout(sock: &socket2::SockRef<'_>, timeout: Duration) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    const TCP_RXT_CONNDROPTIME: libc::c_int = 0x80;
+    // Rounded up: a sub-second timeout must not become 0, which turns the bound off.
+    let secs = timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0);
+    let secs = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    // SAFETY: the descriptor stays open for the call (`sock` borrows it), and the value is a
+    // c_int passed with its own size, as setsockopt(2) requires.
+    let rc = unsafe {
+        libc::setsockopt(
+            sock.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            TCP_RXT_CONNDROPTIME,
+            std::ptr::from_ref(&secs).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "macos")))]
+fn set_user_timeout(_: &socket2::SockRef<'_>, _: Duration) -> std::io::Result<()> {
+    Err(std::io::Error::new(
+        std::io::ErrorKind::Unsupported,
+        "no TCP user timeout on this platform",
+    ))
 }
