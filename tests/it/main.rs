@@ -7,6 +7,7 @@ mod doctor;
 mod doctor_catalogue;
 mod faked_health;
 mod gateway;
+mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
 mod hostile_files;
