@@ -6,11 +6,13 @@
 use crate::doctor::DoctorError;
 use crate::edit_lock::EditLockError;
 use crate::exit_code;
+use crate::gateway::exit;
 use crate::gateway::runtime::GatewayError;
 use crate::gateway::spool::SpoolError;
 use crate::launchd::effects::LaunchdEffectError;
 use crate::launchd::launchctl::LaunchctlError;
 use crate::launchd::observed::LaunchdObserveError;
+use crate::service::manager::Manager;
 use crate::service::planner::PlanError;
 use crate::systemd::dropin::DropInError;
 use crate::systemd::effects::EffectError;
@@ -27,9 +29,10 @@ pub(crate) enum CliError {
     /// script can tell "could not tell" from "unhealthy" (1); shown as one line, like `Usage`.
     #[error("{0}")]
     DoctorBlind(DoctorError),
-    /// The gateway's own failures carry the codes systemd acts on (75 restart, 78 stay down).
+    /// The gateway's own failures carry the codes its service manager acts on, which differ
+    /// by manager (`gateway::exit`): "stay down" is 78 for systemd and 0 for launchd.
     #[error(transparent)]
-    Gateway(#[from] GatewayError),
+    Gateway(GatewayFailure),
     #[error("failed to start the async runtime")]
     AsyncRuntime(#[source] std::io::Error),
     #[error("failed to find this binary's path")]
@@ -68,7 +71,9 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::DoctorBlind(_) => exit_code::USAGE,
-            CliError::Gateway(e) => e.exit_code(),
+            CliError::Gateway(GatewayFailure { error, manager }) => {
+                exit::status(*manager, error.outcome())
+            }
             CliError::AsyncRuntime(_)
             | CliError::CurrentExe(_)
             | CliError::Systemd(_)
@@ -85,6 +90,26 @@ impl CliError {
             | CliError::Json(_)
             | CliError::Demo(_) => exit_code::FAILURE,
         }
+    }
+}
+
+/// A gateway error together with the manager the gateway ran under: the pair decides the exit
+/// code. It reads exactly as the error does, causes included.
+#[derive(Debug)]
+pub(crate) struct GatewayFailure {
+    pub(crate) error: GatewayError,
+    pub(crate) manager: Manager,
+}
+
+impl std::fmt::Display for GatewayFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl std::error::Error for GatewayFailure {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.error.source()
     }
 }
 
@@ -111,11 +136,22 @@ mod tests {
 
     #[test]
     fn gateway_errors_keep_their_codes_and_the_rest_exit_1() {
-        let restart = CliError::from(GatewayError::Restart("stale".into()));
+        let gateway = |error, manager| CliError::Gateway(GatewayFailure { error, manager });
+        let restart = gateway(GatewayError::Restart("stale".into()), Manager::Systemd);
         assert_eq!(restart.exit_code(), exit_code::TEMPFAIL);
         assert_eq!(restart.to_string(), "restarting: stale");
-        let profile = CliError::from(GatewayError::Profile(crate::profile::ProfileError::NoHome));
-        assert_eq!(profile.exit_code(), exit_code::CONFIG);
+        let no_home = || GatewayError::Profile(crate::profile::ProfileError::NoHome);
+        assert_eq!(
+            gateway(no_home(), Manager::Systemd).exit_code(),
+            exit_code::CONFIG
+        );
+        // launchd leaves only a 0 down.
+        assert_eq!(
+            gateway(no_home(), Manager::Launchd).exit_code(),
+            exit_code::OK
+        );
+        let restart = gateway(GatewayError::Restart("stale".into()), Manager::Launchd);
+        assert_eq!(restart.exit_code(), exit_code::TEMPFAIL);
         let io = || std::io::Error::other("boom");
         assert_eq!(CliError::AsyncRuntime(io()).exit_code(), exit_code::FAILURE);
         assert_eq!(

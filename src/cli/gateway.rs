@@ -1,19 +1,47 @@
-//! `gateway run`: what the unit runs, so its failures are exit codes for systemd to act on.
+//! `gateway run`: what the unit or the LaunchAgent runs, so its failures are exit codes for
+//! the service manager to act on.
 
-use super::error::CliError;
+use super::error::{CliError, GatewayFailure};
 use crate::exit_code;
-use crate::gateway::runtime;
+use crate::gateway::exit::{self, Outcome, Requested};
+use crate::gateway::runtime::{self, GatewayError};
 use crate::profile::{Profile, ProfileName};
+use crate::service::manager::Manager;
 
 pub(super) fn run(profile: &str) -> Result<u8, CliError> {
-    // The gateway runs under a supervisor: a bad profile is a configuration error
-    // (78, which the unit does not restart), not a usage error.
-    let profile = ProfileName::parse(profile)
-        .and_then(Profile::from_env)
-        .map_err(runtime::GatewayError::Profile)?;
+    // Which manager reads the exit status decides the status (`gateway::exit`). A name that is
+    // no manager is a configuration error, reported in the native manager's terms.
+    let (manager, result) = match Manager::current() {
+        Ok(manager) => (manager, serve(profile, manager)?),
+        Err(e) => (Manager::NATIVE, Err(GatewayError::from(e))),
+    };
+    let error = match result {
+        Ok(Requested(_)) => return Ok(exit::status(manager, Outcome::Stopped)),
+        Err(error) => error,
+    };
+    let status = exit::status(manager, error.outcome());
+    if status == exit_code::OK {
+        // An error that exits 0 (a conflict under launchd, so that `KeepAlive` leaves the job
+        // down) reads as a clean stop in `launchctl print`; the log says what it was.
+        tracing::error!(
+            reason = %runtime::reason(&error),
+            "the gateway stays down: exiting {status} so that {manager} does not restart it; \
+             fix the cause, then run `hermes-svc start --profile {profile}`"
+        );
+    }
+    Err(CliError::Gateway(GatewayFailure { error, manager }))
+}
+
+/// The run's own result, inside the CLI's failure to set it up (the async runtime).
+fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayError>, CliError> {
+    // The gateway runs under a supervisor: a bad profile is a configuration error (which the
+    // manager does not restart), not a usage error.
+    let profile = match ProfileName::parse(profile).and_then(Profile::from_env) {
+        Ok(profile) => profile,
+        Err(e) => return Ok(Err(GatewayError::Profile(e))),
+    };
     // Before any thread exists: setting the environment is not thread-safe.
     crate::env_file::load(&profile.env_file());
     let _ = rustls::crypto::ring::default_provider().install_default();
-    super::runtime()?.block_on(runtime::run(&profile))?;
-    Ok(exit_code::OK)
+    Ok(super::runtime()?.block_on(runtime::run(&profile, manager)))
 }

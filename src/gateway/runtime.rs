@@ -4,7 +4,11 @@
 //! components, and `READY=1` once every component has reported in. The watchdog tick feeds
 //! systemd only while every component is fresh; a stale one is named in `STATUS=` and the feed
 //! stops, so systemd restarts the gateway. Without a systemd watchdog the same rule drives a
-//! self-watchdog that exits 75.
+//! self-watchdog that exits 75, with the deadline launchd's plist passes in
+//! `HERMES_WATCHDOG_SEC` when it runs the gateway.
+//!
+//! How a run ended becomes an exit status in one place, `gateway::exit`, which knows how the
+//! manager (`HERMES_SERVICE_MANAGER`) reads it.
 
 mod watchdog;
 
@@ -17,9 +21,9 @@ use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
 use crate::config::{self, ConfigError};
-use crate::exit_code;
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
+use crate::gateway::exit::{self, Outcome, Requested};
 use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
 use crate::gateway::health::{ComponentKind, Registry, State};
 use crate::gateway::notify::{self, Notifier};
@@ -27,8 +31,10 @@ use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::{self, TokenLockError};
+use crate::launchd::plist::WATCHDOG_ENV;
 use crate::profile::Profile;
-use watchdog::Watchdog;
+use crate::service::manager::{Manager, UnknownManager};
+use watchdog::{BadWatchdogEnv, Watchdog};
 
 /// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
 /// unit is longer, so a drain is never cut short by SIGKILL.
@@ -61,24 +67,42 @@ pub(crate) enum GatewayError {
     Lock(LockError),
     #[error(transparent)]
     Profile(#[from] crate::profile::ProfileError),
+    #[error(transparent)]
+    Manager(#[from] UnknownManager),
+    #[error(transparent)]
+    WatchdogEnv(#[from] BadWatchdogEnv),
 }
 
 impl GatewayError {
-    /// Conflicts and configuration errors exit 78, which `RestartPreventExitStatus=78` keeps
-    /// from flapping; "restart me" exits 75.
-    pub(crate) fn exit_code(&self) -> u8 {
+    /// What the service manager should do about this error; `exit::status` turns it into a
+    /// code for the manager at hand.
+    pub(crate) fn outcome(&self) -> Outcome {
         match self {
             GatewayError::AlreadyRunning { .. }
             | GatewayError::Config(_)
             | GatewayError::AdapterFatal { .. }
-            | GatewayError::Profile(_) => exit_code::CONFIG,
-            GatewayError::TokenLock(e) if e.is_conflict() => exit_code::CONFIG,
-            GatewayError::Restart(_) => exit_code::TEMPFAIL,
+            | GatewayError::Profile(_)
+            | GatewayError::Manager(_)
+            | GatewayError::WatchdogEnv(_) => Outcome::StayDown,
+            GatewayError::TokenLock(e) if e.is_conflict() => Outcome::StayDown,
+            GatewayError::Restart(_) => Outcome::Restart,
             GatewayError::Io { .. } | GatewayError::Lock(_) | GatewayError::TokenLock(_) => {
-                exit_code::FAILURE
+                Outcome::Failed
             }
         }
     }
+}
+
+/// `error` and its causes on one line, as `report` prints them after `error:`.
+pub(crate) fn reason(error: &GatewayError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
 }
 
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
@@ -102,8 +126,9 @@ enum Stop {
     Restart(String),
 }
 
-/// Run until SIGTERM or SIGINT (Ok, exit 0), or until something demands an exit code.
-pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
+/// Run until SIGTERM or SIGINT (Ok), or until something ends the run with an error, whose
+/// reason is then also left in the state file, for `status` to show.
+pub(crate) async fn run(profile: &Profile, manager: Manager) -> Result<Requested, GatewayError> {
     let name = profile.name().to_string();
     let home = profile.home();
     std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;
@@ -122,7 +147,23 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
         }
         Err(e) => return Err(GatewayError::Lock(e)),
     };
+    // Only while holding the instance lock: the state file belongs to the lock's holder, so a
+    // second instance refused above must not write it.
+    let result = serve(profile, &me).await;
+    if let Err(e) = &result {
+        let status = exit::status(manager, e.outcome());
+        let last_words = StateFile::exited(&name, status, manager, &reason(e));
+        if let Err(e) = last_words.write(&profile.state_file()) {
+            tracing::warn!(error = %e, "failed to write the exit reason to the state file");
+        }
+    }
+    result
+}
 
+/// The run proper, from the config on, under the instance lock `run` holds for it.
+async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError> {
+    let name = me.profile.clone();
+    let home = profile.home();
     let config_path = profile.config_file();
     let config = config::load(&config_path)?;
     let mut adapters = vec![];
@@ -135,7 +176,7 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
         .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
         .collect();
     let _token_locks =
-        token_lock::acquire_all(&config_path, &identities, &me).map_err(GatewayError::TokenLock)?;
+        token_lock::acquire_all(&config_path, &identities, me).map_err(GatewayError::TokenLock)?;
 
     let _pid_file = PidFile::write(
         &profile.pid_file(),
@@ -158,8 +199,16 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
 
     let notifier = Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?;
     let watchdog = notify::watchdog_interval();
+    // Read only when it applies: with systemd's watchdog the variable means nothing.
+    let self_watchdog = match watchdog {
+        Some(_) => config.self_watchdog,
+        None => watchdog::self_watchdog(
+            std::env::var_os(WATCHDOG_ENV).as_deref(),
+            config.self_watchdog,
+        )?,
+    };
     let tick_every = watchdog
-        .map_or(config.self_watchdog / 2, |w| w / 2)
+        .map_or(self_watchdog / 2, |w| w / 2)
         .min(MAX_TICK)
         .max(Duration::from_millis(100));
     let mut sigterm = signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?;
@@ -241,7 +290,7 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
             "READY=1\n{}",
             notify::status_line(&snapshot.summary())
         ));
-        tracing::info!(profile = %name, pid = me.pid, ?watchdog, summary = %snapshot.summary(), "gateway ready");
+        tracing::info!(profile = %name, pid = me.pid, ?watchdog, ?self_watchdog, summary = %snapshot.summary(), "gateway ready");
     }
 
     let state_path = profile.state_file();
@@ -250,7 +299,7 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut dog = Watchdog::new(
         watchdog.is_some(),
-        config.self_watchdog,
+        self_watchdog,
         config.max_outage,
         registry.snapshot().summary(),
     );
@@ -304,7 +353,12 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
         Stop::Fatal { adapter, reason } => format!("stopping: adapter {adapter}: {reason}"),
         Stop::Restart(r) => format!("restarting: {r}"),
     };
-    tracing::info!(reason = %why, "draining");
+    // A stop nobody asked for is an error worth finding in the log (launchd's
+    // `gateway.err.log`), the self-watchdog's reason above all.
+    match &stop {
+        Stop::Signal(_) => tracing::info!(reason = %why, "draining"),
+        Stop::Fatal { .. } | Stop::Restart(_) => tracing::error!(reason = %why, "draining"),
+    }
     send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
     let _ = shutdown_tx.send(true);
     drain(&registry, &handles, &mut tasks, &send).await;
@@ -313,7 +367,7 @@ pub(crate) async fn run(profile: &Profile) -> Result<(), GatewayError> {
         tracing::warn!(error = %e, "failed to sync the spool");
     }
     match stop {
-        Stop::Signal(_) => Ok(()),
+        Stop::Signal(signal) => Ok(Requested(signal)),
         Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
         Stop::Restart(r) => Err(GatewayError::Restart(r)),
     }

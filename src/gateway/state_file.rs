@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::atomic_file;
 use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
+use crate::service::manager::Manager;
 
 /// Why a state file cannot be shown.
 #[derive(Debug, thiserror::Error)]
@@ -85,6 +86,21 @@ impl StateFile {
                     outage_ms: c.outage.map(ms),
                 })
                 .collect(),
+        }
+    }
+
+    /// The last words of a run that ended in an error: no components, the reason as the
+    /// summary, and stale from the moment it is written. Under launchd a conflict exits 0 (so
+    /// that `KeepAlive` leaves it down), and `launchctl print` then shows `last exit code = 0`:
+    /// this is where `status` finds why the gateway is not running.
+    pub(crate) fn exited(profile: &str, status: u8, manager: Manager, reason: &str) -> Self {
+        Self {
+            updated_at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            pid: std::process::id(),
+            profile: profile.to_owned(),
+            stale_after_ms: 0,
+            summary: format!("exited {status} under {manager}: {reason}"),
+            components: vec![],
         }
     }
 
@@ -288,6 +304,22 @@ mod tests {
             Some(Stale::NotRunning)
         );
         assert_eq!(forged.staleness_for(now, "active", 1), Some(Stale::Future));
+    }
+
+    #[test]
+    fn an_exit_record_names_the_reason_and_is_stale_at_once() {
+        let s = StateFile::exited(
+            "coder",
+            0,
+            Manager::Launchd,
+            "token for adapter dc already held",
+        );
+        assert_eq!(
+            s.summary,
+            "exited 0 under launchd: token for adapter dc already held"
+        );
+        assert!(s.components.is_empty());
+        assert!(s.is_stale(SystemTime::now() + Duration::from_millis(1)));
     }
 
     #[test]

@@ -30,9 +30,11 @@
 //! | bad `gateway.toml`, bad profile, fatal adapter   | 78            | 0             | leaves it down |
 //! | "restart me" (stale component, long outage)      | 75            | 75            | restarts it    |
 //! | the self-watchdog fired (a wedged adapter)       | watchdog kill | 75            | restarts it    |
-//! | the run loop ended with nobody asking            | 0 (restarted) | 75            | restarts it    |
 //! | any other error                                  | 1             | 1             | restarts it    |
 //! | a panic or a crash signal                        | 101 / signal  | 101 / signal  | restarts it    |
+//!
+//! The run loop never ends cleanly unasked (it returns only on SIGTERM or SIGINT), so there is
+//! no unrequested exit 0 for launchd to leave down.
 //!
 //! A requested stop exits 0 under both managers: hermes-svc stops a job with `bootout`, after
 //! which nothing is left for `KeepAlive` to act on, and `kickstart -k` restarts regardless of

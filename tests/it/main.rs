@@ -9,6 +9,7 @@ mod doctor_launchd;
 mod fake_launchctl;
 mod faked_health;
 mod gateway;
+mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
 mod hostile_files;

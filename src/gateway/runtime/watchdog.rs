@@ -1,9 +1,46 @@
 //! What the gateway does on each watchdog tick, decided from a snapshot of the registry alone,
 //! so that the feed, self-watchdog and max-outage rules are tested without a clock or systemd.
 
+use std::ffi::OsStr;
 use std::time::Duration;
 
 use crate::gateway::health::{self, Snapshot};
+use crate::launchd::plist::WATCHDOG_ENV;
+use crate::service::settings::MAX_SECONDS;
+
+/// `HERMES_WATCHDOG_SEC` holds something other than a self-watchdog deadline.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{WATCHDOG_ENV}={value:?} is not a self-watchdog deadline: use whole seconds from 1 to \
+     {MAX_SECONDS}, like 30, or unset it (the LaunchAgent sets it from WatchdogSec: \
+     `hermes-svc set --profile NAME WatchdogSec=30`)"
+)]
+pub(crate) struct BadWatchdogEnv {
+    value: String,
+}
+
+/// How long past its deadline a stale component may stay before the self-watchdog exits, when
+/// systemd runs no watchdog for the process.
+///
+/// launchd has no watchdog, so the plist passes `WatchdogSec` as `HERMES_WATCHDOG_SEC` (`env`)
+/// and the gateway enforces it. Like systemd's `WatchdogSec=`, it is the service's setting and
+/// wins over `[gateway] watchdog` in `gateway.toml` (`configured`), which is the default for a
+/// foreground run. Unset or empty, `configured` applies.
+pub(crate) fn self_watchdog(
+    env: Option<&OsStr>,
+    configured: Duration,
+) -> Result<Duration, BadWatchdogEnv> {
+    let Some(raw) = env.filter(|v| !v.is_empty()) else {
+        return Ok(configured);
+    };
+    let value = raw.to_string_lossy();
+    match value.parse::<u64>() {
+        Ok(secs) if (1..=MAX_SECONDS).contains(&secs) => Ok(Duration::from_secs(secs)),
+        _ => Err(BadWatchdogEnv {
+            value: value.into_owned(),
+        }),
+    }
+}
 
 /// The rules, fixed at start.
 #[derive(Debug)]
@@ -160,6 +197,24 @@ mod tests {
             Some("qq stale in connected for 41s (self-watchdog)")
         );
         assert!(!d.send_status, "nothing else is said on the way out");
+    }
+
+    #[test]
+    fn hermes_watchdog_sec_overrides_the_config_and_a_bad_value_names_the_variable() {
+        let configured = SECOND * 30;
+        let env = |v: &str| self_watchdog(Some(OsStr::new(v)), configured);
+        assert_eq!(self_watchdog(None, configured).unwrap(), configured);
+        assert_eq!(env("").unwrap(), configured, "empty is unset");
+        assert_eq!(env("2").unwrap(), SECOND * 2);
+        assert_eq!(env("86400").unwrap(), SECOND * 86400);
+        for bad in ["0", "86401", "-5", "2s", " 2", "1.5", "lots"] {
+            let e = env(bad).unwrap_err().to_string();
+            assert!(
+                e.starts_with(&format!("HERMES_WATCHDOG_SEC={bad:?} is not")),
+                "{e}"
+            );
+            assert!(e.contains("WatchdogSec=30"), "names the fix: {e}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
