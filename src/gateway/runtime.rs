@@ -166,6 +166,16 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let home = profile.home();
     let config_path = profile.config_file();
     let config = config::load(&config_path)?;
+    let watchdog = notify::watchdog_interval();
+    // Read only when it applies (with systemd's watchdog the variable means nothing), and
+    // with the config, before anything is held or written.
+    let self_watchdog = match watchdog {
+        Some(_) => config.self_watchdog,
+        None => watchdog::self_watchdog(
+            std::env::var_os(WATCHDOG_ENV).as_deref(),
+            config.self_watchdog,
+        )?,
+    };
     let mut adapters = vec![];
     for spec in &config.adapters {
         let secret = spec.credential(&config_path, &profile.env_file())?;
@@ -198,15 +208,6 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let syncer = spool.spawn_syncer(Duration::from_millis(100));
 
     let notifier = Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?;
-    let watchdog = notify::watchdog_interval();
-    // Read only when it applies: with systemd's watchdog the variable means nothing.
-    let self_watchdog = match watchdog {
-        Some(_) => config.self_watchdog,
-        None => watchdog::self_watchdog(
-            std::env::var_os(WATCHDOG_ENV).as_deref(),
-            config.self_watchdog,
-        )?,
-    };
     let tick_every = watchdog
         .map_or(self_watchdog / 2, |w| w / 2)
         .min(MAX_TICK)
