@@ -222,14 +222,18 @@ pub(crate) async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, Do
         }
         r.findings
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let plan = checks::plan(&snap, &findings, now);
+    let plan = checks::plan(&snap, &findings, crate::service::planner::now());
+    apply_and_look_again(plan, run(only)).await
+}
+
+/// What `--fix` does once it has a plan, under either manager: apply it, look again, and tell
+/// the person to do by hand only what is still there.
+pub(crate) async fn apply_and_look_again(
+    plan: fix::FixPlan,
+    look: impl std::future::Future<Output = Result<Report, DoctorError>>,
+) -> Result<FixOutcome, DoctorError> {
     let (fixed, failed) = fix::apply(&plan).await;
-    let report = run(only).await?;
-    // Only what is still there is worth telling the person to do by hand.
+    let report = look.await?;
     let skipped = plan
         .skipped
         .into_iter()

@@ -1,15 +1,12 @@
 //! The steps every command that edits a job shares: take the edit lock, connect, carry out
 //! the plan (unless `--dry-run`) and report it.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use super::error::CliError;
 use super::report::{self, Output};
 use super::service::{self, Service, Spec};
+use super::validate::resolve_profile;
 use crate::edit_lock::{self, EditLock};
 use crate::exit_code;
-use crate::profile::Profile;
-use crate::service::manager::Manager;
 use crate::service::observed::{Observed, Siblings};
 use crate::service::plan::Plan;
 use crate::service::planner::PlanError;
@@ -18,25 +15,13 @@ use crate::systemd::scope::Scope;
 
 use super::args::ScopeArgs;
 
-/// Seconds since the epoch, for the names of backups the plan may make.
-pub(super) fn now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
-
 /// Unless this is a dry run, hold the lock that makes edits one at a time, from the first
 /// read of the job's files to the last effect.
-pub(super) async fn edit_lock(
-    manager: Manager,
-    scope: Scope,
-    dry_run: bool,
-) -> Result<Option<EditLock>, CliError> {
+pub(super) async fn edit_lock(spec: &Spec, dry_run: bool) -> Result<Option<EditLock>, CliError> {
     if dry_run {
         return Ok(None);
     }
-    let dir = service::lock_dir(manager, scope)?;
+    let dir = spec.lock_dir()?;
     Ok(Some(EditLock::acquire(&dir, edit_lock::WAIT).await?))
 }
 
@@ -45,20 +30,19 @@ pub(super) async fn edit_lock(
 pub(super) async fn carry_out(
     plan: &Plan,
     service: &Service,
-    spec: &Spec,
     changed: &str,
     out: Output,
     linger: Option<Linger>,
 ) -> Result<u8, CliError> {
     if !out.dry_run {
-        service.apply(plan, spec).await?;
+        service.apply(plan).await?;
     }
     let outcome = if plan.is_unchanged() {
         "unchanged"
     } else {
         changed
     };
-    let steps = service.describe(plan, spec);
+    let steps = service.describe(plan);
     report::plan(plan, &steps, &service.place(), outcome, out, linger);
     Ok(exit_code::OK)
 }
@@ -70,20 +54,16 @@ pub(super) async fn edit_job(
     scope: &ScopeArgs,
     out: Output,
     changed: &str,
-    plan: impl FnOnce(&Spec, &Observed) -> Result<Plan, PlanError>,
+    plan: impl FnOnce(&Service, &Observed) -> Result<Plan, PlanError>,
 ) -> Result<u8, CliError> {
     let manager = service::manager(scope)?;
-    let profile = resolve(profile_name, scope)?;
+    let profile = resolve_profile(profile_name, scope.scope(), None)?;
     let spec = service::spec_for(manager, scope.scope(), profile)?;
-    let _lock = edit_lock(manager, scope.scope(), out.dry_run).await?;
-    let service = Service::connect(manager, scope.scope(), out.dry_run).await?;
-    let observed = service.observe(&spec, Siblings::Skip).await?;
-    let plan = plan(&spec, &observed)?;
-    carry_out(&plan, &service, &spec, changed, out, None).await
-}
-
-fn resolve(name: &str, scope: &ScopeArgs) -> Result<Profile, CliError> {
-    super::validate::resolve_profile(name, scope.scope(), None)
+    let _lock = edit_lock(&spec, out.dry_run).await?;
+    let service = spec.connect(out.dry_run).await?;
+    let observed = service.observe(Siblings::Skip).await?;
+    let plan = plan(&service, &observed)?;
+    carry_out(&plan, &service, changed, out, None).await
 }
 
 /// Only a user unit depends on lingering: without it, the unit stops when its owner logs out.

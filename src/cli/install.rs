@@ -1,25 +1,25 @@
 //! `install` and `uninstall`: the two commands that create or remove a profile's job.
 
-use super::apply::{carry_out, edit_job, edit_lock, linger_for, now};
+use super::apply::{carry_out, edit_job, edit_lock, linger_for};
 use super::args::{InstallArgs, UninstallArgs};
 use super::error::CliError;
 use super::report::Output;
-use super::service::{self, Service};
+use super::service;
 use super::validate::settings;
 use crate::service::observed::Siblings;
+use crate::service::planner::now;
 
 pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let manager = service::manager(&args.source.scope)?;
-    let scope = args.source.scope.scope();
     let spec = service::spec(manager, &args.source)?;
     let settings = settings(
         &args.env,
         args.watchdog_sec.as_deref(),
         args.restart_sec.as_deref(),
     )?;
-    let _lock = edit_lock(manager, scope, args.dry_run).await?;
-    let service = Service::connect(manager, scope, args.dry_run).await?;
-    let observed = service.observe(&spec, Siblings::Find).await?;
+    let _lock = edit_lock(&spec, args.dry_run).await?;
+    let service = spec.connect(args.dry_run).await?;
+    let observed = service.observe(Siblings::Find).await?;
     let verb = if observed.text.is_none() {
         "installed"
     } else {
@@ -29,7 +29,7 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         dry_run: args.dry_run,
         json: args.json,
     };
-    let plan = spec.plan_install(
+    let plan = service.plan_install(
         settings,
         !args.no_start,
         args.force,
@@ -38,7 +38,7 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         &observed,
     )?;
     let linger = linger_for(service.scope()).await;
-    carry_out(&plan, &service, &spec, verb, out, linger).await
+    carry_out(&plan, &service, verb, out, linger).await
 }
 
 pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
@@ -47,7 +47,7 @@ pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
         &args.unit.scope,
         args.output.output(),
         "uninstalled",
-        |spec, observed| Ok(spec.plan_uninstall(observed, now())),
+        |service, observed| Ok(service.plan_uninstall(observed, now())),
     )
     .await
 }

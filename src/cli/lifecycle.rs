@@ -2,7 +2,7 @@
 
 use super::args::UnitArgs;
 use super::error::CliError;
-use super::service::{self, Service};
+use super::service;
 use super::validate::resolve_profile;
 use crate::exit_code;
 use crate::systemd::Job;
@@ -12,8 +12,7 @@ pub(super) async fn run(args: UnitArgs, job: Job) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let profile = resolve_profile(&args.profile, scope, None)?;
     let spec = service::spec_for(manager, scope, profile)?;
-    let service = Service::connect(manager, scope, false).await?;
-    let name = service.run_job(job, &spec).await?;
+    let name = spec.connect(false).await?.run_job(job).await?;
     println!("{name}: {} done", job.verb());
     Ok(exit_code::OK)
 }

@@ -2,6 +2,9 @@
 //! launchd (the user's LaunchAgents and `launchctl` in the right domain). Every command plans
 //! the same way through either; this says where the files are, how to look at the job, how to
 //! carry a plan out and how to show it.
+//!
+//! A command first makes a [`Spec`] (checked before anything is touched), then connects it to
+//! its manager. The connected [`Service`] holds the spec, so a unit can never meet launchd.
 
 use std::path::PathBuf;
 
@@ -24,24 +27,25 @@ use crate::systemd::scope::Scope;
 use crate::systemd::unit_file::UnitSpec;
 use crate::systemd::{Job, Systemd};
 
-/// The manager a command works through, connected unless this is a dry run that could not
-/// reach it (then plans are made from the files on disk alone).
-pub(super) enum Service {
-    Systemd {
-        scope: Scope,
-        bus: Option<Systemd>,
-    },
-    Launchd {
-        /// The user's home directory, which holds `Library/LaunchAgents`.
-        home: PathBuf,
-        launchctl: Option<Launchctl>,
-    },
-}
-
 /// A profile's job as the chosen manager's file describes it.
 pub(super) enum Spec {
     Unit(UnitSpec),
     Agent(LaunchAgent),
+}
+
+/// A spec and its manager, connected unless this is a dry run that could not reach it (then
+/// plans are made from the files on disk alone).
+pub(super) enum Service {
+    Systemd {
+        unit: UnitSpec,
+        bus: Option<Systemd>,
+    },
+    Launchd {
+        agent: LaunchAgent,
+        /// The user's home directory, which holds `Library/LaunchAgents`.
+        home: PathBuf,
+        launchctl: Option<Launchctl>,
+    },
 }
 
 /// The manager to use, refusing flags that only mean something to the other one.
@@ -55,16 +59,6 @@ pub(super) fn manager(scope: &ScopeArgs) -> Result<Manager, CliError> {
     Ok(manager)
 }
 
-/// Where the edit lock lives: beside the definitions it guards.
-pub(super) fn lock_dir(manager: Manager, scope: Scope) -> Result<PathBuf, CliError> {
-    match manager {
-        Manager::Systemd => scope
-            .unit_dir()
-            .ok_or_else(|| systemd_observed::ObserveError::NoUnitDir(scope).into()),
-        Manager::Launchd => Ok(home_dir()?.join(AGENTS_DIR)),
-    }
-}
-
 /// The job definition `install` and `render` would write for `src`, checked before anything
 /// is touched.
 pub(super) fn spec(manager: Manager, src: &UnitSource) -> Result<Spec, CliError> {
@@ -74,9 +68,9 @@ pub(super) fn spec(manager: Manager, src: &UnitSource) -> Result<Spec, CliError>
     }
 }
 
-/// The definition of an installed profile, for `set`, `unset` and `uninstall`, which take no
-/// `--exec`: the program is this binary, as at install. A unit is never rendered from this
-/// (systemd's settings live in the drop-in), so only its profile matters there.
+/// The definition of an installed profile, for `set`, `unset`, `uninstall` and the lifecycle
+/// commands, which take no `--exec`: the program is this binary, as at install. A unit is never
+/// rendered from this (systemd's settings live in the drop-in), so only its profile matters.
 pub(super) fn spec_for(manager: Manager, scope: Scope, profile: Profile) -> Result<Spec, CliError> {
     Ok(match manager {
         Manager::Systemd => Spec::Unit(UnitSpec {
@@ -90,164 +84,28 @@ pub(super) fn spec_for(manager: Manager, scope: Scope, profile: Profile) -> Resu
 }
 
 /// The user's home directory, where `Library/LaunchAgents` is.
-fn home_dir() -> Result<PathBuf, CliError> {
+pub(super) fn home_dir() -> Result<PathBuf, CliError> {
     std::env::var_os("HOME")
         .filter(|h| !h.is_empty())
         .map(PathBuf::from)
         .ok_or_else(|| usage("HOME is not set, so there is no ~/Library/LaunchAgents to use"))
 }
 
-impl Service {
-    pub(super) async fn connect(
-        manager: Manager,
-        scope: Scope,
-        dry_run: bool,
-    ) -> Result<Service, CliError> {
-        match manager {
-            Manager::Systemd => {
-                let bus = match Systemd::connect(scope).await {
-                    Ok(s) => Some(s),
-                    Err(e) if dry_run => {
-                        eprintln!("warning: {e}; planning from the files on disk alone");
-                        None
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                Ok(Service::Systemd { scope, bus })
-            }
-            Manager::Launchd => {
-                let home = home_dir()?;
-                let uid = nix::unistd::getuid().as_raw();
-                let launchctl = match Launchctl::detect(Launchctl::DEFAULT_PROGRAM, uid).await {
-                    Ok(l) => Some(l),
-                    Err(e) if dry_run => {
-                        eprintln!("warning: {e}; planning from the files on disk alone");
-                        None
-                    }
-                    Err(e) => return Err(e.into()),
-                };
-                Ok(Service::Launchd { home, launchctl })
-            }
-        }
-    }
+/// `launchctl` for this user's domain.
+pub(super) async fn launchctl() -> Result<Launchctl, CliError> {
+    let uid = nix::unistd::getuid().as_raw();
+    Ok(Launchctl::detect(Launchctl::DEFAULT_PROGRAM, uid).await?)
+}
 
-    pub(super) async fn observe(
-        &self,
-        spec: &Spec,
-        siblings: Siblings,
-    ) -> Result<Observed, CliError> {
-        match (self, spec) {
-            (Service::Systemd { scope, bus }, Spec::Unit(u)) => {
-                Ok(systemd_observed::observe(&u.profile, *scope, bus.as_ref(), siblings).await?)
-            }
-            (Service::Launchd { home, launchctl }, Spec::Agent(a)) => {
-                let agents = home.join(AGENTS_DIR);
-                Ok(launchd_observed::observe(a, &agents, launchctl.as_ref(), siblings).await?)
-            }
-            _ => unreachable!("a spec is made by its own service"),
+/// A manager's connection, or on a dry run that cannot make it, `None` and a warning.
+fn unless_dry_run<T>(dry_run: bool, made: Result<T, CliError>) -> Result<Option<T>, CliError> {
+    match made {
+        Ok(made) => Ok(Some(made)),
+        Err(e) if dry_run => {
+            eprintln!("warning: {e}; planning from the files on disk alone");
+            Ok(None)
         }
-    }
-
-    /// Carry out `plan` (never on a dry run: those have no connection to use).
-    pub(super) async fn apply(&self, plan: &Plan, spec: &Spec) -> Result<(), CliError> {
-        match (self, spec) {
-            (Service::Systemd { bus, .. }, _) => {
-                let bus = bus.as_ref().expect("connected unless dry-run");
-                Ok(systemd_effects::apply(plan, bus).await?)
-            }
-            (Service::Launchd { launchctl, home }, Spec::Agent(a)) => {
-                let launchctl = launchctl.as_ref().expect("connected unless dry-run");
-                let plist = a.path(home);
-                let stdout = a.stdout_path();
-                let log_dir = stdout.parent().unwrap_or(home);
-                let agent = Agent {
-                    plist: &plist,
-                    log_dir,
-                };
-                Ok(launchd_effects::apply(plan, launchctl, agent).await?)
-            }
-            _ => unreachable!("a spec is made by its own service"),
-        }
-    }
-
-    /// `start`, `stop` or `restart` the profile's job, and return its name. Under launchd, stop
-    /// is `bootout` (KeepAlive would start a stopped process again), and restart of a job that
-    /// is not loaded starts it, as `systemctl restart` starts a stopped unit.
-    pub(super) async fn run_job(&self, job: Job, spec: &Spec) -> Result<String, CliError> {
-        match (self, spec) {
-            (Service::Systemd { bus, .. }, Spec::Unit(u)) => {
-                let unit = u.profile.unit_name();
-                let bus = bus
-                    .as_ref()
-                    .expect("connected: lifecycle commands have no dry run");
-                bus.run_job(job, &unit).await?;
-                Ok(unit)
-            }
-            (Service::Launchd { home, launchctl }, Spec::Agent(a)) => {
-                let launchctl = launchctl.as_ref().expect("connected: no dry run here");
-                let label = a.label();
-                let plist = a.path(home);
-                if job != Job::Stop && !plist.exists() {
-                    return Err(usage(format!(
-                        "profile {} is not installed ({} does not exist); run `hermes-svc install --profile {}` first",
-                        a.profile.name(),
-                        plist.display(),
-                        a.profile.name()
-                    )));
-                }
-                match job {
-                    Job::Stop => {
-                        launchctl.stop(&label).await?;
-                    }
-                    Job::Restart if launchctl.is_loaded(&label).await? => {
-                        launchctl.restart(&label).await?
-                    }
-                    Job::Start | Job::Restart => {
-                        let stdout = a.stdout_path();
-                        if let Some(dir) = stdout.parent() {
-                            launchd_effects::ensure_dir(dir)?;
-                        }
-                        launchctl.start(&label, &plist).await?
-                    }
-                }
-                Ok(label)
-            }
-            _ => unreachable!("a spec is made by its own service"),
-        }
-    }
-
-    /// The plan's steps as this manager carries them out.
-    pub(super) fn describe(&self, plan: &Plan, spec: &Spec) -> Vec<String> {
-        match (self, spec) {
-            (Service::Launchd { home, .. }, Spec::Agent(a)) => {
-                launchd_effects::describe(plan, self.domain(), &a.path(home))
-            }
-            _ => systemd_effects::describe(plan),
-        }
-    }
-
-    fn domain(&self) -> Domain {
-        match self {
-            Service::Launchd {
-                launchctl: Some(l), ..
-            } => l.domain(),
-            _ => Domain::Gui(nix::unistd::getuid().as_raw()),
-        }
-    }
-
-    /// Where the job runs, for reports: `user` or `system` scope, or the launchd domain.
-    pub(super) fn place(&self) -> String {
-        match self {
-            Service::Systemd { scope, .. } => scope.to_string(),
-            Service::Launchd { .. } => self.domain().to_string(),
-        }
-    }
-
-    pub(super) fn scope(&self) -> Option<Scope> {
-        match self {
-            Service::Systemd { scope, .. } => Some(*scope),
-            Service::Launchd { .. } => None,
-        }
+        Err(e) => Err(e),
     }
 }
 
@@ -272,6 +130,164 @@ fn agent_spec(src: &UnitSource) -> Result<LaunchAgent, CliError> {
 }
 
 impl Spec {
+    /// Where the edit lock lives: beside the definitions it guards.
+    pub(super) fn lock_dir(&self) -> Result<PathBuf, CliError> {
+        match self {
+            Spec::Unit(u) => u
+                .scope
+                .unit_dir()
+                .ok_or_else(|| systemd_observed::ObserveError::NoUnitDir(u.scope).into()),
+            Spec::Agent(_) => Ok(home_dir()?.join(AGENTS_DIR)),
+        }
+    }
+
+    pub(super) async fn connect(self, dry_run: bool) -> Result<Service, CliError> {
+        match self {
+            Spec::Unit(unit) => {
+                let bus = Systemd::connect(unit.scope).await.map_err(CliError::from);
+                Ok(Service::Systemd {
+                    bus: unless_dry_run(dry_run, bus)?,
+                    unit,
+                })
+            }
+            Spec::Agent(agent) => Ok(Service::Launchd {
+                agent,
+                home: home_dir()?,
+                launchctl: unless_dry_run(dry_run, launchctl().await)?,
+            }),
+        }
+    }
+}
+
+impl Service {
+    pub(super) async fn observe(&self, siblings: Siblings) -> Result<Observed, CliError> {
+        match self {
+            Service::Systemd { unit, bus } => {
+                Ok(
+                    systemd_observed::observe(&unit.profile, unit.scope, bus.as_ref(), siblings)
+                        .await?,
+                )
+            }
+            Service::Launchd {
+                agent,
+                home,
+                launchctl,
+            } => Ok(launchd_observed::observe(
+                agent,
+                &home.join(AGENTS_DIR),
+                launchctl.as_ref(),
+                siblings,
+            )
+            .await?),
+        }
+    }
+
+    /// Carry out `plan` (never on a dry run: those have no connection to use).
+    pub(super) async fn apply(&self, plan: &Plan) -> Result<(), CliError> {
+        match self {
+            Service::Systemd { bus, .. } => {
+                let bus = bus.as_ref().expect("connected unless dry-run");
+                Ok(systemd_effects::apply(plan, bus).await?)
+            }
+            Service::Launchd {
+                agent,
+                home,
+                launchctl,
+            } => {
+                let launchctl = launchctl.as_ref().expect("connected unless dry-run");
+                let plist = agent.path(home);
+                let stdout = agent.stdout_path();
+                let log_dir = stdout.parent().unwrap_or(home);
+                let agent = Agent {
+                    plist: &plist,
+                    log_dir,
+                };
+                Ok(launchd_effects::apply(plan, launchctl, agent).await?)
+            }
+        }
+    }
+
+    /// `start`, `stop` or `restart` the profile's job, and return its name. Under launchd, stop
+    /// is `bootout` (KeepAlive would start a stopped process again), and restart of a job that
+    /// is not loaded starts it, as `systemctl restart` starts a stopped unit.
+    pub(super) async fn run_job(&self, job: Job) -> Result<String, CliError> {
+        match self {
+            Service::Systemd { unit, bus } => {
+                let name = unit.profile.unit_name();
+                let bus = bus
+                    .as_ref()
+                    .expect("connected: lifecycle commands have no dry run");
+                bus.run_job(job, &name).await?;
+                Ok(name)
+            }
+            Service::Launchd {
+                agent,
+                home,
+                launchctl,
+            } => {
+                let launchctl = launchctl.as_ref().expect("connected: no dry run here");
+                let label = agent.label();
+                let plist = agent.path(home);
+                if job != Job::Stop && !plist.exists() {
+                    let name = agent.profile.name();
+                    return Err(usage(format!(
+                        "profile {name} is not installed ({} does not exist); run `hermes-svc install --profile {name}` first",
+                        plist.display(),
+                    )));
+                }
+                match job {
+                    Job::Stop => {
+                        launchctl.stop(&label).await?;
+                    }
+                    Job::Restart if launchctl.is_loaded(&label).await? => {
+                        launchctl.restart(&label).await?
+                    }
+                    Job::Start | Job::Restart => {
+                        if let Some(dir) = agent.stdout_path().parent() {
+                            launchd_effects::ensure_dir(dir)?;
+                        }
+                        launchctl.start(&label, &plist).await?
+                    }
+                }
+                Ok(label)
+            }
+        }
+    }
+
+    /// The plan's steps as this manager carries them out.
+    pub(super) fn describe(&self, plan: &Plan) -> Vec<String> {
+        match self {
+            Service::Systemd { .. } => systemd_effects::describe(plan),
+            Service::Launchd { agent, home, .. } => {
+                launchd_effects::describe(plan, self.domain(), &agent.path(home))
+            }
+        }
+    }
+
+    fn domain(&self) -> Domain {
+        match self {
+            Service::Launchd {
+                launchctl: Some(l), ..
+            } => l.domain(),
+            _ => Domain::Gui(nix::unistd::getuid().as_raw()),
+        }
+    }
+
+    /// Where the job runs, for reports: `user` or `system` scope, or the launchd domain.
+    pub(super) fn place(&self) -> String {
+        match self {
+            Service::Systemd { unit, .. } => unit.scope.to_string(),
+            Service::Launchd { .. } => self.domain().to_string(),
+        }
+    }
+
+    pub(super) fn scope(&self) -> Option<Scope> {
+        match self {
+            Service::Systemd { unit, .. } => Some(unit.scope),
+            Service::Launchd { .. } => None,
+        }
+    }
+
     pub(super) fn plan_install(
         &self,
         settings: Settings,
@@ -284,7 +300,7 @@ impl Spec {
         macro_rules! req {
             ($spec:expr) => {
                 InstallRequest {
-                    spec: $spec,
+                    spec: $spec.clone(),
                     settings,
                     start,
                     force,
@@ -294,8 +310,8 @@ impl Spec {
             };
         }
         match self {
-            Spec::Unit(u) => planner::plan_install(&req!(u.clone()), observed),
-            Spec::Agent(a) => planner::plan_install(&req!(a.clone()), observed),
+            Service::Systemd { unit, .. } => planner::plan_install(&req!(unit), observed),
+            Service::Launchd { agent, .. } => planner::plan_install(&req!(agent), observed),
         }
     }
 
@@ -306,8 +322,8 @@ impl Spec {
         restart: bool,
     ) -> Result<Plan, PlanError> {
         match self {
-            Spec::Unit(u) => planner::plan_set(u, settings, observed, restart),
-            Spec::Agent(a) => planner::plan_set(a, settings, observed, restart),
+            Service::Systemd { unit, .. } => planner::plan_set(unit, settings, observed, restart),
+            Service::Launchd { agent, .. } => planner::plan_set(agent, settings, observed, restart),
         }
     }
 
@@ -318,15 +334,15 @@ impl Spec {
         restart: bool,
     ) -> Result<Plan, PlanError> {
         match self {
-            Spec::Unit(u) => planner::plan_unset(u, keys, observed, restart),
-            Spec::Agent(a) => planner::plan_unset(a, keys, observed, restart),
+            Service::Systemd { unit, .. } => planner::plan_unset(unit, keys, observed, restart),
+            Service::Launchd { agent, .. } => planner::plan_unset(agent, keys, observed, restart),
         }
     }
 
     pub(super) fn plan_uninstall(&self, observed: &Observed, now: u64) -> Plan {
         match self {
-            Spec::Unit(_) => planner::plan_uninstall::<UnitSpec>(observed, now),
-            Spec::Agent(_) => planner::plan_uninstall::<LaunchAgent>(observed, now),
+            Service::Systemd { .. } => planner::plan_uninstall::<UnitSpec>(observed, now),
+            Service::Launchd { .. } => planner::plan_uninstall::<LaunchAgent>(observed, now),
         }
     }
 }

@@ -16,7 +16,7 @@ pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
         &args.unit.scope,
         args.output.output(),
         "updated",
-        |spec, observed| spec.plan_set(&settings, observed, !args.no_restart),
+        |service, observed| service.plan_set(&settings, observed, !args.no_restart),
     )
     .await
 }
@@ -33,7 +33,7 @@ pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
         &args.unit.scope,
         args.output.output(),
         "updated",
-        |spec, observed| spec.plan_unset(&args.keys, observed, !args.no_restart),
+        |service, observed| service.plan_unset(&args.keys, observed, !args.no_restart),
     )
     .await
 }

@@ -4,7 +4,7 @@
 use super::apply::linger_for;
 use super::args::StatusArgs;
 use super::error::CliError;
-use super::service::{self, Service};
+use super::service;
 use super::validate::parse_profile;
 use crate::exit_code;
 use crate::launchd;
@@ -17,13 +17,8 @@ pub(super) async fn run(args: StatusArgs) -> Result<u8, CliError> {
     let scope = args.scope.scope();
     let only = args.profile.as_deref().map(parse_profile).transpose()?;
     if let Manager::Launchd = manager {
-        let Service::Launchd {
-            home,
-            launchctl: Some(launchctl),
-        } = Service::connect(manager, scope, false).await?
-        else {
-            unreachable!("a launchd service without a dry run has launchctl");
-        };
+        let home = service::home_dir()?;
+        let launchctl = service::launchctl().await?;
         let agents = launchd::status::gather(&home, &launchctl, only.as_ref()).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&agents)?);

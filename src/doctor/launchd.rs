@@ -16,8 +16,8 @@ pub(crate) mod snapshot;
 use std::path::Path;
 
 use crate::doctor::checks::profile_home;
-use crate::doctor::fix::{self, Planner};
-use crate::doctor::{DoctorError, Finding, FixOutcome, Report, Severity};
+use crate::doctor::fix::Planner;
+use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
 
 use snapshot::{JobSnap, LaunchdSnapshot};
@@ -95,37 +95,14 @@ pub(crate) async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorErro
 pub(crate) async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
     let snap = snapshot::gather().await?;
     let findings = report(&snap, only).findings;
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
-    let mut planner = Planner::new(&snap.homes, &findings, now);
+    let mut planner = Planner::new(&snap.homes, &findings, crate::service::planner::now());
     for f in &findings {
         match CHECKS.iter().find(|c| c.id == f.id) {
             Some(check) => (check.fix)(&mut planner, f),
             None => planner.skip(f, "no automatic fix"),
         }
     }
-    let plan = planner.finish();
-    let (fixed, failed) = fix::apply(&plan).await;
-    let report = run(only).await?;
-    // Only what is still there is worth telling the person to do by hand.
-    let skipped = plan
-        .skipped
-        .into_iter()
-        .filter(|k| {
-            report
-                .findings
-                .iter()
-                .any(|f| f.id == k.id && f.subject == k.subject)
-        })
-        .collect();
-    Ok(FixOutcome {
-        fixed,
-        skipped,
-        failed,
-        report,
-    })
+    doctor::apply_and_look_again(planner.finish(), run(only)).await
 }
 
 /// A finding about one job file, named by its file.

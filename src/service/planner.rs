@@ -64,6 +64,14 @@ pub(crate) struct InstallRequest<D> {
     pub(crate) now: u64,
 }
 
+/// Seconds since the epoch: what a backup's name carries (`<file>.bak.<now>`).
+pub(crate) fn now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
 fn aside(path: &Path, tag: &str, now: u64) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
     name.push(format!(".{tag}.{now}"));
