@@ -9,27 +9,16 @@ use crate::launchd::launchctl::{Launchctl, LaunchctlError, Service};
 use crate::launchd::plist::{self, Job, LaunchAgent, Overrides, FILE_SUFFIX};
 use crate::profile::{default_hermes_home, Profile};
 use crate::service::observed::{
-    self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, Siblings,
+    self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, ReadError, Siblings,
 };
 use crate::service::served_profile::served_profile;
 
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum LaunchdObserveError {
-    #[error("failed to read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error(transparent)]
     Launchctl(#[from] LaunchctlError),
-}
-
-fn read(path: &Path) -> Result<Option<String>, LaunchdObserveError> {
-    observed::read_optional(path).map_err(|source| LaunchdObserveError::Read {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 /// What launchd says of a job, in the planner's terms. A loaded job is both enabled (its file
@@ -71,8 +60,8 @@ pub(crate) async fn observe(
         .collect();
     stale_temp_files.sort();
     let mut observed = Observed {
-        text: read(&path)?,
-        settings_text: read(&settings_path)?,
+        text: observed::read_optional(&path)?,
+        settings_text: observed::read_optional(&settings_path)?,
         config_changed_at: [mtime(&path), mtime(&settings_path)]
             .into_iter()
             .flatten()

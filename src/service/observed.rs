@@ -102,16 +102,10 @@ impl Observed {
 /// Is `name` a temporary file that `atomic_file` makes (`.NAME.tmp.PID`) for a process that is
 /// gone? A live writer's file is left alone.
 pub(crate) fn stale_temp(name: &str) -> bool {
-    let Some(pid) = name
-        .strip_prefix('.')
+    name.strip_prefix('.')
         .and_then(|n| n.rsplit_once(".tmp."))
-        .and_then(|(_, pid)| pid.parse::<i32>().ok())
-    else {
-        return false;
-    };
-    pid > 0
-        && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            == Err(nix::errno::Errno::ESRCH)
+        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+        .is_some_and(|pid| pid > 0 && !crate::process_probe::exists(pid))
 }
 
 /// The modification time of `path` itself (a link is not followed), if it exists.
@@ -119,12 +113,24 @@ pub(crate) fn mtime(path: &std::path::Path) -> Option<SystemTime> {
     std::fs::symlink_metadata(path).ok()?.modified().ok()
 }
 
+/// One of the job's files exists but could not be read.
+#[derive(Debug, thiserror::Error)]
+#[error("failed to read {path}")]
+pub(crate) struct ReadError {
+    path: PathBuf,
+    #[source]
+    source: std::io::Error,
+}
+
 /// The file's text, or `None` if it does not exist.
-pub(crate) fn read_optional(path: &std::path::Path) -> std::io::Result<Option<String>> {
+pub(crate) fn read_optional(path: &std::path::Path) -> Result<Option<String>, ReadError> {
     match std::fs::read_to_string(path) {
         Ok(text) => Ok(Some(text)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(e),
+        Err(source) => Err(ReadError {
+            path: path.to_owned(),
+            source,
+        }),
     }
 }
 

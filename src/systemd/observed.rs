@@ -6,7 +6,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use crate::profile::Profile;
 use crate::service::observed::{
-    self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, Siblings,
+    self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, ReadError, Siblings,
 };
 use crate::service::served_profile::served_profile;
 use crate::systemd::dropin::DROPIN_NAME;
@@ -40,21 +40,10 @@ fn job_view(props: &UnitProperties) -> JobView {
 pub(crate) enum ObserveError {
     #[error("cannot tell where {0} units live: set HOME or XDG_CONFIG_HOME")]
     NoUnitDir(Scope),
-    #[error("failed to read {path}")]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Read(#[from] ReadError),
     #[error(transparent)]
     Systemd(#[from] SystemdError),
-}
-
-fn read_optional(path: &std::path::Path) -> Result<Option<String>, ObserveError> {
-    observed::read_optional(path).map_err(|source| ObserveError::Read {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 pub(crate) async fn observe(
@@ -104,8 +93,8 @@ pub(crate) async fn observe(
     .max();
     let settings_path = dropin_dir.join(DROPIN_NAME);
     let mut observed = Observed {
-        text: read_optional(&unit_path)?,
-        settings_text: read_optional(&settings_path)?,
+        text: observed::read_optional(&unit_path)?,
+        settings_text: observed::read_optional(&settings_path)?,
         name: unit_name,
         path: unit_path,
         settings_path,
