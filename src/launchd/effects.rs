@@ -8,7 +8,7 @@
 //! | Reload      | nothing now: launchd reads a plist only at `bootstrap`, so a later restart of this plan becomes `bootout` + `bootstrap` |
 //! | Enable      | `launchctl enable`, clearing a `launchctl disable` left from before       |
 //! | Disable     | nothing: a file in `~/Library/LaunchAgents` loads at login, and moving it aside (the next step) is what disables it; `launchctl disable` would leave a record behind in launchd's database that outlives the file |
-//! | Start       | `bootstrap` if not loaded, then `kickstart`                               |
+//! | Start       | `bootstrap`, then `kickstart` (the planner starts only an unloaded job)   |
 //! | Stop        | `bootout`, so `KeepAlive` does not start it again                         |
 //! | Restart     | `kickstart -k`, or `bootout` + `bootstrap` + `kickstart` when the plist changed |
 //! | ResetFailed | nothing: launchd keeps no failed state                                    |
@@ -83,7 +83,8 @@ pub(crate) async fn apply(
                 // launchd opens StandardOutPath and StandardErrorPath before the program runs,
                 // and fails the job when their directory is missing.
                 ensure_dir(agent.log_dir)?;
-                launchctl.start(unit, agent.plist).await?
+                // The planner starts only a job it saw unloaded (loaded is active here).
+                launchctl.load_and_start(unit, agent.plist).await?
             }
             Step::Stop { unit } => {
                 launchctl.stop(unit).await?;
@@ -113,10 +114,7 @@ pub(crate) fn describe(plan: &Plan, domain: Domain, plist: &Path) -> Vec<String>
             }
             Step::Enable { unit } => format!("launchctl enable {}", t(unit)),
             Step::Disable { unit } => format!("{unit} no longer loads at login once its file is aside"),
-            Step::Start { unit } => format!(
-                "{bootstrap} (unless loaded), launchctl kickstart {}",
-                t(unit)
-            ),
+            Step::Start { unit } => format!("{bootstrap}, launchctl kickstart {}", t(unit)),
             Step::Stop { unit } => format!("launchctl bootout {}", t(unit)),
             Step::Restart { unit } if reread => format!(
                 "launchctl bootout {target}, {bootstrap}, launchctl enable {target}, launchctl kickstart {target}",

@@ -11,6 +11,7 @@
 //! | restart              | `kickstart -k <target>`                                           |
 //! | stop, uninstall      | `bootout <target>` (then wait); uninstall's caller removes the file |
 //! | start                | `print <target>`; if not loaded `bootstrap`; then `kickstart`     |
+//! | start, seen unloaded | `bootstrap`, `kickstart`                                          |
 //! | status               | `print <target>`                                                  |
 //!
 //! where `<target>` is `<domain>/<label>`. Why these and not others:
@@ -172,6 +173,14 @@ impl Launchctl {
         if !self.is_loaded(label).await? {
             self.bootstrap(label, plist).await?;
         }
+        self.kickstart(label, false).await
+    }
+
+    /// Starts a job the caller has just seen unloaded: `bootstrap`, then `kickstart`, with no
+    /// `print` first. Should launchd have loaded it meanwhile (a login), `bootstrap` answers 5
+    /// or 37 and the usual bootout-and-retry takes over.
+    pub async fn load_and_start(&self, label: &str, plist: &Path) -> Result<(), LaunchctlError> {
+        self.bootstrap(label, plist).await?;
         self.kickstart(label, false).await
     }
 

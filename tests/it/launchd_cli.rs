@@ -156,7 +156,6 @@ fn install_calls(domain: &str, plist: &Path) -> Vec<String> {
     let mut calls = observe(domain);
     calls.extend([
         format!("enable {}", target(domain)),
-        format!("print {}", target(domain)),
         format!("bootstrap {domain} {}", plist.display()),
         format!("kickstart {}", target(domain)),
     ]);
@@ -307,7 +306,6 @@ fn a_bootstrap_refused_with_5_is_booted_out_and_retried_once_and_a_second_refusa
     let mut want = observe("gui/0");
     want.extend([
         format!("enable {t}"),
-        format!("print {t}"),
         format!("bootstrap gui/0 {}", plist.display()),
         format!("bootout {t}"),
         format!("print {t}"),
