@@ -23,12 +23,13 @@ use crate::service::served_profile::{served_profile, ServedProfile};
 use crate::systemd::scope::Scope;
 
 /// One finding: how it is found and how `--fix` answers it. A new finding is one more entry
-/// in [`CHECKS`], so that a finding without a decided fix cannot be written.
-pub(crate) struct Check {
+/// in [`CHECKS`], so that a finding without a decided fix cannot be written. `S` is what it
+/// looks at: systemd's [`Snapshot`], or launchd's (`doctor::launchd`), which keeps the ids.
+pub(crate) struct Check<S = Snapshot> {
     /// `HSVnnn`, never reused for another meaning: the stable key of docs/doctor.md.
     pub(crate) id: &'static str,
     /// Every instance of the finding in a snapshot.
-    pub(crate) find: fn(&Snapshot) -> Vec<Finding>,
+    pub(crate) find: fn(&S) -> Vec<Finding>,
     /// Plan the fix of one instance, or record why there is none and what to run by hand.
     pub(crate) fix: fn(&mut Planner, &Finding),
 }

@@ -13,9 +13,7 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use std::path::Path;
-
-use crate::doctor::checks::profile_home;
+use crate::doctor::checks::{profile_home, Check};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -25,14 +23,8 @@ use snapshot::{JobSnap, LaunchdSnapshot};
 /// Why `--fix` leaves a launchd job finding alone.
 pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet; run the fix shown";
 
-/// One finding under launchd: how it is found and how `--fix` answers it.
-pub(crate) struct LaunchdCheck {
-    /// `HSVnnn`: the id of the systemd check of the same meaning, or a new one.
-    pub(crate) id: &'static str,
-    pub(crate) find: fn(&LaunchdSnapshot) -> Vec<Finding>,
-    /// Plans the fix against the profile homes' snapshot, or records why there is none.
-    pub(crate) fix: fn(&mut Planner, &Finding),
-}
+/// One finding under launchd, with the id of the systemd check of the same meaning, or a new one.
+pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
 pub(crate) const CHECKS: [LaunchdCheck; 11] = [
@@ -49,15 +41,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 11] = [
     LaunchdCheck {
         id: profile_home::PID_FILE.id,
         find: |s| (profile_home::PID_FILE.find)(&s.homes),
-        fix: |p, f| {
-            // The removal re-checks the pid in /proc just before; without it, a live
-            // gateway's pid file could go.
-            if Path::new("/proc/self").exists() {
-                (profile_home::PID_FILE.fix)(p, f)
-            } else {
-                p.skip(f, "doctor cannot re-check the process just before removing its pid file on this platform")
-            }
-        },
+        fix: profile_home::PID_FILE.fix,
     },
     LaunchdCheck {
         id: profile_home::ENV_MODE.id,
