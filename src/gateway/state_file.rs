@@ -144,7 +144,7 @@ impl StateFile {
 
     /// How long the snapshot stays current: its own `stale_after_ms`, but never more than
     /// [`MAX_STALE_AFTER`], so a file cannot claim to be current for a year.
-    pub(crate) fn stale_after(&self) -> Duration {
+    pub fn stale_after(&self) -> Duration {
         Duration::from_millis(self.stale_after_ms).min(MAX_STALE_AFTER)
     }
 
