@@ -1,0 +1,88 @@
+//! A message in the outbox, as the API, `status` and the journal see it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::gateway::send::PlatformReply;
+
+/// What to do with a send whose outcome is unknown on a platform that cannot dedupe it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Policy {
+    /// Never post twice; a lost answer leaves the message `unknown`.
+    #[default]
+    AtMostOnce,
+    /// Never lose it; a lost answer means sending again, which may post twice.
+    AtLeastOnce,
+}
+
+/// Where a message is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum State {
+    Queued,
+    /// A request is (or was, at a crash) on its way.
+    Sending,
+    Sent,
+    Failed,
+    /// The request went out and no answer came back, on a platform that cannot dedupe it,
+    /// under at-most-once: it may or may not have been posted, and it is not sent again.
+    Unknown,
+}
+
+impl State {
+    pub fn is_final(self) -> bool {
+        matches!(self, State::Sent | State::Failed | State::Unknown)
+    }
+}
+
+/// What a caller asks to send. Validated by [`super::Outbox::submit`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Request {
+    pub adapter: String,
+    /// The platform target, e.g. `group:OPENID` or a Discord channel id.
+    pub target: String,
+    pub text: String,
+    pub reply_to: Option<String>,
+    /// Chosen by the caller; the same key is accepted once.
+    pub idempotency_key: String,
+    pub policy: Policy,
+}
+
+/// One message and its state.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Message {
+    pub id: String,
+    pub idempotency_key: String,
+    pub adapter: String,
+    pub target: String,
+    pub text: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reply_to: Option<String>,
+    pub policy: Policy,
+    pub state: State,
+    pub attempts: u32,
+    /// RFC 3339, UTC.
+    pub queued_at: String,
+    pub updated_at: String,
+    /// The platform's id for the posted message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform_id: Option<String>,
+    /// The last thing the platform said (or why no answer came), for `failed`, `unknown`
+    /// and a message waiting to be retried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<PlatformReply>,
+}
+
+/// The outbox at a glance, for `status`, the state file and `/v1/health`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Stats {
+    /// Messages not yet in a final state.
+    pub depth: u64,
+    /// Age in seconds of the oldest message not yet in a final state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub oldest_queued_secs: Option<u64>,
+    pub sent: u64,
+    pub failed: u64,
+    /// Messages whose outcome is unknown (see [`State::Unknown`]).
+    pub unknown: u64,
+}
