@@ -16,10 +16,14 @@
 //! 64 MiB it is renamed to `events.jsonl.1` and a new one started, so the spool takes at most
 //! about twice that on disk.
 //!
-//! This file is the writer and the types the rest of the crate uses; the dedupe window and the
-//! reading back have their own files beside it, and the `events` command's output lives with
-//! the CLI (`cli/events.rs`).
+//! Readers that wait for new events (the local API's long-poll) subscribe to
+//! [`Spool::subscribe`] rather than polling the file: it changes after every new line.
+//!
+//! This file is the writer and the types the rest of the crate uses; the dedupe window, the
+//! reading back and the stable cursors have their own files beside it, and the `events`
+//! command's output lives with the CLI (`cli/events.rs`).
 
+pub mod cursor;
 pub(crate) mod reader;
 #[cfg(test)]
 pub(crate) mod tests;
@@ -33,7 +37,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::Mutex;
+use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn};
@@ -73,7 +77,7 @@ pub struct Event {
 
 impl Event {
     /// An event received now.
-    pub(crate) fn new(
+    pub fn new(
         id: impl Into<String>,
         adapter: impl Into<String>,
         kind: impl Into<String>,
@@ -98,7 +102,7 @@ fn now_rfc3339() -> String {
 
 /// Whether an append wrote the event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Appended {
+pub enum Appended {
     New,
     /// An event from the same adapter with this id is already in the window; nothing was
     /// written.
@@ -173,6 +177,8 @@ pub struct Spool {
     options: SpoolOptions,
     // A tokio mutex, because rotation holds it across an fsync on the blocking pool.
     inner: Mutex<Inner>,
+    /// Counts new lines, so that a waiting reader wakes instead of polling the file.
+    appended: watch::Sender<u64>,
 }
 
 impl Spool {
@@ -218,7 +224,19 @@ impl Spool {
                 seen,
             }),
             options,
+            appended: watch::Sender::new(0),
         })
+    }
+
+    /// Changes after every event written (not after a duplicate). Mark it seen before
+    /// reading the file, then wait for a change: a line appended in between is not missed.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.appended.subscribe()
+    }
+
+    /// The directory the spool files are in.
+    pub fn dir(&self) -> &Path {
+        &self.dir
     }
 
     /// The current spool file.
@@ -229,7 +247,7 @@ impl Spool {
 
     /// Write `event` as one line, unless its adapter and id are in the dedupe window. When this returns
     /// `Ok`, the line is in the file (not yet necessarily on disk: see [`Spool::sync`]).
-    pub(crate) async fn append(&self, event: &Event) -> Result<Appended, SpoolError> {
+    pub async fn append(&self, event: &Event) -> Result<Appended, SpoolError> {
         let mut line = Vec::with_capacity(256);
         line.push(b'\n');
         serde_json::to_writer(&mut line, event).map_err(|source| SpoolError::Encode {
@@ -270,6 +288,9 @@ impl Spool {
                 warn!(error = %crate::error_chain::one_line(&e), "spool rotation failed; still appending to the current file");
             }
         }
+        drop(inner);
+        // After a rotation too, so a reader woken by it finds the line in whichever file.
+        self.appended.send_modify(|n| *n = n.wrapping_add(1));
         Ok(Appended::New)
     }
 

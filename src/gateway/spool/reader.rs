@@ -90,7 +90,7 @@ impl LineReader {
     }
 }
 
-fn parse_line(line: &[u8], path: &Path, out: &mut Vec<Record>) {
+pub(super) fn parse_line(line: &[u8], path: &Path, out: &mut Vec<Record>) {
     if line.iter().all(u8::is_ascii_whitespace) {
         return;
     }
