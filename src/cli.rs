@@ -19,6 +19,7 @@ mod install;
 mod lifecycle;
 mod render;
 mod report;
+mod send;
 mod service;
 mod set;
 mod status;
@@ -66,6 +67,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Gateway(GatewayCommand::Run { profile }) => gateway::run(&profile),
         Command::Render(args) => render::run(args),
         Command::Events(args) => events::run(args),
+        Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Install(args) => runtime()?.block_on(install::install(args)),
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),

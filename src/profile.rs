@@ -121,6 +121,11 @@ impl Profile {
     pub(crate) fn state_file(&self) -> PathBuf {
         self.home().join("state").join("gateway.json")
     }
+    /// The local agent API's Unix socket, in a directory of its own so that the directory's
+    /// mode (0700) alone keeps other users out.
+    pub fn api_socket(&self) -> PathBuf {
+        self.home().join("state").join("api").join("agent.sock")
+    }
     pub(crate) fn inbox_dir(&self) -> PathBuf {
         self.home().join("inbox")
     }
@@ -217,6 +222,11 @@ mod tests {
         let c = Profile::new(ProfileName::parse("coder").unwrap(), home).unwrap();
         assert_eq!(d.pid_file(), PathBuf::from("/h/gateway.pid"));
         assert_eq!(c.pid_file(), PathBuf::from("/h/profiles/coder/gateway.pid"));
+        assert_eq!(
+            c.api_socket(),
+            PathBuf::from("/h/profiles/coder/state/api/agent.sock")
+        );
+        assert_eq!(d.api_socket(), PathBuf::from("/h/state/api/agent.sock"));
         assert_eq!(c.unit_name(), "hermes-gateway-coder.service");
         assert_eq!(d.unit_name(), "hermes-gateway-default.service");
         assert_eq!(

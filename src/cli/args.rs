@@ -43,6 +43,9 @@ pub(super) enum Command {
     Render(RenderArgs),
     /// Print the inbound events a profile's gateway has spooled.
     Events(EventsArgs),
+    /// Send a message through a profile's running gateway (its local API), which queues it
+    /// durably and delivers it.
+    Send(SendArgs),
     /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
     /// stale pid files, ...) and print the exact fix for each.
     Doctor(DoctorArgs),
@@ -212,6 +215,33 @@ pub(super) struct EventsArgs {
     /// Print the stored JSON lines.
     #[arg(long)]
     pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct SendArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    /// Where to send: an adapter's name in gateway.toml, a colon, and the target on its
+    /// platform, e.g. qq:group:OPENID or dc:CHANNEL_ID.
+    #[arg(long, value_name = "ADAPTER:TARGET")]
+    pub(super) to: String,
+    /// The platform id of the message this answers.
+    #[arg(long, value_name = "ID")]
+    pub(super) reply_to: Option<String>,
+    /// Give the same key when retrying this command, and the gateway queues the message
+    /// once (default: a new random key, so a retried command sends again).
+    #[arg(long, value_name = "KEY")]
+    pub(super) idempotency_key: Option<String>,
+    /// When an attempt's outcome is unknown, send again (it may post twice) rather than
+    /// report it `unknown`.
+    #[arg(long)]
+    pub(super) at_least_once: bool,
+    /// Print the message as JSON.
+    #[arg(long)]
+    pub(super) json: bool,
+    /// The text; read from stdin when not given (one trailing newline is dropped).
+    #[arg(value_name = "TEXT")]
+    pub(super) text: Option<String>,
 }
 
 #[derive(Args, Debug)]

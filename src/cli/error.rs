@@ -3,6 +3,9 @@
 //! The lower layers each have their own error type; this is where they meet the process's
 //! exit status (`crate::exit_code`), so no caller has to guess a code from an error's type.
 
+use std::path::PathBuf;
+
+use crate::api::client::ClientError;
 use crate::doctor::DoctorError;
 use crate::edit_lock::EditLockError;
 use crate::exit_code;
@@ -60,6 +63,18 @@ pub(crate) enum CliError {
     #[error(transparent)]
     Events(#[from] SpoolError),
     #[error(transparent)]
+    Follow(#[from] super::events::FollowError),
+    /// No API socket answers for the profile: the gateway is not running.
+    #[error(
+        "the gateway for profile {profile} is not running (no API socket at {}); start it with hermes-svc start --profile {profile}",
+        socket.display()
+    )]
+    GatewayNotRunning { profile: String, socket: PathBuf },
+    /// The gateway answered through its API; a refusal of the request (a 4xx) means nothing
+    /// was done, and exits 2 as bad input does.
+    #[error(transparent)]
+    Api(ClientError),
+    #[error(transparent)]
     Json(#[from] serde_json::Error),
     /// The demo is a script of many steps, each with its own context; it keeps anyhow.
     #[error(transparent)]
@@ -71,6 +86,7 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::DoctorBlind(_) => exit_code::USAGE,
+            CliError::Api(e) if e.is_client_error() => exit_code::USAGE,
             CliError::Gateway(GatewayFailure { error, manager }) => {
                 exit::status(*manager, error.outcome())
             }
@@ -87,6 +103,9 @@ impl CliError {
             | CliError::LaunchdEffect(_)
             | CliError::DropIn(_)
             | CliError::Events(_)
+            | CliError::Follow(_)
+            | CliError::GatewayNotRunning { .. }
+            | CliError::Api(_)
             | CliError::Json(_)
             | CliError::Demo(_) => exit_code::FAILURE,
         }

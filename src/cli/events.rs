@@ -4,15 +4,22 @@
 use std::io::{self, Write};
 use std::path::Path;
 
+mod via_api;
+
 use super::args::EventsArgs;
 use super::error::{usage, CliError};
 use super::validate::parse_profile;
+use crate::api::client::Client;
 use crate::exit_code;
 use crate::gateway::spool::reader::{after, read_new, read_records, Record};
 use crate::gateway::spool::{SpoolError, FILE_NAME, FOLLOW_POLL};
 use crate::profile::Profile;
 use crate::safe_text::visible;
 
+pub(crate) use via_api::FollowError;
+
+/// With `--follow`, through the gateway's API when it answers (a long-poll, so a new event
+/// shows at once), else by watching the files.
 pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
     let profile =
         Profile::from_env(parse_profile(&args.profile)?).map_err(|e| usage(e.to_string()))?;
@@ -22,7 +29,27 @@ pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
         follow: args.follow,
         json: args.json,
     };
-    super::runtime()?.block_on(events_command(&profile.inbox_dir(), listing, &mut out))?;
+    let runtime = super::runtime()?;
+    if listing.follow {
+        let client = Client::new(profile.api_socket());
+        let followed = runtime.block_on(via_api::follow(
+            &client,
+            &profile.inbox_dir(),
+            listing,
+            &mut out,
+        ));
+        match followed {
+            Ok(false) => {} // no gateway answers: the files
+            Ok(true) => return Ok(exit_code::OK),
+            Err(FollowError::Spool(SpoolError::Output(e)))
+                if e.kind() == io::ErrorKind::BrokenPipe =>
+            {
+                return Ok(exit_code::OK)
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    runtime.block_on(events_command(&profile.inbox_dir(), listing, &mut out))?;
     Ok(exit_code::OK)
 }
 

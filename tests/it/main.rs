@@ -2,6 +2,8 @@
 
 mod adapter;
 mod adapter_rig;
+mod api;
+mod api_rig;
 mod crashes_and_races;
 mod doctor;
 mod doctor_catalogue;

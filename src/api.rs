@@ -1,0 +1,172 @@
+//! The local agent API: HTTP/1.1 on a Unix socket in the profile's home, through which
+//! agents on the same machine read the inbound events and send messages (docs/api.md, and
+//! docs/api.openapi.json for the exact shapes).
+//!
+//! A Unix socket rather than a TCP port: there is no port to collide with another profile's
+//! gateway, nothing reachable from the network, and who may connect is decided by the file
+//! system (the socket's directory is 0700) and checked again per connection with
+//! `SO_PEERCRED`, so only the gateway's own user gets an answer.
+//!
+//! The gateway binds first ([`bind`]), during start-up, so that a socket that cannot be
+//! made is a start-up error that names the path, and then serves ([`Bound::serve`]) until
+//! its shutdown watch turns true. The routes reach the outbox only through [`Messages`], which
+//! the gateway's `Outbox` implements and tests replace with a map.
+
+pub mod client;
+mod events;
+mod listener;
+mod problem;
+mod routes;
+mod server;
+pub mod wire;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::gateway::outbox::{Message, Request};
+use crate::gateway::spool::Spool;
+use crate::profile::Profile;
+
+pub use listener::{bind, Bound};
+
+/// The largest request body accepted; a message's text is far smaller on every platform.
+pub const MAX_BODY: usize = 64 * 1024;
+/// Connections served at once; the next waits in the listen backlog.
+pub const MAX_CONNECTIONS: usize = 64;
+/// The longest `wait` a long-poll may ask for.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// Events per answer when `limit` is not given, and the most it may ask for.
+pub const DEFAULT_LIMIT: usize = 100;
+pub const MAX_LIMIT: usize = 1000;
+/// An answer stops adding events past this many bytes of them (it always has at least one).
+pub const PAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// What the routes need of the outbox, and nothing more.
+pub trait Messages: Send + Sync {
+    /// Queue `request` durably, or return the message already queued under its idempotency
+    /// key (`new: false`).
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>>;
+    fn get(&self, id: &str) -> Option<Message>;
+}
+
+/// A submitted message, and whether this submit queued it or an earlier one with the same
+/// idempotency key did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Submitted {
+    pub message: Message,
+    pub new: bool,
+}
+
+/// Why a submit queued nothing, as the API reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// Stable and machine-readable, e.g. `unknown_adapter`.
+    pub code: &'static str,
+    /// For a person: what was wrong and how to fix it.
+    pub message: String,
+    /// The request was at fault (a 4xx), rather than the gateway (a 5xx).
+    pub client_error: bool,
+}
+
+impl Refused {
+    /// From the outbox's own error: its code, whether the caller is at fault, and its text
+    /// with every cause.
+    pub fn from_error(
+        code: &'static str,
+        client_error: bool,
+        error: &dyn std::error::Error,
+    ) -> Self {
+        Self {
+            code,
+            message: crate::error_chain::one_line(error),
+            client_error,
+        }
+    }
+}
+
+/// Everything the routes read: the spool, its wakeups, the state file and the outbox.
+#[derive(Clone)]
+pub struct ApiState {
+    spool_dir: PathBuf,
+    appended: watch::Receiver<u64>,
+    state_file: PathBuf,
+    messages: Arc<dyn Messages>,
+}
+
+impl ApiState {
+    pub fn new(profile: &Profile, spool: &Spool, messages: Arc<dyn Messages>) -> Self {
+        Self {
+            spool_dir: spool.dir().to_owned(),
+            appended: spool.subscribe(),
+            state_file: profile.state_file(),
+            messages,
+        }
+    }
+}
+
+/// Why the API could not be set up or served. Each names the path and the fix.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error(
+        "the API socket path {} is {len} bytes, longer than a Unix socket address allows ({max}); use a shorter HERMES_HOME",
+        path.display()
+    )]
+    PathTooLong {
+        path: PathBuf,
+        len: usize,
+        max: usize,
+    },
+    #[error("cannot {op} {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "{} is a symbolic link; the API socket's directory must be a real directory owned by this user: remove the link and start the gateway again",
+        path.display()
+    )]
+    SymlinkDir { path: PathBuf },
+    #[error(
+        "{} is not a directory; remove it and start the gateway again",
+        path.display()
+    )]
+    NotADirectory { path: PathBuf },
+    #[error(
+        "{} is owned by uid {owner}, not by this gateway's user (uid {me}); remove it (the gateway recreates it) or chown it to uid {me}",
+        path.display()
+    )]
+    ForeignDir { path: PathBuf, owner: u32, me: u32 },
+    #[error(
+        "{} exists and is not a socket; remove it and start the gateway again",
+        path.display()
+    )]
+    NotASocket { path: PathBuf },
+    #[error(
+        "another process already answers on {}; stop it (is another gateway serving this profile's home?)",
+        path.display()
+    )]
+    InUse { path: PathBuf },
+}
+
+fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ApiError + 'a {
+    move |source| ApiError::Io {
+        op,
+        path: path.to_owned(),
+        source,
+    }
+}
+
+/// Bind `socket` and serve until `shutdown` turns true: [`bind`], then [`Bound::serve`].
+pub async fn serve(
+    socket: &Path,
+    state: ApiState,
+    shutdown: watch::Receiver<bool>,
+) -> Result<(), ApiError> {
+    bind(socket)?.serve(state, shutdown).await
+}

@@ -1,0 +1,333 @@
+//! The local agent API served for real on a Unix socket in a scratch home, with an outbox
+//! kept in a map, and a raw HTTP/1.1 client that sends exactly the bytes a test gives it.
+//!
+//! This is also how the gateway starts the API: `api::bind` during start-up (a bad socket
+//! directory fails the start), then `Bound::serve` on its own task with the gateway's
+//! shutdown watch.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use hermes_svc::api::{self, ApiError, ApiState, Messages, Refused, Submitted};
+use hermes_svc::gateway::outbox::{Message, Request, State};
+use hermes_svc::gateway::spool::{Event, Spool};
+use hermes_svc::profile::{Profile, ProfileName};
+use serde_json::Value;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+use crate::harness::{scratch_dir, TempDir};
+
+pub const PROFILE: &str = "agent";
+/// The in-memory outbox's limit, standing in for a platform's.
+pub const MAX_TEXT: usize = 2000;
+
+/// An outbox in a map that validates as the real one does, by the same codes.
+#[derive(Default)]
+pub struct MemOutbox {
+    by_key: Mutex<HashMap<String, Message>>,
+}
+
+impl MemOutbox {
+    pub fn queued(&self) -> usize {
+        self.by_key.lock().unwrap().len()
+    }
+
+    fn check(request: &Request) -> Result<(), Refused> {
+        let refuse = |code, message: String| {
+            Err(Refused {
+                code,
+                message,
+                client_error: true,
+            })
+        };
+        let target_ok = match request.adapter.as_str() {
+            "qq" => ["group:", "user:", "channel:", "dm:"].iter().any(|p| {
+                request
+                    .target
+                    .strip_prefix(p)
+                    .is_some_and(|t| !t.is_empty())
+            }),
+            "dc" => {
+                request.target.bytes().all(|b| b.is_ascii_digit()) && !request.target.is_empty()
+            }
+            other => {
+                return refuse(
+                    "unknown_adapter",
+                    format!("no adapter {other:?} in gateway.toml; the adapters are qq, dc"),
+                )
+            }
+        };
+        if !target_ok {
+            return refuse(
+                "bad_target",
+                format!(
+                    "target {:?} is not valid for adapter {}",
+                    request.target, request.adapter
+                ),
+            );
+        }
+        if request.text.trim().is_empty() {
+            return refuse("empty_text", "text is empty: give the message text".into());
+        }
+        if request.text.chars().count() > MAX_TEXT {
+            return refuse(
+                "text_too_long",
+                format!("text is over {MAX_TEXT} characters"),
+            );
+        }
+        if request.idempotency_key.is_empty() {
+            return refuse("missing_idempotency_key", "idempotency_key is empty".into());
+        }
+        if request.text == "fail-io" {
+            return Err(Refused {
+                code: "io",
+                message: "cannot append to outbox/journal.jsonl: No space left on device".into(),
+                client_error: false,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl Messages for MemOutbox {
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>> {
+        Box::pin(async move {
+            Self::check(&request)?;
+            let mut map = self.by_key.lock().unwrap();
+            if let Some(message) = map.get(&request.idempotency_key) {
+                return Ok(Submitted {
+                    message: message.clone(),
+                    new: false,
+                });
+            }
+            let now = "2024-05-01T09:00:00.000Z".to_owned();
+            let message = Message {
+                id: format!("m{}", map.len() + 1),
+                idempotency_key: request.idempotency_key.clone(),
+                adapter: request.adapter,
+                target: request.target,
+                text: request.text,
+                reply_to: request.reply_to,
+                policy: request.policy,
+                state: State::Queued,
+                attempts: 0,
+                queued_at: now.clone(),
+                updated_at: now,
+                platform_id: None,
+                last_error: None,
+            };
+            map.insert(request.idempotency_key, message.clone());
+            Ok(Submitted { message, new: true })
+        })
+    }
+
+    fn get(&self, id: &str) -> Option<Message> {
+        self.by_key
+            .lock()
+            .unwrap()
+            .values()
+            .find(|m| m.id == id)
+            .cloned()
+    }
+}
+
+/// A scratch home with the profile's spool, and the API serving it.
+pub struct ApiRig {
+    pub home: TempDir,
+    pub profile: Profile,
+    pub rt: tokio::runtime::Runtime,
+    pub spool: Arc<Spool>,
+    pub outbox: Arc<MemOutbox>,
+    stop: watch::Sender<bool>,
+    server: Option<JoinHandle<Result<(), ApiError>>>,
+}
+
+impl ApiRig {
+    /// The spool in the profile's inbox, as the gateway has it.
+    pub fn start() -> Self {
+        Self::start_with(|p| p.home().join("inbox"))
+    }
+
+    /// The spool in the directory `spool_dir` names.
+    pub fn start_with(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
+        let home = scratch_dir("api");
+        let profile =
+            Profile::new(ProfileName::parse(PROFILE).unwrap(), home.path().to_owned()).unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let spool = Arc::new(Spool::open(&spool_dir(&profile)).unwrap());
+        let outbox = Arc::new(MemOutbox::default());
+        let state = ApiState::new(&profile, &spool, outbox.clone());
+        // What the gateway does: bind first, where a failure stops the start, then serve.
+        let bound = api::bind(&profile.api_socket()).expect("the API binds");
+        let (stop, shutdown) = watch::channel(false);
+        let server = rt.spawn(bound.serve(state, shutdown));
+        Self {
+            home,
+            profile,
+            rt,
+            spool,
+            outbox,
+            stop,
+            server: Some(server),
+        }
+    }
+
+    pub fn socket(&self) -> PathBuf {
+        self.profile.api_socket()
+    }
+
+    pub fn append(&self, id: &str) {
+        self.append_event(Event::new(
+            id,
+            "qq",
+            "MESSAGE_CREATE",
+            Some(1),
+            serde_json::json!({"content": id}),
+        ));
+    }
+
+    pub fn append_event(&self, event: Event) {
+        self.rt.block_on(self.spool.append(&event)).unwrap();
+    }
+
+    /// Ask the server to stop, as the gateway's shutdown does, and wait for it.
+    pub fn stop(&mut self) {
+        self.stop.send_replace(true);
+        if let Some(server) = self.server.take() {
+            let result = self
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_secs(10), server).await })
+                .expect("the API stops within 10 s");
+            result.unwrap().unwrap();
+        }
+    }
+
+    pub fn get(&self, path: &str) -> Answer {
+        http(&self.socket(), "GET", path, None)
+    }
+
+    pub fn post(&self, path: &str, body: &[u8]) -> Answer {
+        http(&self.socket(), "POST", path, Some(body))
+    }
+}
+
+impl Drop for ApiRig {
+    fn drop(&mut self) {
+        self.stop.send_replace(true);
+    }
+}
+
+/// One HTTP answer: status, headers (lower-case names) and body.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: Vec<u8>,
+}
+
+impl Answer {
+    pub fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or_else(|e| {
+            panic!(
+                "{} is not JSON ({e}): {}",
+                self.status,
+                String::from_utf8_lossy(&self.body)
+            )
+        })
+    }
+
+    /// `error.code` of an error answer.
+    pub fn code(&self) -> String {
+        self.json()["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    }
+}
+
+/// One request on its own connection (`Connection: close`), read to the end.
+pub fn http(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> Answer {
+    let mut stream =
+        UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(90)))
+        .unwrap();
+    let body = body.unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    // A body over the limit may be refused before it is all read: the answer still comes.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_answer(&raw)
+}
+
+fn parse_answer(raw: &[u8]) -> Answer {
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .unwrap_or_else(|| panic!("no HTTP head in {:?}", String::from_utf8_lossy(raw)));
+    let head = String::from_utf8_lossy(&raw[..split]).into_owned();
+    let mut lines = head.split("\r\n");
+    let status = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers: HashMap<String, String> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    let mut body = raw[split + 4..].to_vec();
+    if headers
+        .get("transfer-encoding")
+        .is_some_and(|t| t == "chunked")
+    {
+        body = dechunk(&body);
+    }
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let nl = data.windows(2).position(|w| w == b"\r\n").unwrap();
+        let size =
+            usize::from_str_radix(std::str::from_utf8(&data[..nl]).unwrap().trim(), 16).unwrap();
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&data[nl + 2..nl + 2 + size]);
+        data = &data[nl + 2 + size + 2..];
+    }
+}
+
+/// The ids in a `GET /v1/events` answer.
+pub fn ids(page: &Value) -> Vec<String> {
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
