@@ -3,6 +3,8 @@
 mod adapter;
 mod adapter_rig;
 mod api;
+mod api_cli;
+mod api_openapi;
 mod api_rig;
 mod crashes_and_races;
 mod doctor;

@@ -1,0 +1,244 @@
+//! docs/api.openapi.json against the real server: every documented operation is served,
+//! every answer's status is documented for its operation, every documented status is seen,
+//! each JSON answer holds what its schema requires, and each error's code is named in the
+//! description of the answer it came with.
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use serde_json::{json, Value};
+
+use crate::api_rig::{http, Answer, ApiRig};
+
+fn document() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.openapi.json");
+    serde_json::from_str(&fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// `#/components/schemas/X` → that schema.
+fn resolve<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    match schema.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let pointer = r.strip_prefix('#').expect("a local $ref");
+            resolve(
+                doc,
+                doc.pointer(pointer).unwrap_or_else(|| panic!("no {r}")),
+            )
+        }
+        None => schema,
+    }
+}
+
+fn type_matches(name: &str, value: &Value) -> bool {
+    match name {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "integer" => value.is_u64() || value.is_i64(),
+        "number" => value.is_number(),
+        "boolean" => value.is_boolean(),
+        "null" => value.is_null(),
+        other => panic!("unknown type {other}"),
+    }
+}
+
+/// The parts of JSON Schema the document uses: `$ref`, `allOf`, `type`, `enum`, `const`,
+/// `required`, `properties`, `additionalProperties: false`, `items`.
+fn check(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+    let schema = resolve(doc, schema);
+    for part in schema["allOf"].as_array().into_iter().flatten() {
+        check(doc, part, value, at, errors);
+    }
+    let types: Vec<&str> = match &schema["type"] {
+        Value::String(t) => vec![t.as_str()],
+        Value::Array(ts) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    if !types.is_empty() && !types.iter().any(|t| type_matches(t, value)) {
+        errors.push(format!("{at}: {value} is not {types:?}"));
+        return;
+    }
+    if let Some(allowed) = schema["enum"].as_array() {
+        if !allowed.contains(value) {
+            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+    }
+    if let Some(object) = value.as_object() {
+        for field in schema["required"].as_array().into_iter().flatten() {
+            let field = field.as_str().unwrap();
+            if !object.contains_key(field) {
+                errors.push(format!("{at}: required {field:?} is missing"));
+            }
+        }
+        let properties = schema["properties"].as_object();
+        for (key, v) in object {
+            match properties.and_then(|p| p.get(key)) {
+                Some(s) => check(doc, s, v, &format!("{at}.{key}"), errors),
+                None if schema["additionalProperties"] == json!(false) => {
+                    errors.push(format!("{at}: {key:?} is not documented"))
+                }
+                None => {}
+            }
+        }
+    }
+    if let (Some(items), Some(array)) = (schema.get("items"), value.as_array()) {
+        for (i, v) in array.iter().enumerate() {
+            check(doc, items, v, &format!("{at}[{i}]"), errors);
+        }
+    }
+}
+
+/// One request the test makes: the documented operation it exercises, and how.
+struct Example {
+    op: (&'static str, &'static str),
+    path: String,
+    body: Option<String>,
+}
+
+fn get(template: &'static str, path: impl Into<String>) -> Example {
+    Example {
+        op: (template, "get"),
+        path: path.into(),
+        body: None,
+    }
+}
+
+fn post(template: &'static str, body: Value) -> Example {
+    Example {
+        op: (template, "post"),
+        path: template.into(),
+        body: Some(body.to_string()),
+    }
+}
+
+#[test]
+fn the_server_answers_as_its_openapi_document_says() {
+    let doc = document();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1."));
+    let rig = ApiRig::start();
+    rig.append("e1");
+    rig.append("e2");
+    let message = json!({"adapter": "qq", "target": "group:G1", "text": "hi", "idempotency_key": "k", "reply_to": "r1", "policy": "at-least-once"});
+    let state_file = rig.profile.home().join("state/gateway.json");
+    let spool_file = rig.spool.dir().join("events.jsonl");
+
+    let mut answers: Vec<(Example, Answer)> = Vec::new();
+    let mut run = |examples: Vec<Example>| {
+        for e in examples {
+            let method = e.op.1.to_uppercase();
+            let answer = http(
+                &rig.socket(),
+                &method,
+                &e.path,
+                e.body.as_deref().map(str::as_bytes),
+            );
+            answers.push((e, answer));
+        }
+    };
+    run(vec![
+        get("/v1/health", "/v1/health"), // 503: no state file yet
+        get("/v1/events", "/v1/events"),
+        get("/v1/events", "/v1/events?after=end&wait=10ms&limit=5"),
+        get("/v1/events", "/v1/events?limit=0"),
+        get("/v1/events", "/v1/events?after=i1.o10.h0"),
+        post("/v1/messages", message.clone()),
+        post("/v1/messages", message.clone()),
+        post("/v1/messages", json!({"adapter": "qq"})),
+        post(
+            "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "big"}),
+        ),
+        post(
+            "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G", "text": "fail-io", "idempotency_key": "io"}),
+        ),
+        get("/v1/messages/{id}", "/v1/messages/m1"),
+        get("/v1/messages/{id}", "/v1/messages/nope"),
+        get("/v1/messages/{id}", "/v1/messages/%FF"),
+    ]);
+    fs::write(&state_file, b"{\"not\": \"a state file\"}").unwrap();
+    run(vec![get("/v1/health", "/v1/health")]);
+    let state = json!({"updated_at": "2024-05-01T09:00:00.000Z", "pid": 1, "profile": "agent", "stale_after_ms": 16000, "summary": "1/1 adapters ready",
+        "components": [{"name": "qq", "kind": "adapter (qq)", "state": "ready", "fresh": true, "last_beat_age_ms": 10, "deadline_ms": 45000,
+            "reconnects": 0, "attempts": 1, "last_error": null, "outage_ms": null}]});
+    fs::write(&state_file, state.to_string()).unwrap();
+    run(vec![get("/v1/health", "/v1/health")]);
+    // A spool that cannot be read: a FIFO where the file should be.
+    fs::rename(&spool_file, spool_file.with_extension("moved")).unwrap();
+    nix::unistd::mkfifo(&spool_file, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    run(vec![get("/v1/events", "/v1/events")]);
+    fs::remove_file(&spool_file).unwrap();
+    fs::rename(spool_file.with_extension("moved"), &spool_file).unwrap();
+
+    let mut documented = BTreeSet::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            for status in op["responses"].as_object().unwrap().keys() {
+                documented.insert((path.clone(), method.clone(), status.clone()));
+            }
+        }
+    }
+    let paths: BTreeSet<&str> = documented.iter().map(|(p, _, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        BTreeSet::from([
+            "/v1/events",
+            "/v1/health",
+            "/v1/messages",
+            "/v1/messages/{id}"
+        ]),
+        "the document describes the routes the server has"
+    );
+
+    let mut seen = BTreeSet::new();
+    let mut errors = Vec::new();
+    for (example, answer) in &answers {
+        let (path, method) = example.op;
+        let status = answer.status.to_string();
+        let at = format!("{method} {} -> {status}", example.path);
+        let Some(response) = doc["paths"][path][method]["responses"].get(&status) else {
+            errors.push(format!("{at}: status not documented"));
+            continue;
+        };
+        seen.insert((path.to_owned(), method.to_owned(), status.clone()));
+        let Some(schema) = response.pointer("/content/application~1json/schema") else {
+            continue;
+        };
+        assert_eq!(
+            answer.headers.get("content-type").map(String::as_str),
+            Some("application/json"),
+            "{at}"
+        );
+        let body = answer.json();
+        check(&doc, schema, &body, &at, &mut errors);
+        if let Some(code) = body.pointer("/error/code").and_then(Value::as_str) {
+            let description = response["description"].as_str().unwrap_or_default();
+            if !description.contains(&format!("`{code}`")) {
+                errors.push(format!(
+                    "{at}: code {code:?} is not named in {description:?}"
+                ));
+            }
+        }
+        for header in response["headers"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(h, _)| h)
+        {
+            if !answer.headers.contains_key(&header.to_ascii_lowercase()) {
+                errors.push(format!("{at}: documented header {header} is missing"));
+            }
+        }
+    }
+    assert!(errors.is_empty(), "{errors:#?}");
+    let unseen: Vec<_> = documented.difference(&seen).collect();
+    assert!(
+        unseen.is_empty(),
+        "documented but never answered: {unseen:?}"
+    );
+    // The example bodies the document gives for a request are ones the server takes.
+    let request = &doc["components"]["schemas"]["SendRequest"];
+    let mut errors = Vec::new();
+    check(&doc, request, &message, "SendRequest", &mut errors);
+    assert!(errors.is_empty(), "{errors:#?}");
+}
