@@ -371,3 +371,39 @@ fn each_bad_request_is_a_4xx_that_names_the_field_and_queues_nothing() {
         (405, "method_not_allowed")
     );
 }
+
+#[test]
+fn a_stop_answers_a_waiting_long_poll_at_once() {
+    let mut rig = ApiRig::start();
+    let sock = rig.socket();
+    let poll = std::thread::spawn(move || {
+        let start = Instant::now();
+        (
+            http(&sock, "GET", "/v1/events?after=end&wait=60s", None),
+            start.elapsed(),
+        )
+    });
+    std::thread::sleep(Duration::from_millis(300));
+    rig.stop();
+    let (answer, took) = poll.join().unwrap();
+    assert_eq!(answer.status, 200);
+    assert_eq!(ids(&answer.json()), Vec::<String>::new());
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+#[test]
+fn connections_past_the_limit_wait_for_one_to_close() {
+    let rig = ApiRig::start();
+    let sock = rig.socket();
+    // Connections that send nothing hold their place until they close (or 10 s pass).
+    let mut idle: Vec<UnixStream> = (0..hermes_svc::api::MAX_CONNECTIONS)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(200));
+    let late = std::thread::spawn(move || http(&sock, "GET", "/v1/messages/x", None));
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(!late.is_finished(), "served past the limit");
+    idle.pop();
+    let answer = late.join().unwrap();
+    assert_eq!(answer.status, 404);
+}
