@@ -10,6 +10,7 @@
 //! How a run ended becomes an exit status in one place, `gateway::exit`, which knows how the
 //! manager (`HERMES_SERVICE_MANAGER`) reads it.
 
+mod outbound;
 mod watchdog;
 
 use std::sync::Arc;
@@ -243,6 +244,8 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     }
     let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
+    outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
     let mut ready_deadline = Instant::now();
     for (spec, secret) in adapters {
         let hb = registry.register(
@@ -324,9 +327,9 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                 Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component panicked: {e}"))),
                 Event::Tick => {
                     let snapshot = registry.snapshot();
-                    if let Err(e) =
-                        StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path)
-                    {
+                    let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
+                        .with_outbox(outbox.stats());
+                    if let Err(e) = state.write(&state_path) {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }
                     let decision = dog.on_tick(&snapshot);

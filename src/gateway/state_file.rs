@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::atomic_file;
 use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
+use crate::gateway::outbox::Stats;
 use crate::service::manager::Manager;
 
 /// Why a state file cannot be shown.
@@ -42,6 +43,10 @@ pub struct StateFile {
     /// The `STATUS=` line.
     pub(crate) summary: String,
     pub(crate) components: Vec<ComponentState>,
+    /// The outbox at a glance: depth, the oldest waiting message, and what ended how. Not
+    /// a health input: a platform outage makes messages wait, not the gateway unhealthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) outbox: Option<Stats>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,7 +91,13 @@ impl StateFile {
                     outage_ms: c.outage.map(ms),
                 })
                 .collect(),
+            outbox: None,
         }
+    }
+
+    pub(crate) fn with_outbox(mut self, stats: Stats) -> Self {
+        self.outbox = Some(stats);
+        self
     }
 
     /// The last words of a run that ended in an error: no components, the reason as the
@@ -101,6 +112,7 @@ impl StateFile {
             stale_after_ms: 0,
             summary: format!("exited {status} under {manager}: {reason}"),
             components: vec![],
+            outbox: None,
         }
     }
 
@@ -226,6 +238,7 @@ mod tests {
             stale_after_ms: 16_000,
             summary: "1/1 adapters ready".into(),
             components: vec![],
+            outbox: None,
         }
     }
 

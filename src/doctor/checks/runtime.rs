@@ -301,6 +301,7 @@ mod tests {
                 last_error: None,
                 outage_ms: None,
             }],
+            outbox: None,
         }
     }
 
