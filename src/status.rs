@@ -4,7 +4,7 @@ use serde::Serialize;
 
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
-use crate::gateway::state_file::{ComponentState, Stale, StateFile};
+use crate::gateway::state_file::{ComponentState, Delivery, Stale, StateFile};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
@@ -59,6 +59,8 @@ pub(crate) struct Health {
     pub(crate) components: Vec<ComponentState>,
     /// The outbox: how many messages wait, the oldest one's age, and what ended how.
     pub(crate) outbox: Option<Stats>,
+    /// Each delivering cron job's last delivery.
+    pub(crate) deliveries: Vec<Delivery>,
 }
 
 impl Health {
@@ -104,6 +106,7 @@ impl Health {
             summary: state.summary,
             components: state.components,
             outbox: state.outbox,
+            deliveries: state.deliveries,
         }))
     }
 }
@@ -312,6 +315,25 @@ impl Health {
         if let Some(o) = &self.outbox {
             s.push_str(&format!("{pad:<16} {}\n", outbox_line(o)));
         }
+        for d in &self.deliveries {
+            let last = match (&d.message, d.state) {
+                (Some(id), Some(state)) => {
+                    let state = serde_json::to_value(state).ok();
+                    let state = state.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
+                    let at = d.updated_at.as_deref().unwrap_or("?");
+                    let mut text = format!("{state} at {} (message {})", visible(at), visible(id));
+                    if let Some(e) = &d.last_error {
+                        text.push_str(&format!(", {}", visible(e)));
+                    }
+                    text
+                }
+                _ => "none yet".to_owned(),
+            };
+            s.push_str(&format!(
+                "{pad:<16} cron {:<10} last delivery: {last}\n",
+                visible(&d.job)
+            ));
+        }
         s
     }
 }
@@ -364,6 +386,7 @@ mod tests {
             summary: "1/1 adapters ready".into(),
             components: vec![component("connected", true)],
             outbox: None,
+            deliveries: vec![],
         };
         let text = h.to_text("active", 7);
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -387,6 +410,7 @@ mod tests {
             summary: String::new(),
             components: vec![component("connected", true)],
             outbox: None,
+            deliveries: vec![],
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -434,6 +458,7 @@ mod tests {
             summary: String::new(),
             components: vec![component("retrying", true)],
             outbox: None,
+            deliveries: vec![],
         };
         let text = h.to_text("active", 7);
         assert!(!text.contains("STALE"), "{text}");

@@ -140,6 +140,14 @@ pub struct Outbox {
     changed: watch::Sender<u64>,
 }
 
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Outbox {
     /// Open the outbox in `dir` (created 0700), replaying its journal.
     pub fn open(dir: &Path, routes: HashMap<String, Route>) -> Result<Self, OutboxError> {
@@ -306,6 +314,17 @@ impl Outbox {
             .map_err(self.err("sync the journal"))?;
         *synced = upto;
         Ok(())
+    }
+
+    /// The longest text `adapter` takes in one message.
+    pub fn max_text(&self, adapter: &str) -> Option<usize> {
+        self.routes.get(adapter).map(|r| r.max_text)
+    }
+
+    /// The newest retained message whose idempotency key starts with `prefix` (a cron job's
+    /// last delivery).
+    pub(crate) fn latest_with_key_prefix(&self, prefix: &str) -> Option<Message> {
+        self.lock().book.latest_with_key_prefix(prefix).cloned()
     }
 
     pub fn get(&self, id: &str) -> Option<Message> {

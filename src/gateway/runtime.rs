@@ -226,8 +226,13 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let mut tasks: JoinSet<(String, AdapterExit)> = JoinSet::new();
     // Each component's task, by name, so that a stale one can be given up at once on stop.
     let mut handles: Vec<(String, AbortHandle)> = vec![];
+    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
+        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
+    outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
     if !config.cron.is_empty() {
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
+        ctx.outbox = Some(outbox.clone());
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
         // One name for the heartbeat, the task and the ticker's own logs.
         let component = ctx.name.clone();
@@ -242,10 +247,6 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
             }),
         ));
     }
-    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
-        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
-    let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
-    outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
     let mut ready_deadline = Instant::now();
     for (spec, secret) in adapters {
         let hb = registry.register(
@@ -328,7 +329,8 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                 Event::Tick => {
                     let snapshot = registry.snapshot();
                     let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
-                        .with_outbox(outbox.stats());
+                        .with_outbox(outbox.stats())
+                        .with_deliveries(outbound::cron_deliveries(&outbox, &config.cron));
                     if let Err(e) = state.write(&state_path) {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }

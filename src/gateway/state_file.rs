@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::atomic_file;
 use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
-use crate::gateway::outbox::Stats;
+use crate::gateway::outbox::{Message, State, Stats};
 use crate::service::manager::Manager;
 
 /// Why a state file cannot be shown.
@@ -47,6 +47,32 @@ pub struct StateFile {
     /// a health input: a platform outage makes messages wait, not the gateway unhealthy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) outbox: Option<Stats>,
+    /// The last delivery of each cron job with `deliver`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) deliveries: Vec<Delivery>,
+}
+
+/// A cron job's last delivery: the message and where it is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Delivery {
+    pub(crate) job: String,
+    /// `None` when the job has not delivered anything the outbox still holds.
+    pub(crate) message: Option<String>,
+    pub(crate) state: Option<State>,
+    pub(crate) updated_at: Option<String>,
+    pub(crate) last_error: Option<String>,
+}
+
+impl Delivery {
+    pub(crate) fn of(job: &str, message: Option<Message>) -> Self {
+        Self {
+            job: job.to_owned(),
+            message: message.as_ref().map(|m| m.id.clone()),
+            state: message.as_ref().map(|m| m.state),
+            updated_at: message.as_ref().map(|m| m.updated_at.clone()),
+            last_error: message.and_then(|m| m.last_error.map(|e| e.to_string())),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -92,11 +118,17 @@ impl StateFile {
                 })
                 .collect(),
             outbox: None,
+            deliveries: vec![],
         }
     }
 
     pub(crate) fn with_outbox(mut self, stats: Stats) -> Self {
         self.outbox = Some(stats);
+        self
+    }
+
+    pub(crate) fn with_deliveries(mut self, deliveries: Vec<Delivery>) -> Self {
+        self.deliveries = deliveries;
         self
     }
 
@@ -113,6 +145,7 @@ impl StateFile {
             summary: format!("exited {status} under {manager}: {reason}"),
             components: vec![],
             outbox: None,
+            deliveries: vec![],
         }
     }
 
@@ -239,6 +272,7 @@ mod tests {
             summary: "1/1 adapters ready".into(),
             components: vec![],
             outbox: None,
+            deliveries: vec![],
         }
     }
 

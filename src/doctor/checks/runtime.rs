@@ -302,6 +302,7 @@ mod tests {
                 outage_ms: None,
             }],
             outbox: None,
+            deliveries: vec![],
         }
     }
 

@@ -46,6 +46,14 @@ impl Book {
         self.keys.get(key).and_then(|id| self.get(id))
     }
 
+    pub(super) fn latest_with_key_prefix(&self, prefix: &str) -> Option<&Message> {
+        self.order
+            .values()
+            .rev()
+            .map(|id| &self.entries[id].message)
+            .find(|m| m.idempotency_key.starts_with(prefix))
+    }
+
     pub(super) fn next_seq(&self) -> u32 {
         self.last_seq.wrapping_add(1).max(1)
     }

@@ -8,10 +8,11 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::{io, GatewayError};
-use crate::config::{AdapterSpec, Secret};
+use crate::config::{AdapterSpec, CronSpec, Secret};
 use crate::gateway::adapter::{AdapterExit, Shared};
 use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::Sender;
+use crate::gateway::state_file::Delivery;
 use crate::profile::Profile;
 
 /// Each adapter that can send, by name, with its sender.
@@ -67,4 +68,17 @@ pub(super) fn spawn_workers(
         });
         handles.push((name, handle));
     }
+}
+
+/// Each delivering cron job's last delivery, for the state file and `status`.
+pub(super) fn cron_deliveries(outbox: &Outbox, jobs: &[CronSpec]) -> Vec<Delivery> {
+    jobs.iter()
+        .filter(|job| job.deliver.is_some())
+        .map(|job| {
+            Delivery::of(
+                &job.name,
+                outbox.latest_with_key_prefix(&format!("cron:{}:", job.name)),
+            )
+        })
+        .collect()
 }
