@@ -25,6 +25,7 @@ pub(crate) mod opcode;
 pub(crate) mod outcome;
 pub(crate) mod platform;
 pub mod proxy;
+pub(crate) mod qq_token;
 pub(crate) mod session;
 mod shared;
 

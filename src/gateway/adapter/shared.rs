@@ -1,6 +1,6 @@
 //! What every adapter of one gateway shares, built once at start: the HTTP client for setup
-//! requests, the proxy settings, the platforms' session start limits, and a bound on setup
-//! requests in flight.
+//! requests, the proxy settings, the platforms' session start limits, the QQ access tokens,
+//! and a bound on setup requests in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::identify_queue::IdentifyQueues;
 use super::proxy;
+use super::qq_token::QqTokens;
 
 /// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
 /// proxy settings, the platforms' session start limits, and a bound on setup requests in
@@ -19,6 +20,8 @@ pub struct Shared {
     /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
     pub(crate) proxies: proxy::ProxyEnv,
     pub(crate) identify: IdentifyQueues,
+    /// One QQ access token per credential, for the adapter and the sender alike.
+    pub(crate) qq_tokens: QqTokens,
     pub(super) setup_permits: Arc<Semaphore>,
 }
 
@@ -41,6 +44,7 @@ impl Shared {
             http,
             proxies,
             identify: IdentifyQueues::default(),
+            qq_tokens: QqTokens::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
         })
     }
