@@ -34,6 +34,9 @@ impl Shared {
     pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(15))
+            // A connect that never completes ends as a connect error, not as the request's
+            // timeout: a sender then knows nothing went out and may simply try again.
+            .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
             // Setup requests come in a burst at start and then once per reconnect: a couple of
             // warm connections serve the burst, and none is kept idle for long after it.
