@@ -15,13 +15,30 @@ pub(super) struct Response {
     pub(super) body: Vec<u8>,
 }
 
-/// Send `request` and read the whole answer. A body that breaks off after the status came
-/// is read as empty: the status has already said what happened.
+/// A platform's answer to a send is a few hundred bytes; past this, the rest is not read.
+const MAX_BODY: usize = 64 * 1024;
+
+/// Send `request` and read the answer. A body that breaks off after the status came is read
+/// as empty, and one past [`MAX_BODY`] is cut there: the status has already said what
+/// happened, and the body only adds the platform's words.
 pub(super) async fn exchange(request: reqwest::RequestBuilder) -> Result<Response, Answer> {
-    let resp = request.send().await.map_err(transport)?;
+    let mut resp = request.send().await.map_err(transport)?;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
-    let body = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+    let mut body = Vec::new();
+    loop {
+        match resp.chunk().await {
+            Ok(Some(chunk)) if body.len() + chunk.len() <= MAX_BODY => {
+                body.extend_from_slice(&chunk)
+            }
+            Ok(Some(_)) => break,
+            Ok(None) => break,
+            Err(_) => {
+                body.clear();
+                break;
+            }
+        }
+    }
     Ok(Response {
         status,
         headers,
@@ -188,5 +205,22 @@ mod tests {
             .ok()
             .unwrap();
         assert_eq!((r.status, r.body.len()), (200, 0));
+    }
+
+    #[tokio::test]
+    async fn a_huge_body_is_cut_short() {
+        let url = server(|mut sock| async move {
+            let n = 4 * MAX_BODY;
+            let head = format!("HTTP/1.1 502 Bad Gateway\r\nContent-Length: {n}\r\n\r\n");
+            let _ = sock.write_all(head.as_bytes()).await;
+            let _ = sock.write_all(&vec![b'x'; n]).await;
+        })
+        .await;
+        let r = exchange(post(&url, Duration::from_secs(5)))
+            .await
+            .ok()
+            .unwrap();
+        assert_eq!(r.status, 502);
+        assert!(r.body.len() <= MAX_BODY, "{}", r.body.len());
     }
 }
