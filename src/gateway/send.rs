@@ -109,6 +109,3 @@ pub enum Answer {
     /// The request may have reached the platform, and no answer came back.
     Unknown(String),
 }
-
-mod stub;
-pub use stub::Sender;

@@ -125,9 +125,9 @@ async fn a_qq_reply_gets_a_msg_seq_no_other_retained_message_has() {
 async fn each_target_gets_its_messages_in_order_and_a_waiting_one_holds_only_its_target() {
     let dir = tempfile::tempdir().unwrap();
     let outbox = open(dir.path());
-    let a1 = outbox.submit(req("dc", "channel:a", "1")).await.unwrap();
-    let a2 = outbox.submit(req("dc", "channel:a", "2")).await.unwrap();
-    let b1 = outbox.submit(req("dc", "channel:b", "3")).await.unwrap();
+    let a1 = outbox.submit(req("dc", "channel:1001", "1")).await.unwrap();
+    let a2 = outbox.submit(req("dc", "channel:1001", "2")).await.unwrap();
+    let b1 = outbox.submit(req("dc", "channel:1002", "3")).await.unwrap();
     let now = Instant::now();
     let Next::Send(m) = outbox.next("dc", now) else {
         panic!()
@@ -175,7 +175,7 @@ async fn a_crash_mid_send_leaves_the_message_sending_and_a_torn_line_is_dropped(
     let dir = tempfile::tempdir().unwrap();
     let id = {
         let outbox = open(dir.path());
-        let m = outbox.submit(req("dc", "channel:a", "1")).await.unwrap();
+        let m = outbox.submit(req("dc", "channel:1001", "1")).await.unwrap();
         outbox.begin(&m.message.id).await.unwrap();
         m.message.id
     };
@@ -210,11 +210,11 @@ async fn a_crash_mid_send_leaves_the_message_sending_and_a_torn_line_is_dropped(
 async fn compaction_keeps_what_is_pending_and_the_newest_finished() {
     let dir = tempfile::tempdir().unwrap();
     let outbox = open(dir.path());
-    let pending = outbox.submit(req("dc", "channel:a", "p")).await.unwrap();
+    let pending = outbox.submit(req("dc", "channel:1001", "p")).await.unwrap();
     let mut finished = vec![];
     for i in 0..5 {
         let m = outbox
-            .submit(req("dc", "channel:b", &format!("f{i}")))
+            .submit(req("dc", "channel:1002", &format!("f{i}")))
             .await
             .unwrap();
         outbox

@@ -35,14 +35,16 @@ pub(crate) async fn run(
             return;
         }
         let wake = match outbox.next(&adapter, Instant::now()) {
-            Next::Send(message) => {
-                if let Err(e) = deliver(&sender, &outbox, *message).await {
+            Next::Send(message) => match deliver(&sender, &outbox, *message).await {
+                Ok(None) => continue,
+                // The platform asked for a pause before the next request (Discord's
+                // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.
+                Ok(Some(pause)) => Some(Instant::now() + pause),
+                Err(e) => {
                     tracing::error!(adapter = %adapter, error = %crate::error_chain::one_line(&e), "outbox journal failed");
                     Some(Instant::now() + JOURNAL_PAUSE)
-                } else {
-                    continue;
                 }
-            }
+            },
             Next::Wait(at) => Some(at),
             Next::Idle => None,
         };
@@ -60,17 +62,21 @@ pub(crate) async fn run(
     }
 }
 
-/// One attempt at `message`, recorded before (sending) and after (how it ended).
+/// One attempt at `message`, recorded before (sending) and after (how it ended). Returns the
+/// pause the platform asked for before the next request, if it asked.
 async fn deliver(
     sender: &Sender,
     outbox: &Outbox,
     message: Message,
-) -> Result<(), super::OutboxError> {
+) -> Result<Option<Duration>, super::OutboxError> {
     let id = message.id.clone();
     let kind = outbox.routes.get(&message.adapter).map(|r| r.kind);
     let Some(outgoing) = kind.and_then(|kind| outgoing(kind, &message)) else {
         let error = reply("the target no longer parses for this adapter");
-        return outbox.finish(&id, Finish::Failed(error)).await;
+        return outbox
+            .finish(&id, Finish::Failed(error))
+            .await
+            .map(|()| None);
     };
     let dedupes = sender.dedupes(&outgoing);
     // Left `sending` by a previous life: the request may have been posted.
@@ -79,7 +85,10 @@ async fn deliver(
             "the gateway stopped while the request was out; it may or may not have been \
              posted, and at-most-once does not send it again",
         );
-        return outbox.finish(&id, Finish::Unknown(error)).await;
+        return outbox
+            .finish(&id, Finish::Unknown(error))
+            .await
+            .map(|()| None);
     }
     if past_deadline(&message) {
         let error = match &message.last_error {
@@ -92,11 +101,14 @@ async fn deliver(
                 humantime::format_duration(DEADLINE)
             )),
         };
-        return outbox.finish(&id, Finish::Failed(error)).await;
+        return outbox
+            .finish(&id, Finish::Failed(error))
+            .await
+            .map(|()| None);
     }
     outbox.begin(&id).await?;
     crate::test_hook::kill_at("outbox-sending");
-    let answer = sender.send(&outgoing).await;
+    let (answer, pause) = sender.send(&outgoing).await;
     crate::test_hook::kill_at("outbox-answered");
     let attempts = message.attempts + 1;
     let finish = match answer {
@@ -129,7 +141,7 @@ async fn deliver(
             tracing::error!(id = %id, adapter = %message.adapter, %error, "message outcome unknown")
         }
     }
-    outbox.finish(&id, finish).await
+    outbox.finish(&id, finish).await.map(|()| pause)
 }
 
 fn outgoing(kind: &str, message: &Message) -> Option<Outgoing> {
