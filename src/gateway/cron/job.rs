@@ -103,7 +103,7 @@ pub(super) async fn run_job(
     let name = spec.name.as_str();
     let line = match deliver::submit(outbox, &spec, &due, text).await {
         Ok(id) => {
-            info!(job = %name, message = %id, "cron job output queued for delivery");
+            info!(job = %name, message_id = %id, "cron job output queued for delivery");
             format!("output queued for delivery as message {id}")
         }
         Err(e) => {
