@@ -25,7 +25,7 @@ use toml::Spanned;
 use crate::bounded_read::{self, Owner};
 
 pub use adapter::{AdapterSpec, Protocol, Timing};
-pub use cron::{CronSchedule, CronSpec};
+pub use cron::{CronSchedule, CronSpec, Deliver};
 pub use error::ConfigError;
 pub use gateway::GatewayConfig;
 pub use intents::qq_gated_intents;
@@ -90,7 +90,7 @@ pub fn parse(path: &Path, text: &str) -> Result<GatewayConfig, ConfigError> {
     }
     let mut cron_names = BTreeSet::new();
     for c in &raw.cron {
-        let spec = cron(&ctx, c)?;
+        let spec = cron(&ctx, c, &config.adapters)?;
         if !cron_names.insert(spec.name.clone()) {
             return ctx.err(
                 c.get_ref().name.span(),

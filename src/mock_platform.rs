@@ -6,6 +6,10 @@
 //! over HTTP, then hold a WebSocket. Sessions live apart from connections so that a client that
 //! loses its connection can resume and get exactly the dispatches it missed; the event id log
 //! lets a test account for every generated event (lost or duplicated).
+//!
+//! The same port serves the platforms' message-send endpoints, which record what they accept
+//! (`posts`) and every answer they give (`send_attempts`), so a test can count deliveries and
+//! check a client's retries against the platform's dedupe rules and rate-limit waits.
 
 mod command;
 mod config;
@@ -15,6 +19,10 @@ mod fault;
 pub mod frames;
 mod generator;
 mod http;
+mod message_body;
+mod messages;
+mod post;
+mod post_record;
 pub(crate) mod proxy;
 mod server;
 mod session;
@@ -32,7 +40,8 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{MockConfig, SessionStartLimit};
-pub use fault::Fault;
+pub use fault::{Fault, SendFault};
+pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
 pub(crate) use stats::MockStats;
 
@@ -98,6 +107,27 @@ impl MockPlatform {
 
     pub fn clear_fault(&self) {
         self.shared.set_fault(Fault::None);
+    }
+
+    /// Arms a failure of one platform's send endpoints, replacing any armed before.
+    pub fn set_send_fault(&self, platform: Platform, fault: SendFault) {
+        self.shared.posts.set_fault(platform, Some(fault));
+    }
+
+    pub fn clear_send_fault(&self, platform: Platform) {
+        self.shared.posts.set_fault(platform, None);
+    }
+
+    /// Every post the send endpoints accepted, in order of acceptance. Also served as JSON
+    /// at `GET /_posts`, with the attempts.
+    pub fn posts(&self) -> Vec<Post> {
+        self.shared.posts.posts()
+    }
+
+    /// Every request to a send endpoint and its answer, accepted or not, in order of
+    /// answer.
+    pub fn send_attempts(&self) -> Vec<SendAttempt> {
+        self.shared.posts.attempts()
     }
 
     /// Buffered in every session, so a session without a working connection gets these on its

@@ -129,6 +129,10 @@ impl Profile {
     pub(crate) fn inbox_dir(&self) -> PathBuf {
         self.home().join("inbox")
     }
+    /// The durable outbox, next to the inbox.
+    pub(crate) fn outbox_dir(&self) -> PathBuf {
+        self.home().join("outbox")
+    }
     pub(crate) fn logs_dir(&self) -> PathBuf {
         self.home().join("logs")
     }

@@ -3,7 +3,8 @@
 use serde::Serialize;
 
 use crate::bounded_read::Owner;
-use crate::gateway::state_file::{ComponentState, Stale, StateFile};
+use crate::gateway::outbox::Stats;
+use crate::gateway::state_file::{ComponentState, Delivery, Stale, StateFile};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
@@ -56,6 +57,10 @@ pub(crate) struct Health {
     pub(crate) pid: u32,
     pub(crate) summary: String,
     pub(crate) components: Vec<ComponentState>,
+    /// The outbox: how many messages wait, the oldest one's age, and what ended how.
+    pub(crate) outbox: Option<Stats>,
+    /// Each delivering cron job's last delivery.
+    pub(crate) deliveries: Vec<Delivery>,
 }
 
 impl Health {
@@ -100,6 +105,8 @@ impl Health {
             updated_at: state.updated_at,
             summary: state.summary,
             components: state.components,
+            outbox: state.outbox,
+            deliveries: state.deliveries,
         }))
     }
 }
@@ -305,8 +312,48 @@ impl Health {
             s.push_str(&line);
             s.push('\n');
         }
+        if let Some(o) = &self.outbox {
+            s.push_str(&format!("{pad:<16} {}\n", outbox_line(o)));
+        }
+        for d in &self.deliveries {
+            let last = match (&d.message, d.state) {
+                (Some(id), Some(state)) => {
+                    let state = serde_json::to_value(state).ok();
+                    let state = state.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
+                    let at = d.updated_at.as_deref().unwrap_or("?");
+                    let mut text = format!("{state} at {} (message {})", visible(at), visible(id));
+                    if let Some(e) = &d.last_error {
+                        text.push_str(&format!(", {}", visible(e)));
+                    }
+                    text
+                }
+                _ => "none yet".to_owned(),
+            };
+            s.push_str(&format!(
+                "{pad:<16} cron {:<10} last delivery: {last}\n",
+                visible(&d.job)
+            ));
+        }
         s
     }
+}
+
+/// One line on the outbox. Messages whose outcome is unknown are said in words: they may or
+/// may not have been posted, and nobody should have to find that in a log.
+fn outbox_line(o: &Stats) -> String {
+    let mut line = format!("outbox     {} waiting", o.depth);
+    if let Some(age) = o.oldest_queued_secs {
+        let age = crate::gateway::health::short(std::time::Duration::from_secs(age));
+        line.push_str(&format!(" (oldest {age})"));
+    }
+    line.push_str(&format!(", {} sent, {} failed", o.sent, o.failed));
+    if o.unknown > 0 {
+        line.push_str(&format!(
+            ", {} UNKNOWN (sent without an answer; may or may not be posted)",
+            o.unknown
+        ));
+    }
+    line
 }
 
 #[cfg(test)]
@@ -338,6 +385,8 @@ mod tests {
             pid: 7,
             summary: "1/1 adapters ready".into(),
             components: vec![component("connected", true)],
+            outbox: None,
+            deliveries: vec![],
         };
         let text = h.to_text("active", 7);
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -360,6 +409,8 @@ mod tests {
             pid: 7,
             summary: String::new(),
             components: vec![component("connected", true)],
+            outbox: None,
+            deliveries: vec![],
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -406,6 +457,8 @@ mod tests {
             pid: 7,
             summary: String::new(),
             components: vec![component("retrying", true)],
+            outbox: None,
+            deliveries: vec![],
         };
         let text = h.to_text("active", 7);
         assert!(!text.contains("STALE"), "{text}");

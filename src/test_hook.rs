@@ -5,6 +5,8 @@
 //! doctor paused between listing units and reading them while the test removes one. Both are
 //! asked for in `HERMES_TEST_FAULT`, comma-separated:
 //! - `wedge:NAME` makes component NAME hang forever at its next step;
+//! - `kill:POINT` makes the process SIGKILL itself at POINT, as a power cut or the OOM killer
+//!   would, with nothing flushed and no handler run;
 //! - `pause:POINT:FIFO` makes the process stop at POINT until the test has opened FIFO for
 //!   writing and closed it again.
 //!
@@ -88,3 +90,18 @@ pub(crate) fn wall_clock() -> std::time::SystemTime {
 pub(crate) fn wall_clock() -> std::time::SystemTime {
     std::time::SystemTime::now()
 }
+
+/// SIGKILL this process at `point` if the test asked for it with `kill:POINT`.
+#[cfg(debug_assertions)]
+pub(crate) fn kill_at(point: &str) {
+    if faults()
+        .iter()
+        .any(|f| f.strip_prefix("kill:") == Some(point))
+    {
+        tracing::warn!(point, "test fault: killing this process");
+        let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    }
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn kill_at(_point: &str) {}

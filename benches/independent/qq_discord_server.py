@@ -7,11 +7,13 @@ Sources (details per behaviour in README.md):
 
 QQ   tencent-connect/bot-docs  docs/develop/api-v2/dev-prepare/interface-framework/
        {api-use,event-emit,opcode}.md, .../dev-prepare/error-trace/{websocket,openapi}.md,
-       docs/develop/api/openapi/wss/url_get.md, docs/develop/api/gateway/{reference,message}.md
+       docs/develop/api/openapi/wss/url_get.md, docs/develop/api/gateway/{reference,message}.md,
+       docs/develop/api-v2/server-inter/message/{send-receive/send.md,post_messages.md},
+       docs/develop/api-v2/openapi/error/error.md
      tencent-connect/botpy botpy/gateway.py, botpy/robot.py
      tencent-connect/botgo websocket/client/client.go, dto/websocket_payload.go, dto/websocket.go
 Discord  discord/discord-api-docs docs/topics/gateway.mdx, docs/events/gateway-events.mdx,
-       docs/topics/opcodes-and-status-codes.md
+       docs/topics/opcodes-and-status-codes.md, docs/resources/message.mdx (Create Message)
 
 One asyncio loop serves HTTP (keep-alive on) and every WebSocket.  Each socket
 has one reader (the handler) and one writer task draining an ordered outbox, so
@@ -59,6 +61,13 @@ DISCORD_MESSAGE = {"channel_id": "41771983423143937", "guild_id": "4177198342314
                    "edited_timestamp": None, "tts": False, "mention_everyone": False, "mention_roles": [],
                    "attachments": [], "embeds": [], "pinned": False, "type": 0}
 CST = timezone(timedelta(hours=8))
+# Send endpoints.  Discord resources/message.mdx "Create Message": content up to 2000
+# characters, nonce up to 25, enforce_nonce dedupes per author "in the past few minutes".
+# QQ v2 send-receive/send.md: msg_id + msg_seq (default 1) repeated fails; the refusal's code
+# and text are as clients report them live (e.g. HKUDS/nanobot#1499).
+DISCORD_MAX_CONTENT, DISCORD_MAX_NONCE, DISCORD_NONCE_WINDOW_S = 2000, 25, 300
+SEND_TARGETS = {"groups": "group", "users": "user", "channels": "channel", "dms": "dm"}
+QQ_DUPLICATE = {"code": 40054005, "err_code": 40054005, "message": "消息被去重，请检查请求msgseq"}
 
 
 def dumps(obj: Any) -> str:
@@ -125,6 +134,11 @@ class Platform:
         self.conns: set[Conn] = set()
         self.stats = collections.Counter()
         self.port = 0
+        self.posts: list[dict] = []  # accepted sends, in order
+        self.attempts: list[dict] = []  # every send request and its status
+        self.nonces: dict[tuple[str, str], tuple[float, dict]] = {}  # (bot token, nonce) -> (t, message)
+        self.replies: set[tuple[str, int]] = set()  # QQ (msg_id, msg_seq) already sent
+        self.started = time.monotonic()
 
     # ---------------------------------------------------------------- HTTP
     async def app_access_token(self, req: web.Request) -> web.Response:
@@ -190,6 +204,105 @@ class Platform:
     async def stats_page(self, _req: web.Request) -> web.Response:
         body = {**self.stats, "connections": len(self.conns), "sessions": len(self.sessions)}
         return web.json_response(body, dumps=dumps)
+
+    # ------------------------------------------------------------- sends
+    async def send_message(self, req: web.Request) -> web.Response:
+        target = SEND_TARGETS[req.path.strip("/").split("/")[-3]]
+        target_id = req.match_info["id"]
+        auth = req.headers.get("Authorization", "")
+        platform = "qq" if target != "channel" or auth.startswith("QQBot ") else "discord"
+        received = time.monotonic()
+        try:
+            body = await req.json()
+        except ValueError:
+            body = None
+        status, answer, post = self.send(platform, target, target_id, auth, body)
+        when = {"received_ms": int((received - self.started) * 1000), "received_unix_ms": int(time.time() * 1000)}
+        if post is not None:
+            post.update(platform=platform, target=target, target_id=target_id, **when)
+            self.posts.append(post)
+        self.attempts.append({"platform": platform, "target": target, "target_id": target_id, "status": status,
+                              "recorded": post is not None, "message_id": answer.get("id"), **when})
+        self.stats["send_" + str(status)] += 1
+        return web.json_response(answer, status=status, dumps=dumps)
+
+    def send(self, platform: str, target: str, target_id: str, auth: str, body: Any) -> tuple[int, dict, dict | None]:
+        """Returns (status, answer body, post to record or None)."""
+        now = datetime.now(timezone.utc)
+        if platform == "discord":
+            if not (auth.startswith("Bot ") and self.discord_token_ok(auth[4:])):
+                return 401, DISCORD_UNAUTHORIZED, None
+            if not isinstance(body, dict):
+                return 400, {"code": 50109, "message": "The request body contains invalid JSON."}, None
+            content, nonce = body.get("content") or "", body.get("nonce")
+            if not isinstance(content, str) or len(content) > DISCORD_MAX_CONTENT:
+                return 400, {"code": 50035, "message": "Invalid Form Body", "errors": {"content": {"_errors": [
+                    {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}, None
+            if not content and not any(body.get(k) for k in ("embeds", "sticker_ids", "components", "poll")):
+                return 400, {"code": 50006, "message": "Cannot send an empty message"}, None
+            if isinstance(nonce, bool) or not (nonce is None or isinstance(nonce, int)
+                                               or (isinstance(nonce, str) and len(nonce) <= DISCORD_MAX_NONCE)):
+                return 400, {"code": 50035, "message": "Invalid Form Body", "errors": {"nonce": {"_errors": [
+                    {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 25 or fewer in length."}]}}}, None
+            key = (auth, str(nonce))
+            t = time.monotonic()
+            self.nonces = {k: v for k, v in self.nonces.items() if t - v[0] < DISCORD_NONCE_WINDOW_S}
+            if nonce is not None and body.get("enforce_nonce") is True and key in self.nonces:
+                return 200, self.nonces[key][1], None
+            snowflake = ((int(now.timestamp() * 1000) - DISCORD_EPOCH_MS) << 22) | (len(self.posts) & 0x3FFFFF)
+            reply_to = (body.get("message_reference") or {}).get("message_id")
+            message = {**DISCORD_MESSAGE, "id": str(snowflake), "channel_id": target_id, "content": content,
+                       "timestamp": now.isoformat(), "mentions": [], "type": 19 if reply_to else 0,
+                       "author": {"id": "independent-bot", "username": "independent-bot", "bot": True}}
+            message.pop("guild_id", None)
+            message.pop("member", None)
+            if nonce is not None:
+                message["nonce"] = nonce
+            if nonce is not None and body.get("enforce_nonce") is True:
+                self.nonces[key] = (t, message)
+            post = {"content": content, "reply_to": reply_to, "msg_seq": None,
+                    "nonce": None if nonce is None else str(nonce), "message_id": message["id"]}
+            return 200, message, post
+        if not auth.startswith("QQBot ") or self.qq_app(auth[6:]) is None:
+            return 401, {**QQ_BAD_TOKEN, "trace_id": secrets.token_hex(16)}, None
+        invalid = {"code": 12002, "message": "request invalid"}  # v2 openapi/error/error.md RequestInvalid
+        empty = {"code": 50006, "message": "message is empty"}  # ... CannotSendEmptyMessage
+        if not isinstance(body, dict):
+            return 400, invalid, None
+        content, msg_id, msg_seq = body.get("content"), body.get("msg_id") or None, body.get("msg_seq")
+        if content is not None and not isinstance(content, str) or msg_id is not None and not isinstance(msg_id, str):
+            return 400, invalid, None
+        if msg_seq is not None and (not isinstance(msg_seq, int) or isinstance(msg_seq, bool) or msg_seq < 0):
+            return 400, invalid, None
+        if target in ("group", "user"):
+            msg_type = body.get("msg_type")
+            if not isinstance(msg_type, int) or isinstance(msg_type, bool):
+                return 400, invalid, None
+            if (target == "group" and content is None) or (msg_type == 0 and not content):
+                return 400, empty, None
+            if msg_id is not None:  # passive reply: msg_id + msg_seq (default 1) must be new
+                key = (msg_id, 1 if msg_seq is None else msg_seq)
+                if key in self.replies:
+                    return 400, {**QQ_DUPLICATE, "trace_id": secrets.token_hex(16)}, None
+                self.replies.add(key)
+        elif not content and not any(body.get(k) for k in ("embed", "ark", "image", "markdown")):
+            return 400, empty, None
+        message_id = f"ROBOT1.0_{secrets.token_hex(12)}"
+        if target in ("group", "user"):
+            answer = {"id": message_id, "timestamp": int(now.timestamp())}
+        else:  # post_messages.md: the Message object
+            answer = {**QQ_MESSAGE, "id": message_id, "channel_id": target_id, "content": content or "",
+                      "timestamp": now.astimezone(CST).isoformat(timespec="seconds"),
+                      "author": {"id": "independent-bot", "username": "independent-bot", "avatar": "", "bot": True}}
+            answer.pop("member", None)
+            if target == "dm":
+                answer["guild_id"] = target_id
+        post = {"content": content or "", "reply_to": msg_id, "msg_seq": msg_seq, "nonce": None,
+                "message_id": message_id}
+        return 200, answer, post
+
+    async def posts_page(self, _req: web.Request) -> web.Response:
+        return web.json_response({"posts": self.posts, "attempts": self.attempts}, dumps=dumps)
 
     @property
     def qq_ws_url(self) -> str:
@@ -451,6 +564,9 @@ async def main(argv: list[str]) -> int:
     app.router.add_get("/gateway", plat.gateway)
     app.router.add_get("/gateway/bot", plat.gateway_bot)
     app.router.add_get("/_independent/stats", plat.stats_page)
+    app.router.add_get("/_posts", plat.posts_page)
+    for prefix in ("/v2/groups", "/v2/users", "/channels", "/dms"):
+        app.router.add_post(prefix + "/{id}/messages", plat.send_message)
     for path in ("/", "/websocket", "/websocket/"):
         app.router.add_get(path, plat.websocket)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -8,7 +8,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::{valid_name, Ctx};
-use super::ConfigError;
+use super::{AdapterSpec, ConfigError};
+use crate::gateway::send::Target;
 
 /// One cron job, validated.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +18,17 @@ pub struct CronSpec {
     pub(crate) schedule: CronSchedule,
     pub(crate) command: Vec<String>,
     pub timeout: Duration,
+    /// Where the job's output goes, through the outbox.
+    pub(crate) deliver: Option<Deliver>,
+    /// Also send a short notice when a run fails (only with `deliver`).
+    pub(crate) deliver_failures: bool,
+}
+
+/// `deliver = "ADAPTER:TARGET"`: an adapter of this profile and a target it can send to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deliver {
+    pub(crate) adapter: String,
+    pub(crate) target: String,
 }
 
 /// A cron expression: five fields (minute hour day month weekday), or six with leading
@@ -58,9 +70,15 @@ pub(super) struct RawCron {
     schedule: Spanned<String>,
     command: Spanned<Vec<String>>,
     timeout: Option<Spanned<String>>,
+    deliver: Option<Spanned<String>>,
+    deliver_failures: Option<Spanned<bool>>,
 }
 
-pub(super) fn cron(ctx: &Ctx, spanned: &Spanned<RawCron>) -> Result<CronSpec, ConfigError> {
+pub(super) fn cron(
+    ctx: &Ctx,
+    spanned: &Spanned<RawCron>,
+    adapters: &[AdapterSpec],
+) -> Result<CronSpec, ConfigError> {
     let c = spanned.get_ref();
     let name = c.name.get_ref().clone();
     if !valid_name(&name) {
@@ -88,10 +106,67 @@ pub(super) fn cron(ctx: &Ctx, spanned: &Spanned<RawCron>) -> Result<CronSpec, Co
             format!("cron {name:?}: command must name a program, like [\"/usr/bin/env\", \"python3\", \"job.py\"]"),
         );
     }
+    let deliver = match &c.deliver {
+        Some(d) => Some(deliver(ctx, &name, d, adapters)?),
+        None => None,
+    };
+    let deliver_failures = match &c.deliver_failures {
+        Some(f) if *f.get_ref() && deliver.is_none() => {
+            return ctx.err(
+                f.span(),
+                format!(
+                "cron {name:?}: deliver-failures needs deliver = \"ADAPTER:TARGET\" to say where"
+            ),
+            )
+        }
+        Some(f) => *f.get_ref(),
+        None => false,
+    };
     Ok(CronSpec {
         name,
         schedule,
         command,
         timeout: ctx.opt_duration("timeout", &c.timeout, Duration::from_secs(300))?,
+        deliver,
+        deliver_failures,
+    })
+}
+
+/// `deliver` names an adapter of this profile that can send, and a target in its syntax.
+fn deliver(
+    ctx: &Ctx,
+    job: &str,
+    spanned: &Spanned<String>,
+    adapters: &[AdapterSpec],
+) -> Result<Deliver, ConfigError> {
+    let text = spanned.get_ref().trim();
+    let fail = |why: String| {
+        ctx.err(
+            spanned.span(),
+            format!("cron {job:?}: deliver {text:?}: {why}"),
+        )
+    };
+    let Some((adapter, target)) = text.split_once(':') else {
+        return fail(
+            "use \"ADAPTER:TARGET\", like \"qq:group:OPENID\" or \"discord:channel:ID\"".into(),
+        );
+    };
+    let Some(spec) = adapters.iter().find(|a| a.name == adapter) else {
+        let names: Vec<&str> = adapters.iter().map(|a| a.name.as_str()).collect();
+        return fail(format!(
+            "no [[adapter]] named {adapter:?} in this file (adapters: {})",
+            if names.is_empty() {
+                "none".into()
+            } else {
+                names.join(", ")
+            }
+        ));
+    };
+    if let Err(e) = Target::parse(spec.protocol.kind(), target) {
+        return fail(e.to_string());
+    }
+    Ok(Deliver {
+        adapter: adapter.to_owned(),
+        target: target.to_owned(),
     })
 }

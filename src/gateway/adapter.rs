@@ -1,8 +1,9 @@
 //! An adapter: one platform connection kept alive for the life of the gateway.
 //!
 //! The runner owns everything that outlives a single connection (resume state, backoff, the
-//! platform's access token) and decides, from how each connection ended, whether to resume at
-//! once, back off, identify afresh or give up. Its health is published to the registry on
+//! platform's access token, which for QQ sits in `qq_token` where the sender finds it too)
+//! and decides, from how each connection ended, whether to resume at once, back off,
+//! identify afresh or give up. Its health is published to the registry on
 //! every transition, so supervision reads facts rather than guesses.
 //!
 //! What every transport shares sits beside the runner: proof of life (`liveness`), spool
@@ -25,6 +26,7 @@ pub(crate) mod opcode;
 pub(crate) mod outcome;
 pub(crate) mod platform;
 pub mod proxy;
+pub(crate) mod qq_token;
 pub(crate) mod session;
 mod shared;
 

@@ -9,6 +9,7 @@
 //! `schedule` decides when a job is due, `ticker` wakes every second and starts what is due,
 //! `job` runs one job to its end, and `log` is the file the jobs write to.
 
+mod deliver;
 mod job;
 mod log;
 mod schedule;

@@ -2,16 +2,429 @@
 //! before anyone is told it was accepted, and delivered by one worker per adapter.
 //!
 //! A message is a small state machine, and every transition is a line appended to a journal
-//! (`outbox/journal.jsonl`): queued, then sending (written *before* the request goes out),
-//! then sent, failed or unknown. After a crash the journal says exactly how far each message
-//! got. One still `queued` was never sent and is sent now. One left `sending` may or may not
-//! have reached the platform: where the platform dedupes by a key we send (Discord's
+//! (`outbox/journal.jsonl`) and synced: queued, then sending (synced *before* the request goes
+//! out), then sent, failed or unknown. After a crash the journal says exactly how far each
+//! message got. One still `queued` was never sent and is sent now. One left `sending` may or
+//! may not have reached the platform: where the platform dedupes by a key we send (Discord's
 //! `nonce`, QQ's `msg_seq` on a reply) it is simply sent again and the platform drops the
 //! copy; where it cannot, the message's policy decides, at-most-once (it becomes `unknown`,
 //! reported, never silently) or at-least-once (it is sent again).
 //!
 //! The same idempotency key is accepted once: a second submit returns the first message.
+//! Syncs are shared: concurrent submits wait for one fsync that covers all of them.
 
+mod book;
+mod journal;
 pub(crate) mod message;
+#[cfg(test)]
+mod tests;
+pub(crate) mod worker;
 
+use std::collections::HashMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use crate::gateway::send::{PlatformReply, Target, TargetError};
+use book::Book;
+pub(crate) use book::Next;
+use journal::{Journal, Record};
 pub use message::{Message, Policy, Request, State, Stats};
+
+/// The longest idempotency key accepted.
+pub const MAX_KEY_LEN: usize = 200;
+
+/// What the outbox knows of an adapter it may send through.
+#[derive(Clone, Debug)]
+pub struct Route {
+    /// The adapter's kind (`qqbot`, `discord`), which says how targets read.
+    pub kind: &'static str,
+    /// The platform's limit on one message's text, in characters.
+    pub max_text: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SubmitError {
+    #[error("no adapter named {adapter:?} can send (adapters that can: {known})")]
+    UnknownAdapter { adapter: String, known: String },
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error("text is empty; there is nothing to send")]
+    EmptyText,
+    #[error("text is {len} characters; {adapter} takes at most {max} in one message")]
+    TextTooLong {
+        adapter: String,
+        len: usize,
+        max: usize,
+    },
+    #[error("idempotency_key is missing; choose one per message, so that a retried submit is accepted once")]
+    MissingKey,
+    #[error("idempotency_key is longer than {MAX_KEY_LEN} characters or holds control characters")]
+    BadKey,
+    #[error("idempotency_key {key:?} was already used for a different message ({id})")]
+    KeyReused { key: String, id: String },
+    #[error(transparent)]
+    Outbox(#[from] OutboxError),
+}
+
+impl SubmitError {
+    /// A stable code for API answers.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SubmitError::UnknownAdapter { .. } => "unknown_adapter",
+            SubmitError::Target(_) => "bad_target",
+            SubmitError::EmptyText => "empty_text",
+            SubmitError::TextTooLong { .. } => "text_too_long",
+            SubmitError::MissingKey => "missing_idempotency_key",
+            SubmitError::BadKey => "bad_idempotency_key",
+            SubmitError::KeyReused { .. } => "idempotency_key_reused",
+            SubmitError::Outbox(_) => "outbox_unavailable",
+        }
+    }
+
+    /// The caller's mistake (4xx), rather than ours (5xx).
+    pub fn is_client_error(&self) -> bool {
+        !matches!(self, SubmitError::Outbox(_))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("outbox {}: cannot {op}", dir.display())]
+pub struct OutboxError {
+    op: &'static str,
+    dir: PathBuf,
+    #[source]
+    source: io::Error,
+}
+
+/// What a submit did.
+#[derive(Clone, Debug)]
+pub struct Submitted {
+    pub message: Message,
+    /// False when the idempotency key had been used: `message` is the first one.
+    pub new: bool,
+}
+
+/// How one attempt ended, as the worker records it.
+#[derive(Debug)]
+pub(crate) enum Finish {
+    Sent {
+        platform_id: Option<String>,
+    },
+    /// Queued again, not to be sent before `not_before`.
+    Retry {
+        error: PlatformReply,
+        not_before: Instant,
+    },
+    Failed(PlatformReply),
+    Unknown(PlatformReply),
+}
+
+struct Inner {
+    book: Book,
+    journal: Journal,
+    /// Records appended since open; the sync high-water mark counts the same way.
+    appended: u64,
+}
+
+pub struct Outbox {
+    dir: PathBuf,
+    inner: Mutex<Inner>,
+    synced: tokio::sync::Mutex<u64>,
+    routes: HashMap<String, Route>,
+    /// Bumped whenever a message is queued, so idle workers look again.
+    changed: watch::Sender<u64>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Outbox {
+    /// Open the outbox in `dir` (created 0700), replaying its journal.
+    pub fn open(dir: &Path, routes: HashMap<String, Route>) -> Result<Self, OutboxError> {
+        let err = |op| {
+            let dir = dir.to_owned();
+            move |source| OutboxError { op, dir, source }
+        };
+        let (journal, records) = Journal::open(dir).map_err(err("open the journal"))?;
+        let mut book = Book::default();
+        for r in &records {
+            book.apply(r);
+        }
+        Ok(Self {
+            dir: dir.to_owned(),
+            inner: Mutex::new(Inner {
+                book,
+                journal,
+                appended: 0,
+            }),
+            synced: tokio::sync::Mutex::new(0),
+            routes,
+            changed: watch::Sender::new(0),
+        })
+    }
+
+    fn err(&self, op: &'static str) -> impl FnOnce(io::Error) -> OutboxError + '_ {
+        move |source| OutboxError {
+            op,
+            dir: self.dir.clone(),
+            source,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock left the book as consistent as the journal line
+        // that was being written, which the next append or restart handles.
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Validate `req` and queue it durably; the same idempotency key returns the first
+    /// message instead.
+    pub async fn submit(&self, req: Request) -> Result<Submitted, SubmitError> {
+        let route = self.validate(&req)?;
+        let (submitted, pos) = {
+            let mut inner = self.lock();
+            if let Some(first) = inner.book.by_key(&req.idempotency_key) {
+                if !same_request(first, &req) {
+                    return Err(SubmitError::KeyReused {
+                        key: req.idempotency_key,
+                        id: first.id.clone(),
+                    });
+                }
+                let first = first.clone();
+                (
+                    Submitted {
+                        message: first,
+                        new: false,
+                    },
+                    inner.appended,
+                )
+            } else {
+                let now = now_rfc3339();
+                let seq = (route.kind == "qqbot" && req.reply_to.is_some())
+                    .then(|| inner.book.next_seq());
+                let message = Message {
+                    id: new_id(),
+                    idempotency_key: req.idempotency_key,
+                    adapter: req.adapter,
+                    target: req.target,
+                    text: req.text,
+                    reply_to: req.reply_to,
+                    seq,
+                    policy: req.policy,
+                    state: State::Queued,
+                    attempts: 0,
+                    queued_at: now.clone(),
+                    updated_at: now,
+                    platform_id: None,
+                    last_error: None,
+                };
+                let record = Record::Put {
+                    message: message.clone(),
+                };
+                self.append(&mut inner, &record)?;
+                (Submitted { message, new: true }, inner.appended)
+            }
+        };
+        self.sync_to(pos).await?;
+        if submitted.new {
+            crate::test_hook::kill_at("outbox-appended");
+            self.changed.send_modify(|n| *n += 1);
+        }
+        Ok(submitted)
+    }
+
+    fn validate(&self, req: &Request) -> Result<&Route, SubmitError> {
+        let route = self
+            .routes
+            .get(&req.adapter)
+            .ok_or_else(|| SubmitError::UnknownAdapter {
+                adapter: req.adapter.clone(),
+                known: {
+                    let mut names: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+                    names.sort_unstable();
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                },
+            })?;
+        Target::parse(route.kind, &req.target)?;
+        if req.text.trim().is_empty() {
+            return Err(SubmitError::EmptyText);
+        }
+        let len = req.text.chars().count();
+        if len > route.max_text {
+            return Err(SubmitError::TextTooLong {
+                adapter: req.adapter.clone(),
+                len,
+                max: route.max_text,
+            });
+        }
+        if req.idempotency_key.is_empty() {
+            return Err(SubmitError::MissingKey);
+        }
+        if req.idempotency_key.chars().count() > MAX_KEY_LEN
+            || req.idempotency_key.chars().any(char::is_control)
+        {
+            return Err(SubmitError::BadKey);
+        }
+        Ok(route)
+    }
+
+    fn append(&self, inner: &mut Inner, record: &Record) -> Result<(), OutboxError> {
+        inner
+            .journal
+            .append(record)
+            .map_err(self.err("append to the journal"))?;
+        inner.book.apply(record);
+        inner.appended += 1;
+        Ok(())
+    }
+
+    /// Wait until everything appended up to `pos` is on disk; one fsync serves every caller
+    /// waiting meanwhile.
+    async fn sync_to(&self, pos: u64) -> Result<(), OutboxError> {
+        let mut synced = self.synced.lock().await;
+        if *synced >= pos {
+            return Ok(());
+        }
+        let (file, upto) = {
+            let inner = self.lock();
+            let file = inner
+                .journal
+                .sync_handle()
+                .map_err(self.err("sync the journal"))?;
+            (file, inner.appended)
+        };
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(|e| io::Error::other(e.to_string()))
+            .and_then(|r| r)
+            .map_err(self.err("sync the journal"))?;
+        *synced = upto;
+        Ok(())
+    }
+
+    /// The longest text `adapter` takes in one message.
+    pub fn max_text(&self, adapter: &str) -> Option<usize> {
+        self.routes.get(adapter).map(|r| r.max_text)
+    }
+
+    /// The newest retained message whose idempotency key starts with `prefix` (a cron job's
+    /// last delivery).
+    pub(crate) fn latest_with_key_prefix(&self, prefix: &str) -> Option<Message> {
+        self.lock().book.latest_with_key_prefix(prefix).cloned()
+    }
+
+    pub fn get(&self, id: &str) -> Option<Message> {
+        self.lock().book.get(id).cloned()
+    }
+
+    pub fn stats(&self) -> Stats {
+        self.lock().book.stats(SystemTime::now())
+    }
+
+    /// Wakes whenever a message is queued.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    pub(crate) fn next(&self, adapter: &str, now: Instant) -> Next {
+        self.lock().book.next(adapter, now)
+    }
+
+    /// Record, durably, that a request for `id` is about to go out.
+    pub(crate) async fn begin(&self, id: &str) -> Result<(), OutboxError> {
+        self.record(Record::Sending {
+            id: id.to_owned(),
+            at: now_rfc3339(),
+        })
+        .await
+    }
+
+    /// Record how an attempt ended.
+    pub(crate) async fn finish(&self, id: &str, finish: Finish) -> Result<(), OutboxError> {
+        let (id, at) = (id.to_owned(), now_rfc3339());
+        let record = match finish {
+            Finish::Sent { platform_id } => Record::Sent {
+                id,
+                at,
+                platform_id,
+            },
+            Finish::Retry { error, not_before } => {
+                let record = Record::Retry {
+                    id: id.clone(),
+                    at,
+                    error,
+                };
+                self.record(record).await?;
+                self.lock().book.defer(&id, not_before);
+                return Ok(());
+            }
+            Finish::Failed(error) => Record::Failed { id, at, error },
+            Finish::Unknown(error) => Record::Unknown { id, at, error },
+        };
+        self.record(record).await?;
+        self.compact_if_due()
+    }
+
+    async fn record(&self, record: Record) -> Result<(), OutboxError> {
+        let pos = {
+            let mut inner = self.lock();
+            self.append(&mut inner, &record)?;
+            inner.appended
+        };
+        self.sync_to(pos).await
+    }
+
+    fn compact_if_due(&self) -> Result<(), OutboxError> {
+        let mut inner = self.lock();
+        if !inner.journal.wants_compaction() {
+            return Ok(());
+        }
+        let keep = inner.book.retain_for_compaction();
+        let kept = keep.len();
+        inner
+            .journal
+            .compact(keep)
+            .map_err(self.err("compact the journal"))?;
+        tracing::info!(
+            messages = kept,
+            held = inner.book.len(),
+            "outbox journal compacted"
+        );
+        Ok(())
+    }
+}
+
+/// A retried submit is the same request when it asks for the same thing.
+fn same_request(m: &Message, req: &Request) -> bool {
+    m.adapter == req.adapter
+        && m.target == req.target
+        && m.text == req.text
+        && m.reply_to == req.reply_to
+}
+
+/// Unique, sortable by time, and short enough to be Discord's nonce (25 characters).
+fn new_id() -> String {
+    let ms = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64;
+    format!("m{ms:011x}{:08x}", fastrand::u32(..))
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(SystemTime::now()).to_string()
+}

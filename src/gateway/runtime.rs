@@ -10,6 +10,7 @@
 //! How a run ended becomes an exit status in one place, `gateway::exit`, which knows how the
 //! manager (`HERMES_SERVICE_MANAGER`) reads it.
 
+mod outbound;
 mod watchdog;
 
 use std::sync::Arc;
@@ -225,8 +226,13 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let mut tasks: JoinSet<(String, AdapterExit)> = JoinSet::new();
     // Each component's task, by name, so that a stale one can be given up at once on stop.
     let mut handles: Vec<(String, AbortHandle)> = vec![];
+    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
+        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
+    outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
     if !config.cron.is_empty() {
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
+        ctx.outbox = Some(outbox.clone());
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
         // One name for the heartbeat, the task and the ticker's own logs.
         let component = ctx.name.clone();
@@ -241,8 +247,6 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
             }),
         ));
     }
-    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
-        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
     let mut ready_deadline = Instant::now();
     for (spec, secret) in adapters {
         let hb = registry.register(
@@ -324,9 +328,10 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                 Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component panicked: {e}"))),
                 Event::Tick => {
                     let snapshot = registry.snapshot();
-                    if let Err(e) =
-                        StateFile::from_snapshot(&snapshot, &name, stale_after).write(&state_path)
-                    {
+                    let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
+                        .with_outbox(outbox.stats())
+                        .with_deliveries(outbound::cron_deliveries(&outbox, &config.cron));
+                    if let Err(e) = state.write(&state_path) {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }
                     let decision = dog.on_tick(&snapshot);

@@ -6,6 +6,19 @@
 //! message id), retry later (network trouble, 5xx, 429 with its wait), failed for good (bad
 //! target, no permission, too large), or unknown (the request went out and no answer came
 //! back, so it may or may not have been posted).
+//!
+//! `target` parses `--to`; [`Sender`] (`sender`) posts for one adapter through its platform
+//! (`qq`, `discord`); `exchange` is one HTTP request and what the transport says when no
+//! answer came; `classify` is what both platforms' answers share.
+
+mod classify;
+mod discord;
+mod exchange;
+mod qq;
+mod sender;
+mod target;
+
+pub use sender::Sender;
 
 use std::fmt;
 use std::time::Duration;

@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::atomic_file;
 use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
+use crate::gateway::outbox::{Message, State, Stats};
 use crate::service::manager::Manager;
 
 /// Why a state file cannot be shown.
@@ -42,6 +43,36 @@ pub struct StateFile {
     /// The `STATUS=` line.
     pub(crate) summary: String,
     pub(crate) components: Vec<ComponentState>,
+    /// The outbox at a glance: depth, the oldest waiting message, and what ended how. Not
+    /// a health input: a platform outage makes messages wait, not the gateway unhealthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) outbox: Option<Stats>,
+    /// The last delivery of each cron job with `deliver`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) deliveries: Vec<Delivery>,
+}
+
+/// A cron job's last delivery: the message and where it is.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Delivery {
+    pub(crate) job: String,
+    /// `None` when the job has not delivered anything the outbox still holds.
+    pub(crate) message: Option<String>,
+    pub(crate) state: Option<State>,
+    pub(crate) updated_at: Option<String>,
+    pub(crate) last_error: Option<String>,
+}
+
+impl Delivery {
+    pub(crate) fn of(job: &str, message: Option<Message>) -> Self {
+        Self {
+            job: job.to_owned(),
+            message: message.as_ref().map(|m| m.id.clone()),
+            state: message.as_ref().map(|m| m.state),
+            updated_at: message.as_ref().map(|m| m.updated_at.clone()),
+            last_error: message.and_then(|m| m.last_error.map(|e| e.to_string())),
+        }
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -86,7 +117,19 @@ impl StateFile {
                     outage_ms: c.outage.map(ms),
                 })
                 .collect(),
+            outbox: None,
+            deliveries: vec![],
         }
+    }
+
+    pub(crate) fn with_outbox(mut self, stats: Stats) -> Self {
+        self.outbox = Some(stats);
+        self
+    }
+
+    pub(crate) fn with_deliveries(mut self, deliveries: Vec<Delivery>) -> Self {
+        self.deliveries = deliveries;
+        self
     }
 
     /// The last words of a run that ended in an error: no components, the reason as the
@@ -101,6 +144,8 @@ impl StateFile {
             stale_after_ms: 0,
             summary: format!("exited {status} under {manager}: {reason}"),
             components: vec![],
+            outbox: None,
+            deliveries: vec![],
         }
     }
 
@@ -226,6 +271,8 @@ mod tests {
             stale_after_ms: 16_000,
             summary: "1/1 adapters ready".into(),
             components: vec![],
+            outbox: None,
+            deliveries: vec![],
         }
     }
 

@@ -27,6 +27,8 @@ pub struct MockConfig {
     pub granted_intents: Option<u64>,
     /// Sent as READY's `resume_gateway_url` (Discord's: where a resume must connect).
     pub resume_gateway_url: Option<String>,
+    /// How long Discord remembers an enforced nonce ("the past few minutes" in its docs).
+    pub nonce_window: Duration,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -60,6 +62,7 @@ impl Default for MockConfig {
             session_start_limit: SessionStartLimit::default(),
             granted_intents: None,
             resume_gateway_url: None,
+            nonce_window: Duration::from_secs(5 * 60),
         }
     }
 }

@@ -43,3 +43,51 @@ pub enum Fault {
     /// making progress.
     SlowReplay(Duration),
 }
+
+/// A failure of the message-send endpoints, set per platform with
+/// [`MockPlatform::set_send_fault`](super::MockPlatform::set_send_fault). Counted faults act on
+/// the next `n` posts that reach them and then clear themselves; `Down` clears itself when its
+/// time is up. Faults that act "before processing" hit any authorised post; those that act
+/// "after processing" hit only posts the platform accepted (new or deduplicated), because only
+/// those have something to lose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendFault {
+    /// `send-500`: answer 500 and record nothing.
+    ServerError(u32),
+    /// `send-429`: answer 429 in the platform's rate-limit shape and record nothing. Discord's
+    /// answer carries `retry_after` (body and headers); QQ documents no wait, so its answer
+    /// carries none and `retry_after` is ignored there.
+    RateLimited { posts: u32, retry_after: Duration },
+    /// `send-hang`: read the request, record nothing, never answer.
+    Hang(u32),
+    /// `send-reset-after-processing`: record the post, then reset the connection without an
+    /// answer. The client cannot tell this from a post that never arrived; only an idempotent
+    /// retry saves it from a duplicate.
+    ResetAfterProcessing(u32),
+    /// `send-hang-after-processing`: record the post, then never answer.
+    HangAfterProcessing(u32),
+    /// `send-down`: an outage; every post is answered 503 until this much time has passed.
+    Down(Duration),
+}
+
+impl SendFault {
+    /// The name tests and logs use for it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            SendFault::ServerError(_) => "send-500",
+            SendFault::RateLimited { .. } => "send-429",
+            SendFault::Hang(_) => "send-hang",
+            SendFault::ResetAfterProcessing(_) => "send-reset-after-processing",
+            SendFault::HangAfterProcessing(_) => "send-hang-after-processing",
+            SendFault::Down(_) => "send-down",
+        }
+    }
+
+    /// Whether the fault strikes after the post is processed and recorded.
+    pub(crate) fn after_processing(&self) -> bool {
+        matches!(
+            self,
+            SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_)
+        )
+    }
+}

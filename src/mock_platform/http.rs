@@ -1,6 +1,7 @@
-//! Just enough HTTP/1.1 for the token and gateway-discovery endpoints. Hand-written so the
-//! gateway and the HTTP API share one port without pulling a web framework into the crate;
-//! every response closes the connection, so there is no keep-alive or pipelining to get wrong.
+//! Just enough HTTP/1.1 for the token, gateway-discovery and message-send endpoints.
+//! Hand-written so the gateway and the HTTP API share one port without pulling a web framework
+//! into the crate; every response closes the connection, so there is no keep-alive or
+//! pipelining to get wrong.
 
 use std::io;
 use std::time::Duration;
@@ -8,8 +9,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::watch;
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
+use super::message_body::Answer;
+use super::messages::{self, Reply};
+use super::shutdown::stopped;
 use super::state::Shared;
 use super::stats::bump;
 
@@ -108,21 +113,53 @@ fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
     })
 }
 
-pub(super) async fn serve(mut stream: TcpStream, head: RequestHead, shared: &Shared) {
+pub(super) async fn serve(
+    mut stream: TcpStream,
+    head: RequestHead,
+    shared: &Shared,
+    shutdown: watch::Receiver<bool>,
+) {
     bump(&shared.counters.http_requests);
-    let (status, body) = match read_body(&mut stream, &head).await {
-        Ok(Some(body)) => route(&head, &body, shared),
-        Ok(None) => (413, error_body(413, "request body too large")),
+    let reply = match read_body(&mut stream, &head).await {
+        Ok(Some(body)) => match messages::endpoint(&head.method, &head.path) {
+            Some((target, id)) => messages::handle(target, id, &head, &body, shared),
+            None => Reply::Answer(route(&head, &body, shared)),
+        },
+        Ok(None) => Reply::Answer(Answer::new(413, error_body(413, "request body too large"))),
         Err(error) => {
             tracing::debug!(%error, "mock could not read a request body");
             return;
         }
     };
-    tracing::debug!(method = %head.method, path = %head.path, status, "mock http request");
-    let response = render_response(status, &body.to_string());
+    let answer = match reply {
+        Reply::Answer(answer) => answer,
+        Reply::Hang => return hold(stream, shutdown).await,
+        Reply::Reset => return reset(stream),
+    };
+    tracing::debug!(method = %head.method, path = %head.path, status = answer.status, "mock http request");
+    let response = render_response(answer.status, &answer.headers, &answer.body.to_string());
     if stream.write_all(response.as_bytes()).await.is_ok() {
         finish(stream).await;
     }
+}
+
+/// A request that is never answered: the connection stays open, reading and discarding, until
+/// the client gives up or the mock stops.
+async fn hold(mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    let mut sink = [0u8; 1024];
+    tokio::select! {
+        _ = stopped(&mut shutdown) => {}
+        _ = async { while matches!(stream.read(&mut sink).await, Ok(n) if n > 0) {} } => {}
+    }
+}
+
+/// Closes with RST (linger zero) rather than FIN, so the client sees the connection fail
+/// rather than a clean end of an empty response.
+fn reset(stream: TcpStream) {
+    if let Err(error) = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO)) {
+        tracing::debug!(%error, "mock could not arm a reset");
+    }
+    drop(stream);
 }
 
 /// Consumes the head, then the body; `None` when the declared body is too large to accept.
@@ -137,8 +174,8 @@ async fn read_body(stream: &mut TcpStream, head: &RequestHead) -> io::Result<Opt
     Ok(Some(bytes.split_off(head.len)))
 }
 
-fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> (u16, Value) {
-    match (head.method.as_str(), head.path.as_str()) {
+fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Answer {
+    let (status, body) = match (head.method.as_str(), head.path.as_str()) {
         ("POST", "/app/getAppAccessToken") => access_token(body, shared),
         ("GET", "/gateway" | "/gateway/bot") if !authorized(head, shared) => {
             (401, error_body(401, "invalid access token"))
@@ -160,8 +197,10 @@ fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> (u16, Value) {
                 }),
             )
         }
+        ("GET", "/_posts") => (200, shared.posts.render()),
         _ => (404, error_body(404, "not found")),
-    }
+    };
+    Answer::new(status, body)
 }
 
 /// QQ authorises discovery with `QQBot <access token>`, which must be one it issued and
@@ -203,17 +242,24 @@ fn error_body(code: u16, message: &str) -> Value {
     json!({"code": code, "message": message})
 }
 
-fn render_response(status: u16, body: &str) -> String {
+fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) -> String {
     let reason = match status {
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
         404 => "Not Found",
         413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
         _ => "Unknown",
     };
+    let extra: String = headers
+        .iter()
+        .map(|(name, value)| format!("{name}: {value}\r\n"))
+        .collect();
     format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )
 }
@@ -266,9 +312,10 @@ mod tests {
 
     #[test]
     fn response_declares_the_exact_body_length() {
-        let response = render_response(200, "{\"a\":\"é\"}");
+        let response = render_response(200, &[("Retry-After", "2".into())], "{\"a\":\"é\"}");
         let (head, body) = response.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert!(head.contains("Connection: close"));
+        assert!(head.contains("\r\nRetry-After: 2\r\n"));
     }
 }

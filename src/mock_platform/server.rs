@@ -71,7 +71,7 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
         }
     };
     if !head.is_websocket_upgrade() {
-        http::serve(stream, head, &shared).await;
+        http::serve(stream, head, &shared, shutdown).await;
         return;
     }
     if fault == Fault::NoUpgrade {
@@ -80,7 +80,7 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
         return;
     }
     if head.path != "/ws" {
-        http::serve(stream, head, &shared).await;
+        http::serve(stream, head, &shared, shutdown).await;
         return;
     }
     let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);

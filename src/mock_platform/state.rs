@@ -16,12 +16,15 @@ use super::command::{Command, Outgoing};
 use super::config::MockConfig;
 use super::fault::Fault;
 use super::frames;
+use super::post_record::PostRecord;
 use super::session::{Attachment, Session};
 use super::stats::{bump, Counters, MockStats};
 
 pub(super) struct Shared {
     pub(crate) config: MockConfig,
     pub(crate) counters: Counters,
+    /// The send endpoints' record, under its own lock.
+    pub(crate) posts: PostRecord,
     inner: Mutex<Inner>,
 }
 
@@ -44,6 +47,7 @@ impl Shared {
         Shared {
             config,
             counters: Counters::default(),
+            posts: PostRecord::new(),
             inner: Mutex::new(Inner {
                 fault: Fault::None,
                 advertised_ws_url,

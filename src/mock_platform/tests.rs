@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
+use reqwest::{Response, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -19,8 +20,10 @@ use super::{BlackholeProxy, Fault, MockConfig, MockPlatform, MockStats};
 mod faults;
 mod http;
 mod lifecycle;
+mod messages;
 mod protocol;
 mod proxy;
+mod send_faults;
 
 type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -160,4 +163,61 @@ fn post_json(path: &str, body: &Value) -> String {
         "POST {path} HTTP/1.1\r\nHost: mock\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
+}
+
+/// A reqwest client for the send endpoints.
+fn client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    // No pooling: every answer closes its connection, and a fault test must not have its
+    // request retried on a connection the mock already closed.
+    reqwest::Client::builder()
+        .no_proxy()
+        .pool_max_idle_per_host(0)
+        .timeout(DEADLINE)
+        .build()
+        .unwrap()
+}
+
+/// An access token the mock issued, as a QQ `Authorization` value.
+async fn qq_auth(http: &reqwest::Client, mock: &MockPlatform) -> String {
+    let url = format!("{}/app/getAppAccessToken", mock.http_base());
+    let body = json!({"appId": "1", "clientSecret": "s"});
+    let token: Value = http
+        .post(url)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    format!("QQBot {}", token["access_token"].as_str().unwrap())
+}
+
+async fn post(
+    http: &reqwest::Client,
+    mock: &MockPlatform,
+    path: &str,
+    auth: &str,
+    body: Value,
+) -> Response {
+    let url = format!("{}{path}", mock.http_base());
+    within(
+        "a send answer",
+        http.post(url)
+            .header("Authorization", auth)
+            .json(&body)
+            .send(),
+    )
+    .await
+    .unwrap()
+}
+
+async fn answer(response: Response) -> (StatusCode, Value) {
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+fn discord(channel: &str) -> String {
+    format!("/channels/{channel}/messages")
 }

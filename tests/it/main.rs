@@ -25,6 +25,8 @@ mod launchd_plist;
 mod line_counter;
 mod mock_runtime;
 mod odd_text;
+mod outbox;
+mod outbox_rig;
 mod platform_rules;
 mod profile_builder;
 mod property;

@@ -301,6 +301,8 @@ mod tests {
                 last_error: None,
                 outage_ms: None,
             }],
+            outbox: None,
+            deliveries: vec![],
         }
     }
 

@@ -1,16 +1,16 @@
 //! Per-platform setup before each connection: credentials, the gateway URL, and the Identify
-//! token. QQ Bot needs an access token fetched (and refreshed) from its token endpoint;
-//! Discord hands out its gateway URL and session start limit from `/gateway/bot`; a plain
+//! token. QQ Bot needs an access token fetched (and refreshed) from its token endpoint,
+//! cached in `qq_token` where the sender finds it too; Discord hands out its gateway URL and session start limit from `/gateway/bot`; a plain
 //! WebSocket needs neither.
 
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
 
 use serde_json::{json, Value};
-use tokio::time::Instant;
 
 use super::close_code::GatewayPlatform;
 use super::dialect::{Dialect, Gateway};
 use super::identify_queue::SessionStartLimit;
+use super::qq_token::QqToken;
 use super::Shared;
 use crate::config::{AdapterSpec, Protocol, Secret};
 
@@ -35,28 +35,14 @@ pub(crate) struct Prepared {
     pub(crate) limit: Option<SessionStartLimit>,
 }
 
-/// A QQ access token and when it expires, on both clocks. The monotonic clock stops while
-/// the machine sleeps, so a laptop that slept past the token's lifetime would still think
-/// it fresh; the wall clock keeps counting but can be set back. The token is used only while
-/// both say it is fresh.
-#[derive(Debug)]
-struct AccessToken {
-    value: String,
-    expires: Instant,
-    expires_wall: SystemTime,
-}
-
-impl AccessToken {
-    fn fresh(&self, now: Instant, wall: SystemTime) -> bool {
-        now + TOKEN_MARGIN < self.expires && wall + TOKEN_MARGIN < self.expires_wall
-    }
-}
-
 pub(crate) struct Platform {
     spec: AdapterSpec,
     secret: Option<Secret>,
     shared: Shared,
-    access_token: Option<AccessToken>,
+    /// QQ only: this credential's token, shared with the sender.
+    qq_token: Option<Arc<QqToken>>,
+    /// The token the last Identify carried, the one a 4004 close says is stale.
+    token_used: Option<String>,
     gateway_url: Option<String>,
 }
 
@@ -73,23 +59,20 @@ fn with_discord_query(base: &str) -> String {
     }
 }
 
-/// Refresh a QQ access token this long before it expires (the platform hands out a new one
-/// in the last 60 s of the old one's life, and both work meanwhile).
-const TOKEN_MARGIN: Duration = Duration::from_secs(60);
-
-/// QQ's token endpoint answers errors in the body as `{"code": N, "message": "..."}`. These
-/// codes mean the AppID or AppSecret is wrong, which no retry fixes; any other code is
-/// retried with backoff. Source: tencent-connect/bot-docs, the API error-code page
-/// (`docs/develop/api-v2/openapi/error/error.md`), and botgo's token source.
-const QQ_CREDENTIAL_ERRORS: &[i64] = &[100007, 100016];
-
 impl Platform {
     pub(crate) fn new(spec: AdapterSpec, secret: Option<Secret>, shared: Shared) -> Self {
+        let qq_token = match &spec.protocol {
+            Protocol::QqBot {
+                app_id, token_url, ..
+            } => Some(shared.qq_tokens.get(app_id, token_url, secret.as_ref())),
+            _ => None,
+        };
         Self {
             spec,
             secret,
             shared,
-            access_token: None,
+            qq_token,
+            token_used: None,
             gateway_url: None,
         }
     }
@@ -101,7 +84,9 @@ impl Platform {
 
     /// Forget the access token: the platform said it is no longer valid (QQ close 4004).
     pub(crate) fn drop_token(&mut self) {
-        self.access_token = None;
+        if let (Some(cache), Some(stale)) = (&self.qq_token, self.token_used.take()) {
+            cache.invalidate(&stale);
+        }
     }
 
     fn secret(&self) -> &str {
@@ -116,16 +101,14 @@ impl Platform {
             json!({"os": std::env::consts::OS, "browser": "hermes-svc", "device": "hermes-svc"});
         match self.spec.protocol.clone() {
             Protocol::QqBot {
-                app_id,
                 api_base,
-                token_url,
                 gateway_url,
                 intents,
                 shard,
                 ws_ping,
                 ..
             } => {
-                let token = self.qq_access_token(&app_id, &token_url).await?;
+                let token = self.qq_access_token().await?;
                 let auth = format!("QQBot {token}");
                 let (url, limit) = match gateway_url.or_else(|| self.gateway_url.clone()) {
                     Some(u) => (u, None),
@@ -201,36 +184,14 @@ impl Platform {
         }
     }
 
-    async fn qq_access_token(
-        &mut self,
-        app_id: &str,
-        token_url: &str,
-    ) -> Result<String, PlatformError> {
-        let wall = crate::test_hook::wall_clock();
-        if let Some(t) = &self.access_token {
-            if t.fresh(Instant::now(), wall) {
-                return Ok(t.value.clone());
-            }
-        }
-        let body = json!({"appId": app_id, "clientSecret": self.secret()});
-        let request = self.shared.http.post(token_url).json(&body);
-        let (status, v) = self.shared.call("token endpoint", request).await?;
-        let token = v["access_token"].as_str().filter(|t| !t.is_empty());
-        let Some(token) = token else {
-            return Err(qq_token_error(app_id, status, &v));
-        };
-        // QQ sends expires_in as a string; accept a number too.
-        let secs = v["expires_in"]
-            .as_u64()
-            .or_else(|| v["expires_in"].as_str().and_then(|s| s.parse().ok()))
-            .unwrap_or(7200);
-        let lifetime = Duration::from_secs(secs);
-        self.access_token = Some(AccessToken {
-            value: token.to_owned(),
-            expires: Instant::now() + lifetime,
-            expires_wall: crate::test_hook::wall_clock() + lifetime,
-        });
-        Ok(token.to_owned())
+    async fn qq_access_token(&mut self) -> Result<String, PlatformError> {
+        let cache = self
+            .qq_token
+            .as_ref()
+            .ok_or_else(|| PlatformError::Fatal("no token cache for a QQ adapter".into()))?;
+        let token = cache.get(&self.shared).await?;
+        self.token_used = Some(token.clone());
+        Ok(token)
     }
 
     /// `GET /gateway/bot`: the WebSocket URL, and the session start limit when given.
@@ -265,7 +226,7 @@ impl Platform {
 
 /// `: code N: message` from a platform's error body, or nothing. The message is the
 /// platform's own text, cut short, so a log line never grows without bound.
-fn platform_says(v: &Value) -> String {
+pub(super) fn platform_says(v: &Value) -> String {
     let code = v.get("code").and_then(Value::as_i64);
     let message = v
         .get("message")
@@ -280,32 +241,13 @@ fn platform_says(v: &Value) -> String {
     }
 }
 
-/// A token answer without a token: a wrong AppID or AppSecret is fatal with the platform's
-/// own code and message; anything else is retried.
-fn qq_token_error(app_id: &str, status: reqwest::StatusCode, v: &Value) -> PlatformError {
-    let code = v.get("code").and_then(Value::as_i64);
-    let says = platform_says(v);
-    if code.is_some_and(|c| QQ_CREDENTIAL_ERRORS.contains(&c))
-        || status == reqwest::StatusCode::UNAUTHORIZED
-        || status == reqwest::StatusCode::FORBIDDEN
-    {
-        return PlatformError::Fatal(format!(
-            "token endpoint rejected app-id {app_id} ({status}{says}): check app-id in \
-             gateway.toml and the secret in the profile's .env"
-        ));
-    }
-    PlatformError::Retry(format!(
-        "token endpoint answered {status} without an access_token{says}"
-    ))
-}
-
 impl Shared {
     /// Send an HTTP request and read its JSON answer, whatever the status (platforms put their
     /// error codes in the body). At most a few such requests run at once per gateway, so a
     /// thousand adapters starting together neither flood the platform nor leave a thousand
     /// connections behind. Messages never carry the URL (a query string could hold a
     /// credential).
-    async fn call(
+    pub(super) async fn call(
         &self,
         what: &str,
         request: reqwest::RequestBuilder,
@@ -323,52 +265,5 @@ impl Shared {
             ))),
             Err(_) => Ok((status, Value::Null)),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_token_is_stale_when_either_clock_says_so() {
-        let now = Instant::now();
-        let wall = SystemTime::now();
-        let hour = Duration::from_secs(3600);
-        let t = AccessToken {
-            value: "t".into(),
-            expires: now + hour,
-            expires_wall: wall + hour,
-        };
-        assert!(t.fresh(now, wall));
-        // Suspended for two hours: the monotonic clock did not move, the wall clock did.
-        assert!(!t.fresh(now, wall + 2 * hour));
-        // The wall clock was set back: the monotonic clock still ends the token.
-        assert!(!t.fresh(now + 2 * hour, wall - hour));
-        // Within the refresh margin.
-        assert!(!t.fresh(now + hour - TOKEN_MARGIN, wall));
-    }
-
-    #[test]
-    fn token_errors_keep_the_platform_code_and_message() {
-        let ok = reqwest::StatusCode::OK;
-        let e = qq_token_error(
-            "102",
-            ok,
-            &json!({"code": 100016, "message": "invalid appid or secret"}),
-        );
-        match e {
-            PlatformError::Fatal(m) => {
-                assert!(
-                    m.contains("100016") && m.contains("invalid appid or secret"),
-                    "{m}"
-                )
-            }
-            other => panic!("{other:?}"),
-        }
-        let e = qq_token_error("102", ok, &json!({"code": 11298, "message": "busy"}));
-        assert!(matches!(e, PlatformError::Retry(m) if m.contains("11298") && m.contains("busy")));
-        let e = qq_token_error("102", reqwest::StatusCode::BAD_GATEWAY, &Value::Null);
-        assert!(matches!(e, PlatformError::Retry(m) if m.contains("502")));
     }
 }

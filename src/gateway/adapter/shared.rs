@@ -1,6 +1,6 @@
 //! What every adapter of one gateway shares, built once at start: the HTTP client for setup
-//! requests, the proxy settings, the platforms' session start limits, and a bound on setup
-//! requests in flight.
+//! requests, the proxy settings, the platforms' session start limits, the QQ access tokens,
+//! and a bound on setup requests in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,6 +9,7 @@ use tokio::sync::Semaphore;
 
 use super::identify_queue::IdentifyQueues;
 use super::proxy;
+use super::qq_token::QqTokens;
 
 /// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
 /// proxy settings, the platforms' session start limits, and a bound on setup requests in
@@ -19,6 +20,8 @@ pub struct Shared {
     /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
     pub(crate) proxies: proxy::ProxyEnv,
     pub(crate) identify: IdentifyQueues,
+    /// One QQ access token per credential, for the adapter and the sender alike.
+    pub(crate) qq_tokens: QqTokens,
     pub(super) setup_permits: Arc<Semaphore>,
 }
 
@@ -31,6 +34,9 @@ impl Shared {
     pub fn new(proxies: proxy::ProxyEnv) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(15))
+            // A connect that never completes ends as a connect error, not as the request's
+            // timeout: a sender then knows nothing went out and may simply try again.
+            .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
             // Setup requests come in a burst at start and then once per reconnect: a couple of
             // warm connections serve the burst, and none is kept idle for long after it.
@@ -41,6 +47,7 @@ impl Shared {
             http,
             proxies,
             identify: IdentifyQueues::default(),
+            qq_tokens: QqTokens::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
         })
     }

@@ -12,9 +12,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
+use super::deliver::{self, Captured};
 use super::log::{log_line, open_log};
 use crate::config::CronSpec;
 use crate::gateway::health::Heartbeat;
+use crate::gateway::outbox::Outbox;
 
 /// A job that outlives its timeout (or is running at shutdown) gets SIGTERM, and this long to
 /// clean up before SIGKILL, so a Python job can still flush its own files.
@@ -45,6 +47,8 @@ pub(crate) struct CronContext {
     /// constant, because the fault hook reads a process-global variable: tests wedge a name
     /// of their own, so they cannot wedge each other.
     pub(crate) name: String,
+    /// Where jobs with `deliver` send their output; without it they are only logged.
+    pub(crate) outbox: Option<Arc<Outbox>>,
 }
 
 impl CronContext {
@@ -55,6 +59,7 @@ impl CronContext {
             log_file,
             env_remove: DEFAULT_ENV_REMOVE.iter().map(|s| s.to_string()).collect(),
             name: "cron".to_owned(),
+            outbox: None,
         }
     }
 }
@@ -70,22 +75,66 @@ pub(super) enum Outcome {
     Failed,
 }
 
-/// Run one job to completion, its timeout, or shutdown. Every failure is logged and recorded
-/// as the component's last error; none of them reach the ticker.
+/// How a run ended, and the start of its stdout when the job delivers it.
+#[derive(Debug)]
+pub(super) struct Run {
+    pub(super) outcome: Outcome,
+    pub(super) stdout: Captured,
+}
+
+/// Run one job to completion, its timeout, or shutdown, then deliver its result if it has
+/// `deliver`. Every failure is logged and recorded as the component's last error; none of
+/// them reach the ticker. `due` is the scheduled time of this run.
 pub(super) async fn run_job(
     spec: Arc<CronSpec>,
     ctx: Arc<CronContext>,
     heartbeat: Heartbeat,
     shutdown: watch::Receiver<bool>,
+    due: String,
 ) {
-    let _ = run_job_inner(&spec, &ctx, &heartbeat, shutdown).await;
+    let run = run_job_inner(&spec, &ctx, &heartbeat, shutdown).await;
+    let (Some(deliver), Some(outbox)) = (&spec.deliver, &ctx.outbox) else {
+        return;
+    };
+    let max = outbox.max_text(&deliver.adapter).unwrap_or(2000);
+    let Some(text) = deliver::message_text(&spec, &run.outcome, &run.stdout, max) else {
+        return;
+    };
+    let name = spec.name.as_str();
+    let line = match deliver::submit(outbox, &spec, &due, text).await {
+        Ok(id) => {
+            info!(job = %name, message_id = %id, "cron job output queued for delivery");
+            format!("output queued for delivery as message {id}")
+        }
+        Err(e) => {
+            let e = crate::error_chain::one_line(&e);
+            error!(job = %name, error = %e, "cron job output cannot be delivered");
+            heartbeat.error(format_args!("cron job {name}: delivery: {e}"));
+            format!("output cannot be delivered: {e}")
+        }
+    };
+    if let Ok(log) = open_log(&ctx.log_file) {
+        log_line(&log, name, &line);
+    }
 }
 
 pub(super) async fn run_job_inner(
     spec: &CronSpec,
     ctx: &CronContext,
     heartbeat: &Heartbeat,
+    shutdown: watch::Receiver<bool>,
+) -> Run {
+    let mut stdout = Captured::default();
+    let outcome = run_process(spec, ctx, heartbeat, shutdown, &mut stdout).await;
+    Run { outcome, stdout }
+}
+
+async fn run_process(
+    spec: &CronSpec,
+    ctx: &CronContext,
+    heartbeat: &Heartbeat,
     mut shutdown: watch::Receiver<bool>,
+    captured: &mut Captured,
 ) -> Outcome {
     let name = spec.name.as_str();
     let fail = |what: String| {
@@ -102,9 +151,15 @@ pub(super) async fn run_job_inner(
     };
     log_line(&log, name, &format!("started: {}", spec.command.join(" ")));
     let streams = log.try_clone().and_then(|out| Ok((out, log.try_clone()?)));
-    let (stdout, stderr) = match streams {
-        Ok((out, err)) => (Stdio::from(out), Stdio::from(err)),
+    let (out_log, stderr) = match streams {
+        Ok((out, err)) => (out, Stdio::from(err)),
         Err(e) => return fail(format!("open log {}: {e}", ctx.log_file.display())),
+    };
+    // A job that delivers its output has its stdout read here (and copied to the log);
+    // any other writes straight to the log.
+    let (stdout, tee_to) = match spec.deliver {
+        Some(_) => (Stdio::piped(), Some(out_log)),
+        None => (Stdio::from(out_log), None),
     };
 
     let mut cmd = Command::new(program);
@@ -133,6 +188,10 @@ pub(super) async fn run_job_inner(
     };
     let pid = child.id();
     debug!(job = %name, pid, "cron job started");
+    let reader = match (child.stdout.take(), tee_to) {
+        (Some(pipe), Some(log)) => Some(tokio::spawn(capture(pipe, log))),
+        _ => None,
+    };
 
     enum Ended {
         Exited(std::io::Result<ExitStatus>),
@@ -162,6 +221,16 @@ pub(super) async fn run_job_inner(
             Outcome::Stopped
         }
     };
+    if let Some(reader) = reader {
+        // The pipe ends when the group is gone; a grandchild that left the group and kept
+        // stdout open must not hold the delivery forever.
+        match tokio::time::timeout(KILL_GRACE, reader).await {
+            Ok(Ok(c)) => *captured = c,
+            _ => {
+                warn!(job = %name, "cron job: its stdout stayed open after it ended; delivering what was read")
+            }
+        }
+    }
     let took = humantime::format_duration(Duration::from_millis(elapsed.as_millis() as u64));
     match &outcome {
         Outcome::Exited(status) if status.success() => {
@@ -186,6 +255,25 @@ pub(super) async fn run_job_inner(
         Outcome::Failed => {}
     }
     outcome
+}
+
+/// Read a job's stdout to its end: all of it into the log, the start of it kept for delivery.
+async fn capture(mut pipe: tokio::process::ChildStdout, log: std::fs::File) -> Captured {
+    use std::io::Write;
+    use tokio::io::AsyncReadExt;
+    let mut captured = Captured::default();
+    let mut log = log;
+    let mut buf = vec![0u8; 8192];
+    loop {
+        match pipe.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                let _ = log.write_all(&buf[..n]);
+                captured.push(&buf[..n]);
+            }
+        }
+    }
+    captured
 }
 
 /// Stop a job's whole process group: SIGTERM, then SIGKILL after [`KILL_GRACE`]. Signals go

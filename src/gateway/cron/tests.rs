@@ -18,6 +18,8 @@ fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> Cron
         schedule: CronSchedule::parse(schedule).unwrap(),
         command: command.iter().map(|s| s.to_string()).collect(),
         timeout,
+        deliver: None,
+        deliver_failures: false,
     }
 }
 
@@ -306,7 +308,8 @@ async fn a_job_past_its_timeout_is_killed_with_its_children() {
         run_job_inner(&job, &ctx, &hb, shutdown),
     )
     .await
-    .expect("killed within the deadline");
+    .expect("killed within the deadline")
+    .outcome;
     assert!(matches!(outcome, Outcome::TimedOut), "{outcome:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
     let child = read(&dir.join("child.pid")).trim().to_owned();
@@ -326,7 +329,7 @@ async fn a_missing_program_is_an_error_not_a_crash() {
     let ctx = context(&dir, "cron-missing-test");
     let job = spec("ghost", "* * * * *", &["/nonexistent/hermes-job"], TICK);
     let (_stop, shutdown) = watch::channel(false);
-    let outcome = run_job_inner(&job, &ctx, &hb, shutdown).await;
+    let outcome = run_job_inner(&job, &ctx, &hb, shutdown).await.outcome;
     assert!(matches!(outcome, Outcome::Failed), "{outcome:?}");
     let err = registry.snapshot().components[0]
         .last_error

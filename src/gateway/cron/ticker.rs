@@ -28,6 +28,8 @@ pub(super) struct Job<T> {
     spec: Arc<CronSpec>,
     pub(super) schedule: Schedule<T>,
     running: bool,
+    /// The scheduled time of the run started last: its identity, for delivery.
+    last_due: Option<T>,
 }
 
 /// Every job's schedule plus whether its previous run is still going: the part of the ticker
@@ -52,6 +54,7 @@ impl<T: CronDateTime + fmt::Display> Ticker<T> {
                 spec: Arc::new(spec),
                 schedule,
                 running: false,
+                last_due: None,
             });
         }
         Self { jobs }
@@ -78,6 +81,7 @@ impl<T: CronDateTime + fmt::Display> Ticker<T> {
                 warn!(job = %name, due = %due, "previous run of cron job still running; skipping this run");
             } else {
                 job.running = true;
+                job.last_due = Some(due);
                 start.push(idx);
             }
             if job.schedule.next_due().is_none() {
@@ -160,12 +164,18 @@ pub(crate) async fn run(
             continue;
         }
         for idx in due {
-            let spec = ticker.jobs[idx].spec.clone();
+            let job = &ticker.jobs[idx];
+            let due = job
+                .last_due
+                .as_ref()
+                .map(|d| d.to_rfc3339())
+                .unwrap_or_default();
             let handle = tasks.spawn(run_job(
-                spec,
+                job.spec.clone(),
                 ctx.clone(),
                 heartbeat.clone(),
                 shutdown.clone(),
+                due,
             ));
             task_jobs.insert(handle.id(), idx);
         }

@@ -58,6 +58,9 @@ pub struct Message {
     pub text: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reply_to: Option<String>,
+    /// QQ's `msg_seq` for a passive reply, fixed at submit so that every attempt repeats it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u32>,
     pub policy: Policy,
     pub state: State,
     pub attempts: u32,

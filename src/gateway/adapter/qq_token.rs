@@ -1,0 +1,244 @@
+//! The QQ Bot access token of one credential, shared by everything that speaks for it: the
+//! adapter's connection (Identify) and the sender (`Authorization: QQBot ...`). One cache
+//! means one fetch when both need a token at once, and a token the platform rejected on one
+//! path is not offered again on the other.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+use super::platform::{platform_says, PlatformError};
+use super::Shared;
+use crate::config::Secret;
+
+/// Refresh a QQ access token this long before it expires (the platform hands out a new one
+/// in the last 60 s of the old one's life, and both work meanwhile).
+pub(crate) const TOKEN_MARGIN: Duration = Duration::from_secs(60);
+
+/// QQ's token endpoint answers errors in the body as `{"code": N, "message": "..."}`. These
+/// codes mean the AppID or AppSecret is wrong, which no retry fixes; any other code is
+/// retried with backoff. Source: tencent-connect/bot-docs, the API error-code page
+/// (`docs/develop/api-v2/openapi/error/error.md`), and botgo's token source.
+const QQ_CREDENTIAL_ERRORS: &[i64] = &[100007, 100016];
+
+/// A QQ access token and when it expires, on both clocks. The monotonic clock stops while
+/// the machine sleeps, so a laptop that slept past the token's lifetime would still think
+/// it fresh; the wall clock keeps counting but can be set back. The token is used only while
+/// both say it is fresh.
+struct AccessToken {
+    value: String,
+    expires: Instant,
+    expires_wall: SystemTime,
+}
+
+impl AccessToken {
+    fn fresh(&self, now: Instant, wall: SystemTime) -> bool {
+        now + TOKEN_MARGIN < self.expires && wall + TOKEN_MARGIN < self.expires_wall
+    }
+}
+
+/// One credential's access token, fetched on first use and again when it nears its end or
+/// the platform rejects it. Not `Debug`: it holds the secret and the token.
+pub(crate) struct QqToken {
+    app_id: String,
+    token_url: String,
+    secret: Secret,
+    cached: Mutex<Option<AccessToken>>,
+    /// Held across a fetch, so callers that find no fresh token wait for one fetch rather
+    /// than each making their own.
+    fetching: tokio::sync::Mutex<()>,
+}
+
+impl QqToken {
+    pub(crate) fn new(app_id: &str, token_url: &str, secret: Option<Secret>) -> Self {
+        Self {
+            app_id: app_id.to_owned(),
+            token_url: token_url.to_owned(),
+            secret: secret.unwrap_or_else(|| Secret::new(String::new())),
+            cached: Mutex::new(None),
+            fetching: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    /// A token fresh on both clocks: the cached one, or a new one from the token endpoint.
+    pub(crate) async fn get(&self, shared: &Shared) -> Result<String, PlatformError> {
+        if let Some(t) = self.fresh() {
+            return Ok(t);
+        }
+        let _fetch = self.fetching.lock().await;
+        // Whoever held the lock before may have fetched one meanwhile.
+        if let Some(t) = self.fresh() {
+            return Ok(t);
+        }
+        let body = json!({"appId": self.app_id, "clientSecret": self.secret.expose()});
+        let request = shared.http.post(&self.token_url).json(&body);
+        let (status, v) = shared.call("token endpoint", request).await?;
+        let token = v["access_token"].as_str().filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            return Err(qq_token_error(&self.app_id, status, &v));
+        };
+        // QQ sends expires_in as a string; accept a number too.
+        let secs = v["expires_in"]
+            .as_u64()
+            .or_else(|| v["expires_in"].as_str().and_then(|s| s.parse().ok()))
+            .unwrap_or(7200);
+        let lifetime = Duration::from_secs(secs);
+        *self.lock() = Some(AccessToken {
+            value: token.to_owned(),
+            expires: Instant::now() + lifetime,
+            expires_wall: crate::test_hook::wall_clock() + lifetime,
+        });
+        Ok(token.to_owned())
+    }
+
+    /// Forget `stale`, the token the platform just rejected. A newer token someone else
+    /// fetched meanwhile is kept: it was not the one rejected.
+    pub(crate) fn invalidate(&self, stale: &str) {
+        let mut cached = self.lock();
+        if cached.as_ref().is_some_and(|t| t.value == stale) {
+            *cached = None;
+        }
+    }
+
+    fn fresh(&self) -> Option<String> {
+        let cached = self.lock();
+        let t = cached.as_ref()?;
+        t.fresh(Instant::now(), crate::test_hook::wall_clock())
+            .then(|| t.value.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<AccessToken>> {
+        // A panic elsewhere while holding the lock left a whole value behind: keep using it.
+        self.cached.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// The tokens of one gateway, one per credential (AppID, token endpoint and secret), so the
+/// adapter and the sender built for the same `[[adapter]]` find the same cache.
+#[derive(Clone, Default)]
+pub(crate) struct QqTokens(Arc<Mutex<HashMap<[u8; 32], Arc<QqToken>>>>);
+
+impl QqTokens {
+    pub(crate) fn get(
+        &self,
+        app_id: &str,
+        token_url: &str,
+        secret: Option<&Secret>,
+    ) -> Arc<QqToken> {
+        // The key is a hash, so the map never holds a second copy of the secret.
+        let mut h = Sha256::new();
+        for part in [app_id, token_url, secret.map(Secret::expose).unwrap_or("")] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        let key: [u8; 32] = h.finalize().into();
+        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        map.entry(key)
+            .or_insert_with(|| Arc::new(QqToken::new(app_id, token_url, secret.cloned())))
+            .clone()
+    }
+}
+
+/// A token answer without a token: a wrong AppID or AppSecret is fatal with the platform's
+/// own code and message; anything else is retried.
+fn qq_token_error(app_id: &str, status: reqwest::StatusCode, v: &Value) -> PlatformError {
+    let code = v.get("code").and_then(Value::as_i64);
+    let says = platform_says(v);
+    if code.is_some_and(|c| QQ_CREDENTIAL_ERRORS.contains(&c))
+        || status == reqwest::StatusCode::UNAUTHORIZED
+        || status == reqwest::StatusCode::FORBIDDEN
+    {
+        return PlatformError::Fatal(format!(
+            "token endpoint rejected app-id {app_id} ({status}{says}): check app-id in \
+             gateway.toml and the secret in the profile's .env"
+        ));
+    }
+    PlatformError::Retry(format!(
+        "token endpoint answered {status} without an access_token{says}"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_token_is_stale_when_either_clock_says_so() {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let hour = Duration::from_secs(3600);
+        let t = AccessToken {
+            value: "t".into(),
+            expires: now + hour,
+            expires_wall: wall + hour,
+        };
+        assert!(t.fresh(now, wall));
+        // Suspended for two hours: the monotonic clock did not move, the wall clock did.
+        assert!(!t.fresh(now, wall + 2 * hour));
+        // The wall clock was set back: the monotonic clock still ends the token.
+        assert!(!t.fresh(now + 2 * hour, wall - hour));
+        // Within the refresh margin.
+        assert!(!t.fresh(now + hour - TOKEN_MARGIN, wall));
+    }
+
+    #[test]
+    fn token_errors_keep_the_platform_code_and_message() {
+        let ok = reqwest::StatusCode::OK;
+        let e = qq_token_error(
+            "102",
+            ok,
+            &json!({"code": 100016, "message": "invalid appid or secret"}),
+        );
+        match e {
+            PlatformError::Fatal(m) => {
+                assert!(
+                    m.contains("100016") && m.contains("invalid appid or secret"),
+                    "{m}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = qq_token_error("102", ok, &json!({"code": 11298, "message": "busy"}));
+        assert!(matches!(e, PlatformError::Retry(m) if m.contains("11298") && m.contains("busy")));
+        let e = qq_token_error("102", reqwest::StatusCode::BAD_GATEWAY, &Value::Null);
+        assert!(matches!(e, PlatformError::Retry(m) if m.contains("502")));
+    }
+
+    fn cache(t: &QqToken, value: &str) {
+        let hour = Duration::from_secs(3600);
+        *t.lock() = Some(AccessToken {
+            value: value.into(),
+            expires: Instant::now() + hour,
+            expires_wall: crate::test_hook::wall_clock() + hour,
+        });
+    }
+
+    #[test]
+    fn invalidating_a_token_spares_a_newer_one() {
+        let t = QqToken::new("1", "http://127.0.0.1:1/token", None);
+        cache(&t, "new");
+        t.invalidate("old");
+        assert_eq!(t.fresh().as_deref(), Some("new"));
+        t.invalidate("new");
+        assert_eq!(t.fresh(), None);
+    }
+
+    #[test]
+    fn one_credential_has_one_cache_per_gateway() {
+        let tokens = QqTokens::default();
+        let s = Secret::new("s".into());
+        let a = tokens.get("1", "u", Some(&s));
+        let b = tokens.get("1", "u", Some(&s));
+        assert!(Arc::ptr_eq(&a, &b));
+        let other_secret = Secret::new("t".into());
+        assert!(!Arc::ptr_eq(&a, &tokens.get("1", "u", Some(&other_secret))));
+        assert!(!Arc::ptr_eq(&a, &tokens.get("2", "u", Some(&s))));
+        // A token cached through one handle is seen through the other.
+        cache(&a, "tok");
+        assert_eq!(b.fresh().as_deref(), Some("tok"));
+    }
+}

@@ -1,0 +1,246 @@
+//! The outbox in memory: every retained message, its idempotency key, and the order in which
+//! each adapter's messages wait. Pure: the journal's records are applied here both when they
+//! are written and when they are read back after a restart, so the two can never disagree.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::{Duration, SystemTime};
+
+use tokio::time::Instant;
+
+use super::journal::Record;
+use super::message::{Message, State, Stats};
+
+/// Finished messages kept (for `GET /v1/messages/{id}` and for their idempotency keys) when
+/// the journal is compacted; older ones are forgotten, oldest first.
+pub(super) const RETAIN_FINISHED: usize = 10_000;
+
+struct Entry {
+    message: Message,
+    ordinal: u64,
+    /// Not before this instant (a 429's wait, or backoff). In memory only: after a restart
+    /// every waiting message is tried again at once.
+    not_before: Option<Instant>,
+}
+
+#[derive(Default)]
+pub(super) struct Book {
+    entries: HashMap<String, Entry>,
+    keys: HashMap<String, String>,
+    /// Messages not yet final, per adapter, in the order they were submitted.
+    pending: HashMap<String, BTreeMap<u64, String>>,
+    /// Every retained message by submit order, for compaction.
+    order: BTreeMap<u64, String>,
+    next_ordinal: u64,
+    /// The highest QQ `msg_seq` handed out; the next one is one more, so no two retained
+    /// messages share one.
+    last_seq: u32,
+    finished: Stats,
+}
+
+impl Book {
+    pub(super) fn get(&self, id: &str) -> Option<&Message> {
+        self.entries.get(id).map(|e| &e.message)
+    }
+
+    pub(super) fn by_key(&self, key: &str) -> Option<&Message> {
+        self.keys.get(key).and_then(|id| self.get(id))
+    }
+
+    pub(super) fn latest_with_key_prefix(&self, prefix: &str) -> Option<&Message> {
+        self.order
+            .values()
+            .rev()
+            .map(|id| &self.entries[id].message)
+            .find(|m| m.idempotency_key.starts_with(prefix))
+    }
+
+    pub(super) fn next_seq(&self) -> u32 {
+        self.last_seq.wrapping_add(1).max(1)
+    }
+
+    /// Apply one journal record. A record for a message the book does not hold (its `put`
+    /// was lost with a torn line, or compacted away) is ignored.
+    pub(super) fn apply(&mut self, record: &Record) {
+        match record {
+            Record::Put { message } => self.put(message.clone()),
+            Record::Sending { id, at } => self.update(id, at, |m| {
+                m.state = State::Sending;
+                m.attempts += 1;
+            }),
+            Record::Sent {
+                id,
+                at,
+                platform_id,
+            } => self.update(id, at, |m| {
+                m.state = State::Sent;
+                m.platform_id.clone_from(platform_id);
+            }),
+            Record::Retry { id, at, error } => self.update(id, at, |m| {
+                m.state = State::Queued;
+                m.last_error = Some(error.clone());
+            }),
+            Record::Failed { id, at, error } => self.update(id, at, |m| {
+                m.state = State::Failed;
+                m.last_error = Some(error.clone());
+            }),
+            Record::Unknown { id, at, error } => self.update(id, at, |m| {
+                m.state = State::Unknown;
+                m.last_error = Some(error.clone());
+            }),
+        }
+    }
+
+    fn put(&mut self, message: Message) {
+        if let Some(seq) = message.seq {
+            self.last_seq = self.last_seq.max(seq);
+        }
+        let ordinal = self.next_ordinal;
+        self.next_ordinal += 1;
+        if let Some(old) = self.entries.remove(&message.id) {
+            self.forget_order(&old);
+        }
+        self.keys
+            .insert(message.idempotency_key.clone(), message.id.clone());
+        self.order.insert(ordinal, message.id.clone());
+        if message.state.is_final() {
+            count(&mut self.finished, message.state, 1);
+        } else {
+            self.pending
+                .entry(message.adapter.clone())
+                .or_default()
+                .insert(ordinal, message.id.clone());
+        }
+        self.entries.insert(
+            message.id.clone(),
+            Entry {
+                message,
+                ordinal,
+                not_before: None,
+            },
+        );
+    }
+
+    fn forget_order(&mut self, old: &Entry) {
+        self.order.remove(&old.ordinal);
+        if let Some(q) = self.pending.get_mut(&old.message.adapter) {
+            q.remove(&old.ordinal);
+        }
+        if old.message.state.is_final() {
+            count(&mut self.finished, old.message.state, -1);
+        }
+    }
+
+    fn update(&mut self, id: &str, at: &str, change: impl FnOnce(&mut Message)) {
+        let Some(entry) = self.entries.get_mut(id) else {
+            return;
+        };
+        let was_final = entry.message.state.is_final();
+        change(&mut entry.message);
+        entry.message.updated_at = at.to_owned();
+        entry.not_before = None;
+        let state = entry.message.state;
+        if !was_final && state.is_final() {
+            count(&mut self.finished, state, 1);
+            if let Some(q) = self.pending.get_mut(&entry.message.adapter) {
+                q.remove(&entry.ordinal);
+            }
+        }
+    }
+
+    /// Hold a message back until `until` (it stays queued).
+    pub(super) fn defer(&mut self, id: &str, until: Instant) {
+        if let Some(e) = self.entries.get_mut(id) {
+            e.not_before = Some(until);
+        }
+    }
+
+    /// The next message of `adapter` to send at `now`: the oldest one whose target has no
+    /// older message still waiting (so each target gets its messages in order) and whose
+    /// wait is over. Otherwise, when the earliest wait ends.
+    pub(super) fn next(&self, adapter: &str, now: Instant) -> Next {
+        let Some(queue) = self.pending.get(adapter) else {
+            return Next::Idle;
+        };
+        let mut blocked: HashSet<&str> = HashSet::new();
+        let mut wake: Option<Instant> = None;
+        for id in queue.values() {
+            let entry = &self.entries[id];
+            let target = entry.message.target.as_str();
+            if blocked.contains(target) {
+                continue;
+            }
+            match entry.not_before {
+                Some(t) if t > now => {
+                    wake = Some(wake.map_or(t, |w| w.min(t)));
+                    blocked.insert(target);
+                }
+                _ => return Next::Send(Box::new(entry.message.clone())),
+            }
+        }
+        wake.map_or(Next::Idle, Next::Wait)
+    }
+
+    pub(super) fn stats(&self, now: SystemTime) -> Stats {
+        let mut stats = self.finished.clone();
+        stats.depth = self.pending.values().map(|q| q.len() as u64).sum();
+        stats.oldest_queued_secs = self
+            .pending
+            .values()
+            .filter_map(|q| q.values().next())
+            .filter_map(|id| humantime::parse_rfc3339(&self.entries[id].message.queued_at).ok())
+            .min()
+            .map(|oldest| {
+                now.duration_since(oldest)
+                    .unwrap_or(Duration::ZERO)
+                    .as_secs()
+            });
+        stats
+    }
+
+    pub(super) fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// What a compacted journal holds: every message not yet final, and the newest
+    /// [`RETAIN_FINISHED`] finished ones, in submit order. Drops the rest from memory too.
+    pub(super) fn retain_for_compaction(&mut self) -> Vec<Message> {
+        let finished: Vec<u64> = self
+            .order
+            .iter()
+            .filter(|(_, id)| self.entries[*id].message.state.is_final())
+            .map(|(o, _)| *o)
+            .collect();
+        let drop_count = finished.len().saturating_sub(RETAIN_FINISHED);
+        for ordinal in &finished[..drop_count] {
+            if let Some(id) = self.order.remove(ordinal) {
+                if let Some(e) = self.entries.remove(&id) {
+                    self.keys.remove(&e.message.idempotency_key);
+                    count(&mut self.finished, e.message.state, -1);
+                }
+            }
+        }
+        self.order
+            .values()
+            .map(|id| self.entries[id].message.clone())
+            .collect()
+    }
+}
+
+/// What a delivery worker does next.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Next {
+    Send(Box<Message>),
+    /// Nothing to send before this instant.
+    Wait(Instant),
+    Idle,
+}
+
+fn count(stats: &mut Stats, state: State, by: i64) {
+    let field = match state {
+        State::Sent => &mut stats.sent,
+        State::Failed => &mut stats.failed,
+        State::Unknown => &mut stats.unknown,
+        State::Queued | State::Sending => return,
+    };
+    *field = field.saturating_add_signed(by);
+}

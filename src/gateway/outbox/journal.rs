@@ -1,0 +1,193 @@
+//! The outbox's journal on disk: one JSON line per state change, in `journal.jsonl`.
+//!
+//! A line torn by a crash is the last one, and it is skipped: the change it recorded had not
+//! been confirmed to anyone (a submit is answered, and a request sent, only after its line is
+//! synced). Once the file has grown past [`COMPACT_BYTES`] it is rewritten as one `put` per
+//! retained message, into a temp file that is synced and then renamed over the journal, so a
+//! crash during compaction leaves either the old journal or the new one, never half of one.
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::message::Message;
+use crate::gateway::send::PlatformReply;
+
+pub(super) const FILE_NAME: &str = "journal.jsonl";
+const TEMP_NAME: &str = "journal.jsonl.tmp";
+/// Compact once the journal is this big (and twice its size after the last compaction).
+pub(super) const COMPACT_BYTES: u64 = 8 * 1024 * 1024;
+/// A line longer than this is not one we wrote (text is capped well below it).
+const MAX_LINE: usize = 1024 * 1024;
+
+/// One state change. `at` is RFC 3339, UTC.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+pub(super) enum Record {
+    /// A new message, or a message's whole state in a compacted journal.
+    Put { message: Message },
+    /// Written and synced before each request goes out.
+    Sending { id: String, at: String },
+    Sent {
+        id: String,
+        at: String,
+        platform_id: Option<String>,
+    },
+    /// Back to queued, to be tried again.
+    Retry {
+        id: String,
+        at: String,
+        error: PlatformReply,
+    },
+    Failed {
+        id: String,
+        at: String,
+        error: PlatformReply,
+    },
+    Unknown {
+        id: String,
+        at: String,
+        error: PlatformReply,
+    },
+}
+
+pub(super) struct Journal {
+    dir: PathBuf,
+    file: File,
+    /// Bytes in the current file.
+    len: u64,
+    /// Compact when `len` passes this.
+    compact_at: u64,
+}
+
+impl Journal {
+    /// Open (creating) the journal in `dir`, and read back what it holds.
+    pub(super) fn open(dir: &Path) -> io::Result<(Self, Vec<Record>)> {
+        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+        let path = dir.join(FILE_NAME);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)?;
+        if !file.metadata()?.is_file() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{} is not a regular file", path.display()),
+            ));
+        }
+        let (records, good_len) = read_records(&file, &path)?;
+        // A torn last line is cut off, so the next record starts on a line of its own.
+        if good_len < file.metadata()?.len() {
+            file.set_len(good_len)?;
+        }
+        let journal = Self {
+            dir: dir.to_owned(),
+            file,
+            len: good_len,
+            compact_at: COMPACT_BYTES.max(good_len * 2),
+        };
+        Ok((journal, records))
+    }
+
+    pub(super) fn append(&mut self, record: &Record) -> io::Result<()> {
+        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        if let Err(e) = self.file.write_all(&line) {
+            // A partly written line would swallow the next record into garbage: cut it off.
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
+        self.len += line.len() as u64;
+        Ok(())
+    }
+
+    pub(super) fn wants_compaction(&self) -> bool {
+        self.len >= self.compact_at
+    }
+
+    /// A handle to sync what has been appended so far, used outside the journal's lock.
+    pub(super) fn sync_handle(&self) -> io::Result<File> {
+        self.file.try_clone()
+    }
+
+    /// Rewrite the journal as one `put` per message, synced, then renamed into place.
+    pub(super) fn compact(&mut self, messages: Vec<Message>) -> io::Result<()> {
+        let temp = self.dir.join(TEMP_NAME);
+        let _ = fs::remove_file(&temp);
+        let mut out = OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .read(true)
+            .mode(0o600)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&temp)?;
+        let mut len = 0u64;
+        {
+            let mut w = io::BufWriter::new(&mut out);
+            for message in messages {
+                let mut line =
+                    serde_json::to_vec(&Record::Put { message }).map_err(io::Error::other)?;
+                line.push(b'\n');
+                w.write_all(&line)?;
+                len += line.len() as u64;
+            }
+            w.flush()?;
+        }
+        out.sync_all()?;
+        fs::rename(&temp, self.dir.join(FILE_NAME))?;
+        File::open(&self.dir)?.sync_all()?;
+        // The renamed file is opened for append from here on (O_APPEND is per open file).
+        self.file = OpenOptions::new()
+            .append(true)
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(self.dir.join(FILE_NAME))?;
+        self.len = len;
+        self.compact_at = COMPACT_BYTES.max(len * 2);
+        Ok(())
+    }
+}
+
+/// Every complete, well-formed line, and the length of the file up to the last complete
+/// line. A line that does not parse in the middle is skipped with a warning (it cannot be
+/// ours, but it must not cost the messages after it).
+fn read_records(file: &File, path: &Path) -> io::Result<(Vec<Record>, u64)> {
+    let mut reader = BufReader::new(file);
+    let mut records = vec![];
+    let mut good_len = 0u64;
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)?;
+        if n == 0 {
+            break;
+        }
+        if line.last() != Some(&b'\n') {
+            if n > MAX_LINE {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("{}: a line longer than {MAX_LINE} bytes", path.display()),
+                ));
+            }
+            // The torn tail of a crash.
+            tracing::warn!(path = %path.display(), "outbox journal ends in a torn line; dropping it");
+            break;
+        }
+        good_len += n as u64;
+        match serde_json::from_slice::<Record>(&line) {
+            Ok(r) => records.push(r),
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "skipping an unreadable outbox journal line")
+            }
+        }
+    }
+    Ok((records, good_len))
+}

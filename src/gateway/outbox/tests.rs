@@ -1,0 +1,243 @@
+use std::collections::HashMap;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::journal::FILE_NAME;
+use super::*;
+
+fn routes() -> HashMap<String, Route> {
+    HashMap::from([
+        (
+            "qq".to_owned(),
+            Route {
+                kind: "qqbot",
+                max_text: 100,
+            },
+        ),
+        (
+            "dc".to_owned(),
+            Route {
+                kind: "discord",
+                max_text: 2000,
+            },
+        ),
+    ])
+}
+
+fn req(adapter: &str, target: &str, key: &str) -> Request {
+    Request {
+        adapter: adapter.into(),
+        target: target.into(),
+        text: format!("hello {key}"),
+        reply_to: None,
+        idempotency_key: key.into(),
+        policy: Policy::AtMostOnce,
+    }
+}
+
+fn open(dir: &std::path::Path) -> Outbox {
+    Outbox::open(dir, routes()).unwrap()
+}
+
+#[tokio::test]
+async fn a_submitted_message_survives_a_reopen_and_its_key_is_accepted_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path())
+        .submit(req("dc", "channel:1", "k1"))
+        .await
+        .unwrap();
+    assert!(first.new);
+    assert_eq!(first.message.state, State::Queued);
+
+    let outbox = open(dir.path());
+    assert_eq!(outbox.get(&first.message.id), Some(first.message.clone()));
+    let again = outbox.submit(req("dc", "channel:1", "k1")).await.unwrap();
+    assert!(!again.new);
+    assert_eq!(again.message.id, first.message.id);
+    assert_eq!(outbox.stats().depth, 1);
+
+    let mut other = req("dc", "channel:2", "k1");
+    other.text = "something else".into();
+    let err = outbox.submit(other).await.unwrap_err();
+    assert_eq!(err.code(), "idempotency_key_reused");
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_and_nothing_is_queued() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let mut cases = vec![
+        (req("nope", "channel:1", "a"), "unknown_adapter"),
+        (req("qq", "nonsense", "b"), "bad_target"),
+        (req("dc", "channel:1", ""), "missing_idempotency_key"),
+        (req("dc", "channel:1", "bad\nkey"), "bad_idempotency_key"),
+    ];
+    let mut long = req("qq", "group:g", "c");
+    long.text = "字".repeat(101);
+    cases.push((long, "text_too_long"));
+    let mut empty = req("qq", "group:g", "d");
+    empty.text = "  ".into();
+    cases.push((empty, "empty_text"));
+    for (r, code) in cases {
+        let err = outbox.submit(r).await.unwrap_err();
+        assert_eq!(err.code(), code, "{err}");
+        assert!(err.is_client_error());
+    }
+    assert_eq!(outbox.stats(), Stats::default());
+    assert_eq!(
+        std::fs::metadata(dir.path().join(FILE_NAME)).unwrap().len(),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_qq_reply_gets_a_msg_seq_no_other_retained_message_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let mut seqs = vec![];
+    for key in ["a", "b", "c"] {
+        let mut r = req("qq", "group:g", key);
+        r.reply_to = Some("m1".into());
+        seqs.push(outbox.submit(r).await.unwrap().message.seq.unwrap());
+    }
+    let active = outbox.submit(req("qq", "group:g", "d")).await.unwrap();
+    assert_eq!(active.message.seq, None, "an active message has no msg_seq");
+    drop(outbox);
+    let mut r = req("qq", "group:g", "e");
+    r.reply_to = Some("m1".into());
+    seqs.push(
+        open(dir.path())
+            .submit(r)
+            .await
+            .unwrap()
+            .message
+            .seq
+            .unwrap(),
+    );
+    let mut unique = seqs.clone();
+    unique.dedup();
+    assert_eq!(unique, seqs);
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+}
+
+#[tokio::test]
+async fn each_target_gets_its_messages_in_order_and_a_waiting_one_holds_only_its_target() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let a1 = outbox.submit(req("dc", "channel:1001", "1")).await.unwrap();
+    let a2 = outbox.submit(req("dc", "channel:1001", "2")).await.unwrap();
+    let b1 = outbox.submit(req("dc", "channel:1002", "3")).await.unwrap();
+    let now = Instant::now();
+    let Next::Send(m) = outbox.next("dc", now) else {
+        panic!()
+    };
+    assert_eq!(m.id, a1.message.id);
+    outbox.begin(&m.id).await.unwrap();
+    let later = now + Duration::from_secs(5);
+    let error = PlatformReply {
+        status: Some(429),
+        code: None,
+        message: "slow down".into(),
+    };
+    outbox
+        .finish(
+            &m.id,
+            Finish::Retry {
+                error,
+                not_before: later,
+            },
+        )
+        .await
+        .unwrap();
+    // a2 waits behind a1; b1 goes.
+    let Next::Send(m) = outbox.next("dc", now) else {
+        panic!()
+    };
+    assert_eq!(m.id, b1.message.id);
+    outbox
+        .finish(&m.id, Finish::Sent { platform_id: None })
+        .await
+        .unwrap();
+    assert_eq!(outbox.next("dc", now), Next::Wait(later));
+    let Next::Send(m) = outbox.next("dc", later) else {
+        panic!()
+    };
+    assert_eq!(m.id, a1.message.id);
+    assert_eq!(m.attempts, 1);
+    assert_eq!(m.last_error.unwrap().status, Some(429));
+    let _ = a2;
+    assert_eq!(outbox.next("qq", now), Next::Idle);
+}
+
+#[tokio::test]
+async fn a_crash_mid_send_leaves_the_message_sending_and_a_torn_line_is_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let outbox = open(dir.path());
+        let m = outbox.submit(req("dc", "channel:1001", "1")).await.unwrap();
+        outbox.begin(&m.message.id).await.unwrap();
+        m.message.id
+    };
+    use std::io::Write;
+    let path = dir.path().join(FILE_NAME);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(b"{\"op\":\"sent\",\"id\":\"").unwrap();
+    let outbox = open(dir.path());
+    let m = outbox.get(&id).unwrap();
+    assert_eq!((m.state, m.attempts), (State::Sending, 1));
+    // The torn tail is gone, so the next record is a line of its own.
+    outbox
+        .finish(
+            &id,
+            Finish::Sent {
+                platform_id: Some("p1".into()),
+            },
+        )
+        .await
+        .unwrap();
+    let m = open(dir.path()).get(&id).unwrap();
+    assert_eq!(
+        (m.state, m.platform_id.as_deref()),
+        (State::Sent, Some("p1"))
+    );
+}
+
+#[tokio::test]
+async fn compaction_keeps_what_is_pending_and_the_newest_finished() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let pending = outbox.submit(req("dc", "channel:1001", "p")).await.unwrap();
+    let mut finished = vec![];
+    for i in 0..5 {
+        let m = outbox
+            .submit(req("dc", "channel:1002", &format!("f{i}")))
+            .await
+            .unwrap();
+        outbox
+            .finish(&m.message.id, Finish::Sent { platform_id: None })
+            .await
+            .unwrap();
+        finished.push(m.message.id);
+    }
+    {
+        let mut inner = outbox.lock();
+        let keep = inner.book.retain_for_compaction();
+        inner.journal.compact(keep).unwrap();
+    }
+    drop(outbox);
+    let outbox = open(dir.path());
+    assert_eq!(
+        outbox.get(&pending.message.id).unwrap().state,
+        State::Queued
+    );
+    for id in &finished {
+        assert_eq!(outbox.get(id).unwrap().state, State::Sent);
+    }
+    let stats = outbox.stats();
+    assert_eq!((stats.depth, stats.sent), (1, 5));
+    assert!(stats.oldest_queued_secs.is_some());
+}

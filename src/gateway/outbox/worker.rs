@@ -1,0 +1,177 @@
+//! One delivery worker per adapter: takes the adapter's next message from the outbox, sends
+//! it, and records how that went. One request at a time per adapter, so a platform's rate
+//! limit is met by waiting, never by a burst; a platform outage only makes messages wait,
+//! and no heartbeat depends on this task, so it never makes the gateway unhealthy.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use tokio::sync::watch;
+use tokio::time::{sleep_until, Instant};
+
+use super::{Finish, Message, Next, Outbox, Policy, State};
+use crate::gateway::send::{Answer, Outgoing, PlatformReply, Sender, Target};
+use crate::gateway::until_shutdown;
+
+/// A message not delivered within this long after it was queued fails.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(24 * 3600);
+/// The first retry's wait; each later one doubles, up to [`RETRY_MAX`].
+const RETRY_MIN: Duration = Duration::from_secs(1);
+/// Kept short, so that the first message after an outage goes out soon after it ends.
+const RETRY_MAX: Duration = Duration::from_secs(30);
+/// After the journal itself failed, wait this long before trying the next step.
+const JOURNAL_PAUSE: Duration = Duration::from_secs(1);
+
+/// Deliver `adapter`'s messages until shutdown.
+pub(crate) async fn run(
+    adapter: String,
+    sender: Sender,
+    outbox: Arc<Outbox>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut queued = outbox.subscribe();
+    loop {
+        if *shutdown.borrow() {
+            return;
+        }
+        let wake = match outbox.next(&adapter, Instant::now()) {
+            Next::Send(message) => match deliver(&sender, &outbox, *message).await {
+                Ok(None) => continue,
+                // The platform asked for a pause before the next request (Discord's
+                // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.
+                Ok(Some(pause)) => Some(Instant::now() + pause),
+                Err(e) => {
+                    tracing::error!(adapter = %adapter, error = %crate::error_chain::one_line(&e), "outbox journal failed");
+                    Some(Instant::now() + JOURNAL_PAUSE)
+                }
+            },
+            Next::Wait(at) => Some(at),
+            Next::Idle => None,
+        };
+        let nap = async {
+            match wake {
+                Some(at) => sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = nap => {}
+            _ = queued.changed() => {}
+            _ = until_shutdown(&mut shutdown) => return,
+        }
+    }
+}
+
+/// One attempt at `message`, recorded before (sending) and after (how it ended). Returns the
+/// pause the platform asked for before the next request, if it asked.
+async fn deliver(
+    sender: &Sender,
+    outbox: &Outbox,
+    message: Message,
+) -> Result<Option<Duration>, super::OutboxError> {
+    let id = message.id.clone();
+    let kind = outbox.routes.get(&message.adapter).map(|r| r.kind);
+    let Some(outgoing) = kind.and_then(|kind| outgoing(kind, &message)) else {
+        let error = reply("the target no longer parses for this adapter");
+        return outbox
+            .finish(&id, Finish::Failed(error))
+            .await
+            .map(|()| None);
+    };
+    let dedupes = sender.dedupes(&outgoing);
+    // Left `sending` by a previous life: the request may have been posted.
+    if message.state == State::Sending && !dedupes && message.policy == Policy::AtMostOnce {
+        let error = reply(
+            "the gateway stopped while the request was out; it may or may not have been \
+             posted, and at-most-once does not send it again",
+        );
+        return outbox
+            .finish(&id, Finish::Unknown(error))
+            .await
+            .map(|()| None);
+    }
+    if past_deadline(&message) {
+        let error = match &message.last_error {
+            Some(last) => reply(&format!(
+                "not delivered within {}; last error: {last}",
+                humantime::format_duration(DEADLINE)
+            )),
+            None => reply(&format!(
+                "not delivered within {}",
+                humantime::format_duration(DEADLINE)
+            )),
+        };
+        return outbox
+            .finish(&id, Finish::Failed(error))
+            .await
+            .map(|()| None);
+    }
+    outbox.begin(&id).await?;
+    crate::test_hook::kill_at("outbox-sending");
+    let (answer, pause) = sender.send(&outgoing).await;
+    crate::test_hook::kill_at("outbox-answered");
+    let attempts = message.attempts + 1;
+    let finish = match answer {
+        Answer::Sent { platform_id } => Finish::Sent { platform_id },
+        Answer::Failed(error) => Finish::Failed(error),
+        Answer::Retry { after, reply } => Finish::Retry {
+            not_before: Instant::now() + after.unwrap_or_default().max(backoff(attempts)),
+            error: reply,
+        },
+        Answer::Unknown(why) if dedupes || message.policy == Policy::AtLeastOnce => Finish::Retry {
+            not_before: Instant::now() + backoff(attempts),
+            error: self::reply(&format!("no answer ({why}); sending again")),
+        },
+        Answer::Unknown(why) => Finish::Unknown(self::reply(&format!(
+            "no answer ({why}); it may or may not have been posted, and at-most-once does \
+             not send it again"
+        ))),
+    };
+    match &finish {
+        Finish::Sent { platform_id } => {
+            tracing::info!(id = %id, adapter = %message.adapter, ?platform_id, "message sent")
+        }
+        Finish::Retry { error, .. } => {
+            tracing::warn!(id = %id, adapter = %message.adapter, %error, attempts, "send failed; will retry")
+        }
+        Finish::Failed(error) => {
+            tracing::error!(id = %id, adapter = %message.adapter, %error, "message failed")
+        }
+        Finish::Unknown(error) => {
+            tracing::error!(id = %id, adapter = %message.adapter, %error, "message outcome unknown")
+        }
+    }
+    outbox.finish(&id, finish).await.map(|()| pause)
+}
+
+fn outgoing(kind: &str, message: &Message) -> Option<Outgoing> {
+    Some(Outgoing {
+        id: message.id.clone(),
+        target: Target::parse(kind, &message.target).ok()?,
+        text: message.text.clone(),
+        reply_to: message.reply_to.clone(),
+        seq: message.seq,
+    })
+}
+
+fn past_deadline(message: &Message) -> bool {
+    humantime::parse_rfc3339(&message.queued_at)
+        .ok()
+        .and_then(|t| SystemTime::now().duration_since(t).ok())
+        .is_some_and(|age| age > DEADLINE)
+}
+
+/// The wait before attempt `attempts + 1`: doubling from [`RETRY_MIN`], capped, with jitter
+/// so that many messages failing together do not retry together.
+pub(super) fn backoff(attempts: u32) -> Duration {
+    let base = RETRY_MIN.saturating_mul(1 << attempts.saturating_sub(1).min(16));
+    base.min(RETRY_MAX).mul_f64(0.5 + fastrand::f64() / 2.0)
+}
+
+fn reply(message: &str) -> PlatformReply {
+    PlatformReply {
+        status: None,
+        code: None,
+        message: message.to_owned(),
+    }
+}

@@ -1,0 +1,212 @@
+//! [`Sender`]: one adapter's way to post a message, built from its config, with what the
+//! outbox needs to know about the platform (does it drop a repeat, how long may a text be).
+
+use std::fmt;
+use std::time::Duration;
+
+use super::classify::local;
+use super::discord::{self, Discord};
+use super::qq::{self, Qq};
+use super::{Answer, Outgoing};
+use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::gateway::adapter::Shared;
+
+/// Posts messages for one adapter. Cheap to share behind an `Arc`; one request at a time or
+/// many, as the caller likes. Its `Debug` names the platform only.
+pub struct Sender(Platform);
+
+enum Platform {
+    Qq(Qq),
+    Discord(Discord),
+}
+
+impl Sender {
+    /// The sender for `spec`, or `None` for a kind that cannot send (a plain WebSocket).
+    /// A QQ sender shares the adapter's access token through `shared`.
+    pub fn new(spec: &AdapterSpec, secret: Option<Secret>, shared: Shared) -> Option<Sender> {
+        let platform = match &spec.protocol {
+            Protocol::QqBot {
+                app_id,
+                api_base,
+                token_url,
+                ..
+            } => Platform::Qq(Qq {
+                token: shared.qq_tokens.get(app_id, token_url, secret.as_ref()),
+                shared,
+                api_base: api_base.clone(),
+            }),
+            Protocol::Discord { api_base, .. } => Platform::Discord(Discord {
+                http: shared.http.clone(),
+                api_base: api_base.clone(),
+                token: secret.unwrap_or_else(|| Secret::new(String::new())),
+            }),
+            Protocol::WebSocket { .. } => return None,
+        };
+        Some(Sender(platform))
+    }
+
+    /// The adapter kind, as [`super::Target::parse`] takes it.
+    pub fn kind(&self) -> &'static str {
+        match self.0 {
+            Platform::Qq(_) => "qqbot",
+            Platform::Discord(_) => "discord",
+        }
+    }
+
+    /// Post `msg` once and say how it went. The second value, when given, is how long to
+    /// wait before the next request to the same target (Discord says so when the route's
+    /// rate-limit bucket is spent); it holds whatever the answer, and a `Retry`'s own
+    /// `after` is separate.
+    pub async fn send(&self, msg: &Outgoing) -> (Answer, Option<Duration>) {
+        let len = msg.text.chars().count();
+        if len > self.max_text() {
+            let m = format!(
+                "the text is {len} characters; {} takes at most {}",
+                self.kind(),
+                self.max_text()
+            );
+            return (Answer::Failed(local(m)), None);
+        }
+        match &self.0 {
+            Platform::Qq(q) => (q.send(msg).await, None),
+            Platform::Discord(d) => d.send(msg).await,
+        }
+    }
+
+    /// Whether the platform itself drops a second send of `msg`, so that a send whose
+    /// answer was lost can be repeated without posting twice. Discord: always (the nonce,
+    /// within the few minutes Discord remembers it). QQ: only a passive reply in a group or
+    /// a one-to-one chat (`msg_id` + `msg_seq`).
+    pub fn dedupes(&self, msg: &Outgoing) -> bool {
+        match self.0 {
+            Platform::Qq(_) => qq::dedupes(msg),
+            Platform::Discord(_) => true,
+        }
+    }
+
+    /// The longest text the platform takes, in characters (Unicode scalar values), so a
+    /// caller can refuse a longer one before it is queued.
+    pub fn max_text(&self) -> usize {
+        match self.0 {
+            Platform::Qq(_) => qq::MAX_TEXT,
+            Platform::Discord(_) => discord::MAX_TEXT,
+        }
+    }
+}
+
+impl fmt::Debug for Sender {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Sender({})", self.kind())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Timing;
+    use crate::gateway::adapter::proxy::ProxyEnv;
+    use crate::gateway::send::Target;
+
+    fn spec(protocol: Protocol) -> AdapterSpec {
+        AdapterSpec {
+            name: "a".into(),
+            timing: Timing::default(),
+            protocol,
+        }
+    }
+
+    fn discord() -> AdapterSpec {
+        spec(Protocol::Discord {
+            token_env: "T".into(),
+            // Nothing listens here: a send that got this far would be a Retry.
+            api_base: "http://127.0.0.1:9".into(),
+            gateway_url: None,
+            intents: 0,
+            ws_ping: true,
+        })
+    }
+
+    fn shared() -> Shared {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        Shared::new(ProxyEnv::default()).unwrap()
+    }
+
+    fn msg(target: Target, text: &str, reply_to: Option<&str>) -> Outgoing {
+        Outgoing {
+            id: "m".into(),
+            target,
+            text: text.into(),
+            reply_to: reply_to.map(Into::into),
+            seq: Some(1),
+        }
+    }
+
+    #[test]
+    fn senders_by_kind() {
+        let plain = spec(Protocol::WebSocket {
+            url: "ws://127.0.0.1:1".into(),
+            token_env: None,
+            ping_interval: Duration::from_secs(15),
+            app_ping: None,
+        });
+        assert!(Sender::new(&plain, None, shared()).is_none());
+        let qq = spec(Protocol::QqBot {
+            app_id: "1".into(),
+            secret_env: "S".into(),
+            api_base: "http://127.0.0.1:9".into(),
+            token_url: "http://127.0.0.1:9/token".into(),
+            gateway_url: None,
+            intents: 0,
+            shard: [0, 1],
+            ws_ping: false,
+        });
+        let q = Sender::new(&qq, Some(Secret::new("s".into())), shared()).unwrap();
+        assert_eq!((q.kind(), q.max_text()), ("qqbot", 2000));
+        let group = Target::QqGroup("G".into());
+        assert!(q.dedupes(&msg(group.clone(), "hi", Some("M"))));
+        assert!(!q.dedupes(&msg(group, "hi", None)));
+        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        assert_eq!((d.kind(), d.max_text()), ("discord", 2000));
+        assert!(d.dedupes(&msg(Target::DiscordChannel("1".into()), "hi", None)));
+        assert_eq!(format!("{d:?}"), "Sender(discord)");
+    }
+
+    #[tokio::test]
+    async fn too_long_or_the_wrong_platform_fails_before_any_request() {
+        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        let long = "字".repeat(2001);
+        let (a, _) = d
+            .send(&msg(Target::DiscordChannel("1".into()), &long, None))
+            .await;
+        assert!(
+            matches!(&a, Answer::Failed(r) if r.message.contains("2001")),
+            "{a:?}"
+        );
+        let (a, _) = d.send(&msg(Target::QqGroup("G".into()), "hi", None)).await;
+        assert!(
+            matches!(&a, Answer::Failed(r) if r.status.is_none()),
+            "{a:?}"
+        );
+        // Exactly the limit goes out (and finds nobody listening).
+        let (a, _) = d
+            .send(&msg(
+                Target::DiscordChannel("1".into()),
+                &"字".repeat(2000),
+                None,
+            ))
+            .await;
+        assert!(matches!(a, Answer::Retry { .. }), "{a:?}");
+    }
+
+    #[tokio::test]
+    async fn a_bad_token_never_shows_in_the_answer() {
+        let secret = Secret::new("sec\nret-token".into());
+        let d = Sender::new(&discord(), Some(secret), shared()).unwrap();
+        let (a, _) = d
+            .send(&msg(Target::DiscordChannel("1".into()), "hi", None))
+            .await;
+        let text = format!("{a:?}");
+        assert!(matches!(a, Answer::Failed(_)), "{text}");
+        assert!(!text.contains("ret-token"), "{text}");
+    }
+}

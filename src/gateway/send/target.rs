@@ -1,0 +1,211 @@
+//! `--to` text to a [`Target`] and back. An id ends up as a segment of the request's URL
+//! path, so anything that could end the segment, start a query, or climb out of the path is
+//! refused here rather than sent.
+
+use std::fmt;
+
+use super::{Target, TargetError};
+
+/// Longer than any id either platform hands out (QQ openids are 32 characters, snowflakes
+/// at most 20), short enough that a pasted paragraph is refused.
+const MAX_ID: usize = 128;
+
+const QQ_EXPECTED: &str = "group:OPENID, user:OPENID, channel:ID or dm:GUILD_ID";
+const QQ_EXAMPLE: &str = "group:0C6E4F1A9B2D4E7F8A3B5C6D7E8F9A0B";
+const DISCORD_EXPECTED: &str = "channel:ID or a channel ID (a snowflake: digits)";
+const DISCORD_EXAMPLE: &str = "channel:1234567890123456789";
+
+impl Target {
+    /// Parse `text` as a target on an adapter of `kind` (`qqbot`, `discord`, ...).
+    pub fn parse(kind: &str, text: &str) -> Result<Target, TargetError> {
+        match kind {
+            "qqbot" => parse_qq(text),
+            "discord" => parse_discord(text),
+            other => Err(TargetError::CannotSend {
+                kind: other.to_owned(),
+            }),
+        }
+    }
+
+    /// The id that goes into the request path.
+    pub(crate) fn id(&self) -> &str {
+        match self {
+            Target::QqGroup(id)
+            | Target::QqUser(id)
+            | Target::QqChannel(id)
+            | Target::QqDm(id)
+            | Target::DiscordChannel(id) => id,
+        }
+    }
+}
+
+fn parse_qq(text: &str) -> Result<Target, TargetError> {
+    let malformed = || malformed(text, QQ_EXPECTED, QQ_EXAMPLE);
+    let (scheme, id) = text.split_once(':').ok_or_else(malformed)?;
+    if !valid_id(id) {
+        return Err(malformed());
+    }
+    let id = id.to_owned();
+    Ok(match scheme {
+        "group" => Target::QqGroup(id),
+        "user" => Target::QqUser(id),
+        "channel" => Target::QqChannel(id),
+        "dm" => Target::QqDm(id),
+        _ => return Err(malformed()),
+    })
+}
+
+fn parse_discord(text: &str) -> Result<Target, TargetError> {
+    let id = text.strip_prefix("channel:").unwrap_or(text);
+    // A snowflake is a 64-bit integer written in decimal.
+    if valid_id(id) && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()) {
+        Ok(Target::DiscordChannel(id.to_owned()))
+    } else {
+        Err(malformed(text, DISCORD_EXPECTED, DISCORD_EXAMPLE))
+    }
+}
+
+fn malformed(text: &str, expected: &'static str, example: &'static str) -> TargetError {
+    TargetError::Malformed {
+        // The text may be anything a caller typed: keep the error a line long.
+        target: text.chars().take(MAX_ID + 16).collect(),
+        expected,
+        example,
+    }
+}
+
+/// An id safe as one URL path segment: not empty, not `.` or `..` (which a URL parser
+/// resolves away), and without a character that ends the segment or the path (`/`, `\`,
+/// `?`, `#`), escapes one (`%`), or is space or a control.
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_ID
+        && !id.bytes().all(|b| b == b'.')
+        && !id.chars().any(|c| {
+            matches!(c, '/' | '\\' | '?' | '#' | '%') || c.is_whitespace() || c.is_control()
+        })
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = match self {
+            Target::QqGroup(_) => "group",
+            Target::QqUser(_) => "user",
+            Target::QqChannel(_) | Target::DiscordChannel(_) => "channel",
+            Target::QqDm(_) => "dm",
+        };
+        write!(f, "{scheme}:{}", self.id())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn qq_targets_by_scheme() {
+        let id = "0C6E4F1A9B2D4E7F8A3B5C6D7E8F9A0B";
+        for (text, want) in [
+            (format!("group:{id}"), Target::QqGroup(id.into())),
+            (format!("user:{id}"), Target::QqUser(id.into())),
+            ("channel:123".into(), Target::QqChannel("123".into())),
+            ("dm:456".into(), Target::QqDm("456".into())),
+        ] {
+            assert_eq!(Target::parse("qqbot", &text), Ok(want.clone()), "{text}");
+            assert_eq!(want.to_string(), text);
+        }
+    }
+
+    #[test]
+    fn discord_targets_with_or_without_the_scheme() {
+        let want = Target::DiscordChannel("1234567890123456789".into());
+        assert_eq!(
+            Target::parse("discord", "1234567890123456789"),
+            Ok(want.clone())
+        );
+        assert_eq!(
+            Target::parse("discord", "channel:1234567890123456789"),
+            Ok(want.clone())
+        );
+        assert_eq!(want.to_string(), "channel:1234567890123456789");
+        for bad in [
+            "",
+            "channel:",
+            "group:1",
+            "12a",
+            "channel:1 2",
+            "123456789012345678901",
+        ] {
+            assert!(
+                matches!(
+                    Target::parse("discord", bad),
+                    Err(TargetError::Malformed { .. })
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn ids_that_would_leave_their_path_segment_are_refused() {
+        for bad in [
+            "group:",
+            "group:a/b",
+            "group:a?b",
+            "group:a#b",
+            "group:a%2Fb",
+            "group:a\\b",
+            "group:..",
+            "group:.",
+            "group:a b",
+            "group:a\tb",
+            "group:a\nb",
+            "group:a\u{7f}b",
+            "group:a\u{85}b",
+            "group:a\u{3000}b",
+            "channel",
+            "room:1",
+            "Group:1",
+        ] {
+            let e = Target::parse("qqbot", bad).unwrap_err();
+            assert!(matches!(e, TargetError::Malformed { .. }), "{bad:?}: {e:?}");
+        }
+        let long = format!("group:{}", "A".repeat(MAX_ID + 1));
+        assert!(Target::parse("qqbot", &long).is_err());
+        // The error quotes what was given, cut short.
+        let huge = format!("group:{}", "/".repeat(10_000));
+        let msg = Target::parse("qqbot", &huge).unwrap_err().to_string();
+        assert!(msg.len() < 600, "{}", msg.len());
+        assert!(msg.contains("group:OPENID"), "{msg}");
+    }
+
+    #[test]
+    fn kinds_that_cannot_send_say_so() {
+        assert_eq!(
+            Target::parse("websocket", "anything"),
+            Err(TargetError::CannotSend {
+                kind: "websocket".into()
+            })
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn display_parses_back(id in "[A-Za-z0-9_.:!~-]{1,64}", scheme in 0..4usize) {
+            prop_assume!(!id.bytes().all(|b| b == b'.'));
+            let t = match scheme {
+                0 => Target::QqGroup(id),
+                1 => Target::QqUser(id),
+                2 => Target::QqChannel(id),
+                _ => Target::QqDm(id),
+            };
+            prop_assert_eq!(Target::parse("qqbot", &t.to_string()), Ok(t));
+        }
+
+        #[test]
+        fn parse_never_panics(kind in "qqbot|discord|websocket", text in "\\PC{0,80}") {
+            let _ = Target::parse(&kind, &text);
+        }
+    }
+}

@@ -1,0 +1,140 @@
+//! What the send endpoints keep for a test to read: every accepted post and every answer they
+//! gave. A leaf vocabulary, so the record, the endpoints and the handle can all name it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Platform {
+    Qq,
+    Discord,
+}
+
+impl Platform {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Platform::Qq => "qq",
+            Platform::Discord => "discord",
+        }
+    }
+}
+
+/// Where a post went. QQ has four send endpoints, one per kind of conversation; Discord has
+/// one, for every channel (DM channels included).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// QQ `POST /v2/groups/{group_openid}/messages`.
+    Group,
+    /// QQ `POST /v2/users/{openid}/messages` (C2C).
+    User,
+    /// QQ `POST /channels/{channel_id}/messages`, Discord `POST /channels/{channel.id}/messages`.
+    Channel,
+    /// QQ `POST /dms/{guild_id}/messages`.
+    Dm,
+}
+
+impl Target {
+    pub fn name(&self) -> &'static str {
+        match self {
+            Target::Group => "group",
+            Target::User => "user",
+            Target::Channel => "channel",
+            Target::Dm => "dm",
+        }
+    }
+}
+
+/// One message the platform accepted and would have delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Post {
+    pub platform: Platform,
+    pub target: Target,
+    /// The id in the path: group openid, user openid, channel id or DM guild id.
+    pub target_id: String,
+    pub content: String,
+    /// QQ `msg_id` (which makes the post a passive reply); Discord
+    /// `message_reference.message_id`.
+    pub reply_to: Option<String>,
+    /// QQ `msg_seq` as sent (the platform reads a missing one as 1).
+    pub msg_seq: Option<u64>,
+    /// Discord `nonce` as sent, integers in their decimal form.
+    pub nonce: Option<String>,
+    /// The id the mock gave the message, as its answer carried it.
+    pub message_id: String,
+    /// When the request was read, for latency measurements against the client's clock.
+    pub received_at: Instant,
+    pub received_unix_ms: u64,
+}
+
+/// One request to a send endpoint and how it was answered, accepted or not: what a test reads
+/// to check a client's retry timing (say, that nothing came before a 429's wait was over).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SendAttempt {
+    pub platform: Platform,
+    pub target: Target,
+    pub target_id: String,
+    pub received_at: Instant,
+    pub received_unix_ms: u64,
+    /// The HTTP status answered; `None` when the mock never answered (a hang or reset fault).
+    pub status: Option<u16>,
+    /// Whether this request added a post (a dedupe hit, a refusal or a fault did not, except
+    /// the after-processing faults, which did).
+    pub recorded: bool,
+    /// The message id the answer carried, or would have: the new post's, or on a Discord
+    /// nonce hit the earlier one's.
+    pub message_id: Option<String>,
+    /// What a 429 told the client to wait.
+    pub retry_after: Option<Duration>,
+    /// Which send fault, if any, shaped the answer (its [`name`](super::SendFault::name)).
+    pub fault: Option<&'static str>,
+}
+
+/// Milliseconds since the Unix epoch, 0 if the clock is before it.
+pub(super) fn unix_ms_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The posts and attempts as the `GET /_posts` route shows them. `received_ms` counts from
+/// the mock's start, so a benchmark outside the process can line posts up with attempts.
+pub(super) fn render_record(posts: &[Post], attempts: &[SendAttempt], started: Instant) -> Value {
+    let since = |at: Instant| u64::try_from(at.saturating_duration_since(started).as_millis());
+    let posts: Vec<Value> = posts
+        .iter()
+        .map(|p| {
+            json!({
+                "platform": p.platform.name(),
+                "target": p.target.name(),
+                "target_id": p.target_id,
+                "content": p.content,
+                "reply_to": p.reply_to,
+                "msg_seq": p.msg_seq,
+                "nonce": p.nonce,
+                "message_id": p.message_id,
+                "received_unix_ms": p.received_unix_ms,
+                "received_ms": since(p.received_at).ok(),
+            })
+        })
+        .collect();
+    let attempts: Vec<Value> = attempts
+        .iter()
+        .map(|a| {
+            json!({
+                "platform": a.platform.name(),
+                "target": a.target.name(),
+                "target_id": a.target_id,
+                "status": a.status,
+                "recorded": a.recorded,
+                "message_id": a.message_id,
+                "retry_after": a.retry_after.map(|d| d.as_secs_f64()),
+                "fault": a.fault,
+                "received_unix_ms": a.received_unix_ms,
+                "received_ms": since(a.received_at).ok(),
+            })
+        })
+        .collect();
+    json!({"posts": posts, "attempts": attempts})
+}

@@ -1,0 +1,139 @@
+//! A real gateway process with a Discord and a QQ Bot adapter pointed at the mock platform
+//! in this test process, for the outbox's end-to-end tests: the process is started, killed
+//! with SIGKILL and started again, and what reached the platform is read from the mock's
+//! record of posts. Profile names start with `ob`.
+
+use std::fs::{self, OpenOptions};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hermes_svc::mock_platform::{MockConfig, MockPlatform, Post};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::harness::{scratch_dir, wait_for, TempDir, BIN};
+use crate::mock_runtime::{mock_runtime, start_mock};
+
+pub(crate) struct Rig {
+    pub(crate) home: TempDir,
+    pub(crate) profile: String,
+    pub(crate) mock: MockPlatform,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl Rig {
+    /// A profile with adapters `dc` (Discord) and `qq` (QQ Bot) against a fresh mock, and
+    /// `extra` appended to its `gateway.toml`.
+    pub(crate) fn new(profile: &str, extra: &str) -> Rig {
+        let rt = mock_runtime();
+        let mock = start_mock(&rt, MockConfig::default());
+        let home = scratch_dir(profile);
+        let rig = Rig {
+            home,
+            profile: profile.to_owned(),
+            mock,
+            _rt: rt,
+        };
+        let base = rig.mock.http_base();
+        let toml = format!(
+            "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"OB_DC_TOKEN\"\n\
+             api-base = \"{base}\"\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n\
+             [[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"1020\"\n\
+             secret-env = \"OB_QQ_SECRET\"\napi-base = \"{base}\"\n\
+             token-url = \"{base}/app/getAppAccessToken\"\n\
+             backoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n{extra}"
+        );
+        fs::create_dir_all(rig.profile_home()).unwrap();
+        fs::write(rig.profile_home().join("gateway.toml"), toml).unwrap();
+        rig
+    }
+
+    pub(crate) fn profile_home(&self) -> PathBuf {
+        self.home.path().join("profiles").join(&self.profile)
+    }
+
+    pub(crate) fn log_path(&self) -> PathBuf {
+        self.home.path().join("gateway.log")
+    }
+
+    pub(crate) fn log(&self) -> String {
+        fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// `hermes-svc` with this rig's `HERMES_HOME`.
+    pub(crate) fn hermes(&self) -> Command {
+        let mut cmd = Command::new(BIN);
+        cmd.env("HERMES_HOME", self.home.path())
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("HERMES_TEST_FAULT");
+        cmd
+    }
+
+    /// Start the gateway in the foreground, with `faults` as `HERMES_TEST_FAULT`; its stderr
+    /// is appended to [`Rig::log`].
+    pub(crate) fn gateway(&self, faults: &str) -> Child {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.log_path())
+            .unwrap();
+        let mut cmd = self.hermes();
+        cmd.args(["gateway", "run", "--profile", &self.profile])
+            .env("OB_DC_TOKEN", "dc-token")
+            .env("OB_QQ_SECRET", "qq-secret")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        if !faults.is_empty() {
+            cmd.env("HERMES_TEST_FAULT", faults);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    /// The state file, when the gateway has written one that parses.
+    pub(crate) fn state(&self) -> Option<serde_json::Value> {
+        let text = fs::read_to_string(self.profile_home().join("state/gateway.json")).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    /// Wait until `child`'s state file says the outbox holds nothing that is not final.
+    pub(crate) fn wait_drained(&self, child: &Child, timeout: Duration) -> serde_json::Value {
+        wait_for(timeout, "the outbox to drain", || {
+            let s = self.state()?;
+            (s["pid"] == child.id() && s["outbox"]["depth"] == 0).then_some(s)
+        })
+    }
+
+    pub(crate) fn posts(&self) -> Vec<Post> {
+        self.mock.posts()
+    }
+}
+
+pub(crate) fn sigkill(child: &mut Child) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGKILL);
+    let _ = child.wait();
+}
+
+pub(crate) fn sigterm(child: &mut Child) {
+    let _ = kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let status = wait_for(Duration::from_secs(30), "the gateway to stop", || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(0), "a clean stop");
+}
+
+/// Wait for `child` to die of SIGKILL (a test fault's kill), within `timeout`.
+pub(crate) fn killed_by_fault(child: &mut Child, timeout: Duration) {
+    use std::os::unix::process::ExitStatusExt;
+    let status = wait_for(timeout, "the gateway to kill itself at the fault", || {
+        child.try_wait().unwrap()
+    });
+    assert_eq!(
+        status.signal(),
+        Some(9),
+        "killed by the fault, not {status:?}"
+    );
+}
