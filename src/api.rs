@@ -27,7 +27,7 @@ use std::time::Duration;
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::gateway::outbox::{Message, Request};
+use crate::gateway::outbox::{self, Message, Outbox, Request};
 use crate::gateway::spool::Spool;
 use crate::profile::Profile;
 
@@ -51,6 +51,22 @@ pub trait Messages: Send + Sync {
     /// key (`new: false`).
     fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>>;
     fn get(&self, id: &str) -> Option<Message>;
+}
+
+/// The gateway's own outbox: its refusals keep their codes and words.
+impl Messages for Outbox {
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>> {
+        Box::pin(async move {
+            match Outbox::submit(self, request).await {
+                Ok(outbox::Submitted { message, new }) => Ok(Submitted { message, new }),
+                Err(e) => Err(Refused::from_error(e.code(), e.is_client_error(), &e)),
+            }
+        })
+    }
+
+    fn get(&self, id: &str) -> Option<Message> {
+        Outbox::get(self, id)
+    }
 }
 
 /// A submitted message, and whether this submit queued it or an earlier one with the same

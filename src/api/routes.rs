@@ -197,19 +197,21 @@ fn required(
 }
 
 /// The outbox's refusal as an answer: its own code and words; a 4xx when the request was at
-/// fault, a 500 when the gateway was.
+/// fault (409 for a key already used for another message), a 500 when the gateway was.
 fn refused(r: Refused) -> Problem {
-    let status = if r.client_error {
-        StatusCode::BAD_REQUEST
-    } else {
-        StatusCode::INTERNAL_SERVER_ERROR
+    let status = match (r.client_error, r.code) {
+        (true, "idempotency_key_reused") => StatusCode::CONFLICT,
+        (true, _) => StatusCode::BAD_REQUEST,
+        (false, _) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let problem = Problem::new(status, r.code, r.message);
     let field = match r.code {
         "unknown_adapter" => Some("adapter"),
         "bad_target" => Some("target"),
         "empty_text" | "text_too_long" => Some("text"),
-        "missing_idempotency_key" => Some("idempotency_key"),
+        "missing_idempotency_key" | "bad_idempotency_key" | "idempotency_key_reused" => {
+            Some("idempotency_key")
+        }
         _ => None,
     };
     match field {

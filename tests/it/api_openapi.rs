@@ -42,12 +42,27 @@ fn type_matches(name: &str, value: &Value) -> bool {
     }
 }
 
-/// The parts of JSON Schema the document uses: `$ref`, `allOf`, `type`, `enum`, `const`,
-/// `required`, `properties`, `additionalProperties: false`, `items`.
+/// The parts of JSON Schema the document uses: `$ref`, `allOf`, `anyOf`, `type`, `enum`,
+/// `const`, `required`, `properties`, `additionalProperties: false`, `items`.
 fn check(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
     let schema = resolve(doc, schema);
     for part in schema["allOf"].as_array().into_iter().flatten() {
         check(doc, part, value, at, errors);
+    }
+    if let Some(any) = schema["anyOf"].as_array() {
+        let fits = |part| {
+            let mut e = Vec::new();
+            check(doc, part, value, at, &mut e);
+            e.is_empty()
+        };
+        if !any.iter().any(fits) {
+            errors.push(format!("{at}: {value} fits none of {any:?}"));
+        }
+    }
+    if let Some(constant) = schema.get("const") {
+        if constant != value {
+            errors.push(format!("{at}: {value} is not {constant}"));
+        }
     }
     let types: Vec<&str> = match &schema["type"] {
         Value::String(t) => vec![t.as_str()],
@@ -146,6 +161,10 @@ fn the_server_answers_as_its_openapi_document_says() {
         post("/v1/messages", json!({"adapter": "qq"})),
         post(
             "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G1", "text": "other", "idempotency_key": "k"}),
+        ),
+        post(
+            "/v1/messages",
             json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "big"}),
         ),
         post(
@@ -160,7 +179,10 @@ fn the_server_answers_as_its_openapi_document_says() {
     run(vec![get("/v1/health", "/v1/health")]);
     let state = json!({"updated_at": "2024-05-01T09:00:00.000Z", "pid": 1, "profile": "agent", "stale_after_ms": 16000, "summary": "1/1 adapters ready",
         "components": [{"name": "qq", "kind": "adapter (qq)", "state": "ready", "fresh": true, "last_beat_age_ms": 10, "deadline_ms": 45000,
-            "reconnects": 0, "attempts": 1, "last_error": null, "outage_ms": null}]});
+            "reconnects": 0, "attempts": 1, "last_error": null, "outage_ms": null}],
+        "outbox": {"depth": 1, "oldest_queued_secs": 3, "sent": 5, "failed": 0, "unknown": 0},
+        "deliveries": [{"job": "report", "message": "m1", "state": "sent", "updated_at": "2024-05-01T09:00:00.000Z", "last_error": null},
+            {"job": "never", "message": null, "state": null, "updated_at": null, "last_error": null}]});
     fs::write(&state_file, state.to_string()).unwrap();
     run(vec![get("/v1/health", "/v1/health")]);
     // A spool that cannot be read: a FIFO where the file should be.

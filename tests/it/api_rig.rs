@@ -1,5 +1,6 @@
-//! The local agent API served for real on a Unix socket in a scratch home, with an outbox
-//! kept in a map, and a raw HTTP/1.1 client that sends exactly the bytes a test gives it.
+//! The local agent API served for real on a Unix socket in a scratch home, with the real
+//! outbox or one kept in a map (which can also fail as a full disk would), and a raw HTTP/1.1
+//! client that sends exactly the bytes a test gives it.
 //!
 //! This is also how the gateway starts the API: `api::bind` during start-up (a bad socket
 //! directory fails the start), then `Bound::serve` on its own task with the gateway's
@@ -14,7 +15,7 @@ use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use hermes_svc::api::{self, ApiError, ApiState, Messages, Refused, Submitted};
-use hermes_svc::gateway::outbox::{Message, Request, State};
+use hermes_svc::gateway::outbox::{Message, Outbox, Request, Route, State};
 use hermes_svc::gateway::spool::{Event, Spool};
 use hermes_svc::profile::{Profile, ProfileName};
 use serde_json::Value;
@@ -27,7 +28,8 @@ pub const PROFILE: &str = "agent";
 /// The in-memory outbox's limit, standing in for a platform's.
 pub const MAX_TEXT: usize = 2000;
 
-/// An outbox in a map that validates as the real one does, by the same codes.
+/// An outbox in a map that validates as the real one does, by the same codes, and fails as
+/// one with a full disk would for the text `fail-io`.
 #[derive(Default)]
 pub struct MemOutbox {
     by_key: Mutex<HashMap<String, Message>>,
@@ -86,7 +88,7 @@ impl MemOutbox {
         }
         if request.text == "fail-io" {
             return Err(Refused {
-                code: "io",
+                code: "outbox_unavailable",
                 message: "cannot append to outbox/journal.jsonl: No space left on device".into(),
                 client_error: false,
             });
@@ -101,6 +103,16 @@ impl Messages for MemOutbox {
             Self::check(&request)?;
             let mut map = self.by_key.lock().unwrap();
             if let Some(message) = map.get(&request.idempotency_key) {
+                if message.text != request.text || message.target != request.target {
+                    return Err(Refused {
+                        code: "idempotency_key_reused",
+                        message: format!(
+                            "idempotency_key {:?} was already used for a different message ({})",
+                            request.idempotency_key, message.id
+                        ),
+                        client_error: true,
+                    });
+                }
                 return Ok(Submitted {
                     message: message.clone(),
                     new: false,
@@ -114,6 +126,7 @@ impl Messages for MemOutbox {
                 target: request.target,
                 text: request.text,
                 reply_to: request.reply_to,
+                seq: None,
                 policy: request.policy,
                 state: State::Queued,
                 attempts: 0,
@@ -143,7 +156,9 @@ pub struct ApiRig {
     pub profile: Profile,
     pub rt: tokio::runtime::Runtime,
     pub spool: Arc<Spool>,
+    /// The outbox in a map, unless the rig serves the real one.
     pub outbox: Arc<MemOutbox>,
+    real: Option<Arc<Outbox>>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), ApiError>>>,
 }
@@ -156,6 +171,24 @@ impl ApiRig {
 
     /// The spool in the directory `spool_dir` names.
     pub fn start_with(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
+        Self::build(spool_dir, false)
+    }
+
+    /// The gateway's real outbox, with adapters `qq` (QQ Bot) and `dc` (Discord) that take
+    /// [`MAX_TEXT`] characters, and no worker: what is queued stays queued.
+    pub fn start_real() -> Self {
+        Self::build(|p| p.home().join("inbox"), true)
+    }
+
+    /// Messages queued so far.
+    pub fn queued(&self) -> u64 {
+        match &self.real {
+            Some(outbox) => outbox.stats().depth,
+            None => self.outbox.queued() as u64,
+        }
+    }
+
+    fn build(spool_dir: impl FnOnce(&Profile) -> PathBuf, real: bool) -> Self {
         let home = scratch_dir("api");
         let profile =
             Profile::new(ProfileName::parse(PROFILE).unwrap(), home.path().to_owned()).unwrap();
@@ -166,7 +199,30 @@ impl ApiRig {
             .unwrap();
         let spool = Arc::new(Spool::open(&spool_dir(&profile)).unwrap());
         let outbox = Arc::new(MemOutbox::default());
-        let state = ApiState::new(&profile, &spool, outbox.clone());
+        let real = real.then(|| {
+            let routes = HashMap::from([
+                (
+                    "qq".to_owned(),
+                    Route {
+                        kind: "qqbot",
+                        max_text: MAX_TEXT,
+                    },
+                ),
+                (
+                    "dc".to_owned(),
+                    Route {
+                        kind: "discord",
+                        max_text: MAX_TEXT,
+                    },
+                ),
+            ]);
+            Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())
+        });
+        let messages: Arc<dyn Messages> = match &real {
+            Some(real) => real.clone(),
+            None => outbox.clone(),
+        };
+        let state = ApiState::new(&profile, &spool, messages);
         // What the gateway does: bind first, where a failure stops the start, then serve.
         let bound = api::bind(&profile.api_socket()).expect("the API binds");
         let (stop, shutdown) = watch::channel(false);
@@ -177,6 +233,7 @@ impl ApiRig {
             rt,
             spool,
             outbox,
+            real,
             stop,
             server: Some(server),
         }
