@@ -170,6 +170,14 @@ pub enum ApiError {
     InUse { path: PathBuf },
 }
 
+impl ApiError {
+    /// Whether a restart would meet the same problem: everything but an I/O error needs a
+    /// person to fix the path first (so the gateway should stay down rather than flap).
+    pub fn needs_a_fix(&self) -> bool {
+        !matches!(self, ApiError::Io { .. })
+    }
+}
+
 fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(std::io::Error) -> ApiError + 'a {
     move |source| ApiError::Io {
         op,

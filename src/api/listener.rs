@@ -10,7 +10,7 @@
 use std::fs::{self, DirBuilder, Permissions};
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
-use std::os::unix::net::{UnixListener, UnixStream};
+use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
 use tracing::{debug, info, warn};
@@ -145,13 +145,33 @@ fn remove_stale(socket: &Path) -> Result<(), ApiError> {
             path: socket.to_owned(),
         });
     }
-    if UnixStream::connect(socket).is_ok() {
+    if answers(socket) {
         return Err(ApiError::InUse {
             path: socket.to_owned(),
         });
     }
     debug!(path = %socket.display(), "removing a stale API socket");
     fs::remove_file(socket).map_err(io_err("remove the stale socket", socket))
+}
+
+/// Whether a process listens on `socket`. The connect does not block: a listener whose
+/// backlog is full (busy, or wedged) would hold a blocking one, and the gateway's start with
+/// it; it counts as listening.
+fn answers(socket: &Path) -> bool {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    let Ok(sock) = Socket::new(Domain::UNIX, Type::STREAM, None) else {
+        return false;
+    };
+    let Ok(addr) = SockAddr::unix(socket) else {
+        return false;
+    };
+    if sock.set_nonblocking(true).is_err() {
+        return false;
+    }
+    match sock.connect(&addr) {
+        Ok(()) => true,
+        Err(e) => e.kind() == io::ErrorKind::WouldBlock,
+    }
 }
 
 #[cfg(test)]
@@ -196,6 +216,7 @@ mod tests {
         let sock = root.join("state/api/agent.sock");
         let err = bind(&sock).unwrap_err();
         assert!(matches!(err, ApiError::SymlinkDir { .. }), "{err}");
+        assert!(err.needs_a_fix(), "a restart meets the same link");
         assert!(
             err.to_string().contains("state/api is a symbolic link"),
             "{err}"
