@@ -21,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
 
+use crate::api::ApiError;
 use crate::config::{self, ConfigError};
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::{self, CronContext};
@@ -72,6 +73,8 @@ pub(crate) enum GatewayError {
     Manager(#[from] UnknownManager),
     #[error(transparent)]
     WatchdogEnv(#[from] BadWatchdogEnv),
+    #[error(transparent)]
+    Api(#[from] ApiError),
 }
 
 impl GatewayError {
@@ -86,10 +89,13 @@ impl GatewayError {
             | GatewayError::Manager(_)
             | GatewayError::WatchdogEnv(_) => Outcome::StayDown,
             GatewayError::TokenLock(e) if e.is_conflict() => Outcome::StayDown,
+            // A path only a person can fix: restarting would meet it again.
+            GatewayError::Api(e) if e.needs_a_fix() => Outcome::StayDown,
             GatewayError::Restart(_) => Outcome::Restart,
-            GatewayError::Io { .. } | GatewayError::Lock(_) | GatewayError::TokenLock(_) => {
-                Outcome::Failed
-            }
+            GatewayError::Io { .. }
+            | GatewayError::Lock(_)
+            | GatewayError::TokenLock(_)
+            | GatewayError::Api(_) => Outcome::Failed,
         }
     }
 }
@@ -230,6 +236,14 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
     let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
     outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
+    outbound::serve_api(
+        profile,
+        &spool,
+        &outbox,
+        &shutdown_rx,
+        &mut tasks,
+        &mut handles,
+    )?;
     if !config.cron.is_empty() {
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
         ctx.outbox = Some(outbox.clone());

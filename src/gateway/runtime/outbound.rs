@@ -1,5 +1,6 @@
-//! The sending half of a gateway: the outbox and one delivery worker per adapter that can
-//! send. Kept apart from the adapters' start so that sending never holds up receiving.
+//! The sending half of a gateway and the agent's way in: the outbox, one delivery worker per
+//! adapter that can send, and the local API. Kept apart from the adapters' start so that
+//! sending never holds up receiving.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -8,10 +9,12 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::{io, GatewayError};
+use crate::api;
 use crate::config::{AdapterSpec, CronSpec, Secret};
 use crate::gateway::adapter::{AdapterExit, Shared};
 use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::Sender;
+use crate::gateway::spool::Spool;
 use crate::gateway::state_file::Delivery;
 use crate::profile::Profile;
 
@@ -81,4 +84,29 @@ pub(super) fn cron_deliveries(outbox: &Outbox, jobs: &[CronSpec]) -> Vec<Deliver
             )
         })
         .collect()
+}
+
+/// Bind the agent API's socket now, so that a path that cannot be used is a start-up error
+/// naming it, then serve it as a component of the run under the name `api`. A server that
+/// fails later is a restart.
+pub(super) fn serve_api(
+    profile: &Profile,
+    spool: &Spool,
+    outbox: &Arc<Outbox>,
+    shutdown: &watch::Receiver<bool>,
+    tasks: &mut JoinSet<(String, AdapterExit)>,
+    handles: &mut Vec<(String, AbortHandle)>,
+) -> Result<(), GatewayError> {
+    let bound = api::bind(&profile.api_socket())?;
+    let state = api::ApiState::new(profile, spool, outbox.clone());
+    let rx = shutdown.clone();
+    let handle = tasks.spawn(async move {
+        if let Err(e) = bound.serve(state, rx).await {
+            // A panic is what the run loop turns into a restart.
+            panic!("the agent API failed: {}", crate::error_chain::one_line(&e));
+        }
+        ("api".to_owned(), AdapterExit::Shutdown)
+    });
+    handles.push(("api".to_owned(), handle));
+    Ok(())
 }
