@@ -2,6 +2,7 @@
 
 mod adapter;
 mod adapter_rig;
+mod adapter_send;
 mod crashes_and_races;
 mod doctor;
 mod doctor_catalogue;
