@@ -14,6 +14,7 @@ mod error;
 mod gateway;
 mod intents;
 mod secret;
+mod send_frame;
 mod value;
 
 use std::collections::BTreeSet;
@@ -30,6 +31,7 @@ pub use error::ConfigError;
 pub use gateway::GatewayConfig;
 pub use intents::qq_gated_intents;
 pub use secret::Secret;
+pub use send_frame::{Fields, SendFrame, SendFrameError};
 pub use value::MAX_DURATION;
 
 use adapter::{adapter, RawAdapter};

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::intents::{DISCORD_INTENTS, QQ_DEFAULT_INTENTS, QQ_INTENTS};
+use super::send_frame::SendFrame;
 use super::value::{valid_name, Ctx};
 use super::{ConfigError, Secret};
 
@@ -80,6 +81,8 @@ pub enum Protocol {
         /// An application-level ping frame (JSON text) sent every `ping_interval`; any inbound
         /// frame counts as its answer.
         app_ping: Option<String>,
+        /// The frame an outgoing message becomes; without it the adapter cannot send.
+        send_frame: Option<SendFrame>,
     },
 }
 
@@ -110,6 +113,7 @@ pub(super) struct RawAdapter {
     ws_ping: Option<bool>,
     ping_interval: Option<Spanned<String>>,
     app_ping: Option<String>,
+    send_frame: Option<Spanned<String>>,
     connect_timeout: Option<Spanned<String>>,
     hello_timeout: Option<Spanned<String>>,
     ack_timeout: Option<Spanned<String>>,
@@ -157,6 +161,7 @@ pub(super) fn adapter(
         ("ws-ping", a.ws_ping.is_some()),
         ("ping-interval", a.ping_interval.is_some()),
         ("app-ping", a.app_ping.is_some()),
+        ("send-frame", a.send_frame.is_some()),
     ];
     let allowed: &[&str] = match kind {
         "qqbot" => &[
@@ -170,7 +175,13 @@ pub(super) fn adapter(
             "ws-ping",
         ],
         "discord" => &["token-env", "api-base", "gateway-url", "intents", "ws-ping"],
-        "websocket" => &["url", "token-env", "ping-interval", "app-ping"],
+        "websocket" => &[
+            "url",
+            "token-env",
+            "ping-interval",
+            "app-ping",
+            "send-frame",
+        ],
         other => {
             return ctx.err(
                 a.kind.span(),
@@ -272,6 +283,12 @@ pub(super) fn adapter(
                 Duration::from_secs(15),
             )?,
             app_ping: a.app_ping.clone(),
+            send_frame: match &a.send_frame {
+                Some(raw) => Some(SendFrame::parse(raw.get_ref()).or_else(|e| {
+                    ctx.err(raw.span(), format!("adapter {name:?}: send-frame {e}"))
+                })?),
+                None => None,
+            },
         },
     };
     if let Protocol::WebSocket {

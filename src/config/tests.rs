@@ -105,3 +105,58 @@ fn missing_file_is_an_empty_config() {
 fn secrets_do_not_debug_print() {
     assert_eq!(format!("{:?}", Secret::new("hunter2".into())), "Secret(..)");
 }
+
+#[test]
+fn send_frame_errors_name_the_line_and_the_fix() {
+    let head = "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\n";
+    for (frame, what) in [
+        (r#"'{"text": "{text}"'"#, "is not JSON"),
+        (r#"'{"text": {text}}'"#, "outside a JSON string"),
+        (r#"'{"text": "{txt}"}'"#, "unknown placeholder {txt}"),
+        (r#"'{"to": "{target}"}'"#, "has no {text}"),
+    ] {
+        let text = format!("{head}ping-interval = \"15s\"\nsend-frame = {frame}\n");
+        let e = parse_str(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("gateway.toml:6") && e.contains("send-frame") && e.contains(what),
+            "{frame} gave: {e}"
+        );
+    }
+    let text = "[[adapter]]\nname = \"a\"\nkind = \"discord\"\ntoken-env = \"T\"\nsend-frame = '{\"t\":\"{text}\"}'\n";
+    let e = parse_str(text).unwrap_err().to_string();
+    assert!(
+        e.contains("send-frame does not apply to kind discord"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_good_send_frame_parses_and_is_optional() {
+    let text = "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\nsend-frame = '''\n{\"type\": \"send\", \"to\": \"{target}\",\n \"text\": \"{text}\", \"id\": \"{id}\", \"re\": \"{reply_to}\"}\n'''\n";
+    let c = parse_str(text).unwrap();
+    let Protocol::WebSocket {
+        send_frame: Some(frame),
+        ..
+    } = &c.adapters[0].protocol
+    else {
+        panic!("{:?}", c.adapters[0]);
+    };
+    let out = frame.render(&Fields {
+        target: "r",
+        text: "a \"b\"\nc",
+        id: "m1",
+        reply_to: "",
+    });
+    assert_eq!(
+        out,
+        r#"{"id":"m1","re":"","text":"a \"b\"\nc","to":"r","type":"send"}"#
+    );
+    let c = parse_str(FULL).unwrap();
+    assert!(matches!(
+        c.adapters[2].protocol,
+        Protocol::WebSocket {
+            send_frame: None,
+            ..
+        }
+    ));
+}

@@ -11,7 +11,8 @@
 //! and the platform's session start limit (`identify_queue`). A transport is one connection,
 //! from connect to end, that returns an `Outcome`. Today that is the WebSocket connection
 //! (`session`), speaking Discord's and QQ Bot's op-code dialect or plain JSON (`dialect`,
-//! `opcode`, with close codes per platform in `close_code`). A binary-frame WebSocket (Feishu)
+//! `opcode`, with close codes per platform in `close_code`); a plain socket that can send
+//! takes its sender's frames through its `outlet`. A binary-frame WebSocket (Feishu)
 //! is another dialect of it; an HTTP long poll (Telegram) is a peer of `session` that commits
 //! its cursor through `inbox`.
 
@@ -24,6 +25,7 @@ pub(crate) mod inbox;
 pub(crate) mod liveness;
 pub(crate) mod opcode;
 pub(crate) mod outcome;
+pub(crate) mod outlet;
 pub(crate) mod platform;
 pub mod proxy;
 pub(crate) mod qq_token;
@@ -97,6 +99,13 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
     let mut short_resumes = 0;
     let mut stale_tokens = 0;
     let retry_deadline = retry_deadline(&spec, backoff.max().max(Duration::from_secs(60)));
+    let outlet = match &spec.protocol {
+        Protocol::WebSocket {
+            send_frame: Some(_),
+            ..
+        } => Some(deps.shared.outlets.get(&spec.name)),
+        _ => None,
+    };
     loop {
         if let Some(d) = delay.take() {
             hb.enter(State::Retrying);
@@ -152,6 +161,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             spool: &deps.spool,
             proxies: &deps.shared.proxies,
             identify: &identify,
+            outlet: outlet.as_deref(),
         };
         let resuming = resume.is_some();
         let outage = hb.outage_since();

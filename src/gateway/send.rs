@@ -8,8 +8,9 @@
 //! back, so it may or may not have been posted).
 //!
 //! `target` parses `--to`; [`Sender`] (`sender`) posts for one adapter through its platform
-//! (`qq`, `discord`); `exchange` is one HTTP request and what the transport says when no
-//! answer came; `classify` is what both platforms' answers share.
+//! (`qq`, `discord`, or a plain WebSocket's live connection: `websocket`); `exchange` is one
+//! HTTP request and what the transport says when no answer came; `classify` is what the
+//! platforms' answers share.
 
 mod classify;
 mod discord;
@@ -17,6 +18,7 @@ mod exchange;
 mod qq;
 mod sender;
 mod target;
+mod websocket;
 
 pub use sender::Sender;
 
@@ -39,6 +41,8 @@ pub enum Target {
     QqDm(String),
     /// Discord channel (a DM channel too), by channel id (`channel:ID` or just `ID`).
     DiscordChannel(String),
+    /// Whatever a plain WebSocket's peer reads as an address: the frame's `{target}`.
+    WebSocket(String),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

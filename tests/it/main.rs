@@ -2,6 +2,7 @@
 
 mod adapter;
 mod adapter_rig;
+mod adapter_send;
 mod api;
 mod api_cli;
 mod api_openapi;

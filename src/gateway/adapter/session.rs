@@ -6,10 +6,11 @@
 //! connection that owns its liveness tracker, queued for an Identify slot, handshaking, or
 //! ready. What the frames mean is the dialect's (`dialect.rs`); what every transport shares is
 //! elsewhere: proof of life (`liveness.rs`), spool before ack (`inbox.rs`), how a connection
-//! ended (`outcome.rs`).
+//! ended (`outcome.rs`), the sender's frames for a plain socket (`outlet.rs`).
 //!
-//! The loop is a single `select!` over shutdown, the liveness timer and the socket, with the
-//! timer first so that a flood of dispatches can never delay a heartbeat. Every write has a
+//! The loop is a single `select!` over shutdown, the liveness timer, the outlet (once ready)
+//! and the socket, with the timer first so that a flood of dispatches can never delay a
+//! heartbeat, and the outlet before the socket so that it can never delay a send either. Every write has a
 //! deadline; a connection is dropped without waiting for a close handshake when it is dead.
 
 use std::time::Duration;
@@ -28,6 +29,7 @@ use super::identify_queue::IdentifyQueue;
 use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
 use super::outcome::{Outcome, SessionEnd};
+use super::outlet::{self, Outlet};
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::health::{Heartbeat, State};
@@ -45,6 +47,8 @@ pub(crate) struct Session<'a> {
     pub(crate) proxies: &'a ProxyEnv,
     /// The credential's session start limit, which every Identify books a slot in.
     pub(crate) identify: &'a IdentifyQueue,
+    /// A plain socket that can send: where its sender's frames come from.
+    pub(crate) outlet: Option<&'a Outlet>,
 }
 
 enum Step {
@@ -95,6 +99,8 @@ struct Live<'a> {
     phase: Phase,
     write_timeout: Duration,
     sent_pings: u64,
+    /// Frames to send, taken from the outlet once ready.
+    outgoing: Option<outlet::Receiver<'a>>,
 }
 
 impl Session<'_> {
@@ -222,6 +228,7 @@ impl<'a> Live<'a> {
             },
             write_timeout: ack.max(Duration::from_millis(500)),
             sent_pings: 0,
+            outgoing: None,
         }
     }
 }
@@ -281,6 +288,7 @@ impl Live<'_> {
                     Step::End(SessionEnd::Shutdown)
                 }
                 _ = &mut timer => self.on_timer().await,
+                frame = outlet::next(&mut self.outgoing) => self.write_outgoing(frame).await,
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_frame(msg).await,
                     Some(Err(e)) => {
@@ -317,6 +325,30 @@ impl Live<'_> {
         // From here on, only proof of life counts, on the platform's own schedule.
         self.s.heartbeat.set_deadline(self.live.liveness_deadline());
         self.s.heartbeat.enter(State::Connected);
+        if self.outgoing.is_none() {
+            self.outgoing = self.s.outlet.and_then(Outlet::receiver);
+        }
+    }
+
+    /// A frame from the adapter's sender, written unless the sender gave up on it, with word
+    /// back of how the write went. A failed write ends the connection, as any write does.
+    async fn write_outgoing(&mut self, frame: outlet::Frame) -> Step {
+        let Some((text, taken)) = frame.take() else {
+            return Step::Continue;
+        };
+        match self.send(Message::text(text)).await {
+            Ok(()) => {
+                taken.written();
+                Step::Continue
+            }
+            Err(end) => {
+                taken.failed(match &end {
+                    SessionEnd::Zombie(z) => format!("the write did not finish: {z}"),
+                    _ => "the write failed and the connection closed".into(),
+                });
+                Step::End(end)
+            }
+        }
     }
 
     /// Queue several frames and flush once, under one write deadline.

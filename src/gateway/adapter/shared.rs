@@ -1,6 +1,6 @@
 //! What every adapter of one gateway shares, built once at start: the HTTP client for setup
 //! requests, the proxy settings, the platforms' session start limits, the QQ access tokens,
-//! and a bound on setup requests in flight.
+//! the plain WebSocket outlets, and a bound on setup requests in flight.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,6 +8,7 @@ use std::time::Duration;
 use tokio::sync::Semaphore;
 
 use super::identify_queue::IdentifyQueues;
+use super::outlet::Outlets;
 use super::proxy;
 use super::qq_token::QqTokens;
 
@@ -22,6 +23,9 @@ pub struct Shared {
     pub(crate) identify: IdentifyQueues,
     /// One QQ access token per credential, for the adapter and the sender alike.
     pub(crate) qq_tokens: QqTokens,
+    /// One outlet per plain WebSocket adapter that can send: its sender's way into its live
+    /// connection.
+    pub(crate) outlets: Outlets,
     pub(super) setup_permits: Arc<Semaphore>,
 }
 
@@ -48,6 +52,7 @@ impl Shared {
             proxies,
             identify: IdentifyQueues::default(),
             qq_tokens: QqTokens::default(),
+            outlets: Outlets::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
         })
     }

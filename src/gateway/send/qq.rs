@@ -110,7 +110,7 @@ fn path(target: &Target) -> Option<String> {
         Target::QqUser(id) => format!("/v2/users/{id}/messages"),
         Target::QqChannel(id) => format!("/channels/{id}/messages"),
         Target::QqDm(id) => format!("/dms/{id}/messages"),
-        Target::DiscordChannel(_) => return None,
+        Target::DiscordChannel(_) | Target::WebSocket(_) => return None,
     })
 }
 

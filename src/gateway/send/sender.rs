@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::classify::local;
 use super::discord::{self, Discord};
 use super::qq::{self, Qq};
+use super::websocket::{self, WebSocket};
 use super::{Answer, Outgoing};
 use crate::config::{AdapterSpec, Protocol, Secret};
 use crate::gateway::adapter::Shared;
@@ -18,11 +19,13 @@ pub struct Sender(Platform);
 enum Platform {
     Qq(Qq),
     Discord(Discord),
+    WebSocket(WebSocket),
 }
 
 impl Sender {
-    /// The sender for `spec`, or `None` for a kind that cannot send (a plain WebSocket).
-    /// A QQ sender shares the adapter's access token through `shared`.
+    /// The sender for `spec`, or `None` when it cannot send (a plain WebSocket without
+    /// `send-frame`). A QQ sender shares the adapter's access token through `shared`, a
+    /// plain WebSocket sender the adapter's live connection.
     pub fn new(spec: &AdapterSpec, secret: Option<Secret>, shared: Shared) -> Option<Sender> {
         let platform = match &spec.protocol {
             Protocol::QqBot {
@@ -40,7 +43,16 @@ impl Sender {
                 api_base: api_base.clone(),
                 token: secret.unwrap_or_else(|| Secret::new(String::new())),
             }),
-            Protocol::WebSocket { .. } => return None,
+            Protocol::WebSocket {
+                send_frame: Some(frame),
+                ..
+            } => Platform::WebSocket(WebSocket {
+                frame: frame.clone(),
+                outlet: shared.outlets.get(&spec.name),
+            }),
+            Protocol::WebSocket {
+                send_frame: None, ..
+            } => return None,
         };
         Some(Sender(platform))
     }
@@ -50,6 +62,7 @@ impl Sender {
         match self.0 {
             Platform::Qq(_) => "qqbot",
             Platform::Discord(_) => "discord",
+            Platform::WebSocket(_) => "websocket",
         }
     }
 
@@ -70,17 +83,19 @@ impl Sender {
         match &self.0 {
             Platform::Qq(q) => (q.send(msg).await, None),
             Platform::Discord(d) => d.send(msg).await,
+            Platform::WebSocket(w) => (w.send(msg).await, None),
         }
     }
 
     /// Whether the platform itself drops a second send of `msg`, so that a send whose
     /// answer was lost can be repeated without posting twice. Discord: always (the nonce,
     /// within the few minutes Discord remembers it). QQ: only a passive reply in a group or
-    /// a one-to-one chat (`msg_id` + `msg_seq`).
+    /// a one-to-one chat (`msg_id` + `msg_seq`). A plain WebSocket: never.
     pub fn dedupes(&self, msg: &Outgoing) -> bool {
         match self.0 {
             Platform::Qq(_) => qq::dedupes(msg),
             Platform::Discord(_) => true,
+            Platform::WebSocket(_) => false,
         }
     }
 
@@ -90,6 +105,7 @@ impl Sender {
         match self.0 {
             Platform::Qq(_) => qq::MAX_TEXT,
             Platform::Discord(_) => discord::MAX_TEXT,
+            Platform::WebSocket(_) => websocket::MAX_TEXT,
         }
     }
 }
@@ -141,15 +157,22 @@ mod tests {
         }
     }
 
-    #[test]
-    fn senders_by_kind() {
-        let plain = spec(Protocol::WebSocket {
+    fn plain(send_frame: Option<&str>) -> AdapterSpec {
+        spec(Protocol::WebSocket {
             url: "ws://127.0.0.1:1".into(),
             token_env: None,
             ping_interval: Duration::from_secs(15),
             app_ping: None,
-        });
-        assert!(Sender::new(&plain, None, shared()).is_none());
+            send_frame: send_frame.map(|t| crate::config::SendFrame::parse(t).unwrap()),
+        })
+    }
+
+    #[test]
+    fn senders_by_kind() {
+        assert!(Sender::new(&plain(None), None, shared()).is_none());
+        let w = Sender::new(&plain(Some(r#"{"t":"{text}"}"#)), None, shared()).unwrap();
+        assert_eq!((w.kind(), w.max_text()), ("websocket", 65536));
+        assert!(!w.dedupes(&msg(Target::WebSocket("r".into()), "hi", Some("M"))));
         let qq = spec(Protocol::QqBot {
             app_id: "1".into(),
             secret_env: "S".into(),

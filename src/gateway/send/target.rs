@@ -1,6 +1,7 @@
-//! `--to` text to a [`Target`] and back. An id ends up as a segment of the request's URL
-//! path, so anything that could end the segment, start a query, or climb out of the path is
-//! refused here rather than sent.
+//! `--to` text to a [`Target`] and back. A QQ or Discord id ends up as a segment of the
+//! request's URL path, so anything that could end the segment, start a query, or climb out of
+//! the path is refused here rather than sent. A plain WebSocket's target only ever lands
+//! inside a JSON string (`config::SendFrame`), so any one-line text will do.
 
 use std::fmt;
 
@@ -10,10 +11,16 @@ use super::{Target, TargetError};
 /// at most 20), short enough that a pasted paragraph is refused.
 const MAX_ID: usize = 128;
 
+/// A plain WebSocket's target, in characters: room for a URL or a composite key, not for a
+/// pasted paragraph.
+const MAX_WS_TARGET: usize = 256;
+
 const QQ_EXPECTED: &str = "group:OPENID, user:OPENID, channel:ID or dm:GUILD_ID";
 const QQ_EXAMPLE: &str = "group:0C6E4F1A9B2D4E7F8A3B5C6D7E8F9A0B";
 const DISCORD_EXPECTED: &str = "channel:ID or a channel ID (a snowflake: digits)";
 const DISCORD_EXAMPLE: &str = "channel:1234567890123456789";
+const WS_EXPECTED: &str = "1-256 characters without control characters";
+const WS_EXAMPLE: &str = "room-42";
 
 impl Target {
     /// Parse `text` as a target on an adapter of `kind` (`qqbot`, `discord`, ...).
@@ -21,20 +28,22 @@ impl Target {
         match kind {
             "qqbot" => parse_qq(text),
             "discord" => parse_discord(text),
+            "websocket" => parse_websocket(text),
             other => Err(TargetError::CannotSend {
                 kind: other.to_owned(),
             }),
         }
     }
 
-    /// The id that goes into the request path.
+    /// The id that goes into the request path (a WebSocket frame's `{target}`).
     pub(crate) fn id(&self) -> &str {
         match self {
             Target::QqGroup(id)
             | Target::QqUser(id)
             | Target::QqChannel(id)
             | Target::QqDm(id)
-            | Target::DiscordChannel(id) => id,
+            | Target::DiscordChannel(id)
+            | Target::WebSocket(id) => id,
         }
     }
 }
@@ -65,6 +74,15 @@ fn parse_discord(text: &str) -> Result<Target, TargetError> {
     }
 }
 
+fn parse_websocket(text: &str) -> Result<Target, TargetError> {
+    let len = text.chars().count();
+    if (1..=MAX_WS_TARGET).contains(&len) && !text.chars().any(char::is_control) {
+        Ok(Target::WebSocket(text.to_owned()))
+    } else {
+        Err(malformed(text, WS_EXPECTED, WS_EXAMPLE))
+    }
+}
+
 fn malformed(text: &str, expected: &'static str, example: &'static str) -> TargetError {
     TargetError::Malformed {
         // The text may be anything a caller typed: keep the error a line long.
@@ -89,6 +107,7 @@ fn valid_id(id: &str) -> bool {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let scheme = match self {
+            Target::WebSocket(id) => return f.write_str(id),
             Target::QqGroup(_) => "group",
             Target::QqUser(_) => "user",
             Target::QqChannel(_) | Target::DiscordChannel(_) => "channel",
@@ -183,11 +202,34 @@ mod tests {
     #[test]
     fn kinds_that_cannot_send_say_so() {
         assert_eq!(
-            Target::parse("websocket", "anything"),
-            Err(TargetError::CannotSend {
-                kind: "websocket".into()
-            })
+            Target::parse("irc", "anything"),
+            Err(TargetError::CannotSend { kind: "irc".into() })
         );
+    }
+
+    #[test]
+    fn websocket_targets_are_any_one_line_text() {
+        for text in [
+            "room-42",
+            "a/b?c#d%2F ..",
+            "..",
+            "用户 🦀",
+            "{text}",
+            "\"quoted\"",
+            &"x".repeat(MAX_WS_TARGET),
+            &"字".repeat(MAX_WS_TARGET),
+        ] {
+            let t = Target::parse("websocket", text).unwrap();
+            assert_eq!(t, Target::WebSocket(text.into()));
+            assert_eq!((t.id(), t.to_string().as_str()), (text, text));
+        }
+        for bad in ["", "a\nb", "a\tb", "a\u{0}", "a\u{7f}", "a\u{85}b"] {
+            let e = Target::parse("websocket", bad).unwrap_err();
+            assert!(matches!(e, TargetError::Malformed { .. }), "{bad:?}: {e:?}");
+        }
+        let long = "x".repeat(MAX_WS_TARGET + 1);
+        let msg = Target::parse("websocket", &long).unwrap_err().to_string();
+        assert!(msg.contains("1-256 characters"), "{msg}");
     }
 
     proptest! {
