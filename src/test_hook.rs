@@ -6,7 +6,9 @@
 //! asked for in `HERMES_TEST_FAULT`, comma-separated:
 //! - `wedge:NAME` makes component NAME hang forever at its next step;
 //! - `kill:POINT` makes the process SIGKILL itself at POINT, as a power cut or the OOM killer
-//!   would, with nothing flushed and no handler run;
+//!   would, with nothing flushed and no handler run; `kill:POINT:SUBJECT` only when POINT is
+//!   reached for SUBJECT (an outbox message's idempotency key), so that a test can aim at one
+//!   message while others pass the same point;
 //! - `pause:POINT:FIFO` makes the process stop at POINT until the test has opened FIFO for
 //!   writing and closed it again.
 //!
@@ -91,17 +93,21 @@ pub(crate) fn wall_clock() -> std::time::SystemTime {
     std::time::SystemTime::now()
 }
 
-/// SIGKILL this process at `point` if the test asked for it with `kill:POINT`.
+/// SIGKILL this process at `point`, reached for `subject`, if the test asked for it with
+/// `kill:POINT` or `kill:POINT:SUBJECT`.
 #[cfg(debug_assertions)]
-pub(crate) fn kill_at(point: &str) {
-    if faults()
-        .iter()
-        .any(|f| f.strip_prefix("kill:") == Some(point))
-    {
-        tracing::warn!(point, "test fault: killing this process");
+pub(crate) fn kill_at(point: &str, subject: &str) {
+    let armed = |f: &String| {
+        let Some(rest) = f.strip_prefix("kill:").and_then(|r| r.strip_prefix(point)) else {
+            return false;
+        };
+        rest.is_empty() || rest.strip_prefix(':') == Some(subject)
+    };
+    if faults().iter().any(armed) {
+        tracing::warn!(point, subject, "test fault: killing this process");
         let _ = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
     }
 }
 
 #[cfg(not(debug_assertions))]
-pub(crate) fn kill_at(_point: &str) {}
+pub(crate) fn kill_at(_point: &str, _subject: &str) {}

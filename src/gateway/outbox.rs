@@ -237,7 +237,7 @@ impl Outbox {
         };
         self.sync_to(pos).await?;
         if submitted.new {
-            crate::test_hook::kill_at("outbox-appended");
+            crate::test_hook::kill_at("outbox-appended", &submitted.message.idempotency_key);
             self.changed.send_modify(|n| *n += 1);
         }
         Ok(submitted)

@@ -27,6 +27,7 @@ mod line_counter;
 mod mock_runtime;
 mod odd_text;
 mod outbox;
+mod outbox_crash;
 mod outbox_rig;
 mod platform_rules;
 mod profile_builder;

@@ -8,6 +8,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use hermes_svc::api::client::{Client, ClientError};
+use hermes_svc::api::wire::SendBody;
+use hermes_svc::gateway::outbox::{Message, Policy};
 use hermes_svc::mock_platform::{MockConfig, MockPlatform, Post};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -19,7 +22,7 @@ pub(crate) struct Rig {
     pub(crate) home: TempDir,
     pub(crate) profile: String,
     pub(crate) mock: MockPlatform,
-    _rt: tokio::runtime::Runtime,
+    pub(crate) rt: tokio::runtime::Runtime,
 }
 
 impl Rig {
@@ -33,13 +36,15 @@ impl Rig {
             home,
             profile: profile.to_owned(),
             mock,
-            _rt: rt,
+            rt,
         };
         let base = rig.mock.http_base();
+        // Credentials of its own: token locks are machine-wide, and rigs run side by side.
+        let app_id = 100_000 + u32::from(rig.mock.addr().port());
         let toml = format!(
             "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"OB_DC_TOKEN\"\n\
              api-base = \"{base}\"\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n\
-             [[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"1020\"\n\
+             [[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"{app_id}\"\n\
              secret-env = \"OB_QQ_SECRET\"\napi-base = \"{base}\"\n\
              token-url = \"{base}/app/getAppAccessToken\"\n\
              backoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n{extra}"
@@ -81,8 +86,8 @@ impl Rig {
             .unwrap();
         let mut cmd = self.hermes();
         cmd.args(["gateway", "run", "--profile", &self.profile])
-            .env("OB_DC_TOKEN", "dc-token")
-            .env("OB_QQ_SECRET", "qq-secret")
+            .env("OB_DC_TOKEN", format!("dc-token-{}", self.profile))
+            .env("OB_QQ_SECRET", format!("qq-secret-{}", self.profile))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -109,6 +114,55 @@ impl Rig {
 
     pub(crate) fn posts(&self) -> Vec<Post> {
         self.mock.posts()
+    }
+
+    pub(crate) fn client(&self) -> Client {
+        Client::new(self.profile_home().join("state/api/agent.sock"))
+    }
+
+    /// Wait until this life's API answers (a killed life leaves its socket file behind,
+    /// which the next one replaces when it binds); false if `child` died first.
+    pub(crate) fn wait_api(&self, child: &mut Child) -> bool {
+        let client = self.client();
+        wait_for(Duration::from_secs(20), "the agent API to answer", || {
+            if child.try_wait().unwrap().is_some() {
+                return Some(false);
+            }
+            self.rt
+                .block_on(client.message("m-none"))
+                .ok()
+                .map(|_| true)
+        })
+    }
+
+    /// Submit through the API; the answer, or why there was none.
+    pub(crate) fn submit(
+        &self,
+        key: &str,
+        target: (&str, &str),
+        text: &str,
+        reply_to: Option<&str>,
+        policy: Policy,
+    ) -> Result<Message, ClientError> {
+        let body = SendBody {
+            adapter: target.0.to_owned(),
+            target: target.1.to_owned(),
+            text: text.to_owned(),
+            reply_to: reply_to.map(str::to_owned),
+            idempotency_key: key.to_owned(),
+            policy: Some(policy),
+        };
+        self.rt
+            .block_on(self.client().submit(&body))
+            .map(|s| s.message)
+    }
+
+    /// Every message by idempotency key's text, as the API reports it.
+    pub(crate) fn message(&self, id: &str) -> Message {
+        self.rt
+            .block_on(self.client().message(id))
+            .unwrap()
+            .unwrap_or_else(|| panic!("message {id} known"))
     }
 }
 

@@ -107,9 +107,9 @@ async fn deliver(
             .map(|()| None);
     }
     outbox.begin(&id).await?;
-    crate::test_hook::kill_at("outbox-sending");
+    crate::test_hook::kill_at("outbox-sending", &message.idempotency_key);
     let (answer, pause) = sender.send(&outgoing).await;
-    crate::test_hook::kill_at("outbox-answered");
+    crate::test_hook::kill_at("outbox-answered", &message.idempotency_key);
     let attempts = message.attempts + 1;
     let finish = match answer {
         Answer::Sent { platform_id } => Finish::Sent { platform_id },
