@@ -47,3 +47,165 @@ fn a_cron_job_posts_its_output_once_per_run_across_a_kill_mid_delivery() {
         "the first life's message was sent by the second: {queued}\n{journal}"
     );
 }
+
+/// A 30 s platform outage with 1,000 messages queued: all arrive after it, in order per
+/// target, while inbound events keep reaching the spool and `WATCHDOG=1` keeps coming.
+#[test]
+fn an_outage_queues_a_thousand_messages_without_stopping_inbound_or_the_watchdog() {
+    use std::os::unix::net::UnixDatagram;
+    use std::sync::{Arc, Mutex};
+    use std::time::Instant;
+
+    const OUTAGE: Duration = Duration::from_secs(30);
+    const WATCHDOG: Duration = Duration::from_secs(3);
+    let rig = Rig::new("obout", "");
+    let sock_path = rig.home.path().join("notify.sock");
+    let sock = UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let feeds = Arc::new(Mutex::new(Vec::<Instant>::new()));
+    let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let listener = {
+        let (feeds, done) = (feeds.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    if String::from_utf8_lossy(&buf[..n]).contains("WATCHDOG=1") {
+                        feeds.lock().unwrap().push(Instant::now());
+                    }
+                }
+            }
+        })
+    };
+
+    rig.mock.set_send_fault(
+        hermes_svc::mock_platform::Platform::Discord,
+        hermes_svc::mock_platform::SendFault::Down(OUTAGE),
+    );
+    let outage_ends = Instant::now() + OUTAGE;
+    let mut gw = {
+        let mut cmd_child = rig.gateway_with_env(&[
+            ("NOTIFY_SOCKET", sock_path.to_str().unwrap()),
+            ("WATCHDOG_USEC", &WATCHDOG.as_micros().to_string()),
+        ]);
+        assert!(rig.wait_api(&mut cmd_child));
+        cmd_child
+    };
+    let targets = ["channel:101", "channel:102", "channel:103", "channel:104"];
+    // Four agents, one per target, each submitting its 250 in order.
+    rig.rt.block_on(async {
+        let mut tasks = vec![];
+        for target in targets {
+            let client = rig.client();
+            tasks.push(tokio::spawn(async move {
+                for i in 0..250 {
+                    let body = hermes_svc::api::wire::SendBody {
+                        adapter: "dc".into(),
+                        target: target.into(),
+                        text: format!("{target} #{i}"),
+                        reply_to: None,
+                        idempotency_key: format!("{target}-{i}"),
+                        policy: None,
+                    };
+                    client.submit(&body).await.unwrap();
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.unwrap();
+        }
+    });
+    assert!(
+        Instant::now() < outage_ends,
+        "all 1,000 were queued during the outage"
+    );
+    // Inbound keeps flowing meanwhile.
+    rig.mock.emit(20);
+    let client = rig.client();
+    crate::harness::wait_for(Duration::from_secs(20), "20 inbound events", || {
+        let page = rig
+            .rt
+            .block_on(client.events(None, Duration::ZERO, 1000))
+            .ok()?;
+        (page.events.len() >= 20).then_some(())
+    });
+    assert!(
+        rig.posts().is_empty(),
+        "nothing is posted during the outage"
+    );
+    let state = rig.state().unwrap();
+    assert!(state["outbox"]["depth"].as_u64().unwrap() > 0);
+
+    rig.wait_drained(&gw, OUTAGE + Duration::from_secs(90));
+    assert!(Instant::now() >= outage_ends);
+    let posts = rig.posts();
+    assert_eq!(posts.len(), 1000, "every message, once");
+    for target in targets {
+        let id = target.trim_start_matches("channel:");
+        let got: Vec<&str> = posts
+            .iter()
+            .filter(|p| p.target_id == id)
+            .map(|p| p.content.as_str())
+            .collect();
+        let want: Vec<String> = (0..250).map(|i| format!("{target} #{i}")).collect();
+        assert_eq!(got, want, "{target}: in the order queued");
+    }
+    sigterm(&mut gw);
+    done.store(true, std::sync::atomic::Ordering::Relaxed);
+    listener.join().unwrap();
+    let feeds = feeds.lock().unwrap();
+    assert!(feeds.len() > 10, "the watchdog was fed throughout");
+    let worst = feeds.windows(2).map(|w| w[1] - w[0]).max().unwrap();
+    assert!(
+        worst < WATCHDOG,
+        "WATCHDOG=1 never stopped for as long as WatchdogSec ({worst:?})"
+    );
+}
+
+/// A 429 with `retry_after`: no request to the platform before it expires, and the messages
+/// still arrive once each, in order.
+#[test]
+fn a_429_is_honoured_before_the_next_request() {
+    use hermes_svc::gateway::outbox::Policy;
+    use hermes_svc::mock_platform::{Platform, SendFault};
+
+    let rig = Rig::new("ob429", "");
+    let retry_after = Duration::from_millis(1500);
+    rig.mock.set_send_fault(
+        Platform::Discord,
+        SendFault::RateLimited {
+            posts: 2,
+            retry_after,
+        },
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw));
+    for i in 0..3 {
+        rig.submit(
+            &format!("rl-{i}"),
+            ("dc", "channel:77"),
+            &format!("rl {i}"),
+            None,
+            Policy::AtMostOnce,
+        )
+        .unwrap();
+    }
+    rig.wait_drained(&gw, Duration::from_secs(30));
+    sigterm(&mut gw);
+    let attempts = rig.mock.send_attempts();
+    let limited: Vec<_> = attempts.iter().filter(|a| a.status == Some(429)).collect();
+    assert_eq!(limited.len(), 2, "{attempts:?}");
+    for l in &limited {
+        let wait = l.retry_after.expect("the 429 said how long");
+        for later in attempts.iter().filter(|a| a.received_at > l.received_at) {
+            assert!(
+                later.received_at >= l.received_at + wait,
+                "a request {:?} after a 429 that asked for {wait:?}",
+                later.received_at - l.received_at
+            );
+        }
+    }
+    let contents: Vec<String> = rig.posts().into_iter().map(|p| p.content).collect();
+    assert_eq!(contents, ["rl 0", "rl 1", "rl 2"]);
+}

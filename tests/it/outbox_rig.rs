@@ -79,6 +79,16 @@ impl Rig {
     /// Start the gateway in the foreground, with `faults` as `HERMES_TEST_FAULT`; its stderr
     /// is appended to [`Rig::log`].
     pub(crate) fn gateway(&self, faults: &str) -> Child {
+        let env: Vec<(&str, &str)> = if faults.is_empty() {
+            vec![]
+        } else {
+            vec![("HERMES_TEST_FAULT", faults)]
+        };
+        self.gateway_with_env(&env)
+    }
+
+    /// Start the gateway in the foreground with these variables added.
+    pub(crate) fn gateway_with_env(&self, env: &[(&str, &str)]) -> Child {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -91,10 +101,8 @@ impl Rig {
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(log);
-        if !faults.is_empty() {
-            cmd.env("HERMES_TEST_FAULT", faults);
-        }
+            .stderr(log)
+            .envs(env.iter().copied());
         cmd.spawn().unwrap()
     }
 
