@@ -236,7 +236,7 @@ fn cursors_hold_across_a_real_rotation() {
 
 #[test]
 fn each_bad_request_is_a_4xx_that_names_the_field_and_queues_nothing() {
-    let rig = ApiRig::start_real();
+    let rig = ApiRig::start();
     let ok = json!({"adapter": "qq", "target": "group:G1", "text": "hi", "idempotency_key": "k1"});
     let with = |k: &str, v: serde_json::Value| {
         let mut b = ok.clone();

@@ -138,7 +138,8 @@ fn the_server_answers_as_its_openapi_document_says() {
     let spool_file = rig.spool.dir().join("events.jsonl");
 
     let mut answers: Vec<(Example, Answer)> = Vec::new();
-    let mut run = |examples: Vec<Example>| {
+    let run = |examples: Vec<Example>| -> Vec<(Example, Answer)> {
+        let mut answers = vec![];
         for e in examples {
             let method = e.op.1.to_uppercase();
             let answer = http(
@@ -149,8 +150,9 @@ fn the_server_answers_as_its_openapi_document_says() {
             );
             answers.push((e, answer));
         }
+        answers
     };
-    run(vec![
+    answers.extend(run(vec![
         get("/v1/health", "/v1/health"), // 503: no state file yet
         get("/v1/events", "/v1/events"),
         get("/v1/events", "/v1/events?after=end&wait=10ms&limit=5"),
@@ -171,12 +173,19 @@ fn the_server_answers_as_its_openapi_document_says() {
             "/v1/messages",
             json!({"adapter": "qq", "target": "group:G", "text": "fail-io", "idempotency_key": "io"}),
         ),
-        get("/v1/messages/{id}", "/v1/messages/m1"),
+    ]));
+    let id = answers
+        .iter()
+        .find(|(e, a)| e.path == "/v1/messages" && a.status == 202)
+        .map(|(_, a)| a.json()["id"].as_str().unwrap().to_owned())
+        .expect("a message was queued");
+    answers.extend(run(vec![
+        get("/v1/messages/{id}", &format!("/v1/messages/{id}")),
         get("/v1/messages/{id}", "/v1/messages/nope"),
         get("/v1/messages/{id}", "/v1/messages/%FF"),
-    ]);
+    ]));
     fs::write(&state_file, b"{\"not\": \"a state file\"}").unwrap();
-    run(vec![get("/v1/health", "/v1/health")]);
+    answers.extend(run(vec![get("/v1/health", "/v1/health")]));
     let state = json!({"updated_at": "2024-05-01T09:00:00.000Z", "pid": 1, "profile": "agent", "stale_after_ms": 16000, "summary": "1/1 adapters ready",
         "components": [{"name": "qq", "kind": "adapter (qq)", "state": "ready", "fresh": true, "last_beat_age_ms": 10, "deadline_ms": 45000,
             "reconnects": 0, "attempts": 1, "last_error": null, "outage_ms": null}],
@@ -184,11 +193,11 @@ fn the_server_answers_as_its_openapi_document_says() {
         "deliveries": [{"job": "report", "message": "m1", "state": "sent", "updated_at": "2024-05-01T09:00:00.000Z", "last_error": null},
             {"job": "never", "message": null, "state": null, "updated_at": null, "last_error": null}]});
     fs::write(&state_file, state.to_string()).unwrap();
-    run(vec![get("/v1/health", "/v1/health")]);
+    answers.extend(run(vec![get("/v1/health", "/v1/health")]));
     // A spool that cannot be read: a FIFO where the file should be.
     fs::rename(&spool_file, spool_file.with_extension("moved")).unwrap();
     nix::unistd::mkfifo(&spool_file, nix::sys::stat::Mode::S_IRWXU).unwrap();
-    run(vec![get("/v1/events", "/v1/events")]);
+    answers.extend(run(vec![get("/v1/events", "/v1/events")]));
     fs::remove_file(&spool_file).unwrap();
     fs::rename(spool_file.with_extension("moved"), &spool_file).unwrap();
 

@@ -1,6 +1,6 @@
 //! The local agent API served for real on a Unix socket in a scratch home, with the real
-//! outbox or one kept in a map (which can also fail as a full disk would), and a raw HTTP/1.1
-//! client that sends exactly the bytes a test gives it.
+//! outbox (which can also fail as a full disk would), and a raw HTTP/1.1 client that sends
+//! exactly the bytes a test gives it.
 //!
 //! This is also how the gateway starts the API: `api::bind` during start-up (a bad socket
 //! directory fails the start), then `Bound::serve` on its own task with the gateway's
@@ -10,12 +10,12 @@ use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::future::BoxFuture;
 use hermes_svc::api::{self, ApiError, ApiState, Messages, Refused, Submitted};
-use hermes_svc::gateway::outbox::{Message, Outbox, Request, Route, State};
+use hermes_svc::gateway::outbox::{Message, Outbox, Request, Route};
 use hermes_svc::gateway::spool::{Event, Spool};
 use hermes_svc::profile::{Profile, ProfileName};
 use serde_json::Value;
@@ -25,128 +25,30 @@ use tokio::task::JoinHandle;
 use crate::harness::{scratch_dir, TempDir};
 
 pub const PROFILE: &str = "agent";
-/// The in-memory outbox's limit, standing in for a platform's.
+/// The rig's adapters' limit, standing in for a platform's.
 pub const MAX_TEXT: usize = 2000;
 
-/// An outbox in a map that validates as the real one does, by the same codes, and fails as
-/// one with a full disk would for the text `fail-io`.
-#[derive(Default)]
-pub struct MemOutbox {
-    by_key: Mutex<HashMap<String, Message>>,
-}
+/// The gateway's real outbox, which fails as one on a full disk would for the text
+/// `fail-io` (the one answer a test cannot get from a healthy disk).
+pub struct IoFault(pub Arc<Outbox>);
 
-impl MemOutbox {
-    pub fn queued(&self) -> usize {
-        self.by_key.lock().unwrap().len()
-    }
-
-    fn check(request: &Request) -> Result<(), Refused> {
-        let refuse = |code, message: String| {
-            Err(Refused {
-                code,
-                message,
-                client_error: true,
-            })
-        };
-        let target_ok = match request.adapter.as_str() {
-            "qq" => ["group:", "user:", "channel:", "dm:"].iter().any(|p| {
-                request
-                    .target
-                    .strip_prefix(p)
-                    .is_some_and(|t| !t.is_empty())
-            }),
-            "dc" => {
-                request.target.bytes().all(|b| b.is_ascii_digit()) && !request.target.is_empty()
-            }
-            other => {
-                return refuse(
-                    "unknown_adapter",
-                    format!("no adapter {other:?} in gateway.toml; the adapters are qq, dc"),
-                )
-            }
-        };
-        if !target_ok {
-            return refuse(
-                "bad_target",
-                format!(
-                    "target {:?} is not valid for adapter {}",
-                    request.target, request.adapter
-                ),
-            );
-        }
-        if request.text.trim().is_empty() {
-            return refuse("empty_text", "text is empty: give the message text".into());
-        }
-        if request.text.chars().count() > MAX_TEXT {
-            return refuse(
-                "text_too_long",
-                format!("text is over {MAX_TEXT} characters"),
-            );
-        }
-        if request.idempotency_key.is_empty() {
-            return refuse("missing_idempotency_key", "idempotency_key is empty".into());
-        }
+impl Messages for IoFault {
+    fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>> {
         if request.text == "fail-io" {
-            return Err(Refused {
-                code: "outbox_unavailable",
-                message: "cannot append to outbox/journal.jsonl: No space left on device".into(),
-                client_error: false,
+            return Box::pin(async {
+                Err(Refused {
+                    code: "outbox_unavailable",
+                    message: "cannot append to outbox/journal.jsonl: No space left on device"
+                        .into(),
+                    client_error: false,
+                })
             });
         }
-        Ok(())
-    }
-}
-
-impl Messages for MemOutbox {
-    fn submit(&self, request: Request) -> BoxFuture<'_, Result<Submitted, Refused>> {
-        Box::pin(async move {
-            Self::check(&request)?;
-            let mut map = self.by_key.lock().unwrap();
-            if let Some(message) = map.get(&request.idempotency_key) {
-                if message.text != request.text || message.target != request.target {
-                    return Err(Refused {
-                        code: "idempotency_key_reused",
-                        message: format!(
-                            "idempotency_key {:?} was already used for a different message ({})",
-                            request.idempotency_key, message.id
-                        ),
-                        client_error: true,
-                    });
-                }
-                return Ok(Submitted {
-                    message: message.clone(),
-                    new: false,
-                });
-            }
-            let now = "2024-05-01T09:00:00.000Z".to_owned();
-            let message = Message {
-                id: format!("m{}", map.len() + 1),
-                idempotency_key: request.idempotency_key.clone(),
-                adapter: request.adapter,
-                target: request.target,
-                text: request.text,
-                reply_to: request.reply_to,
-                seq: None,
-                policy: request.policy,
-                state: State::Queued,
-                attempts: 0,
-                queued_at: now.clone(),
-                updated_at: now,
-                platform_id: None,
-                last_error: None,
-            };
-            map.insert(request.idempotency_key, message.clone());
-            Ok(Submitted { message, new: true })
-        })
+        Messages::submit(self.0.as_ref(), request)
     }
 
     fn get(&self, id: &str) -> Option<Message> {
-        self.by_key
-            .lock()
-            .unwrap()
-            .values()
-            .find(|m| m.id == id)
-            .cloned()
+        Messages::get(self.0.as_ref(), id)
     }
 }
 
@@ -156,9 +58,9 @@ pub struct ApiRig {
     pub profile: Profile,
     pub rt: tokio::runtime::Runtime,
     pub spool: Arc<Spool>,
-    /// The outbox in a map, unless the rig serves the real one.
-    pub outbox: Arc<MemOutbox>,
-    real: Option<Arc<Outbox>>,
+    /// The real outbox, with adapters `qq` (QQ Bot) and `dc` (Discord) that take
+    /// [`MAX_TEXT`] characters, and no worker: what is queued stays queued.
+    pub outbox: Arc<Outbox>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), ApiError>>>,
 }
@@ -171,24 +73,15 @@ impl ApiRig {
 
     /// The spool in the directory `spool_dir` names.
     pub fn start_with(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
-        Self::build(spool_dir, false)
-    }
-
-    /// The gateway's real outbox, with adapters `qq` (QQ Bot) and `dc` (Discord) that take
-    /// [`MAX_TEXT`] characters, and no worker: what is queued stays queued.
-    pub fn start_real() -> Self {
-        Self::build(|p| p.home().join("inbox"), true)
+        Self::build(spool_dir)
     }
 
     /// Messages queued so far.
     pub fn queued(&self) -> u64 {
-        match &self.real {
-            Some(outbox) => outbox.stats().depth,
-            None => self.outbox.queued() as u64,
-        }
+        self.outbox.stats().depth
     }
 
-    fn build(spool_dir: impl FnOnce(&Profile) -> PathBuf, real: bool) -> Self {
+    fn build(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
         let home = scratch_dir("api");
         let profile =
             Profile::new(ProfileName::parse(PROFILE).unwrap(), home.path().to_owned()).unwrap();
@@ -198,8 +91,7 @@ impl ApiRig {
             .build()
             .unwrap();
         let spool = Arc::new(Spool::open(&spool_dir(&profile)).unwrap());
-        let outbox = Arc::new(MemOutbox::default());
-        let real = real.then(|| {
+        let outbox = {
             let routes = HashMap::from([
                 (
                     "qq".to_owned(),
@@ -217,11 +109,8 @@ impl ApiRig {
                 ),
             ]);
             Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())
-        });
-        let messages: Arc<dyn Messages> = match &real {
-            Some(real) => real.clone(),
-            None => outbox.clone(),
         };
+        let messages: Arc<dyn Messages> = Arc::new(IoFault(outbox.clone()));
         let state = ApiState::new(&profile, &spool, messages);
         // What the gateway does: bind first, where a failure stops the start, then serve.
         let bound = api::bind(&profile.api_socket()).expect("the API binds");
@@ -233,7 +122,6 @@ impl ApiRig {
             rt,
             spool,
             outbox,
-            real,
             stop,
             server: Some(server),
         }
