@@ -180,7 +180,7 @@ fn the_server_answers_as_its_openapi_document_says() {
         .map(|(_, a)| a.json()["id"].as_str().unwrap().to_owned())
         .expect("a message was queued");
     answers.extend(run(vec![
-        get("/v1/messages/{id}", &format!("/v1/messages/{id}")),
+        get("/v1/messages/{id}", format!("/v1/messages/{id}")),
         get("/v1/messages/{id}", "/v1/messages/nope"),
         get("/v1/messages/{id}", "/v1/messages/%FF"),
     ]));
