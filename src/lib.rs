@@ -15,6 +15,7 @@ pub mod exit_code;
 pub mod gateway;
 pub mod launchd;
 pub mod mock_platform;
+pub mod pbbp2;
 pub mod process_probe;
 pub mod profile;
 pub mod safe_text;
