@@ -181,6 +181,11 @@ impl Platform {
                 },
                 limit: None,
             }),
+            // Feishu's long connection has its own runner (`feishu`), which discovers its
+            // endpoint itself; it never comes here.
+            Protocol::Feishu { .. } => Err(PlatformError::Fatal(
+                "a Feishu adapter has no op-code gateway to prepare".into(),
+            )),
         }
     }
 

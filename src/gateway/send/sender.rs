@@ -53,6 +53,7 @@ impl Sender {
             Protocol::WebSocket {
                 send_frame: None, ..
             } => return None,
+            Protocol::Feishu { .. } => return None,
         };
         Some(Sender(platform))
     }
