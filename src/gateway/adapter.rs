@@ -33,6 +33,7 @@ pub mod proxy;
 pub(crate) mod qq_token;
 pub(crate) mod session;
 mod shared;
+pub(crate) mod token_cache;
 
 pub use shared::Shared;
 
