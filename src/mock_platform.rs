@@ -1,4 +1,5 @@
-//! A loopback chat platform that speaks the QQ Bot / Discord gateway protocol, with fault
+//! A loopback chat platform that speaks the QQ Bot / Discord gateway protocol (and Feishu's
+//! long connection), with fault
 //! switches. Used by the tests, the benchmarks and `hermes-svc demo`.
 //!
 //! One listener on 127.0.0.1 serves both the HTTP endpoints (token, gateway discovery) and the
@@ -6,6 +7,9 @@
 //! over HTTP, then hold a WebSocket. Sessions live apart from connections so that a client that
 //! loses its connection can resume and get exactly the dispatches it missed; the event id log
 //! lets a test account for every generated event (lost or duplicated).
+//!
+//! Feishu/Lark (`feishu`) shares the port: endpoint discovery, its protobuf long connection,
+//! the tenant token and the message endpoints.
 //!
 //! The same port serves the platforms' message-send endpoints, which record what they accept
 //! (`posts`) and every answer they give (`send_attempts`), so a test can count deliveries and
@@ -15,6 +19,7 @@ mod command;
 mod config;
 mod connection;
 mod fault;
+pub mod feishu;
 // Public for the fuzz target `gateway_frame` (fuzz/), which decodes client frames with `parse`.
 pub mod frames;
 mod generator;
@@ -41,6 +46,10 @@ use tokio::task::JoinHandle;
 
 pub use config::{MockConfig, SessionStartLimit};
 pub use fault::{Fault, SendFault};
+pub use feishu::{
+    ClientConfig, FeishuAck, FeishuConfig, FeishuEventRecord, FeishuFault, FeishuMessage,
+    FeishuStats, Refusal,
+};
 pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
 pub(crate) use stats::MockStats;
@@ -61,12 +70,16 @@ impl MockPlatform {
         let addr = listener.local_addr()?;
         let dispatch_every = config.dispatch_every;
         let shared = Arc::new(Shared::new(config, format!("ws://{addr}/ws")));
+        shared.feishu.set_ws_base(format!("ws://{addr}"));
         let (shutdown, shutdown_rx) = watch::channel(false);
-        let mut tasks = vec![tokio::spawn(server::accept_loop(
-            listener,
-            shared.clone(),
-            shutdown_rx.clone(),
-        ))];
+        let mut tasks = vec![
+            tokio::spawn(server::accept_loop(
+                listener,
+                shared.clone(),
+                shutdown_rx.clone(),
+            )),
+            tokio::spawn(feishu::redelivery::run(shared.clone(), shutdown_rx.clone())),
+        ];
         if let Some(every) = dispatch_every {
             tasks.push(tokio::spawn(generator::run(
                 shared.clone(),

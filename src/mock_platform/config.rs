@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::feishu::FeishuConfig;
+
 /// How the mock behaves when nothing is broken. Checks are off by default so that a test only
 /// pays for the strictness it asks for.
 #[derive(Clone, Debug)]
@@ -29,6 +31,8 @@ pub struct MockConfig {
     pub resume_gateway_url: Option<String>,
     /// How long Discord remembers an enforced nonce ("the past few minutes" in its docs).
     pub nonce_window: Duration,
+    /// The Feishu app, its ClientConfig and the platform's timers.
+    pub feishu: FeishuConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -63,6 +67,7 @@ impl Default for MockConfig {
             granted_intents: None,
             resume_gateway_url: None,
             nonce_window: Duration::from_secs(5 * 60),
+            feishu: FeishuConfig::default(),
         }
     }
 }

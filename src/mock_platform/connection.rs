@@ -28,7 +28,7 @@ use super::shutdown::stopped;
 use super::state::Shared;
 use super::stats::bump;
 
-type Ws = WebSocketStream<TcpStream>;
+pub(super) type Ws = WebSocketStream<TcpStream>;
 
 /// Dispatches moved from the channel to the write queue per wakeup, so a burst is written
 /// with one flush without letting a huge burst delay the next read indefinitely.
@@ -384,7 +384,11 @@ impl Connection {
 
 /// Sends the close frame and waits (bounded) for the client's answer, because dropping a
 /// socket with unread input makes the kernel send RST, which can hide the close code.
-async fn close(mut sink: SplitSink<Ws, Message>, mut stream: SplitStream<Ws>, code: u16) {
+pub(super) async fn close(
+    mut sink: SplitSink<Ws, Message>,
+    mut stream: SplitStream<Ws>,
+    code: u16,
+) {
     let frame = CloseFrame {
         code: code.into(),
         reason: Utf8Bytes::from_static(""),
@@ -401,7 +405,7 @@ async fn close(mut sink: SplitSink<Ws, Message>, mut stream: SplitStream<Ws>, co
 
 /// Keeps a silenced socket open without answering anything. The raw bytes the client sends
 /// are swallowed (never parsed) only so that its eventual FIN is noticed and the socket freed.
-async fn hold_silently(mut ws: Ws, shutdown: &mut watch::Receiver<bool>) {
+pub(super) async fn hold_silently(mut ws: Ws, shutdown: &mut watch::Receiver<bool>) {
     let socket = ws.get_mut();
     let mut buf = [0u8; 1024];
     loop {

@@ -12,6 +12,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
+use super::feishu;
 use super::message_body::Answer;
 use super::messages::{self, Reply};
 use super::shutdown::stopped;
@@ -30,6 +31,8 @@ pub(super) struct RequestHead {
     pub(crate) method: String,
     /// The request target without its query string.
     pub(crate) path: String,
+    /// What follows the `?`, if anything, undecoded.
+    query: String,
     headers: Vec<(String, String)>,
     /// Bytes of the head including the blank line, i.e. where the body starts.
     len: usize,
@@ -41,6 +44,16 @@ impl RequestHead {
             .iter()
             .find(|(key, _)| key.eq_ignore_ascii_case(name))
             .map(|(_, value)| value.as_str())
+    }
+
+    /// The first query parameter named `name`, percent-decoded (`+` as a space); `None` when
+    /// absent or not UTF-8 once decoded.
+    pub(crate) fn query_param(&self, name: &str) -> Option<String> {
+        self.query
+            .split('&')
+            .filter_map(|pair| pair.split_once('=').or(Some((pair, ""))))
+            .find(|(key, _)| *key == name)
+            .and_then(|(_, value)| percent_decode(value))
     }
 
     pub(crate) fn is_websocket_upgrade(&self) -> bool {
@@ -88,6 +101,29 @@ pub(super) async fn peek_head(stream: &TcpStream) -> io::Result<RequestHead> {
     }
 }
 
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |at: usize| bytes.get(at).and_then(|b| (*b as char).to_digit(16));
+        match bytes[i] {
+            b'%' => match (hex(i + 1), hex(i + 2)) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b'%'),
+            },
+            b'+' => out.push(b' '),
+            other => out.push(other),
+        }
+        i += 1;
+    }
+    String::from_utf8(out).ok()
+}
+
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -100,14 +136,15 @@ fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
     let (Some(method), Some(target)) = (request_line.next(), request_line.next()) else {
         return Err(invalid("malformed request line"));
     };
-    let path = target.split('?').next().unwrap_or_default().to_owned();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let headers = lines
         .filter_map(|line| line.split_once(':'))
         .map(|(key, value)| (key.trim().to_owned(), value.trim().to_owned()))
         .collect();
     Ok(RequestHead {
         method: method.to_owned(),
-        path,
+        path: path.to_owned(),
+        query: query.to_owned(),
         headers,
         len: bytes.len(),
     })
@@ -121,9 +158,12 @@ pub(super) async fn serve(
 ) {
     bump(&shared.counters.http_requests);
     let reply = match read_body(&mut stream, &head).await {
-        Ok(Some(body)) => match messages::endpoint(&head.method, &head.path) {
+        Ok(Some(body)) => match messages::endpoint(&head) {
             Some((target, id)) => messages::handle(target, id, &head, &body, shared),
-            None => Reply::Answer(route(&head, &body, shared)),
+            None => match feishu::route(&head, &body, shared) {
+                Some(answer) => Reply::Answer(answer),
+                None => Reply::Answer(route(&head, &body, shared)),
+            },
         },
         Ok(None) => Reply::Answer(Answer::new(413, error_body(413, "request body too large"))),
         Err(error) => {
@@ -247,6 +287,7 @@ fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) 
         200 => "OK",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         413 => "Payload Too Large",
         429 => "Too Many Requests",
@@ -262,6 +303,21 @@ fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) 
         "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )
+}
+
+/// Consumes the request head (a refused upgrade has no body) and answers, then closes.
+pub(super) async fn answer_consumed(mut stream: TcpStream, head: &RequestHead, answer: &Answer) {
+    let mut consumed = vec![0u8; head.len];
+    if timeout(READ_TIMEOUT, stream.read_exact(&mut consumed))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let response = render_response(answer.status, &answer.headers, &answer.body.to_string());
+    if stream.write_all(response.as_bytes()).await.is_ok() {
+        finish(stream).await;
+    }
 }
 
 /// The `NoUpgrade` fault: a server (or middlebox) that ignores the upgrade and answers as if
@@ -300,9 +356,21 @@ mod tests {
         let head = parse_head(raw).unwrap();
         assert_eq!(head.method, "GET");
         assert_eq!(head.path, "/ws");
+        assert_eq!(head.query_param("encoding").as_deref(), Some("json"));
+        assert_eq!(head.query_param("missing"), None);
         assert!(head.is_websocket_upgrade());
         assert_eq!(head.content_length(), Some(3));
         assert_eq!(head.len, raw.len());
+    }
+
+    #[test]
+    fn query_params_are_percent_decoded() {
+        let raw = b"POST /m?a=x%2By+z&b=%E9%A3%9E&c&bad=%ff HTTP/1.1\r\n\r\n";
+        let head = parse_head(raw).unwrap();
+        assert_eq!(head.query_param("a").as_deref(), Some("x+y z"));
+        assert_eq!(head.query_param("b").as_deref(), Some("飞"));
+        assert_eq!(head.query_param("c").as_deref(), Some(""));
+        assert_eq!(head.query_param("bad"), None);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::feishu::send;
 use super::post::{Platform, Post, Target};
 
 /// Discord: "Message contents (up to 2000 characters)".
@@ -40,6 +41,8 @@ pub(super) struct Request {
     /// The nonce as sent (string or integer), echoed in the answer.
     pub(crate) nonce: Option<Value>,
     pub(crate) enforce_nonce: bool,
+    /// What only a Feishu request carries.
+    pub(crate) feishu: Option<send::Extra>,
 }
 
 impl Request {
@@ -159,6 +162,7 @@ pub(super) fn discord_request(body: &[u8]) -> Result<Request, Answer> {
         msg_seq: None,
         nonce,
         enforce_nonce,
+        feishu: None,
     })
 }
 
@@ -190,6 +194,7 @@ pub(super) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
                 return Err(empty());
             }
         }
+        Target::ChatId | Target::OpenId | Target::Reply => return Err(invalid()),
         Target::Channel | Target::Dm => {
             let other = ["embed", "ark", "image", "markdown"];
             let has_other = other
@@ -216,6 +221,7 @@ pub(super) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
         msg_seq,
         nonce: None,
         enforce_nonce: false,
+        feishu: None,
     })
 }
 
@@ -252,7 +258,7 @@ pub(super) fn discord_message(post: &Post, nonce: Option<&Value>) -> Value {
 /// channel or DM send with the Message object (an ISO 8601 timestamp in Beijing time).
 pub(super) fn qq_message(post: &Post) -> Value {
     match post.target {
-        Target::Group | Target::User => json!({
+        Target::Group | Target::User | Target::ChatId | Target::OpenId | Target::Reply => json!({
             "id": post.message_id,
             "timestamp": post.received_unix_ms / 1000,
         }),
@@ -279,10 +285,11 @@ pub(super) fn qq_message(post: &Post) -> Value {
 }
 
 /// The answer for a post's platform.
-pub(super) fn message(post: &Post, nonce: Option<&Value>) -> Value {
-    match post.platform {
-        Platform::Discord => discord_message(post, nonce),
-        Platform::Qq => qq_message(post),
+pub(super) fn message(post: &Post, nonce: Option<&Value>, feishu: Option<&send::Extra>) -> Value {
+    match (post.platform, feishu) {
+        (Platform::Discord, _) => discord_message(post, nonce),
+        (Platform::Feishu, Some(extra)) => send::message(post, extra),
+        (Platform::Qq | Platform::Feishu, _) => qq_message(post),
     }
 }
 

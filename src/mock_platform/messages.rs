@@ -5,13 +5,15 @@
 //!
 //! QQ's channel endpoint and Discord's share a path (`/channels/{id}/messages`); the
 //! authorisation scheme (`QQBot` or `Bot`) tells them apart, as it would tell the two hosts'
-//! clients apart if they had pointed at one server.
+//! clients apart if they had pointed at one server. Feishu's create and reply endpoints
+//! (`feishu/send.rs`) go through the same checks, faults and record.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
 
 use super::fault::SendFault;
+use super::feishu::send;
 use super::http::RequestHead;
 use super::message_body::{self, discord_error, qq_error, Answer, Request};
 use super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
@@ -27,12 +29,16 @@ pub(super) enum Reply {
     Reset,
 }
 
-/// The send endpoint a request targets, if any: (target kind, target id).
-pub(super) fn endpoint(method: &str, path: &str) -> Option<(Target, String)> {
-    if method != "POST" {
+/// The send endpoint a request targets, if any: (target kind, target id). A Feishu create
+/// names its target in the body, so its id here is empty.
+pub(super) fn endpoint(head: &RequestHead) -> Option<(Target, String)> {
+    if head.method != "POST" {
         return None;
     }
-    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    if let Some(feishu) = send::endpoint(head) {
+        return Some(feishu);
+    }
+    let parts: Vec<&str> = head.path.trim_start_matches('/').split('/').collect();
     let (target, id) = match parts.as_slice() {
         ["v2", "groups", id, "messages"] => (Target::Group, *id),
         ["v2", "users", id, "messages"] => (Target::User, *id),
@@ -53,6 +59,7 @@ pub(super) fn handle(
     let auth = head.header("authorization").unwrap_or_default();
     let platform = match target {
         Target::Channel if !auth.starts_with("QQBot ") => Platform::Discord,
+        Target::ChatId | Target::OpenId | Target::Reply => Platform::Feishu,
         _ => Platform::Qq,
     };
     let mut attempt = SendAttempt {
@@ -67,7 +74,7 @@ pub(super) fn handle(
         retry_after: None,
         fault: None,
     };
-    let reply = process(auth, body, shared, &mut attempt);
+    let reply = process(auth, head, body, shared, &mut attempt);
     attempt.status = match &reply {
         Reply::Answer(answer) => Some(answer.status),
         Reply::Hang | Reply::Reset => None,
@@ -83,17 +90,23 @@ pub(super) fn handle(
     reply
 }
 
-fn process(auth: &str, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) -> Reply {
+fn process(
+    auth: &str,
+    head: &RequestHead,
+    body: &[u8],
+    shared: &Shared,
+    attempt: &mut SendAttempt,
+) -> Reply {
     let platform = attempt.platform;
     if !authorized(platform, auth, shared) {
-        return Reply::Answer(unauthorized(platform));
+        return Reply::Answer(unauthorized(platform, auth));
     }
     if let Some(fault) = shared.posts.strike_before(platform) {
         attempt.fault = Some(fault.name());
         match fault {
             SendFault::ServerError(_) => return Reply::Answer(server_error(platform)),
             SendFault::RateLimited { retry_after, .. } => {
-                attempt.retry_after = (platform == Platform::Discord).then_some(retry_after);
+                attempt.retry_after = (platform != Platform::Qq).then_some(retry_after);
                 return Reply::Answer(rate_limited(platform, attempt.target, retry_after));
             }
             SendFault::Hang(_) => return Reply::Hang,
@@ -105,11 +118,15 @@ fn process(auth: &str, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) 
     let request = match platform {
         Platform::Discord => message_body::discord_request(body),
         Platform::Qq => message_body::qq_request(attempt.target, body),
+        Platform::Feishu => send::request(attempt.target, &attempt.target_id, head, body, shared),
     };
     let request = match request {
         Ok(request) => request,
         Err(answer) => return Reply::Answer(answer),
     };
+    if let Some(receive_id) = request.feishu.as_ref().and_then(|f| f.receive_id.clone()) {
+        attempt.target_id = receive_id;
+    }
     let dedupe = dedupe(platform, attempt.target, auth, &request, shared);
     let post = Post {
         platform,
@@ -124,9 +141,13 @@ fn process(auth: &str, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) 
         received_unix_ms: attempt.received_unix_ms,
     };
     let nonce = request.nonce;
-    let render = |post: &Post| message_body::message(post, nonce.as_ref());
+    let feishu = request.feishu;
+    let render = |post: &Post| message_body::message(post, nonce.as_ref(), feishu.as_ref());
     let answer = match shared.posts.accept(post, dedupe, render) {
         Acceptance::Created { message_id, answer } => {
+            if let Some(feishu) = &feishu {
+                shared.feishu.remember_message(&message_id, &feishu.chat_id);
+            }
             attempt.recorded = true;
             attempt.message_id = Some(message_id);
             answer
@@ -152,6 +173,7 @@ fn process(auth: &str, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) 
 /// Discord remembers an enforced nonce per author (the bot token here); QQ refuses a second
 /// passive reply with the same `msg_id` + `msg_seq` (a missing `msg_seq` counts as 1). QQ
 /// documents `msg_seq` only for group and C2C, and active messages (no `msg_id`) not at all.
+/// Feishu answers a repeated `uuid` within its window with the first message, per app.
 fn dedupe(
     platform: Platform,
     target: Target,
@@ -168,6 +190,14 @@ fn dedupe(
             },
             _ => Dedupe::None,
         },
+        Platform::Feishu => match request.nonce_key() {
+            Some(uuid) => Dedupe::Nonce {
+                author: shared.config.feishu.app_id.clone(),
+                nonce: uuid,
+                window: shared.config.feishu.uuid_window,
+            },
+            None => Dedupe::None,
+        },
         Platform::Qq => match (&request.reply_to, target) {
             (Some(msg_id), Target::Group | Target::User) => Dedupe::Reply {
                 msg_id: msg_id.clone(),
@@ -179,9 +209,11 @@ fn dedupe(
 }
 
 /// QQ: `QQBot <access token>` the token endpoint issued and still honours. Discord:
-/// `Bot <token>`, checked against `expected_token` when the test set one.
+/// `Bot <token>`, checked against `expected_token` when the test set one. Feishu: `Bearer
+/// <tenant_access_token>` its token endpoint issued and still honours.
 fn authorized(platform: Platform, auth: &str, shared: &Shared) -> bool {
     match platform {
+        Platform::Feishu => send::authorized(auth, shared),
         Platform::Qq => auth.starts_with("QQBot ") && shared.token_accepted(auth),
         Platform::Discord => auth
             .strip_prefix("Bot ")
@@ -189,8 +221,9 @@ fn authorized(platform: Platform, auth: &str, shared: &Shared) -> bool {
     }
 }
 
-fn unauthorized(platform: Platform) -> Answer {
+fn unauthorized(platform: Platform, auth: &str) -> Answer {
     match platform {
+        Platform::Feishu => send::unauthorized(auth),
         Platform::Discord => discord_error(401, 0, "401: Unauthorized"),
         Platform::Qq => qq_error(401, 11244, "token not exist or expire"),
     }
@@ -200,6 +233,7 @@ fn server_error(platform: Platform) -> Answer {
     match platform {
         Platform::Discord => discord_error(500, 0, "500: Internal Server Error"),
         Platform::Qq => qq_error(500, 500, "internal error"),
+        Platform::Feishu => send::server_error(),
     }
 }
 
@@ -207,6 +241,7 @@ fn unavailable(platform: Platform) -> Answer {
     match platform {
         Platform::Discord => discord_error(503, 0, "503: Service Unavailable"),
         Platform::Qq => qq_error(503, 503, "service unavailable"),
+        Platform::Feishu => send::unavailable(),
     }
 }
 
@@ -231,6 +266,7 @@ fn rate_limited(platform: Platform, target: Target, retry_after: Duration) -> An
             ];
             answer
         }
+        Platform::Feishu => send::rate_limited(retry_after),
         Platform::Qq => match target {
             Target::Channel => qq_error(429, 20028, "channel hit write rate limit"),
             _ => qq_error(429, 22009, "msg limit exceed"),

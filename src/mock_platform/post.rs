@@ -9,6 +9,7 @@ use serde_json::{json, Value};
 pub enum Platform {
     Qq,
     Discord,
+    Feishu,
 }
 
 impl Platform {
@@ -16,12 +17,14 @@ impl Platform {
         match self {
             Platform::Qq => "qq",
             Platform::Discord => "discord",
+            Platform::Feishu => "feishu",
         }
     }
 }
 
 /// Where a post went. QQ has four send endpoints, one per kind of conversation; Discord has
-/// one, for every channel (DM channels included).
+/// one, for every channel (DM channels included); Feishu has create (to a chat or a user) and
+/// reply.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Target {
     /// QQ `POST /v2/groups/{group_openid}/messages`.
@@ -32,6 +35,12 @@ pub enum Target {
     Channel,
     /// QQ `POST /dms/{guild_id}/messages`.
     Dm,
+    /// Feishu `POST /open-apis/im/v1/messages?receive_id_type=chat_id`.
+    ChatId,
+    /// Feishu `POST /open-apis/im/v1/messages?receive_id_type=open_id`.
+    OpenId,
+    /// Feishu `POST /open-apis/im/v1/messages/{message_id}/reply`.
+    Reply,
 }
 
 impl Target {
@@ -41,6 +50,9 @@ impl Target {
             Target::User => "user",
             Target::Channel => "channel",
             Target::Dm => "dm",
+            Target::ChatId => "chat_id",
+            Target::OpenId => "open_id",
+            Target::Reply => "reply",
         }
     }
 }
@@ -50,15 +62,17 @@ impl Target {
 pub struct Post {
     pub platform: Platform,
     pub target: Target,
-    /// The id in the path: group openid, user openid, channel id or DM guild id.
+    /// The id in the path: group openid, user openid, channel id or DM guild id; Feishu's
+    /// `receive_id` (chat_id or open_id), or for a reply the message replied to.
     pub target_id: String,
+    /// The text; for a Feishu message that is not text, its `content` JSON as sent.
     pub content: String,
     /// QQ `msg_id` (which makes the post a passive reply); Discord
-    /// `message_reference.message_id`.
+    /// `message_reference.message_id`; the message a Feishu reply answers.
     pub reply_to: Option<String>,
     /// QQ `msg_seq` as sent (the platform reads a missing one as 1).
     pub msg_seq: Option<u64>,
-    /// Discord `nonce` as sent, integers in their decimal form.
+    /// Discord `nonce` as sent, integers in their decimal form; Feishu `uuid`.
     pub nonce: Option<String>,
     /// The id the mock gave the message, as its answer carried it.
     pub message_id: String,

@@ -213,7 +213,8 @@ impl PostRecord {
 }
 
 /// Discord ids are snowflakes (milliseconds since its epoch above 22 bits of sequence), so a
-/// client that reads the time out of an id gets the time of the post. QQ's are opaque strings.
+/// client that reads the time out of an id gets the time of the post. QQ's are opaque strings;
+/// Feishu's are `om_` and 32 hex digits.
 fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
     match platform {
         Platform::Discord => {
@@ -221,5 +222,6 @@ fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
             ((ms << 22) | (n & 0x3F_FFFF)).to_string()
         }
         Platform::Qq => format!("ROBOT1.0_mock{n:012}"),
+        Platform::Feishu => format!("om_{n:032x}"),
     }
 }

@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use super::fault::Fault;
 use super::shutdown::stopped;
 use super::state::Shared;
-use super::{connection, http};
+use super::{connection, feishu, http};
 
 /// How long connection tasks get to finish on their own at shutdown before being aborted.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -77,6 +77,10 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
     if fault == Fault::NoUpgrade {
         tracing::debug!("mock answered an upgrade with plain 200");
         http::answer_without_upgrade(stream, &head).await;
+        return;
+    }
+    if head.path == feishu::WS_PATH {
+        feishu::serve_upgrade(stream, head, shared, shutdown).await;
         return;
     }
     if head.path != "/ws" {

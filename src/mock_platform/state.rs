@@ -15,6 +15,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 use super::command::{Command, Outgoing};
 use super::config::MockConfig;
 use super::fault::Fault;
+use super::feishu::state::FeishuState;
 use super::frames;
 use super::post_record::PostRecord;
 use super::session::{Attachment, Session};
@@ -25,6 +26,8 @@ pub(super) struct Shared {
     pub(crate) counters: Counters,
     /// The send endpoints' record, under its own lock.
     pub(crate) posts: PostRecord,
+    /// Feishu's long connection, tokens and events, under their own locks.
+    pub(crate) feishu: FeishuState,
     inner: Mutex<Inner>,
 }
 
@@ -45,6 +48,7 @@ struct Inner {
 impl Shared {
     pub(crate) fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
         Shared {
+            feishu: FeishuState::new(config.feishu.clone(), String::new()),
             config,
             counters: Counters::default(),
             posts: PostRecord::new(),

@@ -18,6 +18,9 @@ use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 use super::{BlackholeProxy, Fault, MockConfig, MockPlatform, MockStats};
 
 mod faults;
+mod feishu;
+mod feishu_faults;
+mod feishu_send;
 mod http;
 mod lifecycle;
 mod messages;
