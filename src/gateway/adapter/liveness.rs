@@ -38,6 +38,8 @@ pub(crate) enum Zombie {
     WritePathDead,
     /// No frame of any kind for the idle deadline.
     Idle,
+    /// A strictly tracked probe unanswered past its deadline while frames still arrive.
+    NoAnswer,
 }
 
 impl std::fmt::Display for Zombie {
@@ -48,6 +50,9 @@ impl std::fmt::Display for Zombie {
                 "zombie: 2 probes in a row unanswered while frames still arrive (write path dead)"
             }
             Zombie::Idle => "zombie: nothing received within the idle deadline",
+            Zombie::NoAnswer => {
+                "zombie: the server stopped answering pings, though frames still arrive"
+            }
         })
     }
 }
@@ -147,8 +152,11 @@ impl Prober {
         if !p.inbound_since {
             return Some(Zombie::HalfOpen);
         }
+        if self.strict {
+            return Some(Zombie::NoAnswer);
+        }
         self.missed += 1;
-        (self.strict || self.missed >= 2).then_some(Zombie::WritePathDead)
+        (self.missed >= 2).then_some(Zombie::WritePathDead)
     }
 
     /// If a probe of this kind is due, send it (`send`), or say the connection is dead if the

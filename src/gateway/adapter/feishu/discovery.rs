@@ -6,9 +6,9 @@
 //! `ws/const.go` and `ws/client.go` `getConnURL`, larksuite/node-sdk `ws-client/enum.ts` and
 //! `pullConnectConfig`, larksuite/oapi-sdk-python `lark_oapi/ws/const.py`): 0 is the endpoint;
 //! 1 (system busy) and 1000040343 (internal error) are the server's trouble and are retried; a
-//! non-200 status is too. 403 (the app is banned), 514 (authentication failed: a wrong App ID
-//! or App Secret), 1000040344 (no credential) and 1000040350 (the app's connection limit, 50
-//! per app) are fatal. The SDKs stop on any other code as well; here an unknown code is
+//! non-200 status is too. 403 (the app is banned), 514 (authentication failed), 1000040344 (no
+//! credential), 1000040345 (a wrong App ID or App Secret, as field reports have the platform
+//! answer it) and 1000040350 (the app's connection limit, 50 per app) are fatal. The SDKs stop on any other code as well; here an unknown code is
 //! retried with backoff and shown in `status`, since a code we do not know is no proof that
 //! waiting cannot help, and exit 78 keeps a gateway down until someone acts.
 
@@ -25,8 +25,8 @@ pub(crate) const ENDPOINT_PATH: &str = "/callback/ws/endpoint";
 
 const SYSTEM_BUSY: i64 = 1;
 const INTERNAL_ERROR: i64 = 1_000_040_343;
-/// Banned, authentication failed, no credential, connection limit.
-const FATAL: &[i64] = &[403, 514, 1_000_040_344, 1_000_040_350];
+/// Banned, authentication failed, no credential, invalid credential, connection limit.
+const FATAL: &[i64] = &[403, 514, 1_000_040_344, 1_000_040_345, 1_000_040_350];
 /// The open platform's own codes for a wrong App ID (10003) or App Secret (10014), as its
 /// token endpoint answers them: the same mistake, should the endpoint ever answer so.
 const BAD_CREDENTIAL: &[i64] = &[10003, 10014];
@@ -247,6 +247,7 @@ mod tests {
             (514, "check app-id"),
             (403, "banned"),
             (1000040344, "check app-id"),
+            (1000040345, "check app-id"),
             (10014, "check app-id"),
             (1000040350, "as many long connections"),
         ] {

@@ -4,8 +4,8 @@
 //! Frames are binary pbbp2 (`crate::pbbp2`). The client pings (a control frame) every
 //! PingInterval and the server pongs, sometimes with a new ClientConfig that applies at once.
 //! Events come as data frames, split into parts when large (`reassembly`); each whole event
-//! is appended to the spool, deduplicated by its `message_id` (the server delivers again
-//! what it did not see acknowledged), and then acknowledged by sending its frame back with
+//! is appended to the spool, deduplicated by its `event_id` (the server delivers again what
+//! it did not see acknowledged), and then acknowledged by sending its frame back with
 //! `{"code":200}` and a `biz_rt` header, as the SDKs do. Nothing is acknowledged before it is
 //! stored, so a crash in between means a redelivery, never a loss.
 //!
@@ -362,16 +362,19 @@ impl Live<'_> {
     }
 }
 
-/// The spool's record of an event: its id is the frame's `message_id` (what a redelivery
-/// repeats), falling back to the event's own `event_id`; its kind the event type.
+/// The spool's record of an event. Its id is the event's `header.event_id`, which the
+/// platform keeps across redeliveries and tells clients to deduplicate by ("事件可能重复推送,
+/// 根据 event_id 去重"); the frame's `message_id` stands in for an event without one. Its kind
+/// is the event type.
 fn event(adapter: &str, message_id: &str, payload: &[u8]) -> Event {
     let data: Value = serde_json::from_slice(payload)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(payload).into_owned()));
     let header = &data["header"];
     let kind = header["event_type"].as_str().unwrap_or("event").to_owned();
-    let id = Some(message_id)
-        .filter(|m| !m.is_empty())
-        .or_else(|| header["event_id"].as_str().filter(|e| !e.is_empty()))
+    let id = header["event_id"]
+        .as_str()
+        .filter(|e| !e.is_empty())
+        .or(Some(message_id).filter(|m| !m.is_empty()))
         .map_or_else(|| format!("{adapter}:{}", fastrand::u64(..)), str::to_owned);
     Event::new(id, adapter, kind, None, data)
 }
@@ -390,16 +393,16 @@ mod tests {
     }
 
     #[test]
-    fn an_event_is_named_by_its_message_id_and_typed_by_its_header() {
+    fn an_event_is_named_by_its_event_id_and_typed_by_its_header() {
         let payload = br#"{"schema":"2.0","header":{"event_id":"ev1","event_type":"im.message.receive_v1"},"event":{}}"#;
         let e = event("fs", "m1", payload);
         assert_eq!(
             (e.id.as_str(), e.kind.as_str()),
-            ("m1", "im.message.receive_v1")
+            ("ev1", "im.message.receive_v1")
         );
-        assert_eq!(e.data["header"]["event_id"], "ev1");
         assert_eq!(event("fs", "", payload).id, "ev1");
         let odd = event("fs", "m2", b"not json");
+        assert_eq!(odd.id, "m2");
         assert_eq!(
             (odd.kind.as_str(), odd.data.as_str()),
             ("event", Some("not json"))

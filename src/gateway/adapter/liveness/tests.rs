@@ -283,7 +283,7 @@ fn strict_stopped_answers_are_caught_within_an_interval_plus_the_ack_timeout_des
             }
         });
         let (z, at) = r.unwrap();
-        assert_eq!(z, Zombie::WritePathDead);
+        assert_eq!(z, Zombie::NoAnswer);
         let latency = at - fault;
         assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
     }
