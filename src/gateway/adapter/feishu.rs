@@ -116,12 +116,19 @@ pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Dep
                 report(&hb, &spec.name, &m, refused, &config);
                 continue;
             }
+            // Nothing after the failed event was acknowledged; a spool that cannot write
+            // gets the backoff, not a reconnect at once.
+            End::Spool(e) => {
+                hb.error(&e);
+                tracing::warn!(adapter = %spec.name, error = %e, "the spool failed; reconnecting after backoff");
+                delay = Some(after_failure(&mut backoff, &config));
+                continue;
+            }
             End::Zombie(z) => z.to_string(),
             End::Closed(code) => match code {
                 Some(c) => format!("closed by the server with code {c}"),
                 None => "the connection closed".into(),
             },
-            End::Spool(e) => e,
         };
         hb.error(&reason);
         tracing::warn!(adapter = %spec.name, reason = %reason, "long connection lost; reconnecting");
