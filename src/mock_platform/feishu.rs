@@ -91,7 +91,7 @@ impl MockPlatform {
         let chat = self.shared.config.feishu.chat_id.clone();
         (0..n)
             .map(|_| {
-                let k = self.shared.feishu.events().len() + 1;
+                let k = self.shared.feishu.event_count() + 1;
                 self.feishu_emit_message(FeishuMessage::text(&chat, &format!("feishu message {k}")))
             })
             .collect()

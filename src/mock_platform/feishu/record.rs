@@ -51,6 +51,7 @@ pub struct FeishuStats {
     pub endpoint_calls: u64,
     /// WebSocket connections accepted.
     pub connections: u64,
+    /// Connections the platform believes open: a half-open one counts until its TCP closes.
     pub live_connections: u64,
     /// Connects refused, at the endpoint or the handshake.
     pub refused: u64,

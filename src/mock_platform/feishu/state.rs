@@ -343,6 +343,10 @@ impl FeishuState {
             .collect()
     }
 
+    pub(crate) fn event_count(&self) -> usize {
+        self.lock().events.len()
+    }
+
     pub(crate) fn stats(&self) -> FeishuStats {
         self.lock().stats.clone()
     }
