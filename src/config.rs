@@ -11,6 +11,7 @@
 mod adapter;
 mod cron;
 mod error;
+mod feishu;
 mod gateway;
 mod intents;
 mod secret;
@@ -28,6 +29,7 @@ use crate::bounded_read::{self, Owner};
 pub use adapter::{AdapterSpec, Protocol, Timing};
 pub use cron::{CronSchedule, CronSpec, Deliver};
 pub use error::ConfigError;
+pub use feishu::FeishuDomain;
 pub use gateway::GatewayConfig;
 pub use intents::qq_gated_intents;
 pub use secret::Secret;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::feishu::{self, FeishuDomain};
 use super::intents::{DISCORD_INTENTS, QQ_DEFAULT_INTENTS, QQ_INTENTS};
 use super::send_frame::SendFrame;
 use super::value::{valid_name, Ctx};
@@ -84,6 +85,15 @@ pub enum Protocol {
         /// The frame an outgoing message becomes; without it the adapter cannot send.
         send_frame: Option<SendFrame>,
     },
+    /// Feishu or Lark: events over the long connection (`/callback/ws/endpoint`), messages
+    /// through the Open API with a `tenant_access_token`.
+    Feishu {
+        domain: FeishuDomain,
+        app_id: String,
+        secret_env: String,
+        /// The domain's base URL, or `api-base`, without a trailing slash.
+        api_base: String,
+    },
 }
 
 impl Protocol {
@@ -92,6 +102,7 @@ impl Protocol {
             Protocol::QqBot { .. } => "qqbot",
             Protocol::Discord { .. } => "discord",
             Protocol::WebSocket { .. } => "websocket",
+            Protocol::Feishu { .. } => "feishu",
         }
     }
 }
@@ -114,6 +125,7 @@ pub(super) struct RawAdapter {
     ping_interval: Option<Spanned<String>>,
     app_ping: Option<String>,
     send_frame: Option<Spanned<String>>,
+    domain: Option<Spanned<String>>,
     connect_timeout: Option<Spanned<String>>,
     hello_timeout: Option<Spanned<String>>,
     ack_timeout: Option<Spanned<String>>,
@@ -162,6 +174,7 @@ pub(super) fn adapter(
         ("ping-interval", a.ping_interval.is_some()),
         ("app-ping", a.app_ping.is_some()),
         ("send-frame", a.send_frame.is_some()),
+        ("domain", a.domain.is_some()),
     ];
     let allowed: &[&str] = match kind {
         "qqbot" => &[
@@ -182,11 +195,13 @@ pub(super) fn adapter(
             "app-ping",
             "send-frame",
         ],
+        "feishu" => &["domain", "app-id", "secret-env", "api-base"],
         other => {
             return ctx.err(
                 a.kind.span(),
                 format!(
-                    "adapter {name:?}: unknown kind {other:?}; use qqbot, discord or websocket"
+                    "adapter {name:?}: unknown kind {other:?}; use qqbot, discord, feishu or \
+                     websocket"
                 ),
             )
         }
@@ -271,6 +286,23 @@ pub(super) fn adapter(
             )?,
             ws_ping: a.ws_ping.unwrap_or(true),
         },
+        "feishu" => {
+            let domain = feishu::domain(ctx, &name, &a.domain)?;
+            Protocol::Feishu {
+                domain,
+                app_id: feishu::app_id(ctx, span.clone(), &name, &a.app_id)?,
+                secret_env: required(
+                    &a.secret_env,
+                    "secret-env",
+                    "\"FEISHU_APP_SECRET\" (a variable in the profile's .env holding the App \
+                     Secret)",
+                )?,
+                api_base: opt_url("api-base", &a.api_base, "https://", "http://")?.map_or_else(
+                    || domain.base().to_owned(),
+                    |u| u.trim_end_matches('/').to_owned(),
+                ),
+            }
+        }
         _ => Protocol::WebSocket {
             url: match &a.url {
                 Some(u) => ctx.url("url", u, "wss://", "ws://")?,
@@ -318,6 +350,7 @@ impl AdapterSpec {
             Protocol::QqBot { secret_env, .. } => Some(secret_env),
             Protocol::Discord { token_env, .. } => Some(token_env),
             Protocol::WebSocket { token_env, .. } => token_env.as_deref(),
+            Protocol::Feishu { secret_env, .. } => Some(secret_env),
         }
     }
 
@@ -344,13 +377,16 @@ impl AdapterSpec {
     }
 
     /// The identity two gateways must not share: the platform plus the bot's credential.
-    /// Only its hash ever leaves the process.
+    /// Only its hash ever leaves the process. A Feishu app's events go to whichever
+    /// connection the platform picks, so its identity is the app id alone: two profiles with
+    /// one app, whatever secret each holds, would each lose the events the other took.
     pub(crate) fn identity(&self, secret: Option<&Secret>) -> String {
         let s = secret.map(Secret::expose).unwrap_or("");
         match &self.protocol {
             Protocol::QqBot { app_id, .. } => format!("qqbot:{app_id}:{s}"),
             Protocol::Discord { .. } => format!("discord:{s}"),
             Protocol::WebSocket { url, .. } => format!("websocket:{url}:{s}"),
+            Protocol::Feishu { app_id, .. } => format!("feishu:{app_id}"),
         }
     }
 }

@@ -12,14 +12,16 @@
 //! from connect to end, that returns an `Outcome`. Today that is the WebSocket connection
 //! (`session`), speaking Discord's and QQ Bot's op-code dialect or plain JSON (`dialect`,
 //! `opcode`, with close codes per platform in `close_code`); a plain socket that can send
-//! takes its sender's frames through its `outlet`. A binary-frame WebSocket (Feishu)
-//! is another dialect of it; an HTTP long poll (Telegram) is a peer of `session` that commits
-//! its cursor through `inbox`.
+//! takes its sender's frames through its `outlet`. Feishu's binary-frame long connection has
+//! its own runner and connection (`feishu`), built from the same pieces, since nothing of the
+//! op-code dialect's resume and identify applies to it; an HTTP long poll (Telegram) is a
+//! peer of `session` that commits its cursor through `inbox`.
 
 pub(crate) mod backoff;
 pub(crate) mod close_code;
 pub(crate) mod connect;
 pub(crate) mod dialect;
+mod feishu;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;
@@ -31,6 +33,7 @@ pub mod proxy;
 pub(crate) mod qq_token;
 pub(crate) mod session;
 mod shared;
+pub(crate) mod token_cache;
 
 pub use shared::Shared;
 
@@ -87,6 +90,10 @@ const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
 
 /// Run until shutdown or a fatal error.
 pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
+    if let Protocol::Feishu { .. } = spec.protocol {
+        // Boxed: its state would otherwise enlarge every adapter's task.
+        return Box::pin(feishu::run(spec, secret, deps)).await;
+    }
     let hb = deps.heartbeat.clone();
     let identify = deps
         .shared
@@ -343,6 +350,8 @@ fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
             secret.map(Secret::expose).unwrap_or(""),
         ),
         Protocol::WebSocket { url, .. } => return format!("websocket:{url}"),
+        // Feishu has no session start limit; its own runner never books a slot.
+        Protocol::Feishu { app_id, .. } => return format!("feishu:{app_id}"),
     };
     let digest = Sha256::digest(format!("{platform:?}\0{identity}"));
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()

@@ -8,13 +8,16 @@
 //! back, so it may or may not have been posted).
 //!
 //! `target` parses `--to`; [`Sender`] (`sender`) posts for one adapter through its platform
-//! (`qq`, `discord`, or a plain WebSocket's live connection: `websocket`); `exchange` is one
+//! (`qq`, `discord`, `feishu` with its `feishu_token`, or a plain WebSocket's live
+//! connection: `websocket`); `exchange` is one
 //! HTTP request and what the transport says when no answer came; `classify` is what the
 //! platforms' answers share.
 
 mod classify;
 mod discord;
 mod exchange;
+mod feishu;
+mod feishu_token;
 mod qq;
 mod sender;
 mod target;
@@ -43,6 +46,10 @@ pub enum Target {
     DiscordChannel(String),
     /// Whatever a plain WebSocket's peer reads as an address: the frame's `{target}`.
     WebSocket(String),
+    /// Feishu/Lark group or one-to-one chat, by chat id (`chat:oc_...`).
+    FeishuChat(String),
+    /// Feishu/Lark user, by the user's open id for this app (`user:ou_...`).
+    FeishuUser(String),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -66,7 +73,7 @@ pub struct Outgoing {
     pub target: Target,
     pub text: String,
     /// The platform message this answers (QQ's passive reply `msg_id`, Discord's
-    /// `message_reference`).
+    /// `message_reference`, Feishu's `/messages/{message_id}/reply`).
     pub reply_to: Option<String>,
     /// QQ's `msg_seq` for a passive reply: fixed when the message is queued, so a retry
     /// repeats it and the platform drops the duplicate.

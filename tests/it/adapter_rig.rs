@@ -30,6 +30,8 @@ pub(crate) fn toml_for(kind: &str, base: &str, extra: &str) -> String {
         "qqbot" => format!(
             "app-id = \"1\"\nsecret-env = \"UNUSED\"\ntoken-url = \"{base}/app/getAppAccessToken\"\n"
         ),
+        // The mock's app (`FeishuConfig::default`); its secret must be the rig's "tok".
+        "feishu" => "app-id = \"cli_mock0000000000001\"\nsecret-env = \"UNUSED\"\n".to_owned(),
         _ => "token-env = \"UNUSED\"\n".to_owned(),
     };
     let mut text = format!(

@@ -13,6 +13,8 @@ mod doctor_catalogue;
 mod doctor_launchd;
 mod fake_launchctl;
 mod faked_health;
+mod feishu;
+mod feishu_gateway;
 mod gateway;
 mod gateway_launchd;
 mod gateway_systemd;

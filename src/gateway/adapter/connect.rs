@@ -39,6 +39,13 @@ pub(crate) enum ConnectError {
     Tcp(std::io::Error),
     #[error("websocket upgrade: {0}")]
     Upgrade(String),
+    /// The server answered the upgrade with something other than 101. Its headers are kept:
+    /// a platform may say there why (Feishu's `Handshake-Status`).
+    #[error("websocket upgrade refused: HTTP {status}")]
+    Refused {
+        status: u16,
+        headers: tokio_tungstenite::tungstenite::http::HeaderMap,
+    },
     #[error("timed out after {0:?} ({1})")]
     Timeout(Duration, &'static str),
     #[error(transparent)]
@@ -128,7 +135,13 @@ pub(crate) async fn connect(
         };
         let (ws, _) = tokio_tungstenite::client_async_with_config(request, io, Some(config))
             .await
-            .map_err(|e| ConnectError::Upgrade(e.to_string()))?;
+            .map_err(|e| match e {
+                tokio_tungstenite::tungstenite::Error::Http(response) => ConnectError::Refused {
+                    status: response.status().as_u16(),
+                    headers: response.headers().clone(),
+                },
+                e => ConnectError::Upgrade(e.to_string()),
+            })?;
         Ok(ws)
     };
     tokio::time::timeout(timeout, attempt)

@@ -20,6 +20,10 @@
 //!   check of the WebSocket layer for no extra wake-up or syscall, which matters at a thousand
 //!   connections. A dead socket is detected within one interval plus
 //!   the ACK timeout (a fifth of the interval by default): at most 1.2 heartbeat intervals.
+//! - A platform whose server answers every ping at once, ahead of anything queued (Feishu's
+//!   long connection), is tracked [`Liveness::strict`]ly: one probe unanswered by its
+//!   deadline is a dead connection even while frames still arrive, once what was readable has
+//!   been drained, so stopped answers are caught within one interval plus the ACK timeout.
 
 use std::time::Duration;
 
@@ -34,6 +38,8 @@ pub(crate) enum Zombie {
     WritePathDead,
     /// No frame of any kind for the idle deadline.
     Idle,
+    /// A strictly tracked probe unanswered past its deadline while frames still arrive.
+    NoAnswer,
 }
 
 impl std::fmt::Display for Zombie {
@@ -44,6 +50,9 @@ impl std::fmt::Display for Zombie {
                 "zombie: 2 probes in a row unanswered while frames still arrive (write path dead)"
             }
             Zombie::Idle => "zombie: nothing received within the idle deadline",
+            Zombie::NoAnswer => {
+                "zombie: the server stopped answering pings, though frames still arrive"
+            }
         })
     }
 }
@@ -105,6 +114,8 @@ struct Prober {
     outstanding: Option<Probe>,
     /// Probes of this kind missed in a row while frames still arrived.
     missed: u32,
+    /// One miss is death, and a probe is due at its deadline whatever arrived meanwhile.
+    strict: bool,
 }
 
 impl Prober {
@@ -115,6 +126,7 @@ impl Prober {
             next: first,
             outstanding: None,
             missed: 0,
+            strict: false,
         }
     }
 
@@ -139,6 +151,9 @@ impl Prober {
         self.outstanding = None;
         if !p.inbound_since {
             return Some(Zombie::HalfOpen);
+        }
+        if self.strict {
+            return Some(Zombie::NoAnswer);
         }
         self.missed += 1;
         (self.missed >= 2).then_some(Zombie::WritePathDead)
@@ -181,7 +196,11 @@ impl Prober {
         }
         self.outstanding = Some(Probe {
             deadline: now + ack,
-            late: now + self.every,
+            late: if self.strict {
+                now + ack
+            } else {
+                now + self.every
+            },
             inbound_since: false,
             overtaken_by: 0,
         });
@@ -238,6 +257,33 @@ impl Liveness {
             last_answer: now,
             behind: false,
         }
+    }
+
+    /// One unanswered probe is a dead connection (see the module doc): for a platform whose
+    /// answers never queue behind other frames on the server.
+    #[must_use]
+    pub(crate) fn strict(mut self) -> Self {
+        self.heartbeat.strict = true;
+        self.ping.strict = true;
+        self
+    }
+
+    /// The platform changed its heartbeat interval (Feishu's ClientConfig in a pong): from
+    /// now on, probes go out every `interval` with `ack_timeout` to answer, the next one
+    /// `interval` from now. A probe already out keeps the deadline it was sent with.
+    pub(crate) fn set_interval(&mut self, now: Instant, interval: Duration, ack_timeout: Duration) {
+        let pings_follow_heartbeats = self.heartbeat.on;
+        self.interval = interval;
+        self.ack_timeout = ack_timeout;
+        self.idle_timeout = interval + ack_timeout * 2;
+        self.heartbeat.every = interval;
+        self.heartbeat.next = now + interval;
+        self.ping.every = if pings_follow_heartbeats {
+            interval * 2
+        } else {
+            interval
+        };
+        self.ping.next = self.ping.next.min(now + self.ping.every);
     }
 
     pub(crate) fn interval(&self) -> Duration {

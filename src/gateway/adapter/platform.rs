@@ -181,6 +181,11 @@ impl Platform {
                 },
                 limit: None,
             }),
+            // Feishu's long connection has its own runner (`feishu`), which discovers its
+            // endpoint itself; it never comes here.
+            Protocol::Feishu { .. } => Err(PlatformError::Fatal(
+                "a Feishu adapter has no op-code gateway to prepare".into(),
+            )),
         }
     }
 
@@ -226,7 +231,7 @@ impl Platform {
 
 /// `: code N: message` from a platform's error body, or nothing. The message is the
 /// platform's own text, cut short, so a log line never grows without bound.
-pub(super) fn platform_says(v: &Value) -> String {
+pub(crate) fn platform_says(v: &Value) -> String {
     let code = v.get("code").and_then(Value::as_i64);
     let message = v
         .get("message")
@@ -247,7 +252,7 @@ impl Shared {
     /// thousand adapters starting together neither flood the platform nor leave a thousand
     /// connections behind. Messages never carry the URL (a query string could hold a
     /// credential).
-    pub(super) async fn call(
+    pub(crate) async fn call(
         &self,
         what: &str,
         request: reqwest::RequestBuilder,

@@ -5,13 +5,13 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tokio::time::Instant;
 
 use super::platform::{platform_says, PlatformError};
+use super::token_cache::TokenCache;
 use super::Shared;
 use crate::config::Secret;
 
@@ -25,32 +25,14 @@ pub(crate) const TOKEN_MARGIN: Duration = Duration::from_secs(60);
 /// (`docs/develop/api-v2/openapi/error/error.md`), and botgo's token source.
 const QQ_CREDENTIAL_ERRORS: &[i64] = &[100007, 100016];
 
-/// A QQ access token and when it expires, on both clocks. The monotonic clock stops while
-/// the machine sleeps, so a laptop that slept past the token's lifetime would still think
-/// it fresh; the wall clock keeps counting but can be set back. The token is used only while
-/// both say it is fresh.
-struct AccessToken {
-    value: String,
-    expires: Instant,
-    expires_wall: SystemTime,
-}
-
-impl AccessToken {
-    fn fresh(&self, now: Instant, wall: SystemTime) -> bool {
-        now + TOKEN_MARGIN < self.expires && wall + TOKEN_MARGIN < self.expires_wall
-    }
-}
-
 /// One credential's access token, fetched on first use and again when it nears its end or
-/// the platform rejects it. Not `Debug`: it holds the secret and the token.
+/// the platform rejects it (the keeping is `token_cache`'s). Not `Debug`: it holds the secret
+/// and the token.
 pub(crate) struct QqToken {
     app_id: String,
     token_url: String,
     secret: Secret,
-    cached: Mutex<Option<AccessToken>>,
-    /// Held across a fetch, so callers that find no fresh token wait for one fetch rather
-    /// than each making their own.
-    fetching: tokio::sync::Mutex<()>,
+    cache: TokenCache,
 }
 
 impl QqToken {
@@ -59,21 +41,16 @@ impl QqToken {
             app_id: app_id.to_owned(),
             token_url: token_url.to_owned(),
             secret: secret.unwrap_or_else(|| Secret::new(String::new())),
-            cached: Mutex::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            cache: TokenCache::new(TOKEN_MARGIN),
         }
     }
 
     /// A token fresh on both clocks: the cached one, or a new one from the token endpoint.
     pub(crate) async fn get(&self, shared: &Shared) -> Result<String, PlatformError> {
-        if let Some(t) = self.fresh() {
-            return Ok(t);
-        }
-        let _fetch = self.fetching.lock().await;
-        // Whoever held the lock before may have fetched one meanwhile.
-        if let Some(t) = self.fresh() {
-            return Ok(t);
-        }
+        self.cache.get(|| self.fetch(shared)).await
+    }
+
+    async fn fetch(&self, shared: &Shared) -> Result<(String, Duration), PlatformError> {
         let body = json!({"appId": self.app_id, "clientSecret": self.secret.expose()});
         let request = shared.http.post(&self.token_url).json(&body);
         let (status, v) = shared.call("token endpoint", request).await?;
@@ -86,34 +63,13 @@ impl QqToken {
             .as_u64()
             .or_else(|| v["expires_in"].as_str().and_then(|s| s.parse().ok()))
             .unwrap_or(7200);
-        let lifetime = Duration::from_secs(secs);
-        *self.lock() = Some(AccessToken {
-            value: token.to_owned(),
-            expires: Instant::now() + lifetime,
-            expires_wall: crate::test_hook::wall_clock() + lifetime,
-        });
-        Ok(token.to_owned())
+        Ok((token.to_owned(), Duration::from_secs(secs)))
     }
 
     /// Forget `stale`, the token the platform just rejected. A newer token someone else
     /// fetched meanwhile is kept: it was not the one rejected.
     pub(crate) fn invalidate(&self, stale: &str) {
-        let mut cached = self.lock();
-        if cached.as_ref().is_some_and(|t| t.value == stale) {
-            *cached = None;
-        }
-    }
-
-    fn fresh(&self) -> Option<String> {
-        let cached = self.lock();
-        let t = cached.as_ref()?;
-        t.fresh(Instant::now(), crate::test_hook::wall_clock())
-            .then(|| t.value.clone())
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Option<AccessToken>> {
-        // A panic elsewhere while holding the lock left a whole value behind: keep using it.
-        self.cached.lock().unwrap_or_else(PoisonError::into_inner)
+        self.cache.invalidate(stale);
     }
 }
 
@@ -167,25 +123,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_token_is_stale_when_either_clock_says_so() {
-        let now = Instant::now();
-        let wall = SystemTime::now();
-        let hour = Duration::from_secs(3600);
-        let t = AccessToken {
-            value: "t".into(),
-            expires: now + hour,
-            expires_wall: wall + hour,
-        };
-        assert!(t.fresh(now, wall));
-        // Suspended for two hours: the monotonic clock did not move, the wall clock did.
-        assert!(!t.fresh(now, wall + 2 * hour));
-        // The wall clock was set back: the monotonic clock still ends the token.
-        assert!(!t.fresh(now + 2 * hour, wall - hour));
-        // Within the refresh margin.
-        assert!(!t.fresh(now + hour - TOKEN_MARGIN, wall));
-    }
-
-    #[test]
     fn token_errors_keep_the_platform_code_and_message() {
         let ok = reqwest::StatusCode::OK;
         let e = qq_token_error(
@@ -208,25 +145,6 @@ mod tests {
         assert!(matches!(e, PlatformError::Retry(m) if m.contains("502")));
     }
 
-    fn cache(t: &QqToken, value: &str) {
-        let hour = Duration::from_secs(3600);
-        *t.lock() = Some(AccessToken {
-            value: value.into(),
-            expires: Instant::now() + hour,
-            expires_wall: crate::test_hook::wall_clock() + hour,
-        });
-    }
-
-    #[test]
-    fn invalidating_a_token_spares_a_newer_one() {
-        let t = QqToken::new("1", "http://127.0.0.1:1/token", None);
-        cache(&t, "new");
-        t.invalidate("old");
-        assert_eq!(t.fresh().as_deref(), Some("new"));
-        t.invalidate("new");
-        assert_eq!(t.fresh(), None);
-    }
-
     #[test]
     fn one_credential_has_one_cache_per_gateway() {
         let tokens = QqTokens::default();
@@ -238,7 +156,7 @@ mod tests {
         assert!(!Arc::ptr_eq(&a, &tokens.get("1", "u", Some(&other_secret))));
         assert!(!Arc::ptr_eq(&a, &tokens.get("2", "u", Some(&s))));
         // A token cached through one handle is seen through the other.
-        cache(&a, "tok");
-        assert_eq!(b.fresh().as_deref(), Some("tok"));
+        a.cache.store("tok", Duration::from_secs(3600));
+        assert_eq!(b.cache.fresh().as_deref(), Some("tok"));
     }
 }

@@ -110,7 +110,10 @@ fn path(target: &Target) -> Option<String> {
         Target::QqUser(id) => format!("/v2/users/{id}/messages"),
         Target::QqChannel(id) => format!("/channels/{id}/messages"),
         Target::QqDm(id) => format!("/dms/{id}/messages"),
-        Target::DiscordChannel(_) | Target::WebSocket(_) => return None,
+        Target::DiscordChannel(_)
+        | Target::WebSocket(_)
+        | Target::FeishuChat(_)
+        | Target::FeishuUser(_) => return None,
     })
 }
 

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use super::classify::local;
 use super::discord::{self, Discord};
+use super::feishu::{self, Feishu};
+use super::feishu_token::FeishuToken;
 use super::qq::{self, Qq};
 use super::websocket::{self, WebSocket};
 use super::{Answer, Outgoing};
@@ -20,6 +22,7 @@ enum Platform {
     Qq(Qq),
     Discord(Discord),
     WebSocket(WebSocket),
+    Feishu(Feishu),
 }
 
 impl Sender {
@@ -53,6 +56,13 @@ impl Sender {
             Protocol::WebSocket {
                 send_frame: None, ..
             } => return None,
+            Protocol::Feishu {
+                app_id, api_base, ..
+            } => {
+                let secret = secret.unwrap_or_else(|| Secret::new(String::new()));
+                let token = FeishuToken::new(api_base, app_id, secret);
+                Platform::Feishu(Feishu::new(shared, api_base, token))
+            }
         };
         Some(Sender(platform))
     }
@@ -63,6 +73,7 @@ impl Sender {
             Platform::Qq(_) => "qqbot",
             Platform::Discord(_) => "discord",
             Platform::WebSocket(_) => "websocket",
+            Platform::Feishu(_) => "feishu",
         }
     }
 
@@ -84,17 +95,19 @@ impl Sender {
             Platform::Qq(q) => (q.send(msg).await, None),
             Platform::Discord(d) => d.send(msg).await,
             Platform::WebSocket(w) => (w.send(msg).await, None),
+            Platform::Feishu(f) => (f.send(msg).await, None),
         }
     }
 
     /// Whether the platform itself drops a second send of `msg`, so that a send whose
     /// answer was lost can be repeated without posting twice. Discord: always (the nonce,
     /// within the few minutes Discord remembers it). QQ: only a passive reply in a group or
-    /// a one-to-one chat (`msg_id` + `msg_seq`). A plain WebSocket: never.
+    /// a one-to-one chat (`msg_id` + `msg_seq`). Feishu: always (the `uuid`, within the hour
+    /// the platform remembers it). A plain WebSocket: never.
     pub fn dedupes(&self, msg: &Outgoing) -> bool {
         match self.0 {
             Platform::Qq(_) => qq::dedupes(msg),
-            Platform::Discord(_) => true,
+            Platform::Discord(_) | Platform::Feishu(_) => true,
             Platform::WebSocket(_) => false,
         }
     }
@@ -106,6 +119,7 @@ impl Sender {
             Platform::Qq(_) => qq::MAX_TEXT,
             Platform::Discord(_) => discord::MAX_TEXT,
             Platform::WebSocket(_) => websocket::MAX_TEXT,
+            Platform::Feishu(_) => feishu::MAX_TEXT,
         }
     }
 }
@@ -192,6 +206,17 @@ mod tests {
         assert_eq!((d.kind(), d.max_text()), ("discord", 2000));
         assert!(d.dedupes(&msg(Target::DiscordChannel("1".into()), "hi", None)));
         assert_eq!(format!("{d:?}"), "Sender(discord)");
+        let f = spec(Protocol::Feishu {
+            domain: crate::config::FeishuDomain::Feishu,
+            app_id: "cli_x".into(),
+            secret_env: "S".into(),
+            api_base: "http://127.0.0.1:9".into(),
+        });
+        let f = Sender::new(&f, Some(Secret::new("s".into())), shared()).unwrap();
+        assert_eq!((f.kind(), f.max_text()), ("feishu", 30_000));
+        // The uuid makes every send safe to repeat, a reply or not.
+        assert!(f.dedupes(&msg(Target::FeishuChat("oc_1".into()), "hi", None)));
+        assert!(f.dedupes(&msg(Target::FeishuUser("ou_1".into()), "hi", Some("om_1"))));
     }
 
     #[tokio::test]

@@ -19,6 +19,8 @@ const QQ_EXPECTED: &str = "group:OPENID, user:OPENID, channel:ID or dm:GUILD_ID"
 const QQ_EXAMPLE: &str = "group:0C6E4F1A9B2D4E7F8A3B5C6D7E8F9A0B";
 const DISCORD_EXPECTED: &str = "channel:ID or a channel ID (a snowflake: digits)";
 const DISCORD_EXAMPLE: &str = "channel:1234567890123456789";
+const FEISHU_EXPECTED: &str = "chat:CHAT_ID or user:OPEN_ID";
+const FEISHU_EXAMPLE: &str = "chat:oc_5ad11d72b830411d72b836c20";
 const WS_EXPECTED: &str = "1-256 characters without control characters";
 const WS_EXAMPLE: &str = "room-42";
 
@@ -29,6 +31,7 @@ impl Target {
             "qqbot" => parse_qq(text),
             "discord" => parse_discord(text),
             "websocket" => parse_websocket(text),
+            "feishu" => parse_feishu(text),
             other => Err(TargetError::CannotSend {
                 kind: other.to_owned(),
             }),
@@ -43,7 +46,9 @@ impl Target {
             | Target::QqChannel(id)
             | Target::QqDm(id)
             | Target::DiscordChannel(id)
-            | Target::WebSocket(id) => id,
+            | Target::WebSocket(id)
+            | Target::FeishuChat(id)
+            | Target::FeishuUser(id) => id,
         }
     }
 }
@@ -74,6 +79,21 @@ fn parse_discord(text: &str) -> Result<Target, TargetError> {
     }
 }
 
+/// A chat id goes into the body and an open id too, but each is also the key the outbox
+/// orders a target's messages by, so the same rule as QQ's ids holds.
+fn parse_feishu(text: &str) -> Result<Target, TargetError> {
+    let malformed = || malformed(text, FEISHU_EXPECTED, FEISHU_EXAMPLE);
+    let (scheme, id) = text.split_once(':').ok_or_else(malformed)?;
+    if !valid_id(id) {
+        return Err(malformed());
+    }
+    Ok(match scheme {
+        "chat" => Target::FeishuChat(id.to_owned()),
+        "user" => Target::FeishuUser(id.to_owned()),
+        _ => return Err(malformed()),
+    })
+}
+
 fn parse_websocket(text: &str) -> Result<Target, TargetError> {
     let len = text.chars().count();
     if (1..=MAX_WS_TARGET).contains(&len) && !text.chars().any(char::is_control) {
@@ -95,7 +115,7 @@ fn malformed(text: &str, expected: &'static str, example: &'static str) -> Targe
 /// An id safe as one URL path segment: not empty, not `.` or `..` (which a URL parser
 /// resolves away), and without a character that ends the segment or the path (`/`, `\`,
 /// `?`, `#`), escapes one (`%`), or is space or a control.
-fn valid_id(id: &str) -> bool {
+pub(super) fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= MAX_ID
         && !id.bytes().all(|b| b == b'.')
@@ -109,7 +129,8 @@ impl fmt::Display for Target {
         let scheme = match self {
             Target::WebSocket(id) => return f.write_str(id),
             Target::QqGroup(_) => "group",
-            Target::QqUser(_) => "user",
+            Target::QqUser(_) | Target::FeishuUser(_) => "user",
+            Target::FeishuChat(_) => "chat",
             Target::QqChannel(_) | Target::DiscordChannel(_) => "channel",
             Target::QqDm(_) => "dm",
         };
@@ -208,6 +229,38 @@ mod tests {
     }
 
     #[test]
+    fn feishu_targets_are_chats_and_users() {
+        for (text, want) in [
+            (
+                "chat:oc_a0553eda9014c201e6969b478895c230",
+                Target::FeishuChat("oc_a0553eda9014c201e6969b478895c230".into()),
+            ),
+            (
+                "user:ou_7d8a6e6df7621556ce0d21922b676706",
+                Target::FeishuUser("ou_7d8a6e6df7621556ce0d21922b676706".into()),
+            ),
+        ] {
+            assert_eq!(Target::parse("feishu", text), Ok(want.clone()), "{text}");
+            assert_eq!(want.to_string(), text);
+        }
+        for bad in [
+            "oc_1",
+            "group:oc_1",
+            "chat:",
+            "chat:a/b",
+            "user:a b",
+            "user:..",
+            "Chat:oc_1",
+        ] {
+            let e = Target::parse("feishu", bad).unwrap_err();
+            assert!(
+                matches!(&e, TargetError::Malformed { expected, .. } if expected.contains("chat:CHAT_ID")),
+                "{bad:?}: {e:?}"
+            );
+        }
+    }
+
+    #[test]
     fn websocket_targets_are_any_one_line_text() {
         for text in [
             "room-42",
@@ -246,7 +299,7 @@ mod tests {
         }
 
         #[test]
-        fn parse_never_panics(kind in "qqbot|discord|websocket", text in "\\PC{0,80}") {
+        fn parse_never_panics(kind in "qqbot|discord|websocket|feishu", text in "\\PC{0,80}") {
             let _ = Target::parse(&kind, &text);
         }
     }

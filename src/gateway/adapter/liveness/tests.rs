@@ -267,3 +267,49 @@ fn with_pings_off_an_unanswered_ping_cannot_exist() {
     );
     assert_eq!(r, None);
 }
+
+#[test]
+fn strict_stopped_answers_are_caught_within_an_interval_plus_the_ack_timeout_despite_traffic() {
+    for fault_at in [0.1, 0.5, 0.95] {
+        let t0 = Instant::now();
+        let mut l = Liveness::new(t0, I, A, 0.3, true, false).strict();
+        let fault = t0 + I * 3 + I.mul_f64(fault_at);
+        // Events keep arriving every 100 ms; only the answers to probes stop.
+        let mut tick = 0u32;
+        let r = drive(&mut l, t0, t0 + I * 10, answer_until(fault), |l, now| {
+            tick += 1;
+            if tick % 10 == 0 {
+                l.on_inbound(now);
+            }
+        });
+        let (z, at) = r.unwrap();
+        assert_eq!(z, Zombie::NoAnswer);
+        let latency = at - fault;
+        assert!(latency <= I + A + Duration::from_millis(20), "{latency:?}");
+    }
+}
+
+#[test]
+fn strict_half_open_is_still_half_open() {
+    let t0 = Instant::now();
+    let mut l = Liveness::new(t0, I, A, 0.0, true, false).strict();
+    let fault = t0 + I * 2 + I / 2;
+    let (z, at) = drive(&mut l, t0, t0 + I * 10, answer_until(fault), |_, _| {}).unwrap();
+    assert_eq!(z, Zombie::HalfOpen);
+    assert!(at - fault <= I + A + Duration::from_millis(20));
+}
+
+#[test]
+fn a_new_interval_takes_effect_at_once() {
+    let t0 = Instant::now();
+    let mut l = Liveness::new(t0, I * 10, A, 0.99, true, false);
+    // The first heartbeat was placed almost 10 intervals of I away; the platform now asks
+    // for I, and the next heartbeat goes out I from now, and every I after that.
+    l.set_interval(t0, I, A);
+    assert_eq!(l.interval(), I);
+    assert_eq!(l.poll(t0 + I - Duration::from_millis(1)), None);
+    assert_eq!(l.poll(t0 + I), Some(Action::SendHeartbeat));
+    l.on_ack(t0 + I);
+    assert_eq!(l.poll(t0 + I * 2), Some(Action::SendHeartbeat));
+    assert_eq!(l.liveness_deadline(), I + A * 3);
+}

@@ -1,0 +1,330 @@
+//! Feishu/Lark: a text message to a chat or a user (`POST
+//! /open-apis/im/v1/messages?receive_id_type=chat_id|open_id`), or a reply to a message
+//! (`POST /open-apis/im/v1/messages/{message_id}/reply`), with `Authorization: Bearer
+//! {tenant_access_token}`.
+//!
+//! Every request carries a `uuid` derived from the outbox's message id; the platform posts
+//! at most one message per uuid within an hour, so a send whose answer was lost is sent
+//! again with the same uuid and posted once. Past the hour (a message held back that long by
+//! an outage) a repeat could post twice; the outbox gives up on a message after 24 h, and an
+//! answer lost in the last of those hours is the only case left.
+//!
+//! Sources (open.feishu.cn / open.larksuite.com server docs): "发送消息" and "回复消息" (paths,
+//! `receive_id_type`, `msg_type`, `content` as a JSON string, `uuid`: at most one message per
+//! uuid within 1 hour, at most 50 characters; a text body up to 150 KB; 230020 "the operation
+//! triggers the rate limit"); "频控策略" (429 or, on older APIs, 400 with code 99991400 and
+//! `x-ogw-ratelimit-reset` in seconds); oapi-sdk-go `core` (99991663, 99991664 and 99991671:
+//! the token is invalid, fetch another and retry); "如何解决 230001 错误" (230001: a bad
+//! parameter, such as an invalid receive_id).
+
+use std::sync::Arc;
+
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+use super::classify::{self, header_seconds, int, json, local};
+use super::exchange::exchange;
+use super::feishu_token::FeishuToken;
+use super::target::valid_id;
+use super::{Answer, Outgoing, Target};
+use crate::gateway::adapter::platform::PlatformError;
+use crate::gateway::adapter::Shared;
+
+/// Characters of text taken. A text message's body may be 150 KB; 30,000 characters of CJK
+/// (3 bytes each in UTF-8) with the JSON around them fit with room to spare.
+pub(super) const MAX_TEXT: usize = 30_000;
+
+/// The access token was refused (tenant, app, or any access token invalid, or missing): drop
+/// it, fetch another, and retry.
+const TOKEN_REFUSED: &[i64] = &[99991661, 99991663, 99991664, 99991671];
+
+/// Too fast: the gateway's frequency control (99991400) and the messaging API's own limits
+/// (230020; 11232, the peak-hour limit the rate-limit page names).
+const RATE_LIMITED: &[i64] = &[99991400, 230020, 11232];
+
+/// The platform's own trouble, which a retry may fix: the internal errors of the server
+/// error-code page (1500, 1503, 1551, 1557).
+const TRANSIENT: &[i64] = &[1500, 1503, 1551, 1557];
+
+pub(super) struct Feishu {
+    pub(super) shared: Shared,
+    pub(super) api_base: String,
+    pub(super) token: Arc<FeishuToken>,
+}
+
+impl Feishu {
+    pub(super) fn new(shared: Shared, api_base: &str, token: FeishuToken) -> Self {
+        Self {
+            shared,
+            api_base: api_base.trim_end_matches('/').to_owned(),
+            token: Arc::new(token),
+        }
+    }
+
+    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
+        let Some(path) = path(msg) else {
+            let m = match &msg.reply_to {
+                Some(_) => "reply_to is not a Feishu message id (om_...)".to_owned(),
+                None => format!("target {} is not a Feishu chat or user", msg.target),
+            };
+            return Answer::Failed(local(m));
+        };
+        let token = match self.token.get(&self.shared).await {
+            Ok(t) => t,
+            Err(PlatformError::Retry(m)) => {
+                return Answer::Retry {
+                    after: None,
+                    reply: local(m),
+                }
+            }
+            // A rejected App ID or secret: the adapter exits 78 on the same mistake.
+            Err(PlatformError::Fatal(m)) => return Answer::Failed(local(m)),
+        };
+        let Ok(mut auth) = HeaderValue::from_str(&format!("Bearer {token}")) else {
+            self.token.invalidate(&token);
+            return Answer::Retry {
+                after: None,
+                reply: local("the access token holds a character an HTTP header cannot carry"),
+            };
+        };
+        auth.set_sensitive(true);
+        let request = self
+            .shared
+            .http
+            .post(format!("{}{path}", self.api_base))
+            .header(AUTHORIZATION, auth)
+            .json(&body(msg));
+        let r = match exchange(request).await {
+            Ok(r) => r,
+            Err(answer) => return answer,
+        };
+        let (answer, token_refused) = classify(r.status, &r.headers, &r.body);
+        if token_refused {
+            self.token.invalidate(&token);
+        }
+        answer
+    }
+}
+
+/// The request's path and query: a reply by the message it answers, anything else by target.
+fn path(msg: &Outgoing) -> Option<String> {
+    if let Some(id) = &msg.reply_to {
+        return valid_id(id).then(|| format!("/open-apis/im/v1/messages/{id}/reply"));
+    }
+    let kind = match msg.target {
+        Target::FeishuChat(_) => "chat_id",
+        Target::FeishuUser(_) => "open_id",
+        _ => return None,
+    };
+    Some(format!("/open-apis/im/v1/messages?receive_id_type={kind}"))
+}
+
+fn body(msg: &Outgoing) -> Value {
+    let content = json!({ "text": msg.text }).to_string();
+    let mut body = json!({"msg_type": "text", "content": content, "uuid": uuid(&msg.id)});
+    if msg.reply_to.is_none() {
+        body["receive_id"] = json!(msg.target.id());
+    }
+    body
+}
+
+/// The message's uuid: the same for every attempt of one outbox message, 36 characters
+/// (within the platform's 50) in the usual 8-4-4-4-12 form, from 128 bits of a hash of the id.
+pub(super) fn uuid(id: &str) -> String {
+    let d = Sha256::digest(id.as_bytes());
+    let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+/// Classify Feishu's answer; the second value says whether it refused the access token. The
+/// body's `code` decides before the status does: Feishu answers most errors with HTTP 400 and
+/// a code, and a few with 200.
+fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, bool) {
+    let v = json(body);
+    let code = int(&v["code"]);
+    let ok = (200..300).contains(&status);
+    if ok && code == Some(0) {
+        let platform_id = classify::id(&v["data"]["message_id"]);
+        return (Answer::Sent { platform_id }, false);
+    }
+    let reply = classify::reply(status, code.filter(|&c| c != 0), v["msg"].as_str());
+    let is = |set: &[i64]| code.is_some_and(|c| set.contains(&c));
+    let after =
+        header_seconds(headers, "x-ogw-ratelimit-reset").or_else(|| classify::retry_after(headers));
+    if status == 401 || is(TOKEN_REFUSED) {
+        return (Answer::Retry { after: None, reply }, true);
+    }
+    let answer = if status == 429 || is(RATE_LIMITED) || is(TRANSIENT) {
+        Answer::Retry { after, reply }
+    } else if ok || (code.is_some_and(|c| c != 0) && status < 500) {
+        // A refusal with the platform's code (230001 a bad receive_id, 230002 the bot is not
+        // in the chat, 230025 too long, ...): not posted, and not for retrying.
+        Answer::Failed(reply)
+    } else {
+        classify::by_status(status, headers, reply)
+    };
+    (answer, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::send::PlatformReply;
+
+    fn answer(status: u16, body: &str) -> Answer {
+        classify(status, &HeaderMap::new(), body.as_bytes()).0
+    }
+
+    fn failed(status: u16, body: &str) -> PlatformReply {
+        match answer(status, body) {
+            Answer::Failed(r) => r,
+            other => panic!("{status} {body}: {other:?}"),
+        }
+    }
+
+    fn msg(target: Target, reply_to: Option<&str>) -> Outgoing {
+        Outgoing {
+            id: "m1".into(),
+            target,
+            text: "hi \"there\"\n".into(),
+            reply_to: reply_to.map(Into::into),
+            seq: None,
+        }
+    }
+
+    #[test]
+    fn a_posted_message_gives_its_id() {
+        let a = answer(
+            200,
+            r#"{"code":0,"msg":"success","data":{"message_id":"om_dc13264520392913993dd051dba21dcf","chat_id":"oc_1"}}"#,
+        );
+        assert_eq!(
+            a,
+            Answer::Sent {
+                platform_id: Some("om_dc13264520392913993dd051dba21dcf".into())
+            }
+        );
+    }
+
+    #[test]
+    fn rate_limits_wait_as_long_as_the_platform_says() {
+        let mut h = HeaderMap::new();
+        h.insert("x-ogw-ratelimit-reset", HeaderValue::from_static("52"));
+        for (status, code) in [(429, 99991400), (400, 99991400), (400, 230020)] {
+            let body = format!(r#"{{"code":{code},"msg":"request trigger frequency limit"}}"#);
+            let (a, refused) = classify(status, &h, body.as_bytes());
+            assert!(!refused);
+            match a {
+                Answer::Retry { after, reply } => {
+                    assert_eq!(after, Some(std::time::Duration::from_secs(52)));
+                    assert_eq!(reply.code, Some(code));
+                }
+                other => panic!("{status} {code}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_refused_token_is_dropped_and_retried() {
+        for code in [99991663, 99991664, 99991671, 99991661] {
+            let body =
+                format!(r#"{{"code":{code},"msg":"Invalid access token for authorization."}}"#);
+            let (a, refused) = classify(400, &HeaderMap::new(), body.as_bytes());
+            assert!(
+                refused && matches!(a, Answer::Retry { .. }),
+                "{code}: {a:?}"
+            );
+        }
+        let (_, refused) = classify(500, &HeaderMap::new(), b"");
+        assert!(!refused);
+    }
+
+    #[test]
+    fn refusals_fail_with_the_platform_code_and_words() {
+        let r = failed(
+            400,
+            r#"{"code":230001,"msg":"Your request contains an invalid request parameter, ext=invalid receive_id."}"#,
+        );
+        assert_eq!((r.status, r.code), (Some(400), Some(230001)));
+        assert!(r.message.contains("invalid receive_id"), "{}", r.message);
+        assert_eq!(
+            failed(
+                400,
+                r#"{"code":230002,"msg":"Bot/User can NOT be out of the chat."}"#
+            )
+            .code,
+            Some(230002)
+        );
+        // A 2xx that is not a success is not posted either.
+        assert_eq!(
+            failed(200, r#"{"code":230025,"msg":"too long"}"#).code,
+            Some(230025)
+        );
+        assert_eq!(failed(404, "").message, "Not Found");
+    }
+
+    #[test]
+    fn server_trouble_is_retried_and_a_gateway_timeout_is_unknown() {
+        assert!(matches!(answer(500, "{}"), Answer::Retry { .. }));
+        assert!(matches!(
+            answer(502, r#"{"code":1,"msg":"x"}"#),
+            Answer::Retry { .. }
+        ));
+        assert!(matches!(
+            answer(400, r#"{"code":1500,"msg":"internal error"}"#),
+            Answer::Retry { .. }
+        ));
+        assert!(matches!(answer(503, "<html>"), Answer::Retry { .. }));
+        assert!(matches!(answer(504, ""), Answer::Unknown(_)));
+    }
+
+    #[test]
+    fn bodies_and_paths_send_and_reply() {
+        let chat = msg(Target::FeishuChat("oc_1".into()), None);
+        assert_eq!(
+            path(&chat).unwrap(),
+            "/open-apis/im/v1/messages?receive_id_type=chat_id"
+        );
+        let b = body(&chat);
+        assert_eq!(b["receive_id"], "oc_1");
+        assert_eq!(b["msg_type"], "text");
+        // The content is JSON in a string, as the API takes it.
+        let content: Value = serde_json::from_str(b["content"].as_str().unwrap()).unwrap();
+        assert_eq!(content, json!({"text": "hi \"there\"\n"}));
+        assert_eq!(b["uuid"], uuid("m1"));
+        let user = msg(Target::FeishuUser("ou_1".into()), None);
+        assert_eq!(
+            path(&user).unwrap(),
+            "/open-apis/im/v1/messages?receive_id_type=open_id"
+        );
+        let reply = msg(Target::FeishuChat("oc_1".into()), Some("om_9"));
+        assert_eq!(
+            path(&reply).unwrap(),
+            "/open-apis/im/v1/messages/om_9/reply"
+        );
+        assert!(body(&reply).get("receive_id").is_none());
+        // A reply_to that would leave its path segment is never sent.
+        assert_eq!(
+            path(&msg(Target::FeishuChat("oc_1".into()), Some("om/../x"))),
+            None
+        );
+        assert_eq!(path(&msg(Target::QqGroup("G".into()), None)), None);
+    }
+
+    #[test]
+    fn the_uuid_is_stable_distinct_and_short() {
+        let a = uuid("m1");
+        assert_eq!(a, uuid("m1"));
+        assert_ne!(a, uuid("m2"));
+        assert_eq!(a.len(), 36);
+        assert_eq!(a.matches('-').count(), 4);
+    }
+}
