@@ -1,13 +1,16 @@
 //! Gateway figures: zombie detection latency, detection-to-RESUMED time, the cost of 1,000
-//! connections, and loss under injected faults. `cargo bench --bench gateway` prints Markdown
-//! for docs/benchmarks.md. Everything runs on loopback against the built-in mock platform.
-//! This file is the entry: the runtime, which sections run (`-- zombie`, `-- loss`,
-//! `-- thousand`), and the scratch directories they share.
+//! connections, loss under injected faults, and sending through the outbox and the agent API.
+//! `cargo bench --bench gateway` prints Markdown for docs/benchmarks.md. Everything runs on
+//! loopback, against the built-in mock platform and, where a section says so, the independent
+//! server in benches/independent. This file is the entry: the runtime, which sections run
+//! (`-- zombie`, `-- loss`, `-- thousand`, `-- outbox`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
 mod binary;
+mod independent;
 mod loss;
+mod outbox;
 mod proc;
 mod thousand;
 mod zombie;
@@ -36,6 +39,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "thousand") {
             thousand::thousand_connections().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "outbox") {
+            outbox::outbox_figures().await;
         }
     });
 }

@@ -9,14 +9,14 @@ use crate::binary::{gateway_bin, BIN};
 use crate::scratch;
 
 mod config;
-mod independent;
 mod measure;
 mod platform;
 mod report;
 
+use crate::independent::Independent;
+use crate::proc::wait_for_quiet_machine;
 use config::Kind;
-use independent::Independent;
-use measure::{measure, wait_for_quiet_machine};
+use measure::measure;
 use platform::Server;
 use report::print_thousand;
 

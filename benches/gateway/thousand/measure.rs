@@ -89,27 +89,6 @@ async fn wait_ready(notify: &std::os::unix::net::UnixDatagram, state: &Path, n: 
     }
 }
 
-/// Wait (up to five minutes) until the machine has been nearly idle for five seconds: a build
-/// or test suite running alongside shows up in a sub-1% CPU figure as noise several times the
-/// effect being measured. The window's own "whole machine busy" row says how well that held.
-pub(super) async fn wait_for_quiet_machine() {
-    let give_up = Instant::now() + Duration::from_secs(300);
-    loop {
-        let a = machine_ticks();
-        tokio::time::sleep(Duration::from_secs(5)).await;
-        let b = machine_ticks();
-        let busy = (b.0 - a.0) as f64 / (b.1 - a.1).max(1) as f64 * 100.0;
-        if busy < 10.0 {
-            return;
-        }
-        if Instant::now() > give_up {
-            eprintln!("the machine is still {busy:.0}% busy; measuring anyway");
-            return;
-        }
-        eprintln!("the machine is {busy:.0}% busy; waiting for it to settle");
-    }
-}
-
 pub(super) async fn measure(kind: Kind, server: Server, label: &'static str, n: usize) -> Measured {
     let interval = Duration::from_secs(5);
     let window = env_secs("HSV_BENCH_WINDOW", 60);

@@ -3,7 +3,7 @@
 
 use hermes_svc::mock_platform::MockPlatform;
 
-use super::independent::Independent;
+use crate::independent::Independent;
 
 /// The platform side of one configuration.
 pub(super) enum Server {

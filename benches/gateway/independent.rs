@@ -7,15 +7,15 @@ use std::time::{Duration, Instant};
 
 /// benches/independent/qq_discord_server.py as a child process: started, its port parsed
 /// from its one line of stdout, stopped with SIGTERM when dropped.
-pub(super) struct Independent {
-    pub(super) child: Child,
-    pub(super) port: u16,
+pub(crate) struct Independent {
+    pub(crate) child: Child,
+    pub(crate) port: u16,
     http: reqwest::Client,
 }
 
 impl Independent {
     /// The venv python from `scripts/bench-deps` (its last line of stdout).
-    pub(super) fn python() -> String {
+    pub(crate) fn python() -> String {
         let root = env!("CARGO_MANIFEST_DIR");
         let out = Command::new(format!("{root}/scripts/bench-deps"))
             .stderr(Stdio::inherit())
@@ -30,7 +30,7 @@ impl Independent {
             .to_owned()
     }
 
-    pub(super) fn start(python: &str, interval: Duration, log: &Path) -> Self {
+    pub(crate) fn start(python: &str, interval: Duration, log: &Path) -> Self {
         use std::io::BufRead;
         let root = env!("CARGO_MANIFEST_DIR");
         let mut child = Command::new(python)
@@ -61,7 +61,7 @@ impl Independent {
         }
     }
 
-    pub(super) async fn stats(&self) -> serde_json::Value {
+    pub(crate) async fn stats(&self) -> serde_json::Value {
         let url = format!("http://127.0.0.1:{}/_independent/stats", self.port);
         self.http
             .get(url)
@@ -71,6 +71,20 @@ impl Independent {
             .json()
             .await
             .expect("stats are JSON")
+    }
+
+    /// `GET /_posts`: every post accepted so far (`content`, `received_unix_ms`, ...) and
+    /// every attempt.
+    pub(crate) async fn posts(&self) -> serde_json::Value {
+        let url = format!("http://127.0.0.1:{}/_posts", self.port);
+        self.http
+            .get(url)
+            .send()
+            .await
+            .expect("GET /_posts")
+            .json()
+            .await
+            .expect("posts are JSON")
     }
 }
 
