@@ -2,7 +2,7 @@
 //! each adapter's messages wait. Pure: the journal's records are applied here both when they
 //! are written and when they are read back after a restart, so the two can never disagree.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
@@ -22,12 +22,58 @@ struct Entry {
     not_before: Option<Instant>,
 }
 
+/// One adapter's messages not yet final: a lane per target, in the order they were
+/// submitted, and each lane's head by ordinal. A worker only ever looks at heads (a target's
+/// later messages wait behind its first), so choosing the next message costs one step per
+/// target, not per message: with 10,000 queued for one channel during an outage, a submit
+/// that wakes the worker costs the same as with one.
+#[derive(Default)]
+struct Lanes {
+    lanes: HashMap<String, VecDeque<u64>>,
+    /// The ordinal of each lane's first message, and its target.
+    heads: BTreeMap<u64, String>,
+    len: usize,
+}
+
+impl Lanes {
+    fn push(&mut self, target: &str, ordinal: u64) {
+        let lane = self.lanes.entry(target.to_owned()).or_default();
+        if lane.is_empty() {
+            self.heads.insert(ordinal, target.to_owned());
+        }
+        lane.push_back(ordinal);
+        self.len += 1;
+    }
+
+    fn remove(&mut self, target: &str, ordinal: u64) {
+        let Some(lane) = self.lanes.get_mut(target) else {
+            return;
+        };
+        let Some(at) = lane.iter().position(|o| *o == ordinal) else {
+            return;
+        };
+        lane.remove(at);
+        self.len -= 1;
+        if at == 0 {
+            self.heads.remove(&ordinal);
+            match lane.front() {
+                Some(next) => {
+                    self.heads.insert(*next, target.to_owned());
+                }
+                None => {
+                    self.lanes.remove(target);
+                }
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 pub(super) struct Book {
     entries: HashMap<String, Entry>,
     keys: HashMap<String, String>,
-    /// Messages not yet final, per adapter, in the order they were submitted.
-    pending: HashMap<String, BTreeMap<u64, String>>,
+    /// Messages not yet final, per adapter.
+    pending: HashMap<String, Lanes>,
     /// Every retained message by submit order, for compaction.
     order: BTreeMap<u64, String>,
     next_ordinal: u64,
@@ -108,7 +154,7 @@ impl Book {
             self.pending
                 .entry(message.adapter.clone())
                 .or_default()
-                .insert(ordinal, message.id.clone());
+                .push(&message.target, ordinal);
         }
         self.entries.insert(
             message.id.clone(),
@@ -123,7 +169,7 @@ impl Book {
     fn forget_order(&mut self, old: &Entry) {
         self.order.remove(&old.ordinal);
         if let Some(q) = self.pending.get_mut(&old.message.adapter) {
-            q.remove(&old.ordinal);
+            q.remove(&old.message.target, old.ordinal);
         }
         if old.message.state.is_final() {
             count(&mut self.finished, old.message.state, -1);
@@ -142,7 +188,7 @@ impl Book {
         if !was_final && state.is_final() {
             count(&mut self.finished, state, 1);
             if let Some(q) = self.pending.get_mut(&entry.message.adapter) {
-                q.remove(&entry.ordinal);
+                q.remove(&entry.message.target, entry.ordinal);
             }
         }
     }
@@ -161,19 +207,11 @@ impl Book {
         let Some(queue) = self.pending.get(adapter) else {
             return Next::Idle;
         };
-        let mut blocked: HashSet<&str> = HashSet::new();
         let mut wake: Option<Instant> = None;
-        for id in queue.values() {
-            let entry = &self.entries[id];
-            let target = entry.message.target.as_str();
-            if blocked.contains(target) {
-                continue;
-            }
+        for ordinal in queue.heads.keys() {
+            let entry = &self.entries[&self.order[ordinal]];
             match entry.not_before {
-                Some(t) if t > now => {
-                    wake = Some(wake.map_or(t, |w| w.min(t)));
-                    blocked.insert(target);
-                }
+                Some(t) if t > now => wake = Some(wake.map_or(t, |w| w.min(t))),
                 _ => return Next::Send(Box::new(entry.message.clone())),
             }
         }
@@ -182,12 +220,13 @@ impl Book {
 
     pub(super) fn stats(&self, now: SystemTime) -> Stats {
         let mut stats = self.finished.clone();
-        stats.depth = self.pending.values().map(|q| q.len() as u64).sum();
+        stats.depth = self.pending.values().map(|q| q.len as u64).sum();
         stats.oldest_queued_secs = self
             .pending
             .values()
-            .filter_map(|q| q.values().next())
-            .filter_map(|id| humantime::parse_rfc3339(&self.entries[id].message.queued_at).ok())
+            .filter_map(|q| q.heads.keys().next())
+            .map(|ordinal| &self.entries[&self.order[ordinal]].message)
+            .filter_map(|m| humantime::parse_rfc3339(&m.queued_at).ok())
             .min()
             .map(|oldest| {
                 now.duration_since(oldest)
