@@ -1,6 +1,7 @@
 //! Exactly once across SIGKILL: a gateway is killed at each point of a send, twenty times a
 //! point, and after the last restart every message is on the platform once, where the
-//! platform dedupes (a Discord channel, by nonce; a QQ reply, by msg_seq). Where it cannot
+//! platform dedupes (a Discord channel, by nonce; a QQ reply, by msg_seq; a Feishu chat, by
+//! uuid). Where it cannot
 //! (a QQ active message), the policy holds: at most one post and an `unknown` state by
 //! default, at least one under at-least-once.
 //!
@@ -18,6 +19,8 @@ use crate::harness::wait_for;
 use crate::outbox_rig::{killed_by_fault, sigkill, sigterm, Rig};
 
 const ROUNDS: usize = 20;
+/// The mock Feishu's chat (`FeishuConfig::default().chat_id`).
+const TARGET_CHAT: &str = "chat:oc_mockchat00000000000000000000001";
 
 #[derive(Clone, Copy, Debug)]
 enum Point {
@@ -104,8 +107,8 @@ fn count(rig: &Rig, text: &str) -> usize {
     rig.posts().iter().filter(|p| p.content == text).count()
 }
 
-fn exactly_once_at_every_point(profile: &str, t: Target) {
-    let rig = Rig::new(profile, "");
+fn exactly_once_at_every_point(profile: &str, extra: &str, t: Target) {
+    let rig = Rig::new(profile, extra);
     let mut texts = vec![];
     for point in POINTS {
         for round in 0..ROUNDS {
@@ -126,6 +129,7 @@ fn exactly_once_at_every_point(profile: &str, t: Target) {
 fn a_discord_message_is_posted_exactly_once_whatever_the_kill() {
     exactly_once_at_every_point(
         "obdc",
+        "",
         Target {
             adapter: "dc",
             target: "channel:4242",
@@ -139,11 +143,31 @@ fn a_discord_message_is_posted_exactly_once_whatever_the_kill() {
 fn a_qq_reply_is_posted_exactly_once_whatever_the_kill() {
     exactly_once_at_every_point(
         "obqq",
+        "",
         Target {
             adapter: "qq",
             target: "group:G1",
             reply_to: Some("evt-1"),
             platform: Platform::Qq,
+        },
+    );
+}
+
+#[test]
+fn a_feishu_message_is_posted_exactly_once_whatever_the_kill() {
+    let fs = hermes_svc::mock_platform::FeishuConfig::default();
+    exactly_once_at_every_point(
+        "obfs",
+        &format!(
+            "[[adapter]]\nname = \"fs\"\nkind = \"feishu\"\napp-id = \"{}\"\n\
+             secret-env = \"OB_FS_SECRET\"\napi-base = \"{{base}}\"\n",
+            fs.app_id
+        ),
+        Target {
+            adapter: "fs",
+            target: TARGET_CHAT,
+            reply_to: None,
+            platform: Platform::Feishu,
         },
     );
 }

@@ -27,7 +27,8 @@ pub(crate) struct Rig {
 
 impl Rig {
     /// A profile with adapters `dc` (Discord) and `qq` (QQ Bot) against a fresh mock, and
-    /// `extra` appended to its `gateway.toml`.
+    /// `extra` appended to its `gateway.toml` (`{base}` in it is the mock's HTTP base; the
+    /// mock Feishu app's secret is in `OB_FS_SECRET`, for a feishu adapter of its own).
     pub(crate) fn new(profile: &str, extra: &str) -> Rig {
         let rt = mock_runtime();
         let mock = start_mock(&rt, MockConfig::default());
@@ -47,7 +48,8 @@ impl Rig {
              [[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"{app_id}\"\n\
              secret-env = \"OB_QQ_SECRET\"\napi-base = \"{base}\"\n\
              token-url = \"{base}/app/getAppAccessToken\"\n\
-             backoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n{extra}"
+             backoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n{}",
+            extra.replace("{base}", &base)
         );
         fs::create_dir_all(rig.profile_home()).unwrap();
         fs::write(rig.profile_home().join("gateway.toml"), toml).unwrap();
@@ -98,6 +100,12 @@ impl Rig {
         cmd.args(["gateway", "run", "--profile", &self.profile])
             .env("OB_DC_TOKEN", format!("dc-token-{}", self.profile))
             .env("OB_QQ_SECRET", format!("qq-secret-{}", self.profile))
+            .env(
+                "OB_FS_SECRET",
+                hermes_svc::mock_platform::FeishuConfig::default().app_secret,
+            )
+            // Token locks of its own: they are machine-wide, and rigs run side by side.
+            .env("HERMES_LOCK_DIR", self.home.path().join("locks"))
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
