@@ -120,11 +120,14 @@ impl Rig {
         serde_json::from_str(&text).ok()
     }
 
-    /// Wait until `child`'s state file says the outbox holds nothing that is not final.
+    /// Wait until `child`'s state file, written after this call began (an older one may
+    /// predate the last submit), says the outbox holds nothing that is not final.
     pub(crate) fn wait_drained(&self, child: &Child, timeout: Duration) -> serde_json::Value {
+        let since = std::time::SystemTime::now();
         wait_for(timeout, "the outbox to drain", || {
             let s = self.state()?;
-            (s["pid"] == child.id() && s["outbox"]["depth"] == 0).then_some(s)
+            let written = humantime::parse_rfc3339(s["updated_at"].as_str()?).ok()?;
+            (written > since && s["pid"] == child.id() && s["outbox"]["depth"] == 0).then_some(s)
         })
     }
 
