@@ -14,6 +14,7 @@ mod doctor_launchd;
 mod fake_launchctl;
 mod faked_health;
 mod feishu;
+mod feishu_faults;
 mod feishu_gateway;
 mod gateway;
 mod gateway_launchd;
