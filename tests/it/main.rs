@@ -8,6 +8,7 @@ mod api_cli;
 mod api_openapi;
 mod api_rig;
 mod crashes_and_races;
+mod demo;
 mod doctor;
 mod doctor_catalogue;
 mod doctor_launchd;
