@@ -1,11 +1,12 @@
 //! `hermes-svc demo`: the gateway's resilience, shown end to end with no credentials.
 //!
-//! It starts a mock QQ Bot / Discord platform on loopback behind a TCP proxy, runs a real
-//! gateway process for a temporary profile (two adapters and a cron job), and plays systemd
-//! for it: it receives `READY=1`, `STATUS=` and `WATCHDOG=1` on a notify socket of its own.
-//! Then it makes the proxy swallow every byte in both directions without a FIN (a half-open
-//! connection, the field's 18-hour outage), and shows the gateway detect it, resume with the
-//! last seq, and lose no event.
+//! It starts a mock QQ Bot / Discord / Feishu platform on loopback behind a TCP proxy, runs a
+//! real gateway process for a temporary profile (three adapters and a cron job), and plays
+//! systemd for it: it receives `READY=1`, `STATUS=` and `WATCHDOG=1` on a notify socket of its
+//! own. Then it makes the proxy swallow every byte in both directions without a FIN (a
+//! half-open connection, the field's 18-hour outage), and shows the gateway detect it on every
+//! connection, resume QQ and Discord with the last seq, open a new Feishu long connection
+//! (Feishu has no resume: the platform pushes again what was not acked), and lose no event.
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::net::UnixDatagram;
@@ -18,8 +19,9 @@ use anyhow::{bail, Context};
 
 use crate::exit_code;
 use crate::gateway::spool;
-use crate::mock_platform::{BlackholeProxy, MockConfig, MockPlatform};
+use crate::mock_platform::{BlackholeProxy, FeishuConfig, MockConfig, MockPlatform};
 
+/// The mock's heartbeat interval, and its Feishu PingInterval (`ClientConfig`'s default).
 const HEARTBEAT: Duration = Duration::from_secs(1);
 
 /// A temporary directory removed on drop.
@@ -53,14 +55,18 @@ impl Clock {
     }
 }
 
-fn write_profile(home: &Path, mock: &MockPlatform) -> anyhow::Result<PathBuf> {
+fn write_profile(
+    home: &Path,
+    mock: &MockPlatform,
+    feishu: &FeishuConfig,
+) -> anyhow::Result<PathBuf> {
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
     let base = mock.http_base();
     std::fs::write(
         profile_home.join("gateway.toml"),
         format!(
-            r#"# Written by `hermes-svc demo`: two adapters against the built-in mock platform.
+            r#"# Written by `hermes-svc demo`: three adapters against the built-in mock platform.
 [gateway]
 max-outage = "5m"
 
@@ -80,17 +86,30 @@ token-env = "DEMO_DISCORD_TOKEN"
 api-base = "{base}"
 backoff-min = "200ms"
 
+[[adapter]]
+name = "fs"
+kind = "feishu"
+app-id = "{app_id}"
+secret-env = "DEMO_FEISHU_SECRET"
+api-base = "{base}"
+backoff-min = "200ms"
+
 [[cron]]
 name = "tick"
 schedule = "*/2 * * * * *"
 command = ["/bin/sh", "-c", "echo tick"]
 timeout = "10s"
-"#
+"#,
+            app_id = feishu.app_id
         ),
     )?;
     crate::atomic_file::write(
         &profile_home.join(".env"),
-        b"DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\n",
+        format!(
+            "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n",
+            feishu.app_secret
+        )
+        .as_bytes(),
         0o600,
     )?;
     Ok(profile_home)
@@ -113,11 +132,14 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         .await
         .context("failed to start the proxy")?;
     mock.set_advertised_ws_url(format!("ws://{}/ws", proxy.addr()));
+    mock.set_feishu_ws_base(format!("ws://{}", proxy.addr()));
     let hermes_home = scratch.0.join("hermes");
-    let profile_home = write_profile(&hermes_home, &mock)?;
-    println!("hermes-svc demo: a real gateway process against a mock QQ Bot + Discord platform");
+    let profile_home = write_profile(&hermes_home, &mock, &FeishuConfig::default())?;
     println!(
-        "  mock platform  {} (heartbeat interval {:?})",
+        "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu platform"
+    );
+    println!(
+        "  mock platform  {} (heartbeat and Feishu ping interval {:?})",
         mock.http_base(),
         HEARTBEAT
     );
@@ -126,7 +148,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         proxy.addr()
     );
     println!("  profile home   {}", profile_home.display());
-    println!("  adapters       qq (qqbot), dc (discord); cron job 'tick' every 2 s\n");
+    println!("  adapters       qq (qqbot), dc (discord), fs (feishu); cron job 'tick' every 2 s\n");
 
     // Play systemd: a notify socket, and a 1 s watchdog the gateway must feed.
     let notify_path = scratch.0.join("notify");
@@ -217,6 +239,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
             let end = Instant::now() + d;
             while Instant::now() < end {
                 mock.emit(1);
+                mock.feishu_emit(1);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -229,28 +252,37 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     print_status(&clock, &profile_home);
 
     let before = mock.stats();
+    let feishu_before = mock.feishu_stats().connections;
     let fault_at = Instant::now();
     proxy.blackhole_existing();
     clock.say("FAULT: the proxy now swallows every byte both ways, with no FIN and no close frame");
     // Keep the platform talking during and after the fault: those events must not be lost.
-    let resumed = {
-        let mut resumed_at = None;
+    let (resumed, reconnected) = {
+        let (mut resumed_at, mut reconnected_at) = (None, None);
         let end = Instant::now() + flow.max(Duration::from_secs(3));
         while Instant::now() < end {
             mock.emit(1);
+            mock.feishu_emit(1);
             if resumed_at.is_none() && mock.stats().resumes >= before.resumes + 2 {
                 resumed_at = Some(Instant::now());
             }
+            if reconnected_at.is_none() && mock.feishu_stats().connections > feishu_before {
+                reconnected_at = Some(Instant::now());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        resumed_at
+        (resumed_at, reconnected_at)
     };
     show_notes(&clock);
     let detections: Vec<(Instant, String)> = log
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .iter()
-        .filter(|(t, l)| *t >= fault_at && l.contains("connection is dead"))
+        .filter(|(t, l)| {
+            *t >= fault_at
+                && (l.contains("connection is dead")
+                    || (l.contains("long connection lost") && l.contains("half-open")))
+        })
         .cloned()
         .collect();
     for (t, line) in &detections {
@@ -260,8 +292,9 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
             .and_then(|r| r.split_whitespace().next())
             .unwrap_or("?");
         let took = t.duration_since(fault_at);
+        let probe = if adapter == "fs" { "ping" } else { "heartbeat" };
         clock.say(format!(
-            "{adapter}: half-open detected after {:.2} s ({:.2} heartbeat intervals), socket dropped without a close handshake",
+            "{adapter}: half-open detected after {:.2} s ({:.2} {probe} intervals), socket dropped without a close handshake",
             took.as_secs_f64(),
             took.as_secs_f64() / HEARTBEAT.as_secs_f64()
         ));
@@ -269,15 +302,22 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     let after = mock.stats();
     if let Some(r) = resumed {
         clock.say(format!(
-            "both sessions RESUMED with their last seq ({} resumes, last seq {:?}) {:.2} s after the fault",
+            "qq and dc RESUMED with their last seq ({} resumes, last seq {:?}) {:.2} s after the fault",
             after.resumes - before.resumes,
             after.last_resume_seq,
             r.duration_since(fault_at).as_secs_f64()
         ));
     }
+    if let Some(r) = reconnected {
+        clock.say(format!(
+            "fs: a new long connection {:.2} s after the fault; Feishu pushes again what was not acked",
+            r.duration_since(fault_at).as_secs_f64()
+        ));
+    }
 
     // Let the spool catch up with everything the platform generated, then account for it.
-    let generated = mock.generated_event_ids();
+    let mut generated = mock.generated_event_ids();
+    generated.extend(mock.feishu_events().into_iter().map(|e| e.event_id));
     let inbox = profile_home.join("inbox");
     let deadline = Instant::now() + Duration::from_secs(10);
     let (stored, unique) = loop {
@@ -297,6 +337,9 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     let lost = generated.len().saturating_sub(unique);
+    let feishu_events = mock.feishu_events();
+    let feishu_unacked = mock.feishu_unacked().len();
+    let pushed_again = feishu_events.iter().filter(|e| e.deliveries > 1).count();
     let duplicated = stored - unique;
     print_status(&clock, &profile_home);
 
@@ -318,13 +361,20 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     println!("\nsummary");
     println!("  events generated by the platform  {}", generated.len());
     println!("  events in the spool               {unique} (lost {lost}, duplicated {duplicated})");
+    println!(
+        "  feishu events acked               {} of {} ({pushed_again} pushed again)",
+        feishu_events.len() - feishu_unacked,
+        feishu_events.len()
+    );
     println!("  half-open detections              {}", detections.len());
     println!("  watchdog pings received           {watchdogs}");
     println!("  cron runs                         {cron_runs}");
     let ok = lost == 0
         && duplicated == 0
-        && detections.len() >= 2
+        && feishu_unacked == 0
+        && detections.len() >= 3
         && resumed.is_some()
+        && reconnected.is_some()
         && status.code() == Some(0);
     println!(
         "  result                            {}",

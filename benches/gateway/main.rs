@@ -1,13 +1,16 @@
-//! Gateway figures: zombie detection latency, detection-to-RESUMED time, the cost of 1,000
-//! connections, loss under injected faults, and sending through the outbox and the agent API.
-//! `cargo bench --bench gateway` prints Markdown for docs/benchmarks.md. Everything runs on
-//! loopback, against the built-in mock platform and, where a section says so, the independent
-//! server in benches/independent. This file is the entry: the runtime, which sections run
-//! (`-- zombie`, `-- loss`, `-- thousand`, `-- outbox`), and the scratch directories they share.
+//! Gateway figures: zombie detection latency, detection-to-RESUMED time, the Feishu
+//! adapter's detection latency, the cost of 1,000 connections, loss under injected faults, and
+//! sending through the outbox and the agent API. `cargo bench --bench gateway` prints Markdown
+//! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
+//! and, where a section says so, the independent server in benches/independent. This file is
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- loss`,
+//! `-- thousand`, `-- outbox`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
 mod binary;
+mod detection;
+mod feishu;
 mod independent;
 mod loss;
 mod outbox;
@@ -33,6 +36,9 @@ fn main() {
     rt.block_on(async {
         if only.as_deref().is_none_or(|o| o == "zombie") {
             zombie::zombie_latency().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "feishu") {
+            feishu::feishu_detection().await;
         }
         if only.as_deref().is_none_or(|o| o == "loss") {
             loss::faults_and_loss().await;

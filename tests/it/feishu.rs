@@ -18,7 +18,7 @@ use crate::adapter_rig::{ms, Rig};
 const PING: Duration = Duration::from_secs(1);
 const PONG_DEADLINE: Duration = Duration::from_millis(200);
 
-fn mock(client_config: ClientConfig) -> MockConfig {
+pub(crate) fn mock(client_config: ClientConfig) -> MockConfig {
     MockConfig {
         feishu: FeishuConfig {
             // The rig hands every adapter the secret "tok".
@@ -42,7 +42,7 @@ async fn start_with(client_config: ClientConfig, extra: &str) -> Rig {
 
 /// Wait until every event the mock generated is acked, checking all the while that nothing
 /// was acked before it was in the spool.
-async fn all_acked(rig: &Rig, limit: Duration) {
+pub(crate) async fn all_acked(rig: &Rig, limit: Duration) {
     rig.until(limit, "every event acked", |r| {
         let acked: Vec<String> = r
             .mock
@@ -61,7 +61,7 @@ async fn all_acked(rig: &Rig, limit: Duration) {
 }
 
 /// The spool holds each generated event exactly once.
-fn stored_once(rig: &Rig) {
+pub(crate) fn stored_once(rig: &Rig) {
     let ids = rig.spool_ids();
     let unique: BTreeSet<&String> = ids.iter().collect();
     assert_eq!(unique.len(), ids.len(), "no event twice: {ids:?}");

@@ -1,0 +1,55 @@
+//! `hermes-svc demo` end to end: its gateway detects the half-open fault on all three
+//! connections (QQ and Discord resume, Feishu connects afresh and is pushed again what it had
+//! not acked), loses nothing, and the demo says so in a few lines.
+
+use std::process::Command;
+
+use crate::harness::BIN;
+
+#[test]
+fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
+    let out = Command::new(BIN)
+        .args(["demo", "--seconds", "1"])
+        .env_remove("HERMES_HOME")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("STATUS=3/3 adapters ready"), "{stdout}");
+    for adapter in ["qq", "dc", "fs"] {
+        assert!(
+            stdout.contains(&format!("{adapter}: half-open detected after")),
+            "{adapter}: {stdout}"
+        );
+    }
+    assert!(stdout.contains("qq and dc RESUMED"), "{stdout}");
+    assert!(stdout.contains("fs: a new long connection"), "{stdout}");
+    assert!(stdout.contains("(lost 0, duplicated 0)"), "{stdout}");
+    let acked = stdout
+        .lines()
+        .find(|l| l.contains("feishu events acked"))
+        .unwrap_or_default();
+    let counts: Vec<&str> = acked
+        .split_whitespace()
+        .skip(3)
+        .step_by(2)
+        .take(2)
+        .collect();
+    assert!(
+        counts.len() == 2 && counts[0] == counts[1] && counts[0] != "0",
+        "every Feishu event acked: {acked}"
+    );
+    assert!(
+        stdout.contains("result                            OK"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.lines().count() <= 40,
+        "the demo stays short: {stdout}"
+    );
+}
