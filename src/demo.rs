@@ -336,6 +336,10 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
+    // An ack follows its event's spool append, so the last one may still be on its way.
+    while !mock.feishu_unacked().is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let lost = generated.len().saturating_sub(unique);
     let feishu_events = mock.feishu_events();
     let feishu_unacked = mock.feishu_unacked().len();

@@ -134,8 +134,17 @@ fn an_outage_queues_a_thousand_messages_without_stopping_inbound_or_the_watchdog
         rig.posts().is_empty(),
         "nothing is posted during the outage"
     );
-    let state = rig.state().unwrap();
-    assert!(state["outbox"]["depth"].as_u64().unwrap() > 0);
+    // The state file says so (one written after the submits: an older one predates them).
+    let since = std::time::SystemTime::now();
+    crate::harness::wait_for(
+        Duration::from_secs(15),
+        "the queue in the state file",
+        || {
+            let s = rig.state()?;
+            let written = humantime::parse_rfc3339(s["updated_at"].as_str()?).ok()?;
+            (written > since && s["outbox"]["depth"].as_u64()? > 0).then_some(())
+        },
+    );
 
     rig.wait_drained(&gw, OUTAGE + Duration::from_secs(90));
     assert!(Instant::now() >= outage_ends);
