@@ -34,8 +34,10 @@ mod session;
 mod shutdown;
 mod state;
 mod stats;
+pub mod telegram;
 #[cfg(test)]
 mod tests;
+pub mod weixin;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,6 +5,8 @@
 use std::time::Duration;
 
 use super::feishu::FeishuConfig;
+use super::telegram::TelegramConfig;
+use super::weixin::WeixinConfig;
 
 /// How the mock behaves when nothing is broken. Checks are off by default so that a test only
 /// pays for the strictness it asks for.
@@ -33,6 +35,10 @@ pub struct MockConfig {
     pub nonce_window: Duration,
     /// The Feishu app, its ClientConfig and the platform's timers.
     pub feishu: FeishuConfig,
+    /// The Telegram bot and its Bot API's limits.
+    pub telegram: TelegramConfig,
+    /// The Weixin (iLink) bot and its long poll.
+    pub weixin: WeixinConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -68,6 +74,8 @@ impl Default for MockConfig {
             resume_gateway_url: None,
             nonce_window: Duration::from_secs(5 * 60),
             feishu: FeishuConfig::default(),
+            telegram: TelegramConfig::default(),
+            weixin: WeixinConfig::default(),
         }
     }
 }

@@ -18,6 +18,7 @@ use super::messages::{self, Reply};
 use super::shutdown::stopped;
 use super::state::Shared;
 use super::stats::bump;
+use super::{telegram, weixin};
 
 const MAX_HEAD: usize = 16 * 1024;
 const MAX_BODY: usize = 1024 * 1024;
@@ -158,13 +159,23 @@ pub(super) async fn serve(
 ) {
     bump(&shared.counters.http_requests);
     let reply = match read_body(&mut stream, &head).await {
-        Ok(Some(body)) => match messages::endpoint(&head) {
-            Some((target, id)) => messages::handle(target, id, &head, &body, shared),
-            None => match feishu::route(&head, &body, shared) {
-                Some(answer) => Reply::Answer(answer),
-                None => Reply::Answer(route(&head, &body, shared)),
-            },
-        },
+        Ok(Some(body)) => {
+            // The long-poll platforms answer in their own time (a poll waits for updates).
+            if let Some(reply) = telegram::serve(&head, &body, shared, shutdown.clone()).await {
+                reply
+            } else if let Some(reply) = weixin::serve(&head, &body, shared, shutdown.clone()).await
+            {
+                reply
+            } else {
+                match messages::endpoint(&head) {
+                    Some((target, id)) => messages::handle(target, id, &head, &body, shared),
+                    None => match feishu::route(&head, &body, shared) {
+                        Some(answer) => Reply::Answer(answer),
+                        None => Reply::Answer(route(&head, &body, shared)),
+                    },
+                }
+            }
+        }
         Ok(None) => Reply::Answer(Answer::new(413, error_body(413, "request body too large"))),
         Err(error) => {
             tracing::debug!(%error, "mock could not read a request body");

@@ -194,7 +194,9 @@ pub(super) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
                 return Err(empty());
             }
         }
-        Target::ChatId | Target::OpenId | Target::Reply => return Err(invalid()),
+        Target::ChatId | Target::OpenId | Target::Reply | Target::Chat | Target::Peer => {
+            return Err(invalid())
+        }
         Target::Channel | Target::Dm => {
             let other = ["embed", "ark", "image", "markdown"];
             let has_other = other
@@ -258,7 +260,13 @@ pub(super) fn discord_message(post: &Post, nonce: Option<&Value>) -> Value {
 /// channel or DM send with the Message object (an ISO 8601 timestamp in Beijing time).
 pub(super) fn qq_message(post: &Post) -> Value {
     match post.target {
-        Target::Group | Target::User | Target::ChatId | Target::OpenId | Target::Reply => json!({
+        Target::Group
+        | Target::User
+        | Target::ChatId
+        | Target::OpenId
+        | Target::Reply
+        | Target::Chat
+        | Target::Peer => json!({
             "id": post.message_id,
             "timestamp": post.received_unix_ms / 1000,
         }),
@@ -287,7 +295,9 @@ pub(super) fn qq_message(post: &Post) -> Value {
 /// The answer for a post's platform.
 pub(super) fn message(post: &Post, nonce: Option<&Value>, feishu: Option<&send::Extra>) -> Value {
     match (post.platform, feishu) {
-        (Platform::Discord, _) => discord_message(post, nonce),
+        (Platform::Discord | Platform::Telegram | Platform::Weixin, _) => {
+            discord_message(post, nonce)
+        }
         (Platform::Feishu, Some(extra)) => send::message(post, extra),
         (Platform::Qq | Platform::Feishu, _) => qq_message(post),
     }

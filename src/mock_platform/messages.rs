@@ -119,6 +119,8 @@ fn process(
         Platform::Discord => message_body::discord_request(body),
         Platform::Qq => message_body::qq_request(attempt.target, body),
         Platform::Feishu => send::request(attempt.target, &attempt.target_id, head, body, shared),
+        // Their send endpoints are served by their own modules, never routed here.
+        Platform::Telegram | Platform::Weixin => Err(Answer::new(404, json!({}))),
     };
     let request = match request {
         Ok(request) => request,
@@ -198,6 +200,7 @@ fn dedupe(
             },
             None => Dedupe::None,
         },
+        Platform::Telegram | Platform::Weixin => Dedupe::None,
         Platform::Qq => match (&request.reply_to, target) {
             (Some(msg_id), Target::Group | Target::User) => Dedupe::Reply {
                 msg_id: msg_id.clone(),
@@ -214,6 +217,7 @@ fn dedupe(
 fn authorized(platform: Platform, auth: &str, shared: &Shared) -> bool {
     match platform {
         Platform::Feishu => send::authorized(auth, shared),
+        Platform::Telegram | Platform::Weixin => false,
         Platform::Qq => auth.starts_with("QQBot ") && shared.token_accepted(auth),
         Platform::Discord => auth
             .strip_prefix("Bot ")
@@ -224,14 +228,18 @@ fn authorized(platform: Platform, auth: &str, shared: &Shared) -> bool {
 fn unauthorized(platform: Platform, auth: &str) -> Answer {
     match platform {
         Platform::Feishu => send::unauthorized(auth),
-        Platform::Discord => discord_error(401, 0, "401: Unauthorized"),
+        Platform::Discord | Platform::Telegram | Platform::Weixin => {
+            discord_error(401, 0, "401: Unauthorized")
+        }
         Platform::Qq => qq_error(401, 11244, "token not exist or expire"),
     }
 }
 
 fn server_error(platform: Platform) -> Answer {
     match platform {
-        Platform::Discord => discord_error(500, 0, "500: Internal Server Error"),
+        Platform::Discord | Platform::Telegram | Platform::Weixin => {
+            discord_error(500, 0, "500: Internal Server Error")
+        }
         Platform::Qq => qq_error(500, 500, "internal error"),
         Platform::Feishu => send::server_error(),
     }
@@ -239,7 +247,9 @@ fn server_error(platform: Platform) -> Answer {
 
 fn unavailable(platform: Platform) -> Answer {
     match platform {
-        Platform::Discord => discord_error(503, 0, "503: Service Unavailable"),
+        Platform::Discord | Platform::Telegram | Platform::Weixin => {
+            discord_error(503, 0, "503: Service Unavailable")
+        }
         Platform::Qq => qq_error(503, 503, "service unavailable"),
         Platform::Feishu => send::unavailable(),
     }
@@ -250,7 +260,7 @@ fn unavailable(platform: Platform) -> Answer {
 /// exceed" for group and C2C, 20028 for a channel) and no wait, which it does not document.
 fn rate_limited(platform: Platform, target: Target, retry_after: Duration) -> Answer {
     match platform {
-        Platform::Discord => {
+        Platform::Discord | Platform::Telegram | Platform::Weixin => {
             let secs = retry_after.as_secs_f64();
             let reset = unix_ms_now() as f64 / 1000.0 + secs;
             let body = json!({"message": "You are being rate limited.", "retry_after": secs, "global": false});

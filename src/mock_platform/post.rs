@@ -10,6 +10,8 @@ pub enum Platform {
     Qq,
     Discord,
     Feishu,
+    Telegram,
+    Weixin,
 }
 
 impl Platform {
@@ -18,6 +20,8 @@ impl Platform {
             Platform::Qq => "qq",
             Platform::Discord => "discord",
             Platform::Feishu => "feishu",
+            Platform::Telegram => "telegram",
+            Platform::Weixin => "weixin",
         }
     }
 }
@@ -41,6 +45,10 @@ pub enum Target {
     OpenId,
     /// Feishu `POST /open-apis/im/v1/messages/{message_id}/reply`.
     Reply,
+    /// Telegram `sendMessage` to a `chat_id`.
+    Chat,
+    /// Weixin `ilink/bot/sendmessage` to a `to_user_id`.
+    Peer,
 }
 
 impl Target {
@@ -53,6 +61,8 @@ impl Target {
             Target::ChatId => "chat_id",
             Target::OpenId => "open_id",
             Target::Reply => "reply",
+            Target::Chat => "chat",
+            Target::Peer => "peer",
         }
     }
 }

@@ -223,5 +223,8 @@ fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
         }
         Platform::Qq => format!("ROBOT1.0_mock{n:012}"),
         Platform::Feishu => format!("om_{n:032x}"),
+        // Telegram's message ids count up per chat; one counter for the mock is close enough.
+        Platform::Telegram => n.to_string(),
+        Platform::Weixin => format!("wx_mock_{n:012}"),
     }
 }

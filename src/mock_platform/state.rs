@@ -20,6 +20,8 @@ use super::frames;
 use super::post_record::PostRecord;
 use super::session::{Attachment, Session};
 use super::stats::{bump, Counters, MockStats};
+use super::telegram::state::TelegramState;
+use super::weixin::state::WeixinState;
 
 pub(super) struct Shared {
     pub(crate) config: MockConfig,
@@ -28,6 +30,10 @@ pub(super) struct Shared {
     pub(crate) posts: PostRecord,
     /// Feishu's long connection, tokens and events, under their own locks.
     pub(crate) feishu: FeishuState,
+    /// Telegram's updates, pollers and webhook, under their own lock.
+    pub(crate) telegram: TelegramState,
+    /// Weixin's messages, cursors, tokens and QR logins, under their own lock.
+    pub(crate) weixin: WeixinState,
     inner: Mutex<Inner>,
 }
 
@@ -49,6 +55,8 @@ impl Shared {
     pub(crate) fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
         Shared {
             feishu: FeishuState::new(config.feishu.clone(), String::new()),
+            telegram: TelegramState::new(config.telegram.clone()),
+            weixin: WeixinState::new(config.weixin.clone()),
             config,
             counters: Counters::default(),
             posts: PostRecord::new(),

@@ -27,6 +27,8 @@ mod messages;
 mod protocol;
 mod proxy;
 mod send_faults;
+mod telegram;
+mod weixin;
 
 type Client = WebSocketStream<MaybeTlsStream<TcpStream>>;
 

@@ -1,0 +1,1 @@
+//! Checks of the mock's Telegram side.
