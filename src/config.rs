@@ -14,9 +14,11 @@ mod error;
 mod feishu;
 mod gateway;
 mod intents;
+mod long_poll;
 mod secret;
 mod send_frame;
 mod value;
+mod weixin_login;
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -32,9 +34,11 @@ pub use error::ConfigError;
 pub use feishu::FeishuDomain;
 pub use gateway::GatewayConfig;
 pub use intents::qq_gated_intents;
+pub use long_poll::{weixin_login_file, PollTiming};
 pub use secret::Secret;
 pub use send_frame::{Fields, SendFrame, SendFrameError};
 pub use value::MAX_DURATION;
+pub use weixin_login::{LoginFileError, WeixinLogin};
 
 use adapter::{adapter, RawAdapter};
 use cron::{cron, RawCron};

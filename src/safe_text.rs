@@ -54,9 +54,25 @@ pub(crate) fn visible(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// At most `max` characters of `text` (a platform's error description, say), with `…` where
+/// it was cut: enough to say what went wrong, without letting a server fill a log line or a
+/// state file.
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::visible;
+    use super::{clip, visible};
+
+    #[test]
+    fn clip_cuts_at_a_character_boundary() {
+        assert_eq!(clip("короткий", 20), "короткий");
+        assert_eq!(clip("长长长长", 2), "长长…");
+    }
 
     #[test]
     fn ordinary_text_is_unchanged_and_not_copied() {

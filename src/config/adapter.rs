@@ -10,6 +10,7 @@ use toml::Spanned;
 
 use super::feishu::{self, FeishuDomain};
 use super::intents::{DISCORD_INTENTS, QQ_DEFAULT_INTENTS, QQ_INTENTS};
+use super::long_poll::{self, PollTiming, RawPoll};
 use super::send_frame::SendFrame;
 use super::value::{valid_name, Ctx};
 use super::{ConfigError, Secret};
@@ -94,6 +95,22 @@ pub enum Protocol {
         /// The domain's base URL, or `api-base`, without a trailing slash.
         api_base: String,
     },
+    /// Telegram's Bot API: updates by `getUpdates` long polling, messages by `sendMessage`.
+    Telegram {
+        token_env: String,
+        api_base: String,
+        poll: PollTiming,
+        allowed_updates: Vec<String>,
+        /// Delete a webhook that blocks `getUpdates` (409), rather than exit 78 naming it.
+        delete_webhook: bool,
+    },
+    /// Weixin through Tencent's iLink bot API: `ilink/bot/getupdates` long polling and
+    /// `sendmessage`, with the token `hermes-svc login weixin` stored in `login_file`.
+    Weixin {
+        api_base: String,
+        poll: PollTiming,
+        login_file: std::path::PathBuf,
+    },
 }
 
 impl Protocol {
@@ -103,6 +120,8 @@ impl Protocol {
             Protocol::Discord { .. } => "discord",
             Protocol::WebSocket { .. } => "websocket",
             Protocol::Feishu { .. } => "feishu",
+            Protocol::Telegram { .. } => "telegram",
+            Protocol::Weixin { .. } => "weixin",
         }
     }
 }
@@ -126,6 +145,10 @@ pub(super) struct RawAdapter {
     app_ping: Option<String>,
     send_frame: Option<Spanned<String>>,
     domain: Option<Spanned<String>>,
+    poll_timeout: Option<Spanned<String>>,
+    poll_grace: Option<Spanned<String>>,
+    allowed_updates: Option<Spanned<Vec<String>>>,
+    delete_webhook: Option<bool>,
     connect_timeout: Option<Spanned<String>>,
     hello_timeout: Option<Spanned<String>>,
     ack_timeout: Option<Spanned<String>>,
@@ -175,6 +198,10 @@ pub(super) fn adapter(
         ("app-ping", a.app_ping.is_some()),
         ("send-frame", a.send_frame.is_some()),
         ("domain", a.domain.is_some()),
+        ("poll-timeout", a.poll_timeout.is_some()),
+        ("poll-grace", a.poll_grace.is_some()),
+        ("allowed-updates", a.allowed_updates.is_some()),
+        ("delete-webhook", a.delete_webhook.is_some()),
     ];
     let allowed: &[&str] = match kind {
         "qqbot" => &[
@@ -196,12 +223,21 @@ pub(super) fn adapter(
             "send-frame",
         ],
         "feishu" => &["domain", "app-id", "secret-env", "api-base"],
+        "telegram" => &[
+            "token-env",
+            "api-base",
+            "poll-timeout",
+            "poll-grace",
+            "allowed-updates",
+            "delete-webhook",
+        ],
+        "weixin" => &["api-base", "poll-timeout", "poll-grace"],
         other => {
             return ctx.err(
                 a.kind.span(),
                 format!(
-                    "adapter {name:?}: unknown kind {other:?}; use qqbot, discord, feishu or \
-                     websocket"
+                    "adapter {name:?}: unknown kind {other:?}; use qqbot, discord, feishu, \
+                     telegram, weixin or websocket"
                 ),
             )
         }
@@ -253,6 +289,10 @@ pub(super) fn adapter(
             .map(|r| ctx.url(key, r, secure, plain))
             .transpose()
     };
+    let raw_poll = RawPoll {
+        poll_timeout: &a.poll_timeout,
+        poll_grace: &a.poll_grace,
+    };
     let protocol = match kind {
         "qqbot" => Protocol::QqBot {
             app_id: required(&a.app_id, "app-id", "\"<your bot's AppID>\"")?,
@@ -303,6 +343,29 @@ pub(super) fn adapter(
                 ),
             }
         }
+        "telegram" => Protocol::Telegram {
+            token_env: required(
+                &a.token_env,
+                "token-env",
+                "\"TELEGRAM_BOT_TOKEN\" (a variable in the profile's .env holding the token \
+                 @BotFather gave)",
+            )?,
+            api_base: opt_url("api-base", &a.api_base, "https://", "http://")?.map_or_else(
+                || long_poll::TELEGRAM_API_BASE.to_owned(),
+                |u| u.trim_end_matches('/').to_owned(),
+            ),
+            poll: long_poll::timing(ctx, &name, raw_poll, long_poll::TELEGRAM_POLL_TIMEOUT)?,
+            allowed_updates: long_poll::allowed_updates(ctx, &name, &a.allowed_updates)?,
+            delete_webhook: a.delete_webhook.unwrap_or(false),
+        },
+        "weixin" => Protocol::Weixin {
+            api_base: opt_url("api-base", &a.api_base, "https://", "http://")?.map_or_else(
+                || long_poll::WEIXIN_API_BASE.to_owned(),
+                |u| u.trim_end_matches('/').to_owned(),
+            ),
+            poll: long_poll::timing(ctx, &name, raw_poll, long_poll::WEIXIN_POLL_TIMEOUT)?,
+            login_file: long_poll::weixin_login_file(ctx.path, &name),
+        },
         _ => Protocol::WebSocket {
             url: match &a.url {
                 Some(u) => ctx.url("url", u, "wss://", "ws://")?,
@@ -351,6 +414,8 @@ impl AdapterSpec {
             Protocol::Discord { token_env, .. } => Some(token_env),
             Protocol::WebSocket { token_env, .. } => token_env.as_deref(),
             Protocol::Feishu { secret_env, .. } => Some(secret_env),
+            Protocol::Telegram { token_env, .. } => Some(token_env),
+            Protocol::Weixin { .. } => None,
         }
     }
 
@@ -360,6 +425,16 @@ impl AdapterSpec {
         config_path: &Path,
         env_file: &Path,
     ) -> Result<Option<Secret>, ConfigError> {
+        if let Protocol::Weixin { login_file, .. } = &self.protocol {
+            return match super::WeixinLogin::read(login_file) {
+                Ok(login) => Ok(Some(login.token())),
+                Err(e) => Err(ConfigError::Secret {
+                    path: config_path.to_owned(),
+                    adapter: self.name.clone(),
+                    message: crate::error_chain::one_line(&e),
+                }),
+            };
+        }
         let Some(var) = self.credential_env() else {
             return Ok(None);
         };
@@ -387,6 +462,8 @@ impl AdapterSpec {
             Protocol::Discord { .. } => format!("discord:{s}"),
             Protocol::WebSocket { url, .. } => format!("websocket:{url}:{s}"),
             Protocol::Feishu { app_id, .. } => format!("feishu:{app_id}"),
+            Protocol::Telegram { .. } => format!("telegram:{s}"),
+            Protocol::Weixin { .. } => format!("weixin:{s}"),
         }
     }
 }

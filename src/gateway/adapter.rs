@@ -14,8 +14,9 @@
 //! `opcode`, with close codes per platform in `close_code`); a plain socket that can send
 //! takes its sender's frames through its `outlet`. Feishu's binary-frame long connection has
 //! its own runner and connection (`feishu`), built from the same pieces, since nothing of the
-//! op-code dialect's resume and identify applies to it; an HTTP long poll (Telegram) is a
-//! peer of `session` that commits its cursor through `inbox`.
+//! op-code dialect's resume and identify applies to it. The HTTP long-poll kinds (Telegram's
+//! `telegram`, Weixin's `weixin` with the account its sender shares, `weixin_account`) share
+//! one loop, `long_poll`: a deadline on every poll, spool before cursor.
 
 pub(crate) mod backoff;
 pub(crate) mod close_code;
@@ -25,6 +26,7 @@ mod feishu;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;
+mod long_poll;
 pub(crate) mod opcode;
 pub(crate) mod outcome;
 pub(crate) mod outlet;
@@ -33,7 +35,10 @@ pub mod proxy;
 pub(crate) mod qq_token;
 pub(crate) mod session;
 mod shared;
+pub(crate) mod telegram;
 pub(crate) mod token_cache;
+mod weixin;
+pub(crate) mod weixin_account;
 
 pub use shared::Shared;
 
@@ -93,6 +98,9 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
     if let Protocol::Feishu { .. } = spec.protocol {
         // Boxed: its state would otherwise enlarge every adapter's task.
         return Box::pin(feishu::run(spec, secret, deps)).await;
+    }
+    if let Protocol::Telegram { .. } | Protocol::Weixin { .. } = spec.protocol {
+        return Box::pin(long_poll::start(spec, secret, deps)).await;
     }
     let hb = deps.heartbeat.clone();
     let identify = deps
@@ -352,6 +360,10 @@ fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
         Protocol::WebSocket { url, .. } => return format!("websocket:{url}"),
         // Feishu has no session start limit; its own runner never books a slot.
         Protocol::Feishu { app_id, .. } => return format!("feishu:{app_id}"),
+        // The long-poll kinds have no session start limit either.
+        Protocol::Telegram { .. } | Protocol::Weixin { .. } => {
+            return format!("{}:{}", spec.protocol.kind(), spec.name)
+        }
     };
     let digest = Sha256::digest(format!("{platform:?}\0{identity}"));
     digest[..8].iter().map(|b| format!("{b:02x}")).collect()

@@ -29,6 +29,10 @@ pub enum State {
     Running,
     /// A non-retryable failure (bad credentials, a fatal close code): the gateway exits 78.
     Fatal,
+    /// The platform ended the bot's login (Weixin's expired session): nothing but a person
+    /// scanning a new QR code helps, so the adapter waits for a new login, visibly degraded,
+    /// and a restart would change nothing.
+    NeedsLogin,
 }
 
 impl fmt::Display for State {
@@ -248,9 +252,11 @@ impl Snapshot {
         self.components.iter().filter(|c| c.kind.is_adapter())
     }
 
-    /// The longest current outage among adapters.
+    /// The longest current outage among adapters that a restart might end: one waiting for a
+    /// person to log in again is left out.
     pub(crate) fn longest_outage(&self) -> Option<(&ComponentView, Duration)> {
         self.adapters()
+            .filter(|c| c.state != State::NeedsLogin)
             .filter_map(|c| c.outage.map(|o| (c, o)))
             .max_by_key(|(_, o)| *o)
     }

@@ -8,8 +8,9 @@
 //! back, so it may or may not have been posted).
 //!
 //! `target` parses `--to`; [`Sender`] (`sender`) posts for one adapter through its platform
-//! (`qq`, `discord`, `feishu` with its `feishu_token`, or a plain WebSocket's live
-//! connection: `websocket`); `exchange` is one
+//! (`qq`, `discord`, `feishu` with its `feishu_token`, `telegram`, `weixin`, or a plain
+//! WebSocket's live connection: `websocket`), in pieces where a platform takes less than a
+//! long reply (`split`); `exchange` is one
 //! HTTP request and what the transport says when no answer came; `classify` is what the
 //! platforms' answers share.
 
@@ -20,8 +21,11 @@ mod feishu;
 mod feishu_token;
 mod qq;
 mod sender;
+mod split;
 mod target;
+mod telegram;
 mod websocket;
+mod weixin;
 
 pub use sender::Sender;
 
@@ -50,6 +54,11 @@ pub enum Target {
     FeishuChat(String),
     /// Feishu/Lark user, by the user's open id for this app (`user:ou_...`).
     FeishuUser(String),
+    /// Telegram chat (private, group, supergroup or channel), by `chat_id` (`chat:ID` or
+    /// `chat:@channelusername`).
+    TelegramChat(String),
+    /// Weixin peer, by iLink user id (`user:…@im.wechat`).
+    WeixinUser(String),
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]

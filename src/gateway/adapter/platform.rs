@@ -183,9 +183,12 @@ impl Platform {
             }),
             // Feishu's long connection has its own runner (`feishu`), which discovers its
             // endpoint itself; it never comes here.
-            Protocol::Feishu { .. } => Err(PlatformError::Fatal(
-                "a Feishu adapter has no op-code gateway to prepare".into(),
-            )),
+            Protocol::Feishu { .. } | Protocol::Telegram { .. } | Protocol::Weixin { .. } => {
+                Err(PlatformError::Fatal(format!(
+                    "a {} adapter has no op-code gateway to prepare",
+                    self.spec.protocol.kind()
+                )))
+            }
         }
     }
 

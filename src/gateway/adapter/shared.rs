@@ -27,6 +27,9 @@ pub struct Shared {
     /// connection.
     pub(crate) outlets: Outlets,
     pub(super) setup_permits: Arc<Semaphore>,
+    /// One account per Weixin adapter: its login and peers' context tokens, for the adapter
+    /// and the sender alike.
+    pub(crate) weixin: super::weixin_account::WeixinAccounts,
 }
 
 /// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
@@ -53,6 +56,7 @@ impl Shared {
             identify: IdentifyQueues::default(),
             qq_tokens: QqTokens::default(),
             outlets: Outlets::default(),
+            weixin: Default::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
         })
     }

@@ -113,7 +113,9 @@ fn path(target: &Target) -> Option<String> {
         Target::DiscordChannel(_)
         | Target::WebSocket(_)
         | Target::FeishuChat(_)
-        | Target::FeishuUser(_) => return None,
+        | Target::FeishuUser(_)
+        | Target::TelegramChat(_)
+        | Target::WeixinUser(_) => return None,
     })
 }
 

@@ -9,7 +9,9 @@ use super::discord::{self, Discord};
 use super::feishu::{self, Feishu};
 use super::feishu_token::FeishuToken;
 use super::qq::{self, Qq};
+use super::telegram::{self, Telegram};
 use super::websocket::{self, WebSocket};
+use super::weixin::{self, Weixin};
 use super::{Answer, Outgoing};
 use crate::config::{AdapterSpec, Protocol, Secret};
 use crate::gateway::adapter::Shared;
@@ -23,6 +25,8 @@ enum Platform {
     Discord(Discord),
     WebSocket(WebSocket),
     Feishu(Feishu),
+    Telegram(Telegram),
+    Weixin(Weixin),
 }
 
 impl Sender {
@@ -63,6 +67,19 @@ impl Sender {
                 let token = FeishuToken::new(api_base, app_id, secret);
                 Platform::Feishu(Feishu::new(shared, api_base, token))
             }
+            Protocol::Telegram { api_base, .. } => Platform::Telegram(Telegram::new(
+                shared.http.clone(),
+                api_base,
+                secret.unwrap_or_else(|| Secret::new(String::new())),
+            )),
+            Protocol::Weixin {
+                api_base,
+                login_file,
+                ..
+            } => Platform::Weixin(Weixin {
+                http: shared.http.clone(),
+                account: shared.weixin.get(&spec.name, login_file, api_base),
+            }),
         };
         Some(Sender(platform))
     }
@@ -74,6 +91,8 @@ impl Sender {
             Platform::Discord(_) => "discord",
             Platform::WebSocket(_) => "websocket",
             Platform::Feishu(_) => "feishu",
+            Platform::Telegram(_) => "telegram",
+            Platform::Weixin(_) => "weixin",
         }
     }
 
@@ -96,6 +115,8 @@ impl Sender {
             Platform::Discord(d) => d.send(msg).await,
             Platform::WebSocket(w) => (w.send(msg).await, None),
             Platform::Feishu(f) => (f.send(msg).await, None),
+            Platform::Telegram(t) => (t.send(msg).await, None),
+            Platform::Weixin(w) => (w.send(msg).await, None),
         }
     }
 
@@ -103,12 +124,13 @@ impl Sender {
     /// answer was lost can be repeated without posting twice. Discord: always (the nonce,
     /// within the few minutes Discord remembers it). QQ: only a passive reply in a group or
     /// a one-to-one chat (`msg_id` + `msg_seq`). Feishu: always (the `uuid`, within the hour
-    /// the platform remembers it). A plain WebSocket: never.
+    /// the platform remembers it). Weixin: always (each piece's `client_id`). Telegram and a
+    /// plain WebSocket: never.
     pub fn dedupes(&self, msg: &Outgoing) -> bool {
         match self.0 {
             Platform::Qq(_) => qq::dedupes(msg),
-            Platform::Discord(_) | Platform::Feishu(_) => true,
-            Platform::WebSocket(_) => false,
+            Platform::Discord(_) | Platform::Feishu(_) | Platform::Weixin(_) => true,
+            Platform::WebSocket(_) | Platform::Telegram(_) => false,
         }
     }
 
@@ -120,6 +142,8 @@ impl Sender {
             Platform::Discord(_) => discord::MAX_TEXT,
             Platform::WebSocket(_) => websocket::MAX_TEXT,
             Platform::Feishu(_) => feishu::MAX_TEXT,
+            Platform::Telegram(_) => telegram::MAX_TEXT,
+            Platform::Weixin(_) => weixin::MAX_TEXT,
         }
     }
 }

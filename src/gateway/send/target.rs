@@ -21,6 +21,11 @@ const DISCORD_EXPECTED: &str = "channel:ID or a channel ID (a snowflake: digits)
 const DISCORD_EXAMPLE: &str = "channel:1234567890123456789";
 const FEISHU_EXPECTED: &str = "chat:CHAT_ID or user:OPEN_ID";
 const FEISHU_EXAMPLE: &str = "chat:oc_5ad11d72b830411d72b836c20";
+const TELEGRAM_EXPECTED: &str =
+    "chat:CHAT_ID (an integer, negative for groups) or chat:@channelusername";
+const TELEGRAM_EXAMPLE: &str = "chat:-1001234567890";
+const WEIXIN_EXPECTED: &str = "user:USER_ID (the from_user_id of the peer's messages)";
+const WEIXIN_EXAMPLE: &str = "user:o9cq80zL8rVhWxG4zz2ZeZ1M@im.wechat";
 const WS_EXPECTED: &str = "1-256 characters without control characters";
 const WS_EXAMPLE: &str = "room-42";
 
@@ -32,6 +37,8 @@ impl Target {
             "discord" => parse_discord(text),
             "websocket" => parse_websocket(text),
             "feishu" => parse_feishu(text),
+            "telegram" => parse_telegram(text),
+            "weixin" => parse_weixin(text),
             other => Err(TargetError::CannotSend {
                 kind: other.to_owned(),
             }),
@@ -48,7 +55,9 @@ impl Target {
             | Target::DiscordChannel(id)
             | Target::WebSocket(id)
             | Target::FeishuChat(id)
-            | Target::FeishuUser(id) => id,
+            | Target::FeishuUser(id)
+            | Target::TelegramChat(id)
+            | Target::WeixinUser(id) => id,
         }
     }
 }
@@ -94,6 +103,36 @@ fn parse_feishu(text: &str) -> Result<Target, TargetError> {
     })
 }
 
+/// Telegram's `chat_id`: "Integer or String", the chat's id or a channel's `@username`
+/// (5-32 characters of letters, digits and underscores).
+fn parse_telegram(text: &str) -> Result<Target, TargetError> {
+    let id = text.strip_prefix("chat:").unwrap_or(text);
+    let number = id
+        .strip_prefix('-')
+        .unwrap_or(id)
+        .bytes()
+        .all(|b| b.is_ascii_digit())
+        && id.trim_start_matches('-').len() <= 20
+        && id.parse::<i64>().is_ok();
+    let username = id.strip_prefix('@').is_some_and(|u| {
+        (5..=32).contains(&u.len()) && u.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    });
+    if number || username {
+        Ok(Target::TelegramChat(id.to_owned()))
+    } else {
+        Err(malformed(text, TELEGRAM_EXPECTED, TELEGRAM_EXAMPLE))
+    }
+}
+
+/// An iLink user id only lands in a JSON body, but it is also the key the outbox orders a
+/// peer's messages by, so the usual id rule holds.
+fn parse_weixin(text: &str) -> Result<Target, TargetError> {
+    match text.strip_prefix("user:") {
+        Some(id) if valid_id(id) => Ok(Target::WeixinUser(id.to_owned())),
+        _ => Err(malformed(text, WEIXIN_EXPECTED, WEIXIN_EXAMPLE)),
+    }
+}
+
 fn parse_websocket(text: &str) -> Result<Target, TargetError> {
     let len = text.chars().count();
     if (1..=MAX_WS_TARGET).contains(&len) && !text.chars().any(char::is_control) {
@@ -129,8 +168,8 @@ impl fmt::Display for Target {
         let scheme = match self {
             Target::WebSocket(id) => return f.write_str(id),
             Target::QqGroup(_) => "group",
-            Target::QqUser(_) | Target::FeishuUser(_) => "user",
-            Target::FeishuChat(_) => "chat",
+            Target::QqUser(_) | Target::FeishuUser(_) | Target::WeixinUser(_) => "user",
+            Target::FeishuChat(_) | Target::TelegramChat(_) => "chat",
             Target::QqChannel(_) | Target::DiscordChannel(_) => "channel",
             Target::QqDm(_) => "dm",
         };
@@ -184,6 +223,35 @@ mod tests {
                 ),
                 "{bad:?}"
             );
+        }
+    }
+
+    #[test]
+    fn telegram_and_weixin_targets() {
+        for (text, id) in [
+            ("chat:1001", "1001"),
+            ("-1001234567890", "-1001234567890"),
+            ("chat:@my_channel", "@my_channel"),
+        ] {
+            let t = Target::parse("telegram", text).unwrap();
+            assert_eq!(t, Target::TelegramChat(id.into()), "{text}");
+            assert_eq!(t.to_string(), format!("chat:{id}"));
+        }
+        for bad in [
+            "chat:",
+            "chat:12a",
+            "chat:@ab",
+            "chat:--1",
+            "user:1",
+            "chat:@a b",
+        ] {
+            assert!(Target::parse("telegram", bad).is_err(), "{bad:?}");
+        }
+        let w = Target::parse("weixin", "user:abc@im.wechat").unwrap();
+        assert_eq!(w, Target::WeixinUser("abc@im.wechat".into()));
+        assert_eq!(w.to_string(), "user:abc@im.wechat");
+        for bad in ["abc@im.wechat", "user:", "user:a b", "chat:x"] {
+            assert!(Target::parse("weixin", bad).is_err(), "{bad:?}");
         }
     }
 

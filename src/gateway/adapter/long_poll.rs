@@ -1,0 +1,321 @@
+//! An adapter that receives by HTTP long polling (Telegram's `getUpdates`, Weixin's
+//! `getupdates`), kept going for the life of the gateway.
+//!
+//! Long polling fails in its own ways, and each has its answer here:
+//! - A poll that hangs on a dead socket: every poll has a client deadline, the time the
+//!   server may hold it plus a grace, and one unanswered by then is a dead connection,
+//!   dropped and tried again. Each answered poll is proof of life.
+//! - A cursor moved before the event was stored: the events of a batch go into the spool
+//!   first, and only then does the platform's poller move its cursor (Telegram's offset,
+//!   Weixin's persisted `get_updates_buf`). A crash in between means the platform sends
+//!   them again, and the spool drops what it already holds.
+//! - Two pollers on one token: the platform answers one of them with a conflict. Right after
+//!   a restart that can be the previous process's last poll, so a conflict is retried until
+//!   a poll's whole deadline has passed; one that lasts longer is another instance, and the
+//!   adapter ends (exit 78) rather than fight it.
+//! - A login the platform ended: the adapter says so (`needs-login`) and waits, beating, for
+//!   a new one, instead of sleeping in silence while it looks healthy.
+//!
+//! The platforms' requests and answers are theirs (`telegram`, `weixin`); this is the
+//! loop, the deadline and the order of spool and cursor.
+
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::backoff::Backoff;
+use super::telegram::{Telegram, TelegramConfig};
+use super::weixin::Weixin;
+use super::{fatal, wait, AdapterExit, Deps};
+use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::gateway::health::State;
+use crate::gateway::spool::Event;
+
+/// How one poll ended, as the loop acts on it.
+pub(super) enum Polled {
+    /// The server answered: the events to store, in order. The poller holds the cursor that
+    /// acknowledges them until [`Poller::commit`].
+    Batch(Vec<Event>),
+    /// Asked to wait (Telegram's 429 `retry_after`, iLink's frequency limit).
+    Wait(Duration, String),
+    /// No usable answer (a 5xx, a refused connection, a garbled body): back off and retry.
+    Failed(String),
+    /// No answer by the poll's deadline: the connection is dead.
+    Dead(String),
+    /// Another poller holds the token (Telegram's 409).
+    Conflict(String),
+    /// The platform ended the login (Weixin's expired session).
+    NeedsLogin(String),
+    /// Retrying cannot help (a revoked token).
+    Fatal(String),
+}
+
+/// The platform side of a long-poll adapter.
+pub(super) enum Poller {
+    Telegram(Box<Telegram>),
+    Weixin(Box<Weixin>),
+}
+
+impl Poller {
+    async fn poll(&mut self) -> Polled {
+        match self {
+            Poller::Telegram(t) => t.poll().await,
+            Poller::Weixin(w) => w.poll().await,
+        }
+    }
+
+    /// The last batch is in the spool: acknowledge it.
+    fn commit(&mut self) -> Result<(), String> {
+        match self {
+            Poller::Telegram(t) => {
+                t.commit();
+                Ok(())
+            }
+            Poller::Weixin(w) => w.commit(),
+        }
+    }
+
+    /// The client deadline of the next poll.
+    fn deadline(&self) -> Duration {
+        match self {
+            Poller::Telegram(t) => t.deadline(),
+            Poller::Weixin(w) => w.deadline(),
+        }
+    }
+
+    /// What to add to a conflict's fatal error (Telegram: whether a webhook is set).
+    async fn conflict_hint(&mut self) -> String {
+        match self {
+            Poller::Telegram(t) => t.conflict_hint().await,
+            Poller::Weixin(_) => String::new(),
+        }
+    }
+
+    /// Wait for a new login, beating; true on shutdown.
+    async fn await_login(&mut self, deps: &mut Deps) -> bool {
+        match self {
+            Poller::Weixin(w) => w.await_login(&deps.heartbeat, &mut deps.shutdown).await,
+            // Telegram has no login to renew; its revoked token is fatal.
+            Poller::Telegram(_) => false,
+        }
+    }
+}
+
+/// Build the adapter's poller from its config and run it.
+pub(super) async fn start(spec: AdapterSpec, secret: Option<Secret>, deps: Deps) -> AdapterExit {
+    let http = deps.shared.http.clone();
+    let poller = match &spec.protocol {
+        Protocol::Telegram {
+            token_env,
+            api_base,
+            poll,
+            allowed_updates,
+            delete_webhook,
+        } => Poller::Telegram(Box::new(Telegram::new(
+            TelegramConfig {
+                adapter: &spec.name,
+                api_base,
+                token: secret.unwrap_or_else(|| Secret::new(String::new())),
+                token_env,
+                poll: *poll,
+                allowed_updates,
+                delete_webhook: *delete_webhook,
+            },
+            http,
+        ))),
+        Protocol::Weixin {
+            api_base,
+            poll,
+            login_file,
+        } => {
+            let account = deps.shared.weixin.get(&spec.name, login_file, api_base);
+            let cursor = deps.spool.dir().join("cursors").join(&spec.name);
+            Poller::Weixin(Box::new(Weixin::new(
+                &spec.name, http, account, *poll, cursor,
+            )))
+        }
+        other => {
+            return fatal(
+                &deps.heartbeat,
+                &spec.name,
+                format!("kind {} does not poll", other.kind()),
+            )
+        }
+    };
+    run(&spec, poller, deps).await
+}
+
+/// Run a long-poll adapter until shutdown or a fatal answer.
+async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterExit {
+    let hb = deps.heartbeat.clone();
+    let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
+    // When the conflicts in a row began.
+    let mut conflict_since: Option<Instant> = None;
+    let mut connected = false;
+    let mut ever_connected = false;
+    hb.enter(State::Connecting);
+    loop {
+        if *deps.shutdown.borrow() {
+            return AdapterExit::Shutdown;
+        }
+        let deadline = poller.deadline();
+        // A poll may take its whole deadline and a backoff may follow it; silent for longer
+        // than both, the adapter itself is stuck and the watchdog should see it.
+        hb.set_deadline(deadline + backoff.max() + Duration::from_secs(5));
+        let polled = tokio::select! {
+            p = poller.poll() => p,
+            _ = crate::gateway::until_shutdown(&mut deps.shutdown) => return AdapterExit::Shutdown,
+        };
+        let delay = match polled {
+            Polled::Batch(events) => {
+                if !connected {
+                    hb.enter(State::Connected);
+                    if ever_connected {
+                        hb.reconnected();
+                    }
+                    connected = true;
+                    ever_connected = true;
+                } else {
+                    hb.beat();
+                }
+                conflict_since = None;
+                backoff.reset();
+                match store(&deps, &events).await {
+                    Ok(()) => match poller.commit() {
+                        Ok(()) => None,
+                        Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),
+                    },
+                    Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),
+                }
+            }
+            Polled::Wait(d, why) => {
+                lose(&hb, &mut connected);
+                hb.error(&why);
+                tracing::warn!(adapter = %spec.name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
+                Some(d)
+            }
+            Polled::Failed(why) | Polled::Dead(why) => {
+                Some(failed(&hb, &spec.name, why, &mut backoff, &mut connected))
+            }
+            Polled::Conflict(why) => {
+                lose(&hb, &mut connected);
+                let since = *conflict_since.get_or_insert_with(Instant::now);
+                // The previous process's last poll lasts at most one deadline; a conflict
+                // that outlives it is another poller.
+                if since.elapsed() > deadline {
+                    let hint = poller.conflict_hint().await;
+                    let held = since.elapsed().as_secs();
+                    return fatal(
+                        &hb,
+                        &spec.name,
+                        format!(
+                            "{why}: another poller has held the bot token for {held}s, longer \
+                             than a poll lasts, so it is not this gateway's previous run{hint}"
+                        ),
+                    );
+                }
+                hb.error(&why);
+                tracing::warn!(adapter = %spec.name, reason = %why, "another poller answered; retrying within the grace");
+                Some(spec.timing.backoff_min)
+            }
+            Polled::NeedsLogin(why) => {
+                lose(&hb, &mut connected);
+                hb.enter(State::NeedsLogin);
+                hb.error(&why);
+                tracing::error!(adapter = %spec.name, reason = %why, "the platform ended the login; waiting for a new one");
+                if poller.await_login(&mut deps).await {
+                    return AdapterExit::Shutdown;
+                }
+                tracing::info!(adapter = %spec.name, "a new login was stored; polling again");
+                hb.enter(State::Connecting);
+                None
+            }
+            Polled::Fatal(why) => return fatal(&hb, &spec.name, why),
+        };
+        if let Some(d) = delay {
+            if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
+                return AdapterExit::Shutdown;
+            }
+        }
+    }
+}
+
+/// Spool every event of a batch, in order. The first failure stops the batch: nothing after
+/// it may be acknowledged.
+async fn store(deps: &Deps, events: &[Event]) -> Result<(), String> {
+    for event in events {
+        crate::test_hook::kill_at("poll-received", &event.id);
+        deps.spool
+            .append(event)
+            .await
+            .map_err(|e| format!("the spool refused an event: {e}"))?;
+    }
+    Ok(())
+}
+
+fn lose(hb: &crate::gateway::health::Heartbeat, connected: &mut bool) {
+    *connected = false;
+    hb.enter(State::Retrying);
+}
+
+/// A failed poll (or store): back off.
+fn failed(
+    hb: &crate::gateway::health::Heartbeat,
+    name: &str,
+    why: String,
+    backoff: &mut Backoff,
+    connected: &mut bool,
+) -> Duration {
+    lose(hb, connected);
+    hb.error(&why);
+    tracing::warn!(adapter = name, reason = %why, "poll failed; retrying after backoff");
+    backoff.next_delay(fastrand::f64)
+}
+
+/// One poll request's answer, or why none came: the transport part both platforms share.
+pub(super) enum Exchange {
+    Answer {
+        status: u16,
+        body: Vec<u8>,
+    },
+    /// No answer within the deadline.
+    Dead(String),
+    /// No connection, or the connection broke.
+    Failed(String),
+}
+
+/// A poll answer larger than this is not read: a batch of 100 Telegram updates with long
+/// texts is well under a megabyte.
+const MAX_POLL_BODY: usize = 8 * 1024 * 1024;
+
+/// Send `request` and read its whole answer within `deadline`, measured from now: the
+/// deadline covers the connect, the server's wait and the body.
+pub(super) async fn exchange(request: reqwest::RequestBuilder, deadline: Duration) -> Exchange {
+    let work = async {
+        let mut resp = request.timeout(deadline).send().await.map_err(text)?;
+        let status = resp.status().as_u16();
+        let mut body = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(text)? {
+            if body.len() + chunk.len() > MAX_POLL_BODY {
+                return Err((false, format!("answer larger than {MAX_POLL_BODY} bytes")));
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok((status, body))
+    };
+    let secs = deadline.as_secs_f64();
+    match tokio::time::timeout(deadline, work).await {
+        Ok(Ok((status, body))) => Exchange::Answer { status, body },
+        Ok(Err((true, _))) | Err(_) => Exchange::Dead(format!(
+            "no answer to a poll within {secs:.1}s (its timeout plus grace): a dead connection"
+        )),
+        Ok(Err((false, e))) => Exchange::Failed(e),
+    }
+}
+
+/// A transport error without its URL (Telegram's holds the bot token), and whether it was
+/// a timeout.
+fn text(e: reqwest::Error) -> (bool, String) {
+    let timeout = e.is_timeout();
+    (timeout, crate::error_chain::one_line(&e.without_url()))
+}

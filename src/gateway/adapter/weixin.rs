@@ -1,0 +1,193 @@
+//! Weixin through Tencent's iLink bot API, receiving: `ilink/bot/getupdates` long polling.
+//!
+//! A poll sends the cursor (`get_updates_buf`, opaque) and gets `msgs`, the next cursor and
+//! `longpolling_timeout_ms`, how long the server means to hold the next poll (which, with
+//! the grace, sets that poll's deadline). The cursor is written to `inbox/cursors/ADAPTER`
+//! only after the batch is in the spool, so a crash in between polls from the old cursor
+//! and the spool drops what it already has (by message id). A message carries the peer's
+//! newest `context_token`, which a reply to that peer echoes; it is kept in the shared
+//! account for the sender.
+//!
+//! Session expiry (`ret`/`errcode` -14) ends the login: the adapter enters `needs-login` and
+//! reads the login file every few seconds until `hermes-svc login weixin` has stored a new
+//! token, then polls on, with no restart.
+//!
+//! Source: the public client this replaces, NousResearch/hermes-agent
+//! `gateway/platforms/weixin.py` (endpoints, body and answer fields, codes -14 and -2).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::long_poll::{exchange, Exchange, Polled};
+use super::weixin_account::{rate_limited, said, session_expired, WeixinAccount};
+use crate::config::PollTiming;
+use crate::gateway::health::Heartbeat;
+use crate::gateway::spool::Event;
+
+/// After iLink's frequency limit, the public client waits 30 s; so does this.
+const RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
+/// The server's `longpolling_timeout_ms` is obeyed within these bounds: a hostile or broken
+/// value must not turn off dead-connection detection, nor turn polling into a busy loop.
+const MIN_SERVER_TIMEOUT: Duration = Duration::from_secs(1);
+const MAX_SERVER_TIMEOUT: Duration = Duration::from_secs(120);
+/// How often a `needs-login` adapter reads the login file.
+const LOGIN_CHECK: Duration = Duration::from_secs(2);
+/// The longest cursor kept; iLink's are a few hundred bytes.
+const MAX_CURSOR: usize = 64 * 1024;
+/// `message_type` of a message the bot itself sent.
+const FROM_BOT: i64 = 2;
+
+pub(crate) struct Weixin {
+    adapter: String,
+    http: reqwest::Client,
+    account: Arc<WeixinAccount>,
+    poll: PollTiming,
+    /// How long the server will hold the next poll.
+    server_timeout: Duration,
+    cursor: String,
+    /// The cursor that acknowledges the batch being stored.
+    pending: Option<String>,
+    cursor_file: PathBuf,
+}
+
+impl Weixin {
+    pub(crate) fn new(
+        adapter: &str,
+        http: reqwest::Client,
+        account: Arc<WeixinAccount>,
+        poll: PollTiming,
+        cursor_file: PathBuf,
+    ) -> Self {
+        let cursor = std::fs::read_to_string(&cursor_file)
+            .ok()
+            .filter(|c| c.len() <= MAX_CURSOR)
+            .unwrap_or_default();
+        Self {
+            adapter: adapter.to_owned(),
+            http,
+            account,
+            poll,
+            server_timeout: poll.timeout,
+            cursor,
+            pending: None,
+            cursor_file,
+        }
+    }
+
+    pub(super) fn deadline(&self) -> Duration {
+        self.poll.deadline(self.server_timeout)
+    }
+
+    pub(super) async fn poll(&mut self) -> Polled {
+        let body = json!({ "get_updates_buf": self.cursor });
+        let request = match self
+            .account
+            .request(&self.http, "ilink/bot/getupdates", body)
+        {
+            Ok(r) => r,
+            Err(e) => return Polled::NeedsLogin(crate::error_chain::one_line(&e)),
+        };
+        let answer = match exchange(request, self.deadline()).await {
+            Exchange::Answer { status: 200, body } => body,
+            Exchange::Answer { status, .. } => {
+                return Polled::Failed(format!("getupdates: HTTP {status}"))
+            }
+            Exchange::Dead(e) => return Polled::Dead(e),
+            Exchange::Failed(e) => return Polled::Failed(format!("getupdates: {e}")),
+        };
+        let Ok(v) = serde_json::from_slice::<Value>(&answer) else {
+            return Polled::Failed("getupdates answered something that is not JSON".into());
+        };
+        if session_expired(&v) {
+            return Polled::NeedsLogin(format!(
+                "getupdates: {}: the Weixin login has expired; run `hermes-svc login weixin` \
+                 for this profile and scan the QR code (the adapter picks the new login up by \
+                 itself)",
+                said(&v)
+            ));
+        }
+        if rate_limited(&v) {
+            return Polled::Wait(
+                RATE_LIMIT_WAIT,
+                format!("getupdates: {}: the platform's frequency limit", said(&v)),
+            );
+        }
+        let code = |k: &str| v[k].as_i64().unwrap_or(0);
+        if code("ret") != 0 || code("errcode") != 0 {
+            return Polled::Failed(format!("getupdates: {}", said(&v)));
+        }
+        if let Some(ms) = v["longpolling_timeout_ms"].as_u64().filter(|ms| *ms > 0) {
+            self.server_timeout =
+                Duration::from_millis(ms).clamp(MIN_SERVER_TIMEOUT, MAX_SERVER_TIMEOUT);
+        }
+        if let Some(buf) = v["get_updates_buf"].as_str() {
+            if !buf.is_empty() && buf.len() <= MAX_CURSOR {
+                self.pending = Some(buf.to_owned());
+            }
+        }
+        let msgs = v["msgs"].as_array().map_or(&[][..], Vec::as_slice);
+        Polled::Batch(msgs.iter().filter_map(|m| self.event(m)).collect())
+    }
+
+    /// A message as a spool event, named by its `message_id`; the peer's `context_token` is
+    /// kept for replies. The bot's own messages are not events.
+    fn event(&self, m: &Value) -> Option<Event> {
+        if m["message_type"].as_i64() == Some(FROM_BOT) {
+            return None;
+        }
+        let from = m["from_user_id"].as_str().unwrap_or("");
+        if let Some(token) = m["context_token"].as_str().filter(|t| !t.is_empty()) {
+            if !from.is_empty() {
+                self.account.remember_context(from, token);
+            }
+        }
+        let id = match &m["message_id"] {
+            Value::Number(n) => n.to_string(),
+            Value::String(s) if !s.is_empty() => s.clone(),
+            // No id of its own: its sender and time name it, which a redelivery repeats.
+            _ => format!("{from}:{}", m["create_time_ms"]),
+        };
+        Some(Event::new(id, &self.adapter, "message", None, m.clone()))
+    }
+
+    /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).
+    pub(super) fn commit(&mut self) -> Result<(), String> {
+        let Some(next) = self.pending.take() else {
+            return Ok(());
+        };
+        if next == self.cursor {
+            return Ok(());
+        }
+        crate::atomic_file::write_with(
+            &self.cursor_file,
+            next.as_bytes(),
+            0o600,
+            crate::atomic_file::Sync::Replace,
+        )
+        .map_err(|e| format!("cannot write {}: {e}", self.cursor_file.display()))?;
+        self.cursor = next;
+        Ok(())
+    }
+
+    /// Wait, beating, until the login file holds a new token; true on shutdown.
+    pub(super) async fn await_login(
+        &mut self,
+        hb: &Heartbeat,
+        shutdown: &mut watch::Receiver<bool>,
+    ) -> bool {
+        loop {
+            if self.account.renewed() {
+                return false;
+            }
+            hb.beat();
+            tokio::select! {
+                _ = tokio::time::sleep(LOGIN_CHECK) => {}
+                _ = crate::gateway::until_shutdown(shutdown) => return true,
+            }
+        }
+    }
+}

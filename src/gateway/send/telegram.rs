@@ -1,0 +1,182 @@
+//! Telegram: `sendMessage` to a chat (`chat_id`), a reply by `reply_parameters.message_id`.
+//!
+//! A text longer than Telegram's 4,096 characters goes as several messages, in order, the
+//! first one the reply. Telegram has no client key that drops a repeat, so a message is
+//! never sent twice on purpose: the pieces already posted are remembered per outbox
+//! message, and a retry after a 5xx or a 429 on piece 3 starts at piece 3.
+//!
+//! Answers, from the Bot API docs ("Making requests", "sendMessage", "ReplyParameters",
+//! "ResponseParameters"): `{"ok": true, "result": Message}`; else `ok: false` with
+//! `error_code`, `description` and, on a 429, `parameters.retry_after` (seconds); a group
+//! that became a supergroup answers 400 with `parameters.migrate_to_chat_id`.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use serde_json::json;
+
+use super::classify::{self, int, json, local};
+use super::exchange::exchange;
+use super::split::pieces;
+use super::{Answer, Outgoing, Target};
+use crate::config::Secret;
+
+/// "Text of the message to be sent, 1-4096 characters after entities parsing."
+pub(super) const PIECE: usize = 4096;
+/// The longest text taken: sixteen messages' worth. Longer is refused when it is queued.
+pub(super) const MAX_TEXT: usize = PIECE * 16;
+
+pub(super) struct Telegram {
+    pub(super) http: reqwest::Client,
+    pub(super) api_base: String,
+    pub(super) token: Secret,
+    /// Outbox message id → the pieces posted so far and the first one's message id.
+    progress: Mutex<HashMap<String, (usize, Option<String>)>>,
+}
+
+impl Telegram {
+    pub(super) fn new(http: reqwest::Client, api_base: &str, token: Secret) -> Self {
+        Self {
+            http,
+            api_base: api_base.trim_end_matches('/').to_owned(),
+            token,
+            progress: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
+        let Target::TelegramChat(chat) = &msg.target else {
+            return Answer::Failed(local(format!(
+                "target {} is not a Telegram chat",
+                msg.target
+            )));
+        };
+        let reply_to = match msg.reply_to.as_deref().map(str::parse::<i64>) {
+            None => None,
+            Some(Ok(id)) => Some(id),
+            Some(Err(_)) => {
+                return Answer::Failed(local("reply_to is not a Telegram message id (an integer)"))
+            }
+        };
+        // A numeric chat id goes as a number, a channel's @username as a string.
+        let chat_id = chat
+            .parse::<i64>()
+            .map_or_else(|_| json!(chat), |n| json!(n));
+        let pieces = pieces(&msg.text, PIECE);
+        let (done, mut first) = self.progress(&msg.id);
+        for (i, piece) in pieces.iter().enumerate().skip(done) {
+            let mut body = json!({"chat_id": chat_id, "text": piece});
+            if let (0, Some(id)) = (i, reply_to) {
+                // The reply still goes out if the message it answers was deleted meanwhile.
+                body["reply_parameters"] =
+                    json!({"message_id": id, "allow_sending_without_reply": true});
+            }
+            let url = format!("{}/bot{}/sendMessage", self.api_base, self.token.expose());
+            let answer = match exchange(self.http.post(url).json(&body)).await {
+                Ok(r) => classify(r.status, &r.body),
+                Err(answer) => answer,
+            };
+            match answer {
+                Answer::Sent { platform_id } => {
+                    first = first.or(platform_id);
+                    self.record(&msg.id, Some((i + 1, first.clone())));
+                }
+                Answer::Retry { .. } => return answer,
+                // Not retried: nothing to remember.
+                other => {
+                    self.record(&msg.id, None);
+                    return other;
+                }
+            }
+        }
+        self.record(&msg.id, None);
+        Answer::Sent { platform_id: first }
+    }
+
+    fn progress(&self, id: &str) -> (usize, Option<String>) {
+        let map = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        map.get(id).cloned().unwrap_or((0, None))
+    }
+
+    fn record(&self, id: &str, progress: Option<(usize, Option<String>)>) {
+        let mut map = self.progress.lock().unwrap_or_else(PoisonError::into_inner);
+        match progress {
+            Some(p) => map.insert(id.to_owned(), p),
+            None => map.remove(id),
+        };
+    }
+}
+
+/// One `sendMessage` answer.
+fn classify(status: u16, body: &[u8]) -> Answer {
+    let v = json(body);
+    if status == 200 && v["ok"] == json!(true) {
+        let platform_id = int(&v["result"]["message_id"]).map(|n| n.to_string());
+        return Answer::Sent { platform_id };
+    }
+    let code = int(&v["error_code"]);
+    let mut reply = classify::reply(status, code, v["description"].as_str());
+    if let Some(to) = int(&v["parameters"]["migrate_to_chat_id"]) {
+        reply.message = format!("{}; the chat is now chat:{to}", reply.message);
+    }
+    let after = v["parameters"]["retry_after"]
+        .as_f64()
+        .and_then(classify::seconds);
+    match status {
+        429 => Answer::Retry { after, reply },
+        // Bad request (chat not found, text too long), blocked or kicked (403), a token
+        // Telegram does not know (401, 404): no retry changes these.
+        400..=499 => Answer::Failed(reply),
+        _ => classify::by_status(status, &reqwest::header::HeaderMap::new(), reply),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_by_status_and_body() {
+        let sent = classify(
+            200,
+            br#"{"ok":true,"result":{"message_id":77,"chat":{"id":1}}}"#,
+        );
+        assert_eq!(
+            sent,
+            Answer::Sent {
+                platform_id: Some("77".into())
+            }
+        );
+        let limited = classify(
+            429,
+            br#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 7","parameters":{"retry_after":7}}"#,
+        );
+        assert!(
+            matches!(&limited, Answer::Retry { after: Some(d), reply } if d.as_secs() == 7 && reply.code == Some(429)),
+            "{limited:?}"
+        );
+        let missing = classify(
+            400,
+            br#"{"ok":false,"error_code":400,"description":"Bad Request: chat not found"}"#,
+        );
+        assert!(
+            matches!(&missing, Answer::Failed(r) if r.message.contains("chat not found")),
+            "{missing:?}"
+        );
+        let moved = classify(
+            400,
+            br#"{"ok":false,"error_code":400,"description":"Bad Request: group chat was upgraded to a supergroup chat","parameters":{"migrate_to_chat_id":-1001}}"#,
+        );
+        assert!(
+            matches!(&moved, Answer::Failed(r) if r.message.contains("chat:-1001")),
+            "{moved:?}"
+        );
+        assert!(matches!(classify(502, b"<html>"), Answer::Retry { .. }));
+        assert!(matches!(classify(403, b"{}"), Answer::Failed(_)));
+        // ok:true with a 5xx status is not trusted as sent.
+        assert!(matches!(
+            classify(500, br#"{"ok":true}"#),
+            Answer::Retry { .. }
+        ));
+    }
+}

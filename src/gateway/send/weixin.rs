@@ -1,0 +1,165 @@
+//! Weixin: `ilink/bot/sendmessage` to a peer, with the peer's newest `context_token` when
+//! the adapter has seen one.
+//!
+//! A text over 2,000 characters goes as several messages, in order. Each piece has a
+//! `client_id` made from the outbox message's id and the piece's number, the same on every
+//! attempt, and iLink posts one message per `client_id`: a send whose answer was lost is
+//! sent again whole and each piece is posted once.
+//!
+//! An answer that says the session expired while a `context_token` went with the request is
+//! tried once more without it (the token, not the login, may be what expired); if that fails
+//! the same way, the login is gone, and the message waits in the outbox (retried with
+//! backoff) while the adapter shows `needs-login`.
+//!
+//! Source: NousResearch/hermes-agent `gateway/platforms/weixin.py` (the `msg` body:
+//! `to_user_id`, `client_id`, `message_type` 2, `message_state` 2, `item_list` with a text
+//! item, `context_token`; codes -14 and -2).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::classify::{self, json, local};
+use super::exchange::exchange;
+use super::split::pieces;
+use super::{Answer, Outgoing, Target};
+use crate::gateway::adapter::weixin_account::{rate_limited, session_expired, WeixinAccount};
+
+/// The public client splits at 2,000 characters.
+pub(super) const PIECE: usize = 2000;
+/// Sixteen messages' worth; longer is refused when it is queued.
+pub(super) const MAX_TEXT: usize = PIECE * 16;
+/// After the frequency limit, the public client waits 30 s.
+const RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
+/// `message_type` and `message_state` of a finished message from a bot.
+const FROM_BOT: u8 = 2;
+const FINISHED: u8 = 2;
+
+pub(super) struct Weixin {
+    pub(super) http: reqwest::Client,
+    pub(super) account: Arc<WeixinAccount>,
+}
+
+impl Weixin {
+    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
+        let Target::WeixinUser(peer) = &msg.target else {
+            return Answer::Failed(local(format!("target {} is not a Weixin user", msg.target)));
+        };
+        let mut first = None;
+        for (i, piece) in pieces(&msg.text, PIECE).iter().enumerate() {
+            let client_id = format!("hermes-{}-{i}", msg.id);
+            let context = self.account.context(peer);
+            let mut answer = self.post(peer, piece, &client_id, context.as_deref()).await;
+            if context.is_some() && expired(&answer) {
+                answer = self.post(peer, piece, &client_id, None).await;
+            }
+            match answer {
+                Answer::Sent { .. } => first = first.or(Some(client_id)),
+                other => return other,
+            }
+        }
+        Answer::Sent { platform_id: first }
+    }
+
+    async fn post(&self, peer: &str, text: &str, client_id: &str, context: Option<&str>) -> Answer {
+        let mut m = json!({
+            "from_user_id": "",
+            "to_user_id": peer,
+            "client_id": client_id,
+            "message_type": FROM_BOT,
+            "message_state": FINISHED,
+            "item_list": [{"type": 1, "text_item": {"text": text}}],
+        });
+        if let Some(c) = context {
+            m["context_token"] = json!(c);
+        }
+        let request =
+            match self
+                .account
+                .request(&self.http, "ilink/bot/sendmessage", json!({ "msg": m }))
+            {
+                Ok(r) => r,
+                Err(e) => {
+                    return Answer::Retry {
+                        after: None,
+                        reply: local(crate::error_chain::one_line(&e)),
+                    }
+                }
+            };
+        match exchange(request).await {
+            Ok(r) => classify(r.status, &r.body),
+            Err(answer) => answer,
+        }
+    }
+}
+
+/// Whether an answer is the session-expired one (kept as code -14 in the reply).
+fn expired(answer: &Answer) -> bool {
+    matches!(answer, Answer::Retry { reply, .. } if reply.code == Some(-14))
+}
+
+fn classify(status: u16, body: &[u8]) -> Answer {
+    let v = json(body);
+    let code = |k: &str| v[k].as_i64().unwrap_or(0);
+    let (ret, errcode) = (code("ret"), code("errcode"));
+    if status == 200 && v.is_object() && ret == 0 && errcode == 0 {
+        return Answer::Sent { platform_id: None };
+    }
+    let platform_code = [ret, errcode].into_iter().find(|c| *c != 0);
+    let reply = classify::reply(status, platform_code, v["errmsg"].as_str());
+    if status != 200 {
+        return classify::by_status(status, &reqwest::header::HeaderMap::new(), reply);
+    }
+    if session_expired(&v) {
+        let mut reply = reply;
+        reply.code = Some(-14);
+        reply.message = format!(
+            "{}; the Weixin login has expired: run `hermes-svc login weixin` for this profile",
+            reply.message
+        );
+        return Answer::Retry { after: None, reply };
+    }
+    if rate_limited(&v) {
+        return Answer::Retry {
+            after: Some(RATE_LIMIT_WAIT),
+            reply,
+        };
+    }
+    Answer::Failed(reply)
+}
+
+/// Exposed for the classifier's tests in this module only.
+#[cfg(test)]
+fn answer(body: serde_json::Value) -> Answer {
+    classify(200, body.to_string().as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_by_code() {
+        assert_eq!(
+            answer(json!({"ret": 0})),
+            Answer::Sent { platform_id: None }
+        );
+        assert_eq!(answer(json!({})), Answer::Sent { platform_id: None });
+        let e = answer(json!({"ret": -14, "errmsg": "session timeout"}));
+        assert!(expired(&e), "{e:?}");
+        let stale = answer(json!({"ret": -2, "errmsg": "unknown error"}));
+        assert!(expired(&stale), "{stale:?}");
+        let limited = answer(json!({"ret": -2, "errmsg": "freq limit"}));
+        assert!(
+            matches!(limited, Answer::Retry { after: Some(d), .. } if d == RATE_LIMIT_WAIT),
+            "{limited:?}"
+        );
+        assert!(matches!(
+            answer(json!({"ret": -1, "errmsg": "too long"})),
+            Answer::Failed(_)
+        ));
+        assert!(matches!(classify(502, b""), Answer::Retry { .. }));
+        assert!(matches!(classify(200, b"not json"), Answer::Failed(_)));
+    }
+}
