@@ -17,6 +17,7 @@ mod events;
 mod gateway;
 mod install;
 mod lifecycle;
+mod login;
 mod render;
 mod report;
 mod send;
@@ -69,6 +70,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Events(args) => events::run(args),
         Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
+        Command::Login(args::LoginCommand::Weixin(args)) => login::weixin(args),
         Command::Install(args) => runtime()?.block_on(install::install(args)),
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),
         Command::Set(args) => runtime()?.block_on(set::set(args)),

@@ -23,3 +23,4 @@ pub mod service;
 pub mod status;
 pub mod systemd;
 pub mod test_hook;
+pub mod weixin_qr;

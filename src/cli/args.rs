@@ -49,12 +49,41 @@ pub(super) enum Command {
     /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
     /// stale pid files, ...) and print the exact fix for each.
     Doctor(DoctorArgs),
+    /// Log a bot in to a platform that logs in by QR code (Weixin), and store the login in
+    /// the profile.
+    #[command(subcommand)]
+    Login(LoginCommand),
     /// Run a gateway against a built-in mock platform, inject a half-open fault, and show
     /// that it is detected and resumed with no event lost. Needs no credentials or network.
     Demo(DemoArgs),
     /// The gateway process itself (what the unit runs).
     #[command(subcommand)]
     Gateway(GatewayCommand),
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum LoginCommand {
+    /// Draw the iLink QR code in the terminal, wait for the scan and the confirmation in
+    /// WeChat, and store the bot's token (mode 0600) where the profile's Weixin adapter
+    /// reads it. A running gateway waiting for a new login picks it up by itself.
+    Weixin(WeixinLoginArgs),
+}
+
+#[derive(Args, Debug)]
+pub(super) struct WeixinLoginArgs {
+    #[arg(long)]
+    pub(super) profile: String,
+    /// The Weixin adapter in gateway.toml to log in (needed when there is more than one).
+    #[arg(long, value_name = "NAME")]
+    pub(super) adapter: Option<String>,
+    /// Restart the profile's service once the login is stored.
+    #[arg(long)]
+    pub(super) restart: bool,
+    /// How long to wait for the scan and the confirmation.
+    #[arg(long, value_name = "DURATION", default_value = "8m", value_parser = humantime::parse_duration)]
+    pub(super) timeout: std::time::Duration,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
 }
 
 #[derive(Subcommand, Debug)]

@@ -76,6 +76,12 @@ pub(crate) enum CliError {
     Api(ClientError),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
+    #[error("the Weixin login did not complete")]
+    Login(#[from] crate::weixin_qr::QrError),
+    #[error(transparent)]
+    LoginFile(#[from] crate::config::LoginFileError),
     /// The demo is a script of many steps, each with its own context; it keeps anyhow.
     #[error(transparent)]
     Demo(anyhow::Error),
@@ -107,7 +113,10 @@ impl CliError {
             | CliError::GatewayNotRunning { .. }
             | CliError::Api(_)
             | CliError::Json(_)
+            | CliError::Login(_)
+            | CliError::LoginFile(_)
             | CliError::Demo(_) => exit_code::FAILURE,
+            CliError::Config(_) => exit_code::USAGE,
         }
     }
 }
