@@ -179,7 +179,10 @@ impl PostRecord {
             }
         }
         inner.next_message += 1;
-        post.message_id = message_id(post.platform, inner.next_message, post.received_unix_ms);
+        // A platform whose ids the record cannot mint (Telegram counts per chat) sets its own.
+        if post.message_id.is_empty() {
+            post.message_id = message_id(post.platform, inner.next_message, post.received_unix_ms);
+        }
         let answer = render(&post);
         let message_id = post.message_id.clone();
         if let Dedupe::Nonce { author, nonce, .. } = dedupe {
@@ -223,7 +226,7 @@ fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
         }
         Platform::Qq => format!("ROBOT1.0_mock{n:012}"),
         Platform::Feishu => format!("om_{n:032x}"),
-        // Telegram's message ids count up per chat; one counter for the mock is close enough.
+        // Telegram's posts come with their per-chat id already set; this is a fallback.
         Platform::Telegram => n.to_string(),
         Platform::Weixin => format!("wx_mock_{n:012}"),
     }

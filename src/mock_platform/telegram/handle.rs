@@ -1,0 +1,66 @@
+//! The Telegram side of the handle: what a test drives (updates, faults, the webhook) and
+//! reads (update ids, counters). Sends show in the shared `posts()` and `send_attempts()`.
+
+use super::super::MockPlatform;
+use super::faults::{Armed, TelegramFault};
+use super::stats::TelegramStats;
+
+impl MockPlatform {
+    /// `n` text messages from the mock's user in the first configured chat (1001 by
+    /// default); returns their `update_id`s.
+    pub fn telegram_emit(&self, n: usize) -> Vec<i64> {
+        let telegram = &self.shared.telegram;
+        let chat = telegram.config.chats.first().copied().unwrap_or(1001);
+        (0..n)
+            .map(|_| {
+                let k = telegram.updates_generated() + 1;
+                telegram.emit_text(chat, &format!("telegram message {k}"))
+            })
+            .collect()
+    }
+
+    /// One text message from the mock's user in `chat_id`, which the bot then knows; returns
+    /// its `update_id`.
+    pub fn telegram_emit_text(&self, chat_id: i64, text: &str) -> i64 {
+        self.shared.telegram.emit_text(chat_id, text)
+    }
+
+    /// Every update generated, in order, delivered or not.
+    pub fn telegram_update_ids(&self) -> Vec<i64> {
+        self.shared.telegram.update_ids()
+    }
+
+    /// Arms a `getUpdates` fault until cleared (`Duplicate` acts once), replacing any other.
+    pub fn telegram_set_fault(&self, fault: TelegramFault) {
+        let armed = Armed { fault, polls: None };
+        self.shared.telegram.set_fault(Some(armed));
+    }
+
+    /// Arms a `getUpdates` fault for the next `polls` polls, replacing any other.
+    pub fn telegram_set_fault_for(&self, fault: TelegramFault, polls: u32) {
+        let armed = Armed {
+            fault,
+            polls: Some(polls),
+        };
+        self.shared.telegram.set_fault(Some(armed));
+    }
+
+    pub fn telegram_clear_fault(&self) {
+        self.shared.telegram.set_fault(None);
+    }
+
+    /// Sets the webhook as `setWebhook` would, without its checks (an empty `url` removes
+    /// it): polls are refused with 409 until a `deleteWebhook`.
+    pub fn telegram_set_webhook(&self, url: &str) {
+        let url = (!url.is_empty()).then(|| url.to_owned());
+        self.shared.telegram.set_webhook(url, false);
+    }
+
+    pub fn telegram_webhook(&self) -> Option<String> {
+        self.shared.telegram.webhook()
+    }
+
+    pub fn telegram_stats(&self) -> TelegramStats {
+        self.shared.telegram.stats()
+    }
+}

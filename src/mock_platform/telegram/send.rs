@@ -1,0 +1,163 @@
+//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the shared send
+//! machinery: the armed [`SendFault`] in Telegram's shape, the post record and the attempt
+//! log. Checked as the server checks it: the text (1-4096 characters once leading and
+//! trailing whitespace is stripped), then the chat, then the message replied to
+//! (`reply_parameters`, or the older `reply_to_message_id`), which may be missing only with
+//! `allow_sending_without_reply`. Telegram has no client dedupe key, so nothing is deduplicated.
+
+use std::time::Instant;
+
+use serde::Deserialize;
+
+use super::super::fault::SendFault;
+use super::super::message_body::Answer;
+use super::super::messages::Reply;
+use super::super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
+use super::super::post_record::{Acceptance, Dedupe};
+use super::super::state::Shared;
+use super::answers::{self, UNAUTHORIZED};
+use super::params::Params;
+
+/// "Text of the message to be sent, 1-4096 characters after entities parsing".
+const MAX_TEXT: usize = 4096;
+
+/// The part of `ReplyParameters` the mock reads.
+#[derive(Deserialize)]
+struct ReplyParameters {
+    message_id: i64,
+    #[serde(default)]
+    allow_sending_without_reply: bool,
+}
+
+pub(crate) fn handle(token_ok: bool, params: &Params<'_>, shared: &Shared) -> Reply {
+    let mut attempt = SendAttempt {
+        platform: Platform::Telegram,
+        target: Target::Chat,
+        target_id: params.get("chat_id").unwrap_or_default(),
+        received_at: Instant::now(),
+        received_unix_ms: unix_ms_now(),
+        status: None,
+        recorded: false,
+        message_id: None,
+        retry_after: None,
+        fault: None,
+    };
+    let reply = process(token_ok, params, shared, &mut attempt);
+    attempt.status = match &reply {
+        Reply::Answer(answer) => Some(answer.status),
+        Reply::Hang | Reply::Reset => None,
+    };
+    tracing::debug!(status = ?attempt.status, fault = ?attempt.fault, "mock telegram sendMessage");
+    shared.posts.record_attempt(attempt);
+    reply
+}
+
+fn process(
+    token_ok: bool,
+    params: &Params<'_>,
+    shared: &Shared,
+    attempt: &mut SendAttempt,
+) -> Reply {
+    if !token_ok {
+        return Reply::Answer(answers::error(401, UNAUTHORIZED));
+    }
+    if let Some(fault) = shared.posts.strike_before(Platform::Telegram) {
+        attempt.fault = Some(fault.name());
+        match fault {
+            SendFault::ServerError(_) => return Reply::Answer(answers::internal_error()),
+            SendFault::Down(_) => return Reply::Answer(answers::bad_gateway()),
+            SendFault::RateLimited { retry_after, .. } => {
+                let secs = answers::retry_after_secs(retry_after);
+                attempt.retry_after = Some(std::time::Duration::from_secs(secs));
+                return Reply::Answer(answers::too_many_requests(secs));
+            }
+            SendFault::Hang(_) => return Reply::Hang,
+            // Never struck before processing.
+            SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_) => {}
+        }
+    }
+    let checked = match check(params, shared) {
+        Ok(checked) => checked,
+        Err(answer) => return Reply::Answer(answer),
+    };
+    attempt.target_id = checked.chat_id.to_string();
+    let state = &shared.telegram;
+    let (message_id, message) = state.bot_message(checked.chat_id, &checked.text, checked.reply_to);
+    let post = Post {
+        platform: Platform::Telegram,
+        target: Target::Chat,
+        target_id: attempt.target_id.clone(),
+        content: checked.text,
+        reply_to: checked.reply_to.map(|id| id.to_string()),
+        msg_seq: None,
+        nonce: None,
+        message_id: message_id.to_string(),
+        received_at: attempt.received_at,
+        received_unix_ms: attempt.received_unix_ms,
+    };
+    let answer = match shared.posts.accept(post, Dedupe::None, |_| message) {
+        Acceptance::Created { message_id, answer } => {
+            attempt.recorded = true;
+            attempt.message_id = Some(message_id);
+            answer
+        }
+        // Without a dedupe key the record has nothing to compare, so neither can happen.
+        Acceptance::Earlier { answer, .. } => answer,
+        Acceptance::Duplicate => return Reply::Answer(answers::internal_error()),
+    };
+    if let Some(fault) = shared.posts.strike_after(Platform::Telegram) {
+        attempt.fault = Some(fault.name());
+        return match fault {
+            SendFault::ResetAfterProcessing(_) => Reply::Reset,
+            _ => Reply::Hang,
+        };
+    }
+    Reply::Answer(answers::ok(answer))
+}
+
+struct Checked {
+    chat_id: i64,
+    text: String,
+    /// The message replied to, when it exists.
+    reply_to: Option<i64>,
+}
+
+fn check(params: &Params<'_>, shared: &Shared) -> Result<Checked, Answer> {
+    let text = params.get("text").unwrap_or_default().trim().to_owned();
+    if text.is_empty() {
+        return Err(answers::bad_request("message text is empty"));
+    }
+    if text.chars().count() > MAX_TEXT {
+        return Err(answers::bad_request("message is too long"));
+    }
+    let chat = params.get("chat_id").unwrap_or_default();
+    if chat.trim().is_empty() {
+        return Err(answers::bad_request("chat_id is empty"));
+    }
+    let state = &shared.telegram;
+    let chat_id = state
+        .resolve_chat(&chat)
+        .ok_or_else(|| answers::bad_request("chat not found"))?;
+    let reply = match params.json::<ReplyParameters>("reply_parameters") {
+        Some(reply) => Some(reply),
+        None => params
+            .int("reply_to_message_id")
+            .map(|message_id| ReplyParameters {
+                message_id,
+                allow_sending_without_reply: params.flag("allow_sending_without_reply"),
+            }),
+    };
+    // A `message_id` of 0 names no message: no reply, as the server reads it.
+    let reply = reply.filter(|reply| reply.message_id != 0);
+    let reply_to = match reply {
+        Some(reply) if state.has_message(chat_id, reply.message_id) => Some(reply.message_id),
+        Some(reply) if reply.allow_sending_without_reply => None,
+        Some(_) => return Err(answers::bad_request("message to be replied not found")),
+        None => None,
+    };
+    Ok(Checked {
+        chat_id,
+        text,
+        reply_to,
+    })
+}
