@@ -27,18 +27,25 @@ const APP_ID: &str = "bot";
 /// What a login reports on the way, for the person at the terminal.
 pub enum Step<'a> {
     /// A code to scan: the URL it encodes, drawn as a QR code.
-    Code { url: &'a str, drawing: String },
+    Code {
+        url: &'a str,
+        drawing: String,
+    },
     Waiting,
     Scanned,
     Redirected,
-    Expired { refresh: u32 },
+    Expired {
+        refresh: u32,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum QrError {
     #[error("{what}: {message}")]
     Request { what: &'static str, message: String },
-    #[error("the QR code expired {MAX_REFRESHES} times without being confirmed; run the login again")]
+    #[error(
+        "the QR code expired {MAX_REFRESHES} times without being confirmed; run the login again"
+    )]
     Expired,
     #[error("no confirmation within {}s; run the login again", .0.as_secs())]
     TimedOut(Duration),

@@ -55,7 +55,10 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
         .build()
         .map_err(|e| usage(format!("cannot build an HTTP client: {e}")))?;
     let rt = super::runtime()?;
-    println!("Scan this code with WeChat to log in adapter {:?}:", spec.name);
+    println!(
+        "Scan this code with WeChat to log in adapter {:?}:",
+        spec.name
+    );
     let login = rt.block_on(weixin_qr::login(&http, api_base, args.timeout, show))?;
     login.write(login_file)?;
     let identity = spec.identity(Some(&login.token()));

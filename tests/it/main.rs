@@ -38,6 +38,7 @@ mod profile_builder;
 mod property;
 mod property_toml;
 mod sandbox;
+mod telegram;
 mod token_lock;
 mod unit_props;
 mod units;
