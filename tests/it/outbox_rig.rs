@@ -30,8 +30,13 @@ impl Rig {
     /// `extra` appended to its `gateway.toml` (`{base}` in it is the mock's HTTP base; the
     /// mock Feishu app's secret is in `OB_FS_SECRET`, for a feishu adapter of its own).
     pub(crate) fn new(profile: &str, extra: &str) -> Rig {
+        Rig::with_mock(profile, extra, MockConfig::default())
+    }
+
+    /// [`Rig::new`] against a mock configured with `config`.
+    pub(crate) fn with_mock(profile: &str, extra: &str, config: MockConfig) -> Rig {
         let rt = mock_runtime();
-        let mock = start_mock(&rt, MockConfig::default());
+        let mock = start_mock(&rt, config);
         let home = scratch_dir(profile);
         let rig = Rig {
             home,
