@@ -1,0 +1,184 @@
+//! `POST /ilink/bot/sendmessage`: a bot message to a peer, recorded with the other platforms'
+//! posts ([`Platform::Weixin`], [`Target::Peer`]).
+//!
+//! From the sources: the body is `{msg: {from_user_id: "", to_user_id, client_id,
+//! message_type: 2, message_state: 2, item_list, context_token?}, base_info}`; success is
+//! `{"ret": 0, "errmsg": ""}` (Tencent's protocol doc; hermes-agent reads only `ret` and
+//! `errcode`); a reply should echo the peer's latest `context_token`, and on -14 hermes-agent
+//! retries once without it, which iLink accepts.
+//!
+//! The mock's assumptions: a repeated `client_id` within `WeixinConfig.client_id_window`
+//! posts nothing new and succeeds again; a `context_token` other than the peer's newest is
+//! refused with -14 (a missing one is accepted); only text items are taken, and a text
+//! longer than 2000 characters (hermes-agent's `MAX_MESSAGE_LENGTH`) is refused with -1.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::checks::{self, check_post};
+use super::state::WeixinState;
+use crate::mock_platform::fault::SendFault;
+use crate::mock_platform::http::RequestHead;
+use crate::mock_platform::message_body::Answer;
+use crate::mock_platform::messages::Reply;
+use crate::mock_platform::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
+use crate::mock_platform::post_record::{Acceptance, Dedupe};
+use crate::mock_platform::state::Shared;
+
+/// The longest text the mock takes, in characters.
+pub(crate) const TEXT_MAX: usize = 2000;
+
+/// A send request as the mock reads it.
+struct Outgoing {
+    text: String,
+    client_id: Option<String>,
+    context_token: Option<String>,
+}
+
+pub(crate) fn send_message(head: &RequestHead, body: &[u8], shared: &Shared) -> Reply {
+    let state = &shared.weixin;
+    state.lock().stats.sends += 1;
+    let to_user_id = serde_json::from_slice::<Value>(body)
+        .ok()
+        .and_then(|b| b.pointer("/msg/to_user_id")?.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let mut attempt = SendAttempt {
+        platform: Platform::Weixin,
+        target: Target::Peer,
+        target_id: to_user_id,
+        received_at: Instant::now(),
+        received_unix_ms: unix_ms_now(),
+        status: None,
+        recorded: false,
+        message_id: None,
+        retry_after: None,
+        fault: None,
+    };
+    let reply = process(head, body, shared, &mut attempt);
+    attempt.status = match &reply {
+        Reply::Answer(answer) => Some(answer.status),
+        Reply::Hang | Reply::Reset => None,
+    };
+    tracing::debug!(status = ?attempt.status, fault = ?attempt.fault, "mock weixin send");
+    shared.posts.record_attempt(attempt);
+    reply
+}
+
+fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) -> Reply {
+    let state = &shared.weixin;
+    let body = match check_post(head, body, state) {
+        Ok(body) => body,
+        Err(expired) => return Reply::Answer(expired),
+    };
+    if let Some(fault) = shared.posts.strike_before(Platform::Weixin) {
+        attempt.fault = Some(fault.name());
+        match fault {
+            SendFault::ServerError(_) => return Reply::Answer(server_error(state, 500)),
+            SendFault::Down(_) => return Reply::Answer(server_error(state, 502)),
+            SendFault::RateLimited { .. } => {
+                state.lock().stats.rate_limited += 1;
+                return Reply::Answer(checks::frequency_limit());
+            }
+            SendFault::Hang(_) => return Reply::Hang,
+            // Never struck before processing.
+            SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_) => {}
+        }
+    }
+    if attempt.target_id.is_empty() {
+        return Reply::Answer(checks::invalid("msg.to_user_id is required"));
+    }
+    let outgoing = match read(&body) {
+        Ok(outgoing) => outgoing,
+        Err(answer) => return Reply::Answer(answer),
+    };
+    if let Some(given) = &outgoing.context_token {
+        let mut inner = state.lock();
+        if inner.context_tokens.get(&attempt.target_id) != Some(given) {
+            inner.stats.stale_context_tokens += 1;
+            inner.stats.expired_answers += 1;
+            return Reply::Answer(checks::session_expired());
+        }
+    }
+    let dedupe = match &outgoing.client_id {
+        Some(client_id) => Dedupe::Nonce {
+            author: state.config.bot_id.clone(),
+            nonce: client_id.clone(),
+            window: state.config.client_id_window,
+        },
+        None => Dedupe::None,
+    };
+    let post = Post {
+        platform: Platform::Weixin,
+        target: Target::Peer,
+        target_id: attempt.target_id.clone(),
+        content: outgoing.text,
+        reply_to: None,
+        msg_seq: None,
+        nonce: outgoing.client_id,
+        message_id: String::new(),
+        received_at: attempt.received_at,
+        received_unix_ms: attempt.received_unix_ms,
+    };
+    let answer = match shared.posts.accept(post, dedupe, |_| checks::ok()) {
+        Acceptance::Created { message_id, answer } => {
+            attempt.recorded = true;
+            attempt.message_id = Some(message_id);
+            answer
+        }
+        Acceptance::Earlier { message_id, answer } => {
+            attempt.message_id = Some(message_id);
+            answer
+        }
+        // Only a QQ passive-reply dedupe refuses; a nonce repeat is an `Earlier`.
+        Acceptance::Duplicate => checks::ok(),
+    };
+    if let Some(fault) = shared.posts.strike_after(Platform::Weixin) {
+        attempt.fault = Some(fault.name());
+        return match fault {
+            SendFault::ResetAfterProcessing(_) => Reply::Reset,
+            _ => Reply::Hang,
+        };
+    }
+    Reply::Answer(Answer::new(200, answer))
+}
+
+fn server_error(state: &WeixinState, status: u16) -> Answer {
+    state.lock().stats.server_errors += 1;
+    checks::http_error(status)
+}
+
+/// The text and keys of a send; `Err` is the refusal.
+fn read(body: &Value) -> Result<Outgoing, Answer> {
+    let Some(msg) = body.get("msg").filter(|msg| msg.is_object()) else {
+        return Err(checks::invalid("msg is required"));
+    };
+    let items = msg
+        .get("item_list")
+        .and_then(Value::as_array)
+        .ok_or_else(|| checks::invalid("msg.item_list is required"))?;
+    let text = items
+        .iter()
+        .find(|item| item.get("type").and_then(Value::as_i64) == Some(1))
+        .and_then(|item| item.pointer("/text_item/text")?.as_str())
+        .ok_or_else(|| checks::invalid("the mock takes text items (type 1) only"))?;
+    if text.trim().is_empty() {
+        return Err(checks::invalid("text_item.text is empty"));
+    }
+    if text.chars().count() > TEXT_MAX {
+        return Err(checks::invalid(
+            "text_item.text is longer than 2000 characters",
+        ));
+    }
+    let string = |field: &str| {
+        msg.get(field)
+            .and_then(Value::as_str)
+            .filter(|value| !value.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(Outgoing {
+        text: text.to_owned(),
+        client_id: string("client_id"),
+        context_token: string("context_token"),
+    })
+}
