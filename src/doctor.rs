@@ -9,6 +9,7 @@ pub(crate) mod checks;
 pub(crate) mod fix;
 pub(crate) mod launchd;
 pub(crate) mod snapshot;
+pub(crate) mod telegram_webhook;
 
 use std::collections::BTreeMap;
 

@@ -6,6 +6,7 @@
 //! produces it and one near miss that must not. The groups are named after what they look
 //! at; the order of [`CHECKS`] is the order of the report.
 
+pub(crate) mod bot_account;
 mod machine;
 pub(crate) mod profile_home;
 mod runtime;
@@ -35,7 +36,7 @@ pub(crate) struct Check<S = Snapshot> {
 }
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 18] = [
+pub(crate) const CHECKS: [Check; 20] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -54,6 +55,8 @@ pub(crate) const CHECKS: [Check; 18] = [
     profile_home::CONFIG,
     runtime::UNMANAGED_GATEWAY,
     runtime::STALE_SETTINGS,
+    bot_account::NEEDS_LOGIN,
+    bot_account::WEBHOOK_BLOCKS_POLLING,
 ];
 
 /// Every finding in `s`, in id order.

@@ -3,8 +3,9 @@
 //!
 //! As on systemd, gathering happens once, in [`snapshot`], and every check in [`CHECKS`] is a
 //! pure function of that snapshot, with the id of the systemd check of the same meaning. The
-//! checks of a profile's home (`.env` mode, pid file, shared token, config) do not depend on
-//! the manager: they are systemd's own, run over the profile homes the jobs serve.
+//! checks of a profile's home (`.env` mode, pid file, shared token, config) and of a bot's
+//! standing with its platform (a login to renew, a Telegram webhook) do not depend on the
+//! manager: they are systemd's own, run over the profile homes the jobs serve.
 //!
 //! `doctor --fix` applies only the manager-neutral fixes here (`chmod 600` of a `.env`, and a
 //! dead pid file's removal where `/proc` lets it be re-checked); it does not change launchd
@@ -13,7 +14,7 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use crate::doctor::checks::{profile_home, Check};
+use crate::doctor::checks::{bot_account, profile_home, Check};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -27,7 +28,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 11] = [
+pub(crate) const CHECKS: [LaunchdCheck; 13] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -55,6 +56,16 @@ pub(crate) const CHECKS: [LaunchdCheck; 11] = [
         fix: profile_home::CONFIG.fix,
     },
     checks::LABEL_MISMATCH,
+    LaunchdCheck {
+        id: bot_account::NEEDS_LOGIN.id,
+        find: |s| (bot_account::NEEDS_LOGIN.find)(&s.homes),
+        fix: bot_account::NEEDS_LOGIN.fix,
+    },
+    LaunchdCheck {
+        id: bot_account::WEBHOOK_BLOCKS_POLLING.id,
+        find: |s| (bot_account::WEBHOOK_BLOCKS_POLLING.find)(&s.homes),
+        fix: bot_account::WEBHOOK_BLOCKS_POLLING.fix,
+    },
 ];
 
 /// Every finding in `s`, in id order.

@@ -1,5 +1,6 @@
 //! The one look at the world doctor takes per run: gateway units on the user and system
-//! managers with their properties, the unit files they come from, and every profile home.
+//! managers with their properties, the unit files they come from, every profile home, and
+//! the Bot API's word on each Telegram token's webhook.
 //!
 //! All impure work happens here, so that the checks stay pure. A manager that cannot be
 //! reached is recorded, not fatal: the disk can still be checked.
@@ -12,6 +13,7 @@ use std::time::SystemTime;
 
 use crate::bounded_read::Owner;
 use crate::config;
+use crate::doctor::telegram_webhook::{self, TelegramPoller};
 use crate::doctor::DoctorError;
 use crate::gateway::flock;
 use crate::gateway::pid_file::{PidFile, PidRecord};
@@ -85,6 +87,8 @@ pub(crate) struct ProfileSnap {
     pub(crate) config_error: Option<String>,
     /// `(adapter, short hash of its identity)` for every adapter whose credential is in `.env`.
     pub(crate) token_hashes: Vec<(String, String)>,
+    /// Telegram adapters whose token is in `.env`, with whether the token has a webhook set.
+    pub(crate) telegram: Vec<TelegramPoller>,
     /// The process holding the profile's instance lock: the kernel's word on which gateway
     /// serves the profile right now, whatever pid files say.
     pub(crate) lock_holder: Option<LockHolder>,
@@ -203,6 +207,7 @@ pub(crate) async fn gather() -> Result<Snapshot, DoctorError> {
         .filter(|pid| *pid != 0)
         .collect();
     snap.profiles = profiles_in(homes, main_pids);
+    telegram_webhook::ask(&mut snap.profiles).await;
     Ok(snap)
 }
 
@@ -381,9 +386,10 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
     let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
-    let (config_error, token_hashes) = match config {
+    let (config_error, token_hashes, telegram) = match config {
         Err(e) => (
             Some(redact(&crate::error_chain::one_line(&e), &vars)),
+            vec![],
             vec![],
         ),
         Ok(cfg) => {
@@ -403,7 +409,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                     ))
                 })
                 .collect();
-            (None, hashes)
+            (None, hashes, telegram_webhook::pollers(&cfg, &vars))
         }
     };
     let pid_path = p.pid_file();
@@ -422,6 +428,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         config_path,
         config_error,
         token_hashes,
+        telegram,
         lock_holder: locks.holder(&p.lock_file()).map(|pid| LockHolder {
             pid,
             cmdline: match pid_process(pid) {

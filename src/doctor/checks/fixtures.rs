@@ -79,6 +79,7 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         config_path: home.join("gateway.toml"),
         config_error: None,
         token_hashes: vec![],
+        telegram: vec![],
         lock_holder: None,
         home,
     }

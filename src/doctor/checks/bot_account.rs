@@ -1,0 +1,293 @@
+//! Findings about a bot's standing with its platform, which no unit property shows: a login the
+//! platform ended (the gateway's own state file says so) and a Telegram webhook that blocks
+//! polling (the Bot API says so). Both leave a gateway that runs, looks healthy to its
+//! manager, and hears nothing. They do not depend on the manager, so launchd's doctor runs
+//! them too, and `--fix` changes neither: one needs a person with a phone, the other a
+//! decision about the bot's setup.
+
+use crate::doctor::checks::{profile_finding, profile_of, scope_of, Check};
+use crate::doctor::snapshot::{ProfileSnap, Snapshot};
+use crate::doctor::telegram_webhook::Webhook;
+use crate::doctor::{Finding, Severity};
+use crate::gateway::health::State;
+use crate::service::served_profile::same_home;
+use crate::systemd::scope::Scope;
+
+/// HSV019: an adapter waits for a person to log it in again (Weixin's expired session).
+pub(crate) const NEEDS_LOGIN: Check = Check {
+    id: "HSV019",
+    find: needs_login,
+    fix: |p, f| {
+        p.skip(
+            f,
+            "a new login needs a person to scan a QR code with the bot's WeChat account",
+        )
+    },
+};
+
+fn needs_login(s: &Snapshot) -> Vec<Finding> {
+    let waiting = State::NeedsLogin.to_string();
+    let mut out = vec![];
+    for p in &s.profiles {
+        let Some(state) = &p.state else { continue };
+        // The gateway rewrites its state file on every tick: a current one means it runs now,
+        // under whichever manager (or none), and its adapters' states are today's.
+        if state.is_stale(s.now) {
+            continue;
+        }
+        for c in state.components.iter().filter(|c| c.state == waiting) {
+            let last = c
+                .last_error
+                .as_deref()
+                .map(|e| format!(" Last error: {e}."))
+                .unwrap_or_default();
+            out.push(profile_finding(
+                NEEDS_LOGIN.id,
+                Severity::Error,
+                p,
+                format!(
+                    "Adapter {} ({}) needs a new login: the platform ended its session, so it hears and sends nothing until someone logs it in again.{last}",
+                    c.name, c.kind
+                ),
+                format!(
+                    "hermes-svc login weixin --profile {} --adapter {}{}",
+                    p.name,
+                    c.name,
+                    system_flag(s, p)
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// ` --system` when the unit that runs the profile is a system unit: `login` then finds the
+/// unit it may restart in that manager.
+fn system_flag(s: &Snapshot, p: &ProfileSnap) -> &'static str {
+    let serving: Vec<_> = s
+        .units
+        .iter()
+        .filter(|u| {
+            profile_of(u).as_ref() == Some(&p.name) && same_home(&u.hermes_home, &p.hermes_home)
+        })
+        .collect();
+    let unit = serving
+        .iter()
+        .find(|u| u.props.is_active())
+        .or(serving.first());
+    match unit.map(|u| scope_of(u)) {
+        Some(Scope::System) => " --system",
+        _ => "",
+    }
+}
+
+/// HSV020: a Telegram adapter polls with `getUpdates`, but its token has a webhook set, which
+/// Telegram answers with 409 for as long as it stays; or (info) doctor could not ask.
+pub(crate) const WEBHOOK_BLOCKS_POLLING: Check = Check {
+    id: "HSV020",
+    find: webhook_blocks_polling,
+    fix: |p, f| {
+        match f.severity {
+        Severity::Info => p.skip(f, "doctor could not ask Telegram; nothing to fix until it can"),
+        _ => p.skip(
+            f,
+            "doctor changes neither gateway.toml nor a bot's settings on its platform; whether the webhook is still someone's is for a person to decide",
+        ),
+    }
+    },
+};
+
+fn webhook_blocks_polling(s: &Snapshot) -> Vec<Finding> {
+    let mut out = vec![];
+    for p in &s.profiles {
+        for t in p.telegram.iter().filter(|t| !t.delete_webhook) {
+            let (severity, message, fix) = match &t.webhook {
+                Webhook::Set { host } => (
+                    Severity::Error,
+                    format!(
+                        "Adapter {} polls Telegram with getUpdates, but its bot token has a webhook set (to {host}), and Telegram refuses getUpdates while one is (409 Conflict), so the bot hears nothing.",
+                        t.adapter
+                    ),
+                    format!(
+                        "set delete-webhook = true for adapter {} in {}, or delete the webhook: curl -s {}/bot<TOKEN>/deleteWebhook",
+                        t.adapter,
+                        p.config_path.display(),
+                        t.api_base
+                    ),
+                ),
+                Webhook::CouldNotAsk { why } => (
+                    Severity::Info,
+                    format!(
+                        "Could not ask Telegram whether adapter {}'s bot token has a webhook set, which would block its polling ({why}); not checked.",
+                        t.adapter
+                    ),
+                    format!(
+                        "curl -s {}/bot<TOKEN>/getWebhookInfo (a non-empty \"url\" blocks polling)",
+                        t.api_base
+                    ),
+                ),
+                Webhook::None | Webhook::NotAsked => continue,
+            };
+            out.push(profile_finding(
+                WEBHOOK_BLOCKS_POLLING.id,
+                severity,
+                p,
+                message,
+                fix,
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::checks::fixtures::*;
+    use crate::doctor::telegram_webhook::TelegramPoller;
+    use crate::gateway::state_file::{ComponentState, StateFile};
+    use std::time::{Duration, SystemTime};
+
+    fn component(name: &str, kind: &str, state: &str, last_error: Option<&str>) -> ComponentState {
+        ComponentState {
+            name: name.into(),
+            kind: kind.into(),
+            state: state.into(),
+            fresh: true,
+            last_beat_age_ms: 0,
+            deadline_ms: 0,
+            reconnects: 0,
+            attempts: 0,
+            last_error: last_error.map(str::to_owned),
+            outage_ms: None,
+        }
+    }
+
+    fn state(updated: SystemTime, components: Vec<ComponentState>) -> StateFile {
+        StateFile {
+            updated_at: humantime::format_rfc3339_millis(updated).to_string(),
+            pid: 4242,
+            profile: "a".into(),
+            stale_after_ms: 10_000,
+            summary: "1/2 adapters ready".into(),
+            components,
+            outbox: None,
+            deliveries: vec![],
+        }
+    }
+
+    fn waiting(now: SystemTime) -> Snapshot {
+        let mut p = profile("a");
+        p.state = Some(state(
+            now,
+            vec![
+                component("qq", "qqbot", "connected", None),
+                component(
+                    "wx",
+                    "weixin",
+                    "needs-login",
+                    Some("session expired (errcode -14)"),
+                ),
+            ],
+        ));
+        let mut s = snap(vec![ours("a")], vec![p]);
+        s.now = now;
+        s
+    }
+
+    #[test]
+    fn hsv019_an_adapter_waiting_for_a_login() {
+        let now = SystemTime::now();
+        let s = waiting(now);
+        let f = needs_login(&s);
+        assert_eq!(ids(&f), [("HSV019", Severity::Error)]);
+        assert_eq!(f[0].subject, "a");
+        assert!(
+            f[0].message.contains("Adapter wx (weixin)")
+                && f[0].message.contains("session expired (errcode -14)"),
+            "{f:?}"
+        );
+        assert_eq!(f[0].fix, "hermes-svc login weixin --profile a --adapter wx");
+        // A system unit runs the profile: login is told so.
+        let mut system = s.clone();
+        system.units[0].scope = Some(Scope::System);
+        assert_eq!(
+            needs_login(&system)[0].fix,
+            "hermes-svc login weixin --profile a --adapter wx --system"
+        );
+        // No unit at all (a gateway run by hand, or a launchd job): still found, user scope.
+        let mut by_hand = s.clone();
+        by_hand.units.clear();
+        assert_eq!(ids(&needs_login(&by_hand)), [("HSV019", Severity::Error)]);
+        // Near misses: a stale state file (the gateway is not running now) and a connected one.
+        let mut old = s.clone();
+        old.now = now + Duration::from_secs(60);
+        assert!(needs_login(&old).is_empty());
+        let mut back = s.clone();
+        let st = back.profiles[0].state.as_mut().unwrap();
+        st.components[1].state = "connected".into();
+        assert!(needs_login(&back).is_empty());
+    }
+
+    fn telegram(webhook: Webhook, delete_webhook: bool) -> Snapshot {
+        let mut p = profile("a");
+        p.telegram = vec![TelegramPoller::asked("tg", delete_webhook, webhook)];
+        snap(vec![ours("a")], vec![p])
+    }
+
+    #[test]
+    fn hsv020_a_webhook_that_blocks_polling() {
+        let set = Webhook::Set {
+            host: "hooks.example.com".into(),
+        };
+        let f = webhook_blocks_polling(&telegram(set.clone(), false));
+        assert_eq!(ids(&f), [("HSV020", Severity::Error)]);
+        assert!(
+            f[0].message.contains("hooks.example.com") && f[0].message.contains("409"),
+            "{f:?}"
+        );
+        assert_eq!(
+            f[0].fix,
+            format!(
+                "set delete-webhook = true for adapter tg in {HOME}/profiles/a/gateway.toml, or delete the webhook: curl -s https://api.telegram.org/bot<TOKEN>/deleteWebhook"
+            )
+        );
+        // Could not ask: said, as a note that does not fail the run.
+        let unknown = Webhook::CouldNotAsk {
+            why: "no answer within 3 s".into(),
+        };
+        let f = webhook_blocks_polling(&telegram(unknown, false));
+        assert_eq!(ids(&f), [("HSV020", Severity::Info)]);
+        assert!(f[0].message.contains("no answer within 3 s"), "{f:?}");
+        // Near misses: the adapter deletes a webhook itself; no webhook; not asked.
+        assert!(webhook_blocks_polling(&telegram(set, true)).is_empty());
+        assert!(webhook_blocks_polling(&telegram(Webhook::None, false)).is_empty());
+        assert!(webhook_blocks_polling(&telegram(Webhook::NotAsked, true)).is_empty());
+    }
+
+    #[test]
+    fn neither_is_fixed_and_each_says_why() {
+        let mut s = waiting(SystemTime::now());
+        s.profiles[0].telegram = vec![TelegramPoller::asked(
+            "tg",
+            false,
+            Webhook::Set {
+                host: "h.example".into(),
+            },
+        )];
+        let p = planned(&s);
+        assert!(p.fixes.is_empty(), "{p:?}");
+        let why: Vec<_> = p.skipped.iter().map(|k| (k.id, k.why.as_str())).collect();
+        assert!(
+            why.iter()
+                .any(|(id, w)| *id == "HSV019" && w.contains("QR code")),
+            "{why:?}"
+        );
+        assert!(why.iter().any(|(id, _)| *id == "HSV020"), "{why:?}");
+        let login = p.skipped.iter().find(|k| k.id == "HSV019").unwrap();
+        assert_eq!(
+            login.manual,
+            "hermes-svc login weixin --profile a --adapter wx"
+        );
+    }
+}
