@@ -33,6 +33,9 @@ use error::CliError;
 /// Entry point for `main`: run, print errors, map them to exit codes.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    // One TLS provider for the process (reqwest is built without one, to keep ring the only
+    // crypto): every command that talks HTTPS (gateway, demo, doctor, login) finds it set.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     init_tracing(matches!(cli.command, Command::Gateway(_)));
     match run(cli) {
         Ok(code) => ExitCode::from(code),

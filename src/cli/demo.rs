@@ -7,7 +7,6 @@ use super::args::DemoArgs;
 use super::error::CliError;
 
 pub(super) fn run(args: DemoArgs) -> Result<u8, CliError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
     super::runtime()?
         .block_on(crate::demo::run(Duration::from_secs(args.seconds)))
         .map_err(CliError::Demo)

@@ -42,6 +42,5 @@ fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayErr
     };
     // Before any thread exists: setting the environment is not thread-safe.
     crate::env_file::load(&profile.env_file());
-    let _ = rustls::crypto::ring::default_provider().install_default();
     Ok(super::runtime()?.block_on(runtime::run(&profile, manager)))
 }

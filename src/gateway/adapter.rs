@@ -372,6 +372,6 @@ fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
 fn fatal(hb: &Heartbeat, name: &str, reason: String) -> AdapterExit {
     hb.enter(State::Fatal);
     hb.error(&reason);
-    tracing::error!(adapter = name, %reason, "fatal; not retrying");
+    tracing::error!(adapter = %name, %reason, "fatal; not retrying");
     AdapterExit::Fatal(reason)
 }

@@ -166,5 +166,5 @@ fn report(
     } else {
         hb.error(error);
     }
-    tracing::warn!(adapter = name, error, refused, "connecting failed");
+    tracing::warn!(adapter = %name, error, refused, "connecting failed");
 }

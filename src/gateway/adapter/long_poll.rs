@@ -268,7 +268,7 @@ fn failed(
 ) -> Duration {
     lose(hb, connected);
     hb.error(&why);
-    tracing::warn!(adapter = name, reason = %why, "poll failed; retrying after backoff");
+    tracing::warn!(adapter = %name, reason = %why, "poll failed; retrying after backoff");
     backoff.next_delay(fastrand::f64)
 }
 

@@ -292,7 +292,7 @@ impl Live<'_> {
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_frame(msg).await,
                     Some(Err(e)) => {
-                        tracing::debug!(adapter = self.s.adapter, error = %e, "read failed");
+                        tracing::debug!(adapter = %self.s.adapter, error = %e, "read failed");
                         Step::End(SessionEnd::Closed(None))
                     }
                     None => Step::End(SessionEnd::Closed(None)),
@@ -535,7 +535,7 @@ impl Live<'_> {
 
     fn not_json(&mut self, now: Instant) -> Effect {
         self.live.on_inbound(now);
-        tracing::debug!(adapter = self.s.adapter, "ignoring a non-JSON frame");
+        tracing::debug!(adapter = %self.s.adapter, "ignoring a non-JSON frame");
         Effect::Continue
     }
 

@@ -124,13 +124,13 @@ impl Session<'_> {
         self.heartbeat.set_deadline(conn.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
         tracing::info!(
-            adapter = self.adapter,
+            adapter = %self.adapter,
             ping_interval_s = self.config.ping_interval.as_secs(),
             "long connection up"
         );
         let end = conn.drive(shutdown).await;
         if !matches!(end, End::Shutdown | End::Closed(_)) {
-            tracing::debug!(adapter = self.adapter, ?end, "dropping connection");
+            tracing::debug!(adapter = %self.adapter, ?end, "dropping connection");
         }
         let config = conn.config;
         let (_, stored) = conn.inbox.finish();
@@ -188,7 +188,7 @@ impl Live<'_> {
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_message(msg).await,
                     Some(Err(e)) => {
-                        tracing::debug!(adapter = self.s.adapter, error = %e, "read failed");
+                        tracing::debug!(adapter = %self.s.adapter, error = %e, "read failed");
                         Step::End(End::Closed(None))
                     }
                     None => Step::End(End::Closed(None)),
@@ -263,7 +263,7 @@ impl Live<'_> {
         let Ok(frame) = Frame::decode(bytes.as_ref()) else {
             self.live.on_inbound(now);
             tracing::debug!(
-                adapter = self.s.adapter,
+                adapter = %self.s.adapter,
                 "ignoring a frame that is not pbbp2"
             );
             return Step::Continue;
@@ -299,7 +299,7 @@ impl Live<'_> {
             self.write_timeout = ack.max(Duration::from_millis(500));
             self.s.heartbeat.set_deadline(self.live.liveness_deadline());
             tracing::info!(
-                adapter = self.s.adapter,
+                adapter = %self.s.adapter,
                 from_s = self.config.ping_interval.as_secs(),
                 to_s = config.ping_interval.as_secs(),
                 "the server changed the ping interval"
@@ -312,7 +312,7 @@ impl Live<'_> {
     async fn on_data(&mut self, now: Instant, mut frame: Frame) -> Step {
         if frame.message_type() != Some(message_type::EVENT) {
             // Card callbacks and anything newer: the SDKs leave them unanswered too.
-            tracing::debug!(adapter = self.s.adapter, kind = ?frame.message_type(), "ignoring a data frame that is not an event");
+            tracing::debug!(adapter = %self.s.adapter, kind = ?frame.message_type(), "ignoring a data frame that is not an event");
             return Step::Continue;
         }
         let id = frame.header(header::MESSAGE_ID).unwrap_or("").to_owned();
@@ -323,7 +323,7 @@ impl Live<'_> {
             Part::Whole(p) => p,
             Part::Waiting => return Step::Continue,
             Part::Refused(why) => {
-                tracing::warn!(adapter = self.s.adapter, message_id = %id, why, "dropping a part of a split event");
+                tracing::warn!(adapter = %self.s.adapter, message_id = %id, why, "dropping a part of a split event");
                 return Step::Continue;
             }
         };
@@ -354,7 +354,7 @@ impl Live<'_> {
         match timeout(self.write_timeout, self.ws.send(msg)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
-                tracing::debug!(adapter = self.s.adapter, error = %e, "write failed");
+                tracing::debug!(adapter = %self.s.adapter, error = %e, "write failed");
                 Err(End::Closed(None))
             }
             Err(_) => Err(End::Zombie(Zombie::WritePathDead)),
