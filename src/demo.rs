@@ -1,119 +1,32 @@
 //! `hermes-svc demo`: the gateway's resilience, shown end to end with no credentials.
 //!
-//! It starts a mock QQ Bot / Discord / Feishu platform on loopback behind a TCP proxy, runs a
-//! real gateway process for a temporary profile (three adapters and a cron job), and plays
-//! systemd for it: it receives `READY=1`, `STATUS=` and `WATCHDOG=1` on a notify socket of its
-//! own. Then it makes the proxy swallow every byte in both directions without a FIN (a
-//! half-open connection, the field's 18-hour outage), and shows the gateway detect it on every
+//! It starts a mock QQ Bot / Discord / Feishu / Telegram / Weixin platform on loopback behind
+//! a TCP proxy, runs a real gateway process for a temporary profile (five adapters and a cron
+//! job, written by `profile`), and plays systemd for it: it receives `READY=1`, `STATUS=` and
+//! `WATCHDOG=1` on a notify socket of its own (`observe` collects them and the log). Then it
+//! makes the proxy swallow every byte in both directions without a FIN (a half-open
+//! connection, the field's 18-hour outage), and shows the gateway detect it on every
 //! connection, resume QQ and Discord with the last seq, open a new Feishu long connection
-//! (Feishu has no resume: the platform pushes again what was not acked), and lose no event.
+//! (Feishu has no resume: the platform pushes again what was not acked), drop the Telegram and
+//! Weixin polls at their deadlines and poll again, and lose no event.
 
-use std::io::{BufRead, BufReader};
+mod observe;
+mod profile;
+
 use std::os::unix::net::UnixDatagram;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
 use crate::exit_code;
 use crate::gateway::spool;
-use crate::mock_platform::{BlackholeProxy, FeishuConfig, MockConfig, MockPlatform};
+use crate::mock_platform::weixin::WeixinConfig;
+use crate::mock_platform::{BlackholeProxy, MockConfig, MockPlatform};
+use observe::{collect_log, collect_notes, lines, print_status, Clock, Gateway, Scratch};
 
 /// The mock's heartbeat interval, and its Feishu PingInterval (`ClientConfig`'s default).
 const HEARTBEAT: Duration = Duration::from_secs(1);
-
-/// A temporary directory removed on drop.
-struct Scratch(PathBuf);
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// The gateway child, killed if the demo ends early.
-struct Gateway(Child);
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-struct Clock(Instant);
-
-impl Clock {
-    fn say(&self, msg: impl AsRef<str>) {
-        println!(
-            "[{:>5.1}s] {}",
-            self.0.elapsed().as_secs_f64(),
-            msg.as_ref()
-        );
-    }
-}
-
-fn write_profile(
-    home: &Path,
-    mock: &MockPlatform,
-    feishu: &FeishuConfig,
-) -> anyhow::Result<PathBuf> {
-    let profile_home = home.join("profiles/demo");
-    std::fs::create_dir_all(&profile_home)?;
-    let base = mock.http_base();
-    std::fs::write(
-        profile_home.join("gateway.toml"),
-        format!(
-            r#"# Written by `hermes-svc demo`: three adapters against the built-in mock platform.
-[gateway]
-max-outage = "5m"
-
-[[adapter]]
-name = "qq"
-kind = "qqbot"
-app-id = "102000000"
-secret-env = "DEMO_QQ_SECRET"
-api-base = "{base}"
-token-url = "{base}/app/getAppAccessToken"
-backoff-min = "200ms"
-
-[[adapter]]
-name = "dc"
-kind = "discord"
-token-env = "DEMO_DISCORD_TOKEN"
-api-base = "{base}"
-backoff-min = "200ms"
-
-[[adapter]]
-name = "fs"
-kind = "feishu"
-app-id = "{app_id}"
-secret-env = "DEMO_FEISHU_SECRET"
-api-base = "{base}"
-backoff-min = "200ms"
-
-[[cron]]
-name = "tick"
-schedule = "*/2 * * * * *"
-command = ["/bin/sh", "-c", "echo tick"]
-timeout = "10s"
-"#,
-            app_id = feishu.app_id
-        ),
-    )?;
-    crate::atomic_file::write(
-        &profile_home.join(".env"),
-        format!(
-            "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n",
-            feishu.app_secret
-        )
-        .as_bytes(),
-        0o600,
-    )?;
-    Ok(profile_home)
-}
 
 /// Run the demo; exits 0 when nothing was lost and the fault was detected and resumed.
 pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
@@ -124,6 +37,11 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
 
     let mock = MockPlatform::start(MockConfig {
         heartbeat_interval: HEARTBEAT,
+        // The server's long-poll hold sets the Weixin poll's deadline: short, as the others.
+        weixin: WeixinConfig {
+            longpolling_timeout_ms: profile::POLL_TIMEOUT_S * 1000,
+            ..WeixinConfig::default()
+        },
         ..MockConfig::default()
     })
     .await
@@ -134,9 +52,11 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     mock.set_advertised_ws_url(format!("ws://{}/ws", proxy.addr()));
     mock.set_feishu_ws_base(format!("ws://{}", proxy.addr()));
     let hermes_home = scratch.0.join("hermes");
-    let profile_home = write_profile(&hermes_home, &mock, &FeishuConfig::default())?;
+    let proxied = format!("http://{}", proxy.addr());
+    let profile_home = profile::write(&hermes_home, &mock.http_base(), &proxied)?;
     println!(
-        "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu platform"
+        "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu + \
+         Telegram + Weixin platform"
     );
     println!(
         "  mock platform  {} (heartbeat and Feishu ping interval {:?})",
@@ -148,7 +68,10 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         proxy.addr()
     );
     println!("  profile home   {}", profile_home.display());
-    println!("  adapters       qq (qqbot), dc (discord), fs (feishu); cron job 'tick' every 2 s\n");
+    println!(
+        "  adapters       qq (qqbot), dc (discord), fs (feishu), tg (telegram), wx (weixin); \
+         cron job 'tick' every 2 s\n"
+    );
 
     // Play systemd: a notify socket, and a 1 s watchdog the gateway must feed.
     let notify_path = scratch.0.join("notify");
@@ -172,42 +95,12 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         .context("failed to start the gateway")?;
     let stderr = child.stderr.take().expect("piped");
     let gateway = Gateway(child);
-    let log: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
-    {
-        let log = log.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                log.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .push((Instant::now(), line));
-            }
-        });
-    }
-
-    // Collect notify messages on a thread; print the interesting ones as they come.
-    let notes: Arc<Mutex<Vec<(Instant, String)>>> = Arc::default();
-    {
-        let notes = notes.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            loop {
-                match notify.recv(&mut buf) {
-                    Ok(n) => notes.lock().unwrap_or_else(|e| e.into_inner()).push((
-                        Instant::now(),
-                        String::from_utf8_lossy(&buf[..n]).into_owned(),
-                    )),
-                    Err(e)
-                        if e.kind() == std::io::ErrorKind::WouldBlock
-                            || e.kind() == std::io::ErrorKind::TimedOut => {}
-                    Err(_) => return,
-                }
-            }
-        });
-    }
+    let log = collect_log(stderr);
+    let notes = collect_notes(notify);
     let mut shown = 0;
     let mut watchdogs = 0;
     let mut show_notes = |clock: &Clock| {
-        let notes = notes.lock().unwrap_or_else(|e| e.into_inner());
+        let notes = lines(&notes);
         for (_, n) in &notes[shown..] {
             if n == "WATCHDOG=1" {
                 watchdogs += 1;
@@ -220,12 +113,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
 
     // Wait for READY=1.
     let deadline = Instant::now() + Duration::from_secs(20);
-    while !notes
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .iter()
-        .any(|(_, n)| n.contains("READY=1"))
-    {
+    while !lines(&notes).iter().any(|(_, n)| n.contains("READY=1")) {
         if Instant::now() > deadline {
             bail!("the gateway did not send READY=1 within 20 s");
         }
@@ -238,8 +126,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         async move {
             let end = Instant::now() + d;
             while Instant::now() < end {
-                mock.emit(1);
-                mock.feishu_emit(1);
+                emit_one(mock);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -251,6 +138,9 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     show_notes(&clock);
     print_status(&clock, &profile_home);
 
+    // A poll answered just now is followed by the next one at once; a moment without events
+    // lets every poll settle into its long wait, so the fault finds one on the wire.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let before = mock.stats();
     let feishu_before = mock.feishu_stats().connections;
     let fault_at = Instant::now();
@@ -261,8 +151,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         let (mut resumed_at, mut reconnected_at) = (None, None);
         let end = Instant::now() + flow.max(Duration::from_secs(3));
         while Instant::now() < end {
-            mock.emit(1);
-            mock.feishu_emit(1);
+            emit_one(&mock);
             if resumed_at.is_none() && mock.stats().resumes >= before.resumes + 2 {
                 resumed_at = Some(Instant::now());
             }
@@ -274,13 +163,12 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         (resumed_at, reconnected_at)
     };
     show_notes(&clock);
-    let detections: Vec<(Instant, String)> = log
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
+    let detections: Vec<(Instant, String)> = lines(&log)
         .iter()
         .filter(|(t, l)| {
             *t >= fault_at
                 && (l.contains("connection is dead")
+                    || l.contains("dead connection")
                     || (l.contains("long connection lost") && l.contains("half-open")))
         })
         .cloned()
@@ -291,12 +179,20 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
             .nth(1)
             .and_then(|r| r.split_whitespace().next())
             .unwrap_or("?");
-        let took = t.duration_since(fault_at);
+        let took = t.duration_since(fault_at).as_secs_f64();
+        if matches!(adapter, "tg" | "wx") {
+            clock.say(format!(
+                "{adapter}: hung poll detected after {took:.2} s (its deadline: {} s timeout + {} s \
+                 grace), poll dropped and sent again",
+                profile::POLL_TIMEOUT_S,
+                profile::POLL_GRACE_S
+            ));
+            continue;
+        }
         let probe = if adapter == "fs" { "ping" } else { "heartbeat" };
         clock.say(format!(
-            "{adapter}: half-open detected after {:.2} s ({:.2} {probe} intervals), socket dropped without a close handshake",
-            took.as_secs_f64(),
-            took.as_secs_f64() / HEARTBEAT.as_secs_f64()
+            "{adapter}: half-open detected after {took:.2} s ({:.2} {probe} intervals), socket dropped without a close handshake",
+            took / HEARTBEAT.as_secs_f64()
         ));
     }
     let after = mock.stats();
@@ -318,6 +214,8 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     // Let the spool catch up with everything the platform generated, then account for it.
     let mut generated = mock.generated_event_ids();
     generated.extend(mock.feishu_events().into_iter().map(|e| e.event_id));
+    generated.extend(mock.telegram_update_ids().iter().map(i64::to_string));
+    generated.extend(mock.weixin_message_ids());
     let inbox = profile_home.join("inbox");
     let deadline = Instant::now() + Duration::from_secs(10);
     let (stored, unique) = loop {
@@ -376,7 +274,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     let ok = lost == 0
         && duplicated == 0
         && feishu_unacked == 0
-        && detections.len() >= 3
+        && detections.len() >= 5
         && resumed.is_some()
         && reconnected.is_some()
         && status.code() == Some(0);
@@ -391,24 +289,10 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     })
 }
 
-fn print_status(clock: &Clock, profile_home: &Path) {
-    let Some(state) =
-        crate::gateway::state_file::StateFile::read(&profile_home.join("state/gateway.json"))
-    else {
-        return;
-    };
-    clock.say(format!("state file: {}", state.summary));
-    for c in state.components {
-        println!(
-            "         {:<5} {:<8} {:<10} last proof of life {:>5} ms ago, reconnects {}{}",
-            c.name,
-            c.kind,
-            c.state,
-            c.last_beat_age_ms,
-            c.reconnects,
-            c.last_error
-                .map(|e| format!(", last error: {e}"))
-                .unwrap_or_default()
-        );
-    }
+/// One message to each bot.
+fn emit_one(mock: &MockPlatform) {
+    mock.emit(1);
+    mock.feishu_emit(1);
+    mock.telegram_emit(1);
+    mock.weixin_emit(1);
 }

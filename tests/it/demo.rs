@@ -1,6 +1,7 @@
-//! `hermes-svc demo` end to end: its gateway detects the half-open fault on all three
+//! `hermes-svc demo` end to end: its gateway detects the half-open fault on all five
 //! connections (QQ and Discord resume, Feishu connects afresh and is pushed again what it had
-//! not acked), loses nothing, and the demo says so in a few lines.
+//! not acked, Telegram and Weixin drop a hung poll and poll again), loses nothing, and the demo
+//! says so in a few lines.
 
 use std::process::Command;
 
@@ -20,10 +21,16 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("STATUS=3/3 adapters ready"), "{stdout}");
+    assert!(stdout.contains("STATUS=5/5 adapters ready"), "{stdout}");
     for adapter in ["qq", "dc", "fs"] {
         assert!(
             stdout.contains(&format!("{adapter}: half-open detected after")),
+            "{adapter}: {stdout}"
+        );
+    }
+    for adapter in ["tg", "wx"] {
+        assert!(
+            stdout.contains(&format!("{adapter}: hung poll detected after")),
             "{adapter}: {stdout}"
         );
     }
@@ -49,7 +56,7 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}"
     );
     assert!(
-        stdout.lines().count() <= 40,
+        stdout.lines().count() <= 45,
         "the demo stays short: {stdout}"
     );
 }

@@ -42,3 +42,4 @@ mod telegram;
 mod token_lock;
 mod unit_props;
 mod units;
+mod weixin;

@@ -201,7 +201,7 @@ fn a_429_is_waited_out_for_its_retry_after() {
     // The refused poll is the last one when the refusal is counted.
     let refused_at = wait_for(Duration::from_secs(10), "the 429", || {
         let s = rig.mock.telegram_stats();
-        (s.refused >= 1).then(|| s.poll_times.len())
+        (s.refused >= 1).then_some(s.poll_times.len())
     });
     let times = wait_for(Duration::from_secs(10), "the poll after it", || {
         let t = rig.mock.telegram_stats().poll_times;
@@ -314,7 +314,10 @@ fn a_thousand_updates_under_twenty_faults_are_stored_once_each_in_order() {
     assert_eq!(stored(&rig), want, "each update once, in order");
     let stats = rig.mock.telegram_stats();
     // Each kind struck (hangs, 409s, and 429s with 502s as refusals).
-    assert!(stats.hung >= 3 && stats.conflicts >= 3 && stats.refused >= 6, "{stats:?}");
+    assert!(
+        stats.hung >= 3 && stats.conflicts >= 3 && stats.refused >= 6,
+        "{stats:?}"
+    );
     assert!(gw.try_wait().unwrap().is_none(), "{}", rig.log());
     sigterm(&mut gw);
 }

@@ -1,0 +1,99 @@
+//! The demo's profile: five adapters against the mock (QQ Bot, Discord and Feishu on their
+//! long connections, Telegram and Weixin long polling through the fault proxy), a cron job,
+//! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::{Secret, WeixinLogin};
+use crate::mock_platform::weixin::WeixinConfig;
+use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig};
+
+/// The long polls are short in the demo (a real profile keeps the defaults, 30 s and 35 s),
+/// so a dead one is found in seconds.
+pub(super) const POLL_TIMEOUT_S: u64 = 2;
+pub(super) const POLL_GRACE_S: u64 = 1;
+
+/// Write the profile under `home`; `base` is the mock's HTTP base, `proxied` the same through
+/// the fault proxy.
+pub(super) fn write(home: &Path, base: &str, proxied: &str) -> anyhow::Result<PathBuf> {
+    let feishu = FeishuConfig::default();
+    let profile_home = home.join("profiles/demo");
+    std::fs::create_dir_all(&profile_home)?;
+    std::fs::write(
+        profile_home.join("gateway.toml"),
+        format!(
+            r#"# Written by `hermes-svc demo`: five adapters against the built-in mock platform.
+[gateway]
+max-outage = "5m"
+
+[[adapter]]
+name = "qq"
+kind = "qqbot"
+app-id = "102000000"
+secret-env = "DEMO_QQ_SECRET"
+api-base = "{base}"
+token-url = "{base}/app/getAppAccessToken"
+backoff-min = "200ms"
+
+[[adapter]]
+name = "dc"
+kind = "discord"
+token-env = "DEMO_DISCORD_TOKEN"
+api-base = "{base}"
+backoff-min = "200ms"
+
+[[adapter]]
+name = "fs"
+kind = "feishu"
+app-id = "{app_id}"
+secret-env = "DEMO_FEISHU_SECRET"
+api-base = "{base}"
+backoff-min = "200ms"
+
+[[adapter]]
+name = "tg"
+kind = "telegram"
+token-env = "DEMO_TELEGRAM_TOKEN"
+api-base = "{proxied}"
+poll-timeout = "{POLL_TIMEOUT_S}s"
+poll-grace = "{POLL_GRACE_S}s"
+backoff-min = "200ms"
+
+[[adapter]]
+name = "wx"
+kind = "weixin"
+api-base = "{proxied}"
+poll-timeout = "{POLL_TIMEOUT_S}s"
+poll-grace = "{POLL_GRACE_S}s"
+backoff-min = "200ms"
+
+[[cron]]
+name = "tick"
+schedule = "*/2 * * * * *"
+command = ["/bin/sh", "-c", "echo tick"]
+timeout = "10s"
+"#,
+            app_id = feishu.app_id
+        ),
+    )?;
+    crate::atomic_file::write(
+        &profile_home.join(".env"),
+        format!(
+            "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
+             DEMO_TELEGRAM_TOKEN={}\n",
+            feishu.app_secret,
+            TelegramConfig::default().token
+        )
+        .as_bytes(),
+        0o600,
+    )?;
+    let login = WeixinLogin::new(
+        Secret::new(WeixinConfig::default().token),
+        proxied.to_owned(),
+        "demo-bot@im.bot".into(),
+        "demo-owner@im.wechat".into(),
+    );
+    let login_file = crate::config::weixin_login_file(&profile_home.join("gateway.toml"), "wx");
+    login.write(&login_file)?;
+    Ok(profile_home)
+}
