@@ -143,13 +143,17 @@ impl Heartbeat {
     }
 
     /// Move to `state`, which is itself progress. Leaving `Connected` starts an outage;
-    /// entering it ends one.
+    /// entering it ends one. Leaving `NeedsLogin` starts one afresh: the wait for a person is
+    /// not counted against `max-outage`, so an adapter logged in again after an hour must not
+    /// find that hour charged to it the moment it polls.
     pub(crate) fn enter(&self, state: State) {
         let mut c = lock(&self.0);
         let now = Instant::now();
         if state == State::Connected || !is_adapter_state(state) {
             c.outage_since = None;
-        } else if c.outage_since.is_none() && is_adapter_state(state) {
+        } else if c.state == State::NeedsLogin && state != State::NeedsLogin {
+            c.outage_since = Some(now);
+        } else if c.outage_since.is_none() {
             c.outage_since = Some(now);
         }
         c.state = state;
@@ -355,6 +359,32 @@ mod tests {
             "{}",
             s.summary()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_login_is_not_charged_to_the_outage_after_it() {
+        let r = Registry::new();
+        let wx = r.register(
+            "wx",
+            ComponentKind::Adapter("weixin"),
+            Duration::from_secs(10),
+        );
+        wx.enter(State::Connected);
+        wx.enter(State::Retrying);
+        tokio::time::advance(Duration::from_secs(30)).await;
+        wx.enter(State::NeedsLogin);
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let s = r.snapshot();
+        assert!(
+            s.longest_outage().is_none(),
+            "a wait for a person is no outage"
+        );
+        assert_eq!(s.components[0].outage, Some(Duration::from_secs(3630)));
+        wx.enter(State::Connecting);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        let s = r.snapshot();
+        let (c, outage) = s.longest_outage().unwrap();
+        assert_eq!((c.name.as_str(), outage), ("wx", Duration::from_secs(2)));
     }
 
     #[tokio::test(start_paused = true)]
