@@ -3,7 +3,9 @@
 //! A text longer than Telegram's 4,096 characters goes as several messages, in order, the
 //! first one the reply. Telegram has no client key that drops a repeat, so a message is
 //! never sent twice on purpose: the pieces already posted are remembered per outbox
-//! message, and a retry after a 5xx or a 429 on piece 3 starts at piece 3.
+//! message, and a retry after a 5xx, a 429 or no answer on piece 3 starts at piece 3. The
+//! memory is the process's: a restart between pieces starts the message again (see
+//! docs/outbox.md).
 //!
 //! Answers, from the Bot API docs ("Making requests", "sendMessage", "ReplyParameters",
 //! "ResponseParameters"): `{"ok": true, "result": Message}`; else `ok: false` with
@@ -81,7 +83,10 @@ impl Telegram {
                     first = first.or(platform_id);
                     self.record(&msg.id, Some((i + 1, first.clone())));
                 }
-                Answer::Retry { .. } => return answer,
+                // Pieces before this one are confirmed: a retry (or, for an unknown answer, an
+                // at-least-once retry) starts here, and never posts a confirmed piece again.
+                // An unknown answer under at-most-once leaves its entry behind, a few bytes.
+                Answer::Retry { .. } | Answer::Unknown(_) => return answer,
                 // Not retried: nothing to remember.
                 other => {
                     self.record(&msg.id, None);
@@ -134,6 +139,44 @@ fn classify(status: u16, body: &[u8]) -> Answer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mock_platform::telegram::TelegramConfig;
+    use crate::mock_platform::{MockConfig, MockPlatform, Platform, SendFault};
+
+    /// A lost answer on piece 2 of 3: the retry resends piece 2 (it may have been posted) and
+    /// never piece 1, which Telegram confirmed.
+    #[tokio::test]
+    async fn a_lost_answer_keeps_the_pieces_confirmed_before_it() {
+        let mock = MockPlatform::start(MockConfig::default()).await.unwrap();
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder().no_proxy().build().unwrap();
+        let config = TelegramConfig::default();
+        let tg = Telegram::new(http, &mock.http_base(), Secret::new(config.token));
+        let msg = Outgoing {
+            id: "m1".into(),
+            target: Target::TelegramChat(config.chats[0].to_string()),
+            text: ["a", "b", "c"].map(|c| c.repeat(PIECE)).concat(),
+            reply_to: None,
+            seq: None,
+        };
+        // Piece 1 went out in an earlier attempt.
+        tg.record(&msg.id, Some((1, Some("41".into()))));
+        mock.set_send_fault(Platform::Telegram, SendFault::ResetAfterProcessing(1));
+        assert!(matches!(tg.send(&msg).await, Answer::Unknown(_)));
+        assert_eq!(tg.progress(&msg.id).0, 1, "piece 1 stays confirmed");
+        assert_eq!(
+            tg.send(&msg).await,
+            Answer::Sent {
+                platform_id: Some("41".into())
+            }
+        );
+        let firsts: Vec<char> = mock
+            .posts()
+            .iter()
+            .map(|p| p.content.chars().next().unwrap())
+            .collect();
+        assert_eq!(firsts, ['b', 'b', 'c'], "piece 2 again, piece 1 never");
+        assert_eq!(tg.progress(&msg.id), (0, None), "forgotten once sent");
+    }
 
     #[test]
     fn answers_by_status_and_body() {
