@@ -108,6 +108,17 @@ pub(super) fn timing(
             ),
         );
     }
+    // Telegram takes whole seconds, so "500ms" would be sent as 0: a short poll, answered
+    // at once, over and over. A long poll of under a second is not one anywhere.
+    if timeout < Duration::from_secs(1) || timeout.subsec_nanos() != 0 {
+        let span = raw.poll_timeout.as_ref().map_or(0..0, |r| r.span());
+        return ctx.err(
+            span,
+            format!(
+                "adapter {name:?}: poll-timeout must be a whole number of seconds, at least 1s                  (e.g. \"30s\"); the platforms count a poll's wait in seconds"
+            ),
+        );
+    }
     let grace = ctx.opt_duration("poll-grace", raw.poll_grace, POLL_GRACE)?;
     Ok(PollTiming { timeout, grace })
 }
@@ -214,6 +225,16 @@ mod tests {
                 format!("{TG}poll-timeout = \"5m\"\n"),
                 "gateway.toml:5",
                 "longer than 120s",
+            ),
+            (
+                format!("{TG}poll-timeout = \"500ms\"\n"),
+                "gateway.toml:5",
+                "a whole number of seconds, at least 1s",
+            ),
+            (
+                format!("{WX}poll-timeout = \"1500ms\"\n"),
+                "gateway.toml:4",
+                "a whole number of seconds, at least 1s",
             ),
             (
                 "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\n".to_owned(),
