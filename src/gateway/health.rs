@@ -149,11 +149,10 @@ impl Heartbeat {
     pub(crate) fn enter(&self, state: State) {
         let mut c = lock(&self.0);
         let now = Instant::now();
+        let leaves_login = c.state == State::NeedsLogin && state != State::NeedsLogin;
         if state == State::Connected || !is_adapter_state(state) {
             c.outage_since = None;
-        } else if c.state == State::NeedsLogin && state != State::NeedsLogin {
-            c.outage_since = Some(now);
-        } else if c.outage_since.is_none() {
+        } else if c.outage_since.is_none() || leaves_login {
             c.outage_since = Some(now);
         }
         c.state = state;

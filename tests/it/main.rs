@@ -43,3 +43,4 @@ mod token_lock;
 mod unit_props;
 mod units;
 mod weixin;
+mod weixin_systemd;
