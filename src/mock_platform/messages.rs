@@ -62,6 +62,20 @@ pub(super) fn handle(
         Target::ChatId | Target::OpenId | Target::Reply => Platform::Feishu,
         _ => Platform::Qq,
     };
+    attempted(shared, platform, target, target_id, |attempt| {
+        process(auth, head, body, shared, attempt)
+    })
+}
+
+/// One request to a send endpoint, handled by `process` and logged as an attempt with the
+/// status it was answered (none for a hang or a reset), whatever came of it.
+pub(super) fn attempted(
+    shared: &Shared,
+    platform: Platform,
+    target: Target,
+    target_id: String,
+    process: impl FnOnce(&mut SendAttempt) -> Reply,
+) -> Reply {
     let mut attempt = SendAttempt {
         platform,
         target,
@@ -74,7 +88,7 @@ pub(super) fn handle(
         retry_after: None,
         fault: None,
     };
-    let reply = process(auth, head, body, shared, &mut attempt);
+    let reply = process(&mut attempt);
     attempt.status = match &reply {
         Reply::Answer(answer) => Some(answer.status),
         Reply::Hang | Reply::Reset => None,

@@ -5,14 +5,12 @@
 //! (`reply_parameters`, or the older `reply_to_message_id`), which may be missing only with
 //! `allow_sending_without_reply`. Telegram has no client dedupe key, so nothing is deduplicated.
 
-use std::time::Instant;
-
 use serde::Deserialize;
 
 use super::super::fault::SendFault;
 use super::super::message_body::Answer;
-use super::super::messages::Reply;
-use super::super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
+use super::super::messages::{attempted, Reply};
+use super::super::post::{Platform, Post, SendAttempt, Target};
 use super::super::post_record::{Acceptance, Dedupe};
 use super::super::state::Shared;
 use super::answers::{self, UNAUTHORIZED};
@@ -30,26 +28,10 @@ struct ReplyParameters {
 }
 
 pub(crate) fn handle(token_ok: bool, params: &Params<'_>, shared: &Shared) -> Reply {
-    let mut attempt = SendAttempt {
-        platform: Platform::Telegram,
-        target: Target::Chat,
-        target_id: params.get("chat_id").unwrap_or_default(),
-        received_at: Instant::now(),
-        received_unix_ms: unix_ms_now(),
-        status: None,
-        recorded: false,
-        message_id: None,
-        retry_after: None,
-        fault: None,
-    };
-    let reply = process(token_ok, params, shared, &mut attempt);
-    attempt.status = match &reply {
-        Reply::Answer(answer) => Some(answer.status),
-        Reply::Hang | Reply::Reset => None,
-    };
-    tracing::debug!(status = ?attempt.status, fault = ?attempt.fault, "mock telegram sendMessage");
-    shared.posts.record_attempt(attempt);
-    reply
+    let chat = params.get("chat_id").unwrap_or_default();
+    attempted(shared, Platform::Telegram, Target::Chat, chat, |attempt| {
+        process(token_ok, params, shared, attempt)
+    })
 }
 
 fn process(

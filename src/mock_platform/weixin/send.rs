@@ -12,8 +12,6 @@
 //! refused with -14 (a missing one is accepted); only text items are taken, and a text
 //! longer than 2000 characters (hermes-agent's `MAX_MESSAGE_LENGTH`) is refused with -1.
 
-use std::time::Instant;
-
 use serde_json::Value;
 
 use super::checks::{self, check_post};
@@ -21,8 +19,8 @@ use super::state::WeixinState;
 use crate::mock_platform::fault::SendFault;
 use crate::mock_platform::http::RequestHead;
 use crate::mock_platform::message_body::Answer;
-use crate::mock_platform::messages::Reply;
-use crate::mock_platform::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
+use crate::mock_platform::messages::{attempted, Reply};
+use crate::mock_platform::post::{Platform, Post, SendAttempt, Target};
 use crate::mock_platform::post_record::{Acceptance, Dedupe};
 use crate::mock_platform::state::Shared;
 
@@ -43,26 +41,13 @@ pub(crate) fn send_message(head: &RequestHead, body: &[u8], shared: &Shared) -> 
         .ok()
         .and_then(|b| b.pointer("/msg/to_user_id")?.as_str().map(str::to_owned))
         .unwrap_or_default();
-    let mut attempt = SendAttempt {
-        platform: Platform::Weixin,
-        target: Target::Peer,
-        target_id: to_user_id,
-        received_at: Instant::now(),
-        received_unix_ms: unix_ms_now(),
-        status: None,
-        recorded: false,
-        message_id: None,
-        retry_after: None,
-        fault: None,
-    };
-    let reply = process(head, body, shared, &mut attempt);
-    attempt.status = match &reply {
-        Reply::Answer(answer) => Some(answer.status),
-        Reply::Hang | Reply::Reset => None,
-    };
-    tracing::debug!(status = ?attempt.status, fault = ?attempt.fault, "mock weixin send");
-    shared.posts.record_attempt(attempt);
-    reply
+    attempted(
+        shared,
+        Platform::Weixin,
+        Target::Peer,
+        to_user_id,
+        |attempt| process(head, body, shared, attempt),
+    )
 }
 
 fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) -> Reply {
