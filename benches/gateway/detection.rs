@@ -24,6 +24,68 @@ pub(crate) struct Detection {
     pub(crate) error: String,
 }
 
+/// The first adapter of a `gateway.toml` running in this process, with a spool in its
+/// directory and a health registry of its own to watch.
+pub(crate) struct Running {
+    registry: Registry,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<adapter::AdapterExit>,
+}
+
+impl Running {
+    /// Start the first adapter of `toml`, read as `dir/gateway.toml` (so that paths it derives,
+    /// such as a Weixin login file, are in `dir`).
+    pub(crate) fn start(toml: &str, secret: Option<&str>, dir: &Path) -> Running {
+        std::fs::create_dir_all(dir).unwrap();
+        let spec = config::parse(&dir.join("gateway.toml"), toml)
+            .unwrap()
+            .adapters[0]
+            .clone();
+        let registry = Registry::new();
+        let hb = registry.register(
+            &spec.name,
+            ComponentKind::Adapter(spec.protocol.kind()),
+            Duration::from_secs(30),
+        );
+        let (stop, rx) = watch::channel(false);
+        let spool = Arc::new(Spool::open(&dir.join("inbox")).unwrap());
+        let task = tokio::spawn(adapter::run(
+            spec,
+            secret.map(|s| Secret::new(s.into())),
+            Deps {
+                spool,
+                heartbeat: hb,
+                shared: adapter::Shared::new(Default::default()).unwrap(),
+                shutdown: rx,
+            },
+        ));
+        Running {
+            registry,
+            stop,
+            task,
+        }
+    }
+
+    pub(crate) fn view(&self) -> ComponentView {
+        self.registry.snapshot().components[0].clone()
+    }
+
+    /// When `done` first holds of the component, looked at every millisecond.
+    pub(crate) async fn until(&self, done: impl Fn(&ComponentView) -> bool) -> Instant {
+        loop {
+            if done(&self.view()) {
+                return Instant::now();
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    pub(crate) async fn stop(self) {
+        let _ = self.stop.send(true);
+        let _ = self.task.await;
+    }
+}
+
 /// Run the first adapter of `toml` with `secret` until it is connected, wait one to two
 /// `interval`s (a random phase against its probes), call `inject`, and time the drop and the
 /// return. `back(now, before)` says when the adapter is connected again, given the component
@@ -36,51 +98,16 @@ pub(crate) async fn trial(
     inject: impl FnOnce(),
     back: impl Fn(&ComponentView, &ComponentView) -> bool,
 ) -> Detection {
-    let spec = config::parse(Path::new("bench.toml"), toml)
-        .unwrap()
-        .adapters[0]
-        .clone();
-    let registry = Registry::new();
-    let hb = registry.register(
-        &spec.name,
-        ComponentKind::Adapter(spec.protocol.kind()),
-        Duration::from_secs(30),
-    );
-    let (stop, rx) = watch::channel(false);
-    let spool = Arc::new(Spool::open(dir).unwrap());
-    let task = tokio::spawn(adapter::run(
-        spec,
-        Some(Secret::new(secret.into())),
-        Deps {
-            spool,
-            heartbeat: hb,
-            shared: adapter::Shared::new(Default::default()).unwrap(),
-            shutdown: rx,
-        },
-    ));
-    let view = || registry.snapshot().components[0].clone();
-    while view().state != State::Connected {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let run = Running::start(toml, Some(secret), dir);
+    run.until(|v| v.state == State::Connected).await;
     tokio::time::sleep(interval + interval.mul_f64(fastrand::f64())).await;
-    let before = view();
+    let before = run.view();
     let fault = Instant::now();
     inject();
-    let detected = loop {
-        if view().reconnects > before.reconnects {
-            break Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
-    let returned = loop {
-        if back(&view(), &before) {
-            break Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
-    let error = view().last_error.unwrap_or_default();
-    let _ = stop.send(true);
-    let _ = task.await;
+    let detected = run.until(|v| v.reconnects > before.reconnects).await;
+    let returned = run.until(|v| back(v, &before)).await;
+    let error = run.view().last_error.unwrap_or_default();
+    run.stop().await;
     Detection {
         detected: detected - fault,
         back: returned - detected,

@@ -1,12 +1,12 @@
-//! The independent platform server (benches/independent, Python and aiohttp) as a child
-//! process, so the gateway is also measured against a platform it was not written with.
+//! The independent platform servers (benches/independent, Python and aiohttp) as child
+//! processes, so the gateway is also measured against platforms it was not written with.
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// benches/independent/qq_discord_server.py as a child process: started, its port parsed
-/// from its one line of stdout, stopped with SIGTERM when dropped.
+/// One of benches/independent's servers as a child process: started, its port parsed from
+/// its one line of stdout, stopped with SIGTERM when dropped.
 pub(crate) struct Independent {
     pub(crate) child: Child,
     pub(crate) port: u16,
@@ -31,12 +31,27 @@ impl Independent {
     }
 
     pub(crate) fn start(python: &str, interval: Duration, log: &Path) -> Self {
+        let interval = interval.as_millis().to_string();
+        Self::spawn(
+            python,
+            "qq_discord_server.py",
+            &["--heartbeat-interval-ms", &interval],
+            log,
+        )
+    }
+
+    /// benches/independent/poll_server.py (Telegram and Weixin long polls) with `args`.
+    pub(crate) fn start_poll(python: &str, args: &[&str], log: &Path) -> Self {
+        Self::spawn(python, "poll_server.py", args, log)
+    }
+
+    fn spawn(python: &str, script: &str, args: &[&str], log: &Path) -> Self {
         use std::io::BufRead;
         let root = env!("CARGO_MANIFEST_DIR");
         let mut child = Command::new(python)
-            .arg(format!("{root}/benches/independent/qq_discord_server.py"))
-            .args(["--port", "0", "--heartbeat-interval-ms"])
-            .arg(interval.as_millis().to_string())
+            .arg(format!("{root}/benches/independent/{script}"))
+            .args(["--port", "0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(log).unwrap())
@@ -59,6 +74,23 @@ impl Independent {
             port,
             http: reqwest::Client::new(),
         }
+    }
+
+    pub(crate) fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// `POST` to one of the server's `/_control/...` routes; its JSON answer.
+    pub(crate) async fn control(&self, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let resp = self
+            .http
+            .post(format!("{}/_control/{path}", self.base()))
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /_control");
+        assert!(resp.status().is_success(), "{path}: {}", resp.status());
+        resp.json().await.expect("control answers are JSON")
     }
 
     pub(crate) async fn stats(&self) -> serde_json::Value {

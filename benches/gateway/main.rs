@@ -1,9 +1,10 @@
 //! Gateway figures: zombie detection latency, detection-to-RESUMED time, the Feishu
-//! adapter's detection latency, the cost of 1,000 connections, loss under injected faults, and
-//! sending through the outbox and the agent API. `cargo bench --bench gateway` prints Markdown
+//! adapter's detection latency, Telegram's and Weixin's hung-poll detection and loss, the cost
+//! of 1,000 connections, loss under injected faults, and sending through the outbox and the
+//! agent API. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- poll`, `-- loss`,
 //! `-- thousand`, `-- outbox`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -12,6 +13,7 @@ mod binary;
 mod detection;
 mod feishu;
 mod independent;
+mod long_poll;
 mod loss;
 mod outbox;
 mod proc;
@@ -39,6 +41,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "feishu") {
             feishu::feishu_detection().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "poll") {
+            long_poll::long_poll_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "loss") {
             loss::faults_and_loss().await;
