@@ -23,6 +23,7 @@ mod report;
 mod send;
 mod service;
 mod set;
+mod shell_help;
 mod status;
 mod validate;
 
@@ -32,6 +33,9 @@ use error::CliError;
 
 /// Entry point for `main`: run, print errors, map them to exit codes.
 pub fn main() -> ExitCode {
+    // A shell asking for completions (`HERMES_SVC_COMPLETE=bash hermes-svc -- ...`) is
+    // answered here, before anything else is written.
+    shell_help::answer_completion_request();
     let cli = Cli::parse();
     // One TLS provider for the process (reqwest is built without one, to keep ring the only
     // crypto): every command that talks HTTPS (gateway, demo, doctor, login) finds it set.
@@ -83,5 +87,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Restart(a) => runtime()?.block_on(lifecycle::run(a, Job::Restart)),
         Command::Status(args) => runtime()?.block_on(status::run(args)),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(args)),
+        Command::Completions(args) => shell_help::completions(args),
+        Command::Man(args) => shell_help::man(args),
     }
 }

@@ -158,6 +158,29 @@ pub(crate) fn profile_of_unit(unit: &str) -> Option<ProfileName> {
     ProfileName::parse(name).ok()
 }
 
+/// Profiles that have a home under `hermes_home`: `default` (the home itself) when it holds
+/// gateway files, and every valid name under `profiles/`.
+pub(crate) fn names_in(hermes_home: &Path) -> Vec<ProfileName> {
+    let mut names = vec![];
+    let has_default = ["gateway.toml", ".env", "gateway.pid", "state"]
+        .iter()
+        .any(|f| hermes_home.join(f).exists());
+    if has_default {
+        names.extend(ProfileName::parse(DEFAULT_PROFILE).ok());
+    }
+    if let Ok(entries) = std::fs::read_dir(hermes_home.join("profiles")) {
+        for e in entries.flatten() {
+            if e.path().is_dir() {
+                if let Ok(n) = ProfileName::parse(&e.file_name().to_string_lossy()) {
+                    names.push(n);
+                }
+            }
+        }
+    }
+    names.sort();
+    names
+}
+
 /// `HERMES_HOME` as this process's environment sets it, not yet checked. The one place it is
 /// read, so that an empty value (`HERMES_HOME= hermes-svc ...`) means "not set" to every
 /// caller alike rather than a relative home to some of them.

@@ -6,9 +6,16 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
+use clap_complete::engine::ArgValueCompleter;
 
 use super::report::Output;
+use super::shell_help::{profiles, shell_names};
 use crate::systemd::scope::Scope;
+
+/// `--profile`'s help, the same on every command.
+const PROFILE: &str = "The profile: its home is $HERMES_HOME/profiles/NAME (default: $HERMES_HOME itself; HERMES_HOME defaults to ~/.hermes)";
+/// `--profile`'s help where it narrows a command that otherwise covers every profile.
+const ONLY_PROFILE: &str = "Only this profile (default: every profile)";
 
 #[derive(Parser, Debug)]
 #[command(
@@ -59,6 +66,25 @@ pub(super) enum Command {
     /// The gateway process itself (what the unit runs).
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// Print a shell's completion script: `hermes-svc completions bash >
+    /// /usr/share/bash-completion/completions/hermes-svc` (or source it in ~/.bashrc).
+    Completions(CompletionsArgs),
+    /// Write a manual page for every command into a directory.
+    Man(ManArgs),
+}
+
+#[derive(Args, Debug)]
+pub(super) struct CompletionsArgs {
+    /// The shell: bash, elvish, fish, powershell or zsh.
+    #[arg(value_name = "SHELL", value_parser = clap::builder::PossibleValuesParser::new(shell_names()))]
+    pub(super) shell: String,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ManArgs {
+    /// Where to write hermes-svc.1, hermes-svc-install.1, ... (created if missing).
+    #[arg(value_name = "DIR")]
+    pub(super) dir: PathBuf,
 }
 
 #[derive(Subcommand, Debug)]
@@ -71,7 +97,7 @@ pub(super) enum LoginCommand {
 
 #[derive(Args, Debug)]
 pub(super) struct WeixinLoginArgs {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     /// The Weixin adapter in gateway.toml to log in (needed when there is more than one).
     #[arg(long, value_name = "NAME")]
@@ -90,7 +116,7 @@ pub(super) struct WeixinLoginArgs {
 pub(super) enum GatewayCommand {
     /// Run the gateway for one profile in the foreground.
     Run {
-        #[arg(long)]
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
         profile: String,
     },
 }
@@ -117,7 +143,7 @@ impl ScopeArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct UnitSource {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     #[command(flatten)]
     pub(super) scope: ScopeArgs,
@@ -154,6 +180,7 @@ pub(super) struct InstallArgs {
     /// Print every file and bus call, change nothing.
     #[arg(long)]
     pub(super) dry_run: bool,
+    /// Print what was done (or would be) as JSON.
     #[arg(long)]
     pub(super) json: bool,
 }
@@ -184,10 +211,12 @@ pub(super) struct SetArgs {
 pub(super) struct UnsetArgs {
     #[command(flatten)]
     pub(super) unit: UnitArgs,
+    /// Do not restart a running unit.
     #[arg(long)]
     pub(super) no_restart: bool,
     #[command(flatten)]
     pub(super) output: OutputArgs,
+    /// Environment variable names, or WatchdogSec / RestartSec.
     #[arg(required = true, value_name = "KEY")]
     pub(super) keys: Vec<String>,
 }
@@ -196,18 +225,19 @@ pub(super) struct UnsetArgs {
 /// commands that edit an installed unit start with it.
 #[derive(Args, Debug)]
 pub(super) struct UnitArgs {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     #[command(flatten)]
     pub(super) scope: ScopeArgs,
 }
 
-/// `--dry-run` and `--json` as `uninstall`, `set` and `unset` take them (no help text, unlike
-/// `install`'s `--dry-run`, so these stay apart from [`InstallArgs`]).
+/// `--dry-run` and `--json` as `uninstall`, `set` and `unset` take them.
 #[derive(Args, Debug, Clone, Copy)]
 pub(super) struct OutputArgs {
+    /// Print every file and bus call, change nothing.
     #[arg(long)]
     pub(super) dry_run: bool,
+    /// Print what was done (or would be) as JSON.
     #[arg(long)]
     pub(super) json: bool,
 }
@@ -223,17 +253,18 @@ impl OutputArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct StatusArgs {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = ONLY_PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: Option<String>,
     #[command(flatten)]
     pub(super) scope: ScopeArgs,
+    /// Print the report as JSON (docs/status.md).
     #[arg(long)]
     pub(super) json: bool,
 }
 
 #[derive(Args, Debug)]
 pub(super) struct EventsArgs {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     /// Keep printing new events as they arrive.
     #[arg(long)]
@@ -248,7 +279,7 @@ pub(super) struct EventsArgs {
 
 #[derive(Args, Debug)]
 pub(super) struct SendArgs {
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     /// Where to send: an adapter's name in gateway.toml, a colon, and the target on its
     /// platform, e.g. qq:group:OPENID or dc:CHANNEL_ID.
@@ -276,7 +307,7 @@ pub(super) struct SendArgs {
 #[derive(Args, Debug)]
 pub(super) struct DoctorArgs {
     /// Only findings about this profile (and machine-wide ones).
-    #[arg(long)]
+    #[arg(short, long, value_name = "NAME", add = ArgValueCompleter::new(profiles))]
     pub(super) profile: Option<String>,
     /// Print `{"findings":[{"id","severity","subject","message","fix"}]}`.
     #[arg(long)]
@@ -301,6 +332,7 @@ pub(super) struct RenderArgs {
     /// machine's manager).
     #[arg(long, value_enum)]
     pub(super) target: Option<Target>,
+    /// An environment variable for the gateway, as install would write it (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub(super) env: Vec<String>,
 }
@@ -318,5 +350,58 @@ impl From<Target> for crate::service::manager::Manager {
             Target::Systemd => Self::Systemd,
             Target::Launchd => Self::Launchd,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    fn all(cmd: &clap::Command, out: &mut Vec<clap::Command>) {
+        out.push(cmd.clone());
+        for sub in cmd.get_subcommands() {
+            all(sub, out);
+        }
+    }
+
+    #[test]
+    fn the_grammar_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// Completions, `--help` and the man pages all show it: nothing may be left unexplained,
+    /// and `-p` is `--profile` wherever there is one.
+    #[test]
+    fn every_argument_has_help_and_profile_is_p_everywhere() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut commands = vec![];
+        all(&cmd, &mut commands);
+        let mut profiles = 0;
+        for c in &commands {
+            for a in c.get_arguments() {
+                let id = a.get_id().as_str();
+                if matches!(id, "help" | "version") {
+                    continue;
+                }
+                assert!(
+                    a.get_help().is_some(),
+                    "{} {id}: no help text",
+                    c.get_name()
+                );
+                if id == "profile" {
+                    profiles += 1;
+                    assert_eq!(a.get_short(), Some('p'), "{} --profile", c.get_name());
+                }
+            }
+            assert!(
+                c.get_about().is_some() || c.get_name() == "hermes-svc",
+                "{}: no about",
+                c.get_name()
+            );
+        }
+        assert!(profiles >= 14, "{profiles} commands take --profile");
     }
 }

@@ -82,6 +82,14 @@ pub(crate) enum CliError {
     Login(#[from] crate::weixin_qr::QrError),
     #[error(transparent)]
     LoginFile(#[from] crate::config::LoginFileError),
+    #[error("cannot write {}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot write to stdout")]
+    Stdout(#[source] std::io::Error),
     /// The demo is a script of many steps, each with its own context; it keeps anyhow.
     #[error(transparent)]
     Demo(anyhow::Error),
@@ -97,6 +105,8 @@ impl CliError {
                 exit::status(*manager, error.outcome())
             }
             CliError::AsyncRuntime(_)
+            | CliError::Write { .. }
+            | CliError::Stdout(_)
             | CliError::CurrentExe(_)
             | CliError::Systemd(_)
             | CliError::Observe(_)

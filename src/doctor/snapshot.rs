@@ -19,7 +19,7 @@ use crate::gateway::flock;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
-use crate::profile::{Profile, ProfileName, DEFAULT_PROFILE};
+use crate::profile::{Profile, ProfileName};
 use crate::service::observed::sticky_profile;
 use crate::service::served_profile::unit_hermes_home;
 use crate::systemd::linger::Linger;
@@ -225,7 +225,7 @@ pub(crate) fn profiles_in(
     };
     let mut out = vec![];
     for h in homes {
-        for name in profile_names(&h) {
+        for name in crate::profile::names_in(&h) {
             if let Ok(p) = Profile::new(name, h.clone()) {
                 out.push(profile_snap(&p, &locks));
             }
@@ -298,29 +298,6 @@ async fn units_of(
         });
     }
     Ok((out, unreadable))
-}
-
-/// Profiles that have a home under `hermes_home`: `default` (the home itself) when it holds
-/// gateway files, and every valid name under `profiles/`.
-fn profile_names(hermes_home: &Path) -> Vec<ProfileName> {
-    let mut names = vec![];
-    let has_default = ["gateway.toml", ".env", "gateway.pid", "state"]
-        .iter()
-        .any(|f| hermes_home.join(f).exists());
-    if has_default {
-        names.extend(ProfileName::parse(DEFAULT_PROFILE).ok());
-    }
-    if let Ok(entries) = std::fs::read_dir(hermes_home.join("profiles")) {
-        for e in entries.flatten() {
-            if e.path().is_dir() {
-                if let Ok(n) = ProfileName::parse(&e.file_name().to_string_lossy()) {
-                    names.push(n);
-                }
-            }
-        }
-    }
-    names.sort();
-    names
 }
 
 #[cfg(target_os = "linux")]

@@ -7,6 +7,7 @@ mod api;
 mod api_cli;
 mod api_openapi;
 mod api_rig;
+mod completions;
 mod crashes_and_races;
 mod demo;
 mod doctor;

@@ -1,0 +1,105 @@
+//! What the shell and `man` learn from the clap definitions in `args.rs`: completion scripts
+//! (`completions SHELL`), the answers to the completion requests those scripts make, and a
+//! manual page per command (`man DIR`).
+//!
+//! Completion is dynamic: the registered script calls `HERMES_SVC_COMPLETE=SHELL hermes-svc -- WORDS...`
+//! at each TAB, so `--profile` completes from the profiles on disk at that moment, and a new
+//! subcommand or flag needs no new script. Since the binary answers, a script written by one
+//! version keeps working with the next.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::Path;
+
+use clap::CommandFactory;
+use clap_complete::engine::CompletionCandidate;
+use clap_complete::env::Shells;
+
+use super::args::{Cli, CompletionsArgs, ManArgs};
+use super::error::CliError;
+use crate::exit_code;
+
+/// The variable the scripts set when they ask for completions: a name of our own, so that a
+/// `COMPLETE` some other tool leaves in the environment never turns a gateway into a completer.
+const VAR: &str = "HERMES_SVC_COMPLETE";
+const BIN: &str = "hermes-svc";
+
+/// Answer a completion request, if this run is one, and exit; otherwise return at once.
+/// Runs before anything else writes to stdout.
+pub(super) fn answer_completion_request() {
+    clap_complete::CompleteEnv::with_factory(Cli::command)
+        .var(VAR)
+        .bin(BIN)
+        .completer(BIN)
+        .complete();
+}
+
+/// The shells `completions` knows, by name.
+pub(super) fn shell_names() -> Vec<&'static str> {
+    Shells::builtins().names().collect()
+}
+
+pub(super) fn completions(args: CompletionsArgs) -> Result<u8, CliError> {
+    let shells = Shells::builtins();
+    let shell = shells
+        .completer(&args.shell)
+        .ok_or_else(|| CliError::Usage(format!("no completions for shell {:?}", args.shell)))?;
+    let mut script = Vec::new();
+    // The script runs `hermes-svc` from PATH, as a packaged or `cargo install`ed binary is.
+    shell
+        .write_registration(VAR, BIN, BIN, BIN, &mut script)
+        .map_err(CliError::Stdout)?;
+    std::io::stdout()
+        .write_all(&script)
+        .map_err(CliError::Stdout)?;
+    Ok(exit_code::OK)
+}
+
+/// `--profile` candidates: the profiles with a home under `$HERMES_HOME` (or `~/.hermes`).
+/// A completion must never fail loudly, so an unreadable home offers nothing.
+pub(super) fn profiles(current: &OsStr) -> Vec<CompletionCandidate> {
+    let Some(prefix) = current.to_str() else {
+        return vec![];
+    };
+    let Ok(home) = crate::profile::hermes_home_from_env() else {
+        return vec![];
+    };
+    crate::profile::names_in(&home)
+        .into_iter()
+        .map(|n| n.as_str().to_owned())
+        .filter(|n| n.starts_with(prefix))
+        .map(CompletionCandidate::new)
+        .collect()
+}
+
+/// One page per command, `hermes-svc.1`, `hermes-svc-install.1`, ..., each written whole.
+pub(super) fn man(args: ManArgs) -> Result<u8, CliError> {
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut written = vec![];
+    write_pages(&cmd, &args.dir, &mut written).map_err(|e| CliError::Write {
+        path: args.dir.clone(),
+        source: e,
+    })?;
+    for path in written {
+        println!("{}", path.display());
+    }
+    Ok(exit_code::OK)
+}
+
+fn write_pages(
+    cmd: &clap::Command,
+    dir: &Path,
+    written: &mut Vec<std::path::PathBuf>,
+) -> std::io::Result<()> {
+    let man = clap_mangen::Man::new(cmd.clone());
+    let mut page = Vec::new();
+    man.render(&mut page)?;
+    let path = dir.join(man.get_filename());
+    crate::atomic_file::write(&path, &page, 0o644)?;
+    written.push(path);
+    for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+        write_pages(sub, dir, written)?;
+    }
+    Ok(())
+}
