@@ -162,6 +162,12 @@ pub(super) struct InstallArgs {
     /// An environment variable for the gateway, written to our drop-in (repeatable).
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub(super) env: Vec<String>,
+    /// A secret the manager hands the gateway as a credential (LoadCredential=NAME:PATH in
+    /// our drop-in; systemd only): NAME is the variable gateway.toml names (token-env,
+    /// secret-env), PATH an absolute path to a file holding the value. Unlike --env, the
+    /// value never appears in the unit or in `systemctl show` (repeatable).
+    #[arg(long = "credential", value_name = "NAME=PATH")]
+    pub(super) credentials: Vec<String>,
     /// WatchdogSec for the unit, written to our drop-in.
     #[arg(long, value_name = "N")]
     pub(super) watchdog_sec: Option<String>,

@@ -12,8 +12,14 @@ use crate::service::planner::now;
 pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let manager = service::manager(&args.source.scope)?;
     let spec = service::spec(manager, &args.source)?;
+    if manager == crate::service::manager::Manager::Launchd && !args.credentials.is_empty() {
+        return Err(CliError::Usage(
+            "--credential needs systemd (LoadCredential=); launchd has no credentials, so keep the secret in the profile's .env (mode 0600)".into(),
+        ));
+    }
     let settings = settings(
         &args.env,
+        &args.credentials,
         args.watchdog_sec.as_deref(),
         args.restart_sec.as_deref(),
     )?;

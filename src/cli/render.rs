@@ -17,7 +17,7 @@ pub(super) fn run(args: RenderArgs) -> Result<u8, CliError> {
         None => Manager::current().map_err(|e| usage(e.to_string()))?,
     };
     let spec = service::spec(manager, &args.source)?;
-    let settings = settings(&args.env, None, None)?;
+    let settings = settings(&args.env, &[], None, None)?;
     match spec {
         Spec::Unit(unit) => {
             print!("{}", unit.render()?);

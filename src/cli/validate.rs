@@ -145,14 +145,38 @@ fn env_pair(flag: &str, raw: &str) -> Result<(String, String), CliError> {
     Ok((k.to_owned(), v.to_owned()))
 }
 
+/// `--credential NAME=PATH`: NAME as gateway.toml names the secret's variable, PATH a file
+/// the manager can read when the unit starts.
+fn credential_pair(raw: &str) -> Result<(String, String), CliError> {
+    let (name, path) = raw.split_once('=').ok_or_else(|| {
+        usage(format!(
+            "--credential {raw:?}: expected NAME=PATH, like DISCORD_TOKEN=/etc/hermes/discord.token"
+        ))
+    })?;
+    escape::env_name(name).map_err(|e| usage(format!("--credential {name}: {e}")))?;
+    if let Some(why) = dropin::credential_path(path) {
+        return Err(usage(format!("--credential {name}={path}: {why}")));
+    }
+    if !std::path::Path::new(path).is_file() {
+        return Err(usage(format!(
+            "--credential {name}={path}: no such file; write the secret to it first (mode 0600)"
+        )));
+    }
+    Ok((name.to_owned(), path.to_owned()))
+}
+
 pub(super) fn settings(
     env: &[String],
+    credentials: &[String],
     watchdog: Option<&str>,
     restart: Option<&str>,
 ) -> Result<Settings, CliError> {
     let mut s = Settings::default();
     for raw in env {
         s.env.push(env_pair("--env", raw)?);
+    }
+    for raw in credentials {
+        s.credentials.push(credential_pair(raw)?);
     }
     if let Some(w) = watchdog {
         s.directives
@@ -180,4 +204,35 @@ pub(super) fn set_pairs(pairs: &[String]) -> Result<Settings, CliError> {
         }
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credentials_name_the_flag_and_the_fix() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("dc.token");
+        std::fs::write(&file, "t\n").unwrap();
+        let ok = format!("DC_TOKEN={}", file.display());
+        let s = settings(&[], &[ok], None, None).unwrap();
+        assert_eq!(
+            s.credentials,
+            [("DC_TOKEN".to_owned(), file.display().to_string())]
+        );
+        let missing = format!("DC_TOKEN={}", dir.path().join("nope").display());
+        let pct = format!("DC_TOKEN={}/%h", dir.path().display());
+        for (raw, says) in [
+            ("DC_TOKEN", "expected NAME=PATH"),
+            ("DC TOKEN=/etc/x", "--credential DC TOKEN"),
+            ("DC_TOKEN=relative/x", "absolute path"),
+            (missing.as_str(), "no such file"),
+            (pct.as_str(), "specifier"),
+        ] {
+            let e = settings(&[], &[raw.to_owned()], None, None).unwrap_err();
+            assert!(e.to_string().contains(says), "{raw}: {e}");
+            assert_eq!(e.exit_code(), crate::exit_code::USAGE);
+        }
+    }
 }

@@ -419,7 +419,9 @@ impl AdapterSpec {
         }
     }
 
-    /// Read the credential from the environment (which the unit fills from `.env`).
+    /// Read the credential: first the manager's credential of that name
+    /// (`$CREDENTIALS_DIRECTORY/NAME`, from `install --credential`), then the environment
+    /// (which the unit fills from `.env`, and a foreground run from `.env` too).
     pub(crate) fn credential(
         &self,
         config_path: &Path,
@@ -438,15 +440,33 @@ impl AdapterSpec {
         let Some(var) = self.credential_env() else {
             return Ok(None);
         };
+        if let Some(secret) =
+            super::secret::from_credentials(var).map_err(|message| ConfigError::Secret {
+                path: config_path.to_owned(),
+                adapter: self.name.clone(),
+                message,
+            })?
+        {
+            return Ok(Some(secret));
+        }
         match std::env::var(var) {
             Ok(v) if !v.is_empty() => Ok(Some(Secret::new(v))),
             _ => Err(ConfigError::Secret {
                 path: config_path.to_owned(),
                 adapter: self.name.clone(),
-                message: format!(
-                    "{var} is not set; add {var}=... to {} (mode 0600)",
-                    env_file.display()
-                ),
+                message: match std::env::var_os("CREDENTIALS_DIRECTORY") {
+                    Some(dir) => format!(
+                        "{var} is not set, and the service manager passed no credential of that \
+                         name (in {}); add {var}=... to {} (mode 0600), or install with \
+                         --credential {var}=PATH",
+                        std::path::Path::new(&dir).display(),
+                        env_file.display()
+                    ),
+                    None => format!(
+                        "{var} is not set; add {var}=... to {} (mode 0600)",
+                        env_file.display()
+                    ),
+                },
             }),
         }
     }

@@ -10,6 +10,7 @@ pub(crate) mod bot_account;
 mod machine;
 pub(crate) mod profile_home;
 mod runtime;
+mod secrets;
 mod siblings;
 mod unit_file;
 
@@ -36,7 +37,7 @@ pub(crate) struct Check<S = Snapshot> {
 }
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 20] = [
+pub(crate) const CHECKS: [Check; 21] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -57,6 +58,7 @@ pub(crate) const CHECKS: [Check; 20] = [
     runtime::STALE_SETTINGS,
     bot_account::NEEDS_LOGIN,
     bot_account::WEBHOOK_BLOCKS_POLLING,
+    secrets::SECRET_IN_UNIT,
 ];
 
 /// Every finding in `s`, in id order.

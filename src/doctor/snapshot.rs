@@ -89,6 +89,8 @@ pub(crate) struct ProfileSnap {
     pub(crate) token_hashes: Vec<(String, String)>,
     /// Telegram adapters whose token is in `.env`, with whether the token has a webhook set.
     pub(crate) telegram: Vec<TelegramPoller>,
+    /// `(adapter, variable)` for every adapter whose secret gateway.toml names a variable for.
+    pub(crate) secret_vars: Vec<(String, String)>,
     /// The process holding the profile's instance lock: the kernel's word on which gateway
     /// serves the profile right now, whatever pid files say.
     pub(crate) lock_holder: Option<LockHolder>,
@@ -363,9 +365,10 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
     let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
-    let (config_error, token_hashes, telegram) = match config {
+    let (config_error, token_hashes, telegram, secret_vars) = match config {
         Err(e) => (
             Some(redact(&crate::error_chain::one_line(&e), &vars)),
+            vec![],
             vec![],
             vec![],
         ),
@@ -386,7 +389,17 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                     ))
                 })
                 .collect();
-            (None, hashes, telegram_webhook::pollers(&cfg, &vars))
+            let secret_vars = cfg
+                .adapters
+                .iter()
+                .filter_map(|a| Some((a.name.clone(), a.credential_env()?.to_owned())))
+                .collect();
+            (
+                None,
+                hashes,
+                telegram_webhook::pollers(&cfg, &vars),
+                secret_vars,
+            )
         }
     };
     let pid_path = p.pid_file();
@@ -406,6 +419,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         config_error,
         token_hashes,
         telegram,
+        secret_vars,
         lock_holder: locks.holder(&p.lock_file()).map(|pid| LockHolder {
             pid,
             cmdline: match pid_process(pid) {

@@ -54,11 +54,18 @@ pub(crate) trait SettingsFile: Default {
     fn render(&self) -> Result<String, FormatError>;
     fn env(&mut self) -> &mut BTreeMap<String, String>;
     fn directives(&mut self) -> &mut BTreeMap<Directive, u64>;
+    /// Credentials by name, each a path the manager reads the secret from; `None` where the
+    /// manager has no credentials (launchd), whose install refuses them before planning.
+    fn credentials(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        None
+    }
     /// The file's mode: a drop-in is world-readable like its unit; the overrides file lives in
     /// the profile home and is its owner's alone.
     const MODE: u32;
 
     fn is_empty(&mut self) -> bool {
-        self.env().is_empty() && self.directives().is_empty()
+        self.env().is_empty()
+            && self.directives().is_empty()
+            && self.credentials().is_none_or(|c| c.is_empty())
     }
 }

@@ -312,6 +312,11 @@ fn merge<S: SettingsFile>(file: &mut S, settings: &Settings) {
     for (d, v) in &settings.directives {
         file.directives().insert(*d, *v);
     }
+    if let Some(credentials) = file.credentials() {
+        for (name, path) in &settings.credentials {
+            credentials.insert(name.clone(), path.clone());
+        }
+    }
 }
 
 fn require_installed(profile: &str, observed: &Observed) -> Result<(), PlanError> {
@@ -345,7 +350,12 @@ pub(crate) fn plan_unset<D: Definition>(
         for key in keys {
             let removed = match Directive::from_name(key) {
                 Some(d) => file.directives().remove(&d).is_some(),
-                None => file.env().remove(key).is_some(),
+                // A name is an environment variable or a credential, or both: both go.
+                None => {
+                    let env = file.env().remove(key).is_some();
+                    let credential = file.credentials().is_some_and(|c| c.remove(key).is_some());
+                    env || credential
+                }
             };
             if !removed {
                 plan.note(format!("{key} was not set"));

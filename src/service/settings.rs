@@ -41,4 +41,7 @@ pub(crate) const MAX_SECONDS: u64 = 24 * 60 * 60;
 pub(crate) struct Settings {
     pub(crate) env: Vec<(String, String)>,
     pub(crate) directives: Vec<(Directive, u64)>,
+    /// `(NAME, PATH)`: secrets the manager loads from PATH and hands the gateway as the
+    /// credential NAME (systemd's `LoadCredential=`; launchd has no such thing).
+    pub(crate) credentials: Vec<(String, String)>,
 }

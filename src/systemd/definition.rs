@@ -60,4 +60,8 @@ impl SettingsFile for DropIn {
     fn directives(&mut self) -> &mut BTreeMap<Directive, u64> {
         &mut self.directives
     }
+
+    fn credentials(&mut self) -> Option<&mut BTreeMap<String, String>> {
+        Some(&mut self.credentials)
+    }
 }

@@ -53,6 +53,26 @@ pub fn reserved_env(name: &str) -> Option<&'static str> {
     None
 }
 
+/// Why `path` cannot be a credential's source in `LoadCredential=NAME:PATH`, if it cannot.
+/// systemd expands specifiers in the path and strips the line's surrounding whitespace, and
+/// reads a relative path as a credential store name; rather than escape, such paths are
+/// refused, so what is written reads back the same.
+pub fn credential_path(path: &str) -> Option<&'static str> {
+    if !path.starts_with('/') {
+        return Some("it must be an absolute path");
+    }
+    if path.chars().any(|c| c.is_control()) {
+        return Some("it holds a control character");
+    }
+    if path.contains('%') {
+        return Some("systemd would read % as a specifier; use a path without %");
+    }
+    if path.trim() != path {
+        return Some("it starts or ends with whitespace");
+    }
+    None
+}
+
 /// Why our drop-in could not be read back.
 #[derive(Debug, thiserror::Error)]
 pub enum DropInError {
@@ -76,6 +96,9 @@ pub enum DropInError {
 pub struct DropIn {
     pub env: BTreeMap<String, String>,
     pub directives: BTreeMap<Directive, u64>,
+    /// `LoadCredential=NAME:PATH`: the path is checked by [`credential_path`] before it gets
+    /// here, so it is written and read back as it is.
+    pub credentials: BTreeMap<String, String>,
 }
 
 #[derive(Template)]
@@ -83,11 +106,12 @@ pub struct DropIn {
 struct DropInTemplate {
     environment: Vec<String>,
     directives: Vec<(&'static str, u64)>,
+    credentials: Vec<(String, String)>,
 }
 
 impl DropIn {
     pub(crate) fn is_empty(&self) -> bool {
-        self.env.is_empty() && self.directives.is_empty()
+        self.env.is_empty() && self.directives.is_empty() && self.credentials.is_empty()
     }
 
     pub fn render(&self) -> Result<String, DropInError> {
@@ -102,9 +126,15 @@ impl DropIn {
             .iter()
             .map(|(d, v)| (d.name(), *v))
             .collect();
+        let credentials = self
+            .credentials
+            .iter()
+            .map(|(n, p)| (n.clone(), p.clone()))
+            .collect();
         Ok(DropInTemplate {
             environment,
             directives,
+            credentials,
         }
         .render()?
             + "\n")
@@ -129,6 +159,9 @@ impl DropIn {
                 let (k, v) = escape::parse_env_assignment(value)
                     .map_err(|source| DropInError::Escape { line, source })?;
                 out.env.insert(k, v);
+            } else if key == "LoadCredential" {
+                let (name, path) = value.split_once(':').ok_or_else(unknown)?;
+                out.credentials.insert(name.to_owned(), path.to_owned());
             } else if let Some(d) = Directive::from_name(key) {
                 let secs = value.parse().map_err(|_| DropInError::BadSeconds {
                     line,
@@ -154,9 +187,23 @@ mod tests {
         d.env.insert("HTTPS_PROXY".into(), "http://p:8080".into());
         d.env.insert("WEIRD".into(), r#"50% "$x" \ y"#.into());
         d.directives.insert(Directive::WatchdogSec, 60);
+        d.credentials
+            .insert("DC_TOKEN".into(), "/etc/hermes/dc token:1".into());
         let text = d.render().unwrap();
         assert!(text.contains("\nWatchdogSec=60\n"), "{text}");
+        assert!(
+            text.contains("\nLoadCredential=DC_TOKEN:/etc/hermes/dc token:1\n"),
+            "{text}"
+        );
         assert_eq!(DropIn::parse(&text).unwrap(), d);
+    }
+
+    #[test]
+    fn credential_paths_that_would_not_read_back_are_refused() {
+        assert_eq!(credential_path("/etc/hermes/dc.token"), None);
+        for bad in ["dc.token", "/a/%h/t", "/a/t ", "/a/\nt"] {
+            assert!(credential_path(bad).is_some(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -128,6 +128,10 @@ impl Manager {
         // managers never think the same cgroup is theirs: otherwise stopping one manager's
         // dbus.service or unit kills another's of the same name.
         let cgroup = format!("hsv-{}", d.file_name().unwrap().to_string_lossy());
+        // A service's credentials are mounted in a namespace of its own and moved into
+        // `xdg/credentials/UNIT`, which the manager sees only if that mount is shared: shared
+        // inside this private namespace, so the host is untouched.
+        let xdg = d.join("xdg").display().to_string();
         std::fs::write(
             &inner,
             format!(
@@ -136,6 +140,7 @@ impl Manager {
                    if [ -e \"$h/cgroup.procs\" ]; then mkdir -p \"$h/{cgroup}\" && echo $$ > \"$h/{cgroup}/cgroup.procs\"; fi\n\
                  done\n\
                  mount -t tmpfs tmpfs /run/systemd && mkdir -p /run/systemd/system || exit 97\n\
+                 mount --bind '{xdg}' '{xdg}' && mount --make-shared '{xdg}' || exit 96\n\
                  exec /lib/systemd/systemd --user\n"
             ),
         )

@@ -416,3 +416,23 @@ fn render_target_launchd_prints_the_plist_anywhere() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Type=notify"), "{text}");
 }
+
+#[test]
+fn a_credential_is_refused_under_launchd_and_nothing_is_touched() {
+    let mac = Mac::new();
+    let out = mac.run(&[
+        "install",
+        "--profile",
+        "coder",
+        "--credential",
+        "DC_TOKEN=/etc/hostname",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--credential needs systemd") && stderr.contains(".env"),
+        "{stderr}"
+    );
+    assert!(mac.take_calls().is_empty());
+    assert!(!mac.plist("coder").exists());
+}

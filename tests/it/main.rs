@@ -9,6 +9,7 @@ mod api_openapi;
 mod api_rig;
 mod completions;
 mod crashes_and_races;
+mod credentials;
 mod demo;
 mod doctor;
 mod doctor_catalogue;

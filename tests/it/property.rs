@@ -215,7 +215,7 @@ fn write_case(
     };
     let dropin = DropIn {
         env: case.env.clone(),
-        directives: BTreeMap::new(),
+        ..DropIn::default()
     };
     let (unit_r, dropin_r) = (spec.render(), dropin.render());
     let unit_as_expected = match &unit_r {

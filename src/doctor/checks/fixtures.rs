@@ -80,6 +80,7 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         config_error: None,
         token_hashes: vec![],
         telegram: vec![],
+        secret_vars: vec![],
         lock_holder: None,
         home,
     }
