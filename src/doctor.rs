@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::ansi::{paint, Paint};
 use crate::exit_code;
 use crate::profile::ProfileName;
 use crate::safe_text::visible;
@@ -32,28 +33,17 @@ pub(crate) enum Severity {
 impl Severity {
     /// The word, in the colour a terminal reader scans for (red, yellow, cyan) when `colour`.
     fn label(self, colour: bool) -> String {
-        match (colour, self) {
-            (false, _) => self.to_string(),
-            (true, Severity::Error) => format!("\x1b[1;31m{self}\x1b[0m"),
-            (true, Severity::Warn) => format!("\x1b[33m{self}\x1b[0m"),
-            (true, Severity::Info) => format!("\x1b[36m{self}\x1b[0m"),
-        }
+        let p = match self {
+            Severity::Error => Paint::BoldRed,
+            Severity::Warn => Paint::Yellow,
+            Severity::Info => Paint::Cyan,
+        };
+        paint(&self.to_string(), p, colour)
     }
-}
-
-/// Whether text output should be coloured: stdout is a terminal and `NO_COLOR` (no-color.org)
-/// is unset or empty.
-pub(crate) fn colour_stdout() -> bool {
-    use std::io::IsTerminal;
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 fn bold(text: &str, colour: bool) -> String {
-    if colour {
-        format!("\x1b[1m{text}\x1b[0m")
-    } else {
-        text.to_owned()
-    }
+    paint(text, Paint::Bold, colour)
 }
 
 impl std::fmt::Display for Severity {

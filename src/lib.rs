@@ -1,6 +1,7 @@
 //! hermes-svc: a messaging-bot gateway as a native systemd (or launchd) service, one unit per
 //! profile. See docs/architecture.md for the map of modules.
 
+pub(crate) mod ansi;
 pub mod api;
 pub mod atomic_file;
 pub mod bounded_read;

@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::ansi::{paint, Paint};
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{ComponentState, Delivery, Stale, StateFile};
@@ -199,7 +200,7 @@ impl StatusReport {
     /// A table for people: one line per profile. Every string read from systemd, the state
     /// file or the gateway's `STATUS=` (which quotes platform errors) goes through
     /// [`visible`], so none of them can drive the reader's terminal.
-    pub(crate) fn to_text(&self) -> String {
+    pub(crate) fn to_text(&self, colour: bool) -> String {
         let mut s = String::new();
         if self.units.is_empty() {
             s.push_str(&format!(
@@ -207,7 +208,40 @@ impl StatusReport {
                 self.scope
             ));
         }
-        for u in &self.units {
+        let rows: Vec<[String; 7]> = self
+            .units
+            .iter()
+            .map(|u| {
+                [
+                    u.profile.as_str().to_owned(),
+                    visible(&u.unit).into_owned(),
+                    format!("{}/{}", visible(&u.active_state), visible(&u.sub_state)),
+                    visible(&u.unit_file_state).into_owned(),
+                    u.main_pid.to_string(),
+                    u.n_restarts.to_string(),
+                    visible(&u.result).into_owned(),
+                ]
+            })
+            .collect();
+        let header = [
+            "PROFILE", "UNIT", "STATE", "ENABLED", "PID", "RESTARTS", "RESULT",
+        ];
+        let mut widths = header.map(|h| h.chars().count());
+        for row in &rows {
+            for (w, cell) in widths.iter_mut().zip(row) {
+                *w = (*w).max(cell.chars().count());
+            }
+        }
+        if !rows.is_empty() {
+            let line: Vec<String> = header
+                .iter()
+                .zip(widths)
+                .map(|(h, w)| format!("{h:<w$}"))
+                .collect();
+            s.push_str(&paint(line.join("  ").trim_end(), Paint::Bold, colour));
+            s.push('\n');
+        }
+        for (u, row) in self.units.iter().zip(&rows) {
             let mut flags = vec![];
             if u.edited {
                 flags.push("edited");
@@ -215,22 +249,25 @@ impl StatusReport {
             if u.need_daemon_reload {
                 flags.push("needs daemon-reload");
             }
-            s.push_str(&format!(
-                "{:<16} {:<34} {}/{} ({}) pid={} restarts={} result={}{}\n",
-                u.profile.as_str(),
-                visible(&u.unit),
-                visible(&u.active_state),
-                visible(&u.sub_state),
-                visible(&u.unit_file_state),
-                u.main_pid,
-                u.n_restarts,
-                visible(&u.result),
-                if flags.is_empty() {
-                    String::new()
-                } else {
-                    format!(" [{}]", flags.join(", "))
-                }
-            ));
+            let cells: Vec<String> = row
+                .iter()
+                .zip(widths)
+                .enumerate()
+                .map(|(i, (cell, w))| {
+                    // Padded first, so the escapes do not count toward the width.
+                    let padded = format!("{cell:<w$}");
+                    match (i, state_paint(&u.active_state, &u.result)) {
+                        (2, Some(p)) => paint(&padded, p, colour),
+                        _ => padded,
+                    }
+                })
+                .collect();
+            let mut line = cells.join("  ").trim_end().to_owned();
+            if !flags.is_empty() {
+                line.push_str(&format!("  [{}]", flags.join(", ")));
+            }
+            s.push_str(&line);
+            s.push('\n');
             if !u.status_text.is_empty() {
                 s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
             }
@@ -245,6 +282,18 @@ impl StatusReport {
             s.push_str(&format!("linger: {linger}\n"));
         }
         s
+    }
+}
+
+/// The colour a reader scans for in the STATE column: running is green, failed red, and
+/// anything on its way up or down yellow; a stopped unit stays plain.
+fn state_paint(active_state: &str, result: &str) -> Option<Paint> {
+    match active_state {
+        "active" | "reloading" => Some(Paint::Green),
+        "failed" => Some(Paint::Red),
+        "activating" | "deactivating" => Some(Paint::Yellow),
+        _ if result != "success" && !result.is_empty() => Some(Paint::Red),
+        _ => None,
     }
 }
 
@@ -358,6 +407,58 @@ fn outbox_line(o: &Stats) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    fn row(profile: &str, active: &str, sub: &str, result: &str) -> UnitStatus {
+        UnitStatus {
+            profile: ProfileName::parse(profile).unwrap(),
+            unit: format!("hermes-gateway-{profile}.service"),
+            scope: Scope::User,
+            load_state: "loaded".into(),
+            active_state: active.into(),
+            sub_state: sub.into(),
+            unit_file_state: "enabled".into(),
+            main_pid: 4242,
+            n_restarts: 3,
+            result: result.into(),
+            invocation_id: None,
+            status_text: String::new(),
+            fragment_path: None,
+            drop_in_paths: vec![],
+            provenance: None,
+            edited: active == "failed",
+            need_daemon_reload: false,
+            health: None,
+            health_error: None,
+        }
+    }
+
+    #[test]
+    fn the_table_is_aligned_and_coloured_only_when_asked() {
+        let report = StatusReport {
+            scope: Scope::User,
+            linger: None,
+            units: vec![
+                row("a", "active", "running", "success"),
+                row("a-much-longer-name", "failed", "failed", "exit-code"),
+            ],
+        };
+        let plain = report.to_text(false);
+        let lines: Vec<&str> = plain.lines().collect();
+        assert!(lines[0].starts_with("PROFILE "), "{plain}");
+        assert!(!plain.contains('\x1b'), "{plain}");
+        // Every column starts at the same offset on every line.
+        for col in ["UNIT", "STATE", "ENABLED", "RESULT"] {
+            let at = lines[0].find(col).unwrap();
+            for l in &lines[1..] {
+                assert_eq!(&l[at - 2..at], "  ", "{col} in {l:?}\n{plain}");
+            }
+        }
+        assert!(lines[2].ends_with("exit-code  [edited]"), "{plain}");
+        let coloured = report.to_text(true);
+        assert!(coloured.contains("\x1b[32mactive/running"), "{coloured}");
+        assert!(coloured.contains("\x1b[31mfailed/failed"), "{coloured}");
+        assert!(coloured.contains("\x1b[1mPROFILE"), "{coloured}");
+    }
     use super::*;
 
     fn component(state: &str, fresh: bool) -> ComponentState {

@@ -19,7 +19,7 @@ pub(super) async fn run(args: DoctorArgs) -> Result<u8, CliError> {
         if args.json {
             println!("{}", serde_json::to_string_pretty(&out)?);
         } else {
-            print!("{}", out.to_text(crate::doctor::colour_stdout()));
+            print!("{}", out.to_text(crate::ansi::colour_stdout()));
         }
         for why in &out.failed {
             eprintln!("fix failed: {why}");
@@ -34,7 +34,7 @@ pub(super) async fn run(args: DoctorArgs) -> Result<u8, CliError> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text(crate::doctor::colour_stdout()));
+        print!("{}", report.to_text(crate::ansi::colour_stdout()));
     }
     Ok(report.exit_code())
 }

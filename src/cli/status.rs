@@ -40,7 +40,7 @@ pub(super) async fn run(args: StatusArgs) -> Result<u8, CliError> {
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{}", report.to_text());
+        print!("{}", report.to_text(crate::ansi::colour_stdout()));
     }
     Ok(exit_code::OK)
 }
