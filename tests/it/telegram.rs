@@ -321,3 +321,32 @@ fn a_thousand_updates_under_twenty_faults_are_stored_once_each_in_order() {
     assert!(gw.try_wait().unwrap().is_none(), "{}", rig.log());
     sigterm(&mut gw);
 }
+
+/// A quiet bot with the default 30 s long poll: its first poll is short, so the adapter
+/// reports in (and READY=1 follows) at once rather than after the server's whole wait; then it
+/// long-polls as configured.
+#[test]
+fn a_quiet_bot_reports_in_at_once_and_then_long_polls() {
+    let rig = Rig::new("tgquiet", "");
+    let toml = rig.profile_home().join("gateway.toml");
+    let mut text = fs::read_to_string(&toml).unwrap();
+    text.push_str(&format!(
+        "\n[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"{TOKEN_VAR}\"\n\
+         api-base = \"{}\"\npoll-timeout = \"30s\"\n",
+        rig.mock.http_base()
+    ));
+    fs::write(&toml, text).unwrap();
+    let mut gw = gateway(&rig, "");
+    wait_for(Duration::from_secs(10), "tg connected", || {
+        let s = rig.state()?;
+        s["components"]
+            .as_array()?
+            .iter()
+            .any(|c| c["name"] == "tg" && c["state"] == "connected")
+            .then_some(())
+    });
+    wait_for(Duration::from_secs(10), "a 30 s long poll", || {
+        (rig.mock.telegram_stats().max_timeout_asked == 30).then_some(())
+    });
+    sigterm(&mut gw);
+}

@@ -83,6 +83,15 @@ impl Poller {
         }
     }
 
+    /// The deadline of a full long poll, however short the next one is: how long the
+    /// previous process's last poll may still be held.
+    fn longest_poll(&self) -> Duration {
+        match self {
+            Poller::Telegram(t) => t.longest_poll(),
+            Poller::Weixin(w) => w.deadline(),
+        }
+    }
+
     /// What to add to a conflict's fatal error (Telegram: whether a webhook is set).
     async fn conflict_hint(&mut self) -> String {
         match self {
@@ -200,9 +209,9 @@ async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterE
             Polled::Conflict(why) => {
                 lose(&hb, &mut connected);
                 let since = *conflict_since.get_or_insert_with(Instant::now);
-                // The previous process's last poll lasts at most one deadline; a conflict
-                // that outlives it is another poller.
-                if since.elapsed() > deadline {
+                // The previous process's last poll lasts at most one full deadline; a
+                // conflict that outlives it is another poller.
+                if since.elapsed() > poller.longest_poll() {
                     let hint = poller.conflict_hint().await;
                     let held = since.elapsed().as_secs();
                     return fatal(

@@ -45,6 +45,11 @@ pub(crate) struct Telegram {
     offset: Option<i64>,
     /// The last update of the batch being stored; becomes the offset at commit.
     pending: Option<i64>,
+    /// Whether the last poll was answered. Until one is (at start, and after any failure),
+    /// polls are short (`timeout` 0): Telegram answers at once, so the adapter reports in
+    /// without waiting out a quiet bot's long poll (which would hold `READY=1`, and `start`,
+    /// for 30 s), and a path that works again is known to at once.
+    answered: bool,
 }
 
 /// What the adapter's `[[adapter]]` section says, with its token.
@@ -71,10 +76,26 @@ impl Telegram {
             delete_webhook: config.delete_webhook,
             offset: None,
             pending: None,
+            answered: false,
+        }
+    }
+
+    /// How long the server may hold the next poll.
+    fn timeout(&self) -> Duration {
+        if self.answered {
+            self.poll.timeout
+        } else {
+            Duration::ZERO
         }
     }
 
     pub(super) fn deadline(&self) -> Duration {
+        self.poll.deadline(self.timeout())
+    }
+
+    /// The longest a poll of this adapter lasts: what a previous process's last poll may
+    /// still hold the token for.
+    pub(super) fn longest_poll(&self) -> Duration {
         self.poll.deadline(self.poll.timeout)
     }
 
@@ -84,8 +105,14 @@ impl Telegram {
     }
 
     pub(super) async fn poll(&mut self) -> Polled {
+        let polled = self.ask().await;
+        self.answered = matches!(polled, Polled::Batch(_));
+        polled
+    }
+
+    async fn ask(&mut self) -> Polled {
         let mut body = json!({
-            "timeout": self.poll.timeout.as_secs(),
+            "timeout": self.timeout().as_secs(),
             "allowed_updates": self.allowed_updates,
         });
         if let Some(offset) = self.offset {
