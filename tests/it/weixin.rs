@@ -331,3 +331,41 @@ fn a_long_reply_reaches_weixin_once_across_a_5xx_and_two_crashes() {
     assert!(posts.iter().all(|p| p.target_id == PEER));
     sigterm(&mut gw);
 }
+
+/// A quiet bot whose server holds each poll 30 s: the adapter reports in at once with
+/// `getconfig` (so READY=1 need not wait out the first long poll), then long-polls; and an
+/// ended session is found at start, not after the first poll.
+#[test]
+fn a_quiet_bot_reports_in_at_once_and_an_ended_session_is_found_at_start() {
+    let quiet = MockConfig {
+        weixin: WeixinConfig {
+            longpolling_timeout_ms: 30_000,
+            ..WeixinConfig::default()
+        },
+        ..MockConfig::default()
+    };
+    let rig = Rig::with_mock("wxquiet", "", quiet);
+    let toml = rig.profile_home().join("gateway.toml");
+    let mut text = fs::read_to_string(&toml).unwrap();
+    text.push_str(&format!(
+        "\n[[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{}\"\npoll-grace = \"1s\"\n",
+        rig.mock.http_base()
+    ));
+    fs::write(&toml, text).unwrap();
+    store_login(&rig, &WeixinConfig::default().token);
+    let mut gw = rig.gateway("");
+    wait_for(Duration::from_secs(10), "wx connected", || {
+        (adapter_state(&rig).as_deref() == Some("connected")).then_some(())
+    });
+    wait_for(Duration::from_secs(10), "a long poll held", || {
+        (rig.mock.weixin_stats().polls >= 1).then_some(())
+    });
+    sigterm(&mut gw);
+
+    rig.mock.weixin_expire_session();
+    let mut gw = rig.gateway("");
+    wait_for(Duration::from_secs(10), "needs-login at start", || {
+        (adapter_state(&rig).as_deref() == Some("needs-login")).then_some(())
+    });
+    sigterm(&mut gw);
+}

@@ -52,6 +52,8 @@ pub(crate) struct Weixin {
     /// The cursor that acknowledges the batch being stored.
     pending: Option<String>,
     cursor_file: PathBuf,
+    /// Whether the adapter has reported in since it started ([`Weixin::report_in`]).
+    reported_in: bool,
 }
 
 impl Weixin {
@@ -75,6 +77,7 @@ impl Weixin {
             cursor,
             pending: None,
             cursor_file,
+            reported_in: false,
         }
     }
 
@@ -83,43 +86,73 @@ impl Weixin {
     }
 
     pub(super) async fn poll(&mut self) -> Polled {
-        let body = json!({ "get_updates_buf": self.cursor });
-        let request = match self
+        if self.reported_in {
+            return self.long_poll().await;
+        }
+        let polled = self.report_in().await;
+        self.reported_in = matches!(polled, Polled::Batch(_));
+        polled
+    }
+
+    /// At start only: `getconfig`, which the server answers at once, proves the login and the
+    /// path (or finds an ended session) without waiting out a quiet bot's long poll, which
+    /// would hold `READY=1`, and `start`, for 35 s. Never after a failure: only an answered
+    /// long poll ends an outage, so a server that answers this and hangs every poll still
+    /// reaches `max-outage`.
+    async fn report_in(&mut self) -> Polled {
+        match self.call("getconfig", json!({}), self.poll.grace).await {
+            Ok(_) => Polled::Batch(vec![]),
+            Err(polled) => polled,
+        }
+    }
+
+    /// One iLink call, read as the public client reads every answer: an ended session, the
+    /// frequency limit, any other non-zero code, or the answer's JSON.
+    async fn call(&self, endpoint: &str, body: Value, deadline: Duration) -> Result<Value, Polled> {
+        let request = self
             .account
-            .request(&self.http, "ilink/bot/getupdates", body)
-        {
-            Ok(r) => r,
-            Err(e) => return Polled::NeedsLogin(crate::error_chain::one_line(&e)),
-        };
-        let answer = match exchange(request, self.deadline()).await {
+            .request(&self.http, &format!("ilink/bot/{endpoint}"), body)
+            .map_err(|e| Polled::NeedsLogin(crate::error_chain::one_line(&e)))?;
+        let answer = match exchange(request, deadline).await {
             Exchange::Answer { status: 200, body } => body,
             Exchange::Answer { status, .. } => {
-                return Polled::Failed(format!("getupdates: HTTP {status}"))
+                return Err(Polled::Failed(format!("{endpoint}: HTTP {status}")))
             }
-            Exchange::Dead(e) => return Polled::Dead(e),
-            Exchange::Failed(e) => return Polled::Failed(format!("getupdates: {e}")),
+            Exchange::Dead(e) => return Err(Polled::Dead(e)),
+            Exchange::Failed(e) => return Err(Polled::Failed(format!("{endpoint}: {e}"))),
         };
         let Ok(v) = serde_json::from_slice::<Value>(&answer) else {
-            return Polled::Failed("getupdates answered something that is not JSON".into());
+            return Err(Polled::Failed(format!(
+                "{endpoint} answered something that is not JSON"
+            )));
         };
         if session_expired(&v) {
-            return Polled::NeedsLogin(format!(
-                "getupdates: {}: the Weixin login has expired; run `hermes-svc login weixin` \
+            return Err(Polled::NeedsLogin(format!(
+                "{endpoint}: {}: the Weixin login has expired; run `hermes-svc login weixin` \
                  for this profile and scan the QR code (the adapter picks the new login up by \
                  itself)",
                 said(&v)
-            ));
+            )));
         }
         if rate_limited(&v) {
-            return Polled::Wait(
+            return Err(Polled::Wait(
                 RATE_LIMIT_WAIT,
-                format!("getupdates: {}: the platform's frequency limit", said(&v)),
-            );
+                format!("{endpoint}: {}: the platform's frequency limit", said(&v)),
+            ));
         }
         let code = |k: &str| v[k].as_i64().unwrap_or(0);
         if code("ret") != 0 || code("errcode") != 0 {
-            return Polled::Failed(format!("getupdates: {}", said(&v)));
+            return Err(Polled::Failed(format!("{endpoint}: {}", said(&v))));
         }
+        Ok(v)
+    }
+
+    async fn long_poll(&mut self) -> Polled {
+        let body = json!({ "get_updates_buf": self.cursor });
+        let v = match self.call("getupdates", body, self.deadline()).await {
+            Ok(v) => v,
+            Err(polled) => return polled,
+        };
         if let Some(ms) = v["longpolling_timeout_ms"].as_u64().filter(|ms| *ms > 0) {
             self.server_timeout =
                 Duration::from_millis(ms).clamp(MIN_SERVER_TIMEOUT, MAX_SERVER_TIMEOUT);
