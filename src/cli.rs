@@ -18,6 +18,7 @@ mod gateway;
 mod install;
 mod lifecycle;
 mod login;
+mod progress;
 mod render;
 mod report;
 mod send;

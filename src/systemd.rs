@@ -7,10 +7,12 @@ mod definition;
 pub mod dropin;
 pub mod effects;
 pub mod escape;
+mod job;
 pub mod linger;
 pub mod observed;
 pub mod scope;
 pub mod unit_file;
 
 pub use bus::unit_object_path;
-pub(crate) use bus::{Job, Systemd, SystemdError, UnitProperties};
+pub(crate) use bus::{Systemd, SystemdError, UnitProperties};
+pub(crate) use job::{Job, JobWatch};

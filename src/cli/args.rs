@@ -38,12 +38,12 @@ pub(super) enum Command {
     Set(SetArgs),
     /// Remove environment variables or directives from our drop-in.
     Unset(UnsetArgs),
-    /// Start a profile's unit.
-    Start(UnitArgs),
+    /// Start a profile's unit, and wait for the gateway's READY=1.
+    Start(LifecycleArgs),
     /// Stop a profile's unit.
-    Stop(UnitArgs),
-    /// Restart a profile's unit.
-    Restart(UnitArgs),
+    Stop(LifecycleArgs),
+    /// Restart a profile's unit, and wait for the gateway's READY=1.
+    Restart(LifecycleArgs),
     /// Show every installed profile: unit state, restarts, edits.
     Status(StatusArgs),
     /// Print the unit and drop-in that install would write, with no side effects.
@@ -189,6 +189,8 @@ pub(super) struct InstallArgs {
     /// Print what was done (or would be) as JSON.
     #[arg(long)]
     pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) wait: WaitArgs,
 }
 
 #[derive(Args, Debug)]
@@ -227,8 +229,37 @@ pub(super) struct UnsetArgs {
     pub(super) keys: Vec<String>,
 }
 
-/// The unit a command acts on: `start`, `stop` and `restart` take only this, and the
-/// commands that edit an installed unit start with it.
+/// `start`, `stop` and `restart`: the unit, and how long to wait for the job.
+#[derive(Args, Debug)]
+pub(super) struct LifecycleArgs {
+    #[command(flatten)]
+    pub(super) unit: UnitArgs,
+    #[command(flatten)]
+    pub(super) wait: WaitArgs,
+}
+
+/// How long a command waits for systemd's job (for a start: the gateway's READY=1). On a
+/// terminal the wait shows the gateway's live STATUS= line.
+#[derive(Args, Debug, Clone, Copy)]
+pub(super) struct WaitArgs {
+    /// How long to wait for the job before giving up on it (systemd goes on with it); the
+    /// error then shows the gateway's last STATUS= and the unit's Result.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = humantime::parse_duration)]
+    pub(super) timeout: std::time::Duration,
+}
+
+impl Default for WaitArgs {
+    /// As the flag's default: a command that restarts on its own (`login weixin --restart`)
+    /// waits as `restart` does.
+    fn default() -> Self {
+        Self {
+            timeout: std::time::Duration::from_secs(120),
+        }
+    }
+}
+
+/// The unit a command acts on: the lifecycle commands and the commands that edit an
+/// installed unit start with it.
 #[derive(Args, Debug)]
 pub(super) struct UnitArgs {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]

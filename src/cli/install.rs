@@ -24,7 +24,8 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         args.restart_sec.as_deref(),
     )?;
     let _lock = edit_lock(&spec, args.dry_run).await?;
-    let service = spec.connect(args.dry_run).await?;
+    let mut service = spec.connect(args.dry_run).await?;
+    service.watch_jobs(args.wait.timeout, super::progress::watcher(args.json));
     let observed = service.observe(Siblings::Find).await?;
     let verb = if observed.text.is_none() {
         "installed"

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use super::args::{UnitArgs, WeixinLoginArgs};
+use super::args::{LifecycleArgs, UnitArgs, WaitArgs, WeixinLoginArgs};
 use super::error::{usage, CliError};
 use super::validate::resolve_profile;
 use crate::config::{self, Protocol};
@@ -69,11 +69,14 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
         login_file.display()
     );
     if args.restart {
-        let unit = UnitArgs {
-            profile: args.profile.clone(),
-            scope: args.scope.clone(),
+        let restart = LifecycleArgs {
+            unit: UnitArgs {
+                profile: args.profile.clone(),
+                scope: args.scope.clone(),
+            },
+            wait: WaitArgs::default(),
         };
-        rt.block_on(super::lifecycle::run(unit, Job::Restart))?;
+        rt.block_on(super::lifecycle::run(restart, Job::Restart))?;
     } else {
         println!(
             "A running gateway that waits for this login picks it up within seconds. \

@@ -207,6 +207,18 @@ impl Service {
         }
     }
 
+    /// Wait at most `timeout` for each manager job, showing `watch` the gateway's `STATUS=`
+    /// meanwhile (systemd only: launchctl's calls return at once).
+    pub(super) fn watch_jobs(
+        &mut self,
+        timeout: std::time::Duration,
+        watch: Option<Box<dyn crate::systemd::JobWatch>>,
+    ) {
+        if let Service::Systemd { bus: Some(bus), .. } = self {
+            bus.watch_jobs(timeout, watch);
+        }
+    }
+
     /// `start`, `stop` or `restart` the profile's job, and return its name. Under launchd, stop
     /// is `bootout` (KeepAlive would start a stopped process again), and restart of a job that
     /// is not loaded starts it, as `systemctl restart` starts a stopped unit.

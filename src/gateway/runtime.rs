@@ -286,8 +286,12 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     // READY=1 once every component has reported in: connected, retrying or failed. A stop
     // requested meanwhile is honoured at once.
     let ready_deadline = ready_deadline.min(Instant::now() + Duration::from_secs(60));
+    // Meanwhile STATUS= says what the start waits for, for `start` (and `systemctl status`)
+    // to show; twice a second at most, and only when it changed.
+    let (mut told, mut next_status) = (String::new(), Instant::now());
     let early_stop = loop {
-        let starting = registry.snapshot().components.iter().any(|c| {
+        let snapshot = registry.snapshot();
+        let starting = snapshot.components.iter().any(|c| {
             c.kind.is_adapter()
                 && matches!(
                     c.state,
@@ -296,6 +300,14 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         });
         if !starting || Instant::now() >= ready_deadline {
             break None;
+        }
+        if Instant::now() >= next_status {
+            let summary = format!("starting: {}", snapshot.summary());
+            if summary != told {
+                send(&notify::status_line(&summary));
+                told = summary;
+            }
+            next_status = Instant::now() + Duration::from_millis(500);
         }
         tokio::select! {
             _ = sigterm.recv() => break Some("SIGTERM"),

@@ -10,15 +10,13 @@ use futures_util::StreamExt;
 use zbus::{Connection, DeserializeDict, OwnedObjectPath, OwnedVariant, Type};
 use zbus_systemd::systemd1::ManagerProxy;
 
+use crate::systemd::job::{Job, JobEnd, JobWatch, JOB_TIMEOUT, WATCH_EVERY};
 use crate::systemd::scope::Scope;
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
 const UNIT_IFACE: &str = "org.freedesktop.systemd1.Unit";
 const SERVICE_IFACE: &str = "org.freedesktop.systemd1.Service";
-
-/// How long to wait for a start, stop or restart job before giving up on it.
-const JOB_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Why talking to systemd failed, phrased for the person who has to act on it.
 #[derive(Debug, thiserror::Error)]
@@ -41,18 +39,21 @@ pub(crate) enum SystemdError {
     NoManager { scope: Scope, message: String },
     #[error("unit {unit} does not exist")]
     NoSuchUnit { unit: String },
-    #[error("{action} {unit} failed: job result {result:?} (see `systemctl{flag} status {unit}`)")]
+    #[error("{action} {unit} failed: job result {result:?} (see `systemctl{flag} status {unit}`){}", seen.describe())]
     JobFailed {
         action: &'static str,
         unit: String,
         result: String,
         flag: &'static str,
+        seen: Box<JobEnd>,
     },
-    #[error("{action} {unit} did not finish within {secs} s")]
+    #[error("{action} {unit} did not finish within {secs} s; systemd goes on with it (see `systemctl{flag} status {unit}`){}", seen.describe())]
     JobTimeout {
         action: &'static str,
         unit: String,
         secs: u64,
+        flag: &'static str,
+        seen: Box<JobEnd>,
     },
     #[error("failed to {action}")]
     Call {
@@ -95,25 +96,6 @@ pub(crate) struct UnitProperties {
     pub(crate) exec_start: Option<Vec<ExecCommand>>,
 }
 
-/// A job the manager runs on a unit, waited for until it is done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Job {
-    Start,
-    Stop,
-    Restart,
-}
-
-impl Job {
-    /// The verb as `systemctl` and our commands name it.
-    pub(crate) fn verb(self) -> &'static str {
-        match self {
-            Job::Start => "start",
-            Job::Stop => "stop",
-            Job::Restart => "restart",
-        }
-    }
-}
-
 /// One `ExecStart=` entry as systemd reports it: `(path, argv, ignore-failure, times..., pid,
 /// code, status)`.
 pub(crate) type ExecCommand = (String, Vec<String>, bool, u64, u64, u64, u64, u32, i32, i32);
@@ -148,6 +130,10 @@ pub(crate) struct Systemd {
     manager: ManagerProxy<'static>,
     /// systemd emits job signals only to subscribed clients, and refuses a second Subscribe.
     subscribed: tokio::sync::OnceCell<()>,
+    /// How long `run_job` waits for a job.
+    job_timeout: Duration,
+    /// Told the unit's `STATUS=` line while a job runs (see [`Systemd::watch_jobs`]).
+    watch: Option<Box<dyn JobWatch>>,
 }
 
 /// The D-Bus error name and message of an error reply. zbus turns the standard
@@ -217,6 +203,8 @@ impl Systemd {
             conn,
             manager,
             subscribed: tokio::sync::OnceCell::new(),
+            job_timeout: JOB_TIMEOUT,
+            watch: None,
         };
         // A cheap call that proves a manager answers, so later errors are about units.
         if let Err(e) = this.manager.version().await {
@@ -305,6 +293,27 @@ impl Systemd {
             .map_err(|e| self.call_error(format!("reset-failed {unit}"), unit, e))
     }
 
+    /// Report the unit's `STATUS=` line to `watch` while a job runs, and wait at most
+    /// `timeout` for one: what `start` shows a person on a terminal.
+    pub(crate) fn watch_jobs(&mut self, timeout: Duration, watch: Option<Box<dyn JobWatch>>) {
+        self.job_timeout = timeout;
+        self.watch = watch;
+    }
+
+    /// The unit's `StatusText` and `Result`, as a failed or late job leaves them.
+    async fn job_end(&self, unit: &str) -> Box<JobEnd> {
+        let path = unit_object_path(unit);
+        let path = path.as_str();
+        let text = |name| async move {
+            self.service_property(path, name)
+                .await
+                .and_then(|v| String::try_from(v).ok())
+                .filter(|s| !s.is_empty())
+        };
+        let (status, result) = tokio::join!(text("StatusText"), text("Result"));
+        Box::new(JobEnd { status, result })
+    }
+
     /// Queue a job and wait for its `JobRemoved` signal, so that "started" means the gateway
     /// sent `READY=1`, not merely that systemd accepted the request.
     pub(crate) async fn run_job(&self, job: Job, unit: &str) -> Result<(), SystemdError> {
@@ -322,22 +331,48 @@ impl Systemd {
             Job::Restart => self.manager.restart_unit(name, mode).await,
         }
         .map_err(err)?;
+        let path = unit_object_path(unit);
+        let mut last_status: Option<String> = None;
         let wait = async {
-            while let Some(signal) = removed.next().await {
-                let Ok(args) = signal.args() else { continue };
-                if *args.job == *job {
-                    return Some(args.result);
+            let mut tick = tokio::time::interval(WATCH_EVERY);
+            loop {
+                tokio::select! {
+                    signal = removed.next() => {
+                        let signal = signal?;
+                        let Ok(args) = signal.args() else { continue };
+                        if *args.job == *job {
+                            return Some(args.result.to_string());
+                        }
+                    }
+                    _ = tick.tick(), if self.watch.is_some() => {
+                        let status = self
+                            .service_property(&path, "StatusText")
+                            .await
+                            .and_then(|v| String::try_from(v).ok())
+                            .unwrap_or_default();
+                        if last_status.as_deref() != Some(status.as_str()) {
+                            if let Some(watch) = &self.watch {
+                                watch.status(unit, &status);
+                            }
+                            last_status = Some(status);
+                        }
+                    }
                 }
             }
-            None
         };
-        match tokio::time::timeout(JOB_TIMEOUT, wait).await {
+        let waited = tokio::time::timeout(self.job_timeout, wait).await;
+        if let Some(watch) = &self.watch {
+            watch.over();
+        }
+        let flag = self.scope.systemctl_flag();
+        match waited {
             Ok(Some(result)) if result == "done" => Ok(()),
             Ok(Some(result)) => Err(SystemdError::JobFailed {
                 action,
                 unit: unit.to_owned(),
                 result,
-                flag: self.scope.systemctl_flag(),
+                flag,
+                seen: self.job_end(unit).await,
             }),
             Ok(None) => Err(SystemdError::Call {
                 action: format!("{action} {unit}"),
@@ -346,7 +381,9 @@ impl Systemd {
             Err(_) => Err(SystemdError::JobTimeout {
                 action,
                 unit: unit.to_owned(),
-                secs: JOB_TIMEOUT.as_secs(),
+                secs: self.job_timeout.as_secs(),
+                flag,
+                seen: self.job_end(unit).await,
             }),
         }
     }

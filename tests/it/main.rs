@@ -40,6 +40,7 @@ mod profile_builder;
 mod property;
 mod property_toml;
 mod sandbox;
+mod start_progress;
 mod status_table;
 mod telegram;
 mod token_lock;
