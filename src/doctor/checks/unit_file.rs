@@ -38,9 +38,14 @@ pub(super) const WATCHDOG: Check = Check {
 fn watchdog(s: &Snapshot) -> Vec<Finding> {
     misdefined(s, WATCHDOG.id, |u| {
         let ty = u.props.service_type.as_deref()?;
-        let wd = u.props.watchdog_usec.unwrap_or(0);
-        (ty != "notify" || wd == 0).then(|| {
-            format!("Type={ty} with WatchdogSec={}s, so systemd cannot tell a wedged gateway from a healthy one.", wd / 1_000_000)
+        // systemd reports an unset watchdog as infinity, and both it and 0 mean none.
+        let wd = match u.props.watchdog_usec.unwrap_or(0) {
+            0 | u64::MAX => None,
+            usec => Some(usec),
+        };
+        (ty != "notify" || wd.is_none()).then(|| {
+            let wd = wd.map_or("off".to_owned(), |usec| format!("{}s", usec / 1_000_000));
+            format!("Type={ty} with WatchdogSec={wd}, so systemd cannot tell a wedged gateway from a healthy one.")
         })
     })
 }
@@ -175,6 +180,12 @@ mod tests {
             ids(&watchdog(&snap(vec![u], vec![]))),
             [("HSV005", Severity::Warn)]
         );
+        // No WatchdogSec at all: systemd says infinity.
+        let mut u = ours("a");
+        u.props.watchdog_usec = Some(u64::MAX);
+        let f = watchdog(&snap(vec![u], vec![]));
+        assert_eq!(ids(&f), [("HSV005", Severity::Warn)]);
+        assert!(f[0].message.contains("WatchdogSec=off"), "{}", f[0].message);
         let mut u = ours("a");
         u.props.service_type = Some("simple".into());
         assert_eq!(watchdog(&snap(vec![u], vec![])).len(), 1);
