@@ -159,36 +159,27 @@ pub(crate) async fn gather(
     only: Option<&ProfileName>,
     linger: Option<Linger>,
 ) -> Result<StatusReport, SystemdError> {
-    let pattern = format!("{UNIT_PREFIX}*{UNIT_SUFFIX}");
-    // Our unit files live in one directory, so list it rather than ask the manager to scan
-    // every unit search path (ListUnitFilesByPatterns costs more than all the rest together).
-    let mut names = systemd.list_units(&[pattern.as_str()]).await?;
-    if let Some(dir) = systemd.scope().unit_dir() {
-        if let Ok(entries) = std::fs::read_dir(dir) {
-            names.extend(entries.filter_map(|e| e.ok()?.file_name().into_string().ok()));
-        }
-    }
-    names.sort();
-    names.dedup();
-    let mut units: Vec<(ProfileName, String)> = names
-        .into_iter()
-        .filter_map(|n| profile_of_unit(&n).map(|p| (p, n)))
-        .filter(|(p, _)| only.is_none_or(|o| o == p))
-        .collect();
-    units.sort();
-    let unit_names: Vec<String> = units.iter().map(|(_, n)| n.clone()).collect();
-    let props = systemd.properties_many(&unit_names).await;
-    let mut out = vec![];
-    for ((profile, unit), props) in units.into_iter().zip(props) {
+    let pattern = match only {
+        Some(p) => format!("{UNIT_PREFIX}{p}{UNIT_SUFFIX}"),
+        None => format!("{UNIT_PREFIX}*{UNIT_SUFFIX}"),
+    };
+    let mut units: Vec<(ProfileName, String, UnitProperties)> = vec![];
+    for (unit, props) in systemd.describe(&[pattern.as_str()]).await? {
+        let Some(profile) = profile_of_unit(&unit).filter(|p| only.is_none_or(|o| o == p)) else {
+            continue;
+        };
         match props {
-            Ok(p) if p.load_state.as_deref() != Some("not-found") => {
-                out.push(unit_status(profile, unit, systemd.scope(), p))
-            }
+            Ok(p) if p.load_state.as_deref() != Some("not-found") => units.push((profile, unit, p)),
             // Uninstalled between listing and reading: not installed any more.
             Ok(_) | Err(SystemdError::NoSuchUnit { .. }) => {}
             Err(e) => return Err(e),
         }
     }
+    units.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    let out = units
+        .into_iter()
+        .map(|(profile, unit, p)| unit_status(profile, unit, systemd.scope(), p))
+        .collect();
     Ok(StatusReport {
         scope: systemd.scope(),
         linger,

@@ -12,6 +12,8 @@ pub mod linger;
 pub mod observed;
 pub mod scope;
 pub mod unit_file;
+mod unit_on_disk;
+mod unit_syntax;
 
 pub use bus::unit_object_path;
 pub(crate) use bus::{Systemd, SystemdError, UnitProperties};

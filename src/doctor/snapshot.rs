@@ -236,26 +236,17 @@ pub(crate) fn profiles_in(
     out
 }
 
-/// Every gateway unit one manager knows of, loaded or merely installed, with properties
-/// fetched concurrently on one connection; and the units it listed but would not describe.
+/// Every gateway unit one manager knows of, loaded or merely installed (read from its files,
+/// see [`Systemd::describe`]); and the units it listed but would not describe.
 async fn units_of(
     scope: Scope,
     default_home: Option<&Path>,
 ) -> Result<(Vec<UnitSnap>, Vec<BusProblem>), SystemdError> {
     let systemd = Systemd::connect(scope).await?;
-    let (loaded, files) = tokio::join!(
-        systemd.list_units(&GATEWAY_UNIT_PATTERNS),
-        systemd.unit_files(&GATEWAY_UNIT_PATTERNS)
-    );
-    let mut names = loaded?;
-    names.extend(files?);
-    names.sort();
-    names.dedup();
-    crate::test_hook::pause("doctor-listed");
-    let props = systemd.properties_many(&names).await;
+    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS).await?;
     let (mut out, mut unreadable) = (vec![], vec![]);
     let mut seen = BTreeSet::new();
-    for (name, props) in names.into_iter().zip(props) {
+    for (name, props) in described {
         let props = match props {
             // A unit that vanished between listing and reading has nothing left to diagnose.
             Err(SystemdError::NoSuchUnit { .. }) => continue,

@@ -4,6 +4,7 @@
 //! concurrently on it, so `status` over twenty profiles costs one connection and one round-trip
 //! time rather than twenty `systemctl` processes.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -12,6 +13,7 @@ use zbus_systemd::systemd1::ManagerProxy;
 
 use crate::systemd::job::{Job, JobEnd, JobWatch, JOB_TIMEOUT, WATCH_EVERY};
 use crate::systemd::scope::Scope;
+use crate::systemd::unit_on_disk::{self, SearchPath};
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
@@ -388,69 +390,115 @@ impl Systemd {
         }
     }
 
-    /// Units currently loaded in the manager whose names match any of `patterns`.
-    pub(crate) async fn list_units(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
+    /// Units currently loaded in the manager whose names match any of `patterns`, with their
+    /// `ActiveState`.
+    pub(crate) async fn list_units(
+        &self,
+        patterns: &[&str],
+    ) -> Result<Vec<(String, String)>, SystemdError> {
         let patterns = patterns.iter().map(|p| p.to_string()).collect();
         let units = self
             .manager
             .list_units_by_patterns(vec![], patterns)
             .await
             .map_err(|e| self.call_error("list units", "", e))?;
-        Ok(units.into_iter().map(|u| u.0).collect())
+        Ok(units.into_iter().map(|u| (u.0, u.3)).collect())
     }
 
-    /// Names of unit files on the manager's search path that match any of `patterns`, leaving
-    /// out templates (`name@.service`): a template is no unit of its own, and its running
-    /// instances are in `list_units`.
+    /// The manager's unit search path, each directory listed once.
     ///
-    /// The manager's `UnitPath` is read over the bus and its directories are listed here:
-    /// `ListUnitFilesByPatterns` would find the same files, but it works out each file's
-    /// enablement by reading every `.wants/` directory, which with 100 enabled units blocks
-    /// the (single-threaded) manager for about 50 ms.
-    pub(crate) async fn unit_files(&self, patterns: &[&str]) -> Result<Vec<String>, SystemdError> {
+    /// Read over the bus and listed here, rather than asked with `ListUnitFilesByPatterns`,
+    /// which works out each file's enablement by reading every `.wants/` directory and with
+    /// 100 enabled units blocks the (single-threaded) manager for about 50 ms.
+    pub(crate) async fn search_path(&self) -> Result<SearchPath, SystemdError> {
         let dirs = self
             .manager
             .unit_path()
             .await
             .map_err(|e| self.call_error("read the unit search path", "", e))?;
-        let mut names: Vec<String> = dirs
-            .iter()
-            .filter_map(|d| std::fs::read_dir(d).ok())
-            .flatten()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| patterns.iter().any(|p| glob_matches(p, n)) && !n.contains("@."))
-            .collect();
-        names.sort();
-        names.dedup();
-        Ok(names)
+        Ok(SearchPath::read(dirs))
     }
 
-    /// The unit's properties: one `GetAll` for the Unit interface, plus a `Get` for each
-    /// Service property we use, all in flight at once.
+    /// Every unit matching `patterns` that the manager has loaded or that has a file on its
+    /// search path, each with its properties or why they could not be read.
     ///
-    /// Measured against the alternatives on 100 units (docs/benchmarks.md): `GetAll` on the
-    /// Service interface makes systemd read every cgroup accounting file of a running unit, and
-    /// `GetAll` over all interfaces (what `systemctl show` does) ships hundreds of properties;
-    /// both cost more than these nine small replies once units run.
+    /// A loaded unit is described by the manager. A unit the manager has not loaded is read
+    /// from its files (`unit_on_disk`), because asking the manager would make it load the
+    /// unit, which costs milliseconds a unit, only to drop it again; where the files say
+    /// something that reader cannot reproduce, the manager is asked about that unit after all.
+    pub(crate) async fn describe(
+        &self,
+        patterns: &[&str],
+    ) -> Result<Vec<(String, Result<UnitProperties, SystemdError>)>, SystemdError> {
+        let (loaded, search) = tokio::join!(self.list_units(patterns), self.search_path());
+        let (loaded, search) = (loaded?, search?);
+        let mut names: BTreeMap<String, Option<String>> = search
+            .unit_names(patterns)
+            .into_iter()
+            .map(|n| (n, None))
+            .collect();
+        names.extend(loaded.into_iter().map(|(n, state)| (n, Some(state))));
+        crate::test_hook::pause("units-listed");
+        let manager = unit_on_disk::manager_specifiers(self.scope);
+        let read = names.iter().map(|(name, state)| {
+            let on_disk = match state {
+                Some(_) => None,
+                None => unit_on_disk::read(&search, &manager, name).ok(),
+            };
+            async move {
+                let props = match (on_disk, state) {
+                    (Some(p), _) => Ok(p),
+                    (None, Some(state)) => {
+                        self.properties_as(name, !matches!(state.as_str(), "inactive" | "failed"))
+                            .await
+                    }
+                    (None, None) => self.properties(name).await,
+                };
+                (name.clone(), props)
+            }
+        });
+        Ok(futures_util::future::join_all(read).await)
+    }
+
+    /// The unit's properties, read as for a running unit (see [`Systemd::properties_as`]).
     pub(crate) async fn properties(&self, unit: &str) -> Result<UnitProperties, SystemdError> {
+        self.properties_as(unit, true).await
+    }
+
+    /// The unit's properties: one `GetAll` for the Unit interface, and the Service properties
+    /// we use.
+    ///
+    /// For a unit that may run, each Service property is a `Get`, all in flight at once:
+    /// `GetAll` on the Service interface makes systemd read every cgroup accounting file of a
+    /// running unit, and `GetAll` over all interfaces (what `systemctl show` does) ships
+    /// hundreds of properties; both cost more than these nine small replies once units run
+    /// (docs/benchmarks.md). A unit that is inactive or failed has no cgroup to read, so there
+    /// one `GetAll` over every interface does instead of ten calls.
+    pub(crate) async fn properties_as(
+        &self,
+        unit: &str,
+        may_run: bool,
+    ) -> Result<UnitProperties, SystemdError> {
         let path = unit_object_path(unit);
         let err = |e| self.call_error(format!("read properties of {unit}"), unit, e);
-        let all = async {
-            let reply = self
-                .conn
-                .call_method(
-                    Some(SYSTEMD),
-                    path.as_str(),
-                    Some(PROPERTIES),
-                    "GetAll",
-                    &(UNIT_IFACE,),
-                )
-                .await?;
-            reply.body().deserialize::<UnitProperties>()
+        let get_all = |iface: &'static str| {
+            let path = path.as_str();
+            async move {
+                let reply = self
+                    .conn
+                    .call_method(Some(SYSTEMD), path, Some(PROPERTIES), "GetAll", &(iface,))
+                    .await?;
+                reply.body().deserialize::<UnitProperties>()
+            }
         };
+        if !may_run {
+            // Every interface in one reply: for a unit with no cgroup, the one message costs
+            // systemd less than the ten (docs/benchmarks.md).
+            return get_all("").await.map_err(err);
+        }
         let get = |name: &'static str| self.service_property(&path, name);
         let (all, main_pid, n_restarts, result, status_text, environment) = tokio::join!(
-            all,
+            get_all(UNIT_IFACE),
             get("MainPID"),
             get("NRestarts"),
             get("Result"),
@@ -492,29 +540,6 @@ impl Systemd {
             .ok()?;
         reply.body().deserialize::<OwnedVariant>().ok()
     }
-
-    /// Properties of many units, with all requests in flight at once on the one connection.
-    pub(crate) async fn properties_many(
-        &self,
-        units: &[String],
-    ) -> Vec<Result<UnitProperties, SystemdError>> {
-        futures_util::future::join_all(units.iter().map(|u| self.properties(u))).await
-    }
-}
-
-/// Shell-style matching with `*` as the only wildcard, which is all unit patterns here use.
-fn glob_matches(pattern: &str, name: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == name,
-        Some((head, rest)) => {
-            let Some(tail) = name.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len())
-                .filter(|&i| tail.is_char_boundary(i))
-                .any(|i| glob_matches(rest, &tail[i..]))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -532,19 +557,6 @@ mod tests {
             ))
         );
         assert_eq!(error_reply(&zbus::Error::InvalidReply), None);
-    }
-
-    #[test]
-    fn globs_match_like_unit_patterns() {
-        let p = "hermes-gateway*.service";
-        assert!(glob_matches(p, "hermes-gateway.service"));
-        assert!(glob_matches(p, "hermes-gateway-coder.service"));
-        assert!(!glob_matches(p, "hermes-gateway-coder.service.d"));
-        assert!(!glob_matches(p, "hermes.service"));
-        assert!(glob_matches("hermes.service", "hermes.service"));
-        assert!(glob_matches("*", ""));
-        assert!(glob_matches("a*b*c", "aXbYbc"));
-        assert!(!glob_matches("a*b*c", "aXbY"));
     }
 
     #[test]

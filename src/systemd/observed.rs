@@ -139,17 +139,12 @@ async fn foreign_units(
     profile: &Profile,
     ours: &str,
 ) -> Result<Vec<ForeignUnit>, ObserveError> {
-    let mut names: Vec<String> = systemd.list_units(&GATEWAY_UNIT_PATTERNS).await?;
-    names.extend(systemd.unit_files(&GATEWAY_UNIT_PATTERNS).await?);
-    names.sort();
-    names.dedup();
-    names.retain(|n| n != ours);
+    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS).await?;
     let sticky = sticky_profile(profile.hermes_home());
     let default_home =
         crate::profile::default_hermes_home().unwrap_or_else(|_| profile.hermes_home().to_owned());
-    let props = systemd.properties_many(&names).await;
     let mut out = vec![];
-    for (name, props) in names.into_iter().zip(props) {
+    for (name, props) in described.into_iter().filter(|(n, _)| n != ours) {
         // A unit that vanished between listing and reading is simply not a conflict.
         let Ok(props) = props else { continue };
         // Nor is an alias of ours (`hermes.service` linked to it): stopping that would stop us.

@@ -106,7 +106,7 @@ fn a_unit_that_vanishes_mid_run_is_skipped_and_the_rest_checked() {
     std::fs::write(&keep, text).unwrap();
     assert!(m.systemctl(&["daemon-reload"]).status.success());
 
-    let fifo = m.dir.path().join("doctor-listed");
+    let fifo = m.dir.path().join("units-listed");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
     let child = m
         .command(BIN)
@@ -114,7 +114,7 @@ fn a_unit_that_vanishes_mid_run_is_skipped_and_the_rest_checked() {
         .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/dr-bus")
         .env(
             "HERMES_TEST_FAULT",
-            format!("pause:doctor-listed:{}", fifo.display()),
+            format!("pause:units-listed:{}", fifo.display()),
         )
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

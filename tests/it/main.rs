@@ -46,5 +46,6 @@ mod telegram;
 mod token_lock;
 mod unit_props;
 mod units;
+mod unloaded;
 mod weixin;
 mod weixin_systemd;

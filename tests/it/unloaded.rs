@@ -1,0 +1,139 @@
+//! Units the manager has not loaded (disabled or stopped profiles, legacy units nobody
+//! enabled) are read from their files, not by making the manager load them. A unit's files
+//! are the whole truth about it then, so doctor and status must say exactly what they say
+//! once the manager holds the same units loaded: each unit-definition check (HSV001-HSV005,
+//! HSV009, HSV014, HSV021) is rebuilt here with every unit unloaded, then again loaded, and
+//! the two reports must be equal to the letter. Profile names start with `unl`.
+
+use std::time::Duration;
+
+use crate::doctor::{doctor, findings};
+use crate::harness::{stdout, unit, wait_for, Manager, BIN};
+
+const UNITS: [&str; 3] = [
+    "hermes-gateway-unl.service",
+    "hermes-gateway.service",
+    "hermes.service",
+];
+
+/// The gateway units the manager holds loaded right now, by `ListUnitsByPatterns`.
+fn loaded(m: &Manager) -> Vec<String> {
+    let out = m.systemctl(&[
+        "list-units",
+        "--all",
+        "--plain",
+        "--no-legend",
+        "hermes*.service",
+    ]);
+    let mut names: Vec<String> = stdout(&out)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect();
+    names.sort();
+    names
+}
+
+fn sorted(mut v: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    v.sort_by_key(|f| f.to_string());
+    v
+}
+
+#[test]
+fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it() {
+    let m = Manager::boot();
+    let home = m.profile_home("unl");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("gateway.toml"),
+        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"UNL_TOKEN\"\n",
+    )
+    .unwrap();
+    m.hermes_ok(&["install", "--profile", "unl", "--no-start"]);
+    // HSV021: a secret in our drop-in's Environment=.
+    m.hermes_ok(&[
+        "set",
+        "--profile",
+        "unl",
+        "--no-restart",
+        "UNL_TOKEN=unl-secret-value-1234",
+    ]);
+    let dir = m.unit_dir();
+    // HSV004 and HSV005 through a person's drop-in, and HSV009: the unit edited by hand.
+    let ours = dir.join(unit("unl"));
+    std::fs::create_dir_all(dir.join("hermes-gateway-unl.service.d")).unwrap();
+    std::fs::write(
+        dir.join("hermes-gateway-unl.service.d/override.conf"),
+        "[Service]\nRestart=on-failure\nWatchdogSec=\n",
+    )
+    .unwrap();
+    let mut text = std::fs::read_to_string(&ours).unwrap();
+    text.push_str("# tuned by hand\n");
+    std::fs::write(&ours, text).unwrap();
+    // HSV001: an older tool's unit serving the same profile, written with continuation lines,
+    // quotes and a specifier for the home.
+    std::fs::write(
+        dir.join("hermes-gateway.service"),
+        format!(
+            "[Unit]\nDescription=old gateway\n\n[Service]\nExecStart=\"{BIN}\" gateway \\\n    run \"--profile\" 'unl'\nEnvironment=\"HERMES_HOME=%h/.hermes\" OTHER=1\nRestart=always\n\n[Install]\nWantedBy=default.target\n"
+        ),
+    )
+    .unwrap();
+    // HSV002, HSV003 and HSV014: --replace, no --profile, and a program that is not there.
+    std::fs::write(
+        dir.join("hermes.service"),
+        "[Service]\nType=simple\nExecStart=/opt/old-hermes/bin/hermes gateway run --replace\n",
+    )
+    .unwrap();
+    // Nothing enables them, so after a reload the manager holds none of them.
+    assert!(m.systemctl(&["disable", &unit("unl")]).status.success());
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    wait_for(
+        Duration::from_secs(10),
+        "the manager to drop the units",
+        || loaded(&m).is_empty().then_some(()),
+    );
+
+    let unloaded = sorted(findings(&doctor(&m, &["--json"])));
+    let status_unloaded = m.hermes_ok(&["status", "--json"]);
+    assert_eq!(loaded(&m), Vec::<String>::new(), "doctor loaded units");
+    let ids: std::collections::BTreeSet<&str> =
+        unloaded.iter().filter_map(|f| f["id"].as_str()).collect();
+    for id in [
+        "HSV001", "HSV002", "HSV003", "HSV004", "HSV005", "HSV009", "HSV014", "HSV021",
+    ] {
+        assert!(
+            ids.contains(id),
+            "{id} missing with the units unloaded: {unloaded:#?}"
+        );
+    }
+    assert!(
+        !unloaded
+            .iter()
+            .any(|f| f.to_string().contains("unl-secret-value")),
+        "{unloaded:#?}"
+    );
+
+    // A target that orders itself before the three makes the manager load and keep them,
+    // without starting any.
+    std::fs::write(
+        dir.join("hsv-holder.target"),
+        format!("[Unit]\nBefore={}\n", UNITS.join(" ")),
+    )
+    .unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    assert!(m
+        .systemctl(&["start", "hsv-holder.target"])
+        .status
+        .success());
+    let mut want: Vec<String> = UNITS.iter().map(|u| u.to_string()).collect();
+    want.sort();
+    assert_eq!(loaded(&m), want);
+    let held = sorted(findings(&doctor(&m, &["--json"])));
+    assert_eq!(
+        serde_json::to_string_pretty(&unloaded).unwrap(),
+        serde_json::to_string_pretty(&held).unwrap(),
+        "doctor differs between unloaded (left) and loaded (right)"
+    );
+    let status_held = m.hermes_ok(&["status", "--json"]);
+    assert_eq!(status_unloaded, status_held);
+}
