@@ -137,3 +137,49 @@ fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it
     let status_held = m.hermes_ok(&["status", "--json"]);
     assert_eq!(status_unloaded, status_held);
 }
+
+/// `doctor --fix` migrates an older tool's unit the manager never loaded (nobody enabled it)
+/// as it migrates a loaded one: moved aside, and the duplicate gone.
+#[test]
+fn doctor_fix_migrates_a_legacy_unit_the_manager_never_loaded() {
+    let m = Manager::boot();
+    m.hermes_ok(&["install", "--profile", "unlfix", "--no-start"]);
+    let legacy = m.unit_dir().join("hermes-gateway.service");
+    std::fs::write(
+        &legacy,
+        format!("[Service]\nExecStart={BIN} gateway run --profile=unlfix --replace\n"),
+    )
+    .unwrap();
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    wait_for(
+        Duration::from_secs(10),
+        "the manager to drop the legacy unit",
+        || (!loaded(&m).contains(&"hermes-gateway.service".to_owned())).then_some(()),
+    );
+    let before = findings(&doctor(&m, &["--json"]));
+    for id in ["HSV001", "HSV002"] {
+        assert!(
+            before
+                .iter()
+                .any(|f| f["id"] == id && f.to_string().contains("hermes-gateway.service")),
+            "{id}: {before:#?}"
+        );
+    }
+    let out = doctor(&m, &["--fix", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert!(
+        v["fixed"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|f| f["subject"] == "hermes-gateway.service"),
+        "{v:#}"
+    );
+    assert!(!legacy.exists());
+    assert!(std::fs::read_dir(m.unit_dir()).unwrap().flatten().any(|e| e
+        .file_name()
+        .to_string_lossy()
+        .starts_with("hermes-gateway.service.migrated.")));
+    let after = findings(&doctor(&m, &["--json"]));
+    assert!(!after.iter().any(|f| f["id"] == "HSV001"), "{after:#?}");
+}
