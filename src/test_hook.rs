@@ -10,7 +10,9 @@
 //!   reached for SUBJECT (an outbox message's idempotency key), so that a test can aim at one
 //!   message while others pass the same point;
 //! - `pause:POINT:FIFO` makes the process stop at POINT until the test has opened FIFO for
-//!   writing and closed it again.
+//!   writing and closed it again;
+//! - `ask-manager` makes every unit's properties come from the systemd manager, never from
+//!   its files (see [`switched`]).
 //!
 //! In release builds every hook says no, so no environment variable can wedge or pause a
 //! production binary.
@@ -42,6 +44,19 @@ pub(crate) async fn hang_if_wedged(name: &str) {
         tracing::warn!(component = name, "test fault: wedged");
         std::future::pending::<()>().await;
     }
+}
+
+/// Is the plain switch `name` (a fault with no argument) set? `ask-manager` makes
+/// `Systemd::describe` ask the manager about every unit instead of reading unit files, so a
+/// test can hold the two views side by side.
+#[cfg(debug_assertions)]
+pub(crate) fn switched(name: &str) -> bool {
+    faults().iter().any(|f| f == name)
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn switched(_name: &str) -> bool {
+    false
 }
 
 /// Stop at `point` while the test holds the FIFO it named for it open. Blocking, on purpose:

@@ -125,6 +125,28 @@ impl UnitProperties {
     }
 }
 
+/// A loaded unit as `ListUnitsByPatterns` lists it.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub(crate) name: String,
+    pub(crate) load_state: String,
+    pub(crate) active_state: String,
+    pub(crate) sub_state: String,
+}
+
+impl Listed {
+    /// Loaded and inactive: no process, and its result is success (systemd says `failed`
+    /// instead whenever a run ended otherwise), so its files and a few counters say it all.
+    fn idle(&self) -> bool {
+        self.load_state == "loaded" && self.active_state == "inactive"
+    }
+
+    /// Whether the unit may have a process, and so a cgroup that a `GetAll` would read.
+    fn may_run(&self) -> bool {
+        !matches!(self.active_state.as_str(), "inactive" | "failed")
+    }
+}
+
 /// A connection to one systemd manager.
 pub(crate) struct Systemd {
     scope: Scope,
@@ -390,19 +412,23 @@ impl Systemd {
         }
     }
 
-    /// Units currently loaded in the manager whose names match any of `patterns`, with their
-    /// `ActiveState`.
-    pub(crate) async fn list_units(
-        &self,
-        patterns: &[&str],
-    ) -> Result<Vec<(String, String)>, SystemdError> {
+    /// Units currently loaded in the manager whose names match any of `patterns`.
+    async fn list_units(&self, patterns: &[&str]) -> Result<Vec<Listed>, SystemdError> {
         let patterns = patterns.iter().map(|p| p.to_string()).collect();
         let units = self
             .manager
             .list_units_by_patterns(vec![], patterns)
             .await
             .map_err(|e| self.call_error("list units", "", e))?;
-        Ok(units.into_iter().map(|u| (u.0, u.3)).collect())
+        Ok(units
+            .into_iter()
+            .map(|u| Listed {
+                name: u.0,
+                load_state: u.2,
+                active_state: u.3,
+                sub_state: u.4,
+            })
+            .collect())
     }
 
     /// The manager's unit search path, each directory listed once.
@@ -410,7 +436,7 @@ impl Systemd {
     /// Read over the bus and listed here, rather than asked with `ListUnitFilesByPatterns`,
     /// which works out each file's enablement by reading every `.wants/` directory and with
     /// 100 enabled units blocks the (single-threaded) manager for about 50 ms.
-    pub(crate) async fn search_path(&self) -> Result<SearchPath, SystemdError> {
+    async fn search_path(&self) -> Result<SearchPath, SystemdError> {
         let dirs = self
             .manager
             .unit_path()
@@ -422,42 +448,73 @@ impl Systemd {
     /// Every unit matching `patterns` that the manager has loaded or that has a file on its
     /// search path, each with its properties or why they could not be read.
     ///
-    /// A loaded unit is described by the manager. A unit the manager has not loaded is read
-    /// from its files (`unit_on_disk`), because asking the manager would make it load the
-    /// unit, which costs milliseconds a unit, only to drop it again; where the files say
-    /// something that reader cannot reproduce, the manager is asked about that unit after all.
+    /// A unit the manager has not loaded is read from its files (`unit_on_disk`): asking the
+    /// manager would make it load the unit, which costs milliseconds a unit, only to drop it
+    /// again. A loaded unit that is inactive is read from its files too, when the manager says
+    /// they have not changed since it loaded them, plus the four facts only the manager has
+    /// (four small `Get`s: a `GetAll` costs as much as ten of them). Where the files say
+    /// something that reader cannot reproduce, and for a unit that runs or failed, the manager
+    /// is asked for all of it.
     pub(crate) async fn describe(
         &self,
         patterns: &[&str],
     ) -> Result<Vec<(String, Result<UnitProperties, SystemdError>)>, SystemdError> {
         let (loaded, search) = tokio::join!(self.list_units(patterns), self.search_path());
         let (loaded, search) = (loaded?, search?);
-        let mut names: BTreeMap<String, Option<String>> = search
+        let mut names: BTreeMap<String, Option<Listed>> = search
             .unit_names(patterns)
             .into_iter()
             .map(|n| (n, None))
             .collect();
-        names.extend(loaded.into_iter().map(|(n, state)| (n, Some(state))));
+        names.extend(loaded.into_iter().map(|l| (l.name.clone(), Some(l))));
         crate::test_hook::pause("units-listed");
         let manager = unit_on_disk::manager_specifiers(self.scope);
-        let read = names.iter().map(|(name, state)| {
-            let on_disk = match state {
-                Some(_) => None,
-                None => unit_on_disk::read(&search, &manager, name).ok(),
-            };
+        let files = !crate::test_hook::switched("ask-manager");
+        let read = names.into_iter().map(|(name, listed)| {
+            let idle = files && listed.as_ref().is_none_or(Listed::idle);
+            let on_disk = idle.then(|| unit_on_disk::read(&search, &manager, &name).ok());
             async move {
-                let props = match (on_disk, state) {
-                    (Some(p), _) => Ok(p),
-                    (None, Some(state)) => {
-                        self.properties_as(name, !matches!(state.as_str(), "inactive" | "failed"))
-                            .await
-                    }
-                    (None, None) => self.properties(name).await,
+                let props = match (listed, on_disk.flatten()) {
+                    (None, Some(p)) => Ok(p),
+                    // It loads now, inactive: one message.
+                    (None, None) => self.properties_as(&name, false).await,
+                    (Some(l), Some(p)) => self.with_runtime(&name, l, p).await,
+                    (Some(l), None) => self.properties_as(&name, l.may_run()).await,
                 };
-                (name.clone(), props)
+                (name, props)
             }
         });
         Ok(futures_util::future::join_all(read).await)
+    }
+
+    /// `files`, what a loaded, inactive unit's files say, completed with what only the
+    /// manager knows of it; or the manager's whole view, when its files changed since it
+    /// loaded them (the manager holds the older ones until a reload).
+    async fn with_runtime(
+        &self,
+        unit: &str,
+        listed: Listed,
+        mut files: UnitProperties,
+    ) -> Result<UnitProperties, SystemdError> {
+        let path = unit_object_path(unit);
+        let get = |iface, name| self.property(&path, iface, name);
+        let (reload, invocation, restarts, status) = tokio::join!(
+            get(UNIT_IFACE, "NeedDaemonReload"),
+            get(UNIT_IFACE, "InvocationID"),
+            get(SERVICE_IFACE, "NRestarts"),
+            get(SERVICE_IFACE, "StatusText"),
+        );
+        let reload: Option<bool> = reload.and_then(|v| v.try_into().ok());
+        if reload != Some(false) {
+            return self.properties_as(unit, false).await;
+        }
+        files.need_daemon_reload = reload;
+        files.load_state = Some(listed.load_state);
+        files.sub_state = Some(listed.sub_state);
+        files.invocation_id = invocation.and_then(|v| v.try_into().ok());
+        files.n_restarts = restarts.and_then(|v| v.try_into().ok());
+        files.status_text = status.and_then(|v| v.try_into().ok());
+        Ok(files)
     }
 
     /// The unit's properties, read as for a running unit (see [`Systemd::properties_as`]).
@@ -527,15 +584,14 @@ impl Systemd {
     /// One Service-interface property; `None` when the unit has none (not loaded, not a
     /// service).
     async fn service_property(&self, path: &str, name: &str) -> Option<OwnedVariant> {
+        self.property(path, SERVICE_IFACE, name).await
+    }
+
+    /// One property of one interface; `None` when the unit has none.
+    async fn property(&self, path: &str, iface: &str, name: &str) -> Option<OwnedVariant> {
         let reply = self
             .conn
-            .call_method(
-                Some(SYSTEMD),
-                path,
-                Some(PROPERTIES),
-                "Get",
-                &(SERVICE_IFACE, name),
-            )
+            .call_method(Some(SYSTEMD), path, Some(PROPERTIES), "Get", &(iface, name))
             .await
             .ok()?;
         reply.body().deserialize::<OwnedVariant>().ok()

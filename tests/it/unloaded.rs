@@ -129,13 +129,37 @@ fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it
     want.sort();
     assert_eq!(loaded(&m), want);
     let held = sorted(findings(&doctor(&m, &["--json"])));
+    let pretty = |v: &Vec<serde_json::Value>| serde_json::to_string_pretty(v).unwrap();
     assert_eq!(
-        serde_json::to_string_pretty(&unloaded).unwrap(),
-        serde_json::to_string_pretty(&held).unwrap(),
+        pretty(&unloaded),
+        pretty(&held),
         "doctor differs between unloaded (left) and loaded (right)"
+    );
+    // And the manager's own view of every unit, with no file read (the debug build's switch).
+    let asked = m
+        .command(BIN)
+        .args(["doctor", "--json"])
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            "unix:path=/nonexistent/dr-system-bus",
+        )
+        .env("HERMES_TEST_FAULT", "ask-manager")
+        .output()
+        .unwrap();
+    assert_eq!(
+        pretty(&unloaded),
+        pretty(&sorted(findings(&asked))),
+        "doctor from the files (left) differs from the manager's view (right)"
     );
     let status_held = m.hermes_ok(&["status", "--json"]);
     assert_eq!(status_unloaded, status_held);
+    let status_asked = m
+        .command(BIN)
+        .args(["status", "--json"])
+        .env("HERMES_TEST_FAULT", "ask-manager")
+        .output()
+        .unwrap();
+    assert_eq!(status_unloaded, stdout(&status_asked));
 }
 
 /// `doctor --fix` migrates an older tool's unit the manager never loaded (nobody enabled it)
