@@ -1,6 +1,12 @@
-//! doctor against 100 installed sibling units on a real, private systemd user manager:
-//! wall time next to `systemctl --user show` looped over the same units, and the number of
-//! D-Bus messages doctor sends. `cargo bench --bench doctor` prints Markdown.
+//! doctor against 100 and 1,000 sibling units on a real, private systemd user manager, with
+//! the manager holding the units loaded and not: wall time next to `systemctl --user show`
+//! looped over the same units, and the number of D-Bus messages doctor sends.
+//! `cargo bench --bench doctor` prints Markdown (`-- 100` runs only the 100-unit rows).
+//!
+//! The units are what `hermes-svc render` prints, written straight into the unit directory
+//! with one reload after them, because a thousand `install`s would each reload the manager.
+//! Not loaded: the files alone, which is what a disabled profile looks like. Loaded: the same
+//! files enabled (linked into `default.target.wants/`), which the manager loads at reload.
 
 #[path = "../tests/it/harness.rs"]
 mod harness;
@@ -9,9 +15,7 @@ use std::time::{Duration, Instant};
 
 use harness::{Manager, BIN};
 
-const UNITS: usize = 100;
 const REPS: usize = 20;
-const LOOPS: usize = 5;
 
 fn median(mut v: Vec<Duration>) -> (Duration, Duration) {
     v.sort();
@@ -22,26 +26,71 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// How many gateway units the manager holds loaded right now.
+fn loaded(m: &Manager) -> usize {
+    let out = m.systemctl(&[
+        "list-units",
+        "--all",
+        "--plain",
+        "--no-legend",
+        "hermes-gateway-*",
+    ]);
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
 fn main() {
+    let only_small = std::env::args().any(|a| a == "100");
     let m = Manager::boot();
-    let profiles: Vec<String> = (1..=UNITS).map(|i| format!("sib{i:03}")).collect();
-    for p in &profiles {
-        m.hermes_ok(&["install", "--profile", p, "--no-start"]);
+    println!("| units | loaded | `hermes-svc doctor --json` median | p90 | `systemctl --user show` loop median | p90 | speed-up | D-Bus messages |");
+    println!("|---|---|---|---|---|---|---|---|");
+    let mut written = 0;
+    for n in [100usize, 1000] {
+        if n > 100 && only_small {
+            break;
+        }
+        let units = write_units(&m, written, n);
+        written = n;
+        assert!(m.systemctl(&["daemon-reload"]).status.success());
+        harness::wait_for(
+            Duration::from_secs(30),
+            "the manager to drop the units",
+            || (loaded(&m) == 0).then_some(()),
+        );
+        measure(&m, &units, "no");
+        assert_eq!(loaded(&m), 0, "doctor left units loaded");
+        let wants = m.unit_dir().join("default.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        for u in &units {
+            let _ = std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u));
+        }
+        assert!(m.systemctl(&["daemon-reload"]).status.success());
+        assert_eq!(loaded(&m), n, "enabled units are loaded");
+        measure(&m, &units, "yes");
+        std::fs::remove_dir_all(&wants).unwrap();
     }
-    let units: Vec<String> = profiles
-        .iter()
-        .map(|p| format!("hermes-gateway-{p}.service"))
-        .collect();
-    println!("| units (100 installed) | `hermes-svc doctor --json` median | p90 | `systemctl --user show` loop median | p90 | speed-up | D-Bus messages |");
-    println!("|---|---|---|---|---|---|---|");
-    measure(&m, &units, "not started");
-    let mut start = vec!["start"];
-    start.extend(units.iter().map(String::as_str));
-    assert!(
-        m.systemctl(&start).status.success(),
-        "starting the units failed"
-    );
-    measure(&m, &units, "running");
+}
+
+/// Profiles `sib{from+1}` to `sib{to}`: their homes, and their units as `render` prints them.
+/// Returns every unit name so far.
+fn write_units(m: &Manager, from: usize, to: usize) -> Vec<String> {
+    for i in from + 1..=to {
+        let p = format!("sib{i:04}");
+        std::fs::create_dir_all(m.profile_home(&p)).unwrap();
+        let out = m
+            .command(BIN)
+            .args(["render", "--profile", &p])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        std::fs::write(
+            m.unit_dir().join(format!("hermes-gateway-{p}.service")),
+            out.stdout,
+        )
+        .unwrap();
+    }
+    (1..=to)
+        .map(|i| format!("hermes-gateway-sib{i:04}.service"))
+        .collect()
 }
 
 /// One row of the table: doctor's wall time next to the `systemctl show` loop's, in the same
@@ -61,13 +110,22 @@ fn measure(m: &Manager, units: &[String], label: &str) {
         doctor();
         d.push(t.elapsed());
     }
+    // Each `systemctl show` of a unit the manager has not loaded makes it load one.
+    let loops = if units.len() > 100 { 1 } else { 5 };
     let mut l = vec![];
-    for _ in 0..LOOPS {
+    for _ in 0..loops {
         let t = Instant::now();
         for u in units {
             assert!(m.systemctl(&["show", u]).status.success());
         }
         l.push(t.elapsed());
+    }
+    if label == "no" {
+        harness::wait_for(
+            Duration::from_secs(30),
+            "the manager to drop the units",
+            || (loaded(m) == 0).then_some(()),
+        );
     }
     // Each sendmsg is one D-Bus message (method calls, plus the Hello and the auth handshake).
     let strace = m
@@ -98,7 +156,8 @@ fn measure(m: &Manager, units: &[String], label: &str) {
         .unwrap_or_else(|| "strace not available".into());
     let ((dm, dp), (lm, lp)) = (median(d), median(l));
     println!(
-        "| {label} | {} | {} | {} | {} | {:.1}x | {messages} |",
+        "| {} | {label} | {} | {} | {} | {} | {:.1}x | {messages} |",
+        units.len(),
         ms(dm),
         ms(dp),
         ms(lm),

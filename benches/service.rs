@@ -2,7 +2,9 @@
 //!
 //! `cargo bench --bench service` prints a Markdown table for docs/benchmarks.md:
 //! the wall time of `install` (warm binary) and of `status --json` over 20 installed profiles,
-//! next to a loop of `systemctl --user show` over the same units, all in one run.
+//! next to a loop of `systemctl --user show` over the same units, all in one run; and
+//! `status --json` next to one `busctl` call of `ListUnitsByPatterns`, for 20 profiles not
+//! loaded, loaded but not started, and running.
 
 #[path = "../tests/it/harness.rs"]
 mod harness;
@@ -39,12 +41,101 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
+/// `status --json` over `PROFILES` units, interleaved with a single `busctl` process asking
+/// the manager for the same units with `ListUnitsByPatterns`: the least any status can cost.
+fn status_next_to_busctl(m: &Manager) -> (Stats, Stats) {
+    let (mut status, mut busctl) = (vec![], vec![]);
+    for _ in 0..REPS {
+        status.push(time(|| {
+            let out = m.hermes_ok(&["status", "--json"]);
+            let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+            assert_eq!(v["units"].as_array().unwrap().len(), PROFILES);
+        }));
+        busctl.push(time(|| {
+            let out = m
+                .command("busctl")
+                .args([
+                    "--user",
+                    "call",
+                    "org.freedesktop.systemd1",
+                    "/org/freedesktop/systemd1",
+                    "org.freedesktop.systemd1.Manager",
+                    "ListUnitsByPatterns",
+                    "asas",
+                    "0",
+                    "1",
+                    "hermes-gateway-*.service",
+                ])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "{out:?}");
+        }));
+    }
+    (stats(status), stats(busctl))
+}
+
+fn ratio_row(label: &str, (s, b): &(Stats, Stats)) {
+    println!(
+        "| {label} | {} | {} | {} | {} | {:.2}x |",
+        ms(s.median),
+        ms(s.p90),
+        ms(b.median),
+        ms(b.p90),
+        s.median.as_secs_f64() / b.median.as_secs_f64()
+    );
+}
+
+/// How many gateway units the manager holds loaded right now.
+fn loaded(m: &Manager) -> usize {
+    let out = m.systemctl(&[
+        "list-units",
+        "--all",
+        "--plain",
+        "--no-legend",
+        "hermes-gateway-*",
+    ]);
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
+
 fn main() {
     let m = Manager::boot();
     let profiles: Vec<String> = (1..=PROFILES).map(|i| format!("bench{i:02}")).collect();
 
     // Warm the binary and the page cache once.
     m.hermes_ok(&["status", "--json"]);
+
+    // Profiles installed but not running: first as the files alone (disabled, so the manager
+    // does not hold them), then enabled (loaded, not started). Written as `render` prints
+    // them, then removed again before the real installs below.
+    let idle: Vec<String> = (1..=PROFILES)
+        .map(|i| format!("hermes-gateway-idle{i:02}.service"))
+        .collect();
+    for (i, u) in idle.iter().enumerate() {
+        let p = format!("idle{:02}", i + 1);
+        let out = m.hermes_ok(&["render", "--profile", &p]);
+        std::fs::write(m.unit_dir().join(u), out).unwrap();
+    }
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    harness::wait_for(
+        Duration::from_secs(30),
+        "the manager to drop the units",
+        || (loaded(&m) == 0).then_some(()),
+    );
+    let not_loaded = status_next_to_busctl(&m);
+    assert_eq!(loaded(&m), 0, "status loaded units");
+    let wants = m.unit_dir().join("default.target.wants");
+    std::fs::create_dir_all(&wants).unwrap();
+    for u in &idle {
+        std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u)).unwrap();
+    }
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    assert_eq!(loaded(&m), PROFILES);
+    let loaded_idle = status_next_to_busctl(&m);
+    std::fs::remove_dir_all(&wants).unwrap();
+    for u in &idle {
+        std::fs::remove_file(m.unit_dir().join(u)).unwrap();
+    }
+    assert!(m.systemctl(&["daemon-reload"]).status.success());
     let mut installs = vec![];
     for p in &profiles {
         installs.push(time(|| {
@@ -111,4 +202,10 @@ fn main() {
         "\nstatus speed-up over the systemctl loop (median): {:.1}x",
         l.median.as_secs_f64() / s.median.as_secs_f64()
     );
+    let running = status_next_to_busctl(&m);
+    println!("\n| {PROFILES} profiles, {REPS} interleaved runs | `status --json` median | p90 | one `busctl --user call ... ListUnitsByPatterns` median | p90 | status / busctl |");
+    println!("|---|---|---|---|---|---|");
+    ratio_row("not loaded (unit files only)", &not_loaded);
+    ratio_row("loaded, not started", &loaded_idle);
+    ratio_row("running", &running);
 }
