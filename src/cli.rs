@@ -18,6 +18,7 @@ mod gateway;
 mod install;
 mod lifecycle;
 mod login;
+mod logs;
 mod progress;
 mod render;
 mod report;
@@ -75,6 +76,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Gateway(GatewayCommand::Run { profile }) => gateway::run(&profile),
         Command::Render(args) => render::run(args),
         Command::Events(args) => events::run(args),
+        Command::Logs(args) => logs::run(args),
         Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Login(args::LoginCommand::Weixin(args)) => login::weixin(args),
