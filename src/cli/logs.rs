@@ -1,14 +1,18 @@
 //! `logs`: a profile's gateway log. Under systemd that is its unit's journal, read by
 //! journalctl with arguments built here; under launchd, the agent's log files (`files.rs`).
 //!
-//! journalctl already reads the journal for every field, output format and follow mode a
-//! person knows, and its access rules (the `systemd-journal` group, a user's own journal)
-//! are the journal's own; so `logs` only says which unit and which entries.
+//! journalctl reads the journal, follows it and applies the journal's access rules (the
+//! `systemd-journal` group, a user's own journal); `logs` only says which unit and which
+//! entries. `--json` is journalctl's own output, untouched; the text is each entry rendered
+//! with its fields (`entry.rs`), as the plain-text log reads.
 
+mod entry;
 mod files;
 
 use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, Write};
 use std::path::PathBuf;
+use std::process::{Command, Stdio};
 
 use super::args::LogsArgs;
 use super::error::{usage, CliError};
@@ -25,6 +29,8 @@ const ADAPTER_FIELD: &str = "HERMES_ADAPTER";
 pub(crate) enum LogsError {
     #[error("failed to run journalctl (is systemd's journal installed?)")]
     Journalctl(#[source] std::io::Error),
+    #[error("failed to read journalctl's output")]
+    JournalctlOutput(#[source] std::io::Error),
     #[error("cannot read {}", path.display())]
     Read {
         path: PathBuf,
@@ -35,7 +41,7 @@ pub(crate) enum LogsError {
     Write(#[source] std::io::Error),
 }
 
-/// Which entries of which unit's journal, and how to print them.
+/// Which entries of which unit's journal.
 #[derive(Debug, Clone, Copy)]
 struct JournalQuery<'a> {
     unit: &'a str,
@@ -43,7 +49,6 @@ struct JournalQuery<'a> {
     follow: bool,
     since: Option<&'a str>,
     adapter: Option<&'a str>,
-    json: bool,
 }
 
 /// journalctl's arguments for `q`, each value a word of its own (`--since=TIME`), so that no
@@ -52,20 +57,14 @@ struct JournalQuery<'a> {
 /// A user unit is matched with `--user-unit`, which finds its lines wherever journald keeps
 /// them: in the user's own journal file, or, with volatile storage, in the system journal. A
 /// system unit is `--unit`. `--adapter` is one more match, on the field every line of an
-/// adapter carries; journalctl ANDs it with the unit's.
+/// adapter carries; journalctl ANDs it with the unit's. The output is always JSON: printed as
+/// it is for `--json`, rendered for the text.
 fn journalctl_args(q: &JournalQuery<'_>) -> Vec<OsString> {
     let mut args: Vec<OsString> = vec![match q.scope {
         Scope::User => format!("--user-unit={}", q.unit).into(),
         Scope::System => format!("--unit={}", q.unit).into(),
     }];
-    args.push(
-        if q.json {
-            "--output=json"
-        } else {
-            "--output=short-iso"
-        }
-        .into(),
-    );
+    args.push("--output=json".into());
     if let Some(since) = q.since {
         args.push(format!("--since={since}").into());
     }
@@ -102,9 +101,12 @@ pub(super) fn run(args: LogsArgs) -> Result<u8, CliError> {
                 follow: args.follow,
                 since: args.since.as_deref(),
                 adapter: args.adapter.as_deref(),
-                json: args.json,
             };
-            Err(exec_journalctl(journalctl_args(&query)).into())
+            let argv = journalctl_args(&query);
+            if args.json {
+                return Err(exec_journalctl(argv).into());
+            }
+            Ok(journal_text(argv, &mut io::stdout())?)
         }
         Manager::Launchd => {
             let refuse = |flag: &str| {
@@ -131,11 +133,56 @@ pub(super) fn run(args: LogsArgs) -> Result<u8, CliError> {
     }
 }
 
-/// Become journalctl, so that its exit status, its pager and a person's Ctrl-C are its own.
+/// Become journalctl, so that its output, its exit status and a person's Ctrl-C are its own.
 /// Returns only when it could not be run.
 fn exec_journalctl(args: Vec<OsString>) -> LogsError {
     use std::os::unix::process::CommandExt;
-    LogsError::Journalctl(std::process::Command::new("journalctl").args(args).exec())
+    LogsError::Journalctl(Command::new("journalctl").args(args).exec())
+}
+
+/// Run journalctl and print each entry it writes as a line of text, until it ends (its exit
+/// status is ours) or stdout is closed. Followed, it also ends when this process does:
+/// journalctl leaves once the pipe it writes to has no reader.
+fn journal_text(args: Vec<OsString>, out: &mut impl Write) -> Result<u8, LogsError> {
+    let mut child = Command::new("journalctl")
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(LogsError::Journalctl)?;
+    let entries = BufReader::new(child.stdout.take().expect("stdout is piped"));
+    let mut printed = Ok(());
+    for line in entries.lines() {
+        let line = line.map_err(LogsError::JournalctlOutput)?;
+        // journalctl writes one object a line; anything else is not an entry.
+        let Ok(serde_json::Value::Object(entry)) = serde_json::from_str(&line) else {
+            continue;
+        };
+        printed = writeln!(out, "{}", entry::render(&entry)).and_then(|()| out.flush());
+        if printed.is_err() {
+            break;
+        }
+    }
+    match printed {
+        Err(e) if e.kind() != io::ErrorKind::BrokenPipe => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(LogsError::Write(e))
+        }
+        Err(_) => {
+            // Whoever read us (`| head`) has seen enough.
+            let _ = child.kill();
+            let _ = child.wait();
+            Ok(crate::exit_code::OK)
+        }
+        Ok(()) => {
+            let status = child.wait().map_err(LogsError::Journalctl)?;
+            Ok(status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(crate::exit_code::FAILURE))
+        }
+    }
 }
 
 #[cfg(test)]
@@ -155,17 +202,13 @@ mod tests {
         follow: false,
         since: None,
         adapter: None,
-        json: false,
     };
 
     #[test]
     fn a_user_unit_is_read_from_every_journal_the_user_may_read() {
         assert_eq!(
             words(&PLAIN),
-            [
-                "--user-unit=hermes-gateway-coder.service",
-                "--output=short-iso"
-            ]
+            ["--user-unit=hermes-gateway-coder.service", "--output=json"]
         );
     }
 
@@ -176,7 +219,6 @@ mod tests {
             follow: true,
             since: Some("-1h --no-pager"),
             adapter: Some("qq"),
-            json: true,
             ..PLAIN
         };
         assert_eq!(

@@ -16,9 +16,9 @@ use std::time::Duration;
 use hermes_svc::mock_platform::{Fault, MockConfig, MockPlatform};
 use serde_json::Value;
 
-use crate::harness::{stderr, stdout, wait_for, BIN};
+use crate::harness::{scratch_dir, stderr, stdout, wait_for, BIN};
 use crate::mock_runtime::{mock_runtime, start_mock};
-use crate::system_manager::{SystemManager, CONTAINER_BIN};
+use crate::system_manager::{child_named, SystemManager, CONTAINER_BIN};
 
 /// The account the system units run as, created once per container.
 const USER: &str = "hsvlogs";
@@ -315,14 +315,38 @@ fn logs_follow_prints_a_new_line_of_the_live_gateway() {
             lines.join("\n")
         );
     };
-    seen("gateway ready", &rx);
+    let ready = seen("gateway ready", &rx);
+    assert!(
+        ready.contains(" INFO gateway ready component=runtime"),
+        "{ready}"
+    );
+    // nsenter forks into the container's PID namespace: under it is `logs`, and under that
+    // its journalctl.
+    let (logs, journalctl) = wait_for(Duration::from_secs(5), "logs -f and its journalctl", || {
+        let logs = child_named(follow.id(), "hermes-svc")?;
+        Some((logs, child_named(logs, "journalctl")?))
+    });
     mock.set_fault(Fault::Close(4000));
+    // The text shows the line's fields, as the plain-text log would.
     let line = seen("connection closed", &rx);
-    assert!(line.contains("hermes-svc["), "a journal line: {line}");
+    assert!(
+        line.contains(" INFO connection closed component=adapter ")
+            && line.contains(" adapter=dc ")
+            && line.contains(" code=4000 "),
+        "{line}"
+    );
 
-    let _ = follow.kill();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(logs as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
     let status = follow.wait().unwrap();
     assert!(!status.success(), "logs -f ends only when stopped");
+    // Its journalctl does not outlive it.
+    wait_for(Duration::from_secs(10), "journalctl to leave", || {
+        (!std::path::Path::new(&format!("/proc/{journalctl}")).exists()).then_some(())
+    });
 }
 
 /// Bad input exits 2 before journalctl runs, as every command's does.
@@ -342,4 +366,76 @@ fn logs_refuses_a_bad_profile_or_adapter_name_with_exit_2() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(!stderr(&out).trim().is_empty(), "{args:?}: no message");
     }
+}
+
+/// Under launchd, `logs` reads the agent's own files: the gateway's log (StandardErrorPath)
+/// and its stdout, `--adapter` keeps that adapter's lines, `-f` prints what is appended, and
+/// the flags that need a journal exit 2.
+#[test]
+fn logs_under_launchd_prints_and_follows_the_agents_log_files() {
+    let home = scratch_dir("logs-launchd");
+    let logs = home.path().join("profiles/jlaunchd/logs");
+    std::fs::create_dir_all(&logs).unwrap();
+    std::fs::write(
+        logs.join("gateway.err.log"),
+        "2026-12-01T09:00:00.000001Z  INFO gateway ready profile=jlaunchd\n\
+         2026-12-01T09:00:01.000001Z  INFO connection closed adapter=dca code=4000\n\
+         2026-12-01T09:00:02.000001Z  INFO connection closed adapter=dcb code=4000\n",
+    )
+    .unwrap();
+    std::fs::write(logs.join("gateway.out.log"), "printed\n").unwrap();
+    let logs_cmd = |args: &[&str]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["logs", "-p", "jlaunchd"])
+            .args(args)
+            .env("HERMES_HOME", home.path())
+            .env("HERMES_SERVICE_MANAGER", "launchd");
+        cmd
+    };
+    let all = logs_cmd(&[]).output().unwrap();
+    assert!(all.status.success(), "{}", stderr(&all));
+    assert_eq!(stdout(&all).lines().count(), 4, "{}", stdout(&all));
+    assert!(stdout(&all).ends_with("printed\n"));
+    let only_b = logs_cmd(&["--adapter", "dcb"]).output().unwrap();
+    assert_eq!(
+        stdout(&only_b),
+        "2026-12-01T09:00:02.000001Z  INFO connection closed adapter=dcb code=4000\n"
+    );
+    for flag in [&["--json"][..], &["--since", "today"], &["--system"]] {
+        let out = logs_cmd(flag).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {}", stderr(&out));
+    }
+
+    let mut follow = logs_cmd(&["-f", "--adapter", "dca"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let out = follow.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(first.contains("adapter=dca"), "{first}");
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .open(logs.join("gateway.err.log"))
+        .unwrap();
+    std::io::Write::write_all(
+        &mut file,
+        b"2026-12-01T09:00:03.000001Z  INFO connection closed adapter=dcb code=4000\n\
+          2026-12-01T09:00:04.000001Z  WARN connection is dead; resuming adapter=dca\n",
+    )
+    .unwrap();
+    let next = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert!(
+        next.contains("WARN connection is dead; resuming adapter=dca"),
+        "{next}"
+    );
+    follow.kill().unwrap();
+    follow.wait().unwrap();
 }

@@ -233,7 +233,7 @@ impl Drop for SystemManager {
 }
 
 /// The first child of `parent` whose command name is `name`, from /proc.
-fn child_named(parent: u32, name: &str) -> Option<u32> {
+pub fn child_named(parent: u32, name: &str) -> Option<u32> {
     for entry in std::fs::read_dir("/proc").ok()?.flatten() {
         let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
             continue;
