@@ -17,13 +17,20 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
-use crate::harness::{scratch_dir, stderr, stdout, wait_for, TempDir, BIN};
+use crate::harness::{remove_cgroup, scratch_dir, stderr, stdout, wait_for, TempDir, BIN};
 
 /// How long a boot may take; about 2 s on an idle machine, more beside a build.
 const BOOT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// Where the container finds the hermes-svc under test.
 pub const CONTAINER_BIN: &str = "/usr/local/bin/hermes-svc";
+
+/// The cgroup hierarchies a container's cgroup is made in, where they exist.
+const CGROUP_ROOTS: [&str; 3] = [
+    "/sys/fs/cgroup/systemd",
+    "/sys/fs/cgroup/unified",
+    "/sys/fs/cgroup",
+];
 
 pub struct SystemManager {
     /// Holds `up/`, `work/` and the overlay's mount point `root/`; removed after the unmount.
@@ -32,6 +39,8 @@ pub struct SystemManager {
     /// The container's PID 1, as the host sees it.
     leader: u32,
     pub machine: String,
+    /// The cgroup nspawn starts in (`hsv-MACHINE`, in every hierarchy), removed on drop.
+    cgroup: String,
 }
 
 impl SystemManager {
@@ -74,8 +83,21 @@ impl SystemManager {
             .expect("mount runs");
         assert!(status.success(), "mounting an overlay of / failed");
         let console = std::fs::File::create(d.join("console.log")).unwrap();
-        let mut cmd = Command::new("systemd-nspawn");
-        cmd.arg("-D")
+        // nspawn puts the container's cgroups (`payload/`, `supervisor/`) under its own, and
+        // two containers in one cgroup would manage each other's units: so it starts in a
+        // cgroup of its own, as each user manager does (harness.rs).
+        let cgroup = format!("hsv-{machine}");
+        let roots = CGROUP_ROOTS.join(" ");
+        let mut cmd = Command::new("/bin/sh");
+        cmd.arg("-c")
+            .arg(format!(
+                "for h in {roots}; do\n\
+                   if [ -e \"$h/cgroup.procs\" ]; then mkdir -p \"$h/{cgroup}\" && echo $$ > \"$h/{cgroup}/cgroup.procs\" || exit 95; fi\n\
+                 done\n\
+                 exec systemd-nspawn \"$@\""
+            ))
+            .arg("sh")
+            .arg("-D")
             .arg(d.join("root"))
             .args(["-b", "--register=no", "--keep-unit", "-q"])
             .arg(format!("--machine={machine}"))
@@ -99,6 +121,7 @@ impl SystemManager {
             nspawn,
             leader: 0,
             machine,
+            cgroup,
         };
         let deadline = Instant::now() + BOOT_TIMEOUT;
         loop {
@@ -229,6 +252,12 @@ impl Drop for SystemManager {
             let _ = self.nspawn.wait();
         }
         let _ = Command::new("umount").arg(self.root()).status();
+        for root in CGROUP_ROOTS {
+            let dir = Path::new(root).join(&self.cgroup);
+            if dir.exists() {
+                remove_cgroup(&dir);
+            }
+        }
     }
 }
 
