@@ -18,6 +18,7 @@ mod gateway;
 mod install;
 mod lifecycle;
 mod login;
+mod logs;
 mod progress;
 mod render;
 mod report;
@@ -41,7 +42,7 @@ pub fn main() -> ExitCode {
     // One TLS provider for the process (reqwest is built without one, to keep ring the only
     // crypto): every command that talks HTTPS (gateway, demo, doctor, login) finds it set.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    init_tracing(matches!(cli.command, Command::Gateway(_)));
+    init_tracing(&cli.command);
     match run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(err) => {
@@ -51,16 +52,15 @@ pub fn main() -> ExitCode {
     }
 }
 
-fn init_tracing(gateway: bool) {
-    use tracing_subscriber::EnvFilter;
-    let default = if gateway { "info" } else { "warn" };
-    let filter = EnvFilter::try_from_env("HERMES_LOG").unwrap_or_else(|_| EnvFilter::new(default));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .try_init();
+/// The gateway logs what it does (info); a command logs only what went wrong (warn), since
+/// it reports on stdout. A gateway's lines name its profile (on the journal, logging.rs).
+fn init_tracing(command: &Command) {
+    match command {
+        Command::Gateway(GatewayCommand::Run { profile }) => {
+            crate::logging::init(Some(profile), "info")
+        }
+        _ => crate::logging::init(None, "warn"),
+    }
 }
 
 /// One thread is enough for a command, and the gateway's own sockets are few.
@@ -76,6 +76,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Gateway(GatewayCommand::Run { profile }) => gateway::run(&profile),
         Command::Render(args) => render::run(args),
         Command::Events(args) => events::run(args),
+        Command::Logs(args) => logs::run(args),
         Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Login(args::LoginCommand::Weixin(args)) => login::weixin(args),

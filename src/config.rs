@@ -37,6 +37,8 @@ pub use intents::qq_gated_intents;
 pub use long_poll::{weixin_login_file, PollTiming};
 pub use secret::Secret;
 pub use send_frame::{Fields, SendFrame, SendFrameError};
+/// The rule adapter and cron names follow, for the commands that take one (`logs --adapter`).
+pub(crate) use value::valid_name;
 pub use value::MAX_DURATION;
 pub use weixin_login::{LoginFileError, WeixinLogin};
 

@@ -15,6 +15,7 @@ pub mod error_chain;
 pub mod exit_code;
 pub mod gateway;
 pub mod launchd;
+pub(crate) mod logging;
 pub mod mock_platform;
 pub mod pbbp2;
 pub mod process_probe;

@@ -18,7 +18,7 @@ use hyper_util::service::TowerToHyperService;
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 use super::listener::{remove_socket, Bound};
 use super::{io_err, routes, ApiError, ApiState, MAX_CONNECTIONS};
@@ -74,12 +74,11 @@ impl Bound {
                 continue;
             }
             while connections.try_join_next().is_some() {}
-            connections.spawn(serve_connection(
-                stream,
-                router.clone(),
-                shutdown.clone(),
-                permit,
-            ));
+            // The connection's lines are the API's (logging::Component).
+            connections.spawn(
+                serve_connection(stream, router.clone(), shutdown.clone(), permit)
+                    .in_current_span(),
+            );
         }
         drop(listener);
         remove_socket(&path, ino);

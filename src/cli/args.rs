@@ -50,6 +50,9 @@ pub(super) enum Command {
     Render(RenderArgs),
     /// Print the inbound events a profile's gateway has spooled.
     Events(EventsArgs),
+    /// Print a profile's gateway log: its unit's journal (journalctl), or under launchd its
+    /// log files.
+    Logs(LogsArgs),
     /// Send a message through a profile's running gateway (its local API), which queues it
     /// durably and delivers it.
     Send(SendArgs),
@@ -315,6 +318,29 @@ pub(super) struct EventsArgs {
 }
 
 #[derive(Args, Debug)]
+pub(super) struct LogsArgs {
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+    pub(super) profile: String,
+    /// Keep printing new lines as the gateway logs them.
+    #[arg(short, long)]
+    pub(super) follow: bool,
+    /// Only lines from this time on, in journalctl's syntax: "2026-12-01 09:00", "today",
+    /// "-1h" (systemd only).
+    #[arg(long, value_name = "TIME")]
+    pub(super) since: Option<String>,
+    /// Only the lines of this adapter (its name in gateway.toml): the journal's
+    /// HERMES_ADAPTER field, or under launchd the lines with adapter=NAME.
+    #[arg(long, value_name = "NAME")]
+    pub(super) adapter: Option<String>,
+    /// Print the journal's entries as JSON, one object a line, with every field (systemd
+    /// only).
+    #[arg(long)]
+    pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) scope: ScopeArgs,
+}
+
+#[derive(Args, Debug)]
 pub(super) struct SendArgs {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
@@ -439,6 +465,6 @@ mod tests {
                 c.get_name()
             );
         }
-        assert!(profiles >= 14, "{profiles} commands take --profile");
+        assert!(profiles >= 15, "{profiles} commands take --profile");
     }
 }

@@ -64,6 +64,8 @@ pub(crate) enum CliError {
     Events(#[from] SpoolError),
     #[error(transparent)]
     Follow(#[from] super::events::FollowError),
+    #[error(transparent)]
+    Logs(#[from] super::logs::LogsError),
     /// No API socket answers for the profile: the gateway is not running.
     #[error(
         "the gateway for profile {profile} is not running (no API socket at {}); start it with hermes-svc start --profile {profile}",
@@ -120,6 +122,7 @@ impl CliError {
             | CliError::DropIn(_)
             | CliError::Events(_)
             | CliError::Follow(_)
+            | CliError::Logs(_)
             | CliError::GatewayNotRunning { .. }
             | CliError::Api(_)
             | CliError::Json(_)

@@ -115,7 +115,7 @@ impl Ctx<'_> {
 
 /// One rule for adapter and cron names, which the gateway prints in its logs and health
 /// summaries.
-pub(super) fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
         && name

@@ -257,7 +257,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
                 };
                 let code_text = code.map_or("none".into(), |c| c.to_string());
                 hb.error(format!("closed with code {code_text} ({meaning})"));
-                tracing::info!(adapter = %spec.name, ?code, ?action, meaning, "connection closed");
+                tracing::info!(adapter = %spec.name, code = %code_text, ?action, meaning, "connection closed");
                 match action {
                     // A server closing everyone at once (a deploy) must not get everyone back
                     // in the same millisecond: a short jitter spreads the herd.

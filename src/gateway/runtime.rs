@@ -20,6 +20,7 @@ use tokio::signal::unix::{signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::api::ApiError;
 use crate::config::{self, ConfigError};
@@ -34,6 +35,7 @@ use crate::gateway::spool::Spool;
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::{self, TokenLockError};
 use crate::launchd::plist::WATCHDOG_ENV;
+use crate::logging::Component;
 use crate::profile::Profile;
 use crate::service::manager::{Manager, UnknownManager};
 use watchdog::{BadWatchdogEnv, Watchdog};
@@ -136,6 +138,13 @@ enum Stop {
 /// Run until SIGTERM or SIGINT (Ok), or until something ends the run with an error, whose
 /// reason is then also left in the state file, for `status` to show.
 pub(crate) async fn run(profile: &Profile, manager: Manager) -> Result<Requested, GatewayError> {
+    run_instance(profile, manager)
+        .instrument(Component::Runtime.span())
+        .await
+}
+
+/// `run` under the instance lock; its lines are the runtime's, each task's its own.
+async fn run_instance(profile: &Profile, manager: Manager) -> Result<Requested, GatewayError> {
     let name = profile.name().to_string();
     let home = profile.home();
     std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;
@@ -255,10 +264,13 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         let rx = shutdown_rx.clone();
         handles.push((
             component.clone(),
-            tasks.spawn(async move {
-                cron::run(jobs, hb, ctx, rx).await;
-                (component, AdapterExit::Shutdown)
-            }),
+            tasks.spawn(
+                async move {
+                    cron::run(jobs, hb, ctx, rx).await;
+                    (component, AdapterExit::Shutdown)
+                }
+                .instrument(Component::Cron.span()),
+            ),
         ));
     }
     let mut ready_deadline = Instant::now();
@@ -279,7 +291,10 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         let name = spec.name.clone();
         handles.push((
             name.clone(),
-            tasks.spawn(async move { (name, adapter::run(spec, secret, deps).await) }),
+            tasks.spawn(
+                async move { (name, adapter::run(spec, secret, deps).await) }
+                    .instrument(Component::Adapter.span()),
+            ),
         ));
     }
 
@@ -353,6 +368,8 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                 Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
                 Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component panicked: {e}"))),
                 Event::Tick => {
+                    // No await in this branch: the span is left before the next select.
+                    let _watchdog = Component::Watchdog.span().entered();
                     let snapshot = registry.snapshot();
                     let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
                         .with_outbox(outbox.stats())
@@ -417,7 +434,7 @@ async fn drain(
     let snapshot = registry.snapshot();
     for c in snapshot.stale() {
         if let Some((_, handle)) = handles.iter().find(|(n, _)| *n == c.name) {
-            tracing::warn!(component = %c.name, state = %c.state, "stale: not waiting for it to drain");
+            tracing::warn!(stale = %c.name, state = %c.state, "stale: not waiting for it to drain");
             handle.abort();
         }
     }

@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::{watch, Mutex};
 use tokio::task::JoinHandle;
 use tokio::time::MissedTickBehavior;
-use tracing::{debug, info, warn};
+use tracing::{debug, info, warn, Instrument};
 
 pub use reader::read;
 use window::{dedupe_key, load_window, Window};
@@ -370,7 +370,9 @@ impl Spool {
                     warn!(error = %crate::error_chain::one_line(&e), "spool fsync failed; will retry");
                 }
             }
-        })
+        }
+        // Its lines belong to whoever started it (the runtime).
+        .in_current_span())
     }
 
     #[cfg(test)]

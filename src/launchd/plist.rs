@@ -175,6 +175,16 @@ fn path_value(what: &str, p: &Path) -> Result<Value, RenderError> {
     checked(what, s)
 }
 
+/// The agent's `StandardOutPath`, for the plist and for `logs`, which reads it back.
+pub(crate) fn stdout_path(profile: &Profile) -> PathBuf {
+    profile.logs_dir().join("gateway.out.log")
+}
+
+/// The agent's `StandardErrorPath`: the gateway's log, for the plist and for `logs`.
+pub(crate) fn stderr_path(profile: &Profile) -> PathBuf {
+    profile.logs_dir().join("gateway.err.log")
+}
+
 fn int(n: u64) -> Value {
     Value::Integer(n.into())
 }
@@ -216,12 +226,12 @@ impl LaunchAgent {
     /// `logs/gateway.out.log`: launchd opens it before it starts the program, and creates
     /// the directory when it can (a parent it cannot write ends the job with EX_CONFIG).
     pub fn stdout_path(&self) -> PathBuf {
-        self.profile.logs_dir().join("gateway.out.log")
+        stdout_path(&self.profile)
     }
 
     /// `logs/gateway.err.log`, where the gateway's log (it writes to stderr) goes.
     pub fn stderr_path(&self) -> PathBuf {
-        self.profile.logs_dir().join("gateway.err.log")
+        stderr_path(&self.profile)
     }
 
     /// `EnvironmentVariables`: `HERMES_HOME`, the manager marker, the watchdog if set, and the

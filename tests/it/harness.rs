@@ -400,7 +400,7 @@ impl Drop for Manager {
 }
 
 /// Remove a cgroup tree, leaves first (cgroup directories can only be removed empty).
-fn remove_cgroup(dir: &Path) {
+pub fn remove_cgroup(dir: &Path) {
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_type().is_ok_and(|t| t.is_dir()) {

@@ -11,7 +11,7 @@ use croner::CronDateTime;
 use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
 use tokio::time::MissedTickBehavior;
-use tracing::{error, info, warn};
+use tracing::{error, info, warn, Instrument};
 
 use super::job::{run_job, CronContext};
 use super::schedule::{wall_now, Poll, Schedule};
@@ -118,7 +118,7 @@ pub(crate) async fn run(
     let ctx = Arc::new(ctx);
     heartbeat.enter(State::Idle);
     let mut ticker = Ticker::new(jobs, wall_now());
-    info!(component = %ctx.name, jobs = ticker.jobs.len(), "cron ticker started");
+    info!(jobs = ticker.jobs.len(), "cron ticker started");
 
     let mut interval = tokio::time::interval(TICK);
     interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -141,7 +141,7 @@ pub(crate) async fn run(
                 let id = match joined {
                     Ok((id, ())) => id,
                     Err(e) => {
-                        error!(component = %ctx.name, error = %e, "cron job task failed");
+                        error!(error = %e, "cron job task failed");
                         e.id()
                     }
                 };
@@ -170,26 +170,29 @@ pub(crate) async fn run(
                 .as_ref()
                 .map(|d| d.to_rfc3339())
                 .unwrap_or_default();
-            let handle = tasks.spawn(run_job(
-                job.spec.clone(),
-                ctx.clone(),
-                heartbeat.clone(),
-                shutdown.clone(),
-                due,
-            ));
+            let handle = tasks.spawn(
+                run_job(
+                    job.spec.clone(),
+                    ctx.clone(),
+                    heartbeat.clone(),
+                    shutdown.clone(),
+                    due,
+                )
+                .in_current_span(),
+            );
             task_jobs.insert(handle.id(), idx);
         }
         heartbeat.enter(State::Running);
     }
 
     if !tasks.is_empty() {
-        info!(component = %ctx.name, running = tasks.len(), "stopping running cron jobs");
+        info!(running = tasks.len(), "stopping running cron jobs");
     }
     // Each job task sees the same shutdown signal, stops its process group and reaps it.
     while let Some(joined) = tasks.join_next().await {
         if let Err(e) = joined {
-            error!(component = %ctx.name, error = %e, "cron job task failed");
+            error!(error = %e, "cron job task failed");
         }
     }
-    info!(component = %ctx.name, "cron ticker stopped");
+    info!("cron ticker stopped");
 }

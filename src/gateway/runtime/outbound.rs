@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
+use tracing::Instrument;
 
 use super::{io, GatewayError};
 use crate::api;
@@ -16,6 +17,7 @@ use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::Sender;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::Delivery;
+use crate::logging::Component;
 use crate::profile::Profile;
 
 /// Each adapter that can send, by name, with its sender.
@@ -65,10 +67,13 @@ pub(super) fn spawn_workers(
         let name = format!("outbox:{adapter}");
         let (outbox, rx) = (outbox.clone(), shutdown.clone());
         let task_name = name.clone();
-        let handle = tasks.spawn(async move {
-            worker::run(adapter, sender, outbox, rx).await;
-            (task_name, AdapterExit::Shutdown)
-        });
+        let handle = tasks.spawn(
+            async move {
+                worker::run(adapter, sender, outbox, rx).await;
+                (task_name, AdapterExit::Shutdown)
+            }
+            .instrument(Component::Outbox.span()),
+        );
         handles.push((name, handle));
     }
 }
@@ -100,13 +105,16 @@ pub(super) fn serve_api(
     let bound = api::bind(&profile.api_socket())?;
     let state = api::ApiState::new(profile, spool, outbox.clone());
     let rx = shutdown.clone();
-    let handle = tasks.spawn(async move {
-        if let Err(e) = bound.serve(state, rx).await {
-            // A panic is what the run loop turns into a restart.
-            panic!("the agent API failed: {}", crate::error_chain::one_line(&e));
+    let handle = tasks.spawn(
+        async move {
+            if let Err(e) = bound.serve(state, rx).await {
+                // A panic is what the run loop turns into a restart.
+                panic!("the agent API failed: {}", crate::error_chain::one_line(&e));
+            }
+            ("api".to_owned(), AdapterExit::Shutdown)
         }
-        ("api".to_owned(), AdapterExit::Shutdown)
-    });
+        .instrument(Component::Api.span()),
+    );
     handles.push(("api".to_owned(), handle));
     Ok(())
 }

@@ -1,0 +1,76 @@
+//! Where the process's log lines go: natively to journald, with structured fields, when
+//! systemd connected stderr to the journal; plain text on stderr otherwise.
+//!
+//! systemd.exec(5) tells a service its stderr is the journal through `JOURNAL_STREAM`
+//! (`journal_stream.rs`). Only then does the gateway talk journald's native protocol, so that
+//! every line carries `HERMES_PROFILE`, `HERMES_COMPONENT` (`component.rs`), `HERMES_ADAPTER`
+//! and `HERMES_CODE` where it has them, and a `PRIORITY` from its level (docs/logs.md). A
+//! foreground run, launchd, or a stderr redirected elsewhere keeps the plain text, because a
+//! person or a log file reads it there.
+
+pub(crate) mod component;
+mod journal_stream;
+
+use tracing_journald::{Priority, PriorityMappings};
+use tracing_subscriber::filter::{filter_fn, EnvFilter};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::Layer;
+
+pub(crate) use component::Component;
+
+/// The prefix tracing-journald puts before every field of ours: `adapter` becomes
+/// `HERMES_ADAPTER`, and nothing of ours can pass for a journal field such as `PRIORITY`.
+const FIELD_PREFIX: &str = "HERMES";
+
+/// Set up logging for this process, once. `profile` is the profile a gateway serves: on the
+/// journal it goes on every line as `HERMES_PROFILE`, since one process serves one profile.
+/// `default_level` applies unless `HERMES_LOG` holds a filter.
+pub(crate) fn init(profile: Option<&str>, default_level: &str) {
+    let filter =
+        || EnvFilter::try_from_env("HERMES_LOG").unwrap_or_else(|_| EnvFilter::new(default_level));
+    if journal_stream::stderr_is_journal() {
+        if let Some(journal) = journal(profile) {
+            let _ = tracing_subscriber::registry()
+                .with(journal.with_filter(filter()))
+                .try_init();
+            return;
+        }
+    }
+    // The component spans (component.rs) are for the journal's fields only: hidden here, so
+    // the plain text reads as it always has.
+    let plain = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .with_filter(filter_fn(|meta| !meta.is_span()))
+        .with_filter(filter());
+    let _ = tracing_subscriber::registry().with(plain).try_init();
+}
+
+/// The journald layer, or `None` when its socket cannot be reached (then the caller falls
+/// back to plain text on stderr, which systemd still delivers to the journal).
+fn journal(profile: Option<&str>) -> Option<tracing_journald::Layer> {
+    let layer = tracing_journald::layer().ok()?;
+    let mut layer = layer
+        .with_field_prefix(Some(FIELD_PREFIX.to_owned()))
+        .with_priority_mappings(priorities());
+    // Only a valid profile name (the gateway refuses any other, and says so): the value is a
+    // plain token, fit for a journal match.
+    if let Some(name) = profile.filter(|p| crate::profile::ProfileName::parse(p).is_ok()) {
+        layer = layer.with_custom_fields([(format!("{FIELD_PREFIX}_PROFILE"), name)]);
+    }
+    Some(layer)
+}
+
+/// syslog's reading of the levels, which `journalctl -p` filters by: info is Informational
+/// (6), not tracing-journald's default Notice (5), which is for what is unusual.
+fn priorities() -> PriorityMappings {
+    PriorityMappings {
+        error: Priority::Error,
+        warn: Priority::Warning,
+        info: Priority::Informational,
+        debug: Priority::Debug,
+        trace: Priority::Debug,
+    }
+}
