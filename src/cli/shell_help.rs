@@ -49,10 +49,21 @@ pub(super) fn completions(args: CompletionsArgs) -> Result<u8, CliError> {
     shell
         .write_registration(VAR, BIN, BIN, BIN, &mut script)
         .map_err(CliError::Stdout)?;
+    if args.shell == "zsh" {
+        script.extend_from_slice(zsh_autoload_tail().as_bytes());
+    }
     std::io::stdout()
         .write_all(&script)
         .map_err(CliError::Stdout)?;
     Ok(exit_code::OK)
+}
+
+/// What makes the zsh script also work as an autoloaded `_hermes-svc` in `$fpath` (as Debian's
+/// package installs it in vendor-completions): compinit then runs the whole file as that
+/// function at the first TAB, and clap's script only registers its completer there, so
+/// without this tail the first TAB of every shell offers nothing. Sourced, it does nothing.
+fn zsh_autoload_tail() -> String {
+    format!("if [[ ${{funcstack[1]-}} == _{BIN} ]]; then\n    \"$_comps[{BIN}]\" \"$@\"\nfi\n")
 }
 
 /// `--profile` candidates: the profiles with a home under `$HERMES_HOME` (or `~/.hermes`).

@@ -97,6 +97,19 @@ fn zsh_loads_the_script_and_completes_subcommands_and_profiles() {
 }
 
 #[test]
+fn zsh_completes_at_the_first_tab_from_the_script_autoloaded_from_fpath() {
+    // As Debian's package installs it: `_hermes-svc` in a directory on $fpath, which compinit
+    // registers by its #compdef line and runs as a function at the first TAB.
+    let script = "d=$(mktemp -d)\nhermes-svc completions zsh > $d/_hermes-svc\nfpath=($d $fpath)\n\
+                  autoload -U compinit && compinit -u -D\n\
+                  [[ $_comps[hermes-svc] == _hermes-svc ]] || exit 3\n\
+                  _describe() { print -l -- ${(P)3} }\n\
+                  words=(hermes-svc sta); CURRENT=2\n_hermes-svc\nrm -r $d";
+    let out = run("zsh", &["-f", "-c"], script);
+    assert_eq!(words(&out), ["start", "status"], "{out}");
+}
+
+#[test]
 fn fish_completes_subcommands_and_profiles() {
     let ask = |line: &str| {
         format!("hermes-svc completions fish | source\ncomplete --do-complete '{line}'")
