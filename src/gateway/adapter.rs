@@ -134,19 +134,20 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             return AdapterExit::Shutdown;
         }
         hb.set_deadline(retry_deadline);
-        let prepared = match platform
-            .prepare(resume.as_ref().and_then(|r| r.resume_url.as_deref()))
-            .await
-        {
-            Ok(p) => p,
-            Err(PlatformError::Fatal(e)) => return fatal(&hb, &spec.name, e),
-            Err(PlatformError::Retry(e)) => {
-                hb.error(&e);
-                tracing::warn!(adapter = %spec.name, error = %e, "setup failed");
-                delay = Some(backoff.next_delay(fastrand::f64));
-                continue;
-            }
-        };
+        // Boxed: token and gateway-URL requests live only while they run.
+        let prepared =
+            match Box::pin(platform.prepare(resume.as_ref().and_then(|r| r.resume_url.as_deref())))
+                .await
+            {
+                Ok(p) => p,
+                Err(PlatformError::Fatal(e)) => return fatal(&hb, &spec.name, e),
+                Err(PlatformError::Retry(e)) => {
+                    hb.error(&e);
+                    tracing::warn!(adapter = %spec.name, error = %e, "setup failed");
+                    delay = Some(backoff.next_delay(fastrand::f64));
+                    continue;
+                }
+            };
         if let Some(limit) = prepared.limit {
             identify.update(limit);
         }

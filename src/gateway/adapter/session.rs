@@ -113,7 +113,9 @@ impl Session<'_> {
         self.heartbeat.attempt();
         let user_timeout = self.timing.ack_timeout.unwrap_or(Duration::from_secs(10)) * 2;
         let ws = tokio::select! {
-            r = connect::connect(self.url, self.authorization, self.proxies, self.timing.connect_timeout, user_timeout) => match r {
+            // Boxed, as is Hello below: what a connect and a handshake hold lives only while
+            // they run, and inline it would enlarge every connected adapter's task for good.
+            r = Box::pin(connect::connect(self.url, self.authorization, self.proxies, self.timing.connect_timeout, user_timeout)) => match r {
                 Ok(ws) => ws,
                 Err(e) => return Outcome::failed(SessionEnd::Failed(e.to_string()), resume),
             },
@@ -123,7 +125,7 @@ impl Session<'_> {
         // being borrowed by it, so that the task holds it once (its size is per connection).
         let (ws, interval) = match self.dialect {
             Dialect::Plain { ping_interval, .. } => (ws, *ping_interval),
-            Dialect::Gateway(_) => match self.await_hello(ws, shutdown).await {
+            Dialect::Gateway(_) => match Box::pin(self.await_hello(ws, shutdown)).await {
                 Ok(i) => i,
                 Err(end) => {
                     dropping(self.adapter, &end);

@@ -35,7 +35,9 @@ pub(crate) async fn run(
             return;
         }
         let wake = match outbox.next(&adapter, Instant::now()) {
-            Next::Send(message) => match deliver(&sender, &outbox, *message).await {
+            // Boxed: a send's state (the HTTP exchange) is large and lives only while it runs,
+            // while this loop idles for good in each of a thousand adapters' workers.
+            Next::Send(message) => match Box::pin(deliver(&sender, &outbox, *message)).await {
                 Ok(None) => continue,
                 // The platform asked for a pause before the next request (Discord's
                 // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.

@@ -281,4 +281,39 @@ mod tests {
         assert!(matches!(a, Answer::Failed(_)), "{text}");
         assert!(!text.contains("ret-token"), "{text}");
     }
+
+    /// Each adapter's connection task and outbox worker idle for as long as the gateway runs,
+    /// a thousand of each in a big gateway, so what they hold is paid a thousand times over
+    /// (docs/benchmarks.md, the 1,000-adapter RSS). A send's or a connect's state belongs
+    /// in a box that exists only while it runs; these limits catch one that moves inline.
+    #[tokio::test]
+    async fn idle_tasks_stay_small() {
+        use crate::gateway::health::{ComponentKind, Registry};
+        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let outbox = std::sync::Arc::new(
+            crate::gateway::outbox::Outbox::open(dir.path(), Default::default()).unwrap(),
+        );
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let worker = crate::gateway::outbox::worker::run("a".into(), d, outbox, rx.clone());
+        let worker = std::mem::size_of_val(&worker);
+        assert!(worker <= 1024, "an outbox worker holds {worker} bytes");
+
+        let spec = discord();
+        let deps = crate::gateway::adapter::Deps {
+            spool: std::sync::Arc::new(
+                crate::gateway::spool::Spool::open(&dir.path().join("inbox")).unwrap(),
+            ),
+            heartbeat: Registry::new().register(
+                "a",
+                ComponentKind::Adapter(spec.protocol.kind()),
+                Duration::from_secs(60),
+            ),
+            shared: shared(),
+            shutdown: rx,
+        };
+        let adapter = crate::gateway::adapter::run(spec, None, deps);
+        let adapter = std::mem::size_of_val(&adapter);
+        assert!(adapter <= 4 * 1024, "an adapter task holds {adapter} bytes");
+    }
 }
