@@ -26,18 +26,6 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1e3)
 }
 
-/// How many gateway units the manager holds loaded right now.
-fn loaded(m: &Manager) -> usize {
-    let out = m.systemctl(&[
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "hermes-gateway-*",
-    ]);
-    String::from_utf8_lossy(&out.stdout).lines().count()
-}
-
 fn main() {
     let only_small = std::env::args().any(|a| a == "100");
     let m = Manager::boot();
@@ -54,17 +42,25 @@ fn main() {
         harness::wait_for(
             Duration::from_secs(30),
             "the manager to drop the units",
-            || (loaded(&m) == 0).then_some(()),
+            || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
         );
         measure(&m, &units, "no");
-        assert_eq!(loaded(&m), 0, "doctor left units loaded");
+        assert_eq!(
+            m.loaded_units("hermes-gateway-*").len(),
+            0,
+            "doctor left units loaded"
+        );
         let wants = m.unit_dir().join("default.target.wants");
         std::fs::create_dir_all(&wants).unwrap();
         for u in &units {
             let _ = std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u));
         }
         assert!(m.systemctl(&["daemon-reload"]).status.success());
-        assert_eq!(loaded(&m), n, "enabled units are loaded");
+        assert_eq!(
+            m.loaded_units("hermes-gateway-*").len(),
+            n,
+            "enabled units are loaded"
+        );
         measure(&m, &units, "yes");
         std::fs::remove_dir_all(&wants).unwrap();
     }
@@ -124,7 +120,7 @@ fn measure(m: &Manager, units: &[String], label: &str) {
         harness::wait_for(
             Duration::from_secs(30),
             "the manager to drop the units",
-            || (loaded(m) == 0).then_some(()),
+            || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
         );
     }
     // Each sendmsg is one D-Bus message (method calls, plus the Hello and the auth handshake).

@@ -85,18 +85,6 @@ fn ratio_row(label: &str, (s, b): &(Stats, Stats)) {
     );
 }
 
-/// How many gateway units the manager holds loaded right now.
-fn loaded(m: &Manager) -> usize {
-    let out = m.systemctl(&[
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "hermes-gateway-*",
-    ]);
-    String::from_utf8_lossy(&out.stdout).lines().count()
-}
-
 fn main() {
     let m = Manager::boot();
     let profiles: Vec<String> = (1..=PROFILES).map(|i| format!("bench{i:02}")).collect();
@@ -119,17 +107,21 @@ fn main() {
     harness::wait_for(
         Duration::from_secs(30),
         "the manager to drop the units",
-        || (loaded(&m) == 0).then_some(()),
+        || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
     );
     let not_loaded = status_next_to_busctl(&m);
-    assert_eq!(loaded(&m), 0, "status loaded units");
+    assert_eq!(
+        m.loaded_units("hermes-gateway-*").len(),
+        0,
+        "status loaded units"
+    );
     let wants = m.unit_dir().join("default.target.wants");
     std::fs::create_dir_all(&wants).unwrap();
     for u in &idle {
         std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u)).unwrap();
     }
     assert!(m.systemctl(&["daemon-reload"]).status.success());
-    assert_eq!(loaded(&m), PROFILES);
+    assert_eq!(m.loaded_units("hermes-gateway-*").len(), PROFILES);
     let loaded_idle = status_next_to_busctl(&m);
     std::fs::remove_dir_all(&wants).unwrap();
     for u in &idle {

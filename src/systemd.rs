@@ -10,11 +10,13 @@ pub mod escape;
 mod job;
 pub mod linger;
 pub mod observed;
+mod properties;
 pub mod scope;
 pub mod unit_file;
 mod unit_on_disk;
 mod unit_syntax;
 
 pub use bus::unit_object_path;
-pub(crate) use bus::{Systemd, SystemdError, UnitProperties};
+pub(crate) use bus::{Systemd, SystemdError};
 pub(crate) use job::{Job, JobWatch};
+pub(crate) use properties::UnitProperties;

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use crate::systemd::bus::ExecCommand;
+use crate::systemd::properties::ExecCommand;
 use crate::systemd::scope::Scope;
 use crate::systemd::unit_syntax::{assignments, words, Assignment, Specifiers, Unreadable};
 use crate::systemd::UnitProperties;

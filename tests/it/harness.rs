@@ -260,6 +260,18 @@ impl Manager {
             .unwrap()
     }
 
+    /// The units matching `pattern` that the manager holds loaded right now (its
+    /// `ListUnitsByPatterns`, through `systemctl list-units --all`), sorted.
+    pub fn loaded_units(&self, pattern: &str) -> Vec<String> {
+        let out = self.systemctl(&["list-units", "--all", "--plain", "--no-legend", pattern]);
+        let mut names: Vec<String> = String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+            .collect();
+        names.sort();
+        names
+    }
+
     /// Unit properties as `systemctl --user show` prints them.
     pub fn show(&self, unit: &str) -> HashMap<String, String> {
         let out = self.systemctl(&["show", unit]);

@@ -16,23 +16,6 @@ const UNITS: [&str; 3] = [
     "hermes.service",
 ];
 
-/// The gateway units the manager holds loaded right now, by `ListUnitsByPatterns`.
-fn loaded(m: &Manager) -> Vec<String> {
-    let out = m.systemctl(&[
-        "list-units",
-        "--all",
-        "--plain",
-        "--no-legend",
-        "hermes*.service",
-    ]);
-    let mut names: Vec<String> = stdout(&out)
-        .lines()
-        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
-        .collect();
-    names.sort();
-    names
-}
-
 fn sorted(mut v: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
     v.sort_by_key(|f| f.to_string());
     v
@@ -90,12 +73,16 @@ fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it
     wait_for(
         Duration::from_secs(10),
         "the manager to drop the units",
-        || loaded(&m).is_empty().then_some(()),
+        || m.loaded_units("hermes*.service").is_empty().then_some(()),
     );
 
     let unloaded = sorted(findings(&doctor(&m, &["--json"])));
     let status_unloaded = m.hermes_ok(&["status", "--json"]);
-    assert_eq!(loaded(&m), Vec::<String>::new(), "doctor loaded units");
+    assert_eq!(
+        m.loaded_units("hermes*.service"),
+        Vec::<String>::new(),
+        "doctor loaded units"
+    );
     let ids: std::collections::BTreeSet<&str> =
         unloaded.iter().filter_map(|f| f["id"].as_str()).collect();
     for id in [
@@ -127,7 +114,7 @@ fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it
         .success());
     let mut want: Vec<String> = UNITS.iter().map(|u| u.to_string()).collect();
     want.sort();
-    assert_eq!(loaded(&m), want);
+    assert_eq!(m.loaded_units("hermes*.service"), want);
     let held = sorted(findings(&doctor(&m, &["--json"])));
     let pretty = |v: &Vec<serde_json::Value>| serde_json::to_string_pretty(v).unwrap();
     assert_eq!(
@@ -178,7 +165,11 @@ fn doctor_fix_migrates_a_legacy_unit_the_manager_never_loaded() {
     wait_for(
         Duration::from_secs(10),
         "the manager to drop the legacy unit",
-        || (!loaded(&m).contains(&"hermes-gateway.service".to_owned())).then_some(()),
+        || {
+            (!m.loaded_units("hermes*.service")
+                .contains(&"hermes-gateway.service".to_owned()))
+            .then_some(())
+        },
     );
     let before = findings(&doctor(&m, &["--json"]));
     for id in ["HSV001", "HSV002"] {
