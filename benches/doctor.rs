@@ -38,24 +38,14 @@ fn main() {
         }
         let units = write_units(&m, written, n);
         written = n;
-        assert!(m.systemctl(&["daemon-reload"]).status.success());
-        harness::wait_for(
-            Duration::from_secs(30),
-            "the manager to drop the units",
-            || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
-        );
+        m.reload_until_unloaded("hermes-gateway-*");
         measure(&m, &units, "no");
         assert_eq!(
             m.loaded_units("hermes-gateway-*").len(),
             0,
             "doctor left units loaded"
         );
-        let wants = m.unit_dir().join("default.target.wants");
-        std::fs::create_dir_all(&wants).unwrap();
-        for u in &units {
-            let _ = std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u));
-        }
-        assert!(m.systemctl(&["daemon-reload"]).status.success());
+        let wants = m.load_by_enabling(&units);
         assert_eq!(
             m.loaded_units("hermes-gateway-*").len(),
             n,

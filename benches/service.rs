@@ -103,24 +103,14 @@ fn main() {
         let out = m.hermes_ok(&["render", "--profile", &p]);
         std::fs::write(m.unit_dir().join(u), out).unwrap();
     }
-    assert!(m.systemctl(&["daemon-reload"]).status.success());
-    harness::wait_for(
-        Duration::from_secs(30),
-        "the manager to drop the units",
-        || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
-    );
+    m.reload_until_unloaded("hermes-gateway-*");
     let not_loaded = status_next_to_busctl(&m);
     assert_eq!(
         m.loaded_units("hermes-gateway-*").len(),
         0,
         "status loaded units"
     );
-    let wants = m.unit_dir().join("default.target.wants");
-    std::fs::create_dir_all(&wants).unwrap();
-    for u in &idle {
-        std::os::unix::fs::symlink(m.unit_dir().join(u), wants.join(u)).unwrap();
-    }
-    assert!(m.systemctl(&["daemon-reload"]).status.success());
+    let wants = m.load_by_enabling(&idle);
     assert_eq!(m.loaded_units("hermes-gateway-*").len(), PROFILES);
     let loaded_idle = status_next_to_busctl(&m);
     std::fs::remove_dir_all(&wants).unwrap();

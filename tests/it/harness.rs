@@ -272,6 +272,29 @@ impl Manager {
         names
     }
 
+    /// `daemon-reload`, then wait until the manager holds no unit matching `pattern`: what a
+    /// disabled profile's unit looks like to it (it drops an unreferenced inactive unit).
+    pub fn reload_until_unloaded(&self, pattern: &str) {
+        assert!(self.systemctl(&["daemon-reload"]).status.success());
+        wait_for(
+            Duration::from_secs(30),
+            "the manager to drop the units",
+            || self.loaded_units(pattern).is_empty().then_some(()),
+        );
+    }
+
+    /// Enable `units` by linking them into `default.target.wants/`, as `enable` does, and
+    /// reload, so the manager loads them (not started); returns the wants directory.
+    pub fn load_by_enabling(&self, units: &[String]) -> PathBuf {
+        let wants = self.unit_dir().join("default.target.wants");
+        std::fs::create_dir_all(&wants).unwrap();
+        for u in units {
+            std::os::unix::fs::symlink(self.unit_dir().join(u), wants.join(u)).unwrap();
+        }
+        assert!(self.systemctl(&["daemon-reload"]).status.success());
+        wants
+    }
+
     /// Unit properties as `systemctl --user show` prints them.
     pub fn show(&self, unit: &str) -> HashMap<String, String> {
         let out = self.systemctl(&["show", unit]);

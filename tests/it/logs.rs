@@ -89,6 +89,13 @@ fn install(
     tokens
 }
 
+/// Wait until the mock holds `n` live connections.
+fn connected(mock: &MockPlatform, n: u64, what: &str) {
+    wait_for(Duration::from_secs(15), what, || {
+        (mock.stats().live_connections == n).then_some(())
+    });
+}
+
 fn unit(profile: &str) -> String {
     format!("hermes-gateway-{profile}.service")
 }
@@ -173,9 +180,7 @@ fn the_gateway_logs_to_the_journal_with_its_profile_component_adapter_and_priori
     }
 
     // Silence on the connection: found dead, a warning (4).
-    wait_for(Duration::from_secs(15), "the adapter reconnected", || {
-        (mock.stats().live_connections == 1).then_some(())
-    });
+    connected(&mock, 1, "the adapter reconnected");
     mock.set_fault(Fault::Silent);
     let dead = wait_for_entry(&sm, &unit, "connection is dead");
     for (name, want) in [
@@ -217,9 +222,7 @@ fn logs_prints_the_profiles_journal_as_json_and_filters_by_adapter() {
     install(&sm, &mock, profile, &["dca", "dcb"]);
     let unit = unit(profile);
     wait_for_entry(&sm, &unit, "gateway ready");
-    wait_for(Duration::from_secs(15), "both adapters connected", || {
-        (mock.stats().live_connections == 2).then_some(())
-    });
+    connected(&mock, 2, "both adapters connected");
     mock.set_fault(Fault::Close(4000));
 
     let adapters_closed = |args: &[&str]| -> Vec<Value> {
@@ -278,9 +281,7 @@ fn logs_follow_prints_a_new_line_of_the_live_gateway() {
     install(&sm, &mock, profile, &["dc"]);
     let unit = unit(profile);
     wait_for_entry(&sm, &unit, "gateway ready");
-    wait_for(Duration::from_secs(15), "the adapter connected", || {
-        (mock.stats().live_connections == 1).then_some(())
-    });
+    connected(&mock, 1, "the adapter connected");
 
     let mut follow = sm
         .command(CONTAINER_BIN)

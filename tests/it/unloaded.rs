@@ -69,12 +69,7 @@ fn doctor_and_status_say_the_same_of_a_unit_whether_or_not_the_manager_loaded_it
     .unwrap();
     // Nothing enables them, so after a reload the manager holds none of them.
     assert!(m.systemctl(&["disable", &unit("unl")]).status.success());
-    assert!(m.systemctl(&["daemon-reload"]).status.success());
-    wait_for(
-        Duration::from_secs(10),
-        "the manager to drop the units",
-        || m.loaded_units("hermes*.service").is_empty().then_some(()),
-    );
+    m.reload_until_unloaded("hermes*.service");
 
     let unloaded = sorted(findings(&doctor(&m, &["--json"])));
     let status_unloaded = m.hermes_ok(&["status", "--json"]);
