@@ -12,7 +12,7 @@ pub(crate) mod component;
 mod journal_stream;
 
 use tracing_journald::{Priority, PriorityMappings};
-use tracing_subscriber::filter::{filter_fn, EnvFilter};
+use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt};
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::Layer;
@@ -37,15 +37,25 @@ pub(crate) fn init(profile: Option<&str>, default_level: &str) {
             return;
         }
     }
-    // The component spans (component.rs) are for the journal's fields only: hidden here, so
-    // the plain text reads as it always has.
-    let plain = tracing_subscriber::fmt::layer()
+    let _ = tracing_subscriber::registry()
+        .with(plain(filter()))
+        .try_init();
+}
+
+/// Plain text on stderr. The component spans (component.rs) are for the journal's fields
+/// only: hidden here, so the plain text reads as it always has. One filter, not two stacked:
+/// under stacked per-layer filters the level filter still enabled the spans, so every poll of
+/// every task entered and left a span that nothing showed (about 6% of a thousand-adapter
+/// gateway's CPU, docs/benchmarks.md).
+fn plain<S>(filter: EnvFilter) -> impl Layer<S>
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)
-        .with_filter(filter_fn(|meta| !meta.is_span()))
-        .with_filter(filter());
-    let _ = tracing_subscriber::registry().with(plain).try_init();
+        .with_filter(filter_fn(|meta| !meta.is_span()).and(filter))
 }
 
 /// The journald layer, or `None` when its socket cannot be reached (then the caller falls
@@ -72,5 +82,24 @@ fn priorities() -> PriorityMappings {
         info: Priority::Informational,
         debug: Priority::Debug,
         trace: Priority::Debug,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing_subscriber::filter::EnvFilter;
+    use tracing_subscriber::layer::SubscriberExt;
+
+    use super::{plain, Component};
+
+    #[test]
+    fn plain_text_leaves_component_spans_disabled_and_lines_enabled() {
+        let subscriber = tracing_subscriber::registry().with(plain(EnvFilter::new("info")));
+        tracing::subscriber::with_default(subscriber, || {
+            // A disabled span costs its task nothing to enter on every poll.
+            assert!(Component::Adapter.span().is_disabled());
+            assert!(tracing::enabled!(tracing::Level::INFO));
+            assert!(!tracing::enabled!(tracing::Level::DEBUG));
+        });
     }
 }
