@@ -63,12 +63,15 @@ fn init_tracing(command: &Command) {
     }
 }
 
-/// One thread is enough for a command, and the gateway's own sockets are few.
+/// One thread is enough for a command, and for the gateway's sockets, however many.
+fn runtime_builder() -> tokio::runtime::Builder {
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    builder
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(CliError::AsyncRuntime)
+    runtime_builder().build().map_err(CliError::AsyncRuntime)
 }
 
 fn run(cli: Cli) -> Result<u8, CliError> {

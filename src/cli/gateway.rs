@@ -3,6 +3,7 @@
 
 use super::error::{CliError, GatewayFailure};
 use crate::exit_code;
+use crate::gateway::adapter::answer_batch;
 use crate::gateway::exit::{self, Outcome, Requested};
 use crate::gateway::runtime::{self, GatewayError};
 use crate::profile::{Profile, ProfileName};
@@ -42,5 +43,10 @@ fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayErr
     };
     // Before any thread exists: setting the environment is not thread-safe.
     crate::env_file::load(&profile.env_file());
-    Ok(super::runtime()?.block_on(runtime::run(&profile, manager)))
+    // A wake-up while probes are out is held for the rest of their answers (`answer_batch`).
+    let runtime = super::runtime_builder()
+        .on_thread_unpark(answer_batch::on_wake)
+        .build()
+        .map_err(CliError::AsyncRuntime)?;
+    Ok(runtime.block_on(runtime::run(&profile, manager)))
 }

@@ -18,6 +18,7 @@
 //! `telegram`, Weixin's `weixin` with the account its sender shares, `weixin_account`) share
 //! one loop, `long_poll`: a deadline on every poll, spool before cursor.
 
+pub(crate) mod answer_batch;
 pub(crate) mod backoff;
 pub(crate) mod close_code;
 pub(crate) mod connect;

@@ -286,6 +286,11 @@ impl Liveness {
         self.ping.next = self.ping.next.min(now + self.ping.every);
     }
 
+    /// Probes sent and not yet answered, missed or replaced: at most one of each kind.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.probes().count()
+    }
+
     pub(crate) fn interval(&self) -> Duration {
         self.interval
     }

@@ -23,6 +23,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message;
 
+use super::answer_batch::Outstanding;
 use super::connect::{self, Socket};
 use super::dialect::{self, Dialect, Gateway, GatewayFrame, Handshake};
 use super::identify_queue::IdentifyQueue;
@@ -101,6 +102,8 @@ struct Live<'a> {
     sent_pings: u64,
     /// Frames to send, taken from the outlet once ready.
     outgoing: Option<outlet::Receiver<'a>>,
+    /// This connection's probes in the process-wide count (`answer_batch`).
+    probes_out: Outstanding,
 }
 
 impl Session<'_> {
@@ -231,6 +234,7 @@ impl<'a> Live<'a> {
             write_timeout: ack.max(Duration::from_millis(500)),
             sent_pings: 0,
             outgoing: None,
+            probes_out: Outstanding::default(),
         }
     }
 }
@@ -279,6 +283,7 @@ impl Live<'_> {
                 Phase::Ready { .. } => self.live.next_wakeup(),
             };
             let wake = coalesce(wake, interval);
+            self.probes_out.set(self.live.outstanding());
             if timer.deadline() != wake || timer.is_elapsed() {
                 timer.as_mut().reset(wake);
             }
