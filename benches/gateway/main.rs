@@ -28,6 +28,8 @@ pub(crate) fn scratch(tag: &str) -> PathBuf {
 }
 
 fn main() {
+    // This binary is also the bare client of the 1,000-connection section's floor.
+    thousand::bare::run_if_asked();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -8,6 +8,7 @@ use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 use crate::binary::{gateway_bin, BIN};
 use crate::scratch;
 
+pub(crate) mod bare;
 mod config;
 mod measure;
 mod platform;
@@ -21,8 +22,9 @@ use platform::Server;
 use report::print_thousand;
 
 /// 1,000 adapters of each kind against the built-in mock and against the independent server
-/// (benches/independent), discovering the gateway and fetching tokens as a real start does.
-/// `HSV_BENCH_ONLY` (e.g. `qqbot/independent,discord`) picks configurations, `HSV_BENCH_ADAPTERS`
+/// (benches/independent), discovering the gateway and fetching tokens as a real start does,
+/// then the floor (`bare.rs`): a bare client holding as many connections to the independent
+/// server. `HSV_BENCH_ONLY` (e.g. `qqbot/independent,discord,floor`) picks configurations, `HSV_BENCH_ADAPTERS`
 /// the count, `HSV_BENCH_WINDOW` the measured window (60 s) and `HSV_BENCH_SOAK` (seconds) an
 /// RSS reading every minute for that long.
 pub(crate) async fn thousand_connections() {
@@ -38,8 +40,10 @@ pub(crate) async fn thousand_connections() {
             })
     };
     let interval = Duration::from_secs(5);
-    let python = (picked(Kind::QqBot, "independent") || picked(Kind::Discord, "independent"))
-        .then(Independent::python);
+    let floor = only.is_empty() || only.split(',').any(|o| o.trim() == "floor");
+    let python =
+        (floor || picked(Kind::QqBot, "independent") || picked(Kind::Discord, "independent"))
+            .then(Independent::python);
     let bin = gateway_bin();
     if bin == BIN {
         eprintln!(
@@ -76,6 +80,12 @@ pub(crate) async fn thousand_connections() {
         }
     }
     print_thousand(&results);
+    if let (true, Some(python)) = (floor, python.as_deref()) {
+        wait_for_quiet_machine().await;
+        let server = Independent::start(python, interval, &logs.join("floor.log"));
+        let window = measure::env_secs("HSV_BENCH_WINDOW", 60);
+        bare::print(&bare::measure(server, n, window).await);
+    }
     println!(
         "Measured binary: {}\n",
         if bin == BIN {

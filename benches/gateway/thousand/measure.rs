@@ -55,7 +55,7 @@ pub(super) struct Measured {
     pub(super) soak: Vec<Sample>,
 }
 
-fn env_secs(key: &str, default: u64) -> Duration {
+pub(super) fn env_secs(key: &str, default: u64) -> Duration {
     Duration::from_secs(
         std::env::var(key)
             .ok()
