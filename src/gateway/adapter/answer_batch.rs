@@ -2,8 +2,8 @@
 //!
 //! Every WebSocket session's probes fall on one shared grid (`session::coalesce`; Feishu's, two
 //! minutes apart, are not counted), so a gateway with a thousand connections sends a grid
-//! slot's heartbeats together, and the platform answers them
-//! together: on an aiohttp server, one event-loop turn each, a tenth of a millisecond apart.
+//! slot's heartbeats together, and the platform answers them together: on an aiohttp server,
+//! one event-loop turn each, a tenth of a millisecond apart.
 //! Woken for each answer, the gateway would pay a wake-up, a context switch and a turn of its
 //! event loop per answer. So, as a network card coalesces its interrupts, the runtime thread
 //! that wakes while probes are out waits one short window before it runs anything, and the
