@@ -117,14 +117,14 @@ pub(super) async fn measure(server: Independent, n: usize, window: Duration) -> 
     }
     tokio::time::sleep(INTERVAL * 2).await;
     let beats = |v: serde_json::Value| v["heartbeats"].as_u64().unwrap_or(0);
-    let (cpu0, wake0, beats0, t0) = {
-        let (c, w) = schedstat(pid);
-        (c, w, beats(server.stats().await), Instant::now())
-    };
+    let t0 = Instant::now();
+    let (cpu0, wake0) = schedstat(pid);
+    let beats0 = beats(server.stats().await);
     tokio::time::sleep(window).await;
     let (cpu1, wake1) = schedstat(pid);
     let beats1 = beats(server.stats().await);
-    let secs = t0.elapsed().as_secs_f64();
+    let measured = t0.elapsed();
+    let secs = measured.as_secs_f64();
     let rss_kib = proc_status(pid, "VmRSS:");
     let _ = child.kill();
     let _ = child.wait();
@@ -134,7 +134,7 @@ pub(super) async fn measure(server: Independent, n: usize, window: Duration) -> 
         wakeups_per_s: (wake1 - wake0) as f64 / secs,
         heartbeats_per_s: (beats1 - beats0) as f64 / secs,
         rss_kib,
-        window: t0.elapsed(),
+        window: measured,
     }
 }
 
