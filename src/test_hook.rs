@@ -11,6 +11,8 @@
 //!   message while others pass the same point;
 //! - `pause:POINT:FIFO` makes the process stop at POINT until the test has opened FIFO for
 //!   writing and closed it again;
+//! - `stall:POINT:MS` makes the first task that reaches POINT wait MS milliseconds there, as
+//!   one slow write to disk would, while the rest of the process runs on;
 //! - `ask-manager` makes every unit's properties come from the systemd manager, never from
 //!   its files (see [`switched`]).
 //!
@@ -79,6 +81,35 @@ pub(crate) fn pause(point: &str) {
 
 #[cfg(not(debug_assertions))]
 pub(crate) fn pause(_point: &str) {}
+
+/// Wait at `point` for as long as the test asked with `stall:POINT:MS`: only this task waits,
+/// as it would on a slow disk, so a test can widen a window that is otherwise too short to
+/// hit (a caller hanging up while its submit waits for the fsync).
+/// Only the first arrival waits, so what follows (a retry, the delivery) runs at full speed.
+#[cfg(debug_assertions)]
+pub(crate) async fn stall(point: &str) {
+    static STALLED: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    for f in faults() {
+        let Some((p, ms)) = f.strip_prefix("stall:").and_then(|r| r.split_once(':')) else {
+            continue;
+        };
+        let (true, Ok(ms)) = (p == point, ms.parse::<u64>()) else {
+            continue;
+        };
+        {
+            let mut stalled = STALLED.lock().unwrap_or_else(|p| p.into_inner());
+            if stalled.iter().any(|s| s == point) {
+                return;
+            }
+            stalled.push(point.to_owned());
+        }
+        tracing::warn!(point, ms, "test fault: stalling");
+        tokio::time::sleep(std::time::Duration::from_millis(ms)).await;
+    }
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) async fn stall(_point: &str) {}
 
 /// How far tests have moved the wall clock forward, in milliseconds (debug builds only).
 #[cfg(debug_assertions)]

@@ -352,7 +352,8 @@ pub(super) struct SendArgs {
     #[arg(long, value_name = "ID")]
     pub(super) reply_to: Option<String>,
     /// Give the same key when retrying this command, and the gateway queues the message
-    /// once (default: a new random key, so a retried command sends again).
+    /// once (default: a new random key, so a retried command sends again). When the outcome
+    /// is unknown (exit 75), the error names the key to retry with.
     #[arg(long, value_name = "KEY")]
     pub(super) idempotency_key: Option<String>,
     /// When an attempt's outcome is unknown, send again (it may post twice) rather than

@@ -72,6 +72,15 @@ pub(crate) enum CliError {
         socket.display()
     )]
     GatewayNotRunning { profile: String, socket: PathBuf },
+    /// A submit whose request may have reached the gateway but whose answer did not come
+    /// back: the message may be queued. Exits 75 ("try again"), never 1 as "no gateway
+    /// answers" does, and names the key under which a retry is queued at most once.
+    #[error("outcome unknown: the message may or may not have been queued; retry with the same key, which queues it at most once: {retry} TEXT")]
+    SendOutcomeUnknown {
+        retry: String,
+        #[source]
+        source: ClientError,
+    },
     /// The gateway answered through its API; a refusal of the request (a 4xx) means nothing
     /// was done, and exits 2 as bad input does.
     #[error(transparent)]
@@ -102,6 +111,7 @@ impl CliError {
     pub(crate) fn exit_code(&self) -> u8 {
         match self {
             CliError::Usage(_) | CliError::DoctorBlind(_) => exit_code::USAGE,
+            CliError::SendOutcomeUnknown { .. } => exit_code::TEMPFAIL,
             CliError::Api(e) if e.is_client_error() => exit_code::USAGE,
             CliError::Gateway(GatewayFailure { error, manager }) => {
                 exit::status(*manager, error.outcome())

@@ -43,7 +43,7 @@ pub(super) fn run(args: SendArgs) -> Result<u8, CliError> {
     let client = Client::new(profile.api_socket());
     let submitted = super::runtime()?
         .block_on(client.submit(&body))
-        .map_err(|e| api_error(&profile, e))?;
+        .map_err(|e| api_error(&profile, &args.to, &body.idempotency_key, e))?;
     println!("{}", describe(&submitted, args.json)?);
     Ok(exit_code::OK)
 }
@@ -99,13 +99,37 @@ fn random_key() -> String {
     format!("cli-{:016x}{:016x}", fastrand::u64(..), fastrand::u64(..))
 }
 
-fn api_error(profile: &Profile, error: ClientError) -> CliError {
+/// What a failed submit tells the user. Where the request may have reached the gateway (no
+/// answer in time, the connection dropped, the gateway's own failure) the message may be
+/// queued, so the answer is "unknown" with the key to retry under: a retry with that key is
+/// queued at most once, where a retry without it would post a second copy.
+fn api_error(profile: &Profile, to: &str, key: &str, error: ClientError) -> CliError {
     match error {
         ClientError::NotRunning { socket, .. } => CliError::GatewayNotRunning {
             profile: profile.name().to_string(),
             socket,
         },
+        e @ (ClientError::Timeout { .. } | ClientError::Http { .. }) => {
+            outcome_unknown(profile, to, key, e)
+        }
+        e @ (ClientError::Refused { status, .. } | ClientError::Unexpected { status, .. })
+            if status >= 500 =>
+        {
+            outcome_unknown(profile, to, key, e)
+        }
         other => CliError::Api(other),
+    }
+}
+
+fn outcome_unknown(profile: &Profile, to: &str, key: &str, source: ClientError) -> CliError {
+    CliError::SendOutcomeUnknown {
+        retry: format!(
+            "hermes-svc send --profile {} --to {} --idempotency-key {}",
+            profile.name(),
+            crate::safe_text::visible(to),
+            crate::safe_text::visible(key)
+        ),
+        source,
     }
 }
 
@@ -167,6 +191,8 @@ mod tests {
         .unwrap();
         let err = api_error(
             &profile,
+            "qq:group:A",
+            "k",
             ClientError::NotRunning {
                 socket: profile.api_socket(),
                 source: io::ErrorKind::NotFound.into(),

@@ -232,13 +232,18 @@ impl Outbox {
                     message: message.clone(),
                 };
                 self.append(&mut inner, &record)?;
+                // The worker is woken now, not after the sync below: a caller that hangs up
+                // drops this future at that await, and a message in the journal must be
+                // delivered whatever the caller does. Waking early is safe, because the
+                // worker syncs its `sending` line (and with it this one) before any request
+                // goes out.
+                self.changed.send_modify(|n| *n += 1);
                 (Submitted { message, new: true }, inner.appended)
             }
         };
         self.sync_to(pos).await?;
         if submitted.new {
             crate::test_hook::kill_at("outbox-appended", &submitted.message.idempotency_key);
-            self.changed.send_modify(|n| *n += 1);
         }
         Ok(submitted)
     }
@@ -299,6 +304,7 @@ impl Outbox {
         if *synced >= pos {
             return Ok(());
         }
+        crate::test_hook::stall("outbox-sync").await;
         let (file, upto) = {
             let inner = self.lock();
             let file = inner
@@ -408,12 +414,14 @@ impl Outbox {
     }
 }
 
-/// A retried submit is the same request when it asks for the same thing.
+/// A retried submit is the same request when it asks for the same thing, under the same
+/// policy: a different policy makes a different message (the API answers 409).
 fn same_request(m: &Message, req: &Request) -> bool {
     m.adapter == req.adapter
         && m.target == req.target
         && m.text == req.text
         && m.reply_to == req.reply_to
+        && m.policy == req.policy
 }
 
 /// Unique, sortable by time, and short enough to be Discord's nonce (25 characters).

@@ -218,3 +218,91 @@ fn a_429_is_honoured_before_the_next_request() {
     let contents: Vec<String> = rig.posts().into_iter().map(|p| p.content).collect();
     assert_eq!(contents, ["rl 0", "rl 1", "rl 2"]);
 }
+
+/// A client that hangs up while its submit waits for the journal's fsync does not strand the
+/// message: the line is in the journal, so the message goes out, with no other send to wake
+/// the worker. The fsync is stretched to 2 s so that the hang-up falls inside it.
+#[test]
+fn a_message_from_a_client_that_hung_up_is_delivered() {
+    use std::io::Write;
+    use std::os::unix::net::UnixStream;
+
+    let rig = Rig::new("obhangup", "");
+    let mut gw = rig.gateway("stall:outbox-sync:2000");
+    assert!(rig.wait_api(&mut gw));
+    let key = "obhangup-1";
+    let body = serde_json::json!({
+        "adapter": "dc",
+        "target": "channel:4242",
+        "text": "sent by a client that hung up",
+        "idempotency_key": key,
+    })
+    .to_string();
+    let mut stream = UnixStream::connect(rig.profile_home().join("state/api/agent.sock")).unwrap();
+    write!(
+        stream,
+        "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let journal = rig.profile_home().join("outbox/journal.jsonl");
+    crate::harness::wait_for(
+        Duration::from_secs(10),
+        "the message in the journal",
+        || {
+            std::fs::read_to_string(&journal)
+                .ok()
+                .filter(|j| j.contains(key))
+        },
+    );
+    // Hang up while the submit waits for its sync.
+    drop(stream);
+    crate::harness::wait_for(Duration::from_secs(20), "the message on Discord", || {
+        rig.posts()
+            .iter()
+            .any(|p| p.content == "sent by a client that hung up")
+            .then_some(())
+    });
+    sigterm(&mut gw);
+}
+
+/// `send` whose answer does not come in time says the outcome is unknown, exits 75 (not 1,
+/// "no gateway answers") and names its key; the retry with that key is the same message, so
+/// the text is posted once. The first fsync is stretched past the client's 15 s grace.
+#[test]
+fn send_without_an_answer_names_its_key_and_a_retry_with_it_posts_once() {
+    let rig = Rig::new("obsendto", "");
+    let mut gw = rig.gateway("stall:outbox-sync:16000");
+    assert!(rig.wait_api(&mut gw));
+    let text = "sent once despite a timeout";
+    let send = |key: Option<&str>| {
+        let mut cmd = rig.hermes();
+        cmd.args(["send", "-p", "obsendto", "--to", "dc:channel:4242"]);
+        if let Some(key) = key {
+            cmd.args(["--idempotency-key", key]);
+        }
+        cmd.arg(text).output().unwrap()
+    };
+    let first = send(None);
+    let stderr = String::from_utf8_lossy(&first.stderr).into_owned();
+    assert_eq!(first.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains("outcome unknown"), "{stderr}");
+    let key = stderr
+        .split("--idempotency-key ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("a key to retry with: {stderr}"))
+        .to_owned();
+    let again = send(Some(&key));
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already queued"));
+    rig.wait_drained(&gw, Duration::from_secs(30));
+    let posted = rig.posts().iter().filter(|p| p.content == text).count();
+    assert_eq!(posted, 1);
+    sigterm(&mut gw);
+}

@@ -61,6 +61,12 @@ async fn a_submitted_message_survives_a_reopen_and_its_key_is_accepted_once() {
     other.text = "something else".into();
     let err = outbox.submit(other).await.unwrap_err();
     assert_eq!(err.code(), "idempotency_key_reused");
+
+    // The same message under another policy is another message.
+    let mut other = req("dc", "channel:1", "k1");
+    other.policy = Policy::AtLeastOnce;
+    let err = outbox.submit(other).await.unwrap_err();
+    assert_eq!(err.code(), "idempotency_key_reused");
 }
 
 #[tokio::test]
