@@ -5,6 +5,7 @@
 //! doctor paused between listing units and reading them while the test removes one. Both are
 //! asked for in `HERMES_TEST_FAULT`, comma-separated:
 //! - `wedge:NAME` makes component NAME hang forever at its next step;
+//! - `panic:NAME` makes adapter NAME panic as it starts, as a bug would;
 //! - `kill:POINT` makes the process SIGKILL itself at POINT, as a power cut or the OOM killer
 //!   would, with nothing flushed and no handler run; `kill:POINT:SUBJECT` only when POINT is
 //!   reached for SUBJECT (an outbox message's idempotency key), so that a test can aim at one
@@ -47,6 +48,20 @@ pub(crate) async fn hang_if_wedged(name: &str) {
         std::future::pending::<()>().await;
     }
 }
+
+/// Panic now if adapter `name` was asked to (`panic:NAME`): a bug, at a known place.
+#[cfg(debug_assertions)]
+pub(crate) fn panic_if_asked(name: &str) {
+    if faults()
+        .iter()
+        .any(|f| f.strip_prefix("panic:") == Some(name))
+    {
+        panic!("test fault: panic in {name}");
+    }
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn panic_if_asked(_name: &str) {}
 
 /// Is the plain switch `name` (a fault with no argument) set? `ask-manager` makes
 /// `Systemd::describe` ask the manager about every unit instead of reading unit files, so a

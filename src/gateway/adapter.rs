@@ -20,6 +20,7 @@
 
 pub(crate) mod answer_batch;
 pub(crate) mod backoff;
+pub mod batch;
 pub(crate) mod close_code;
 pub(crate) mod connect;
 pub(crate) mod dialect;
@@ -67,6 +68,8 @@ pub enum AdapterExit {
     Shutdown,
     /// Retrying cannot help; the gateway exits 78 with this reason.
     Fatal(String),
+    /// The component's task panicked, with this message: a bug, and a restart (exit 75).
+    Crashed(String),
 }
 
 /// What the adapter shares with the rest of the gateway.
@@ -96,6 +99,7 @@ const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
 
 /// Run until shutdown or a fatal error.
 pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
+    crate::test_hook::panic_if_asked(&spec.name);
     if let Protocol::Feishu { .. } = spec.protocol {
         // Boxed: its state would otherwise enlarge every adapter's task.
         return Box::pin(feishu::run(spec, secret, deps)).await;

@@ -29,6 +29,8 @@ pub enum State {
     Running,
     /// A non-retryable failure (bad credentials, a fatal close code): the gateway exits 78.
     Fatal,
+    /// The component's task panicked (a bug): the gateway restarts at once (exit 75).
+    Crashed,
     /// The platform ended the bot's login (Weixin's expired session): nothing but a person
     /// scanning a new QR code helps, so the adapter waits for a new login, visibly degraded,
     /// and a restart would change nothing.

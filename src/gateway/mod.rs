@@ -8,6 +8,7 @@ pub mod health;
 pub(crate) mod notify;
 pub mod outbox;
 pub mod pid_file;
+pub mod platform_number;
 pub(crate) mod runtime;
 pub mod send;
 pub mod spool;

@@ -10,6 +10,7 @@
 //! How a run ended becomes an exit status in one place, `gateway::exit`, which knows how the
 //! manager (`HERMES_SERVICE_MANAGER`) reads it.
 
+mod component;
 mod outbound;
 mod watchdog;
 
@@ -262,14 +263,17 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         let hb = registry.register(&component, ComponentKind::Cron, cron::DEADLINE);
         let jobs = config.cron.clone();
         let rx = shutdown_rx.clone();
+        let work = {
+            let hb = hb.clone();
+            async move {
+                cron::run(jobs, hb, ctx, rx).await;
+                AdapterExit::Shutdown
+            }
+        };
         handles.push((
             component.clone(),
             tasks.spawn(
-                async move {
-                    cron::run(jobs, hb, ctx, rx).await;
-                    (component, AdapterExit::Shutdown)
-                }
-                .instrument(Component::Cron.span()),
+                component::supervised(component, Some(hb), work).instrument(Component::Cron.span()),
             ),
         ));
     }
@@ -284,7 +288,7 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
             .max(Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2);
         let deps = adapter::Deps {
             spool: spool.clone(),
-            heartbeat: hb,
+            heartbeat: hb.clone(),
             shared: shared.clone(),
             shutdown: shutdown_rx.clone(),
         };
@@ -292,7 +296,7 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         handles.push((
             name.clone(),
             tasks.spawn(
-                async move { (name, adapter::run(spec, secret, deps).await) }
+                component::supervised(name, Some(hb), adapter::run(spec, secret, deps))
                     .instrument(Component::Adapter.span()),
             ),
         ));
@@ -366,7 +370,12 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                     Some(Stop::Fatal { adapter, reason })
                 }
                 Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
-                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component panicked: {e}"))),
+                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => Some(Stop::Restart(
+                    format!("component {component} panicked: {what}"),
+                )),
+                // Only an abort, which the run does only once it is stopping, ends a task
+                // this way: a panic was caught by `component::supervised`.
+                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),
                 Event::Tick => {
                     // No await in this branch: the span is left before the next select.
                     let _watchdog = Component::Watchdog.span().entered();

@@ -24,6 +24,8 @@ mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
 mod hostile_files;
+mod hostile_platform;
+mod hostile_server;
 mod hostile_text;
 mod install;
 mod launchctl;

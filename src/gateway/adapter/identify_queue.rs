@@ -14,6 +14,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use crate::gateway::platform_number::{self, START_LIMIT_RESET};
 use tokio::time::Instant;
 
 /// One Identify per bucket per this long: the platform's 5 s, plus a margin so that an
@@ -41,7 +42,7 @@ impl SessionStartLimit {
         Some(Self {
             total: n("total")?.try_into().ok()?,
             remaining: n("remaining")?.try_into().ok()?,
-            reset_after: Duration::from_millis(n("reset_after")?),
+            reset_after: platform_number::millis(n("reset_after")?, START_LIMIT_RESET),
             max_concurrency: n("max_concurrency").unwrap_or(1).clamp(1, 1024) as u32,
         })
     }

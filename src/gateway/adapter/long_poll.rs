@@ -75,6 +75,14 @@ impl Poller {
         }
     }
 
+    /// Why the last batch made no progress (updates that cannot be confirmed), if so.
+    fn stalled(&mut self) -> Option<String> {
+        match self {
+            Poller::Telegram(t) => t.stalled(),
+            Poller::Weixin(_) => None,
+        }
+    }
+
     /// The client deadline of the next poll.
     fn deadline(&self) -> Duration {
         match self {
@@ -188,10 +196,19 @@ async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterE
                     hb.beat();
                 }
                 conflict_since = None;
-                backoff.reset();
+                // A batch that cannot all be confirmed comes back at once: wait, growing the
+                // wait (and so the rate of its warning) as a failure would.
+                let stalled = poller.stalled();
+                if stalled.is_none() {
+                    backoff.reset();
+                }
                 match store(&deps, &events).await {
                     Ok(()) => match poller.commit() {
-                        Ok(()) => None,
+                        Ok(()) => stalled.map(|why| {
+                            hb.error(&why);
+                            tracing::warn!(adapter = %spec.name, reason = %why, "the poll made no progress; waiting before the next");
+                            backoff.next_delay(fastrand::f64)
+                        }),
                         Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),
                     },
                     Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),

@@ -14,6 +14,7 @@ use super::platform::{platform_says, PlatformError};
 use super::token_cache::TokenCache;
 use super::Shared;
 use crate::config::Secret;
+use crate::gateway::platform_number::{self, TOKEN_LIFETIME};
 
 /// Refresh a QQ access token this long before it expires (the platform hands out a new one
 /// in the last 60 s of the old one's life, and both work meanwhile).
@@ -58,12 +59,10 @@ impl QqToken {
         let Some(token) = token else {
             return Err(qq_token_error(&self.app_id, status, &v));
         };
-        // QQ sends expires_in as a string; accept a number too.
-        let secs = v["expires_in"]
-            .as_u64()
-            .or_else(|| v["expires_in"].as_str().and_then(|s| s.parse().ok()))
-            .unwrap_or(7200);
-        Ok((token.to_owned(), Duration::from_secs(secs)))
+        // QQ sends expires_in as a string; a number is read too.
+        let lifetime = platform_number::seconds_json(&v["expires_in"], TOKEN_LIFETIME)
+            .unwrap_or(Duration::from_secs(7200));
+        Ok((token.to_owned(), lifetime))
     }
 
     /// Forget `stale`, the token the platform just rejected. A newer token someone else

@@ -34,6 +34,7 @@ use super::outlet::{self, Outlet};
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::platform_number::{self, HEARTBEAT_INTERVAL};
 use crate::gateway::spool::{Event, Spool};
 use crate::test_hook;
 
@@ -174,7 +175,8 @@ impl Session<'_> {
                     }
                     Some(ms) => {
                         self.heartbeat.beat();
-                        return Ok((ws, Duration::from_millis(ms)));
+                        let interval = platform_number::millis(ms, HEARTBEAT_INTERVAL);
+                        return Ok((ws, interval));
                     }
                     None => {}
                 },

@@ -21,16 +21,21 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use super::batch::{self, Item};
 use super::long_poll::{exchange, Exchange, Polled};
 use crate::config::{PollTiming, Secret};
+use crate::gateway::platform_number::{self, Range};
 use crate::gateway::spool::Event;
 use crate::safe_text::clip;
 
 /// Without a `retry_after`, a 429 waits this long.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
-/// The longest `retry_after` obeyed as given; a longer one (a server bug, or hostile) is cut
-/// to this and asked again.
-const MAX_RETRY_AFTER: Duration = Duration::from_secs(3600);
+/// The `retry_after` obeyed as given; a longer one (a server bug, or hostile) is cut to an
+/// hour and asked again.
+const POLL_RETRY_WAIT: Range = Range {
+    min: Duration::ZERO,
+    max: Duration::from_secs(3600),
+};
 
 pub(crate) struct Telegram {
     adapter: String,
@@ -45,6 +50,8 @@ pub(crate) struct Telegram {
     offset: Option<i64>,
     /// The last update of the batch being stored; becomes the offset at commit.
     pending: Option<i64>,
+    /// Set by a batch holding updates that cannot be confirmed ([`Telegram::stalled`]).
+    stalled: Option<String>,
     /// Whether the last poll was answered. Until one is (at start, and after any failure),
     /// polls are short (`timeout` 0): Telegram answers at once, so the adapter reports in
     /// without waiting out a quiet bot's long poll (which would hold `READY=1`, and `start`,
@@ -76,6 +83,7 @@ impl Telegram {
             delete_webhook: config.delete_webhook,
             offset: None,
             pending: None,
+            stalled: None,
             answered: false,
         }
     }
@@ -124,9 +132,11 @@ impl Telegram {
                 Exchange::Dead(e) => return Polled::Dead(e),
                 Exchange::Failed(e) => return Polled::Failed(format!("getUpdates: {e}")),
             };
-        let v: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+        // Not JSON at all (a proxy's error page) reads as an answer that says nothing.
+        let (v, items) =
+            batch::read(&answer, "result").map_or((Value::Null, None), |b| (b.envelope, b.items));
         if status == 200 && v["ok"] == json!(true) {
-            return match v["result"].as_array() {
+            return match items {
                 Some(updates) => Polled::Batch(self.events(updates)),
                 None => Polled::Failed("getUpdates answered ok without a result list".into()),
             };
@@ -137,11 +147,9 @@ impl Telegram {
             409 if description.contains("webhook") => self.webhook_set(said).await,
             409 => Polled::Conflict(said),
             429 => {
-                let after = v["parameters"]["retry_after"]
-                    .as_f64()
-                    .filter(|s| s.is_finite() && *s >= 0.0)
-                    .map_or(DEFAULT_RETRY_AFTER, Duration::from_secs_f64)
-                    .min(MAX_RETRY_AFTER);
+                let after =
+                    platform_number::seconds_json(&v["parameters"]["retry_after"], POLL_RETRY_WAIT)
+                        .unwrap_or(DEFAULT_RETRY_AFTER);
                 Polled::Wait(after, said)
             }
             401 | 404 => Polled::Fatal(format!(
@@ -154,37 +162,67 @@ impl Telegram {
     }
 
     /// Updates as spool events, each named by its `update_id` and typed by the field it
-    /// carries (`message`, `callback_query`, ...). One without an `update_id` cannot be
-    /// confirmed or deduplicated and is skipped, with a warning.
-    fn events(&mut self, updates: &[Value]) -> Vec<Event> {
+    /// carries (`message`, `callback_query`, ...). One that does not read as JSON is stored
+    /// as a quarantined `unreadable` event under its id, so the offset moves past it. One
+    /// whose `update_id` cannot be confirmed (none, negative, or with no `i64` after it)
+    /// cannot be stored or confirmed at all: it is skipped, and the poll is marked as
+    /// stalled, since Telegram will send it again.
+    fn events(&mut self, updates: Vec<Item>) -> Vec<Event> {
         let mut events = Vec::with_capacity(updates.len());
+        let mut unconfirmable = vec![];
         for update in updates {
-            let Some(id) = update["update_id"].as_i64() else {
-                tracing::warn!(adapter = %self.adapter, "an update without update_id; skipped");
+            let id_value = match &update {
+                Item::Readable(v) => v["update_id"].clone(),
+                Item::Unreadable { raw, .. } => {
+                    batch::field(raw, "update_id").unwrap_or(Value::Null)
+                }
+            };
+            let confirmable = id_value
+                .as_i64()
+                .filter(|id| *id >= 0 && platform_number::offset_after(*id).is_some());
+            let Some(id) = confirmable else {
+                unconfirmable.push(clip(&id_value.to_string(), 40));
                 continue;
             };
-            let kind = update
-                .as_object()
-                .and_then(|o| o.keys().find(|k| *k != "update_id"))
-                .map_or("update", String::as_str)
-                .to_owned();
             self.pending = Some(self.pending.map_or(id, |p| p.max(id)));
             let seq = u64::try_from(id).ok();
-            events.push(Event::new(
-                id.to_string(),
-                &self.adapter,
-                kind,
-                seq,
-                update.clone(),
+            events.push(match update {
+                Item::Readable(v) => {
+                    let kind = v
+                        .as_object()
+                        .and_then(|o| o.keys().find(|k| *k != "update_id"))
+                        .map_or("update", String::as_str)
+                        .to_owned();
+                    Event::new(id.to_string(), &self.adapter, kind, seq, v)
+                }
+                Item::Unreadable { raw, error } => {
+                    tracing::warn!(adapter = %self.adapter, update_id = id, %error, "an update that is not valid JSON; stored as an unreadable event");
+                    batch::quarantined(id.to_string(), &self.adapter, seq, &raw, &error)
+                }
+            });
+        }
+        if !unconfirmable.is_empty() {
+            self.stalled = Some(format!(
+                "getUpdates: {} update(s) with an update_id that cannot be confirmed ({}), \
+                 so Telegram sends them again; skipped",
+                unconfirmable.len(),
+                unconfirmable.join(", ")
             ));
         }
         events
     }
 
+    /// Why the last poll made no progress: updates that cannot be confirmed come back at
+    /// once, so polling again without a wait would be a hot loop.
+    pub(super) fn stalled(&mut self) -> Option<String> {
+        self.stalled.take()
+    }
+
     /// Every update of the last batch is stored: the next poll confirms them.
     pub(super) fn commit(&mut self) {
-        if let Some(last) = self.pending.take() {
-            self.offset = Some(self.offset.map_or(last + 1, |o| o.max(last + 1)));
+        let next = self.pending.take().and_then(platform_number::offset_after);
+        if let Some(next) = next {
+            self.offset = Some(self.offset.map_or(next, |o| o.max(next)));
         }
     }
 

@@ -22,6 +22,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use super::batch::{self, Batch, Item};
 use super::long_poll::{exchange, Exchange, Polled};
 use super::weixin_account::{rate_limited, said, session_expired, WeixinAccount};
 use crate::config::PollTiming;
@@ -107,8 +108,9 @@ impl Weixin {
     }
 
     /// One iLink call, read as the public client reads every answer: an ended session, the
-    /// frequency limit, any other non-zero code, or the answer's JSON.
-    async fn call(&self, endpoint: &str, body: Value, deadline: Duration) -> Result<Value, Polled> {
+    /// frequency limit, any other non-zero code, or the answer, with its `msgs` read one by
+    /// one ([`batch`]).
+    async fn call(&self, endpoint: &str, body: Value, deadline: Duration) -> Result<Batch, Polled> {
         let request = self
             .account
             .request(&self.http, &format!("ilink/bot/{endpoint}"), body)
@@ -121,38 +123,40 @@ impl Weixin {
             Exchange::Dead(e) => return Err(Polled::Dead(e)),
             Exchange::Failed(e) => return Err(Polled::Failed(format!("{endpoint}: {e}"))),
         };
-        let Ok(v) = serde_json::from_slice::<Value>(&answer) else {
+        let Some(batch) = batch::read(&answer, "msgs") else {
             return Err(Polled::Failed(format!(
-                "{endpoint} answered something that is not JSON"
+                "{endpoint} answered something that is not a JSON object"
             )));
         };
-        if session_expired(&v) {
+        let v = &batch.envelope;
+        if session_expired(v) {
             return Err(Polled::NeedsLogin(format!(
                 "{endpoint}: {}: the Weixin login has expired; run `hermes-svc login weixin` \
                  for this profile and scan the QR code (the adapter picks the new login up by \
                  itself)",
-                said(&v)
+                said(v)
             )));
         }
-        if rate_limited(&v) {
+        if rate_limited(v) {
             return Err(Polled::Wait(
                 RATE_LIMIT_WAIT,
-                format!("{endpoint}: {}: the platform's frequency limit", said(&v)),
+                format!("{endpoint}: {}: the platform's frequency limit", said(v)),
             ));
         }
         let code = |k: &str| v[k].as_i64().unwrap_or(0);
         if code("ret") != 0 || code("errcode") != 0 {
-            return Err(Polled::Failed(format!("{endpoint}: {}", said(&v))));
+            return Err(Polled::Failed(format!("{endpoint}: {}", said(v))));
         }
-        Ok(v)
+        Ok(batch)
     }
 
     async fn long_poll(&mut self) -> Polled {
         let body = json!({ "get_updates_buf": self.cursor });
-        let v = match self.call("getupdates", body, self.deadline()).await {
-            Ok(v) => v,
-            Err(polled) => return polled,
-        };
+        let Batch { envelope: v, items } =
+            match self.call("getupdates", body, self.deadline()).await {
+                Ok(batch) => batch,
+                Err(polled) => return polled,
+            };
         if let Some(ms) = v["longpolling_timeout_ms"].as_u64().filter(|ms| *ms > 0) {
             self.server_timeout =
                 Duration::from_millis(ms).clamp(MIN_SERVER_TIMEOUT, MAX_SERVER_TIMEOUT);
@@ -162,13 +166,33 @@ impl Weixin {
                 self.pending = Some(buf.to_owned());
             }
         }
-        let msgs = v["msgs"].as_array().map_or(&[][..], Vec::as_slice);
-        Polled::Batch(msgs.iter().filter_map(|m| self.event(m)).collect())
+        let events = items
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|item| match item {
+                Item::Readable(m) => self.event(m),
+                Item::Unreadable { raw, error } => Some(self.unreadable(&raw, &error)),
+            })
+            .collect();
+        Polled::Batch(events)
+    }
+
+    /// A message that does not read as JSON, as a quarantined `unreadable` event under its
+    /// `message_id` (or a hash of it, when even that does not read). The cursor moves past it
+    /// with the rest of the batch; its `context_token` is not trusted.
+    fn unreadable(&self, raw: &str, error: &str) -> Event {
+        let id = match batch::field(raw, "message_id") {
+            Some(Value::Number(n)) => n.to_string(),
+            Some(Value::String(s)) if !s.is_empty() => s,
+            _ => batch::raw_id(raw),
+        };
+        tracing::warn!(adapter = %self.adapter, message_id = %id, %error, "a message that is not valid JSON; stored as an unreadable event");
+        batch::quarantined(id, &self.adapter, None, raw, error)
     }
 
     /// A message as a spool event, named by its `message_id`; the peer's `context_token` is
     /// kept for replies. The bot's own messages are not events.
-    fn event(&self, m: &Value) -> Option<Event> {
+    fn event(&self, m: Value) -> Option<Event> {
         if m["message_type"].as_i64() == Some(FROM_BOT) {
             return None;
         }
@@ -184,7 +208,7 @@ impl Weixin {
             // No id of its own: its sender and time name it, which a redelivery repeats.
             _ => format!("{from}:{}", m["create_time_ms"]),
         };
-        Some(Event::new(id, &self.adapter, "message", None, m.clone()))
+        Some(Event::new(id, &self.adapter, "message", None, m))
     }
 
     /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).

@@ -55,7 +55,7 @@ pub(super) fn open(
 }
 
 /// Start one delivery worker per sender, as components of the run (so a panic in one is a
-/// restart), under the name `outbox:ADAPTER`.
+/// restart, see `component.rs`), under the name `outbox:ADAPTER`.
 pub(super) fn spawn_workers(
     senders: Senders,
     outbox: &Arc<Outbox>,
@@ -66,13 +66,13 @@ pub(super) fn spawn_workers(
     for (adapter, sender) in senders {
         let name = format!("outbox:{adapter}");
         let (outbox, rx) = (outbox.clone(), shutdown.clone());
-        let task_name = name.clone();
+        let work = async move {
+            worker::run(adapter, sender, outbox, rx).await;
+            AdapterExit::Shutdown
+        };
         let handle = tasks.spawn(
-            async move {
-                worker::run(adapter, sender, outbox, rx).await;
-                (task_name, AdapterExit::Shutdown)
-            }
-            .instrument(Component::Outbox.span()),
+            super::component::supervised(name.clone(), None, work)
+                .instrument(Component::Outbox.span()),
         );
         handles.push((name, handle));
     }
@@ -105,15 +105,19 @@ pub(super) fn serve_api(
     let bound = api::bind(&profile.api_socket())?;
     let state = api::ApiState::new(profile, spool, outbox.clone());
     let rx = shutdown.clone();
-    let handle = tasks.spawn(
-        async move {
-            if let Err(e) = bound.serve(state, rx).await {
-                // A panic is what the run loop turns into a restart.
-                panic!("the agent API failed: {}", crate::error_chain::one_line(&e));
-            }
-            ("api".to_owned(), AdapterExit::Shutdown)
+    let work = async move {
+        match bound.serve(state, rx).await {
+            Ok(()) => AdapterExit::Shutdown,
+            // A restart, as a panic would be.
+            Err(e) => AdapterExit::Crashed(format!(
+                "the agent API failed: {}",
+                crate::error_chain::one_line(&e)
+            )),
         }
-        .instrument(Component::Api.span()),
+    };
+    let handle = tasks.spawn(
+        super::component::supervised("api".to_owned(), None, work)
+            .instrument(Component::Api.span()),
     );
     handles.push(("api".to_owned(), handle));
     Ok(())

@@ -8,14 +8,11 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
 use super::{Answer, PlatformReply};
+use crate::gateway::platform_number;
 
 /// The platform's message is kept to this many characters: it goes into the journal and
 /// logs, and a proxy's error page must not.
 const MAX_MESSAGE: usize = 200;
-
-/// The longest wait a platform may ask for; anything longer is taken as this. A wait of a
-/// day is already a message the outbox will have given up on.
-const MAX_WAIT: Duration = Duration::from_secs(24 * 3600);
 
 /// The body as JSON, or `Null` when it is empty or not JSON (a proxy's HTML page).
 pub(super) fn json(body: &[u8]) -> Value {
@@ -60,13 +57,10 @@ pub(super) fn local(message: impl Into<String>) -> PlatformReply {
     }
 }
 
-/// A wait given in seconds, possibly with a fraction. Nothing a platform sends can make
-/// this panic: negative, NaN and absurd values are no wait or the longest wait.
+/// A wait given in seconds, possibly with a fraction (`platform_number`: nothing a platform
+/// sends can make it panic; negative and NaN are no wait, absurd values the longest wait).
 pub(super) fn seconds(s: f64) -> Option<Duration> {
-    if !s.is_finite() || s < 0.0 {
-        return None;
-    }
-    Some(Duration::try_from_secs_f64(s).map_or(MAX_WAIT, |d| d.min(MAX_WAIT)))
+    platform_number::seconds_f64(s, platform_number::RETRY_WAIT)
 }
 
 /// A header holding seconds (`Retry-After: 65`, `X-RateLimit-Reset-After: 64.57`). The
@@ -106,9 +100,12 @@ mod tests {
         assert_eq!(seconds(0.0), Some(Duration::ZERO));
         assert_eq!(seconds(-1.0), None);
         assert_eq!(seconds(f64::NAN), None);
-        assert_eq!(seconds(f64::INFINITY), None);
-        assert_eq!(seconds(1e300), Some(MAX_WAIT));
-        assert_eq!(seconds(90_000.0), Some(MAX_WAIT));
+        assert_eq!(
+            seconds(f64::INFINITY),
+            Some(platform_number::RETRY_WAIT.max)
+        );
+        assert_eq!(seconds(1e300), Some(platform_number::RETRY_WAIT.max));
+        assert_eq!(seconds(90_000.0), Some(platform_number::RETRY_WAIT.max));
     }
 
     #[test]

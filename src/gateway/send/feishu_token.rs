@@ -18,6 +18,7 @@ use crate::config::Secret;
 use crate::gateway::adapter::platform::{platform_says, PlatformError};
 use crate::gateway::adapter::token_cache::TokenCache;
 use crate::gateway::adapter::Shared;
+use crate::gateway::platform_number::{self, TOKEN_LIFETIME};
 
 pub(super) const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
 
@@ -67,8 +68,10 @@ fn read_answer(app_id: &str, status: u16, v: &Value) -> Result<(String, Duration
     let code = v.get("code").and_then(Value::as_i64);
     let token = v["tenant_access_token"].as_str().filter(|t| !t.is_empty());
     if let (Some(0), Some(token), true) = (code, token, (200..300).contains(&status)) {
-        let secs = v["expire"].as_u64().filter(|s| *s > 0).unwrap_or(7200);
-        return Ok((token.to_owned(), Duration::from_secs(secs)));
+        let lifetime = platform_number::seconds_json(&v["expire"], TOKEN_LIFETIME)
+            .filter(|d| !d.is_zero())
+            .unwrap_or(Duration::from_secs(7200));
+        return Ok((token.to_owned(), lifetime));
     }
     let says = platform_says(v);
     if code.is_some_and(|c| BAD_CREDENTIAL.contains(&c)) {

@@ -1,0 +1,296 @@
+//! A real gateway against a hostile platform (`hostile_server.rs`): numbers that would
+//! panic or overflow, a batch with one unreadable item, ids that cannot be confirmed, and
+//! secrets echoed back. Each case is what a broken or hostile server did to main, and what
+//! the gateway must do instead. Profile names start with `hp`.
+
+use std::fs;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hermes_svc::config::{Secret, WeixinLogin};
+use hermes_svc::gateway::spool;
+use serde_json::Value;
+
+use crate::harness::{scratch_dir, wait_for, TempDir, BIN};
+use crate::hostile_server::{answer, HostileServer};
+
+const TOKEN: &str = "424242:hostile-test-token";
+
+/// A profile with one adapter against the hostile server, and its gateway.
+struct Rig {
+    home: TempDir,
+    profile: String,
+    server: HostileServer,
+}
+
+impl Rig {
+    /// `adapter` is the `[[adapter]]` body; `{base}` in it is the server's base URL.
+    fn new(profile: &str, adapter: &str) -> Rig {
+        let server = HostileServer::start();
+        let rig = Rig {
+            home: scratch_dir(profile),
+            profile: profile.to_owned(),
+            server,
+        };
+        fs::create_dir_all(rig.profile_home()).unwrap();
+        let toml = format!(
+            "[[adapter]]\n{}\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n",
+            adapter.replace("{base}", &rig.server.base())
+        );
+        fs::write(rig.profile_home().join("gateway.toml"), toml).unwrap();
+        rig
+    }
+
+    fn profile_home(&self) -> PathBuf {
+        self.home.path().join("profiles").join(&self.profile)
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default()
+    }
+
+    fn gateway(&self, faults: &str) -> Child {
+        let log = fs::File::create(self.home.path().join("gateway.log")).unwrap();
+        Command::new(BIN)
+            .args(["gateway", "run", "--profile", &self.profile])
+            .env("HERMES_HOME", self.home.path())
+            .env("HERMES_LOCK_DIR", self.home.path().join("locks"))
+            .env("HP_TOKEN", TOKEN)
+            .env("HERMES_TEST_FAULT", faults)
+            .env("RUST_LOG", "info")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// The state file's component `name`, once it passes `want`.
+    fn component(&self, name: &str, want: impl Fn(&Value) -> bool) -> Value {
+        let path = self.profile_home().join("state/gateway.json");
+        wait_for(Duration::from_secs(20), "the adapter's state", || {
+            let state: Value = serde_json::from_str(&fs::read_to_string(&path).ok()?).ok()?;
+            let c = state["components"]
+                .as_array()?
+                .iter()
+                .find(|c| c["name"] == name)?
+                .clone();
+            want(&c).then_some(c)
+        })
+    }
+
+    fn events(&self) -> Vec<spool::Event> {
+        spool::read(&self.profile_home().join("inbox"), None).unwrap_or_default()
+    }
+}
+
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.0.wait();
+    }
+}
+
+fn telegram(profile: &str) -> Rig {
+    Rig::new(
+        profile,
+        "name = \"tg\"\nkind = \"telegram\"\ntoken-env = \"HP_TOKEN\"\napi-base = \"{base}\"\n\
+         poll-timeout = \"1s\"\npoll-grace = \"1s\"",
+    )
+}
+
+const EMPTY_BATCH: &str = r#"{"ok":true,"result":[]}"#;
+
+/// A 429 whose `retry_after` is 1e308 panicked the adapter in `Duration::from_secs_f64`: now
+/// the wait is cut to its ceiling and the adapter says it is waiting.
+#[test]
+fn a_429_with_an_absurd_retry_after_is_a_capped_wait_not_a_panic() {
+    let rig = telegram("hp429");
+    rig.server.script(
+        "/getUpdates",
+        vec![answer(
+            429,
+            r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 1e308","parameters":{"retry_after":1e308}}"#,
+        )],
+    );
+    let mut gw = Running(rig.gateway(""));
+    let c = rig.component("tg", |c| c["state"] == "retrying");
+    assert!(
+        c["last_error"].as_str().unwrap().contains("HTTP 429"),
+        "{c}"
+    );
+    assert!(gw.0.try_wait().unwrap().is_none(), "{}", rig.log());
+    assert!(!rig.log().contains("panicked"), "{}", rig.log());
+}
+
+/// A component that panics is a named failure at once: exit 75 naming it, long before the
+/// 30 s the start would otherwise wait for it to report in.
+#[test]
+fn a_panicking_adapter_is_a_named_restart_at_once() {
+    let rig = telegram("hppanic");
+    rig.server
+        .script("/getUpdates", vec![answer(200, EMPTY_BATCH)]);
+    let started = Instant::now();
+    let mut gw = rig.gateway("panic:tg");
+    let status = wait_for(Duration::from_secs(20), "the gateway to exit", || {
+        gw.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(75), "{}", rig.log());
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "noticed after {:?}",
+        started.elapsed()
+    );
+    let log = rig.log();
+    assert!(log.contains("component tg panicked"), "{log}");
+}
+
+/// One update with a lone surrogate used to keep the whole batch out of the spool, and the
+/// same batch blocked the adapter forever. Now the good ones are stored, the bad one is
+/// quarantined under its id, and the offset moves past all three.
+#[test]
+fn one_unreadable_update_is_quarantined_and_the_batch_is_stored_and_confirmed() {
+    let rig = telegram("hpbatch");
+    rig.server.script(
+        "/getUpdates",
+        vec![
+            answer(
+                200,
+                r#"{"ok":true,"result":[{"update_id":10,"message":{"text":"good"}},{"update_id":11,"message":{"text":"\ud800"}},{"update_id":12,"message":{"text":"also good"}}]}"#,
+            ),
+            answer(200, EMPTY_BATCH),
+        ],
+    );
+    let _gw = Running(rig.gateway(""));
+    let events = wait_for(Duration::from_secs(20), "three events", || {
+        let e = rig.events();
+        (e.len() == 3).then_some(e)
+    });
+    let ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["10", "11", "12"]);
+    let bad = serde_json::to_value(&events[1]).unwrap();
+    assert_eq!(bad["kind"], "unreadable", "{bad}");
+    assert!(
+        bad["data"]["raw"].as_str().unwrap().contains(r"\ud800"),
+        "{bad}"
+    );
+    wait_for(Duration::from_secs(10), "a poll confirming 12", || {
+        rig.server
+            .requests("/getUpdates")
+            .iter()
+            .any(|r| r.body.contains("\"offset\":13"))
+            .then_some(())
+    });
+}
+
+/// `update_id` 2^63 can never be confirmed and `i64::MAX` has no offset after it: main
+/// polled 36,481 times in 8 s (and overflowed `offset` in release builds). Now such a poll
+/// backs off, at least `backoff-min` (200 ms) more each time, and the ids are named.
+#[test]
+fn updates_that_cannot_be_confirmed_back_off_instead_of_a_hot_loop() {
+    let rig = telegram("hpids");
+    rig.server.script(
+        "/getUpdates",
+        vec![answer(
+            200,
+            r#"{"ok":true,"result":[{"update_id":9223372036854775807,"message":{"text":"max"}},{"update_id":9223372036854775808,"message":{"text":"past max"}}]}"#,
+        )],
+    );
+    let mut gw = Running(rig.gateway(""));
+    let first = wait_for(Duration::from_secs(20), "a first poll", || {
+        (!rig.server.requests("/getUpdates").is_empty()).then(Instant::now)
+    });
+    wait_for(Duration::from_secs(30), "six polls", || {
+        (rig.server.requests("/getUpdates").len() >= 6).then_some(())
+    });
+    // Five waits of at least 200 ms each lie between the first poll and the sixth.
+    assert!(
+        first.elapsed() >= Duration::from_secs(1),
+        "{} polls in {:?}",
+        rig.server.requests("/getUpdates").len(),
+        first.elapsed()
+    );
+    let c = rig.component("tg", |c| c["last_error"].is_string());
+    assert!(
+        c["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("9223372036854775808"),
+        "{c}"
+    );
+    assert!(gw.0.try_wait().unwrap().is_none(), "{}", rig.log());
+    assert!(!rig.log().contains("panicked"), "{}", rig.log());
+    assert!(rig
+        .server
+        .requests("/getUpdates")
+        .iter()
+        .all(|r| !r.body.contains("\"offset\":-")));
+}
+
+/// The same for Weixin: one unreadable message in a `getupdates` answer costs only itself,
+/// and the cursor moves past the batch.
+#[test]
+fn one_unreadable_weixin_message_is_quarantined_and_the_cursor_moves_on() {
+    let rig = Rig::new(
+        "hpwx",
+        "name = \"wx\"\nkind = \"weixin\"\napi-base = \"{base}\"\npoll-timeout = \"1s\"\n\
+         poll-grace = \"1s\"",
+    );
+    WeixinLogin::new(
+        Secret::new("wx-hostile-token".into()),
+        rig.server.base(),
+        "bot@im.bot".into(),
+        "owner@im.wechat".into(),
+    )
+    .write(&rig.profile_home().join("weixin/wx.json"))
+    .unwrap();
+    rig.server
+        .script("/getconfig", vec![answer(200, r#"{"ret":0}"#)]);
+    rig.server.script(
+        "/getupdates",
+        vec![
+            answer(
+                200,
+                r#"{"ret":0,"get_updates_buf":"cursor-2","msgs":[{"message_id":1,"from_user_id":"a@im.wechat","item_list":[]},{"message_id":2,"from_user_id":"b@im.wechat","text":"\udc00"},{"message_id":3,"from_user_id":"c@im.wechat","item_list":[]}]}"#,
+            ),
+            answer(200, r#"{"ret":0,"get_updates_buf":"cursor-3","msgs":[]}"#),
+        ],
+    );
+    let _gw = Running(rig.gateway(""));
+    let events = wait_for(Duration::from_secs(20), "three events", || {
+        let e = rig.events();
+        (e.len() == 3).then_some(e)
+    });
+    let kinds: Vec<(String, String)> = events
+        .iter()
+        .map(|e| {
+            let v = serde_json::to_value(e).unwrap();
+            (e.id.clone(), v["kind"].as_str().unwrap().to_owned())
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("1".to_owned(), "message".to_owned()),
+            ("2".to_owned(), "unreadable".to_owned()),
+            ("3".to_owned(), "message".to_owned())
+        ]
+    );
+    wait_for(
+        Duration::from_secs(10),
+        "a poll from the next cursor",
+        || {
+            rig.server
+                .requests("/getupdates")
+                .iter()
+                .any(|r| r.body.contains("cursor-2"))
+                .then_some(())
+        },
+    );
+}

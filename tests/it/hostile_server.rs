@@ -1,0 +1,140 @@
+//! A hostile platform on loopback: an HTTP server that answers each path from a script the
+//! test writes (status and raw body, the last answer repeated), and records every request.
+//!
+//! The mock platform is written from the platforms' docs and behaves as they do; this one
+//! says whatever a test wants, byte for byte: JSON with a lone surrogate, a `retry_after` of
+//! `1e308`, an `update_id` past `i64::MAX`, an error that quotes the bot token back.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+
+/// One answer: its status and its body, sent as they are.
+#[derive(Clone, Debug)]
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) body: String,
+}
+
+pub(crate) fn answer(status: u16, body: impl Into<String>) -> Answer {
+    Answer {
+        status,
+        body: body.into(),
+    }
+}
+
+/// A request as the server received it.
+#[derive(Clone, Debug)]
+pub(crate) struct Request {
+    pub(crate) path: String,
+    pub(crate) body: String,
+}
+
+#[derive(Default)]
+struct Script {
+    /// Path suffix → the answers still to give; the last one is repeated.
+    answers: HashMap<String, Vec<Answer>>,
+    requests: Vec<Request>,
+}
+
+#[derive(Clone, Default)]
+struct Shared(Arc<Mutex<Script>>);
+
+pub(crate) struct HostileServer {
+    addr: SocketAddr,
+    shared: Shared,
+    _rt: tokio::runtime::Runtime,
+}
+
+impl HostileServer {
+    pub(crate) fn start() -> HostileServer {
+        let rt = crate::mock_runtime::mock_runtime();
+        let shared = Shared::default();
+        let app = axum::Router::new()
+            .fallback(serve)
+            .with_state(shared.clone());
+        let listener = rt
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let addr = listener.local_addr().unwrap();
+        rt.spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let service = hyper_util::service::TowerToHyperService::new(app.clone());
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(hyper_util::rt::TokioIo::new(stream), service),
+                );
+            }
+        });
+        HostileServer {
+            addr,
+            shared,
+            _rt: rt,
+        }
+    }
+
+    pub(crate) fn base(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Answer requests whose path ends with `suffix` with `answers`, in order, then the last
+    /// one again and again.
+    pub(crate) fn script(&self, suffix: &str, answers: Vec<Answer>) {
+        self.lock().answers.insert(suffix.to_owned(), answers);
+    }
+
+    /// The requests whose path ends with `suffix`, in order.
+    pub(crate) fn requests(&self, suffix: &str) -> Vec<Request> {
+        self.lock()
+            .requests
+            .iter()
+            .filter(|r| r.path.ends_with(suffix))
+            .cloned()
+            .collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Script> {
+        self.shared.0.lock().unwrap()
+    }
+}
+
+async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response {
+    let path = uri.path().to_owned();
+    let answer = {
+        let mut script = shared.0.lock().unwrap();
+        script.requests.push(Request {
+            path: path.clone(),
+            body: String::from_utf8_lossy(&body).into_owned(),
+        });
+        script
+            .answers
+            .iter_mut()
+            .find(|(suffix, _)| path.ends_with(suffix.as_str()))
+            .and_then(|(_, answers)| {
+                if answers.len() > 1 {
+                    Some(answers.remove(0))
+                } else {
+                    answers.first().cloned()
+                }
+            })
+    };
+    match answer {
+        Some(a) => (
+            StatusCode::from_u16(a.status).unwrap(),
+            [("content-type", "application/json")],
+            a.body,
+        )
+            .into_response(),
+        None => {
+            // Nothing scripted: a quiet long poll, held a little as a real one would be.
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            (StatusCode::NOT_FOUND, "no answer scripted").into_response()
+        }
+    }
+}
