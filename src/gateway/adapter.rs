@@ -23,6 +23,7 @@ pub(crate) mod backoff;
 pub mod batch;
 pub(crate) mod close_code;
 pub(crate) mod connect;
+mod context_tokens;
 pub(crate) mod dialect;
 mod feishu;
 pub(crate) mod identify_queue;

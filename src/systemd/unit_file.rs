@@ -22,6 +22,12 @@ pub(crate) const TIMEOUT_STOP_SEC: u64 = 30;
 /// A crash loop of this many starts inside the interval ends in a visible `failed` state.
 pub(crate) const START_LIMIT_BURST: u32 = 5;
 pub(crate) const START_LIMIT_INTERVAL_SEC: u64 = 300;
+/// Past this the kernel reclaims the unit's memory hard and slows it; past
+/// [`MEMORY_MAX`] it kills it (and `Restart=always` starts it again), so whatever a platform
+/// sends, memory has a ceiling. The gateway itself stays near 32 MiB with 1,000 adapters
+/// (docs/benchmarks.md); the room above it is for cron jobs, which share the cgroup.
+pub(crate) const MEMORY_HIGH: &str = "512M";
+pub(crate) const MEMORY_MAX: &str = "1G";
 
 const HASH_MARKER: &str = "# hermes-svc-hash: sha256:";
 
@@ -74,6 +80,8 @@ struct Body<'a> {
     timeout_stop_sec: u64,
     start_limit_interval_sec: u64,
     start_limit_burst: u32,
+    memory_high: &'a str,
+    memory_max: &'a str,
     wanted_by: &'a str,
 }
 
@@ -176,6 +184,8 @@ impl UnitSpec {
             timeout_stop_sec: TIMEOUT_STOP_SEC,
             start_limit_interval_sec: START_LIMIT_INTERVAL_SEC,
             start_limit_burst: START_LIMIT_BURST,
+            memory_high: MEMORY_HIGH,
+            memory_max: MEMORY_MAX,
             wanted_by: self.scope.wanted_by(),
         }
         .render()?;

@@ -36,10 +36,15 @@ pub(crate) struct Request {
     pub(crate) body: String,
 }
 
+/// Makes the answer to the n-th request (from 0) to a path.
+type Generator = Box<dyn Fn(usize) -> Answer + Send>;
+
 #[derive(Default)]
 struct Script {
     /// Path suffix → the answers still to give; the last one is repeated.
     answers: HashMap<String, Vec<Answer>>,
+    /// Path suffix → the answer to each request, made when it comes.
+    generated: HashMap<String, Generator>,
     requests: Vec<Request>,
 }
 
@@ -89,6 +94,13 @@ impl HostileServer {
         self.lock().answers.insert(suffix.to_owned(), answers);
     }
 
+    /// Answer the n-th request whose path ends with `suffix` (from 0) with `make(n)`.
+    pub(crate) fn generate(&self, suffix: &str, make: impl Fn(usize) -> Answer + Send + 'static) {
+        self.lock()
+            .generated
+            .insert(suffix.to_owned(), Box::new(make));
+    }
+
     /// The requests whose path ends with `suffix`, in order.
     pub(crate) fn requests(&self, suffix: &str) -> Vec<Request> {
         self.lock()
@@ -112,6 +124,25 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
             path: path.clone(),
             body: String::from_utf8_lossy(&body).into_owned(),
         });
+        let generated = script
+            .generated
+            .iter()
+            .find(|(suffix, _)| path.ends_with(suffix.as_str()))
+            .map(|(suffix, make)| (suffix.clone(), make));
+        if let Some((suffix, make)) = generated {
+            let n = script
+                .requests
+                .iter()
+                .filter(|r| r.path.ends_with(suffix.as_str()))
+                .count();
+            let answer = make(n - 1);
+            return (
+                StatusCode::from_u16(answer.status).unwrap(),
+                [("content-type", "application/json")],
+                answer.body,
+            )
+                .into_response();
+        }
         script
             .answers
             .iter_mut()

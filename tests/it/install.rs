@@ -17,6 +17,9 @@ fn install_runs_a_notify_unit_with_an_explicit_profile() {
     assert_eq!(props["WatchdogUSec"], "30s");
     assert_eq!(props["Restart"], "always");
     assert_eq!(props["UnitFileState"], "enabled");
+    // Memory has a ceiling, whatever a platform sends.
+    assert_eq!(props["MemoryHigh"], (512u64 << 20).to_string());
+    assert_eq!(props["MemoryMax"], (1u64 << 30).to_string());
     let exec = m.bus_property(&u, "org.freedesktop.systemd1.Service", "ExecStart");
     let argv: Vec<String> = serde_json::from_value(exec[0][1].clone()).unwrap();
     assert_eq!(argv, [BIN, "gateway", "run", "--profile", "inst1"]);

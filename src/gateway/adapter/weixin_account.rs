@@ -10,12 +10,14 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 
+use super::context_tokens::ContextTokens;
 use crate::config::{LoginFileError, Secret, WeixinLogin};
 
 /// The channel version the public client reports in `base_info`.
@@ -52,8 +54,10 @@ pub(crate) struct WeixinAccount {
     login_file: PathBuf,
     default_base: String,
     login: Mutex<Option<Login>>,
-    /// Peer → the newest `context_token` a message from them carried.
-    contexts: Mutex<HashMap<String, String>>,
+    /// Peer → the newest `context_token` a message from them carried, within a budget.
+    contexts: Mutex<ContextTokens>,
+    /// Whether a context token too long to keep was warned of.
+    refused_context: AtomicBool,
 }
 
 #[derive(Clone)]
@@ -68,7 +72,8 @@ impl WeixinAccount {
             login_file: login_file.to_owned(),
             default_base: default_base.trim_end_matches('/').to_owned(),
             login: Mutex::new(None),
-            contexts: Mutex::new(HashMap::new()),
+            contexts: Mutex::new(ContextTokens::default()),
+            refused_context: AtomicBool::new(false),
         }
     }
 
@@ -119,10 +124,15 @@ impl WeixinAccount {
     }
 
     pub(crate) fn remember_context(&self, peer: &str, token: &str) {
-        self.contexts
+        let kept = self
+            .contexts
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .insert(peer.to_owned(), token.to_owned());
+            .remember(peer, token);
+        // Once per process: a server that sends such tokens sends them with every message.
+        if !kept && !self.refused_context.swap(true, Ordering::Relaxed) {
+            tracing::warn!(peer_bytes = peer.len(), token_bytes = token.len(), "a context_token or peer id longer than any real one; not kept (replies to this peer go without it; said once)");
+        }
     }
 
     pub(crate) fn context(&self, peer: &str) -> Option<String> {
@@ -130,7 +140,6 @@ impl WeixinAccount {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .get(peer)
-            .cloned()
     }
 
     /// A POST to `endpoint` (`ilink/bot/getupdates`, ...) with `payload` and `base_info`,

@@ -1,32 +1,47 @@
 //! The dedupe window: which (adapter, event id) pairs the spool has seen lately.
 //!
 //! Replays and resumes deliver the same event twice, so the spool remembers the most recent
-//! events' keys and writes an event only once. The window is bounded, so memory stays flat
-//! however many events flow, and it is refilled from the files on open, so a replay after a
-//! restart is still recognised.
+//! events' keys and writes an event only once. The window is bounded in entries and in bytes,
+//! so memory stays flat however many events flow and however long their ids are: each key is
+//! a 128-bit hash of the adapter and the id, never the id itself (a hostile platform's 1 MiB
+//! ids once held 427 MB in a window of 400 events). It is refilled from the files on open, so
+//! a replay after a restart is still recognised.
 
 use std::collections::{HashSet, VecDeque};
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::Deserialize;
+use sha2::{Digest, Sha256};
 
 use super::reader::open_regular;
 use super::{io_err, SpoolError, FILE_NAME, ROTATED_NAME};
 
-/// Ids are only unique per platform, and two bots in one guild see the same message, so the
-/// dedupe key is the adapter plus the id. Adapter names never contain a NUL.
-pub(super) fn dedupe_key(adapter: &str, id: &str) -> String {
-    format!("{adapter}\0{id}")
+/// An (adapter, event id) pair, hashed: 16 bytes whatever the id's length. Ids are only
+/// unique per platform, and two bots in one guild see the same message, so the adapter is part
+/// of the key. 128 bits make a collision, which would drop an event as a repeat, as likely as
+/// a random one among 2^64 events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(super) struct DedupeKey([u8; 16]);
+
+pub(super) fn dedupe_key(adapter: &str, id: &str) -> DedupeKey {
+    let mut hash = Sha256::new();
+    hash.update(adapter.as_bytes());
+    // Adapter names never contain a NUL, so no two pairs hash the same bytes.
+    hash.update([0]);
+    hash.update(id.as_bytes());
+    let digest = hash.finalize();
+    let mut key = [0; 16];
+    key.copy_from_slice(&digest[..16]);
+    DedupeKey(key)
 }
 
-/// The last `cap` keys, in arrival order. The set answers "seen?", the queue says which id to
+/// The last `cap` keys, in arrival order. The set answers "seen?", the queue says which key to
 /// forget next, so memory stays at the window size however many events flow.
 #[derive(Debug)]
 pub(super) struct Window {
-    set: HashSet<Arc<str>>,
-    order: VecDeque<Arc<str>>,
+    set: HashSet<DedupeKey>,
+    order: VecDeque<DedupeKey>,
     cap: usize,
 }
 
@@ -39,17 +54,15 @@ impl Window {
         }
     }
 
-    pub(super) fn contains(&self, id: &str) -> bool {
-        self.set.contains(id)
+    pub(super) fn contains(&self, key: &DedupeKey) -> bool {
+        self.set.contains(key)
     }
 
-    pub(super) fn insert(&mut self, id: &str) {
-        if self.set.contains(id) {
+    pub(super) fn insert(&mut self, key: &DedupeKey) {
+        if !self.set.insert(*key) {
             return;
         }
-        let id: Arc<str> = Arc::from(id);
-        self.set.insert(id.clone());
-        self.order.push_back(id);
+        self.order.push_back(*key);
         while self.order.len() > self.cap {
             if let Some(old) = self.order.pop_front() {
                 self.set.remove(&old);
@@ -70,7 +83,7 @@ pub(super) fn load_window(dir: &Path, cap: usize) -> Result<Window, SpoolError> 
         adapter: String,
         id: String,
     }
-    let tail = |name: &str, keep: usize| -> Result<VecDeque<String>, SpoolError> {
+    let tail = |name: &str, keep: usize| -> Result<VecDeque<DedupeKey>, SpoolError> {
         let path = dir.join(name);
         let mut ids = VecDeque::new();
         let file = match open_regular(&path) {
