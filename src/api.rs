@@ -69,6 +69,38 @@ impl Messages for Outbox {
     }
 }
 
+/// The outbox of a gateway that could not open it: every submit is refused with
+/// `outbox_unavailable` (503) and the reason, and no message is known. Receiving, and the
+/// rest of the API, go on.
+pub struct NoOutbox {
+    why: String,
+}
+
+impl NoOutbox {
+    pub fn new(why: String) -> Self {
+        Self { why }
+    }
+}
+
+impl Messages for NoOutbox {
+    fn submit(&self, _request: Request) -> BoxFuture<'_, Result<Submitted, Refused>> {
+        Box::pin(async move {
+            Err(Refused {
+                code: "outbox_unavailable",
+                message: format!(
+                    "the outbox is unavailable, so nothing can be queued: {}",
+                    self.why
+                ),
+                client_error: false,
+            })
+        })
+    }
+
+    fn get(&self, _id: &str) -> Option<Message> {
+        None
+    }
+}
+
 /// A submitted message, and whether this submit queued it or an earlier one with the same
 /// idempotency key did.
 #[derive(Clone, Debug, PartialEq, Eq)]

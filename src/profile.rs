@@ -133,6 +133,10 @@ impl Profile {
     pub(crate) fn outbox_dir(&self) -> PathBuf {
         self.home().join("outbox")
     }
+    /// The outbox's journal, which the outbox opens by its name inside [`Profile::outbox_dir`].
+    pub(crate) fn outbox_journal(&self) -> PathBuf {
+        self.outbox_dir().join(crate::gateway::outbox::JOURNAL_FILE)
+    }
     pub(crate) fn logs_dir(&self) -> PathBuf {
         self.home().join("logs")
     }

@@ -381,6 +381,12 @@ impl Health {
 /// One line on the outbox. Messages whose outcome is unknown are said in words: they may or
 /// may not have been posted, and nobody should have to find that in a log.
 fn outbox_line(o: &Stats) -> String {
+    if let Some(why) = &o.unavailable {
+        return format!(
+            "outbox     UNAVAILABLE (nothing is sent; receiving goes on): {}",
+            visible(why)
+        );
+    }
     let mut line = format!("outbox     {} waiting", o.depth);
     if let Some(age) = o.oldest_queued_secs {
         let age = crate::gateway::health::short(std::time::Duration::from_secs(age));

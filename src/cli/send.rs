@@ -112,8 +112,9 @@ fn api_error(profile: &Profile, to: &str, key: &str, error: ClientError) -> CliE
         e @ (ClientError::Timeout { .. } | ClientError::Http { .. }) => {
             outcome_unknown(profile, to, key, e)
         }
+        // 503 is the one 5xx that says what happened: no outbox, nothing queued.
         e @ (ClientError::Refused { status, .. } | ClientError::Unexpected { status, .. })
-            if status >= 500 =>
+            if status >= 500 && status != 503 =>
         {
             outcome_unknown(profile, to, key, e)
         }

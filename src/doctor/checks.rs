@@ -8,6 +8,7 @@
 
 pub(crate) mod bot_account;
 mod machine;
+pub(crate) mod outbox;
 pub(crate) mod profile_home;
 mod runtime;
 mod secrets;
@@ -37,7 +38,7 @@ pub(crate) struct Check<S = Snapshot> {
 }
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 21] = [
+pub(crate) const CHECKS: [Check; 22] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -59,6 +60,7 @@ pub(crate) const CHECKS: [Check; 21] = [
     bot_account::NEEDS_LOGIN,
     bot_account::WEBHOOK_BLOCKS_POLLING,
     secrets::SECRET_IN_UNIT,
+    outbox::OUTBOX_UNAVAILABLE,
 ];
 
 /// Every finding in `s`, in id order.

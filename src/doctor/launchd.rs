@@ -14,7 +14,7 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use crate::doctor::checks::{bot_account, profile_home, Check};
+use crate::doctor::checks::{bot_account, outbox, profile_home, Check};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -28,7 +28,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 13] = [
+pub(crate) const CHECKS: [LaunchdCheck; 14] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -65,6 +65,11 @@ pub(crate) const CHECKS: [LaunchdCheck; 13] = [
         id: bot_account::WEBHOOK_BLOCKS_POLLING.id,
         find: |s| (bot_account::WEBHOOK_BLOCKS_POLLING.find)(&s.homes),
         fix: bot_account::WEBHOOK_BLOCKS_POLLING.fix,
+    },
+    LaunchdCheck {
+        id: outbox::OUTBOX_UNAVAILABLE.id,
+        find: |s| (outbox::OUTBOX_UNAVAILABLE.find)(&s.homes),
+        fix: outbox::OUTBOX_UNAVAILABLE.fix,
     },
 ];
 

@@ -94,6 +94,8 @@ pub(crate) struct ProfileSnap {
     /// The process holding the profile's instance lock: the kernel's word on which gateway
     /// serves the profile right now, whatever pid files say.
     pub(crate) lock_holder: Option<LockHolder>,
+    /// The outbox's journal, for the fix of an outbox the gateway could not open.
+    pub(crate) outbox_journal: PathBuf,
 }
 
 /// A process holding a profile's instance lock.
@@ -398,6 +400,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         name: p.name().clone(),
         hermes_home: p.hermes_home().to_owned(),
         home: p.home(),
+        outbox_journal: p.outbox_journal(),
         pid: PidFile::read(&pid_path).map(|r| {
             let proc = pid_process(r.pid);
             (r, proc)

@@ -32,6 +32,7 @@ use tokio::time::Instant;
 use crate::gateway::send::{PlatformReply, Target, TargetError};
 use book::Book;
 pub(crate) use book::Next;
+pub(crate) use journal::FILE_NAME as JOURNAL_FILE;
 use journal::{Journal, Record};
 pub use message::{Message, Policy, Request, State, Stats};
 
@@ -82,7 +83,7 @@ impl SubmitError {
             SubmitError::MissingKey => "missing_idempotency_key",
             SubmitError::BadKey => "bad_idempotency_key",
             SubmitError::KeyReused { .. } => "idempotency_key_reused",
-            SubmitError::Outbox(_) => "outbox_unavailable",
+            SubmitError::Outbox(_) => "outbox_write_failed",
         }
     }
 
@@ -99,6 +100,33 @@ pub struct OutboxError {
     dir: PathBuf,
     #[source]
     source: io::Error,
+}
+
+impl OutboxError {
+    /// The error on one line, with what to do about it: what doctor and `status` show of an
+    /// outbox that cannot be opened.
+    pub(crate) fn with_fix(&self) -> String {
+        let journal = self.dir.join(journal::FILE_NAME);
+        let fix = match self.source.raw_os_error().map(nix::errno::Errno::from_raw) {
+            Some(nix::errno::Errno::ELOOP) => format!(
+                "{} is a symbolic link, which is never followed: move it aside \
+                 (the outbox then starts empty) and restart the gateway",
+                journal.display()
+            ),
+            Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => format!(
+                "the gateway's user cannot read and write {}: give it back to that user \
+                 (chown, chmod 600), or move it aside, and restart the gateway",
+                journal.display()
+            ),
+            _ if self.source.kind() == io::ErrorKind::InvalidInput => format!(
+                "{} is not a regular file: move it aside (the outbox then starts empty) \
+                 and restart the gateway",
+                journal.display()
+            ),
+            _ => "check the outbox directory and its journal, then restart the gateway".into(),
+        };
+        format!("{}: {fix}", crate::error_chain::one_line(self))
+    }
 }
 
 /// What a submit did.

@@ -244,19 +244,19 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let mut handles: Vec<(String, AbortHandle)> = vec![];
     let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
-    let (outbox, senders) = outbound::open(profile, &adapters, &shared)?;
-    outbound::spawn_workers(senders, &outbox, &shutdown_rx, &mut tasks, &mut handles);
+    let mut outbound = outbound::open(profile, &adapters, &shared);
+    outbound::spawn_workers(&mut outbound, &shutdown_rx, &mut tasks, &mut handles);
     outbound::serve_api(
         profile,
         &spool,
-        &outbox,
+        &outbound,
         &shutdown_rx,
         &mut tasks,
         &mut handles,
     )?;
     if !config.cron.is_empty() {
         let mut ctx = CronContext::new(home.clone(), profile.logs_dir().join("cron.log"));
-        ctx.outbox = Some(outbox.clone());
+        ctx.outbox = outbound.outbox().cloned();
         ctx.env_remove.push("HERMES_TEST_FAULT".into());
         // One name for the heartbeat, the task and the ticker's own logs.
         let component = ctx.name.clone();
@@ -381,8 +381,8 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                     let _watchdog = Component::Watchdog.span().entered();
                     let snapshot = registry.snapshot();
                     let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
-                        .with_outbox(outbox.stats())
-                        .with_deliveries(outbound::cron_deliveries(&outbox, &config.cron));
+                        .with_outbox(outbound.stats())
+                        .with_deliveries(outbound::cron_deliveries(&outbound, &config.cron));
                     if let Err(e) = state.write(&state_path) {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }

@@ -173,6 +173,10 @@ fn the_server_answers_as_its_openapi_document_says() {
             "/v1/messages",
             json!({"adapter": "qq", "target": "group:G", "text": "fail-io", "idempotency_key": "io"}),
         ),
+        post(
+            "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G", "text": "no-outbox", "idempotency_key": "no"}),
+        ),
     ]));
     let id = answers
         .iter()

@@ -29,7 +29,8 @@ pub const PROFILE: &str = "agent";
 pub const MAX_TEXT: usize = 2000;
 
 /// The gateway's real outbox, which fails as one on a full disk would for the text
-/// `fail-io` (the one answer a test cannot get from a healthy disk).
+/// `fail-io` (the one answer a test cannot get from a healthy disk), and as one the gateway
+/// could not open would for `no-outbox` (tests/it/hostile_files.rs has the real one).
 pub struct IoFault(pub Arc<Outbox>);
 
 impl Messages for IoFault {
@@ -37,9 +38,18 @@ impl Messages for IoFault {
         if request.text == "fail-io" {
             return Box::pin(async {
                 Err(Refused {
-                    code: "outbox_unavailable",
+                    code: "outbox_write_failed",
                     message: "cannot append to outbox/journal.jsonl: No space left on device"
                         .into(),
+                    client_error: false,
+                })
+            });
+        }
+        if request.text == "no-outbox" {
+            return Box::pin(async {
+                Err(Refused {
+                    code: "outbox_unavailable",
+                    message: "the outbox is unavailable, so nothing can be queued: ...".into(),
                     client_error: false,
                 })
             });

@@ -306,3 +306,81 @@ fn send_without_an_answer_names_its_key_and_a_retry_with_it_posts_once() {
     assert_eq!(posted, 1);
     sigterm(&mut gw);
 }
+
+/// A journal the gateway cannot open (a symbolic link, a FIFO) made it exit 1 before any
+/// adapter started: nothing received, and under systemd a restart loop to `failed`. Now it
+/// keeps receiving, with the outbox unavailable: the API answers 503 with the reason, the
+/// state file and `send` say why, and doctor names the fix (HSV022).
+#[test]
+fn a_journal_that_cannot_be_opened_leaves_the_gateway_receiving() {
+    use hermes_svc::mock_platform::MockConfig;
+    use nix::sys::stat::Mode;
+
+    for case in ["link", "fifo"] {
+        let profile = format!("objournal{case}");
+        let config = MockConfig {
+            dispatch_every: Some(Duration::from_millis(200)),
+            ..MockConfig::default()
+        };
+        let rig = Rig::with_mock(&profile, "", config);
+        let dir = rig.profile_home().join("outbox");
+        std::fs::create_dir_all(&dir).unwrap();
+        let journal = dir.join("journal.jsonl");
+        match case {
+            "link" => std::os::unix::fs::symlink("/etc/hostname", &journal).unwrap(),
+            _ => nix::unistd::mkfifo(&journal, Mode::from_bits_truncate(0o600)).unwrap(),
+        }
+        let mut gw = rig.gateway("");
+        assert!(rig.wait_api(&mut gw), "{case}: {}", rig.log());
+
+        // Receiving goes on.
+        let inbox = rig.profile_home().join("inbox");
+        crate::harness::wait_for(Duration::from_secs(20), "an event spooled", || {
+            (!hermes_svc::gateway::spool::read(&inbox, None)
+                .unwrap_or_default()
+                .is_empty())
+            .then_some(())
+        });
+        // Sending is refused, saying why.
+        let out = rig
+            .hermes()
+            .args(["send", "-p", &profile, "--to", "dc:channel:1", "hello"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{case}: {stderr}");
+        assert!(
+            stderr.contains("outbox_unavailable") && stderr.contains("journal.jsonl"),
+            "{case}: {stderr}"
+        );
+        let state = crate::harness::wait_for(Duration::from_secs(20), "the state file", || {
+            rig.state()
+                .filter(|s| s["outbox"]["unavailable"].is_string())
+        });
+        let why = state["outbox"]["unavailable"].as_str().unwrap();
+        assert!(why.contains("move it aside"), "{case}: {why}");
+        // doctor names it, with a fix that does not repeat the failure.
+        let out = rig
+            .hermes()
+            .args(["doctor", "-p", &profile, "--json"])
+            .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/ob-bus")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/ob-bus")
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+        let finding = report["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["id"] == "HSV022")
+            .unwrap_or_else(|| panic!("{case}: {report}"))
+            .clone();
+        assert!(
+            finding["fix"].as_str().unwrap().starts_with("mv "),
+            "{finding}"
+        );
+        assert!(gw.try_wait().unwrap().is_none(), "{case}: {}", rig.log());
+        sigterm(&mut gw);
+    }
+}

@@ -82,6 +82,7 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         telegram: vec![],
         secret_vars: vec![],
         lock_holder: None,
+        outbox_journal: home.join("outbox/journal.jsonl"),
         home,
     }
 }

@@ -93,7 +93,11 @@ pub(super) async fn run_job(
     due: String,
 ) {
     let run = run_job_inner(&spec, &ctx, &heartbeat, shutdown).await;
-    let (Some(deliver), Some(outbox)) = (&spec.deliver, &ctx.outbox) else {
+    let Some(deliver) = &spec.deliver else {
+        return;
+    };
+    let Some(outbox) = &ctx.outbox else {
+        tracing::error!(job = %spec.name, "the job's output is not delivered: the outbox is unavailable (see status)");
         return;
     };
     let max = outbox.max_text(&deliver.adapter).unwrap_or(2000);

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::message::Message;
 use crate::gateway::send::PlatformReply;
 
-pub(super) const FILE_NAME: &str = "journal.jsonl";
+pub(crate) const FILE_NAME: &str = "journal.jsonl";
 const TEMP_NAME: &str = "journal.jsonl.tmp";
 /// Compact once the journal is this big (and twice its size after the last compaction).
 pub(super) const COMPACT_BYTES: u64 = 8 * 1024 * 1024;
@@ -172,10 +172,19 @@ fn read_records(file: &File, path: &Path) -> io::Result<(Vec<Record>, u64)> {
         }
         if line.last() != Some(&b'\n') {
             if n > MAX_LINE {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!("{}: a line longer than {MAX_LINE} bytes", path.display()),
-                ));
+                // Not a line of ours (text is capped far below it): skipped like any other
+                // garbage, without reading it into memory.
+                match skip_line(&mut reader)? {
+                    Some(rest) => {
+                        tracing::warn!(path = %path.display(), bytes = n as u64 + rest, "skipping an outbox journal line longer than {MAX_LINE} bytes");
+                        good_len += n as u64 + rest;
+                        continue;
+                    }
+                    None => {
+                        tracing::warn!(path = %path.display(), "outbox journal ends in an overlong torn line; dropping it");
+                        break;
+                    }
+                }
             }
             // The torn tail of a crash.
             tracing::warn!(path = %path.display(), "outbox journal ends in a torn line; dropping it");
@@ -190,4 +199,27 @@ fn read_records(file: &File, path: &Path) -> io::Result<(Vec<Record>, u64)> {
         }
     }
     Ok((records, good_len))
+}
+
+/// Skip the rest of a line, newline included, holding no more of it than the reader's buffer:
+/// the bytes skipped, or `None` when the file ends first.
+fn skip_line(reader: &mut impl BufRead) -> io::Result<Option<u64>> {
+    let mut skipped = 0u64;
+    loop {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        match buf.iter().position(|b| *b == b'\n') {
+            Some(i) => {
+                reader.consume(i + 1);
+                return Ok(Some(skipped + i as u64 + 1));
+            }
+            None => {
+                let all = buf.len();
+                reader.consume(all);
+                skipped += all as u64;
+            }
+        }
+    }
 }

@@ -88,4 +88,17 @@ pub struct Stats {
     pub failed: u64,
     /// Messages whose outcome is unknown (see [`State::Unknown`]).
     pub unknown: u64,
+    /// Why the outbox could not be opened this run, with the fix: nothing is sent, and the
+    /// API answers 503 `outbox_unavailable`. Receiving goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unavailable: Option<String>,
+}
+
+impl Stats {
+    pub fn unavailable(why: String) -> Self {
+        Self {
+            unavailable: Some(why),
+            ..Self::default()
+        }
+    }
 }

@@ -247,3 +247,40 @@ async fn compaction_keeps_what_is_pending_and_the_newest_finished() {
     assert_eq!((stats.depth, stats.sent), (1, 5));
     assert!(stats.oldest_queued_secs.is_some());
 }
+
+#[tokio::test]
+async fn a_line_over_the_limit_is_skipped_like_garbage_and_costs_nothing_after_it() {
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let first = open(dir.path())
+        .submit(req("dc", "channel:1", "before"))
+        .await
+        .unwrap();
+    let path = dir.path().join(FILE_NAME);
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(&vec![b'x'; 3 * 1024 * 1024]).unwrap();
+    f.write_all(b"\n").unwrap();
+    drop(f);
+    let outbox = open(dir.path());
+    let second = outbox
+        .submit(req("dc", "channel:2", "after"))
+        .await
+        .unwrap();
+    // Both are there after a reopen: the long line cost only itself.
+    let outbox = open(dir.path());
+    assert!(outbox.get(&first.message.id).is_some());
+    assert!(outbox.get(&second.message.id).is_some());
+    // An over-long torn tail is dropped, as any torn tail is.
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap();
+    f.write_all(&vec![b'y'; 2 * 1024 * 1024]).unwrap();
+    drop(f);
+    let outbox = open(dir.path());
+    assert!(outbox.get(&second.message.id).is_some());
+    assert!(std::fs::metadata(&path).unwrap().len() < 4 * 1024 * 1024);
+}

@@ -1,6 +1,8 @@
 //! The sending half of a gateway and the agent's way in: the outbox, one delivery worker per
 //! adapter that can send, and the local API. Kept apart from the adapters' start so that
-//! sending never holds up receiving.
+//! sending never holds up receiving: an outbox that cannot be opened (its journal a link, a
+//! FIFO, unreadable) leaves the gateway receiving, with the outbox marked unavailable and the
+//! reason in the API's answers, the state file, `status` and doctor (HSV022).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -9,11 +11,11 @@ use tokio::sync::watch;
 use tokio::task::{AbortHandle, JoinSet};
 use tracing::Instrument;
 
-use super::{io, GatewayError};
+use super::GatewayError;
 use crate::api;
 use crate::config::{AdapterSpec, CronSpec, Secret};
 use crate::gateway::adapter::{AdapterExit, Shared};
-use crate::gateway::outbox::{worker, Outbox, Route};
+use crate::gateway::outbox::{worker, Outbox, Route, Stats};
 use crate::gateway::send::Sender;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::Delivery;
@@ -23,12 +25,40 @@ use crate::profile::Profile;
 /// Each adapter that can send, by name, with its sender.
 type Senders = Vec<(String, Sender)>;
 
-/// Open the profile's outbox, with a route for every adapter that can send.
+/// The outbox as this run has it.
+pub(super) enum Outbound {
+    Open {
+        outbox: Arc<Outbox>,
+        senders: Senders,
+    },
+    /// Why it could not be opened, with the fix: nothing is sent this run.
+    Unavailable(String),
+}
+
+impl Outbound {
+    pub(super) fn outbox(&self) -> Option<&Arc<Outbox>> {
+        match self {
+            Outbound::Open { outbox, .. } => Some(outbox),
+            Outbound::Unavailable(_) => None,
+        }
+    }
+
+    /// The outbox at a glance for the state file: its figures, or why there are none.
+    pub(super) fn stats(&self) -> Stats {
+        match self {
+            Outbound::Open { outbox, .. } => outbox.stats(),
+            Outbound::Unavailable(why) => Stats::unavailable(why.clone()),
+        }
+    }
+}
+
+/// Open the profile's outbox, with a route for every adapter that can send; an outbox that
+/// cannot be opened is [`Outbound::Unavailable`], logged as an error, and never stops the run.
 pub(super) fn open(
     profile: &Profile,
     adapters: &[(AdapterSpec, Option<Secret>)],
     shared: &Shared,
-) -> Result<(Arc<Outbox>, Senders), GatewayError> {
+) -> Outbound {
     let senders: Senders = adapters
         .iter()
         .filter_map(|(spec, secret)| {
@@ -47,23 +77,32 @@ pub(super) fn open(
             (name.clone(), route)
         })
         .collect();
-    let dir = profile.outbox_dir();
-    let outbox = Outbox::open(&dir, routes).map_err(|e| {
-        io(format!("open the outbox in {}", dir.display()))(std::io::Error::other(e))
-    })?;
-    Ok((Arc::new(outbox), senders))
+    match Outbox::open(&profile.outbox_dir(), routes) {
+        Ok(outbox) => Outbound::Open {
+            outbox: Arc::new(outbox),
+            senders,
+        },
+        Err(e) => {
+            let why = e.with_fix();
+            tracing::error!(reason = %why, "the outbox is unavailable; receiving goes on, and nothing is sent until it is fixed and the gateway restarted");
+            Outbound::Unavailable(why)
+        }
+    }
 }
 
 /// Start one delivery worker per sender, as components of the run (so a panic in one is a
-/// restart, see `component.rs`), under the name `outbox:ADAPTER`.
+/// restart, see `component.rs`), under the name `outbox:ADAPTER`; none when the outbox is
+/// unavailable.
 pub(super) fn spawn_workers(
-    senders: Senders,
-    outbox: &Arc<Outbox>,
+    outbound: &mut Outbound,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<(String, AdapterExit)>,
     handles: &mut Vec<(String, AbortHandle)>,
 ) {
-    for (adapter, sender) in senders {
+    let Outbound::Open { outbox, senders } = outbound else {
+        return;
+    };
+    for (adapter, sender) in std::mem::take(senders) {
         let name = format!("outbox:{adapter}");
         let (outbox, rx) = (outbox.clone(), shutdown.clone());
         let work = async move {
@@ -79,7 +118,10 @@ pub(super) fn spawn_workers(
 }
 
 /// Each delivering cron job's last delivery, for the state file and `status`.
-pub(super) fn cron_deliveries(outbox: &Outbox, jobs: &[CronSpec]) -> Vec<Delivery> {
+pub(super) fn cron_deliveries(outbound: &Outbound, jobs: &[CronSpec]) -> Vec<Delivery> {
+    let Some(outbox) = outbound.outbox() else {
+        return vec![];
+    };
     jobs.iter()
         .filter(|job| job.deliver.is_some())
         .map(|job| {
@@ -97,13 +139,17 @@ pub(super) fn cron_deliveries(outbox: &Outbox, jobs: &[CronSpec]) -> Vec<Deliver
 pub(super) fn serve_api(
     profile: &Profile,
     spool: &Spool,
-    outbox: &Arc<Outbox>,
+    outbound: &Outbound,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<(String, AdapterExit)>,
     handles: &mut Vec<(String, AbortHandle)>,
 ) -> Result<(), GatewayError> {
     let bound = api::bind(&profile.api_socket())?;
-    let state = api::ApiState::new(profile, spool, outbox.clone());
+    let messages: Arc<dyn api::Messages> = match outbound {
+        Outbound::Open { outbox, .. } => outbox.clone(),
+        Outbound::Unavailable(why) => Arc::new(api::NoOutbox::new(why.clone())),
+    };
+    let state = api::ApiState::new(profile, spool, messages);
     let rx = shutdown.clone();
     let work = async move {
         match bound.serve(state, rx).await {
