@@ -20,6 +20,7 @@ pub mod mock_platform;
 pub mod pbbp2;
 pub mod process_probe;
 pub mod profile;
+pub(crate) mod redact;
 pub mod safe_text;
 pub mod service;
 pub mod status;

@@ -56,8 +56,11 @@ pub(crate) fn visible(text: &str) -> Cow<'_, str> {
 
 /// At most `max` characters of `text` (a platform's error description, say), with `…` where
 /// it was cut: enough to say what went wrong, without letting a server fill a log line or a
-/// state file.
+/// state file. Every secret the process holds is taken out first ([`crate::redact`]): a
+/// platform may quote a token back.
 pub(crate) fn clip(text: &str, max: usize) -> String {
+    let text = crate::redact::scrub(text);
+    let text = text.as_ref();
     match text.char_indices().nth(max) {
         Some((at, _)) => format!("{}…", &text[..at]),
         None => text.to_owned(),

@@ -12,7 +12,10 @@ const MAX_CREDENTIAL: u64 = 64 * 1024;
 pub struct Secret(String);
 
 impl Secret {
+    /// The secret, registered with [`crate::redact`] so that no text from outside can carry
+    /// it into a log, a state file or `STATUS=`.
     pub fn new(value: String) -> Self {
+        crate::redact::register(&value);
         Self(value)
     }
 

@@ -167,9 +167,11 @@ impl Heartbeat {
         lock(&self.0).deadline = deadline;
     }
 
-    /// Record the latest error, shown until the next one. Must never contain a secret.
+    /// Record the latest error, shown until the next one in `STATUS=`, the state file and
+    /// `status`. Any secret in it is taken out here too, whatever its way in.
     pub(crate) fn error(&self, error: impl fmt::Display) {
-        lock(&self.0).last_error = Some(error.to_string());
+        let error = error.to_string();
+        lock(&self.0).last_error = Some(crate::redact::scrub(&error).into_owned());
     }
 
     pub(crate) fn reconnected(&self) {

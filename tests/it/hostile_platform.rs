@@ -359,3 +359,140 @@ fn long_ids_and_context_tokens_do_not_grow_memory() {
         rss / (1024 * 1024)
     );
 }
+
+/// Everything the gateway said through `NOTIFY_SOCKET`, collected until the guard drops.
+struct NotifyLog {
+    path: PathBuf,
+    said: std::sync::Arc<std::sync::Mutex<String>>,
+    done: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl NotifyLog {
+    fn bind(dir: &std::path::Path) -> NotifyLog {
+        let path = dir.join("notify.sock");
+        let sock = std::os::unix::net::UnixDatagram::bind(&path).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (s, d) = (said.clone(), done.clone());
+        std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            while !d.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok(n) = sock.recv(&mut buf) {
+                    let mut s = s.lock().unwrap();
+                    s.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    s.push('\n');
+                }
+            }
+        });
+        NotifyLog { path, said, done }
+    }
+
+    fn text(&self) -> String {
+        self.said.lock().unwrap().clone()
+    }
+}
+
+impl Drop for NotifyLog {
+    fn drop(&mut self) {
+        self.done.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// A Telegram 502 whose description quotes the request path, token and all, put the token
+/// into `STATUS=`, the state file and the log. Now every form of it is scrubbed.
+#[test]
+fn a_token_the_platform_echoes_back_reaches_no_status_state_or_log() {
+    let rig = telegram("hpecho");
+    let encoded = TOKEN.replace(':', "%3A");
+    rig.server.script(
+        "/getUpdates",
+        vec![answer(
+            502,
+            format!(
+                r#"{{"ok":false,"error_code":502,"description":"Bad Gateway: upstream POST /bot{TOKEN}/getUpdates (/bot{encoded}/getUpdates) timed out"}}"#
+            ),
+        )],
+    );
+    let notify = NotifyLog::bind(rig.home.path());
+    let log = fs::File::create(rig.home.path().join("gateway.log")).unwrap();
+    let _gw = Running(
+        Command::new(BIN)
+            .args(["gateway", "run", "--profile", &rig.profile])
+            .env("HERMES_HOME", rig.home.path())
+            .env("HERMES_LOCK_DIR", rig.home.path().join("locks"))
+            .env("HP_TOKEN", TOKEN)
+            .env("NOTIFY_SOCKET", &notify.path)
+            .env("RUST_LOG", "debug")
+            .env_remove("WATCHDOG_USEC")
+            .stdin(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let c = rig.component("tg", |c| {
+        c["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Bad Gateway"))
+    });
+    wait_for(Duration::from_secs(20), "STATUS= with the error", || {
+        notify.text().contains("Bad Gateway").then_some(())
+    });
+    let secret = TOKEN.split(':').nth(1).unwrap();
+    let state = fs::read_to_string(rig.profile_home().join("state/gateway.json")).unwrap();
+    for (what, text) in [
+        ("the state file", state),
+        ("STATUS=", notify.text()),
+        ("the log", rig.log()),
+    ] {
+        assert!(!text.contains(secret), "{what} holds the token:\n{text}");
+        assert!(text.contains("[redacted]"), "{what}:\n{text}");
+    }
+    assert!(c["last_error"]
+        .as_str()
+        .unwrap()
+        .contains("/bot[redacted]/getUpdates"));
+}
+
+/// A QQ token endpoint that repeats the AppSecret in its refusal: the secret reached four
+/// log lines and the state file.
+#[test]
+fn an_app_secret_the_token_endpoint_echoes_back_is_scrubbed() {
+    const SECRET: &str = "qq-app-secret-7f3e9a";
+    let rig = Rig::new(
+        "hpqqecho",
+        "name = \"qq\"\nkind = \"qqbot\"\napp-id = \"1020304\"\nsecret-env = \"HP_QQ\"\n\
+         api-base = \"{base}\"\ntoken-url = \"{base}/app/getAppAccessToken\"",
+    );
+    rig.server.script(
+        "/app/getAppAccessToken",
+        vec![answer(
+            200,
+            format!(r#"{{"code":100016,"message":"invalid appid or secret: {SECRET}"}}"#),
+        )],
+    );
+    let log = fs::File::create(rig.home.path().join("gateway.log")).unwrap();
+    let mut gw = Command::new(BIN)
+        .args(["gateway", "run", "--profile", &rig.profile])
+        .env("HERMES_HOME", rig.home.path())
+        .env("HERMES_LOCK_DIR", rig.home.path().join("locks"))
+        .env("HP_QQ", SECRET)
+        .env("RUST_LOG", "debug")
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .stdin(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let status = wait_for(Duration::from_secs(30), "the gateway to exit", || {
+        gw.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(78), "{}", rig.log());
+    let log = rig.log();
+    assert!(log.contains("100016"), "{log}");
+    assert!(!log.contains(SECRET), "{log}");
+    let state =
+        fs::read_to_string(rig.profile_home().join("state/gateway.json")).unwrap_or_default();
+    assert!(!state.contains(SECRET), "{state}");
+}

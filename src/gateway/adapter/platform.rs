@@ -240,7 +240,7 @@ pub(crate) fn platform_says(v: &Value) -> String {
         .get("message")
         .or_else(|| v.get("msg"))
         .and_then(Value::as_str)
-        .map(|m| m.chars().take(200).collect::<String>());
+        .map(|m| crate::safe_text::clip(m, 200));
     match (code, message) {
         (Some(c), Some(m)) => format!(": code {c}: {m}"),
         (Some(c), None) => format!(": code {c}"),

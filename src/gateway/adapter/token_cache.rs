@@ -84,6 +84,8 @@ impl TokenCache {
     }
 
     pub(crate) fn store(&self, value: &str, lifetime: Duration) {
+        // An access token is a credential too: a platform may quote it back.
+        crate::redact::register(value);
         *self.lock() = Some(AccessToken {
             value: value.to_owned(),
             expires: Instant::now() + lifetime,

@@ -34,7 +34,7 @@ pub(super) fn id(v: &Value) -> Option<String> {
 /// its message (or the status's reason when the body has none).
 pub(super) fn reply(status: u16, code: Option<i64>, message: Option<&str>) -> PlatformReply {
     let message = match message.map(str::trim).filter(|m| !m.is_empty()) {
-        Some(m) => m.chars().take(MAX_MESSAGE).collect(),
+        Some(m) => crate::safe_text::clip(m, MAX_MESSAGE),
         None => reqwest::StatusCode::from_u16(status)
             .ok()
             .and_then(|s| s.canonical_reason())
@@ -130,9 +130,10 @@ mod tests {
         let r = reply(502, None, None);
         assert_eq!(r.message, "Bad Gateway");
         let long = "x".repeat(10_000);
+        // The limit, and the mark that says it was cut.
         assert_eq!(
             reply(400, None, Some(&long)).message.chars().count(),
-            MAX_MESSAGE
+            MAX_MESSAGE + 1
         );
     }
 

@@ -43,7 +43,7 @@ pub(crate) fn classify(status: u16, headers: &HeaderMap) -> Refusal {
         said.push_str(&format!(", Handshake-Autherrcode {a}"));
     }
     if let Some(m) = text(handshake::MSG) {
-        let m: String = m.chars().take(MAX_MSG).collect();
+        let m = crate::safe_text::clip(m, MAX_MSG);
         said.push_str(&format!(": {m}"));
     }
     if auth == Some(EXCEED_CONN_LIMIT) {
