@@ -14,6 +14,7 @@
 
 pub mod client;
 mod events;
+mod json_object;
 mod listener;
 mod problem;
 mod routes;
@@ -33,8 +34,12 @@ use crate::profile::Profile;
 
 pub use listener::{bind, Bound};
 
-/// The largest request body accepted; a message's text is far smaller on every platform.
-pub const MAX_BODY: usize = 64 * 1024;
+/// The largest request body accepted: 1 MiB. The longest text any platform takes is 65,536
+/// characters (Telegram's 16 pieces of 4,096, a WebSocket adapter's limit), and JSON may
+/// spell one character in up to 12 bytes (`\ud83d\ude00`, as a client that escapes all but
+/// ASCII writes an emoji), so the text alone may take 768 KiB; the other fields are far
+/// below the 256 KiB left. `hermes-svc send` reads at most this much text from stdin.
+pub const MAX_BODY: usize = 1024 * 1024;
 /// Connections served at once; the next waits in the listen backlog.
 pub const MAX_CONNECTIONS: usize = 64;
 /// The longest `wait` a long-poll may ask for.

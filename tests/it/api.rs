@@ -15,7 +15,7 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, setgid, setuid, ForkResult, Gid, Uid};
 use serde_json::json;
 
-use crate::api_rig::{http, ids, ApiRig, MAX_TEXT};
+use crate::api_rig::{http, ids, ApiRig, MAX_TEXT, TG_MAX_TEXT};
 
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -305,10 +305,23 @@ fn each_bad_request_is_a_4xx_that_names_the_field_and_queues_nothing() {
             Some("idempotency_key"),
         ),
         (
-            with("text", json!("z".repeat(70_000))),
+            with("text", json!("z".repeat(hermes_svc::api::MAX_BODY))),
             413,
             "body_too_large",
             None,
+        ),
+        // Two of the same field: readers disagree on which counts, so neither does.
+        (
+            r#"{"adapter":"qq","target":"group:G1","text":"hi","idempotency_key":"k1","idempotency_key":"k2"}"#.into(),
+            400,
+            "duplicate_field",
+            Some("idempotency_key"),
+        ),
+        (
+            r#"{"adapter":"qq","target":"group:G1","text":"hi","text":"bye","idempotency_key":"k1"}"#.into(),
+            400,
+            "duplicate_field",
+            Some("text"),
         ),
     ];
     for (body, status, code, field) in &cases {
@@ -414,4 +427,56 @@ fn connections_past_the_limit_wait_for_one_to_close() {
     idle.pop();
     let answer = late.join().unwrap();
     assert_eq!(answer.status, 404);
+}
+
+/// Issue 26: a retry must be the same message, and `policy` is part of it. The same key
+/// with the other policy is a different message: refused, and nothing new queued.
+#[test]
+fn the_same_key_with_another_policy_is_a_conflict() {
+    let rig = ApiRig::start();
+    let body = |policy: &str| {
+        json!({"adapter": "qq", "target": "group:G1", "text": "hi", "idempotency_key": "kp", "policy": policy})
+            .to_string()
+    };
+    let first = rig.post("/v1/messages", body("at-most-once").as_bytes());
+    assert_eq!(first.status, 202);
+    let again = rig.post("/v1/messages", body("at-most-once").as_bytes());
+    assert_eq!(again.status, 200, "the same message is replayed");
+    let other = rig.post("/v1/messages", body("at-least-once").as_bytes());
+    assert_eq!(
+        (other.status, other.code().as_str()),
+        (409, "idempotency_key_reused"),
+        "{}",
+        String::from_utf8_lossy(&other.body)
+    );
+    assert_eq!(other.json()["error"]["field"], "idempotency_key");
+    assert_eq!(rig.queued(), 1);
+}
+
+/// The longest text a platform takes (Telegram's 65,536 characters) is sendable however the
+/// client spells it in JSON: here every character an emoji escaped as a surrogate pair, 12
+/// bytes each, the longest spelling there is.
+#[test]
+fn the_longest_text_fits_in_a_body_in_its_longest_json_spelling() {
+    let rig = ApiRig::start();
+    let escaped = "\\ud83d\\ude00".repeat(TG_MAX_TEXT);
+    let body = format!(
+        r#"{{"adapter":"tg","target":"123456","text":"{escaped}","idempotency_key":"long"}}"#
+    );
+    assert!(body.len() > 768 * 1024, "{}", body.len());
+    let answer = rig.post("/v1/messages", body.as_bytes());
+    assert_eq!(
+        answer.status,
+        202,
+        "{}",
+        String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+    );
+    let id = answer.json()["id"].as_str().unwrap().to_owned();
+    let stored = rig
+        .rt
+        .block_on(Client::new(rig.socket()).message(&id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.text.chars().count(), TG_MAX_TEXT);
+    assert!(stored.text.chars().all(|c| c == '\u{1f600}'));
 }

@@ -167,8 +167,21 @@ fn the_server_answers_as_its_openapi_document_says() {
         ),
         post(
             "/v1/messages",
-            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "big"}),
+            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "long"}),
         ),
+        post(
+            "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(hermes_svc::api::MAX_BODY), "idempotency_key": "big"}),
+        ),
+        Example {
+            op: ("/v1/messages", "post"),
+            path: "/v1/messages".into(),
+            body: Some(
+                r#"{"adapter":"qq","target":"group:G","text":"a","idempotency_key":"d","idempotency_key":"e"}"#
+                    .into(),
+            ),
+        },
+
         post(
             "/v1/messages",
             json!({"adapter": "qq", "target": "group:G", "text": "fail-io", "idempotency_key": "io"}),

@@ -27,6 +27,8 @@ use crate::harness::{scratch_dir, TempDir};
 pub const PROFILE: &str = "agent";
 /// The rig's adapters' limit, standing in for a platform's.
 pub const MAX_TEXT: usize = 2000;
+/// The `tg` adapter's limit: Telegram's, the longest any platform takes.
+pub const TG_MAX_TEXT: usize = 65_536;
 
 /// The gateway's real outbox, which fails as one on a full disk would for the text
 /// `fail-io` (the one answer a test cannot get from a healthy disk).
@@ -59,7 +61,8 @@ pub struct ApiRig {
     pub rt: tokio::runtime::Runtime,
     pub spool: Arc<Spool>,
     /// The real outbox, with adapters `qq` (QQ Bot) and `dc` (Discord) that take
-    /// [`MAX_TEXT`] characters, and no worker: what is queued stays queued.
+    /// [`MAX_TEXT`] characters, `tg` (Telegram) that takes [`TG_MAX_TEXT`], and no worker:
+    /// what is queued stays queued.
     pub outbox: Arc<Outbox>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), ApiError>>>,
@@ -105,6 +108,13 @@ impl ApiRig {
                     Route {
                         kind: "discord",
                         max_text: MAX_TEXT,
+                    },
+                ),
+                (
+                    "tg".to_owned(),
+                    Route {
+                        kind: "telegram",
+                        max_text: TG_MAX_TEXT,
                     },
                 ),
             ]);
