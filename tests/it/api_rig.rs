@@ -64,6 +64,8 @@ pub struct ApiRig {
     /// [`MAX_TEXT`] characters, `tg` (Telegram) that takes [`TG_MAX_TEXT`], and no worker:
     /// what is queued stays queued.
     pub outbox: Arc<Outbox>,
+    /// The server's connection table, as the gateway's tick reads it.
+    pub connections: Arc<api::Connections>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), ApiError>>>,
 }
@@ -77,6 +79,11 @@ impl ApiRig {
     /// The spool in the directory `spool_dir` names.
     pub fn start_with(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
         Self::build(spool_dir)
+    }
+
+    /// What the state file would say of the API now, as JSON.
+    pub fn api_health(&self) -> Value {
+        serde_json::to_value(self.connections.health()).unwrap()
     }
 
     /// Messages queued so far.
@@ -122,6 +129,7 @@ impl ApiRig {
         };
         let messages: Arc<dyn Messages> = Arc::new(IoFault(outbox.clone()));
         let state = ApiState::new(&profile, &spool, messages);
+        let connections = state.connections();
         // What the gateway does: bind first, where a failure stops the start, then serve.
         let bound = api::bind(&profile.api_socket()).expect("the API binds");
         let (stop, shutdown) = watch::channel(false);
@@ -132,6 +140,7 @@ impl ApiRig {
             rt,
             spool,
             outbox,
+            connections,
             stop,
             server: Some(server),
         }
@@ -225,6 +234,24 @@ pub fn http(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> Ans
     stream.write_all(head.as_bytes()).unwrap();
     // A body over the limit may be refused before it is all read: the answer still comes.
     let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_answer(&raw)
+}
+
+/// A request whose body is declared `length` bytes long of which only `sent` are sent, on
+/// its own connection, and the answer the server gives before it closes the connection.
+pub fn http_partial(socket: &Path, method: &str, path: &str, length: usize, sent: &[u8]) -> Answer {
+    let mut stream =
+        UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(90)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(sent).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     parse_answer(&raw)

@@ -93,7 +93,7 @@ pub(super) fn cron_deliveries(outbox: &Outbox, jobs: &[CronSpec]) -> Vec<Deliver
 
 /// Bind the agent API's socket now, so that a path that cannot be used is a start-up error
 /// naming it, then serve it as a component of the run under the name `api`. A server that
-/// fails later is a restart.
+/// fails later is a restart. Returns its connections, whose health the state file carries.
 pub(super) fn serve_api(
     profile: &Profile,
     spool: &Spool,
@@ -101,9 +101,10 @@ pub(super) fn serve_api(
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<(String, AdapterExit)>,
     handles: &mut Vec<(String, AbortHandle)>,
-) -> Result<(), GatewayError> {
+) -> Result<Arc<api::Connections>, GatewayError> {
     let bound = api::bind(&profile.api_socket())?;
     let state = api::ApiState::new(profile, spool, outbox.clone());
+    let connections = state.connections();
     let rx = shutdown.clone();
     let handle = tasks.spawn(
         async move {
@@ -116,5 +117,5 @@ pub(super) fn serve_api(
         .instrument(Component::Api.span()),
     );
     handles.push(("api".to_owned(), handle));
-    Ok(())
+    Ok(connections)
 }
