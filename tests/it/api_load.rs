@@ -1,6 +1,7 @@
 //! The agent API of a real gateway process, loaded by its own user: a full house of
 //! connections trickling their bodies, or a thousand idle ones, does not keep `send` out, and
-//! the state file (which `status` and `GET /v1/health` show) says the API was saturated.
+//! the state file, which `GET /v1/health` and `status` (under a real user manager) show,
+//! says the API was saturated.
 //! Profile names start with `al`.
 
 use std::io::Write;
@@ -10,9 +11,12 @@ use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
 use hermes_svc::api::MAX_CONNECTIONS;
+use hermes_svc::mock_platform::MockConfig;
 
 use crate::harness::wait_for;
+use crate::mock_runtime::{mock_runtime, start_mock};
 use crate::outbox_rig::{sigterm, Rig};
+use crate::profile_builder::ProfileTest;
 
 fn socket(rig: &Rig) -> PathBuf {
     rig.profile_home().join("state/api/agent.sock")
@@ -116,4 +120,42 @@ fn a_thousand_idle_connections_do_not_keep_send_out_and_the_state_file_says_so()
         },
     );
     sigterm(&mut gw);
+}
+
+/// Under systemd, `status` shows what the state file says: a saturated API, in its JSON and
+/// in its text.
+#[test]
+fn status_shows_a_saturated_api() {
+    let rt = mock_runtime();
+    let mock = start_mock(&rt, MockConfig::default());
+    let t = ProfileTest::new("alstatus")
+        .config(&format!(
+            "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"AL_TOKEN\"\n\
+             api-base = \"{}\"\n",
+            mock.http_base()
+        ))
+        .env("AL_TOKEN=al-status-token\n")
+        .run();
+    let sock = t.m.profile_home("alstatus").join("state/api/agent.sock");
+    wait_for(Duration::from_secs(20), "the API socket", || {
+        UnixStream::connect(&sock).ok()
+    });
+    let _idle: Vec<UnixStream> = (0..MAX_CONNECTIONS + 100)
+        .map(|_| UnixStream::connect(&sock).unwrap())
+        .collect();
+    let api = wait_for(Duration::from_secs(20), "status to say saturated", || {
+        let json =
+            t.m.hermes_ok(&["status", "--json", "--profile", "alstatus"]);
+        let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let api = report["units"][0]["health"]["api"].clone();
+        (api["state"] == "saturated").then_some(api)
+    });
+    assert_eq!(api["max_connections"], MAX_CONNECTIONS, "{api}");
+    assert!(api["shed"].as_u64().unwrap() > 0, "{api}");
+    let text = t.m.hermes_ok(&["status", "--profile", "alstatus"]);
+    assert!(
+        text.contains("api        SATURATED: every place taken in the last seconds, "),
+        "{text}"
+    );
+    drop(rt);
 }
