@@ -13,7 +13,9 @@
 //! the gateway's `Outbox` implements and tests replace with a map.
 
 pub mod client;
+mod connections;
 mod events;
+mod json_object;
 mod listener;
 mod problem;
 mod routes;
@@ -31,12 +33,24 @@ use crate::gateway::outbox::{self, Message, Outbox, Request};
 use crate::gateway::spool::Spool;
 use crate::profile::Profile;
 
+pub use connections::Connections;
 pub use listener::{bind, Bound};
 
-/// The largest request body accepted; a message's text is far smaller on every platform.
-pub const MAX_BODY: usize = 64 * 1024;
-/// Connections served at once; the next waits in the listen backlog.
-pub const MAX_CONNECTIONS: usize = 64;
+/// The largest request body accepted: 1 MiB. The longest text any platform takes is 65,536
+/// characters (Telegram's 16 pieces of 4,096, a WebSocket adapter's limit), and JSON may
+/// spell one character in up to 12 bytes (`\ud83d\ude00`, as a client that escapes all but
+/// ASCII writes an emoji), so the text alone may take 768 KiB; the other fields are far
+/// below the 256 KiB left. `hermes-svc send` reads at most this much text from stdin.
+pub const MAX_BODY: usize = 1024 * 1024;
+/// Connections open at once. A new one past it is admitted by shedding an idle or slow one
+/// (api/connections.rs), and waits only while every one is handling a request. Half the
+/// 1,024 file descriptors a service gets by default, so the adapters keep the rest.
+pub const MAX_CONNECTIONS: usize = 512;
+/// How long a request's headers may take to arrive, and how long a connection may sit idle
+/// between requests (hyper's header timer starts when it waits for the next request).
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a request's body may take to arrive once its headers have.
+pub const BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// The longest `wait` a long-poll may ask for.
 pub const MAX_WAIT: Duration = Duration::from_secs(60);
 /// Events per answer when `limit` is not given, and the most it may ask for.
@@ -136,13 +150,15 @@ impl Refused {
     }
 }
 
-/// Everything the routes read: the spool, its wakeups, the state file and the outbox.
+/// Everything the routes read: the spool, its wakeups, the state file and the outbox; and the
+/// table of open connections, which the server keeps and the gateway's tick reads.
 #[derive(Clone)]
 pub struct ApiState {
     spool_dir: PathBuf,
     appended: watch::Receiver<u64>,
     state_file: PathBuf,
     messages: Arc<dyn Messages>,
+    connections: Arc<Connections>,
 }
 
 impl ApiState {
@@ -152,7 +168,13 @@ impl ApiState {
             appended: spool.subscribe(),
             state_file: profile.state_file(),
             messages,
+            connections: Connections::new(MAX_CONNECTIONS),
         }
+    }
+
+    /// The open connections: what the state file says of the API comes from them.
+    pub fn connections(&self) -> Arc<Connections> {
+        self.connections.clone()
     }
 }
 

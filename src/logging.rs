@@ -10,6 +10,7 @@
 
 pub(crate) mod component;
 mod journal_stream;
+pub(crate) mod plain_text;
 
 use tracing_journald::{Priority, PriorityMappings};
 use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt};
@@ -42,8 +43,10 @@ pub(crate) fn init(profile: Option<&str>, default_level: &str) {
         .try_init();
 }
 
-/// Plain text on stderr. The component spans (component.rs) are for the journal's fields
-/// only: hidden here, so the plain text reads as it always has. One filter, not two stacked:
+/// Plain text on stderr, every field written by `plain_text.rs`, so that a platform's text
+/// can neither forge a line nor drive a terminal. The component spans (component.rs) are for
+/// the journal's fields only: hidden here, so the plain text reads as it always has. One
+/// filter, not two stacked:
 /// under stacked per-layer filters the level filter still enabled the spans, so every poll of
 /// every task entered and left a span that nothing showed (about 6% of a thousand-adapter
 /// gateway's CPU, docs/benchmarks.md).
@@ -52,6 +55,7 @@ where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     tracing_subscriber::fmt::layer()
+        .fmt_fields(plain_text::PlainFields)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_target(false)

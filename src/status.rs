@@ -5,7 +5,9 @@ use serde::Serialize;
 use crate::ansi::{paint, Paint};
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
-use crate::gateway::state_file::{ComponentState, Delivery, Stale, StateFile};
+use crate::gateway::state_file::{
+    ApiCondition, ApiHealth, ComponentState, Delivery, Stale, StateFile,
+};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
@@ -62,6 +64,9 @@ pub(crate) struct Health {
     pub(crate) outbox: Option<Stats>,
     /// Each delivering cron job's last delivery.
     pub(crate) deliveries: Vec<Delivery>,
+    /// The local agent API: whether it takes new connections; `null` from a gateway that
+    /// did not say.
+    pub(crate) api: Option<ApiHealth>,
 }
 
 impl Health {
@@ -108,6 +113,7 @@ impl Health {
             components: state.components,
             outbox: state.outbox,
             deliveries: state.deliveries,
+            api: state.api,
         }))
     }
 }
@@ -355,6 +361,9 @@ impl Health {
         if let Some(o) = &self.outbox {
             s.push_str(&format!("{pad:<16} {}\n", outbox_line(o)));
         }
+        if let Some(api) = &self.api {
+            s.push_str(&format!("{pad:<16} {}\n", api_line(api)));
+        }
         for d in &self.deliveries {
             let last = match (&d.message, d.state) {
                 (Some(id), Some(state)) => {
@@ -375,6 +384,33 @@ impl Health {
             ));
         }
         s
+    }
+}
+
+/// One line on the agent API: how many connections, and in capitals when it could not take
+/// a new one at once (saturated) or at all (an accept failing).
+fn api_line(api: &ApiHealth) -> String {
+    let open = match api.long_polls {
+        0 => format!("{}/{} connections", api.connections, api.max_connections),
+        n => format!(
+            "{}/{} connections ({n} long-polls)",
+            api.connections, api.max_connections
+        ),
+    };
+    let shed = match api.shed {
+        0 => String::new(),
+        n => format!(", {n} idle or slow ones closed to admit new ones since the start"),
+    };
+    match api.state {
+        ApiCondition::Serving => format!("api        serving, {open}{shed}"),
+        ApiCondition::Saturated => {
+            format!("api        SATURATED: every place taken in the last seconds, {open}{shed}")
+        }
+        ApiCondition::AcceptFailing => format!(
+            "api        NOT ACCEPTING connections: {}, {open}",
+            visible(api.last_error.as_deref().unwrap_or("unknown error"))
+        ),
+        ApiCondition::Unknown => format!("api        {open}{shed}"),
     }
 }
 
@@ -485,6 +521,7 @@ mod tests {
             components: vec![component("connected", true)],
             outbox: None,
             deliveries: vec![],
+            api: None,
         };
         let text = h.to_text("active", 7);
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -509,6 +546,7 @@ mod tests {
             components: vec![component("connected", true)],
             outbox: None,
             deliveries: vec![],
+            api: None,
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -557,6 +595,7 @@ mod tests {
             components: vec![component("retrying", true)],
             outbox: None,
             deliveries: vec![],
+            api: None,
         };
         let text = h.to_text("active", 7);
         assert!(!text.contains("STALE"), "{text}");
@@ -570,5 +609,42 @@ mod tests {
         ] {
             assert!(text.contains(want), "{want} missing in {text}");
         }
+    }
+
+    #[test]
+    fn the_api_line_says_when_it_could_not_take_a_connection() {
+        let api = |state, shed, last_error: Option<&str>| ApiHealth {
+            state,
+            connections: 512,
+            max_connections: 512,
+            long_polls: 0,
+            shed,
+            last_error: last_error.map(str::to_owned),
+        };
+        assert_eq!(
+            api_line(&api(ApiCondition::Serving, 0, None)),
+            "api        serving, 512/512 connections"
+        );
+        let polls = ApiHealth {
+            long_polls: 500,
+            ..api(ApiCondition::Serving, 0, None)
+        };
+        assert_eq!(
+            api_line(&polls),
+            "api        serving, 512/512 connections (500 long-polls)"
+        );
+        assert_eq!(
+            api_line(&api(ApiCondition::Saturated, 7, None)),
+            "api        SATURATED: every place taken in the last seconds, 512/512 connections, \
+             7 idle or slow ones closed to admit new ones since the start"
+        );
+        assert_eq!(
+            api_line(&api(
+                ApiCondition::AcceptFailing,
+                0,
+                Some("Too many open files\x1b[2J")
+            )),
+            "api        NOT ACCEPTING connections: Too many open files\\x1b[2J, 512/512 connections"
+        );
     }
 }

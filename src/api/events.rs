@@ -15,9 +15,11 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use serde::Deserialize;
 use tokio::time::Instant;
 
+use super::connections::{Conn, Phase};
 use super::problem::Problem;
 use super::routes::Ctx;
 use super::{DEFAULT_LIMIT, MAX_LIMIT, MAX_WAIT, PAGE_BYTES};
@@ -35,6 +37,7 @@ pub(super) struct EventsQuery {
 
 pub(super) async fn get_events(
     State(ctx): State<Arc<Ctx>>,
+    conn: Option<Extension<Arc<Conn>>>,
     query: Result<Query<EventsQuery>, QueryRejection>,
 ) -> Result<Response, Problem> {
     let Query(query) = query.map_err(|e| {
@@ -54,7 +57,8 @@ pub(super) async fn get_events(
         events: limit,
         bytes: PAGE_BYTES,
     };
-    let page = long_poll(&ctx, position, wait, limits)
+    let conn = conn.map(|Extension(conn)| conn);
+    let page = long_poll(&ctx, conn.as_deref(), position, wait, limits)
         .await
         .map_err(|e| match e {
             CursorError::Gone { .. } => {
@@ -105,9 +109,12 @@ fn parse_limit(text: Option<&str>) -> Result<usize, Problem> {
 }
 
 /// Read after `position`; with nothing there, wait up to `wait` for the writer to append,
-/// and read again. A shutdown ends the wait with what there is (nothing).
+/// and read again. A shutdown ends the wait with what there is (nothing), and so does the
+/// connection table shedding this connection to admit another (connections.rs): a long-poll
+/// may be answered early at any time, and its client asks again.
 async fn long_poll(
     ctx: &Ctx,
+    conn: Option<&Conn>,
     mut position: Position,
     wait: Duration,
     limits: Limits,
@@ -132,14 +139,26 @@ async fn long_poll(
         }
         // `end` is now the event it meant: what is appended next comes after it.
         position = page.next;
-        tokio::select! {
-            changed = appended.changed() => {
-                if changed.is_err() {
-                    return Ok(page); // the spool is closed: nothing more will come
-                }
+        let shed = async {
+            match conn {
+                Some(conn) => conn.shed().await,
+                None => std::future::pending().await,
             }
-            () = tokio::time::sleep_until(deadline) => return Ok(page),
-            () = until_shutdown(&mut shutdown) => return Ok(page),
+        };
+        if let Some(conn) = conn {
+            conn.set(Phase::Waiting);
+        }
+        let woken = tokio::select! {
+            changed = appended.changed() => changed.is_ok(), // an error: the spool is closed
+            () = tokio::time::sleep_until(deadline) => false,
+            () = until_shutdown(&mut shutdown) => false,
+            _ = shed => false,
+        };
+        if let Some(conn) = conn {
+            conn.set(Phase::Handling);
+        }
+        if !woken {
+            return Ok(page);
         }
     }
 }

@@ -6,6 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::wire::{ErrorBody, ErrorDetail};
+use super::{BODY_TIMEOUT, MAX_BODY};
 
 #[derive(Debug)]
 pub(super) struct Problem {
@@ -28,6 +29,30 @@ impl Problem {
 
     pub(super) fn bad_request(code: &'static str, message: impl Into<String>) -> Self {
         Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    /// 413: the body is over [`MAX_BODY`].
+    pub(super) fn body_too_large() -> Self {
+        Self::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the request body is over {} MiB; a message's text is at most 65,536 characters on every platform",
+                MAX_BODY / (1024 * 1024)
+            ),
+        )
+    }
+
+    /// 408: the body did not arrive within [`BODY_TIMEOUT`] of the headers.
+    pub(super) fn body_timeout() -> Self {
+        Self::new(
+            StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            format!(
+                "the request body did not arrive within {} s of its headers; send the whole body at once",
+                BODY_TIMEOUT.as_secs()
+            ),
+        )
     }
 
     pub(super) fn field(mut self, field: &'static str) -> Self {

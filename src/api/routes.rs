@@ -13,6 +13,7 @@ use axum::{Json, Router};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
+use super::json_object::JsonObject;
 use super::problem::Problem;
 use super::wire::REPLAYED_HEADER;
 use super::{events, ApiState, Refused, MAX_BODY};
@@ -84,16 +85,10 @@ async fn post_message(
     State(ctx): State<Arc<Ctx>>,
     body: Result<Bytes, BytesRejection>,
 ) -> Result<Response, Problem> {
+    // The server has read the body already, within its size and time (server.rs).
     let body = body.map_err(|e| {
         if e.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            Problem::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "body_too_large",
-                format!(
-                    "the request body is over {} KiB; a message's text must be far shorter",
-                    MAX_BODY / 1024
-                ),
-            )
+            Problem::body_too_large()
         } else {
             Problem::bad_request(
                 "bad_body",
@@ -123,18 +118,15 @@ async fn post_message(
 fn parse_send(body: &[u8]) -> Result<Request, Problem> {
     let example =
         r#"{"adapter":"qq","target":"group:OPENID","text":"hello","idempotency_key":"9f1c..."}"#;
-    let value: Value = serde_json::from_slice(body).map_err(|e| {
-        Problem::bad_request(
-            "bad_json",
-            format!("the body is not JSON ({e}); send an object such as {example}"),
-        )
+    let object: JsonObject = serde_json::from_slice(body).map_err(|e| {
+        let why = if e.is_data() {
+            format!("the body must be a JSON object such as {example}")
+        } else {
+            format!("the body is not JSON ({e}); send an object such as {example}")
+        };
+        Problem::bad_request("bad_json", why)
     })?;
-    let Value::Object(fields) = value else {
-        return Err(Problem::bad_request(
-            "bad_json",
-            format!("the body must be a JSON object such as {example}"),
-        ));
-    };
+    let fields = object.members;
     if let Some(unknown) = fields
         .keys()
         .find(|k| FIELDS.iter().all(|(name, _)| name != k))
@@ -147,6 +139,19 @@ fn parse_send(body: &[u8]) -> Result<Request, Problem> {
                 names.join(", ")
             ),
         ));
+    }
+    if let Some(name) = object.repeated {
+        let known = FIELDS.iter().find(|(f, _)| *f == name).map(|(f, _)| *f);
+        let problem = Problem::bad_request(
+            "duplicate_field",
+            format!(
+                "field {name:?} is given more than once; JSON readers disagree on which one counts, so give each field once"
+            ),
+        );
+        return Err(match known {
+            Some(field) => problem.field(field),
+            None => problem,
+        });
     }
     let adapter = required(&fields, "adapter", "missing_field")?;
     let target = required(&fields, "target", "missing_field")?;

@@ -246,7 +246,7 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
     let mut outbound = outbound::open(profile, &adapters, &shared);
     outbound::spawn_workers(&mut outbound, &shutdown_rx, &mut tasks, &mut handles);
-    outbound::serve_api(
+    let api = outbound::serve_api(
         profile,
         &spool,
         &outbound,
@@ -382,7 +382,8 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
                     let snapshot = registry.snapshot();
                     let state = StateFile::from_snapshot(&snapshot, &name, stale_after)
                         .with_outbox(outbound.stats())
-                        .with_deliveries(outbound::cron_deliveries(&outbound, &config.cron));
+                        .with_deliveries(outbound::cron_deliveries(&outbound, &config.cron))
+                        .with_api(api.health());
                     if let Err(e) = state.write(&state_path) {
                         tracing::warn!(error = %e, "failed to write the state file");
                     }

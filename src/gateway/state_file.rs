@@ -50,6 +50,42 @@ pub struct StateFile {
     /// The last delivery of each cron job with `deliver`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) deliveries: Vec<Delivery>,
+    /// The local agent API: whether it takes new connections. Not a health input either: a
+    /// client that floods the API must not get the gateway restarted, but `status` says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) api: Option<ApiHealth>,
+}
+
+/// The agent API at a glance (api/connections.rs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApiHealth {
+    pub(crate) state: ApiCondition,
+    /// Connections open now, and the most it keeps open.
+    pub(crate) connections: u64,
+    pub(crate) max_connections: u64,
+    /// Of the open connections, the long-polls waiting for an event.
+    pub(crate) long_polls: u64,
+    /// Connections closed (idle or slow) or answered early (long-polls) to admit new ones,
+    /// since the gateway started.
+    pub(crate) shed: u64,
+    /// The last failed accept, if one ever failed.
+    pub(crate) last_error: Option<String>,
+}
+
+/// Whether the API takes new connections, judged over the last few seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiCondition {
+    /// Every connection got a place at once.
+    Serving,
+    /// Every place was taken: connections were shed to admit new ones, or new ones waited.
+    Saturated,
+    /// Accepting a connection failed (out of file descriptors, say): new clients wait or
+    /// are refused by the kernel.
+    AcceptFailing,
+    /// A state a newer gateway wrote.
+    #[serde(other)]
+    Unknown,
 }
 
 /// A cron job's last delivery: the message and where it is.
@@ -119,7 +155,13 @@ impl StateFile {
                 .collect(),
             outbox: None,
             deliveries: vec![],
+            api: None,
         }
+    }
+
+    pub(crate) fn with_api(mut self, api: ApiHealth) -> Self {
+        self.api = Some(api);
+        self
     }
 
     pub(crate) fn with_outbox(mut self, stats: Stats) -> Self {
@@ -146,6 +188,7 @@ impl StateFile {
             components: vec![],
             outbox: None,
             deliveries: vec![],
+            api: None,
         }
     }
 
@@ -273,6 +316,7 @@ mod tests {
             components: vec![],
             outbox: None,
             deliveries: vec![],
+            api: None,
         }
     }
 

@@ -15,7 +15,8 @@ use nix::sys::wait::{waitpid, WaitStatus};
 use nix::unistd::{fork, setgid, setuid, ForkResult, Gid, Uid};
 use serde_json::json;
 
-use crate::api_rig::{http, ids, ApiRig, MAX_TEXT};
+use crate::api_rig::{http, ids, ApiRig, MAX_TEXT, TG_MAX_TEXT};
+use crate::harness::wait_for;
 
 fn mode(p: &Path) -> u32 {
     fs::metadata(p).unwrap().permissions().mode() & 0o777
@@ -305,10 +306,23 @@ fn each_bad_request_is_a_4xx_that_names_the_field_and_queues_nothing() {
             Some("idempotency_key"),
         ),
         (
-            with("text", json!("z".repeat(70_000))),
+            with("text", json!("z".repeat(hermes_svc::api::MAX_BODY))),
             413,
             "body_too_large",
             None,
+        ),
+        // Two of the same field: readers disagree on which counts, so neither does.
+        (
+            r#"{"adapter":"qq","target":"group:G1","text":"hi","idempotency_key":"k1","idempotency_key":"k2"}"#.into(),
+            400,
+            "duplicate_field",
+            Some("idempotency_key"),
+        ),
+        (
+            r#"{"adapter":"qq","target":"group:G1","text":"hi","text":"bye","idempotency_key":"k1"}"#.into(),
+            400,
+            "duplicate_field",
+            Some("text"),
         ),
     ];
     for (body, status, code, field) in &cases {
@@ -399,19 +413,196 @@ fn a_stop_answers_a_waiting_long_poll_at_once() {
     assert!(took < Duration::from_secs(5), "{took:?}");
 }
 
+/// Issue 26: a retry must be the same message, and `policy` is part of it. The same key
+/// with the other policy is a different message: refused, and nothing new queued.
 #[test]
-fn connections_past_the_limit_wait_for_one_to_close() {
+fn the_same_key_with_another_policy_is_a_conflict() {
+    let rig = ApiRig::start();
+    let body = |policy: &str| {
+        json!({"adapter": "qq", "target": "group:G1", "text": "hi", "idempotency_key": "kp", "policy": policy})
+            .to_string()
+    };
+    let first = rig.post("/v1/messages", body("at-most-once").as_bytes());
+    assert_eq!(first.status, 202);
+    let again = rig.post("/v1/messages", body("at-most-once").as_bytes());
+    assert_eq!(again.status, 200, "the same message is replayed");
+    let other = rig.post("/v1/messages", body("at-least-once").as_bytes());
+    assert_eq!(
+        (other.status, other.code().as_str()),
+        (409, "idempotency_key_reused"),
+        "{}",
+        String::from_utf8_lossy(&other.body)
+    );
+    assert_eq!(other.json()["error"]["field"], "idempotency_key");
+    assert_eq!(rig.queued(), 1);
+}
+
+/// The longest text a platform takes (Telegram's 65,536 characters) is sendable however the
+/// client spells it in JSON: here every character an emoji escaped as a surrogate pair, 12
+/// bytes each, the longest spelling there is.
+#[test]
+fn the_longest_text_fits_in_a_body_in_its_longest_json_spelling() {
+    let rig = ApiRig::start();
+    let escaped = "\\ud83d\\ude00".repeat(TG_MAX_TEXT);
+    let body = format!(
+        r#"{{"adapter":"tg","target":"123456","text":"{escaped}","idempotency_key":"long"}}"#
+    );
+    assert!(body.len() > 768 * 1024, "{}", body.len());
+    let answer = rig.post("/v1/messages", body.as_bytes());
+    assert_eq!(
+        answer.status,
+        202,
+        "{}",
+        String::from_utf8_lossy(&answer.body[..answer.body.len().min(300)])
+    );
+    let id = answer.json()["id"].as_str().unwrap().to_owned();
+    let stored = rig
+        .rt
+        .block_on(Client::new(rig.socket()).message(&id))
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.text.chars().count(), TG_MAX_TEXT);
+    assert!(stored.text.chars().all(|c| c == '\u{1f600}'));
+}
+
+/// Raw HTTP on its own connection, left open: a request's head and the first `sent` bytes
+/// of a body `length` long.
+fn trickle(sock: &Path, length: usize, sent: &[u8]) -> UnixStream {
+    let mut s = UnixStream::connect(sock).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    )
+    .unwrap();
+    s.write_all(sent).unwrap();
+    s
+}
+
+/// Everything the server sends on `s` until it closes it: the bytes, or the error.
+fn read_until_closed(mut s: UnixStream) -> std::io::Result<Vec<u8>> {
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).map(|_| all)
+}
+
+/// A body that does not arrive within 10 s of its headers is answered 408 and its
+/// connection closed; a connection that sends nothing is closed after 10 s too.
+#[test]
+fn a_slow_body_and_an_idle_connection_are_cut_off_after_their_timeouts() {
     let rig = ApiRig::start();
     let sock = rig.socket();
-    // Connections that send nothing hold their place until they close (or 10 s pass).
-    let mut idle: Vec<UnixStream> = (0..hermes_svc::api::MAX_CONNECTIONS)
-        .map(|_| UnixStream::connect(&sock).unwrap())
-        .collect();
-    std::thread::sleep(Duration::from_millis(200));
-    let late = std::thread::spawn(move || http(&sock, "GET", "/v1/messages/x", None));
-    std::thread::sleep(Duration::from_millis(500));
-    assert!(!late.is_finished(), "served past the limit");
-    idle.pop();
-    let answer = late.join().unwrap();
-    assert_eq!(answer.status, 404);
+    let started = Instant::now();
+    let slow = trickle(&sock, 100, b"{");
+    let idle = UnixStream::connect(&sock).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let idle = std::thread::spawn(move || read_until_closed(idle));
+    let answer = read_until_closed(slow).unwrap();
+    let took = started.elapsed();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408 "), "{answer}");
+    assert!(answer.contains("\"body_timeout\""), "{answer}");
+    assert!(
+        took < hermes_svc::api::BODY_TIMEOUT + Duration::from_secs(5),
+        "{took:?}"
+    );
+    let idle = idle.join().unwrap();
+    assert!(
+        idle.as_ref().is_ok_and(Vec::is_empty),
+        "an idle connection is closed without an answer: {idle:?}"
+    );
+    assert!(started.elapsed() < hermes_svc::api::HEADER_TIMEOUT + Duration::from_secs(5));
+    assert_eq!(rig.queued(), 0);
+}
+
+/// A full house of connections trickling their bodies does not shut a request out: one of
+/// them is closed, without an answer, to admit it.
+#[test]
+fn trickling_bodies_on_every_connection_do_not_shut_out_a_request() {
+    let rig = ApiRig::start();
+    let sock = rig.socket();
+    let max = hermes_svc::api::MAX_CONNECTIONS;
+    let slow: Vec<UnixStream> = (0..max).map(|_| trickle(&sock, 1000, b"{")).collect();
+    wait_for(
+        Duration::from_secs(20),
+        "every trickle to have a place",
+        || (rig.api_health()["connections"] == max).then_some(()),
+    );
+    let body =
+        json!({"adapter": "qq", "target": "group:G1", "text": "hi", "idempotency_key": "kt"});
+    let started = Instant::now();
+    let answer = rig.post("/v1/messages", body.to_string().as_bytes());
+    assert_eq!(answer.status, 202);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(rig.queued(), 1);
+    let health = rig.api_health();
+    assert_eq!(health["state"], "saturated", "{health}");
+    assert_eq!(health["shed"], 1, "{health}");
+    // Exactly one trickle was shed: closed, with nothing written to it.
+    let closed = wait_for(Duration::from_secs(5), "the shed trickle to close", || {
+        let closed: Vec<usize> = slow
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| is_closed_unanswered(s))
+            .map(|(i, _)| i)
+            .collect();
+        (!closed.is_empty()).then_some(closed)
+    });
+    assert_eq!(closed.len(), 1, "{closed:?}");
+}
+
+/// Whether the server closed `s` without a byte: a non-blocking read finds the end at once.
+fn is_closed_unanswered(s: &UnixStream) -> bool {
+    s.set_nonblocking(true).unwrap();
+    let mut byte = [0u8; 1];
+    let closed = matches!((&*s).read(&mut byte), Ok(0))
+        || matches!((&*s).read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+    s.set_nonblocking(false).unwrap();
+    closed
+}
+
+/// A full house of long-polls does not shut a request out either: the oldest long-poll is
+/// answered at once with what there is (nothing), and its client may ask again.
+#[test]
+fn long_polls_on_every_connection_do_not_shut_out_a_request() {
+    let rig = ApiRig::start();
+    let sock = rig.socket();
+    let max = hermes_svc::api::MAX_CONNECTIONS;
+    let (tx, rx) = std::sync::mpsc::channel();
+    for _ in 0..max {
+        let (sock, tx) = (sock.clone(), tx.clone());
+        std::thread::spawn(move || {
+            let started = Instant::now();
+            let answer = http(&sock, "GET", "/v1/events?after=end&wait=60s", None);
+            let _ = tx.send((answer, started.elapsed()));
+        });
+    }
+    wait_for(Duration::from_secs(30), "every long-poll to wait", || {
+        (rig.api_health()["long_polls"] == max).then_some(())
+    });
+    let started = Instant::now();
+    let health = rig.get("/v1/health");
+    assert_eq!(
+        (health.status, health.code().as_str()),
+        (503, "no_snapshot")
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+    let (answer, took) = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("a long-poll answered early");
+    assert_eq!(answer.status, 200);
+    assert_eq!(ids(&answer.json()), Vec::<String>::new());
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    assert!(rx.try_recv().is_err(), "only one long-poll was shed");
+    assert_eq!(rig.api_health()["shed"], 1);
+    // The rest still wait, and a stop answers them all.
+    drop(rig);
 }

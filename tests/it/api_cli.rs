@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::api_rig::{ApiRig, PROFILE};
+use crate::api_rig::{ApiRig, PROFILE, TG_MAX_TEXT};
 use crate::harness::BIN;
 
 fn hsv(rig: &ApiRig, args: &[&str], stdin: Option<&str>) -> Output {
@@ -75,7 +75,8 @@ fn send_prints_the_id_and_state_and_names_the_fix_when_refused_or_not_running() 
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        text(&out.stderr).contains("no adapter named \"irc\" can send (adapters that can: dc, qq)"),
+        text(&out.stderr)
+            .contains("no adapter named \"irc\" can send (adapters that can: dc, qq, tg)"),
         "{}",
         text(&out.stderr)
     );
@@ -101,6 +102,26 @@ fn send_prints_the_id_and_state_and_names_the_fix_when_refused_or_not_running() 
         rig.socket().display()
     );
     assert!(text(&out.stderr).contains(&want), "{}", text(&out.stderr));
+}
+
+/// The longest text a platform takes, 65,536 characters of four bytes each, is read from
+/// stdin whole and queued.
+#[test]
+fn send_takes_the_longest_text_a_platform_takes_from_stdin() {
+    let rig = ApiRig::start();
+    let long = "\u{1f600}".repeat(TG_MAX_TEXT);
+    let out = hsv(
+        &rig,
+        &["send", "--profile", PROFILE, "--to", "tg:123456", "--json"],
+        Some(&long),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let message: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        message["text"].as_str().unwrap().chars().count(),
+        TG_MAX_TEXT
+    );
+    assert_eq!(rig.queued(), 1);
 }
 
 /// `events --follow --json`, with its stdout as a channel of lines.

@@ -8,7 +8,7 @@ use std::fs;
 
 use serde_json::{json, Value};
 
-use crate::api_rig::{http, Answer, ApiRig};
+use crate::api_rig::{http, http_partial, Answer, ApiRig};
 
 fn document() -> Value {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/api.openapi.json");
@@ -137,6 +137,11 @@ fn the_server_answers_as_its_openapi_document_says() {
     let state_file = rig.profile.home().join("state/gateway.json");
     let spool_file = rig.spool.dir().join("events.jsonl");
 
+    // A body that never arrives whole is answered after 10 s: asked first, read last.
+    let slow = {
+        let socket = rig.socket();
+        std::thread::spawn(move || http_partial(&socket, "POST", "/v1/messages", 100, b"{"))
+    };
     let mut answers: Vec<(Example, Answer)> = Vec::new();
     let run = |examples: Vec<Example>| -> Vec<(Example, Answer)> {
         let mut answers = vec![];
@@ -167,8 +172,21 @@ fn the_server_answers_as_its_openapi_document_says() {
         ),
         post(
             "/v1/messages",
-            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "big"}),
+            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(70_000), "idempotency_key": "long"}),
         ),
+        post(
+            "/v1/messages",
+            json!({"adapter": "qq", "target": "group:G", "text": "x".repeat(hermes_svc::api::MAX_BODY), "idempotency_key": "big"}),
+        ),
+        Example {
+            op: ("/v1/messages", "post"),
+            path: "/v1/messages".into(),
+            body: Some(
+                r#"{"adapter":"qq","target":"group:G","text":"a","idempotency_key":"d","idempotency_key":"e"}"#
+                    .into(),
+            ),
+        },
+
         post(
             "/v1/messages",
             json!({"adapter": "qq", "target": "group:G", "text": "fail-io", "idempotency_key": "io"}),
@@ -195,7 +213,8 @@ fn the_server_answers_as_its_openapi_document_says() {
             "reconnects": 0, "attempts": 1, "last_error": null, "outage_ms": null}],
         "outbox": {"depth": 1, "oldest_queued_secs": 3, "sent": 5, "failed": 0, "unknown": 0},
         "deliveries": [{"job": "report", "message": "m1", "state": "sent", "updated_at": "2024-05-01T09:00:00.000Z", "last_error": null},
-            {"job": "never", "message": null, "state": null, "updated_at": null, "last_error": null}]});
+            {"job": "never", "message": null, "state": null, "updated_at": null, "last_error": null}],
+        "api": rig.api_health()});
     fs::write(&state_file, state.to_string()).unwrap();
     answers.extend(run(vec![get("/v1/health", "/v1/health")]));
     // A spool that cannot be read: a FIFO where the file should be.
@@ -204,6 +223,14 @@ fn the_server_answers_as_its_openapi_document_says() {
     answers.extend(run(vec![get("/v1/events", "/v1/events")]));
     fs::remove_file(&spool_file).unwrap();
     fs::rename(spool_file.with_extension("moved"), &spool_file).unwrap();
+    answers.push((
+        Example {
+            op: ("/v1/messages", "post"),
+            path: "/v1/messages".into(),
+            body: None,
+        },
+        slow.join().unwrap(),
+    ));
 
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {

@@ -27,6 +27,8 @@ use crate::harness::{scratch_dir, TempDir};
 pub const PROFILE: &str = "agent";
 /// The rig's adapters' limit, standing in for a platform's.
 pub const MAX_TEXT: usize = 2000;
+/// The `tg` adapter's limit: Telegram's, the longest any platform takes.
+pub const TG_MAX_TEXT: usize = 65_536;
 
 /// The gateway's real outbox, which fails as one on a full disk would for the text
 /// `fail-io` (the one answer a test cannot get from a healthy disk), and as one the gateway
@@ -69,8 +71,11 @@ pub struct ApiRig {
     pub rt: tokio::runtime::Runtime,
     pub spool: Arc<Spool>,
     /// The real outbox, with adapters `qq` (QQ Bot) and `dc` (Discord) that take
-    /// [`MAX_TEXT`] characters, and no worker: what is queued stays queued.
+    /// [`MAX_TEXT`] characters, `tg` (Telegram) that takes [`TG_MAX_TEXT`], and no worker:
+    /// what is queued stays queued.
     pub outbox: Arc<Outbox>,
+    /// The server's connection table, as the gateway's tick reads it.
+    pub connections: Arc<api::Connections>,
     stop: watch::Sender<bool>,
     server: Option<JoinHandle<Result<(), ApiError>>>,
 }
@@ -84,6 +89,11 @@ impl ApiRig {
     /// The spool in the directory `spool_dir` names.
     pub fn start_with(spool_dir: impl FnOnce(&Profile) -> PathBuf) -> Self {
         Self::build(spool_dir)
+    }
+
+    /// What the state file would say of the API now, as JSON.
+    pub fn api_health(&self) -> Value {
+        serde_json::to_value(self.connections.health()).unwrap()
     }
 
     /// Messages queued so far.
@@ -117,11 +127,19 @@ impl ApiRig {
                         max_text: MAX_TEXT,
                     },
                 ),
+                (
+                    "tg".to_owned(),
+                    Route {
+                        kind: "telegram",
+                        max_text: TG_MAX_TEXT,
+                    },
+                ),
             ]);
             Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())
         };
         let messages: Arc<dyn Messages> = Arc::new(IoFault(outbox.clone()));
         let state = ApiState::new(&profile, &spool, messages);
+        let connections = state.connections();
         // What the gateway does: bind first, where a failure stops the start, then serve.
         let bound = api::bind(&profile.api_socket()).expect("the API binds");
         let (stop, shutdown) = watch::channel(false);
@@ -132,6 +150,7 @@ impl ApiRig {
             rt,
             spool,
             outbox,
+            connections,
             stop,
             server: Some(server),
         }
@@ -225,6 +244,24 @@ pub fn http(socket: &Path, method: &str, path: &str, body: Option<&[u8]>) -> Ans
     stream.write_all(head.as_bytes()).unwrap();
     // A body over the limit may be refused before it is all read: the answer still comes.
     let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw).unwrap();
+    parse_answer(&raw)
+}
+
+/// A request whose body is declared `length` bytes long of which only `sent` are sent, on
+/// its own connection, and the answer the server gives before it closes the connection.
+pub fn http_partial(socket: &Path, method: &str, path: &str, length: usize, sent: &[u8]) -> Answer {
+    let mut stream =
+        UnixStream::connect(socket).unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(90)))
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {length}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(sent).unwrap();
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).unwrap();
     parse_answer(&raw)

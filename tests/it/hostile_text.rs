@@ -185,3 +185,142 @@ fn status_shows_a_crafted_state_file_with_its_controls_escaped() {
     assert_eq!(health["components"][0]["name"], format!("dc{CLEAR}"));
     assert_eq!(health["components"][0]["kind"], "discord\r");
 }
+
+/// A plain-text log line's message and fields, if it is a record of its own: a time, a
+/// level, then the rest.
+fn record(line: &str) -> Option<&str> {
+    let (time, rest) = line.split_once(' ')?;
+    let (level, message) = rest.trim_start().split_once(' ')?;
+    let known = ["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level);
+    (time.starts_with("20") && time.ends_with('Z') && known).then_some(message)
+}
+
+/// What a hostile Bot API says on every `getUpdates`: ED, an OSC title, BEL, a CR, and a
+/// newline followed by a whole forged line that names an adapter this gateway does not have.
+const FORGED: &str = "2026-12-01T09:00:00.000001Z  INFO gateway ready adapter=qq";
+
+/// A Bot API that answers every request with HTTP 500 and `description` as its words.
+fn hostile_bot_api(description: String) -> std::net::SocketAddr {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let body =
+        serde_json::json!({"ok": false, "error_code": 500, "description": description}).to_string();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") {
+                match stream.read(&mut byte) {
+                    Ok(1) => head.push(byte[0]),
+                    _ => break,
+                }
+            }
+            let length = String::from_utf8_lossy(&head)
+                .lines()
+                .find_map(|l| {
+                    let (k, v) = l.split_once(':')?;
+                    k.eq_ignore_ascii_case("content-length")
+                        .then(|| v.trim().parse::<usize>().ok())?
+                })
+                .unwrap_or(0);
+            let mut rest = vec![0u8; length];
+            let _ = stream.read_exact(&mut rest);
+            let _ = write!(
+                stream,
+                "HTTP/1.1 500 Internal Server Error\r\nContent-Type: application/json\r\n\
+                 Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    addr
+}
+
+/// The plain-text log (a foreground run's stderr, launchd's `gateway.err.log`) holds each
+/// record on one line whatever the platform said: its controls as escapes, its newline unable
+/// to forge a line, its `adapter=qq` unable to pass for the field, on disk and through `logs`.
+#[test]
+fn a_platforms_text_cannot_forge_a_log_line_or_drive_the_terminal() {
+    let home = scratch_dir("ht-log");
+    let locks = scratch_dir("ht-log-locks");
+    let profile_home = home.path().join("profiles/htlog");
+    std::fs::create_dir_all(profile_home.join("logs")).unwrap();
+    let api = hostile_bot_api(format!("Bad{CLEAR}{TITLE}\rhidden\n{FORGED}"));
+    std::fs::write(
+        profile_home.join("gateway.toml"),
+        format!(
+            "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"HT_TG_TOKEN\"\n\
+             api-base = \"http://{api}\"\npoll-timeout = \"1s\"\npoll-grace = \"1s\"\n\
+             backoff-min = \"100ms\"\nbackoff-max = \"200ms\"\n"
+        ),
+    )
+    .unwrap();
+    let log_path = profile_home.join("logs/gateway.err.log");
+    let log_file = std::fs::File::create(&log_path).unwrap();
+    let _gateway = Gateway(
+        Command::new(BIN)
+            .args(["gateway", "run", "--profile", "htlog"])
+            .env("HERMES_HOME", home.path())
+            .env("HERMES_LOCK_DIR", locks.path())
+            .env("HT_TG_TOKEN", "123456:ht-token")
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("HERMES_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .unwrap(),
+    );
+    let log = wait_for(
+        Duration::from_secs(20),
+        "two failed polls in the log",
+        || {
+            let text = std::fs::read_to_string(&log_path).ok()?;
+            (text.matches("poll failed").count() >= 2).then_some(text)
+        },
+    );
+    assert!(
+        !log.chars().any(|c| c.is_control() && c != '\n'),
+        "raw controls in:\n{log:?}"
+    );
+    for line in log.lines() {
+        assert!(
+            record(line).is_some(),
+            "a line that is not a record of its own: {line:?}\nin:\n{log}"
+        );
+        assert!(!line.starts_with(FORGED), "a forged line: {line}");
+    }
+    let ready = log
+        .lines()
+        .filter_map(record)
+        .filter(|m| m.starts_with("gateway ready"))
+        .count();
+    assert_eq!(ready, 1, "one real `gateway ready` line:\n{log}");
+    let failed = log.lines().find(|l| l.contains("poll failed")).unwrap();
+    assert!(
+        failed.contains(
+            "Bad\\x1b[2J\\x1b]0;pwned\\x07\\rhidden\\n2026-12-01T09:00:00.000001Z  INFO gateway ready adapter=qq\""
+        ),
+        "{failed}"
+    );
+
+    // `logs` under launchd prints that file: nothing raw, and `--adapter qq` finds no line,
+    // since no adapter qq logged one.
+    let logs = |adapter: &str| {
+        let out = Command::new(BIN)
+            .args(["logs", "-p", "htlog", "--adapter", adapter])
+            .env("HERMES_HOME", home.path())
+            .env("HERMES_SERVICE_MANAGER", "launchd")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "logs: {}", stderr(&out));
+        stdout(&out)
+    };
+    assert_eq!(logs("qq"), "", "a forged adapter=qq passed for the field");
+    let tg = logs("tg");
+    assert!(tg.matches("poll failed").count() >= 2, "{tg}");
+    assert!(!tg.chars().any(|c| c.is_control() && c != '\n'), "{tg:?}");
+}

@@ -5,6 +5,7 @@ mod adapter_rig;
 mod adapter_send;
 mod api;
 mod api_cli;
+mod api_load;
 mod api_openapi;
 mod api_rig;
 mod completions;

@@ -4,13 +4,15 @@
 //! journalctl's own short output shows only `MESSAGE`, and the gateway's lines say which
 //! adapter, which close code and what failed in their fields. Rendering the fields back gives
 //! the same line whether the gateway logged natively, logged text before it knew the journal,
-//! or ran under launchd, where `logs` prints its file.
+//! or ran under launchd, where `logs` prints its file: the message and the values are written
+//! as the plain text writes them (logging/plain_text.rs), escaped and, when a value is not
+//! one word, quoted.
 
 use std::time::{Duration, SystemTime};
 
 use serde_json::{Map, Value};
 
-use crate::safe_text::visible;
+use crate::logging::plain_text;
 
 /// The prefix of the gateway's own fields (logging.rs).
 const OURS: &str = "HERMES_";
@@ -35,10 +37,8 @@ pub(super) fn render(entry: &Map<String, Value>) -> String {
         Some("7") => "DEBUG",
         _ => " INFO",
     };
-    let mut line = format!(
-        "{time} {level} {}",
-        entry.get("MESSAGE").and_then(text).unwrap_or_default()
-    );
+    let message = entry.get("MESSAGE").and_then(text).unwrap_or_default();
+    let mut line = format!("{time} {level} {}", plain_text::message(&message));
     // In the journal's (sorted) order; the component first, as the plain text has no spans.
     let mut fields: Vec<(&String, String)> = entry
         .iter()
@@ -48,9 +48,9 @@ pub(super) fn render(entry: &Map<String, Value>) -> String {
     fields.sort_by_key(|(k, _)| k.as_str() != "HERMES_COMPONENT");
     for (key, value) in fields {
         let name = key[OURS.len()..].to_ascii_lowercase();
-        line.push_str(&format!(" {name}={value}"));
+        line.push_str(&format!(" {name}={}", plain_text::value(&value)));
     }
-    visible(&line).into_owned()
+    line
 }
 
 /// A field's value as text: journalctl writes a string, an array of bytes for what is not

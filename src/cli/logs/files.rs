@@ -1,5 +1,9 @@
 //! `logs` under launchd: the agent's log files, printed and, with `--follow`, followed as
 //! they grow, the way `tail -F` would, a truncated or replaced file read again from the start.
+//!
+//! A line is printed with every character a terminal would act on shown as an escape: the
+//! gateway writes its own lines that way, but a file may hold lines of an older version, or
+//! whatever a child printed to stdout, and `logs` must not let either drive the terminal.
 
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
@@ -8,13 +12,17 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::LogsError;
+use crate::logging::plain_text::words;
+use crate::safe_text::visible;
 
 /// How often a followed file is looked at again. launchd offers no way to be told.
 const FOLLOW_POLL: Duration = Duration::from_millis(200);
 
 /// Which lines to print: with `--adapter`, those whose plain-text fields name it.
 pub(super) struct Filter {
-    /// `adapter=NAME`, as the plain-text log writes the field.
+    /// `adapter=NAME`, as the plain-text log writes the field: one whole word of the line, by
+    /// the plain text's own rule (logging/plain_text.rs), so that `adapter=NAME` inside
+    /// another field's quoted value is not taken for the field.
     field: Option<String>,
 }
 
@@ -29,8 +37,7 @@ impl Filter {
         let Some(field) = &self.field else {
             return true;
         };
-        line.split(|b| b.is_ascii_whitespace())
-            .any(|word| word == field.as_bytes())
+        words(line).any(|word| word == field.as_bytes())
     }
 }
 
@@ -80,7 +87,8 @@ impl Followed {
         };
         for line in complete.split_inclusive(|&b| b == b'\n') {
             if filter.keeps(line) {
-                out.write_all(line).map_err(LogsError::Write)?;
+                out.write_all(shown(line).as_bytes())
+                    .map_err(LogsError::Write)?;
             }
         }
         out.flush().map_err(LogsError::Write)
@@ -109,6 +117,13 @@ pub(super) fn print(
     }
 }
 
+/// A line of a file as it is printed: text (bytes that are not UTF-8 as U+FFFD), every
+/// character a terminal would act on as an escape, and its own newline.
+fn shown(line: &[u8]) -> String {
+    let text = String::from_utf8_lossy(line.strip_suffix(b"\n").unwrap_or(line));
+    format!("{}\n", visible(&text))
+}
+
 fn followed(path: &Path) -> Followed {
     Followed {
         path: path.to_owned(),
@@ -128,6 +143,25 @@ mod tests {
         assert!(!f.keeps(b"2026-12-01T09:00:00Z  INFO connection closed adapter=qq2\n"));
         assert!(!f.keeps(b"2026-12-01T09:00:00Z  INFO gateway ready profile=qq\n"));
         assert!(Filter::new(None).keeps(b"anything\n"));
+        // A platform's text that names the adapter inside another field's value.
+        let forged = br#"2026-12-01T09:00:00Z  WARN poll failed adapter=tg reason="x\n... adapter=qq" id=Some("a adapter=qq")"#;
+        assert!(!f.keeps(forged));
+        assert!(Filter::new(Some("tg")).keeps(forged));
+    }
+
+    #[test]
+    fn control_characters_in_a_file_are_printed_as_escapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gateway.out.log");
+        std::fs::write(&path, b"old\x1b[2J\x1b]0;x\x07 line\rover\xff\nnext\n").unwrap();
+        let mut out = Vec::new();
+        followed(&path)
+            .read_new(&Filter::new(None), &mut out)
+            .unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "old\\x1b[2J\\x1b]0;x\\x07 line\\rover\u{fffd}\nnext\n"
+        );
     }
 
     /// Lines are printed whole: a line still being written waits for its end, and a file that

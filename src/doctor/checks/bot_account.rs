@@ -173,6 +173,7 @@ mod tests {
             components,
             outbox: None,
             deliveries: vec![],
+            api: None,
         }
     }
 

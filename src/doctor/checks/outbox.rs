@@ -67,6 +67,7 @@ mod tests {
             components: vec![],
             outbox: Some(stats),
             deliveries: vec![],
+            api: None,
         });
         let mut s = snap(vec![], vec![p]);
         s.now = SystemTime::now();

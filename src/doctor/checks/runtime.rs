@@ -303,6 +303,7 @@ mod tests {
             }],
             outbox: None,
             deliveries: vec![],
+            api: None,
         }
     }
 

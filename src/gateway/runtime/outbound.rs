@@ -135,7 +135,7 @@ pub(super) fn cron_deliveries(outbound: &Outbound, jobs: &[CronSpec]) -> Vec<Del
 
 /// Bind the agent API's socket now, so that a path that cannot be used is a start-up error
 /// naming it, then serve it as a component of the run under the name `api`. A server that
-/// fails later is a restart.
+/// fails later is a restart. Returns its connections, whose health the state file carries.
 pub(super) fn serve_api(
     profile: &Profile,
     spool: &Spool,
@@ -143,13 +143,14 @@ pub(super) fn serve_api(
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<(String, AdapterExit)>,
     handles: &mut Vec<(String, AbortHandle)>,
-) -> Result<(), GatewayError> {
+) -> Result<Arc<api::Connections>, GatewayError> {
     let bound = api::bind(&profile.api_socket())?;
     let messages: Arc<dyn api::Messages> = match outbound {
         Outbound::Open { outbox, .. } => outbox.clone(),
         Outbound::Unavailable(why) => Arc::new(api::NoOutbox::new(why.clone())),
     };
     let state = api::ApiState::new(profile, spool, messages);
+    let connections = state.connections();
     let rx = shutdown.clone();
     let work = async move {
         match bound.serve(state, rx).await {
@@ -166,5 +167,5 @@ pub(super) fn serve_api(
             .instrument(Component::Api.span()),
     );
     handles.push(("api".to_owned(), handle));
-    Ok(())
+    Ok(connections)
 }
