@@ -47,7 +47,7 @@ pub(crate) enum Owner {
 impl Owner {
     /// Whether a file owned by `file_owner`, in a directory owned by `dir_owner`, may be read
     /// by a process running as `euid`.
-    fn accepts(self, file_owner: u32, euid: u32, dir_owner: u32) -> bool {
+    pub(crate) fn accepts(self, file_owner: u32, euid: u32, dir_owner: u32) -> bool {
         file_owner == 0
             || file_owner == euid
             || (self == Owner::SelfRootOrDirectory && file_owner == dir_owner)
@@ -123,7 +123,7 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> ReadE
 }
 
 /// What a file type is called in a message. `mode_t`, not `u32`: it is a `u16` on macOS.
-fn kind_name(mode: nix::sys::stat::mode_t) -> &'static str {
+pub(crate) fn kind_name(mode: nix::sys::stat::mode_t) -> &'static str {
     match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
         SFlag::S_IFIFO => "a FIFO (named pipe)",
         SFlag::S_IFCHR => "a character device",
@@ -197,6 +197,18 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
         });
     }
     let size = u64::try_from(stat.st_size).unwrap_or(0);
+    read_opened(File::from(fd), size, path, limit).map(Some)
+}
+
+/// The rest of a bounded read, once `file` (of `size` bytes by its `fstat`) is open and
+/// checked: refused from its size alone when over `limit`, and at most `limit` + 1 bytes
+/// read, so a file that grows after the check is caught too.
+pub(crate) fn read_opened(
+    file: File,
+    size: u64,
+    path: &Path,
+    limit: u64,
+) -> Result<Vec<u8>, ReadError> {
     if size > limit {
         return Err(ReadError::TooLarge {
             path: path.to_owned(),
@@ -205,8 +217,7 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
         });
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    File::from(fd)
-        .take(limit.saturating_add(1))
+    file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| ReadError::Io {
             op: "read",
@@ -221,7 +232,7 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
             limit,
         });
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// [`read`], as UTF-8 text.

@@ -6,14 +6,14 @@
 //! restart is still recognised.
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader};
 use std::sync::Arc;
 
 use serde::Deserialize;
 
 use super::reader::open_regular;
 use super::{io_err, SpoolError, FILE_NAME, ROTATED_NAME};
+use crate::trusted_dir::TrustedDir;
 
 /// Ids are only unique per platform, and two bots in one guild see the same message, so the
 /// dedupe key is the adapter plus the id. Adapter names never contain a NUL.
@@ -64,19 +64,17 @@ impl Window {
 
 /// The dedupe keys of the last `cap` events, oldest first: the current file's tail, topped up from
 /// the rotated file's tail when the current file holds fewer.
-pub(super) fn load_window(dir: &Path, cap: usize) -> Result<Window, SpoolError> {
+pub(super) fn load_window(dir: &TrustedDir, cap: usize) -> Result<Window, SpoolError> {
     #[derive(Deserialize)]
     struct Key {
         adapter: String,
         id: String,
     }
     let tail = |name: &str, keep: usize| -> Result<VecDeque<String>, SpoolError> {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         let mut ids = VecDeque::new();
-        let file = match open_regular(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
-            Err(e) => return Err(io_err("open", &path)(e)),
+        let Some(file) = open_regular(dir, name)? else {
+            return Ok(ids);
         };
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut line = Vec::new();
