@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use nix::errno::Errno;
 use nix::fcntl::{fcntl, open, openat, renameat, AtFlags, FcntlArg, OFlag};
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
-use nix::unistd::fsync;
+use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
 
 use crate::bounded_read::{self, kind_name, Owner, ReadError};
 
@@ -182,6 +182,13 @@ impl TrustedDir {
         .ok_or_else(|| io_error("open", dir)(Errno::ENOENT))
     }
 
+    /// The directory `name` in this one, checked the same way; `None` when missing.
+    pub(crate) fn child(&self, name: &str) -> Result<Option<TrustedDir>, TrustError> {
+        let name = self.entry(name)?;
+        let path = self.path.join(name);
+        open_child(self.fd.as_fd(), self.uid, path, name, self.owner, false)
+    }
+
     /// The directory `name` in this one, checked, made first (mode 0700) when missing.
     pub(crate) fn create_child(&self, name: &str) -> Result<TrustedDir, TrustError> {
         let name = self.entry(name)?;
@@ -281,6 +288,15 @@ impl TrustedDir {
     ) -> Result<(), TrustError> {
         let (from, to) = (self.entry(from.as_ref())?, self.entry(to.as_ref())?);
         renameat(&self.fd, from, &self.fd, to).map_err(io_error("rename", &self.path.join(from)))
+    }
+
+    /// Remove the file `name`, if it is there.
+    pub(crate) fn remove(&self, name: impl AsRef<OsStr>) -> Result<(), TrustError> {
+        let name = self.entry(name.as_ref())?;
+        match unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(io_error("remove", &self.path.join(name))(e)),
+        }
     }
 
     /// fsync the directory, so that a file made or renamed in it survives a machine crash.

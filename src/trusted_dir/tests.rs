@@ -35,6 +35,8 @@ fn a_missing_directory_is_none_to_a_reader_and_made_0700_by_a_writer() {
     assert_eq!(mode(inbox.path()), 0o700);
     let cursors = inbox.create_child("cursors").unwrap();
     assert_eq!(mode(cursors.path()), 0o700);
+    assert!(inbox.child("cursors").unwrap().is_some());
+    assert!(inbox.child("absent").unwrap().is_none());
     // An existing directory of ours that others cannot write is used as it is.
     fs::create_dir(home.join("state")).unwrap();
     fs::set_permissions(home.join("state"), fs::Permissions::from_mode(0o755)).unwrap();
