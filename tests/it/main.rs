@@ -23,6 +23,7 @@ mod gateway;
 mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
+mod home_trust;
 mod hostile_files;
 mod hostile_text;
 mod install;
