@@ -31,7 +31,7 @@
 //! user or root for what the process acts on; also the owner of the directory above, the
 //! account the profile belongs to, for what root does on another account's profile.
 //!
-//! Every refusal names the path and the fix (docs/health.md#the-profile-homes-files).
+//! Every refusal names the path and the fix (docs/health.md#the-profile-homes-files-the-trust-model).
 
 use std::ffi::OsStr;
 use std::fs::File;
