@@ -45,9 +45,25 @@ pub(crate) enum Owner {
 }
 
 impl Owner {
+    /// That a file (or a directory of a profile home) at `path`, owned by `owner`, in a
+    /// directory owned by `dir_owner`, may be used by this process.
+    pub(crate) fn check(self, path: &Path, owner: u32, dir_owner: u32) -> Result<(), ForeignOwner> {
+        let euid = nix::unistd::geteuid().as_raw();
+        if self.accepts(owner, euid, dir_owner) {
+            return Ok(());
+        }
+        Err(ForeignOwner {
+            path: path.to_owned(),
+            owner,
+            euid,
+            dir_owner,
+            dir_owner_trusted: self == Owner::SelfRootOrDirectory,
+        })
+    }
+
     /// Whether a file owned by `file_owner`, in a directory owned by `dir_owner`, may be read
     /// by a process running as `euid`.
-    pub(crate) fn accepts(self, file_owner: u32, euid: u32, dir_owner: u32) -> bool {
+    fn accepts(self, file_owner: u32, euid: u32, dir_owner: u32) -> bool {
         file_owner == 0
             || file_owner == euid
             || (self == Owner::SelfRootOrDirectory && file_owner == dir_owner)
@@ -73,17 +89,8 @@ pub enum ReadError {
         size: u64,
         limit: u64,
     },
-    #[error(
-        "{path} is owned by uid {owner}, not by you (uid {euid}){}: someone else may have put it there; check it, then `chown` it or remove it",
-        if *dir_owner_trusted { format!(", root or the directory's owner (uid {dir_owner})") } else { " or root".to_owned() }
-    )]
-    Owner {
-        path: PathBuf,
-        owner: u32,
-        euid: u32,
-        dir_owner: u32,
-        dir_owner_trusted: bool,
-    },
+    #[error(transparent)]
+    Owner(#[from] ForeignOwner),
     #[error("{path} is not UTF-8 text")]
     NotText { path: PathBuf },
     #[error("cannot {op} {path}")]
@@ -93,6 +100,21 @@ pub enum ReadError {
         #[source]
         source: io::Error,
     },
+}
+
+/// A file (or a directory of a profile home) that belongs to someone an [`Owner`] rule does
+/// not accept.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path} is owned by uid {owner}, not by you (uid {euid}){}: someone else may have put it there; check it, then `chown` it or remove it",
+    if *dir_owner_trusted { format!(", root or the owner of the directory it is in (uid {dir_owner})") } else { " or root".to_owned() }
+)]
+pub struct ForeignOwner {
+    pub(crate) path: PathBuf,
+    pub(crate) owner: u32,
+    pub(crate) euid: u32,
+    pub(crate) dir_owner: u32,
+    pub(crate) dir_owner_trusted: bool,
 }
 
 /// `1048576 bytes (1 MiB)`: exact, with a size a person can take in at a glance.
@@ -186,16 +208,7 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
             kind: kind_name(stat.st_mode),
         });
     }
-    let euid = nix::unistd::geteuid().as_raw();
-    if !owner.accepts(stat.st_uid, euid, dir_owner) {
-        return Err(ReadError::Owner {
-            path: path.to_owned(),
-            owner: stat.st_uid,
-            euid,
-            dir_owner,
-            dir_owner_trusted: owner == Owner::SelfRootOrDirectory,
-        });
-    }
+    owner.check(path, stat.st_uid, dir_owner)?;
     let size = u64::try_from(stat.st_size).unwrap_or(0);
     read_opened(File::from(fd), size, path, limit).map(Some)
 }

@@ -45,7 +45,7 @@ use nix::fcntl::{fcntl, open, openat, renameat, AtFlags, FcntlArg, OFlag};
 use nix::sys::stat::{fchmod, fstat, fstatat, mkdirat, FileStat, Mode, SFlag};
 use nix::unistd::{fsync, unlinkat, UnlinkatFlags};
 
-use crate::bounded_read::{self, kind_name, Owner, ReadError};
+use crate::bounded_read::{self, kind_name, ForeignOwner, Owner, ReadError};
 
 /// Why a directory of a profile home, or a file in one, was not used. Each names the path
 /// and what to do about it.
@@ -62,17 +62,8 @@ pub enum TrustError {
     NotDirectory { path: PathBuf, kind: &'static str },
     #[error("{path} is {kind}, not a regular file: check it, then remove it")]
     NotRegular { path: PathBuf, kind: &'static str },
-    #[error(
-        "{path} is owned by uid {owner}, not by you (uid {euid}){}: someone else may have put it there; check it, then remove it or `chown` it",
-        if *dir_owner_trusted { format!(", root or the owner of the directory above (uid {dir_owner})") } else { " or root".to_owned() }
-    )]
-    Owner {
-        path: PathBuf,
-        owner: u32,
-        euid: u32,
-        dir_owner: u32,
-        dir_owner_trusted: bool,
-    },
+    #[error(transparent)]
+    Owner(#[from] ForeignOwner),
     #[error(
         "{path} is writable by group or others (mode {mode:04o}): someone else could {}; check {}, then run `chmod go-w {path}`",
         if *directory { "replace the files in it" } else { "change it" },
@@ -139,47 +130,13 @@ impl TrustedDir {
     /// The directory `dir`, checked; `None` when it (or the directory above it) does not
     /// exist. For readers, which make nothing.
     pub(crate) fn open(dir: &Path, owner: Owner) -> Result<Option<TrustedDir>, TrustError> {
-        let (parent, name) = split(dir)?;
-        let parent_fd = match open_plain_dir(parent) {
-            Ok(fd) => fd,
-            Err(Errno::ENOENT) => return Ok(None),
-            Err(e) => return Err(io_error("open", parent)(e)),
-        };
-        let parent_uid = fstat(&parent_fd)
-            .map_err(io_error("inspect", parent))?
-            .st_uid;
-        open_child(
-            parent_fd.as_fd(),
-            parent_uid,
-            dir.to_owned(),
-            name,
-            owner,
-            false,
-        )
+        open_below_parent(dir, owner, false)
     }
 
     /// The directory `dir`, checked, made first (mode 0700) when missing. The directories
     /// above it are made as usual when missing: they are the home and its parents.
     pub(crate) fn create(dir: &Path, owner: Owner) -> Result<TrustedDir, TrustError> {
-        let (parent, name) = split(dir)?;
-        std::fs::create_dir_all(parent).map_err(|source| TrustError::Io {
-            op: "create",
-            path: parent.to_owned(),
-            source,
-        })?;
-        let parent_fd = open_plain_dir(parent).map_err(io_error("open", parent))?;
-        let parent_uid = fstat(&parent_fd)
-            .map_err(io_error("inspect", parent))?
-            .st_uid;
-        open_child(
-            parent_fd.as_fd(),
-            parent_uid,
-            dir.to_owned(),
-            name,
-            owner,
-            true,
-        )?
-        .ok_or_else(|| io_error("open", dir)(Errno::ENOENT))
+        open_below_parent(dir, owner, true)?.ok_or_else(|| io_error("open", dir)(Errno::ENOENT))
     }
 
     /// The directory `name` in this one, checked the same way; `None` when missing.
@@ -389,16 +346,7 @@ fn judge(
     owner: Owner,
     directory: bool,
 ) -> Result<(), TrustError> {
-    let euid = nix::unistd::geteuid().as_raw();
-    if !owner.accepts(stat.st_uid, euid, dir_owner) {
-        return Err(TrustError::Owner {
-            path: path.to_owned(),
-            owner: stat.st_uid,
-            euid,
-            dir_owner,
-            dir_owner_trusted: owner == Owner::SelfRootOrDirectory,
-        });
-    }
+    owner.check(path, stat.st_uid, dir_owner)?;
     let mode = permissions(stat);
     if mode & 0o022 != 0 {
         return Err(TrustError::Writable {
@@ -449,6 +397,39 @@ fn open_plain_dir(path: &Path) -> Result<OwnedFd, Errno> {
         path,
         OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NONBLOCK,
         Mode::empty(),
+    )
+}
+
+/// `dir`, below its parent opened as usual (made first, with `create`, as the home and its
+/// parents are made).
+fn open_below_parent(
+    dir: &Path,
+    owner: Owner,
+    create: bool,
+) -> Result<Option<TrustedDir>, TrustError> {
+    let (parent, name) = split(dir)?;
+    if create {
+        std::fs::create_dir_all(parent).map_err(|source| TrustError::Io {
+            op: "create",
+            path: parent.to_owned(),
+            source,
+        })?;
+    }
+    let parent_fd = match open_plain_dir(parent) {
+        Ok(fd) => fd,
+        Err(Errno::ENOENT) if !create => return Ok(None),
+        Err(e) => return Err(io_error("open", parent)(e)),
+    };
+    let parent_uid = fstat(&parent_fd)
+        .map_err(io_error("inspect", parent))?
+        .st_uid;
+    open_child(
+        parent_fd.as_fd(),
+        parent_uid,
+        dir.to_owned(),
+        name,
+        owner,
+        create,
     )
 }
 

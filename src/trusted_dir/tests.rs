@@ -123,7 +123,7 @@ fn a_directory_others_can_write_or_that_is_someone_elses_is_refused() {
         "{err}"
     );
     // A report root runs on another account's profile also trusts the account whose
-    // directory it is: the owner of the directory above.
+    // directory it is: the owner of the directory it is in.
     let profile = home.join("profile");
     fs::create_dir(&profile).unwrap();
     fs::create_dir(profile.join("state")).unwrap();
@@ -215,7 +215,7 @@ fn files_are_opened_only_if_they_are_regular_ours_and_writable_by_no_one_else() 
     give_away(&dir.path().join("open.jsonl"));
     let err = dir.open_read("open.jsonl").unwrap_err();
     assert!(
-        matches!(err, TrustError::Owner { owner: 65534, .. }),
+        matches!(err, TrustError::Owner(ForeignOwner { owner: 65534, .. })),
         "{err}"
     );
 

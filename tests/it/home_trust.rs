@@ -195,7 +195,7 @@ fn a_spool_another_user_planted_is_neither_appended_to_nor_read_as_events() {
     let inbox = home.join("inbox");
     assert!(
         err.contains(&format!(
-            "{} is owned by uid {}, not by you (uid 0) or root: someone else may have put it there; check it, then remove it or `chown` it",
+            "{} is owned by uid {}, not by you (uid 0) or root: someone else may have put it there; check it, then `chown` it or remove it",
             inbox.display(),
             who.uid
         )),
@@ -314,7 +314,7 @@ fn roots_login_weixin_never_writes_the_token_where_another_user_can_reach_it() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(
         err.contains(&format!(
-            "{} is owned by uid {}, not by you (uid 0), root or the owner of the directory above (uid 0)",
+            "{} is owned by uid {}, not by you (uid 0), root or the owner of the directory it is in (uid 0)",
             home.join("weixin").display(),
             who.uid
         )),
