@@ -177,7 +177,7 @@ impl TrustedDir {
         if self.mode & !mode == 0 {
             return Ok(());
         }
-        fchmod(&self.fd, Mode::from_bits_truncate(self.mode & mode))
+        fchmod(&self.fd, Mode::from_bits_truncate((self.mode & mode) as _))
             .map_err(io_error("set the mode of", &self.path))?;
         tracing::info!(path = %self.path.display(), from = format!("{:04o}", self.mode), to = format!("{:04o}", self.mode & mode), "directory narrowed");
         self.mode &= mode;
