@@ -34,7 +34,8 @@ struct Intruder {
 
 /// `hsv-intruder`, made once (a system user with a group of its own, no home, no shell).
 /// Another test process may be making it at the same moment: useradd then says it exists
-/// (9) or that `/etc/passwd` is locked (10), and the user is looked up again.
+/// (9) or that it cannot lock or update `/etc/passwd` or `/etc/group` (1, 10), and the user
+/// is looked up again.
 fn intruder() -> &'static Intruder {
     static MADE: OnceLock<Intruder> = OnceLock::new();
     MADE.get_or_init(|| {
@@ -53,7 +54,7 @@ fn intruder() -> &'static Intruder {
                 .expect("useradd runs");
             match out.status.code() {
                 Some(0 | 9) => {}
-                Some(10) => std::thread::sleep(Duration::from_millis(50)),
+                Some(1 | 10) => std::thread::sleep(Duration::from_millis(50)),
                 _ => panic!("useradd {INTRUDER}: {out:?}"),
             }
         }
