@@ -32,6 +32,7 @@ use tokio::sync::watch;
 use crate::gateway::outbox::{self, Message, Outbox, Request};
 use crate::gateway::spool::Spool;
 use crate::profile::Profile;
+use crate::trusted_dir::TrustError;
 
 pub use connections::Connections;
 pub use listener::{bind, Bound};
@@ -197,21 +198,10 @@ pub enum ApiError {
         #[source]
         source: std::io::Error,
     },
-    #[error(
-        "{} is a symbolic link; the API socket's directory must be a real directory owned by this user: remove the link and start the gateway again",
-        path.display()
-    )]
-    SymlinkDir { path: PathBuf },
-    #[error(
-        "{} is not a directory; remove it and start the gateway again",
-        path.display()
-    )]
-    NotADirectory { path: PathBuf },
-    #[error(
-        "{} is owned by uid {owner}, not by this gateway's user (uid {me}); remove it (the gateway recreates it) or chown it to uid {me}",
-        path.display()
-    )]
-    ForeignDir { path: PathBuf, owner: u32, me: u32 },
+    /// `state/` or `state/api/` is a link, not a directory, someone else's, or writable by
+    /// others: whoever could change it could serve their own socket in its place.
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
     #[error(
         "{} exists and is not a socket; remove it and start the gateway again",
         path.display()
@@ -228,7 +218,11 @@ impl ApiError {
     /// Whether a restart would meet the same problem: everything but an I/O error needs a
     /// person to fix the path first (so the gateway should stay down rather than flap).
     pub fn needs_a_fix(&self) -> bool {
-        !matches!(self, ApiError::Io { .. })
+        match self {
+            ApiError::Io { .. } => false,
+            ApiError::Untrusted(e) => e.needs_a_fix(),
+            _ => true,
+        }
     }
 }
 

@@ -45,6 +45,22 @@ pub(crate) enum Owner {
 }
 
 impl Owner {
+    /// That a file (or a directory of a profile home) at `path`, owned by `owner`, in a
+    /// directory owned by `dir_owner`, may be used by this process.
+    pub(crate) fn check(self, path: &Path, owner: u32, dir_owner: u32) -> Result<(), ForeignOwner> {
+        let euid = nix::unistd::geteuid().as_raw();
+        if self.accepts(owner, euid, dir_owner) {
+            return Ok(());
+        }
+        Err(ForeignOwner {
+            path: path.to_owned(),
+            owner,
+            euid,
+            dir_owner,
+            dir_owner_trusted: self == Owner::SelfRootOrDirectory,
+        })
+    }
+
     /// Whether a file owned by `file_owner`, in a directory owned by `dir_owner`, may be read
     /// by a process running as `euid`.
     fn accepts(self, file_owner: u32, euid: u32, dir_owner: u32) -> bool {
@@ -73,17 +89,8 @@ pub enum ReadError {
         size: u64,
         limit: u64,
     },
-    #[error(
-        "{path} is owned by uid {owner}, not by you (uid {euid}){}: someone else may have put it there; check it, then `chown` it or remove it",
-        if *dir_owner_trusted { format!(", root or the directory's owner (uid {dir_owner})") } else { " or root".to_owned() }
-    )]
-    Owner {
-        path: PathBuf,
-        owner: u32,
-        euid: u32,
-        dir_owner: u32,
-        dir_owner_trusted: bool,
-    },
+    #[error(transparent)]
+    Owner(#[from] ForeignOwner),
     #[error("{path} is not UTF-8 text")]
     NotText { path: PathBuf },
     #[error("cannot {op} {path}")]
@@ -93,6 +100,21 @@ pub enum ReadError {
         #[source]
         source: io::Error,
     },
+}
+
+/// A file (or a directory of a profile home) that belongs to someone an [`Owner`] rule does
+/// not accept.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{path} is owned by uid {owner}, not by you (uid {euid}){}: someone else may have put it there; check it, then `chown` it or remove it",
+    if *dir_owner_trusted { format!(", root or the owner of the directory it is in (uid {dir_owner})") } else { " or root".to_owned() }
+)]
+pub struct ForeignOwner {
+    pub(crate) path: PathBuf,
+    pub(crate) owner: u32,
+    pub(crate) euid: u32,
+    pub(crate) dir_owner: u32,
+    pub(crate) dir_owner_trusted: bool,
 }
 
 /// `1048576 bytes (1 MiB)`: exact, with a size a person can take in at a glance.
@@ -123,7 +145,7 @@ fn io_error<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(Errno) -> ReadE
 }
 
 /// What a file type is called in a message. `mode_t`, not `u32`: it is a `u16` on macOS.
-fn kind_name(mode: nix::sys::stat::mode_t) -> &'static str {
+pub(crate) fn kind_name(mode: nix::sys::stat::mode_t) -> &'static str {
     match SFlag::from_bits_truncate(mode & SFlag::S_IFMT.bits()) {
         SFlag::S_IFIFO => "a FIFO (named pipe)",
         SFlag::S_IFCHR => "a character device",
@@ -186,17 +208,20 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
             kind: kind_name(stat.st_mode),
         });
     }
-    let euid = nix::unistd::geteuid().as_raw();
-    if !owner.accepts(stat.st_uid, euid, dir_owner) {
-        return Err(ReadError::Owner {
-            path: path.to_owned(),
-            owner: stat.st_uid,
-            euid,
-            dir_owner,
-            dir_owner_trusted: owner == Owner::SelfRootOrDirectory,
-        });
-    }
+    owner.check(path, stat.st_uid, dir_owner)?;
     let size = u64::try_from(stat.st_size).unwrap_or(0);
+    read_opened(File::from(fd), size, path, limit).map(Some)
+}
+
+/// The rest of a bounded read, once `file` (of `size` bytes by its `fstat`) is open and
+/// checked: refused from its size alone when over `limit`, and at most `limit` + 1 bytes
+/// read, so a file that grows after the check is caught too.
+pub(crate) fn read_opened(
+    file: File,
+    size: u64,
+    path: &Path,
+    limit: u64,
+) -> Result<Vec<u8>, ReadError> {
     if size > limit {
         return Err(ReadError::TooLarge {
             path: path.to_owned(),
@@ -205,8 +230,7 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
         });
     }
     let mut bytes = Vec::with_capacity(size as usize);
-    File::from(fd)
-        .take(limit.saturating_add(1))
+    file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|source| ReadError::Io {
             op: "read",
@@ -221,7 +245,7 @@ pub(crate) fn read(path: &Path, limit: u64, owner: Owner) -> Result<Option<Vec<u
             limit,
         });
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// [`read`], as UTF-8 text.

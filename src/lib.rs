@@ -26,4 +26,5 @@ pub mod service;
 pub mod status;
 pub mod systemd;
 pub mod test_hook;
+pub mod trusted_dir;
 pub mod weixin_qr;

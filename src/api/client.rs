@@ -1,6 +1,12 @@
 //! A client for the local agent API, for `send` and `events --follow`: one HTTP/1.1 request
 //! per connection over the profile's socket, so there is no pool to keep or go stale across a
 //! gateway restart.
+//!
+//! Before a byte is sent, the client makes sure it is talking to this profile's gateway: the
+//! socket's directories (`state/` and `state/api/`) must be the user's own, not links and
+//! writable by nobody else, and the process at the other end (`SO_PEERCRED`) must run as the
+//! user or root. Otherwise anyone who could write the profile home could serve a socket of
+//! their own there, and `send` would hand them the message and print "queued".
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -11,10 +17,12 @@ use axum::http::{header, Method, Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
+use super::listener::socket_dir;
 use super::wire::{ErrorBody, EventsPage, SendBody, REPLAYED_HEADER};
 use super::Submitted;
 use crate::gateway::outbox::Message;
 use crate::gateway::state_file::StateFile;
+use crate::trusted_dir::TrustError;
 
 /// The largest answer read: a page of events is at most about [`super::PAGE_BYTES`] plus one
 /// event, and an event is far below this.
@@ -32,6 +40,17 @@ pub enum ClientError {
         #[source]
         source: io::Error,
     },
+    /// `state/` or `state/api/` is a link, someone else's, or writable by others: it names
+    /// the directory and the fix.
+    #[error(transparent)]
+    Untrusted(TrustError),
+    /// The process serving the socket runs as another user: not this profile's gateway.
+    #[error(
+        "{} is served by uid {uid}, not by you (uid {me}) or root, so it is not this profile's gateway and nothing was sent to it: someone who can write the profile home may have put it there; check who owns {} and the directories above it",
+        socket.display(),
+        socket.parent().and_then(Path::parent).unwrap_or(socket).display()
+    )]
+    Impostor { socket: PathBuf, uid: u32, me: u32 },
     #[error("cannot connect to {}", socket.display())]
     Connect {
         socket: PathBuf,
@@ -167,6 +186,16 @@ impl Client {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> Result<(StatusCode, axum::http::HeaderMap, Bytes), ClientError> {
+        match socket_dir(&self.socket) {
+            Ok(Some(_)) => {}
+            Ok(None) => {
+                return Err(ClientError::NotRunning {
+                    socket: self.socket.clone(),
+                    source: io::ErrorKind::NotFound.into(),
+                })
+            }
+            Err(e) => return Err(ClientError::Untrusted(e)),
+        }
         let stream = UnixStream::connect(&self.socket).await.map_err(|source| {
             let socket = self.socket.clone();
             match source.kind() {
@@ -176,6 +205,7 @@ impl Client {
                 _ => ClientError::Connect { socket, source },
             }
         })?;
+        self.check_peer(&stream)?;
         let http = |source| ClientError::Http {
             socket: self.socket.clone(),
             source,
@@ -209,6 +239,26 @@ impl Client {
             })?;
         driver.abort();
         Ok((parts.status, parts.headers, bytes))
+    }
+}
+
+impl Client {
+    /// The server must run as this user, or as root: a connection is made even through a
+    /// directory that was swapped after the check, but the peer's uid comes from the kernel.
+    fn check_peer(&self, stream: &UnixStream) -> Result<(), ClientError> {
+        let cred = stream.peer_cred().map_err(|source| ClientError::Connect {
+            socket: self.socket.clone(),
+            source,
+        })?;
+        let me = nix::unistd::geteuid().as_raw();
+        if cred.uid() == me || cred.uid() == 0 {
+            return Ok(());
+        }
+        Err(ClientError::Impostor {
+            socket: self.socket.clone(),
+            uid: cred.uid(),
+            me,
+        })
     }
 }
 

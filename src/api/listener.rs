@@ -1,21 +1,25 @@
-//! Making the API socket: its directory (0700, ours, not a link), the socket (0600), and a
-//! stale socket from an earlier run removed first.
+//! Making the API socket: its directories (`state/` and `state/api/`, the user's own, not
+//! links, writable by nobody else; `api/` 0700), the socket (0600), and a stale socket from an
+//! earlier run removed first.
 //!
 //! The directory's mode is what keeps other users out: the socket is made with the process
 //! umask and only then set to 0600, and in that moment only a user who can enter the
 //! directory could reach it. So a directory that is wider is narrowed (it is ours, so it was
-//! a mistake), and one that is someone else's or a link to elsewhere is refused: its owner
-//! could swap the socket for their own.
+//! a mistake), and one that is someone else's, one others can write, or a link to elsewhere
+//! is refused ([`TrustedDir`]): whoever could change it could swap the socket for their own,
+//! and clients would talk to that.
 
-use std::fs::{self, DirBuilder, Permissions};
+use std::ffi::OsStr;
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, FileTypeExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 
+use nix::sys::stat::{fchmodat, FchmodatFlags, Mode, SFlag};
 use tracing::{debug, info, warn};
 
 use super::{io_err, ApiError};
+use crate::bounded_read::Owner;
+use crate::trusted_dir::{identity, TrustError, TrustedDir};
 
 /// `sun_path` is 108 bytes on Linux and 104 on macOS, with a terminating NUL.
 #[cfg(target_os = "linux")]
@@ -45,11 +49,15 @@ impl Bound {
 }
 
 /// Remove the socket file at `path` if it is still the one with inode `ino`: a later
-/// gateway's socket is not ours to remove.
+/// gateway's socket is not ours to remove. Relative to its directory, checked again, so that
+/// nothing is removed from a directory swapped in meanwhile.
 pub(super) fn remove_socket(path: &Path, ino: u64) {
-    match fs::symlink_metadata(path) {
-        Ok(meta) if meta.ino() == ino => {
-            if let Err(e) = fs::remove_file(path) {
+    let Ok(Some((dir, name))) = socket_dir(path) else {
+        return;
+    };
+    match dir.stat(name) {
+        Ok(Some(st)) if identity(&st).1 == ino => {
+            if let Err(e) = dir.remove(name) {
                 warn!(path = %path.display(), error = %e, "cannot remove the API socket");
             }
         }
@@ -57,7 +65,45 @@ pub(super) fn remove_socket(path: &Path, ino: u64) {
     }
 }
 
-/// Make `socket`'s directory safe, remove a stale socket, bind, and set the socket to 0600.
+/// The socket's directory, checked with the one above it (`state/api/` and `state/`), and
+/// the socket's name in it; `None` when either directory is missing. For clients, which
+/// must not talk to a socket someone else could have put there.
+pub(crate) fn socket_dir(socket: &Path) -> Result<Option<(TrustedDir, &OsStr)>, TrustError> {
+    let (state, api, name) = parts(socket)?;
+    let Some(state) = TrustedDir::open(state, Owner::SelfOrRoot)? else {
+        return Ok(None);
+    };
+    Ok(state.child(api)?.map(|api| (api, name)))
+}
+
+/// `state/`, `api` and the socket's name.
+fn parts(socket: &Path) -> Result<(&Path, &str, &OsStr), TrustError> {
+    let split = || {
+        let name = socket.file_name()?;
+        let api = socket.parent()?;
+        let api_name = api.file_name()?.to_str()?;
+        let state = api.parent().filter(|p| !p.as_os_str().is_empty())?;
+        Some((state, api_name, name))
+    };
+    split().ok_or_else(|| TrustError::Io {
+        op: "use",
+        path: socket.to_owned(),
+        source: io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an API socket is STATE/api/NAME in a profile home",
+        ),
+    })
+}
+
+/// The socket's directories made (0700) where missing and checked, `api/` narrowed to 0700.
+fn api_dir(socket: &Path) -> Result<(TrustedDir, &OsStr), TrustError> {
+    let (state, api, name) = parts(socket)?;
+    let mut api = TrustedDir::create(state, Owner::SelfOrRoot)?.create_child(api)?;
+    api.narrow_to(0o700)?;
+    Ok((api, name))
+}
+
+/// Make `socket`'s directories safe, remove a stale socket, bind, and set the socket to 0600.
 /// Needs no runtime; the error names the path and what to do.
 pub fn bind(socket: &Path) -> Result<Bound, ApiError> {
     let len = socket.as_os_str().len();
@@ -68,20 +114,23 @@ pub fn bind(socket: &Path) -> Result<Bound, ApiError> {
             max: MAX_SOCKET_PATH,
         });
     }
-    let dir = socket.parent().ok_or_else(|| ApiError::NotADirectory {
-        path: socket.to_owned(),
-    })?;
-    ensure_private_dir(dir)?;
-    remove_stale(socket)?;
+    let (dir, name) = api_dir(socket)?;
+    remove_stale(&dir, name, socket)?;
     let listener = UnixListener::bind(socket).map_err(io_err("bind", socket))?;
-    fs::set_permissions(socket, Permissions::from_mode(0o600))
-        .map_err(io_err("set mode 0600 on", socket))?;
+    fchmodat(
+        dir.fd(),
+        name,
+        Mode::from_bits_truncate(0o600),
+        FchmodatFlags::FollowSymlink,
+    )
+    .map_err(|e| io_err("set mode 0600 on", socket)(e.into()))?;
     listener
         .set_nonblocking(true)
         .map_err(io_err("configure", socket))?;
-    let ino = fs::symlink_metadata(socket)
-        .map_err(io_err("stat", socket))?
-        .ino();
+    let ino = dir
+        .stat(name)?
+        .map(|st| identity(&st).1)
+        .ok_or_else(|| io_err("stat", socket)(io::ErrorKind::NotFound.into()))?;
     info!(path = %socket.display(), "API socket bound");
     Ok(Bound {
         listener,
@@ -90,57 +139,13 @@ pub fn bind(socket: &Path) -> Result<Bound, ApiError> {
     })
 }
 
-/// Create `dir` (0700) if missing; refuse a link, a non-directory or another user's
-/// directory; narrow a wider mode of our own.
-fn ensure_private_dir(dir: &Path) -> Result<(), ApiError> {
-    match fs::symlink_metadata(dir) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(io_err("create", dir))?;
-        }
-        Err(e) => return Err(io_err("stat", dir)(e)),
-        Ok(_) => {}
-    }
-    let meta = fs::symlink_metadata(dir).map_err(io_err("stat", dir))?;
-    if meta.file_type().is_symlink() {
-        return Err(ApiError::SymlinkDir {
-            path: dir.to_owned(),
-        });
-    }
-    if !meta.is_dir() {
-        return Err(ApiError::NotADirectory {
-            path: dir.to_owned(),
-        });
-    }
-    let me = nix::unistd::geteuid().as_raw();
-    if meta.uid() != me {
-        return Err(ApiError::ForeignDir {
-            path: dir.to_owned(),
-            owner: meta.uid(),
-            me,
-        });
-    }
-    let mode = meta.mode() & 0o7777;
-    if mode != 0o700 {
-        fs::set_permissions(dir, Permissions::from_mode(0o700))
-            .map_err(io_err("set mode 0700 on", dir))?;
-        info!(path = %dir.display(), mode = format!("{mode:o}"), "API directory narrowed to mode 0700");
-    }
-    Ok(())
-}
-
 /// A socket left by an earlier run is removed; one that still answers belongs to a live
 /// process and is not; anything else at the path is not ours to remove.
-fn remove_stale(socket: &Path) -> Result<(), ApiError> {
-    let meta = match fs::symlink_metadata(socket) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_err("stat", socket)(e)),
-        Ok(meta) => meta,
+fn remove_stale(dir: &TrustedDir, name: &OsStr, socket: &Path) -> Result<(), ApiError> {
+    let Some(st) = dir.stat(name)? else {
+        return Ok(());
     };
-    if !meta.file_type().is_socket() {
+    if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) != SFlag::S_IFSOCK {
         return Err(ApiError::NotASocket {
             path: socket.to_owned(),
         });
@@ -151,7 +156,7 @@ fn remove_stale(socket: &Path) -> Result<(), ApiError> {
         });
     }
     debug!(path = %socket.display(), "removing a stale API socket");
-    fs::remove_file(socket).map_err(io_err("remove the stale socket", socket))
+    Ok(dir.remove(name)?)
 }
 
 /// Whether a process listens on `socket`. The connect does not block: a listener whose
@@ -177,6 +182,8 @@ fn answers(socket: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs::{self, Permissions};
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
     fn temp(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("hsv-api-{}-{name}", std::process::id()));
@@ -215,15 +222,24 @@ mod tests {
         std::os::unix::fs::symlink(root.join("elsewhere"), root.join("state/api")).unwrap();
         let sock = root.join("state/api/agent.sock");
         let err = bind(&sock).unwrap_err();
-        assert!(matches!(err, ApiError::SymlinkDir { .. }), "{err}");
+        assert!(matches!(err, ApiError::Untrusted(_)), "{err}");
         assert!(err.needs_a_fix(), "a restart meets the same link");
         assert!(
             err.to_string().contains("state/api is a symbolic link"),
             "{err}"
         );
-
+        // The directory above it too: `state` swapped for a link to someone else's.
         fs::remove_file(root.join("state/api")).unwrap();
-        fs::create_dir(root.join("state/api")).unwrap();
+        fs::remove_dir(root.join("state")).unwrap();
+        fs::create_dir_all(root.join("elsewhere/api")).unwrap();
+        std::os::unix::fs::symlink(root.join("elsewhere"), root.join("state")).unwrap();
+        let err = bind(&sock).unwrap_err();
+        assert!(
+            err.to_string().contains("state is a symbolic link"),
+            "{err}"
+        );
+        fs::remove_file(root.join("state")).unwrap();
+        fs::create_dir_all(root.join("state/api")).unwrap();
         fs::write(&sock, b"").unwrap();
         let err = bind(&sock).unwrap_err();
         assert!(matches!(err, ApiError::NotASocket { .. }), "{err}");
@@ -234,19 +250,26 @@ mod tests {
     }
 
     #[test]
-    fn another_users_directory_is_refused() {
-        if !nix::unistd::geteuid().is_root() {
-            return; // only root can make a directory someone else owns
-        }
+    fn another_users_directory_or_one_others_can_write_is_refused() {
+        assert!(nix::unistd::geteuid().is_root(), "the tests run as root");
         let root = temp("foreign");
         let dir = root.join("state/api");
         fs::create_dir_all(&dir).unwrap();
         std::os::unix::fs::chown(&dir, Some(65534), Some(65534)).unwrap();
         let err = bind(&dir.join("agent.sock")).unwrap_err();
         assert!(
-            matches!(err, ApiError::ForeignDir { owner: 65534, .. }),
+            err.to_string().contains("state/api is owned by uid 65534"),
             "{err}"
         );
+        std::os::unix::fs::chown(&dir, Some(0), Some(0)).unwrap();
+        fs::set_permissions(root.join("state"), Permissions::from_mode(0o777)).unwrap();
+        let err = bind(&dir.join("agent.sock")).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("state is writable by group or others (mode 0777)"),
+            "{err}"
+        );
+        assert_eq!(mode(&root.join("state")), 0o777, "refused, not changed");
         let _ = fs::remove_dir_all(root);
     }
 }

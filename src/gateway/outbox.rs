@@ -30,6 +30,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::gateway::send::{PlatformReply, Target, TargetError};
+use crate::trusted_dir::TrustError;
 use book::Book;
 pub(crate) use book::Next;
 pub(crate) use journal::FILE_NAME as JOURNAL_FILE;
@@ -94,38 +95,45 @@ impl SubmitError {
 }
 
 #[derive(Debug, thiserror::Error)]
-#[error("outbox {}: cannot {op}", dir.display())]
-pub struct OutboxError {
-    op: &'static str,
-    dir: PathBuf,
-    #[source]
-    source: io::Error,
+pub enum OutboxError {
+    /// The journal or its directory, as the profile home's rule sees them: a link, a FIFO,
+    /// someone else's, or writable by others; or one that could not be opened at all.
+    #[error("outbox: cannot open the journal")]
+    Open(#[source] TrustError),
+    #[error("outbox {}: cannot {op}", dir.display())]
+    Io {
+        op: &'static str,
+        dir: PathBuf,
+        #[source]
+        source: io::Error,
+    },
 }
 
 impl OutboxError {
-    /// The error on one line, with what to do about it: what doctor and `status` show of an
-    /// outbox that cannot be opened.
+    /// The error on one line, with what to do about it: what the state file, `status` and
+    /// doctor show of an outbox that could not be opened.
     pub(crate) fn with_fix(&self) -> String {
-        let journal = self.dir.join(journal::FILE_NAME);
-        let fix = match self.source.raw_os_error().map(nix::errno::Errno::from_raw) {
-            Some(nix::errno::Errno::ELOOP) => format!(
-                "{} is a symbolic link, which is never followed: move it aside \
-                 (the outbox then starts empty) and restart the gateway",
-                journal.display()
-            ),
-            Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM) => format!(
-                "the gateway's user cannot read and write {}: give it back to that user \
-                 (chown, chmod 600), or move it aside, and restart the gateway",
-                journal.display()
-            ),
-            _ if self.source.kind() == io::ErrorKind::InvalidInput => format!(
-                "{} is not a regular file: move it aside (the outbox then starts empty) \
-                 and restart the gateway",
-                journal.display()
-            ),
-            _ => "check the outbox directory and its journal, then restart the gateway".into(),
+        let said = crate::error_chain::one_line(self);
+        let denied = |e: &io::Error| {
+            matches!(
+                e.raw_os_error().map(nix::errno::Errno::from_raw),
+                Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)
+            )
         };
-        format!("{}: {fix}", crate::error_chain::one_line(self))
+        match self {
+            // The rule's refusals name the file and what to do with it.
+            OutboxError::Open(e) if e.needs_a_fix() => {
+                format!("{said}; then restart the gateway (a new journal starts empty)")
+            }
+            OutboxError::Open(TrustError::Io { source, path, .. }) if denied(source) => format!(
+                "{said}: the gateway's user cannot read and write {}: give it back to that \
+                 user (chown, chmod 600), or move it aside, then restart the gateway",
+                path.display()
+            ),
+            _ => format!(
+                "{said}: check the outbox directory and its journal, then restart the gateway"
+            ),
+        }
     }
 }
 
@@ -179,11 +187,7 @@ impl std::fmt::Debug for Outbox {
 impl Outbox {
     /// Open the outbox in `dir` (created 0700), replaying its journal.
     pub fn open(dir: &Path, routes: HashMap<String, Route>) -> Result<Self, OutboxError> {
-        let err = |op| {
-            let dir = dir.to_owned();
-            move |source| OutboxError { op, dir, source }
-        };
-        let (journal, records) = Journal::open(dir).map_err(err("open the journal"))?;
+        let (journal, records) = Journal::open(dir).map_err(OutboxError::Open)?;
         let mut book = Book::default();
         for r in &records {
             book.apply(r);
@@ -202,7 +206,7 @@ impl Outbox {
     }
 
     fn err(&self, op: &'static str) -> impl FnOnce(io::Error) -> OutboxError + '_ {
-        move |source| OutboxError {
+        move |source| OutboxError::Io {
             op,
             dir: self.dir.clone(),
             source,
@@ -432,7 +436,7 @@ impl Outbox {
         inner
             .journal
             .compact(keep)
-            .map_err(self.err("compact the journal"))?;
+            .map_err(|e| self.err("compact the journal")(io::Error::other(e)))?;
         tracing::info!(
             messages = kept,
             held = inner.book.len(),

@@ -29,9 +29,9 @@ pub(crate) mod reader;
 pub(crate) mod tests;
 mod window;
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
@@ -45,10 +45,16 @@ use tracing::{debug, info, warn, Instrument};
 pub use reader::read;
 use window::{dedupe_key, load_window, Window};
 
+use crate::bounded_read::Owner;
+use crate::trusted_dir::{TrustError, TrustedDir};
+
 /// The current spool file, in the spool directory.
 pub(crate) const FILE_NAME: &str = "events.jsonl";
 /// The previous spool file, kept after rotation.
 pub(crate) const ROTATED_NAME: &str = "events.jsonl.1";
+/// Where long-poll adapters keep the cursor that acknowledges what the spool holds
+/// (`cursors/ADAPTER`), in the inbox, so that it is as safe from other users as the spool.
+pub(crate) const CURSORS_DIR: &str = "cursors";
 /// Rotate once the current file has grown past this.
 pub(crate) const ROTATE_BYTES: u64 = 64 * 1024 * 1024;
 /// How many recent event ids are remembered for deduplication.
@@ -124,6 +130,10 @@ pub enum SpoolError {
         #[source]
         source: serde_json::Error,
     },
+    /// The inbox or a spool file is not one only the gateway's user can change; it names
+    /// the path and the fix.
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
     #[error("no event with id {0:?} in the spool")]
     UnknownSince(String),
     #[error("cannot write output")]
@@ -173,6 +183,8 @@ struct Inner {
 #[derive(Debug)]
 pub struct Spool {
     dir: PathBuf,
+    /// The inbox, checked once at open; rotation renames and creates relative to it.
+    trusted: Arc<TrustedDir>,
     path: PathBuf,
     options: SpoolOptions,
     // A tokio mutex, because rotation holds it across an fsync on the blocking pool.
@@ -183,24 +195,22 @@ pub struct Spool {
 
 impl Spool {
     /// Open (creating, mode 0700) the spool in `dir`, remembering the ids of the most recent
-    /// events so that a replay after a restart is still recognised.
+    /// events so that a replay after a restart is still recognised. The directory, its
+    /// `cursors/` and the spool files must be the user's alone ([`TrustedDir`]): a spool
+    /// someone else planted is refused, never appended to or read back as events.
     pub fn open(dir: &Path) -> Result<Spool, SpoolError> {
         Self::open_with(dir, SpoolOptions::default())
     }
 
     pub(crate) fn open_with(dir: &Path, options: SpoolOptions) -> Result<Spool, SpoolError> {
-        DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(io_err("create spool directory", dir))?;
+        let trusted = TrustedDir::create(dir, Owner::SelfOrRoot)?;
+        trusted.create_child(CURSORS_DIR)?;
         let path = dir.join(FILE_NAME);
-        let seen = load_window(dir, options.dedupe_window)?;
-        let existed = path.exists();
-        let file = open_append(&path).map_err(io_err("open", &path))?;
-        if !existed {
-            sync_dir(dir).map_err(io_err("fsync", dir))?;
-        }
+        let seen = load_window(&trusted, options.dedupe_window)?;
+        let file = open_append(&trusted)?;
+        // The file may be new: its name survives a machine crash only once the directory
+        // is synced.
+        trusted.sync()?;
         let len = file.metadata().map_err(io_err("stat", &path))?.len();
         let needs_newline = len > 0 && {
             let mut last = [0u8];
@@ -214,6 +224,7 @@ impl Spool {
         debug!(path = %path.display(), bytes = len, ids = seen.len(), "spool opened");
         Ok(Spool {
             dir: dir.to_owned(),
+            trusted: Arc::new(trusted),
             path,
             inner: Mutex::new(Inner {
                 file: Arc::new(file),
@@ -297,20 +308,16 @@ impl Spool {
     /// Make the rotated file complete and durable before it is renamed, then start a new one.
     async fn rotate(&self, inner: &mut Inner) -> Result<(), SpoolError> {
         let old = inner.file.clone();
-        let (path, rotated, dir) = (
-            self.path.clone(),
-            self.dir.join(ROTATED_NAME),
-            self.dir.clone(),
-        );
+        let (path, dir) = (self.path.clone(), self.trusted.clone());
         let new = tokio::task::spawn_blocking(move || -> Result<File, SpoolError> {
             old.sync_data().map_err(io_err("fsync", &path))?;
-            match fs::rename(&path, &rotated) {
+            match dir.rename(FILE_NAME, ROTATED_NAME) {
                 // Renamed by an earlier attempt that then failed to create the new file.
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                other => other.map_err(io_err("rotate", &path))?,
+                Err(e) if e.is_not_found() => {}
+                other => other?,
             }
-            let new = open_append(&path).map_err(io_err("create", &path))?;
-            sync_dir(&dir).map_err(io_err("fsync", &dir))?;
+            let new = open_append(&dir)?;
+            dir.sync()?;
             Ok(new)
         })
         .await
@@ -381,17 +388,8 @@ impl Spool {
     }
 }
 
-/// Readable too, so that `open` can check the last byte for a torn line.
-fn open_append(path: &Path) -> io::Result<File> {
-    OpenOptions::new()
-        .read(true)
-        .append(true)
-        .create(true)
-        .mode(0o600)
-        .open(path)
-}
-
-/// Makes a created or renamed file's directory entry durable.
-fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+/// The current spool file, made (0600) if missing. Readable too, so that `open` can check
+/// the last byte for a torn line.
+fn open_append(dir: &TrustedDir) -> Result<File, SpoolError> {
+    Ok(dir.open_append(FILE_NAME, 0o600)?)
 }

@@ -17,6 +17,7 @@ use crate::bounded_read::{self, Owner, ReadError};
 use crate::gateway::health::Snapshot;
 use crate::gateway::outbox::{Message, State, Stats};
 use crate::service::manager::Manager;
+use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// Why a state file cannot be shown.
 #[derive(Debug, thiserror::Error)]
@@ -192,9 +193,21 @@ impl StateFile {
         }
     }
 
-    pub(crate) fn write(&self, path: &Path) -> std::io::Result<()> {
+    /// Replace the file at `path` whole, in a `state/` directory that only the gateway's user
+    /// can change ([`TrustedDir`]), so that nobody else's link or file there is written
+    /// through or taken for the gateway's.
+    pub(crate) fn write(&self, path: &Path) -> Result<(), TrustError> {
         let json = serde_json::to_vec(self).expect("state serialises");
-        atomic_file::write_with(path, &json, 0o644, atomic_file::Sync::Replace)
+        let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str()))
+        else {
+            return Err(TrustError::Io {
+                op: "write",
+                path: path.to_owned(),
+                source: std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a file's path"),
+            });
+        };
+        let dir = TrustedDir::create(dir, Owner::SelfOrRoot)?;
+        atomic_file::write_in(&dir, name, &json, 0o644, atomic_file::Sync::Replace)
     }
 
     /// The snapshot at `path`, if there is a readable one, from any owner the profile's home

@@ -99,12 +99,10 @@ impl Observed {
     }
 }
 
-/// Is `name` a temporary file that `atomic_file` makes (`.NAME.tmp.PID`) for a process that is
-/// gone? A live writer's file is left alone.
+/// Is `name` a temporary file that `atomic_file` makes (`.NAME.tmp.PID.RANDOM`) for a process
+/// that is gone? A live writer's file is left alone.
 pub(crate) fn stale_temp(name: &str) -> bool {
-    name.strip_prefix('.')
-        .and_then(|n| n.rsplit_once(".tmp."))
-        .and_then(|(_, pid)| pid.parse::<u32>().ok())
+    crate::atomic_file::temp_owner(name)
         .is_some_and(|pid| pid > 0 && !crate::process_probe::exists(pid))
 }
 

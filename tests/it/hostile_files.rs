@@ -257,3 +257,133 @@ fn a_fifo_planted_in_the_inbox_does_not_hang_events() {
     assert_eq!(out.code, Some(1), "{}", out.stderr);
     assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
 }
+
+/// `gateway run` for `profile` under `hermes_home`, in the foreground, with locks of its own.
+fn foreground_gateway(hermes_home: &std::path::Path, profile: &str) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["gateway", "run", "--profile", profile])
+        .env("HERMES_HOME", hermes_home)
+        .env("HERMES_LOCK_DIR", hermes_home.join("locks"))
+        .env_remove("NOTIFY_SOCKET")
+        .env_remove("WATCHDOG_USEC")
+        .env_remove("HERMES_TEST_FAULT");
+    cmd
+}
+
+fn private_dir(path: &std::path::Path) {
+    std::fs::create_dir_all(path).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+}
+
+#[test]
+fn a_fifo_as_the_weixin_login_is_refused_at_once_instead_of_hanging_the_start() {
+    let hermes_home = scratch_dir("hf-wxfifo");
+    let home = hermes_home.path().join("profiles/hfwxfifo");
+    private_dir(&home.join("weixin"));
+    std::fs::write(
+        home.join("gateway.toml"),
+        "[[adapter]]\nname = \"wx\"\nkind = \"weixin\"\n",
+    )
+    .unwrap();
+    let login = home.join("weixin/wx.json");
+    nix::unistd::mkfifo(&login, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let out = run_guarded(foreground_gateway(hermes_home.path(), "hfwxfifo"));
+    assert_eq!(out.code, Some(78), "{}", out.stderr);
+    assert!(
+        out.stderr.contains(&format!(
+            "{} is a FIFO (named pipe), not a regular file: check it, then remove it",
+            login.display()
+        )),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn a_link_or_a_fifo_as_the_spool_stops_the_start_with_the_file_and_the_fix_named() {
+    let hermes_home = scratch_dir("hf-spoolkind");
+    for (profile, says) in [
+        (
+            "hfspoollink",
+            "is a symbolic link, which hermes-svc never follows inside a profile home: someone else may have put it there; check where it points, then remove it",
+        ),
+        (
+            "hfspoolfifo",
+            "is a FIFO (named pipe), not a regular file: check it, then remove it",
+        ),
+    ] {
+        let inbox = hermes_home.path().join("profiles").join(profile).join("inbox");
+        private_dir(&inbox);
+        let spool = inbox.join("events.jsonl");
+        if profile == "hfspoollink" {
+            std::os::unix::fs::symlink("/etc/passwd", &spool).unwrap();
+        } else {
+            nix::unistd::mkfifo(&spool, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        }
+        let out = run_guarded(foreground_gateway(hermes_home.path(), profile));
+        assert_eq!(out.code, Some(1), "{profile}: {}", out.stderr);
+        let named = format!("{} {says}", spool.display());
+        assert!(out.stderr.contains(&named), "{profile}: {}", out.stderr);
+    }
+}
+
+#[test]
+fn a_fifo_as_the_weixin_cursor_is_named_in_a_warning_and_polling_starts_anyway() {
+    use hermes_svc::config::{Secret, WeixinLogin};
+    use hermes_svc::mock_platform::weixin::WeixinConfig;
+    use hermes_svc::mock_platform::MockConfig;
+
+    /// The gateway, killed when the test ends however it ends.
+    struct Running(std::process::Child);
+    impl Drop for Running {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    let config = MockConfig {
+        weixin: WeixinConfig {
+            longpolling_timeout_ms: 1000,
+            ..WeixinConfig::default()
+        },
+        ..MockConfig::default()
+    };
+    let rig = crate::outbox_rig::Rig::with_mock("hfwxcursor", "", config);
+    let toml = rig.profile_home().join("gateway.toml");
+    let mut text = std::fs::read_to_string(&toml).unwrap();
+    text.push_str(&format!(
+        "\n[[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{}\"\n\
+         poll-timeout = \"1s\"\npoll-grace = \"1s\"\n",
+        rig.mock.http_base()
+    ));
+    std::fs::write(&toml, text).unwrap();
+    WeixinLogin::new(
+        Secret::new(WeixinConfig::default().token),
+        rig.mock.http_base(),
+        "mockbot@im.bot".into(),
+        "mockuser@im.wechat".into(),
+    )
+    .write(&rig.profile_home().join("weixin/wx.json"))
+    .unwrap();
+    let cursors = rig.profile_home().join("inbox/cursors");
+    private_dir(&cursors);
+    nix::unistd::mkfifo(
+        &cursors.join("wx"),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+
+    let _gateway = Running(rig.gateway(""));
+    crate::harness::wait_for(Duration::from_secs(20), "the adapter to poll", || {
+        (rig.mock.weixin_stats().polls > 0).then_some(())
+    });
+    let log = rig.log();
+    assert!(
+        log.contains(&format!(
+            "{} is a FIFO (named pipe), not a regular file",
+            cursors.join("wx").display()
+        )),
+        "{log}"
+    );
+}

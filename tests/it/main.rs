@@ -24,6 +24,7 @@ mod gateway;
 mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
+mod home_trust;
 mod hostile_files;
 mod hostile_platform;
 mod hostile_server;

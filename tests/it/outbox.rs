@@ -358,7 +358,10 @@ fn a_journal_that_cannot_be_opened_leaves_the_gateway_receiving() {
                 .filter(|s| s["outbox"]["unavailable"].is_string())
         });
         let why = state["outbox"]["unavailable"].as_str().unwrap();
-        assert!(why.contains("move it aside"), "{case}: {why}");
+        assert!(
+            why.contains("journal.jsonl") && why.contains("restart the gateway"),
+            "{case}: {why}"
+        );
         // doctor names it, with a fix that does not repeat the failure.
         let out = rig
             .hermes()

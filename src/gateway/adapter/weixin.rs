@@ -15,7 +15,7 @@
 //! Source: the public client this replaces, NousResearch/hermes-agent
 //! `gateway/platforms/weixin.py` (endpoints, body and answer fields, codes -14 and -2).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,9 +25,11 @@ use tokio::sync::watch;
 use super::batch::{self, Batch, Item};
 use super::long_poll::{exchange, Exchange, Polled};
 use super::weixin_account::{rate_limited, said, session_expired, WeixinAccount};
+use crate::bounded_read::Owner;
 use crate::config::PollTiming;
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
+use crate::trusted_dir::TrustedDir;
 
 /// After iLink's frequency limit, the public client waits 30 s; so does this.
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
@@ -57,6 +59,33 @@ pub(crate) struct Weixin {
     reported_in: bool,
 }
 
+/// The kept cursor, or none: polling from no cursor only brings back what the spool already
+/// has (it drops it by id), so a cursor that cannot be read costs nothing but that. The read
+/// is bounded and checked ([`TrustedDir::read`]): a FIFO there would otherwise hang the
+/// adapter's start, a huge file cost its size, and a cursor someone else put there steer the
+/// polls. Anything but a missing file is worth a warning that names it.
+fn read_cursor(adapter: &str, path: &Path) -> String {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return String::new();
+    };
+    let read = TrustedDir::open(dir, Owner::SelfOrRoot)
+        .and_then(|dir| dir.map(|d| d.read(name, MAX_CURSOR as u64)).transpose());
+    match read {
+        Ok(bytes) => bytes
+            .flatten()
+            .and_then(|b| String::from_utf8(b).ok())
+            .unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!(
+                adapter = %adapter,
+                error = %crate::error_chain::one_line(&e),
+                "the kept Weixin cursor cannot be used; polling from the start of what the platform keeps"
+            );
+            String::new()
+        }
+    }
+}
+
 impl Weixin {
     pub(crate) fn new(
         adapter: &str,
@@ -65,10 +94,7 @@ impl Weixin {
         poll: PollTiming,
         cursor_file: PathBuf,
     ) -> Self {
-        let cursor = std::fs::read_to_string(&cursor_file)
-            .ok()
-            .filter(|c| c.len() <= MAX_CURSOR)
-            .unwrap_or_default();
+        let cursor = read_cursor(adapter, &cursor_file);
         Self {
             adapter: adapter.to_owned(),
             http,

@@ -5,19 +5,24 @@
 //! synced). Once the file has grown past [`COMPACT_BYTES`] it is rewritten as one `put` per
 //! retained message, into a temp file that is synced and then renamed over the journal, so a
 //! crash during compaction leaves either the old journal or the new one, never half of one.
+//!
+//! The directory and the journal are opened by the profile home's rule (`trusted_dir`): a
+//! link, a FIFO, or a file or directory someone else owns or may write is refused, so nobody
+//! else can plant messages for the bot to post.
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::File;
 use std::io::{self, BufRead, BufReader, Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::message::Message;
+use crate::atomic_file::{self, TempFile};
+use crate::bounded_read::Owner;
 use crate::gateway::send::PlatformReply;
+use crate::trusted_dir::{TrustError, TrustedDir};
 
 pub(crate) const FILE_NAME: &str = "journal.jsonl";
-const TEMP_NAME: &str = "journal.jsonl.tmp";
 /// Compact once the journal is this big (and twice its size after the last compaction).
 pub(super) const COMPACT_BYTES: u64 = 8 * 1024 * 1024;
 /// A line longer than this is not one we wrote (text is capped well below it).
@@ -55,7 +60,7 @@ pub(super) enum Record {
 }
 
 pub(super) struct Journal {
-    dir: PathBuf,
+    dir: TrustedDir,
     file: File,
     /// Bytes in the current file.
     len: u64,
@@ -65,29 +70,21 @@ pub(super) struct Journal {
 
 impl Journal {
     /// Open (creating) the journal in `dir`, and read back what it holds.
-    pub(super) fn open(dir: &Path) -> io::Result<(Self, Vec<Record>)> {
-        DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
-        let path = dir.join(FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .read(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)?;
-        if !file.metadata()?.is_file() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("{} is not a regular file", path.display()),
-            ));
-        }
-        let (records, good_len) = read_records(&file, &path)?;
+    pub(super) fn open(dir: &Path) -> Result<(Self, Vec<Record>), TrustError> {
+        let dir = TrustedDir::create(dir, Owner::SelfOrRoot)?;
+        let file = dir.open_append(FILE_NAME, 0o600)?;
+        let path = dir.path().join(FILE_NAME);
+        let io = |op| {
+            let path = path.clone();
+            move |source| TrustError::Io { op, path, source }
+        };
+        let (records, good_len) = read_records(&file, &path).map_err(io("read"))?;
         // A torn last line is cut off, so the next record starts on a line of its own.
-        if good_len < file.metadata()?.len() {
-            file.set_len(good_len)?;
+        if good_len < file.metadata().map_err(io("read"))?.len() {
+            file.set_len(good_len).map_err(io("cut the torn tail of"))?;
         }
         let journal = Self {
-            dir: dir.to_owned(),
+            dir,
             file,
             len: good_len,
             compact_at: COMPACT_BYTES.max(good_len * 2),
@@ -117,41 +114,37 @@ impl Journal {
     }
 
     /// Rewrite the journal as one `put` per message, synced, then renamed into place.
-    pub(super) fn compact(&mut self, messages: Vec<Message>) -> io::Result<()> {
-        let temp = self.dir.join(TEMP_NAME);
-        let _ = fs::remove_file(&temp);
-        let mut out = OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .read(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&temp)?;
+    pub(super) fn compact(&mut self, messages: Vec<Message>) -> Result<(), TrustError> {
+        let mut temp = TempFile::create_in(&self.dir, FILE_NAME, 0o600)?;
+        let io = |source| TrustError::Io {
+            op: "compact",
+            path: journal_path(&self.dir),
+            source,
+        };
         let mut len = 0u64;
         {
-            let mut w = io::BufWriter::new(&mut out);
+            let mut w = io::BufWriter::new(temp.file());
             for message in messages {
-                let mut line =
-                    serde_json::to_vec(&Record::Put { message }).map_err(io::Error::other)?;
+                let mut line = serde_json::to_vec(&Record::Put { message })
+                    .map_err(|e| io(io::Error::other(e)))?;
                 line.push(b'\n');
-                w.write_all(&line)?;
+                w.write_all(&line).map_err(io)?;
                 len += line.len() as u64;
             }
-            w.flush()?;
+            w.flush().map_err(io)?;
         }
-        out.sync_all()?;
-        fs::rename(&temp, self.dir.join(FILE_NAME))?;
-        File::open(&self.dir)?.sync_all()?;
+        temp.persist(atomic_file::Sync::Durable)?;
         // The renamed file is opened for append from here on (O_APPEND is per open file).
-        self.file = OpenOptions::new()
-            .append(true)
-            .read(true)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(self.dir.join(FILE_NAME))?;
+        self.file = self.dir.open_append(FILE_NAME, 0o600)?;
         self.len = len;
         self.compact_at = COMPACT_BYTES.max(len * 2);
         Ok(())
     }
+}
+
+/// The journal's path, for a message about it.
+fn journal_path(dir: &TrustedDir) -> std::path::PathBuf {
+    dir.path().join(FILE_NAME)
 }
 
 /// Every complete, well-formed line, and the length of the file up to the last complete

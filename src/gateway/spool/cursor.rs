@@ -26,8 +26,9 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-use super::reader::{open_regular, parse_line, Record};
+use super::reader::{open_dir, open_regular, parse_line, Record};
 use super::{io_err, Event, SpoolError, FILE_NAME, ROTATED_NAME};
+use crate::trusted_dir::TrustedDir;
 
 /// How much is read from a file at a time, in either direction.
 const CHUNK: usize = 64 * 1024;
@@ -180,11 +181,10 @@ struct Generation {
 }
 
 impl Generation {
-    fn open(path: PathBuf, rotated: bool) -> Result<Option<Self>, SpoolError> {
-        let file = match open_regular(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("open", &path)(e)),
+    fn open(dir: &TrustedDir, name: &str, rotated: bool) -> Result<Option<Self>, SpoolError> {
+        let path = dir.path().join(name);
+        let Some(file) = open_regular(dir, name)? else {
+            return Ok(None);
         };
         let meta = file.metadata().map_err(io_err("stat", &path))?;
         Ok(Some(Self {
@@ -320,8 +320,11 @@ impl Generation {
 /// Both files, oldest first. The current file is opened first: if a rotation happens between
 /// the two opens, `.1` is then the file already open as current, and is dropped.
 fn open_generations(dir: &Path) -> Result<Vec<Generation>, SpoolError> {
-    let current = Generation::open(dir.join(FILE_NAME), false)?;
-    let older = Generation::open(dir.join(ROTATED_NAME), true)?
+    let Some(dir) = open_dir(dir)? else {
+        return Ok(Vec::new());
+    };
+    let current = Generation::open(&dir, FILE_NAME, false)?;
+    let older = Generation::open(&dir, ROTATED_NAME, true)?
         .filter(|o| current.as_ref().is_none_or(|c| c.ino != o.ino));
     Ok(older.into_iter().chain(current).collect())
 }

@@ -4,30 +4,29 @@
 //! they agree on what the spool holds: a line torn by a crash is skipped, never fatal, and an
 //! event is never read twice when a rotation happens between opening the two files.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::fs::File;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use tracing::debug;
 
 use super::{io_err, Event, SpoolError, FILE_NAME, ROTATED_NAME};
+use crate::bounded_read::Owner;
+use crate::trusted_dir::{identity, TrustedDir};
 
-/// Open a spool file for reading only if it is the file itself: a link is refused (ELOOP)
-/// and so is anything but a regular file, which a FIFO planted in the inbox would otherwise
-/// turn into a reader that never returns.
-pub(super) fn open_regular(path: &Path) -> io::Result<File> {
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "not a regular file",
-        ));
-    }
-    Ok(file)
+/// Open the spool file `name` in the checked inbox for reading, if it is there
+/// ([`TrustedDir::open_read`]): a link is refused and so is anything but a regular file of
+/// the user's that nobody else can write. A FIFO planted in the inbox would otherwise turn
+/// into a reader that never returns, and a file of someone else's into events the agent
+/// takes for the platform's.
+pub(super) fn open_regular(dir: &TrustedDir, name: &str) -> Result<Option<File>, SpoolError> {
+    Ok(dir.open_read(name)?)
+}
+
+/// The inbox `dir`, checked, if it exists: readers make nothing.
+pub(super) fn open_dir(dir: &Path) -> Result<Option<TrustedDir>, SpoolError> {
+    Ok(TrustedDir::open(dir, Owner::SelfOrRoot)?)
 }
 
 /// A parsed line and the line as stored.
@@ -46,16 +45,15 @@ pub(crate) struct LineReader {
 }
 
 impl LineReader {
-    fn open(path: &Path) -> Result<Option<Self>, SpoolError> {
-        let file = match open_regular(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err("open", path)(e)),
+    fn open(dir: &TrustedDir, name: &str) -> Result<Option<Self>, SpoolError> {
+        let path = dir.path().join(name);
+        let Some(file) = open_regular(dir, name)? else {
+            return Ok(None);
         };
-        let meta = file.metadata().map_err(io_err("stat", path))?;
+        let meta = file.metadata().map_err(io_err("stat", &path))?;
         Ok(Some(Self {
             file,
-            path: path.to_owned(),
+            path,
             identity: (meta.dev(), meta.ino()),
             pending: Vec::new(),
         }))
@@ -109,8 +107,11 @@ pub(super) fn parse_line(line: &[u8], path: &Path, out: &mut Vec<Record>) {
 /// between the two opens, `.1` is then the very file already open as current, and is dropped
 /// rather than read twice.
 fn open_generations(dir: &Path) -> Result<(Option<LineReader>, Option<LineReader>), SpoolError> {
-    let current = LineReader::open(&dir.join(FILE_NAME))?;
-    let mut older = LineReader::open(&dir.join(ROTATED_NAME))?;
+    let Some(dir) = open_dir(dir)? else {
+        return Ok((None, None));
+    };
+    let current = LineReader::open(&dir, FILE_NAME)?;
+    let mut older = LineReader::open(&dir, ROTATED_NAME)?;
     if let (Some(c), Some(o)) = (&current, &older) {
         if c.identity == o.identity {
             older = None;
@@ -168,13 +169,16 @@ pub(crate) fn read_new(
     if let Some(reader) = current.as_mut() {
         reader.read_available(batch)?;
     }
-    let rotated = match fs::metadata(path) {
-        Ok(meta) => current
-            .as_ref()
-            .is_none_or(|r| r.identity != (meta.dev(), meta.ino())),
-        // Between the rename and the new file: look again next time.
-        Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-        Err(e) => return Err(io_err("stat", path)(e)),
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name().and_then(|n| n.to_str())) else {
+        return Ok(());
+    };
+    // Between the rename and the new file, or before the inbox is made: look again next time.
+    let Some(dir) = open_dir(dir)? else {
+        return Ok(());
+    };
+    let rotated = match dir.stat(name)? {
+        Some(st) => current.as_ref().is_none_or(|r| r.identity != identity(&st)),
+        None => false,
     };
     if rotated {
         if let Some(mut old) = current.take() {
@@ -182,7 +186,7 @@ pub(crate) fn read_new(
             old.read_available(batch)?;
             old.finish(batch);
         }
-        *current = LineReader::open(path)?;
+        *current = LineReader::open(&dir, name)?;
         if let Some(reader) = current.as_mut() {
             reader.read_available(batch)?;
         }

@@ -2,6 +2,7 @@
 
 use super::*;
 use std::collections::HashSet;
+use std::fs::{self, OpenOptions};
 use std::os::unix::fs::PermissionsExt;
 use std::time::Instant;
 
@@ -326,4 +327,80 @@ async fn sync_only_fsyncs_after_writes() {
         "a duplicate writes nothing"
     );
     let _ = fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_spool_someone_else_could_have_written_is_refused_by_the_writer_and_the_readers() {
+    let home = temp_dir("planted");
+    let inbox = home.join("inbox");
+    fs::create_dir_all(&inbox).unwrap();
+    let line = serde_json::to_string(&event("forged")).unwrap() + "\n";
+    fs::write(inbox.join(FILE_NAME), &line).unwrap();
+    fs::set_permissions(inbox.join(FILE_NAME), fs::Permissions::from_mode(0o666)).unwrap();
+    let refused = |e: SpoolError, says: &str| {
+        let text = e.to_string();
+        assert!(text.contains(says), "{text}");
+    };
+    // Writable by others: neither appended to nor read back as events.
+    refused(
+        Spool::open(&inbox).unwrap_err(),
+        "events.jsonl is writable by group or others (mode 0666)",
+    );
+    refused(
+        read(&inbox, None).unwrap_err(),
+        "writable by group or others",
+    );
+    let limits = cursor::Limits {
+        events: 10,
+        bytes: 1 << 20,
+    };
+    match cursor::read_after(&inbox, cursor::Position::Start, limits) {
+        Err(cursor::CursorError::Spool(e)) => refused(e, "writable by group or others"),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("read a spool others can write"),
+    }
+    assert_eq!(fs::read_to_string(inbox.join(FILE_NAME)).unwrap(), line);
+    // Another account's, at 0600.
+    fs::set_permissions(inbox.join(FILE_NAME), fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(nix::unistd::geteuid().is_root(), "the tests run as root");
+    std::os::unix::fs::chown(inbox.join(FILE_NAME), Some(65534), Some(65534)).unwrap();
+    refused(Spool::open(&inbox).unwrap_err(), "is owned by uid 65534");
+    refused(read(&inbox, None).unwrap_err(), "is owned by uid 65534");
+    // A link, or a FIFO, in its place: named, with the fix.
+    fs::remove_file(inbox.join(FILE_NAME)).unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", inbox.join(FILE_NAME)).unwrap();
+    refused(
+        Spool::open(&inbox).unwrap_err(),
+        "events.jsonl is a symbolic link, which hermes-svc never follows inside a profile home",
+    );
+    fs::remove_file(inbox.join(FILE_NAME)).unwrap();
+    nix::unistd::mkfifo(
+        &inbox.join(FILE_NAME),
+        nix::sys::stat::Mode::from_bits_truncate(0o600),
+    )
+    .unwrap();
+    refused(
+        Spool::open(&inbox).unwrap_err(),
+        "events.jsonl is a FIFO (named pipe), not a regular file: check it, then remove it",
+    );
+    // An inbox others can write is refused before anything in it is looked at.
+    fs::remove_file(inbox.join(FILE_NAME)).unwrap();
+    fs::set_permissions(&inbox, fs::Permissions::from_mode(0o777)).unwrap();
+    refused(
+        Spool::open(&inbox).unwrap_err(),
+        "inbox is writable by group or others (mode 0777)",
+    );
+    // Made by the gateway, the inbox and its cursors are 0700.
+    fs::set_permissions(&inbox, fs::Permissions::from_mode(0o700)).unwrap();
+    let spool = Spool::open(&inbox).unwrap();
+    assert_eq!(
+        fs::metadata(inbox.join(CURSORS_DIR))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777,
+        0o700
+    );
+    drop(spool);
+    let _ = fs::remove_dir_all(home);
 }

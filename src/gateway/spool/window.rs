@@ -8,14 +8,14 @@
 //! a replay after a restart is still recognised.
 
 use std::collections::{HashSet, VecDeque};
-use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader};
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
 use super::reader::open_regular;
 use super::{io_err, SpoolError, FILE_NAME, ROTATED_NAME};
+use crate::trusted_dir::TrustedDir;
 
 /// An (adapter, event id) pair, hashed: 16 bytes whatever the id's length. Ids are only
 /// unique per platform, and two bots in one guild see the same message, so the adapter is part
@@ -77,19 +77,17 @@ impl Window {
 
 /// The dedupe keys of the last `cap` events, oldest first: the current file's tail, topped up from
 /// the rotated file's tail when the current file holds fewer.
-pub(super) fn load_window(dir: &Path, cap: usize) -> Result<Window, SpoolError> {
+pub(super) fn load_window(dir: &TrustedDir, cap: usize) -> Result<Window, SpoolError> {
     #[derive(Deserialize)]
     struct Key {
         adapter: String,
         id: String,
     }
     let tail = |name: &str, keep: usize| -> Result<VecDeque<DedupeKey>, SpoolError> {
-        let path = dir.join(name);
+        let path = dir.path().join(name);
         let mut ids = VecDeque::new();
-        let file = match open_regular(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(ids),
-            Err(e) => return Err(io_err("open", &path)(e)),
+        let Some(file) = open_regular(dir, name)? else {
+            return Ok(ids);
         };
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut line = Vec::new();
