@@ -295,7 +295,12 @@ pub(super) fn adapter(
     };
     let protocol = match kind {
         "qqbot" => Protocol::QqBot {
-            app_id: required(&a.app_id, "app-id", "\"<your bot's AppID>\"")?,
+            app_id: qq_app_id(
+                ctx,
+                span.clone(),
+                &name,
+                required(&a.app_id, "app-id", "\"<your bot's AppID>\"")?,
+            )?,
             secret_env: required(
                 &a.secret_env,
                 "secret-env",
@@ -404,6 +409,27 @@ pub(super) fn adapter(
         timing,
         protocol,
     })
+}
+
+/// A QQ bot's AppID is a number (102000000): one that holds anything else, a newline above
+/// all, would go into every token request and identity hash as it is.
+fn qq_app_id(
+    ctx: &Ctx,
+    span: std::ops::Range<usize>,
+    name: &str,
+    id: String,
+) -> Result<String, ConfigError> {
+    if (1..=32).contains(&id.len()) && id.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(id);
+    }
+    ctx.err(
+        span,
+        format!(
+            "adapter {name:?}: app-id ({} characters, not shown) is not a QQ AppID, which is a \
+             number; copy the AppID from the bot's page on q.qq.com",
+            id.chars().count()
+        ),
+    )
 }
 
 impl AdapterSpec {

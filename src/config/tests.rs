@@ -87,6 +87,35 @@ fn a_duration_past_a_year_is_an_error_not_a_crash() {
 }
 
 #[test]
+fn urls_are_read_by_the_parser_that_dials_them_and_app_ids_are_numbers() {
+    let head = "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\n";
+    for (url, what) in [
+        ("ws://127.0.0.1:99999/ws", "invalid port number"),
+        ("wss://", "empty host"),
+        ("wss://x/\\ny", "control character"),
+        ("ws://127.0.0.1.evil.example/ws", "only to loopback"),
+        ("ftp://x", "must start with wss://"),
+    ] {
+        let text = format!("{head}url = \"{url}\"\n");
+        let e = parse_str(&text).unwrap_err().to_string();
+        assert!(
+            e.contains("gateway.toml:4") && e.contains(what),
+            "{url:?} gave: {e}"
+        );
+    }
+    let qq = |id: &str| {
+        format!(
+            "[[adapter]]\nname = \"q\"\nkind = \"qqbot\"\napp-id = \"{id}\"\nsecret-env = \"S\"\n"
+        )
+    };
+    assert!(parse_str(&qq("102000000")).is_ok());
+    for bad in ["1\\n2", "", "12a", "1 2"] {
+        let e = parse_str(&qq(bad)).unwrap_err().to_string();
+        assert!(e.contains("is not a QQ AppID"), "{bad:?} gave: {e}");
+    }
+}
+
+#[test]
 fn loopback_plain_urls_are_allowed() {
     let text =
         "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"ws://127.0.0.1:8080/ws\"\n";

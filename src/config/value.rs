@@ -73,6 +73,8 @@ impl Ctx<'_> {
     }
 
     /// `https://`/`wss://` anywhere; `http://`/`ws://` only to loopback (tests, sandboxes).
+    /// Read by the URL parser the HTTP client uses, so what is accepted here is what is
+    /// dialled: `ws://127.0.0.1:99999/ws` was once accepted, and the port dropped, dialling 80.
     pub(super) fn url(
         &self,
         key: &str,
@@ -81,35 +83,31 @@ impl Ctx<'_> {
         plain: &str,
     ) -> Result<String, ConfigError> {
         let url = raw.get_ref();
-        let loopback = |rest: &str| {
-            let host = rest.split(['/', '?']).next().unwrap_or("");
-            let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
-            let host = if host.starts_with('[') {
-                host.split(']').next().map(|h| &h[1..]).unwrap_or("")
-            } else {
-                host.split(':').next().unwrap_or("")
-            };
-            host == "localhost"
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
+        let err = |why: String| self.err(raw.span(), format!("{key} = {url:?}: {why}"));
+        // The parser drops tabs and newlines silently; a value holding one is not a URL.
+        if url.chars().any(char::is_control) || url.contains(' ') {
+            return err("holds a space or a control character".into());
+        }
+        let parsed = match reqwest::Url::parse(url) {
+            Ok(p) => p,
+            Err(e) => return err(format!("not a URL ({e}); use {secure}HOST[:PORT]/PATH")),
         };
-        if url.strip_prefix(secure).is_some_and(|r| !r.is_empty()) {
+        let scheme = |prefix: &str| prefix.strip_suffix("://").unwrap_or(prefix).to_owned();
+        let Some(host) = parsed.host_str().filter(|h| !h.is_empty()) else {
+            return err(format!("has no host; use {secure}HOST[:PORT]/PATH"));
+        };
+        let ip = host.trim_start_matches('[').trim_end_matches(']');
+        let loopback = host == "localhost"
+            || ip
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if parsed.scheme() == scheme(secure) || (parsed.scheme() == scheme(plain) && loopback) {
             return Ok(url.clone());
         }
-        if let Some(rest) = url.strip_prefix(plain) {
-            if loopback(rest) {
-                return Ok(url.clone());
-            }
-            return self.err(
-                raw.span(),
-                format!("{key} = {url:?}: {plain} is allowed only to loopback; use {secure}"),
-            );
+        if parsed.scheme() == scheme(plain) {
+            return err(format!("{plain} is allowed only to loopback; use {secure}"));
         }
-        self.err(
-            raw.span(),
-            format!("{key} = {url:?}: must start with {secure}"),
-        )
+        err(format!("must start with {secure}"))
     }
 }
 

@@ -32,7 +32,7 @@ use crate::gateway::flock::{self, HeldLock, Holder, LockError, Owner};
 use crate::gateway::health::{ComponentKind, Registry, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
-use crate::gateway::spool::Spool;
+use crate::gateway::spool::{Spool, SpoolError};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::{self, TokenLockError};
 use crate::launchd::plist::WATCHDOG_ENV;
@@ -78,6 +78,12 @@ pub(crate) enum GatewayError {
     WatchdogEnv(#[from] BadWatchdogEnv),
     #[error(transparent)]
     Api(#[from] ApiError),
+    #[error("cannot open the spool in {}", dir.display())]
+    Spool {
+        dir: std::path::PathBuf,
+        #[source]
+        source: SpoolError,
+    },
 }
 
 impl GatewayError {
@@ -94,11 +100,18 @@ impl GatewayError {
             GatewayError::TokenLock(e) if e.is_conflict() => Outcome::StayDown,
             // A path only a person can fix: restarting would meet it again.
             GatewayError::Api(e) if e.needs_a_fix() => Outcome::StayDown,
+            // An inbox someone else owns, a link, a FIFO: receiving cannot start until a
+            // person looks, and flapping against it would only fill the journal.
+            GatewayError::Spool {
+                source: SpoolError::Untrusted(e),
+                ..
+            } if e.needs_a_fix() => Outcome::StayDown,
             GatewayError::Restart(_) => Outcome::Restart,
             GatewayError::Io { .. }
             | GatewayError::Lock(_)
             | GatewayError::TokenLock(_)
-            | GatewayError::Api(_) => Outcome::Failed,
+            | GatewayError::Api(_)
+            | GatewayError::Spool { .. } => Outcome::Failed,
         }
     }
 }
@@ -216,12 +229,13 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     )
     .map_err(io(format!("write {}", profile.pid_file().display())))?;
 
-    let spool = Arc::new(Spool::open(&profile.inbox_dir()).map_err(|e| {
-        io(format!(
-            "open the spool in {}",
-            profile.inbox_dir().display()
-        ))(std::io::Error::other(e))
-    })?);
+    let spool =
+        Arc::new(
+            Spool::open(&profile.inbox_dir()).map_err(|source| GatewayError::Spool {
+                dir: profile.inbox_dir(),
+                source,
+            })?,
+        );
     let syncer = spool.spawn_syncer(Duration::from_millis(100));
 
     let notifier = Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?;

@@ -52,6 +52,10 @@ struct Line<'writer> {
 
 impl Line<'_> {
     fn write(&mut self, field: &Field, text: &str) {
+        // Any secret the process holds, whatever way it came into a field: the last line of
+        // defence after the platform text's own scrubbing (crate::redact).
+        let text = crate::redact::scrub(text);
+        let text = text.as_ref();
         let name = field.name();
         // What the `log` crate's records carry about their origin, not fields of the line.
         if self.result.is_err() || name.starts_with("log.") {

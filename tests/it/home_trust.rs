@@ -192,7 +192,7 @@ fn a_spool_another_user_planted_is_neither_appended_to_nor_read_as_events() {
             .unwrap(),
     );
     let (code, err) = gateway.exit();
-    assert_eq!(code, Some(1), "{err}");
+    assert_eq!(code, Some(78), "{err}");
     let inbox = home.join("inbox");
     assert!(
         err.contains(&format!(

@@ -321,7 +321,7 @@ fn a_link_or_a_fifo_as_the_spool_stops_the_start_with_the_file_and_the_fix_named
             nix::unistd::mkfifo(&spool, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
         }
         let out = run_guarded(foreground_gateway(hermes_home.path(), profile));
-        assert_eq!(out.code, Some(1), "{profile}: {}", out.stderr);
+        assert_eq!(out.code, Some(78), "{profile}: {}", out.stderr);
         let named = format!("{} {says}", spool.display());
         assert!(out.stderr.contains(&named), "{profile}: {}", out.stderr);
     }
