@@ -372,3 +372,40 @@ async fn qq_sends_no_websocket_pings_unless_asked_and_discord_does() {
         rig.shutdown().await;
     }
 }
+
+/// The platform forgets the access tokens it issued, and a connection attempt fails, so the
+/// gateway URL is discovered again with the cached token: `/gateway/bot` answers 401. That
+/// stopped the gateway for good (exit 78) with a valid AppSecret. Only the token endpoint can
+/// reject the credential: the stale token is dropped, a new one fetched, and the adapter
+/// connects again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_token_at_gateway_bot_is_replaced_never_fatal() {
+    let rig = Rig::start("qqbot", hb(HB), false, "").await;
+    rig.connected().await;
+    let tokens = rig.mock.stats().http_requests;
+    rig.mock.expire_access_tokens();
+    // Close the session, and let the next connection get no Hello: the attempt fails and
+    // the gateway URL is forgotten.
+    rig.mock.set_fault(Fault::Close(4009));
+    rig.mock.set_fault(Fault::NoHello);
+    rig.until(Duration::from_secs(10), "a failed attempt", |r| {
+        let v = r.view();
+        v.last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("Hello"))
+            .then_some(())
+    })
+    .await;
+    rig.mock.clear_fault();
+    rig.until(Duration::from_secs(10), "connected with a new token", |r| {
+        let v = r.view();
+        assert_ne!(v.state, State::Fatal, "{v:?}");
+        (v.state == State::Connected).then_some(())
+    })
+    .await;
+    assert!(
+        rig.mock.stats().http_requests > tokens + 1,
+        "a new token was fetched"
+    );
+    rig.shutdown().await;
+}

@@ -25,6 +25,13 @@ pub(crate) enum PlatformError {
     Retry(String),
 }
 
+/// What `/gateway/bot` answered.
+enum Discovery {
+    Found(String, Option<SessionStartLimit>),
+    /// 401 or 403, with the platform's words.
+    Refused(String),
+}
+
 /// Everything one connection attempt needs.
 #[derive(Debug)]
 pub(crate) struct Prepared {
@@ -108,14 +115,10 @@ impl Platform {
                 ws_ping,
                 ..
             } => {
-                let token = self.qq_access_token().await?;
-                let auth = format!("QQBot {token}");
+                let mut auth = format!("QQBot {}", self.qq_access_token().await?);
                 let (url, limit) = match gateway_url.or_else(|| self.gateway_url.clone()) {
                     Some(u) => (u, None),
-                    None => {
-                        self.discover(&format!("{api_base}/gateway/bot"), &auth)
-                            .await?
-                    }
+                    None => self.discover_qq(&api_base, &mut auth).await?,
                 };
                 Ok(Prepared {
                     url,
@@ -145,10 +148,18 @@ impl Platform {
                     .or_else(|| self.gateway_url.clone())
                 {
                     Some(u) => (u, None),
-                    None => {
-                        self.discover(&format!("{api_base}/gateway/bot"), &auth)
-                            .await?
-                    }
+                    // Discord's credential is the bot token itself: a refusal is final.
+                    None => match self
+                        .discover(&format!("{api_base}/gateway/bot"), &auth)
+                        .await?
+                    {
+                        Discovery::Found(url, limit) => (url, limit),
+                        Discovery::Refused(said) => {
+                            return Err(PlatformError::Fatal(format!(
+                                "{said}: check the bot token"
+                            )))
+                        }
+                    },
                 };
                 Ok(Prepared {
                     url: with_discord_query(&base),
@@ -202,17 +213,40 @@ impl Platform {
         Ok(token)
     }
 
-    /// `GET /gateway/bot`: the WebSocket URL, and the session start limit when given.
-    async fn discover(
+    /// QQ's `GET /gateway/bot`, authorised by an access token. A refusal means the platform
+    /// no longer honours that token (it restarted, or ended the token early), never that the
+    /// AppSecret is wrong: only the token endpoint can say that. So the token is dropped, a
+    /// new one fetched (into `auth`, for the Identify too) and the call made again; a second
+    /// refusal is retried with backoff, never fatal.
+    async fn discover_qq(
         &mut self,
-        endpoint: &str,
-        auth: &str,
+        api_base: &str,
+        auth: &mut String,
     ) -> Result<(String, Option<SessionStartLimit>), PlatformError> {
+        let endpoint = format!("{api_base}/gateway/bot");
+        if let Discovery::Found(url, limit) = self.discover(&endpoint, auth).await? {
+            return Ok((url, limit));
+        }
+        tracing::info!(adapter = %self.spec.name, "the gateway endpoint refused the access token; fetching a new one");
+        self.drop_token();
+        *auth = format!("QQBot {}", self.qq_access_token().await?);
+        match self.discover(&endpoint, auth).await? {
+            Discovery::Found(url, limit) => Ok((url, limit)),
+            Discovery::Refused(said) => Err(PlatformError::Retry(format!(
+                "{said}, with a newly fetched access token too; retrying (only the token \
+                 endpoint can reject the AppSecret)"
+            ))),
+        }
+    }
+
+    /// `GET /gateway/bot`: the WebSocket URL, and the session start limit when given; or the
+    /// platform's refusal of the credential (401, 403), which each platform reads its own way.
+    async fn discover(&mut self, endpoint: &str, auth: &str) -> Result<Discovery, PlatformError> {
         let request = self.shared.http.get(endpoint).header("Authorization", auth);
         let (status, v) = self.shared.call("gateway endpoint", request).await?;
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-            return Err(PlatformError::Fatal(format!(
-                "gateway endpoint rejected the credential ({status}{}): check the credential",
+            return Ok(Discovery::Refused(format!(
+                "gateway endpoint rejected the credential ({status}{})",
                 platform_says(&v)
             )));
         }
@@ -228,7 +262,7 @@ impl Platform {
             .ok_or_else(|| PlatformError::Retry("gateway endpoint returned no ws url".into()))?
             .to_owned();
         self.gateway_url = Some(url.clone());
-        Ok((url, SessionStartLimit::from_json(&v)))
+        Ok(Discovery::Found(url, SessionStartLimit::from_json(&v)))
     }
 }
 
