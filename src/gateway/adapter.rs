@@ -147,7 +147,7 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
             {
                 Ok(p) => p,
                 Err(PlatformError::Fatal(e)) => return fatal(&hb, &spec.name, e),
-                Err(PlatformError::Retry(e)) => {
+                Err(PlatformError::Retry(e) | PlatformError::Unreachable(e)) => {
                     hb.error(&e);
                     tracing::warn!(adapter = %spec.name, error = %e, "setup failed");
                     delay = Some(backoff.next_delay(fastrand::f64));

@@ -310,3 +310,38 @@ async fn the_connection_limit_and_a_wrong_secret_are_fatal() {
         other => panic!("{other:?}"),
     }
 }
+
+/// A first endpoint discovery that reaches no server (the mock drops every connection, as
+/// after a laptop wakes) waited out ReconnectInterval, 120 s until a server says otherwise:
+/// two minutes deaf after a blip. Such a failure now gets the normal backoff from
+/// `backoff-min`, and the adapter connects as soon as the server is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_first_connect_that_reaches_no_server_is_retried_on_the_backoff_not_reconnect_interval() {
+    use hermes_svc::mock_platform::Fault;
+    let rig = Rig::start_faulty(
+        "feishu",
+        mock(ClientConfig::default()),
+        false,
+        "",
+        Fault::Refuse,
+    )
+    .await;
+    rig.until(Duration::from_secs(10), "a failed first discovery", |r| {
+        r.view().last_error.is_some().then_some(())
+    })
+    .await;
+    let back = Instant::now();
+    rig.mock.clear_fault();
+    rig.until(
+        Duration::from_secs(10),
+        "connected once the server is back",
+        |r| (r.view().state == State::Connected).then_some(()),
+    )
+    .await;
+    assert!(
+        back.elapsed() < Duration::from_secs(10),
+        "connected {:?} after the server came back",
+        back.elapsed()
+    );
+    rig.shutdown().await;
+}

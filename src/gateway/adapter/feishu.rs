@@ -11,8 +11,9 @@
 //!
 //! Reconnect delays are the runtime's backoff, with the server's settings as floors: after a
 //! connection that lived, a random part of ReconnectNonce (the SDKs' first-reconnect jitter,
-//! which spreads a crowd the server dropped at once); after a failed attempt, at least
-//! ReconnectInterval.
+//! which spreads a crowd the server dropped at once); after an attempt the server refused, or
+//! a connection it accepted that failed, at least ReconnectInterval; after one that reached
+//! no server at all, the backoff alone.
 
 mod discovery;
 mod handshake;
@@ -74,6 +75,12 @@ pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Dep
                 report(&hb, &spec.name, &m, refused, &config);
                 continue;
             }
+            Err(PlatformError::Unreachable(m)) => {
+                refused += 1;
+                delay = Some(unanswered(&mut backoff));
+                report(&hb, &spec.name, &m, refused, &config);
+                continue;
+            }
         };
         config = endpoint.config;
         let session = Session {
@@ -110,6 +117,13 @@ pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Dep
         let reason = match out.end {
             End::Shutdown => return AdapterExit::Shutdown,
             End::Refused(Refusal::Fatal(m)) => return fatal(&hb, &spec.name, m),
+            // The endpoint never answered the upgrade (refused, reset, no answer in time).
+            End::Failed(m) if out.connected_for.is_none() => {
+                refused += 1;
+                delay = Some(unanswered(&mut backoff));
+                report(&hb, &spec.name, &m, refused, &config);
+                continue;
+            }
             End::Refused(Refusal::Retry(m)) | End::Failed(m) => {
                 refused += 1;
                 delay = Some(after_failure(&mut backoff, &config));
@@ -140,8 +154,16 @@ pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Dep
     }
 }
 
-/// The wait after an attempt that got nothing done: our backoff, but never shorter than the
-/// server's ReconnectInterval.
+/// The wait after an attempt that got no answer at all, as after a laptop wakes or a VPN
+/// reconnects: our backoff alone. ReconnectInterval is the server's word, and the server said
+/// nothing; its default (120 s, until a server says otherwise) made a one-second blip at the
+/// first connect two minutes deaf.
+fn unanswered(backoff: &mut Backoff) -> Duration {
+    backoff.next_delay(fastrand::f64)
+}
+
+/// The wait after an attempt the server refused, or a connection it accepted that got nothing
+/// done: our backoff, but never shorter than the server's ReconnectInterval.
 fn after_failure(backoff: &mut Backoff, config: &ClientConfig) -> Duration {
     backoff.push_back(config.reconnect_interval);
     backoff.next_delay(fastrand::f64)

@@ -20,9 +20,14 @@ pub(crate) enum PlatformError {
     /// Retrying will not help (rejected credentials): the gateway exits 78.
     #[error("{0}")]
     Fatal(String),
-    /// Network trouble or a server error: back off and retry.
+    /// A server error, or an answer that is not one: back off and retry.
     #[error("{0}")]
     Retry(String),
+    /// The request got no answer at all (connection refused, DNS, a reset, no answer in
+    /// time): the platform said nothing, so nothing it asked for (Feishu's
+    /// ReconnectInterval) applies; back off from the start of the schedule and retry.
+    #[error("{0}")]
+    Unreachable(String),
 }
 
 /// What `/gateway/bot` answered.
@@ -294,12 +299,17 @@ impl Shared {
         what: &str,
         request: reqwest::RequestBuilder,
     ) -> Result<(reqwest::StatusCode, Value), PlatformError> {
-        let retry =
-            |e: reqwest::Error| PlatformError::Retry(format!("{what}: {}", e.without_url()));
+        let said = |e: reqwest::Error| format!("{what}: {}", e.without_url());
         let _permit = self.setup_permits.acquire().await;
-        let resp = request.send().await.map_err(retry)?;
+        let resp = request
+            .send()
+            .await
+            .map_err(|e| PlatformError::Unreachable(said(e)))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(retry)?;
+        let bytes = resp
+            .bytes()
+            .await
+            .map_err(|e| PlatformError::Retry(said(e)))?;
         match serde_json::from_slice(&bytes) {
             Ok(v) => Ok((status, v)),
             Err(_) if status.is_success() => Err(PlatformError::Retry(format!(

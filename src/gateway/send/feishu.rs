@@ -72,7 +72,7 @@ impl Feishu {
         };
         let token = match self.token.get(&self.shared).await {
             Ok(t) => t,
-            Err(PlatformError::Retry(m)) => {
+            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
                 return Answer::Retry {
                     after: None,
                     reply: local(m),

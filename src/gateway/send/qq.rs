@@ -68,7 +68,7 @@ impl Qq {
         let token = match self.token.get(&self.shared).await {
             Ok(t) => t,
             // A token endpoint that is down or busy: nothing was sent, try again later.
-            Err(PlatformError::Retry(m)) => {
+            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
                 return Answer::Retry {
                     after: None,
                     reply: local(m),
