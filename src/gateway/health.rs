@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Where a component's state machine is. Shown in `STATUS=`, the state file and `status`.
@@ -87,6 +88,9 @@ struct Component {
     attempts: u64,
     /// When the component last stopped being connected (adapters only).
     outage_since: Option<Instant>,
+    /// Counts each entry into `Connected`, for whoever waits on the connection coming back
+    /// (the adapter's outbox worker).
+    connected: watch::Sender<u64>,
 }
 
 /// A component's handle on its own heartbeat. Cheap to clone; all clones are one component.
@@ -116,9 +120,18 @@ impl Registry {
             reconnects: 0,
             attempts: 0,
             outage_since: Some(Instant::now()),
+            connected: watch::Sender::new(0),
         })));
         lock(&self.components).push(hb.clone());
         hb
+    }
+
+    /// Component `name`'s heartbeat, if it is registered.
+    pub(crate) fn get(&self, name: &str) -> Option<Heartbeat> {
+        lock(&self.components)
+            .iter()
+            .find(|hb| lock(&hb.0).name == name)
+            .cloned()
     }
 
     /// A consistent copy of every component at `now`.
@@ -157,8 +170,16 @@ impl Heartbeat {
         } else if c.outage_since.is_none() || leaves_login {
             c.outage_since = Some(now);
         }
+        if state == State::Connected && c.state != State::Connected {
+            c.connected.send_modify(|n| *n += 1);
+        }
         c.state = state;
         c.last_beat = now;
+    }
+
+    /// Changes each time the component enters `Connected` from another state.
+    pub(crate) fn connections(&self) -> watch::Receiver<u64> {
+        lock(&self.0).connected.subscribe()
     }
 
     /// Change how long this component may go without a beat (e.g. once the platform's

@@ -151,10 +151,12 @@ pub(crate) enum Finish {
     Sent {
         platform_id: Option<String>,
     },
-    /// Queued again, not to be sent before `not_before`.
+    /// Queued again, not to be sent before `not_before`, of which the platform asked for the
+    /// wait until `asked` (a reconnect cuts the rest short).
     Retry {
         error: PlatformReply,
         not_before: Instant,
+        asked: Option<Instant>,
     },
     Failed(PlatformReply),
     Unknown(PlatformReply),
@@ -382,6 +384,15 @@ impl Outbox {
         self.lock().book.next(adapter, now)
     }
 
+    /// `adapter` is connected again (or logged in again): its messages waiting out a backoff
+    /// go now, those the platform asked to wait still wait for that, and the worker is woken.
+    pub(crate) fn retry_now(&self, adapter: &str) {
+        if self.lock().book.retry_now(adapter, Instant::now()) {
+            tracing::info!(adapter, "connected again: waiting messages are retried now");
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
     /// Record, durably, that a request for `id` is about to go out.
     pub(crate) async fn begin(&self, id: &str) -> Result<(), OutboxError> {
         self.record(Record::Sending {
@@ -400,14 +411,18 @@ impl Outbox {
                 at,
                 platform_id,
             },
-            Finish::Retry { error, not_before } => {
+            Finish::Retry {
+                error,
+                not_before,
+                asked,
+            } => {
                 let record = Record::Retry {
                     id: id.clone(),
                     at,
                     error,
                 };
                 self.record(record).await?;
-                self.lock().book.defer(&id, not_before);
+                self.lock().book.defer(&id, not_before, asked);
                 return Ok(());
             }
             Finish::Failed(error) => Record::Failed { id, at, error },

@@ -259,7 +259,6 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
     let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
     let mut outbound = outbound::open(profile, &adapters, &shared);
-    outbound::spawn_workers(&mut outbound, &shutdown_rx, &mut tasks, &mut handles);
     let api = outbound::serve_api(
         profile,
         &spool,
@@ -315,6 +314,15 @@ async fn serve(profile: &Profile, me: &Holder) -> Result<Requested, GatewayError
             ),
         ));
     }
+
+    // After the adapters, whose connections coming back each worker watches.
+    outbound::spawn_workers(
+        &mut outbound,
+        &registry,
+        &shutdown_rx,
+        &mut tasks,
+        &mut handles,
+    );
 
     // READY=1 once every component has reported in: connected, retrying or failed. A stop
     // requested meanwhile is honoured at once.

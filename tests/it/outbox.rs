@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use hermes_svc::gateway::outbox::Policy;
+
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
 
 /// A cron job with `deliver` posts its stdout once per run, and a gateway killed in the
@@ -386,4 +388,62 @@ fn a_journal_that_cannot_be_opened_leaves_the_gateway_receiving() {
         assert!(gw.try_wait().unwrap().is_none(), "{case}: {}", rig.log());
         sigterm(&mut gw);
     }
+}
+
+/// A message whose sends failed through an outage waits out a growing backoff (up to 30 s):
+/// it went out 22-29 s after the platform came back, when the adapter was long connected.
+/// Now the adapter's reconnection retries it at once.
+#[test]
+fn waiting_messages_go_out_as_soon_as_the_adapter_is_back() {
+    use hermes_svc::mock_platform::Fault;
+    use std::time::Instant;
+
+    let rig = Rig::new("obback", "");
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw));
+    let connected = |rig: &Rig| {
+        rig.state().is_some_and(|s| {
+            s["components"].as_array().is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["name"] == "dc" && c["state"] == "connected")
+            })
+        })
+    };
+    crate::harness::wait_for(Duration::from_secs(20), "dc connected", || {
+        connected(&rig).then_some(())
+    });
+    // The platform goes away: the session closes, and every new connection is dropped.
+    rig.mock.set_fault(Fault::Close(4009));
+    rig.mock.set_fault(Fault::Refuse);
+    let text = "sent once the platform is back";
+    let id = rig
+        .submit(
+            "obback-1",
+            ("dc", "channel:4242"),
+            text,
+            None,
+            Policy::AtMostOnce,
+        )
+        .unwrap()
+        .id;
+    // Six failed attempts: the next waits 15-30 s.
+    crate::harness::wait_for(Duration::from_secs(90), "six failed attempts", || {
+        (rig.message(&id).attempts >= 6).then_some(())
+    });
+    rig.mock.clear_fault();
+    let back = Instant::now();
+    crate::harness::wait_for(Duration::from_secs(60), "the message on Discord", || {
+        rig.posts().iter().any(|p| p.content == text).then_some(())
+    });
+    assert!(
+        back.elapsed() < Duration::from_secs(10),
+        "went out {:?} after the platform came back",
+        back.elapsed()
+    );
+    assert!(
+        rig.log().contains("waiting messages are retried now"),
+        "{}",
+        rig.log()
+    );
+    sigterm(&mut gw);
 }

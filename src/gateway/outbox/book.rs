@@ -20,6 +20,9 @@ struct Entry {
     /// Not before this instant (a 429's wait, or backoff). In memory only: after a restart
     /// every waiting message is tried again at once.
     not_before: Option<Instant>,
+    /// The part of that wait the platform asked for (a 429's `retry_after`), which a
+    /// reconnect does not cut short ([`Book::retry_now`]).
+    asked: Option<Instant>,
 }
 
 /// One adapter's messages not yet final: a lane per target, in the order they were
@@ -162,6 +165,7 @@ impl Book {
                 message,
                 ordinal,
                 not_before: None,
+                asked: None,
             },
         );
     }
@@ -184,6 +188,7 @@ impl Book {
         change(&mut entry.message);
         entry.message.updated_at = at.to_owned();
         entry.not_before = None;
+        entry.asked = None;
         let state = entry.message.state;
         if !was_final && state.is_final() {
             count(&mut self.finished, state, 1);
@@ -193,11 +198,32 @@ impl Book {
         }
     }
 
-    /// Hold a message back until `until` (it stays queued).
-    pub(super) fn defer(&mut self, id: &str, until: Instant) {
+    /// Hold a message back until `until` (it stays queued), of which the platform asked for
+    /// the wait until `asked`.
+    pub(super) fn defer(&mut self, id: &str, until: Instant, asked: Option<Instant>) {
         if let Some(e) = self.entries.get_mut(id) {
             e.not_before = Some(until);
+            e.asked = asked;
         }
+    }
+
+    /// `adapter`'s connection is back: every message of its waiting out a backoff may go
+    /// now, and one the platform asked to wait still waits for that. True if any changed.
+    pub(super) fn retry_now(&mut self, adapter: &str, now: Instant) -> bool {
+        let Some(queue) = self.pending.get(adapter) else {
+            return false;
+        };
+        let mut changed = false;
+        for ordinal in queue.heads.keys() {
+            let Some(entry) = self.entries.get_mut(&self.order[ordinal]) else {
+                continue;
+            };
+            if entry.not_before.is_some_and(|t| t > now) {
+                entry.not_before = entry.asked.filter(|t| *t > now);
+                changed = true;
+            }
+        }
+        changed
     }
 
     /// The next message of `adapter` to send at `now`: the oldest one whose target has no

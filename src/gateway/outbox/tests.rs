@@ -141,6 +141,7 @@ async fn each_target_gets_its_messages_in_order_and_a_waiting_one_holds_only_its
     assert_eq!(m.id, a1.message.id);
     outbox.begin(&m.id).await.unwrap();
     let later = now + Duration::from_secs(5);
+    let asked = now + Duration::from_secs(2);
     let error = PlatformReply {
         status: Some(429),
         code: None,
@@ -152,6 +153,7 @@ async fn each_target_gets_its_messages_in_order_and_a_waiting_one_holds_only_its
             Finish::Retry {
                 error,
                 not_before: later,
+                asked: Some(asked),
             },
         )
         .await
@@ -166,6 +168,9 @@ async fn each_target_gets_its_messages_in_order_and_a_waiting_one_holds_only_its
         .await
         .unwrap();
     assert_eq!(outbox.next("dc", now), Next::Wait(later));
+    // The connection is back: the backoff is cut short, the platform's own wait is not.
+    outbox.retry_now("dc");
+    assert_eq!(outbox.next("dc", now), Next::Wait(asked));
     let Next::Send(m) = outbox.next("dc", later) else {
         panic!()
     };

@@ -22,11 +22,14 @@ const RETRY_MAX: Duration = Duration::from_secs(30);
 /// After the journal itself failed, wait this long before trying the next step.
 const JOURNAL_PAUSE: Duration = Duration::from_secs(1);
 
-/// Deliver `adapter`'s messages until shutdown.
+/// Deliver `adapter`'s messages until shutdown. `connected` changes each time the adapter
+/// connects again (after an outage, or a new login): its messages waiting out a backoff are
+/// then retried at once, rather than up to [`RETRY_MAX`] after the platform came back.
 pub(crate) async fn run(
     adapter: String,
     sender: Sender,
     outbox: Arc<Outbox>,
+    mut connected: Option<watch::Receiver<u64>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut queued = outbox.subscribe();
@@ -56,9 +59,16 @@ pub(crate) async fn run(
                 None => std::future::pending().await,
             }
         };
+        let reconnected = async {
+            match connected.as_mut() {
+                Some(rx) => rx.changed().await.ok(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = nap => {}
             _ = queued.changed() => {}
+            Some(()) = reconnected => outbox.retry_now(&adapter),
             _ = until_shutdown(&mut shutdown) => return,
         }
     }
@@ -118,10 +128,12 @@ async fn deliver(
         Answer::Failed(error) => Finish::Failed(error),
         Answer::Retry { after, reply } => Finish::Retry {
             not_before: Instant::now() + after.unwrap_or_default().max(backoff(attempts)),
+            asked: after.map(|a| Instant::now() + a),
             error: reply,
         },
         Answer::Unknown(why) if dedupes || message.policy == Policy::AtLeastOnce => Finish::Retry {
             not_before: Instant::now() + backoff(attempts),
+            asked: None,
             error: self::reply(&format!("no answer ({why}); sending again")),
         },
         Answer::Unknown(why) => Finish::Unknown(self::reply(&format!(

@@ -15,6 +15,7 @@ use super::GatewayError;
 use crate::api;
 use crate::config::{AdapterSpec, CronSpec, Secret};
 use crate::gateway::adapter::{AdapterExit, Shared};
+use crate::gateway::health::Registry;
 use crate::gateway::outbox::{worker, Outbox, Route, Stats};
 use crate::gateway::send::Sender;
 use crate::gateway::spool::Spool;
@@ -95,6 +96,7 @@ pub(super) fn open(
 /// unavailable.
 pub(super) fn spawn_workers(
     outbound: &mut Outbound,
+    registry: &Registry,
     shutdown: &watch::Receiver<bool>,
     tasks: &mut JoinSet<(String, AdapterExit)>,
     handles: &mut Vec<(String, AbortHandle)>,
@@ -105,8 +107,9 @@ pub(super) fn spawn_workers(
     for (adapter, sender) in std::mem::take(senders) {
         let name = format!("outbox:{adapter}");
         let (outbox, rx) = (outbox.clone(), shutdown.clone());
+        let connected = registry.get(&adapter).map(|hb| hb.connections());
         let work = async move {
-            worker::run(adapter, sender, outbox, rx).await;
+            worker::run(adapter, sender, outbox, connected, rx).await;
             AdapterExit::Shutdown
         };
         let handle = tasks.spawn(

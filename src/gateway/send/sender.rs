@@ -295,7 +295,7 @@ mod tests {
             crate::gateway::outbox::Outbox::open(dir.path(), Default::default()).unwrap(),
         );
         let (_tx, rx) = tokio::sync::watch::channel(false);
-        let worker = crate::gateway::outbox::worker::run("a".into(), d, outbox, rx.clone());
+        let worker = crate::gateway::outbox::worker::run("a".into(), d, outbox, None, rx.clone());
         let worker = std::mem::size_of_val(&worker);
         assert!(worker <= 1024, "an outbox worker holds {worker} bytes");
 
