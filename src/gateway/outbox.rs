@@ -266,19 +266,19 @@ impl Outbox {
                     message: message.clone(),
                 };
                 self.append(&mut inner, &record)?;
-                // The worker is woken now, not after the sync below: a caller that hangs up
-                // drops this future at that await, and a message in the journal must be
-                // delivered whatever the caller does. Waking early is safe, because the
-                // worker syncs its `sending` line (and with it this one) before any request
-                // goes out.
-                self.changed.send_modify(|n| *n += 1);
                 (Submitted { message, new: true }, inner.appended)
             }
         };
+        // The worker is woken once the line is synced, or when this future is dropped first:
+        // a caller that hangs up drops it at the sync below, and a message in the journal
+        // must be delivered whatever the caller does. Woken that early, the worker syncs its
+        // own `sending` line (and with it this one) before any request goes out.
+        let wake = submitted.new.then(|| WakeWorker(&self.changed));
         self.sync_to(pos).await?;
         if submitted.new {
             crate::test_hook::kill_at("outbox-appended", &submitted.message.idempotency_key);
         }
+        drop(wake);
         Ok(submitted)
     }
 
@@ -458,6 +458,16 @@ impl Outbox {
             "outbox journal compacted"
         );
         Ok(())
+    }
+}
+
+/// Wakes the delivery workers when dropped: at the end of a submit, or wherever its future
+/// is dropped.
+struct WakeWorker<'a>(&'a watch::Sender<u64>);
+
+impl Drop for WakeWorker<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n += 1);
     }
 }
 
