@@ -47,6 +47,7 @@ mod property_toml;
 mod sandbox;
 mod start_progress;
 mod status_table;
+mod status_unmanaged;
 mod system_manager;
 mod telegram;
 mod token_lock;
