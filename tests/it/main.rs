@@ -39,6 +39,7 @@ mod mock_runtime;
 mod odd_text;
 mod outbox;
 mod outbox_crash;
+mod outbox_qq_reply;
 mod outbox_rig;
 mod platform_rules;
 mod profile_builder;
