@@ -15,6 +15,7 @@ pub mod error_chain;
 pub mod exit_code;
 pub mod gateway;
 pub mod launchd;
+pub(crate) mod lock_holder;
 pub(crate) mod logging;
 pub mod mock_platform;
 pub mod pbbp2;

@@ -1,4 +1,9 @@
-//! `status`: every installed profile's unit, from one bus connection.
+//! `status`: every installed profile's unit, from one bus connection, and every gateway that
+//! holds a profile without a unit of ours running it (started by hand, say): the kernel's
+//! word on who serves a profile is its instance lock, whatever the manager lists.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use serde::Serialize;
 
@@ -8,9 +13,11 @@ use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
     ApiCondition, ApiHealth, ComponentState, Delivery, Stale, StateFile,
 };
+use crate::lock_holder::{LockHolder, LockLookup};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
+use crate::service::served_profile::unit_hermes_home;
 use crate::systemd::linger::Linger;
 use crate::systemd::scope::Scope;
 use crate::systemd::unit_file;
@@ -49,7 +56,7 @@ pub(crate) struct UnitStatus {
 /// The gateway's state file as `status` shows it. A snapshot that is not current (see
 /// [`StateFile::staleness_for`]) is marked stale and its components' states are not to be
 /// trusted: a frozen or dead gateway's last words would otherwise read as "connected".
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, Serialize)]
 pub(crate) struct Health {
     pub(crate) updated_at: String,
     pub(crate) age_ms: Option<u64>,
@@ -70,24 +77,38 @@ pub(crate) struct Health {
 }
 
 impl Health {
-    /// The profile's state file as health, `Ok(None)` when there is none, or why it cannot be
-    /// shown (with the file named). In user scope `status` runs as the profile's user, so the
-    /// file must be that user's or root's; in system scope root looks at another account's
-    /// profile, whose files belong to that account (the owner of the profile's directory).
-    fn read(
+    /// The state file of the profile a unit serves, judged against that unit.
+    fn read_for_unit(
         profile: &ProfileName,
         scope: Scope,
         p: &UnitProperties,
     ) -> Result<Option<Health>, String> {
-        let environment = p.environment.as_deref().unwrap_or_default();
-        let Some(hermes_home) = crate::service::served_profile::unit_hermes_home(environment)
-            .or_else(|| crate::profile::default_hermes_home().ok())
-        else {
+        let Some(hermes_home) = home_of_unit(p) else {
             return Ok(None);
         };
         let Ok(profile) = Profile::new(profile.clone(), hermes_home) else {
             return Ok(None);
         };
+        Self::read(
+            &profile,
+            scope,
+            p.active_state.as_deref().unwrap_or_default(),
+            p.main_pid.unwrap_or(0),
+        )
+    }
+
+    /// The profile's state file as health, `Ok(None)` when there is none, or why it cannot be
+    /// shown (with the file named). It is current only while `active_state` is active and
+    /// `main_pid` wrote it: the unit's, or for a gateway no unit runs, `"active"` and the
+    /// lock holder's pid. In user scope `status` runs as the profile's user, so the file must
+    /// be that user's or root's; in system scope root looks at another account's profile,
+    /// whose files belong to that account (the owner of the profile's directory).
+    fn read(
+        profile: &Profile,
+        scope: Scope,
+        active_state: &str,
+        main_pid: u32,
+    ) -> Result<Option<Health>, String> {
         let owner = match scope {
             Scope::User => Owner::SelfOrRoot,
             Scope::System => Owner::SelfRootOrDirectory,
@@ -98,11 +119,7 @@ impl Health {
             Err(e) => return Err(format!("{:#}", anyhow::Error::from(e))),
         };
         let now = std::time::SystemTime::now();
-        let stale_reason = state.staleness_for(
-            now,
-            p.active_state.as_deref().unwrap_or_default(),
-            p.main_pid.unwrap_or(0),
-        );
+        let stale_reason = state.staleness_for(now, active_state, main_pid);
         Ok(Some(Health {
             age_ms: state.age(now).map(|a| a.as_millis() as u64),
             stale: stale_reason.is_some(),
@@ -118,17 +135,108 @@ impl Health {
     }
 }
 
+/// The `HERMES_HOME` a unit runs with: its `Environment=`, else the default home.
+fn home_of_unit(p: &UnitProperties) -> Option<PathBuf> {
+    unit_hermes_home(p.environment.as_deref().unwrap_or_default())
+        .or_else(|| crate::profile::default_hermes_home().ok())
+}
+
+/// A gateway that holds a profile's instance lock while no gateway unit runs it: started by
+/// hand (`gateway run` in a terminal), or by a service outside our unit names. The profile's
+/// own unit cannot start while it runs (doctor reports it as HSV016). Part of the `--json`
+/// schema (docs/status.md); fields are only ever added.
+#[derive(Debug, Serialize)]
+pub(crate) struct Unmanaged {
+    pub(crate) profile: ProfileName,
+    /// The `HERMES_HOME` the profile is in.
+    pub(crate) hermes_home: PathBuf,
+    /// The process holding the profile's lock, from the kernel's lock table.
+    pub(crate) pid: u32,
+    /// Always `false`: no manager restarts it, feeds its watchdog or stops it at shutdown.
+    pub(crate) managed: bool,
+    /// The service whose cgroup the process is in, when one is (not a gateway unit of ours);
+    /// `null` when it was started by hand.
+    pub(crate) service: Option<String>,
+    /// Its command line; `""` when it cannot be read.
+    pub(crate) cmdline: String,
+    /// The gateway's own health report, judged against this process: current only when it
+    /// wrote it.
+    pub(crate) health: Option<Health>,
+    /// Why the state file cannot be shown; as for a unit.
+    pub(crate) health_error: Option<String>,
+}
+
+impl Unmanaged {
+    fn new(profile: &Profile, holder: LockHolder, scope: Scope) -> Self {
+        let (health, health_error) = match Health::read(profile, scope, "active", holder.pid) {
+            Ok(health) => (health, None),
+            Err(why) => (None, Some(why)),
+        };
+        Unmanaged {
+            profile: profile.name().clone(),
+            hermes_home: profile.hermes_home().to_owned(),
+            pid: holder.pid,
+            managed: false,
+            service: holder.unit,
+            cmdline: holder.cmdline,
+            health,
+            health_error,
+        }
+    }
+}
+
+/// Every gateway holding a profile in one of `homes` (`only`'s, if given) that no gateway unit
+/// runs. A holder in the cgroup of a `hermes-gateway-NAME.service`, of this manager or the
+/// other one, is managed; `main_pids` (this manager's) spare the kernel's lock table the usual
+/// case. On macOS there is no lock table to read, and none is found.
+fn unmanaged(
+    homes: BTreeSet<PathBuf>,
+    only: Option<&ProfileName>,
+    main_pids: BTreeSet<u32>,
+    scope: Scope,
+) -> Vec<Unmanaged> {
+    let locks = LockLookup::new(main_pids);
+    let mut seen = BTreeSet::new();
+    let mut out = vec![];
+    for home in homes.into_iter().filter(|h| !h.as_os_str().is_empty()) {
+        for name in crate::profile::names_in(&home) {
+            if only.is_some_and(|o| *o != name) {
+                continue;
+            }
+            let Ok(profile) = Profile::new(name, home.clone()) else {
+                continue;
+            };
+            let Some(holder) = locks.holder(&profile.lock_file()) else {
+                continue;
+            };
+            let managed = holder
+                .unit
+                .as_deref()
+                .is_some_and(|u| profile_of_unit(u).is_some());
+            // One process holds one profile: a home reached by two spellings is listed once.
+            if managed || !seen.insert(holder.pid) {
+                continue;
+            }
+            out.push(Unmanaged::new(&profile, holder, scope));
+        }
+    }
+    out.sort_by(|a, b| (&a.profile, a.pid).cmp(&(&b.profile, b.pid)));
+    out
+}
+
 #[derive(Debug, Serialize)]
 pub(crate) struct StatusReport {
     pub(crate) scope: Scope,
     /// Whether user units survive logout; `unknown` without a system bus.
     pub(crate) linger: Option<Linger>,
     pub(crate) units: Vec<UnitStatus>,
+    /// Gateways that hold a profile while no unit of ours runs them.
+    pub(crate) unmanaged: Vec<Unmanaged>,
 }
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
     let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
-    let (health, health_error) = match Health::read(&profile, scope, &p) {
+    let (health, health_error) = match Health::read_for_unit(&profile, scope, &p) {
         Ok(health) => (health, None),
         Err(why) => (None, Some(why)),
     };
@@ -182,6 +290,16 @@ pub(crate) async fn gather(
         }
     }
     units.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
+    // The homes the units run with, and the caller's own, where a gateway may have been
+    // started by hand.
+    let mut homes: BTreeSet<PathBuf> = units.iter().filter_map(|u| home_of_unit(&u.2)).collect();
+    homes.extend(crate::profile::hermes_home_from_env().ok());
+    let main_pids = units
+        .iter()
+        .filter_map(|u| u.2.main_pid)
+        .filter(|pid| *pid != 0)
+        .collect();
+    let unmanaged = unmanaged(homes, only, main_pids, systemd.scope());
     let out = units
         .into_iter()
         .map(|(profile, unit, p)| unit_status(profile, unit, systemd.scope(), p))
@@ -190,13 +308,53 @@ pub(crate) async fn gather(
         scope: systemd.scope(),
         linger,
         units: out,
+        unmanaged,
     })
 }
 
+/// One line of the table: a unit, or a gateway no unit runs.
+enum Row<'a> {
+    Unit(&'a UnitStatus),
+    Unmanaged(&'a Unmanaged),
+}
+
+impl Row<'_> {
+    fn profile(&self) -> &ProfileName {
+        match self {
+            Row::Unit(u) => &u.profile,
+            Row::Unmanaged(g) => &g.profile,
+        }
+    }
+
+    fn cells(&self) -> [String; 7] {
+        match self {
+            Row::Unit(u) => [
+                u.profile.as_str().to_owned(),
+                visible(&u.unit).into_owned(),
+                format!("{}/{}", visible(&u.active_state), visible(&u.sub_state)),
+                visible(&u.unit_file_state).into_owned(),
+                u.main_pid.to_string(),
+                u.n_restarts.to_string(),
+                visible(&u.result).into_owned(),
+            ],
+            Row::Unmanaged(g) => [
+                g.profile.as_str().to_owned(),
+                "-".into(),
+                "running".into(),
+                "-".into(),
+                g.pid.to_string(),
+                "-".into(),
+                "-".into(),
+            ],
+        }
+    }
+}
+
 impl StatusReport {
-    /// A table for people: one line per profile. Every string read from systemd, the state
-    /// file or the gateway's `STATUS=` (which quotes platform errors) goes through
-    /// [`visible`], so none of them can drive the reader's terminal.
+    /// A table for people: one line per profile's unit, and one per gateway no unit runs,
+    /// marked `[not managed: ...]`. Every string read from systemd, the state file, the
+    /// gateway's `STATUS=` (which quotes platform errors) or a process's command line goes
+    /// through [`visible`], so none of them can drive the reader's terminal.
     pub(crate) fn to_text(&self, colour: bool) -> String {
         let mut s = String::new();
         if self.units.is_empty() {
@@ -205,21 +363,11 @@ impl StatusReport {
                 self.scope
             ));
         }
-        let rows: Vec<[String; 7]> = self
-            .units
-            .iter()
-            .map(|u| {
-                [
-                    u.profile.as_str().to_owned(),
-                    visible(&u.unit).into_owned(),
-                    format!("{}/{}", visible(&u.active_state), visible(&u.sub_state)),
-                    visible(&u.unit_file_state).into_owned(),
-                    u.main_pid.to_string(),
-                    u.n_restarts.to_string(),
-                    visible(&u.result).into_owned(),
-                ]
-            })
-            .collect();
+        let mut lines: Vec<Row> = self.units.iter().map(Row::Unit).collect();
+        lines.extend(self.unmanaged.iter().map(Row::Unmanaged));
+        // Stable: a profile's unit comes before the gateway that holds the profile instead.
+        lines.sort_by(|a, b| a.profile().cmp(b.profile()));
+        let rows: Vec<[String; 7]> = lines.iter().map(Row::cells).collect();
         let header = [
             "PROFILE", "UNIT", "STATE", "ENABLED", "PID", "RESTARTS", "RESULT",
         ];
@@ -238,14 +386,26 @@ impl StatusReport {
             s.push_str(&paint(line.join("  ").trim_end(), Paint::Bold, colour));
             s.push('\n');
         }
-        for (u, row) in self.units.iter().zip(&rows) {
+        for (line, row) in lines.iter().zip(&rows) {
             let mut flags = vec![];
-            if u.edited {
-                flags.push("edited");
-            }
-            if u.need_daemon_reload {
-                flags.push("needs daemon-reload");
-            }
+            let state_paint = match line {
+                Row::Unit(u) => {
+                    if u.edited {
+                        flags.push("edited".to_owned());
+                    }
+                    if u.need_daemon_reload {
+                        flags.push("needs daemon-reload".to_owned());
+                    }
+                    state_paint(&u.active_state, &u.result)
+                }
+                Row::Unmanaged(g) => {
+                    flags.push(match &g.service {
+                        Some(service) => format!("not managed: run by {}", visible(service)),
+                        None => "not managed: started by hand".to_owned(),
+                    });
+                    Some(Paint::Green)
+                }
+            };
             let cells: Vec<String> = row
                 .iter()
                 .zip(widths)
@@ -253,25 +413,44 @@ impl StatusReport {
                 .map(|(i, (cell, w))| {
                     // Padded first, so the escapes do not count toward the width.
                     let padded = format!("{cell:<w$}");
-                    match (i, state_paint(&u.active_state, &u.result)) {
+                    match (i, state_paint) {
                         (2, Some(p)) => paint(&padded, p, colour),
                         _ => padded,
                     }
                 })
                 .collect();
-            let mut line = cells.join("  ").trim_end().to_owned();
+            let mut text = cells.join("  ").trim_end().to_owned();
             if !flags.is_empty() {
-                line.push_str(&format!("  [{}]", flags.join(", ")));
+                text.push_str(&format!("  [{}]", flags.join(", ")));
             }
-            s.push_str(&line);
+            s.push_str(&text);
             s.push('\n');
-            if !u.status_text.is_empty() {
-                s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
+            let (health, health_error, writer) = match line {
+                Row::Unit(u) => {
+                    if !u.status_text.is_empty() {
+                        s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
+                    }
+                    let writer = Writer::Unit {
+                        active_state: &u.active_state,
+                        main_pid: u.main_pid,
+                    };
+                    (&u.health, &u.health_error, writer)
+                }
+                Row::Unmanaged(g) => {
+                    if !g.cmdline.is_empty() {
+                        s.push_str(&format!("{:<16} command: {}\n", "", visible(&g.cmdline)));
+                    }
+                    (
+                        &g.health,
+                        &g.health_error,
+                        Writer::LockHolder { pid: g.pid },
+                    )
+                }
+            };
+            if let Some(h) = health {
+                s.push_str(&h.to_text(writer));
             }
-            if let Some(h) = &u.health {
-                s.push_str(&h.to_text(&u.active_state, u.main_pid));
-            }
-            if let Some(why) = &u.health_error {
+            if let Some(why) = health_error {
                 s.push_str(&format!("{:<16} health: not shown: {}\n", "", visible(why)));
             }
         }
@@ -280,6 +459,18 @@ impl StatusReport {
         }
         s
     }
+}
+
+/// The process a snapshot should come from, for the words on one that is not current.
+#[derive(Clone, Copy)]
+enum Writer<'a> {
+    /// A unit's gateway: its `active_state` and `main_pid`.
+    Unit {
+        active_state: &'a str,
+        main_pid: u32,
+    },
+    /// A gateway no unit runs: the process holding the profile's lock.
+    LockHolder { pid: u32 },
 }
 
 /// The colour a reader scans for in the STATE column: running is green, failed red, and
@@ -296,9 +487,15 @@ fn state_paint(active_state: &str, result: &str) -> Option<Paint> {
 
 impl Health {
     /// The component lines, after a warning line when the snapshot is not current, which
-    /// says why in words: the unit's `active_state` and `main_pid` are those of the unit the
-    /// snapshot belongs to.
-    fn to_text(&self, active_state: &str, main_pid: u32) -> String {
+    /// says why in words, about the process that should have written it.
+    fn to_text(&self, writer: Writer) -> String {
+        let (active_state, main_pid, whose) = match writer {
+            Writer::Unit {
+                active_state,
+                main_pid,
+            } => (active_state, main_pid, "the unit's"),
+            Writer::LockHolder { pid } => ("active", pid, "the running gateway's"),
+        };
         let pad = "";
         let mut s = String::new();
         if let Some(reason) = self.stale_reason {
@@ -326,7 +523,7 @@ impl Health {
                     visible(active_state)
                 ),
                 Stale::OtherProcess => format!(
-                    "it was written by PID {}, not by the unit's PID {main_pid}",
+                    "it was written by PID {}, not by {whose} PID {main_pid}",
                     self.pid
                 ),
             };
@@ -465,6 +662,96 @@ mod tests {
         }
     }
 
+    fn unit(active_state: &str, main_pid: u32) -> Writer<'_> {
+        Writer::Unit {
+            active_state,
+            main_pid,
+        }
+    }
+
+    #[test]
+    fn a_gateway_no_unit_runs_is_a_row_of_its_own_marked_not_managed() {
+        let mut health = Health {
+            updated_at: "2026-01-01T00:00:00.000Z".into(),
+            age_ms: Some(100),
+            stale: false,
+            stale_reason: None,
+            pid: 4343,
+            summary: String::new(),
+            components: vec![component("connected", true)],
+            outbox: None,
+            deliveries: vec![],
+            api: None,
+        };
+        let stray = |service: Option<&str>, health| Unmanaged {
+            profile: ProfileName::parse("b").unwrap(),
+            hermes_home: "/home/a/.hermes".into(),
+            pid: 4343,
+            managed: false,
+            service: service.map(str::to_owned),
+            cmdline: "hermes-svc gateway run --profile b\x1b[2J".into(),
+            health,
+            health_error: None,
+        };
+        let report = StatusReport {
+            scope: Scope::User,
+            linger: None,
+            units: vec![
+                row("c", "active", "running", "success"),
+                row("b", "failed", "failed", "exit-code"),
+            ],
+            unmanaged: vec![stray(None, Some(health.clone()))],
+        };
+        let text = report.to_text(false);
+        let lines: Vec<&str> = text.lines().collect();
+        let words = |l: &str| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            words(lines[1])[..2],
+            ["b", "hermes-gateway-b.service"],
+            "{text}"
+        );
+        assert_eq!(
+            words(lines[2]),
+            [
+                "b", "-", "running", "-", "4343", "-", "-", "[not", "managed:", "started", "by",
+                "hand]"
+            ],
+            "{text}"
+        );
+        // Aligned with the units' columns.
+        assert_eq!(lines[2].find("4343"), lines[1].find("4242"), "{text}");
+        assert_eq!(
+            lines[3].trim_start(),
+            "command: hermes-svc gateway run --profile b\\x1b[2J",
+            "a command line cannot drive the terminal: {text}"
+        );
+        assert!(
+            lines[4].contains("connected") && !lines[4].contains("stale"),
+            "{text}"
+        );
+        assert_eq!(words(lines[5])[0], "c", "{text}");
+        // Run by a service outside our names; and a snapshot another process wrote.
+        health.stale = true;
+        health.stale_reason = Some(Stale::OtherProcess);
+        health.pid = 7;
+        let report = StatusReport {
+            units: vec![],
+            unmanaged: vec![stray(Some("mybot.service"), Some(health))],
+            ..report
+        };
+        let text = report.to_text(true);
+        assert!(text.starts_with("no profiles installed"), "{text}");
+        assert!(
+            text.contains("[not managed: run by mybot.service]"),
+            "{text}"
+        );
+        assert!(text.contains("\x1b[32mrunning"), "{text}");
+        assert!(
+            text.contains("written by PID 7, not by the running gateway's PID 4343"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn the_table_is_aligned_and_coloured_only_when_asked() {
         let report = StatusReport {
@@ -474,6 +761,7 @@ mod tests {
                 row("a", "active", "running", "success"),
                 row("a-much-longer-name", "failed", "failed", "exit-code"),
             ],
+            unmanaged: vec![],
         };
         let plain = report.to_text(false);
         let lines: Vec<&str> = plain.lines().collect();
@@ -523,7 +811,7 @@ mod tests {
             deliveries: vec![],
             api: None,
         };
-        let text = h.to_text("active", 7);
+        let text = h.to_text(unit("active", 7));
         assert!(text.contains("STALE snapshot"), "{text}");
         assert!(text.contains("connected (stale)"), "{text}");
         assert!(
@@ -571,7 +859,7 @@ mod tests {
             (Stale::NoTime, "active", 7, "its time cannot be read"),
         ] {
             h.stale_reason = Some(reason);
-            let text = h.to_text(active_state, main_pid);
+            let text = h.to_text(unit(active_state, main_pid));
             assert!(
                 text.contains(
                     "health: STALE snapshot from 2999-01-01T00:00:00.000Z (age unknown); "
@@ -597,7 +885,7 @@ mod tests {
             deliveries: vec![],
             api: None,
         };
-        let text = h.to_text("active", 7);
+        let text = h.to_text(unit("active", 7));
         assert!(!text.contains("STALE"), "{text}");
         for want in [
             "qq",

@@ -67,7 +67,7 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Problem {
 /// The fields of `POST /v1/messages`, each with what a caller should put there.
 const FIELDS: [(&str, &str); 6] = [
     ("adapter", "the adapter's name in gateway.toml, e.g. \"qq\""),
-    ("target", "where to send on that adapter's platform, e.g. \"group:OPENID\" on QQ or a channel id on Discord"),
+    ("target", "where to send, in the form of that adapter's platform (\"chat:ID\", \"group:OPENID\", a channel id, ...; docs/api.md lists every platform's)"),
     ("text", "the message text"),
     ("reply_to", "optional: the platform id of the message this answers"),
     ("idempotency_key", "a key you choose, the same on every retry of this message (a UUID will do)"),

@@ -345,7 +345,10 @@ pub(super) struct SendArgs {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     /// Where to send: an adapter's name in gateway.toml, a colon, and the target on its
-    /// platform, e.g. qq:group:OPENID or dc:CHANNEL_ID.
+    /// platform. QQ: group:OPENID, user:OPENID, channel:ID or dm:GUILD_ID. Discord: channel:ID
+    /// or the channel id. Feishu: chat:CHAT_ID or user:OPEN_ID. Telegram: chat:ID (an integer,
+    /// negative for groups and channels) or chat:@USERNAME. Weixin: user:USER_ID. WebSocket:
+    /// any one-line text. E.g. qq:group:OPENID, tg:chat:-1001234567890.
     #[arg(long, value_name = "ADAPTER:TARGET")]
     pub(super) to: String,
     /// The platform id of the message this answers.

@@ -5,7 +5,6 @@
 //! All impure work happens here, so that the checks stay pure. A manager that cannot be
 //! reached is recorded, not fatal: the disk can still be checked.
 
-use std::cell::OnceCell;
 use std::collections::BTreeSet;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -15,10 +14,11 @@ use crate::bounded_read::Owner;
 use crate::config;
 use crate::doctor::telegram_webhook::{self, TelegramPoller};
 use crate::doctor::DoctorError;
-use crate::gateway::flock;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
+pub(crate) use crate::lock_holder::LockHolder;
+use crate::lock_holder::LockLookup;
 use crate::profile::{Profile, ProfileName};
 use crate::service::observed::sticky_profile;
 use crate::service::served_profile::unit_hermes_home;
@@ -96,15 +96,6 @@ pub(crate) struct ProfileSnap {
     pub(crate) lock_holder: Option<LockHolder>,
     /// The outbox's journal, for the fix of an outbox the gateway could not open.
     pub(crate) outbox_journal: PathBuf,
-}
-
-/// A process holding a profile's instance lock.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct LockHolder {
-    pub(crate) pid: u32,
-    pub(crate) cmdline: String,
-    /// The service unit whose cgroup the process is in, if any: the unit that runs it.
-    pub(crate) unit: Option<String>,
 }
 
 /// A manager that could not be asked, or a unit it listed but would not describe. Its checks
@@ -223,10 +214,7 @@ pub(crate) fn profiles_in(
     main_pids: BTreeSet<u32>,
 ) -> Vec<ProfileSnap> {
     homes.retain(|h| !h.as_os_str().is_empty());
-    let locks = LockLookup {
-        main_pids,
-        table: OnceCell::new(),
-    };
+    let locks = LockLookup::new(main_pids);
     let mut out = vec![];
     for h in homes {
         for name in crate::profile::names_in(&h) {
@@ -297,16 +285,9 @@ async fn units_of(
 
 #[cfg(target_os = "linux")]
 fn pid_process(pid: u32) -> PidProcess {
-    match std::fs::read(format!("/proc/{pid}/cmdline")) {
-        Ok(raw) if pid != 0 => PidProcess::Alive {
-            cmdline: raw
-                .split(|b| *b == 0)
-                .filter(|w| !w.is_empty())
-                .map(|w| String::from_utf8_lossy(w).into_owned())
-                .collect::<Vec<_>>()
-                .join(" "),
-        },
-        _ => PidProcess::Dead,
+    match crate::lock_holder::cmdline(pid) {
+        Some(cmdline) => PidProcess::Alive { cmdline },
+        None => PidProcess::Dead,
     }
 }
 
@@ -316,30 +297,6 @@ fn pid_process(pid: u32) -> PidProcess {
         PidProcess::AliveUnreadable
     } else {
         PidProcess::Dead
-    }
-}
-
-/// Who holds a profile's instance lock, asking the kernel's lock table only when it matters.
-struct LockLookup {
-    /// Every unit's `MainPID`.
-    main_pids: BTreeSet<u32>,
-    table: OnceCell<flock::LockTable>,
-}
-
-impl LockLookup {
-    fn holder(&self, lock_file: &Path) -> Option<u32> {
-        if !lock_file.exists() {
-            return None;
-        }
-        // The common case, a gateway its unit runs, needs no table: its record names the
-        // unit's main process, which is alive. Anything else is checked against the kernel.
-        match flock::recorded_holder(lock_file) {
-            Some(h) if self.main_pids.contains(&h.pid) => Some(h.pid),
-            _ => self
-                .table
-                .get_or_init(flock::LockTable::read)
-                .holder(lock_file),
-        }
     }
 }
 
@@ -414,33 +371,8 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         token_hashes,
         telegram,
         secret_vars,
-        lock_holder: locks.holder(&p.lock_file()).map(|pid| LockHolder {
-            pid,
-            cmdline: match pid_process(pid) {
-                PidProcess::Alive { cmdline } => cmdline,
-                PidProcess::AliveUnreadable | PidProcess::Dead => String::new(),
-            },
-            unit: service_of(pid),
-        }),
+        lock_holder: locks.holder(&p.lock_file()),
     }
-}
-
-/// The service unit whose cgroup `pid` is in: the last component of its cgroup path, when
-/// that names a service (a process started from a terminal sits in a session scope).
-fn service_of(pid: u32) -> Option<String> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
-    // The unified hierarchy ("0::/…") when there is one, else systemd's named hierarchy.
-    let path = text
-        .lines()
-        .find_map(|l| l.strip_prefix("0::"))
-        .or_else(|| {
-            text.lines()
-                .find_map(|l| l.split_once(":name=systemd:").map(|(_, p)| p))
-        })?;
-    path.rsplit('/')
-        .next()
-        .filter(|u| u.ends_with(".service"))
-        .map(str::to_owned)
 }
 
 /// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted

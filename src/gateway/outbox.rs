@@ -244,8 +244,13 @@ impl Outbox {
                 )
             } else {
                 let now = now_rfc3339();
-                let seq = (route.kind == "qqbot" && req.reply_to.is_some())
-                    .then(|| inner.book.next_seq());
+                // Only QQ's v2 group and user replies carry a `msg_seq`; a channel or DM reply
+                // takes none, so it gets none to show.
+                let v2 = matches!(
+                    Target::parse(route.kind, &req.target),
+                    Ok(Target::QqGroup(_) | Target::QqUser(_))
+                );
+                let seq = (v2 && req.reply_to.is_some()).then(|| inner.book.next_seq());
                 let message = Message {
                     id: new_id(),
                     idempotency_key: req.idempotency_key,

@@ -303,4 +303,150 @@ fn the_server_answers_as_its_openapi_document_says() {
     let mut errors = Vec::new();
     check(&doc, request, &message, "SendRequest", &mut errors);
     assert!(errors.is_empty(), "{errors:#?}");
+
+    query_examples_are_taken_and_empty_values_refused(&doc, &rig);
+    cursors_look_as_documented(&doc, &answers);
+    links_lead_where_they_say(&doc, &rig, &answers);
+}
+
+/// Every example value the document gives a query parameter is one the server takes, as
+/// is; and a parameter with `minLength` refuses an empty value, naming the parameter.
+fn query_examples_are_taken_and_empty_values_refused(doc: &Value, rig: &ApiRig) {
+    let mut tried = 0;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let params = op["parameters"].as_array().into_iter().flatten();
+            for param in params.filter(|p| p["in"] == "query") {
+                let name = param["name"].as_str().unwrap();
+                let examples = param["schema"]["examples"].as_array().into_iter().flatten();
+                for example in examples {
+                    let value = example
+                        .as_str()
+                        .map_or_else(|| example.to_string(), str::to_owned);
+                    let url = format!("{path}?{name}={value}");
+                    let a = http(&rig.socket(), &method.to_uppercase(), &url, None);
+                    assert_eq!(
+                        a.status,
+                        200,
+                        "the documented example {url}: {}",
+                        String::from_utf8_lossy(&a.body)
+                    );
+                    tried += 1;
+                }
+                if param["schema"]["minLength"] == json!(1) {
+                    let url = format!("{path}?{name}=");
+                    let a = http(&rig.socket(), &method.to_uppercase(), &url, None);
+                    assert_eq!(a.status, 400, "{url}");
+                    assert_eq!(a.json()["error"]["field"], name, "{url}");
+                }
+            }
+        }
+    }
+    assert!(tried >= 3, "the examples of after and wait were tried");
+}
+
+/// `i<inode>.o<offset>.h<hash>`, each lower-case hex: the shape the server's cursors have.
+fn cursor_shaped(c: &str) -> bool {
+    let parts: Vec<&str> = c.split('.').collect();
+    parts.len() == 3
+        && parts.iter().zip(['i', 'o', 'h']).all(|(part, tag)| {
+            part.strip_prefix(tag).is_some_and(|hex| {
+                !hex.is_empty() && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+            })
+        })
+}
+
+/// The cursors the document shows as examples have the shape of those the server hands out.
+fn cursors_look_as_documented(doc: &Value, answers: &[(Example, Answer)]) {
+    let schemas = &doc["components"]["schemas"];
+    let documented = schemas["PagedEvent"]["allOf"][1]["properties"]["cursor"]["examples"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .chain(
+            schemas["EventsPage"]["properties"]["next"]["examples"]
+                .as_array()
+                .into_iter()
+                .flatten(),
+        )
+        .filter_map(Value::as_str)
+        .filter(|c| !matches!(*c, "start" | "end"))
+        .collect::<Vec<_>>();
+    assert!(!documented.is_empty(), "the document shows a cursor");
+    let served: Vec<String> = answers
+        .iter()
+        .filter(|(e, a)| e.op.0 == "/v1/events" && a.status == 200)
+        .flat_map(|(_, a)| {
+            let page = a.json();
+            let mut cursors: Vec<String> = page["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| e["cursor"].as_str().map(str::to_owned))
+                .collect();
+            cursors.extend(page["next"].as_str().map(str::to_owned));
+            cursors
+        })
+        .filter(|c| !matches!(c.as_str(), "start" | "end"))
+        .collect();
+    assert!(!served.is_empty(), "the server handed out cursors");
+    for c in served.iter().map(String::as_str).chain(documented) {
+        assert!(cursor_shaped(c), "{c:?} is not shaped like a cursor");
+    }
+}
+
+/// Each documented link (OpenAPI 3 Links) from an answer the server gave leads, with the
+/// parameters it names taken from that answer's body, to an operation that answers 200.
+fn links_lead_where_they_say(doc: &Value, rig: &ApiRig, answers: &[(Example, Answer)]) {
+    let operation = |id: &str| {
+        doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .iter()
+                    .map(move |(method, op)| (path.clone(), method.clone(), op))
+            })
+            .find(|(_, _, op)| op["operationId"] == id)
+            .unwrap_or_else(|| panic!("a link names operation {id}, which is not documented"))
+    };
+    let mut followed = BTreeSet::new();
+    for (example, answer) in answers {
+        let (path, method) = example.op;
+        let status = answer.status.to_string();
+        let response = &doc["paths"][path][method]["responses"][&status];
+        for (name, link) in response["links"].as_object().into_iter().flatten() {
+            let (target, target_method, _) = operation(link["operationId"].as_str().unwrap());
+            let body = answer.json();
+            let mut url = target.clone();
+            for (param, expression) in link["parameters"].as_object().unwrap() {
+                let pointer = expression
+                    .as_str()
+                    .and_then(|e| e.strip_prefix("$response.body#"))
+                    .unwrap_or_else(|| panic!("{name}: {expression} is not a body pointer"));
+                let value = body
+                    .pointer(pointer)
+                    .and_then(Value::as_str)
+                    .unwrap_or_else(|| panic!("{name}: no {pointer} in the {status} answer"));
+                url = url.replace(&format!("{{{param}}}"), value);
+            }
+            let a = http(&rig.socket(), &target_method.to_uppercase(), &url, None);
+            assert_eq!(
+                a.status, 200,
+                "link {name} from {method} {path} {status}: {url}"
+            );
+            assert_eq!(a.json()["id"], body["id"], "link {name}: {url}");
+            followed.insert((path, status.clone()));
+        }
+    }
+    assert_eq!(
+        followed,
+        BTreeSet::from([
+            ("/v1/messages", "200".into()),
+            ("/v1/messages", "202".into())
+        ]),
+        "POST /v1/messages links both its answers to the message"
+    );
 }

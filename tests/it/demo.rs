@@ -59,4 +59,42 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         stdout.lines().count() <= 45,
         "the demo stays short: {stdout}"
     );
+    assert!(!stdout.contains('\x1b'), "plain through a pipe: {stdout:?}");
+}
+
+/// scripts/demo shows each command it runs in bold on a terminal, and plain through a pipe or
+/// under `NO_COLOR`, as hermes-svc's own output does. Its `step` is run as the script defines
+/// it (sourced, the script stops after its definitions), with stdout a pipe, then a pty.
+#[test]
+fn the_demo_script_is_bold_only_on_a_terminal_without_no_color() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/demo");
+    let piped = Command::new("bash")
+        .args(["-c", r#"source "$0" && step echo shown"#, script])
+        .env_remove("NO_COLOR")
+        .output()
+        .unwrap();
+    assert!(piped.status.success(), "{piped:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&piped.stdout),
+        "\n$ echo shown\nshown\n"
+    );
+    let on_tty = |no_color: Option<&str>| {
+        let mut cmd = Command::new("script");
+        cmd.args([
+            "-qec",
+            &format!("bash -c 'source \"$0\" && step echo shown' '{script}'"),
+            "/dev/null",
+        ])
+        .env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            cmd.env("NO_COLOR", v);
+        }
+        let out = cmd.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).replace('\r', "")
+    };
+    assert_eq!(on_tty(None), "\n\x1b[1m$ echo shown\x1b[0m\nshown\n");
+    // no-color.org: set and not empty.
+    assert_eq!(on_tty(Some("")), "\n\x1b[1m$ echo shown\x1b[0m\nshown\n");
+    assert_eq!(on_tty(Some("1")), "\n$ echo shown\nshown\n");
 }

@@ -1,7 +1,12 @@
-//! `--to` text to a [`Target`] and back. A QQ or Discord id ends up as a segment of the
-//! request's URL path, so anything that could end the segment, start a query, or climb out of
-//! the path is refused here rather than sent. A plain WebSocket's target only ever lands
-//! inside a JSON string (`config::SendFrame`), so any one-line text will do.
+//! `--to` text to a [`Target`] and back, for every platform that can send: QQ
+//! (`group:`, `user:`, `channel:`, `dm:`), Discord (`channel:ID` or the id), Feishu (`chat:`,
+//! `user:`), Telegram (`chat:ID` or `chat:@USERNAME`), Weixin (`user:`) and a plain WebSocket
+//! (docs/outbox.md#targets lists them for people; the `send --to` help and docs/api.md too).
+//! A QQ or Discord id ends up as a segment of the request's URL path, so anything that could
+//! end the segment, start a query, or climb out of the path is refused here rather than sent;
+//! a Feishu or Weixin id keys the outbox's order per target, and is held to the same rule. A
+//! plain WebSocket's target only ever lands inside a JSON string (`config::SendFrame`), so any
+//! one-line text will do.
 
 use std::fmt;
 
