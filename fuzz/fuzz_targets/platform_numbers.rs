@@ -16,7 +16,12 @@ use hermes_svc::gateway::platform_number::{
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
-const RANGES: [Range; 4] = [RETRY_WAIT, TOKEN_LIFETIME, HEARTBEAT_INTERVAL, START_LIMIT_RESET];
+const RANGES: [Range; 4] = [
+    RETRY_WAIT,
+    TOKEN_LIFETIME,
+    HEARTBEAT_INTERVAL,
+    START_LIMIT_RESET,
+];
 
 fn usable(d: Duration, range: Range) {
     assert!(range.min <= d && d <= range.max, "{d:?} outside {range:?}");
