@@ -11,36 +11,33 @@
 mod adapter;
 mod cron;
 mod error;
-mod feishu;
 mod gateway;
-mod intents;
-mod long_poll;
+mod keys;
+mod platforms;
+mod poll;
 mod secret;
-mod send_frame;
 mod value;
-mod weixin_login;
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
 use serde::Deserialize;
+use toml::de::DeValue;
 use toml::Spanned;
 
 use crate::bounded_read::{self, Owner};
 
-pub use adapter::{AdapterSpec, Protocol, Timing};
+pub use adapter::{AdapterSpec, Timing};
 pub use cron::{CronSchedule, CronSpec, Deliver};
 pub use error::ConfigError;
-pub use feishu::FeishuDomain;
 pub use gateway::GatewayConfig;
-pub use intents::qq_gated_intents;
-pub use long_poll::{weixin_login_file, PollTiming};
+pub use keys::{AdapterKeys, Intent};
+pub use platforms::Platforms;
+pub use poll::PollTiming;
 pub use secret::Secret;
-pub use send_frame::{Fields, SendFrame, SendFrameError};
 /// The rule adapter and cron names follow, for the commands that take one (`logs --adapter`).
 pub(crate) use value::valid_name;
 pub use value::MAX_DURATION;
-pub use weixin_login::{LoginFileError, WeixinLogin};
 
 use adapter::{adapter, RawAdapter};
 use cron::{cron, RawCron};
@@ -61,32 +58,43 @@ struct RawFile {
 /// Load `path` for the gateway, which acts on it: the file must belong to the user the
 /// gateway runs as, or to root. A missing file is a valid, empty configuration (no adapters,
 /// no cron).
-pub(crate) fn load(path: &Path) -> Result<GatewayConfig, ConfigError> {
+pub(crate) fn load<P: Platforms>(path: &Path) -> Result<GatewayConfig<P>, ConfigError> {
     load_with(path, Owner::SelfOrRoot)
 }
 
 /// Load `path`, accepting files of `owner`. The read is bounded ([`bounded_read`]): a FIFO,
 /// a symlink or a file over [`bounded_read::LIMIT`] is an error at once, never a hang or a
 /// gigabyte of memory.
-pub(crate) fn load_with(path: &Path, owner: Owner) -> Result<GatewayConfig, ConfigError> {
+pub(crate) fn load_with<P: Platforms>(
+    path: &Path,
+    owner: Owner,
+) -> Result<GatewayConfig<P>, ConfigError> {
     match bounded_read::read_to_string(path, bounded_read::LIMIT, owner)? {
         Some(text) => parse(path, &text),
         None => Ok(GatewayConfig::default()),
     }
 }
 
-/// Parse and validate `text`, read from `path` (used in messages).
-pub fn parse(path: &Path, text: &str) -> Result<GatewayConfig, ConfigError> {
+/// Parse and validate `text`, read from `path` (used in messages), with the platforms `P`.
+pub fn parse<P: Platforms>(path: &Path, text: &str) -> Result<GatewayConfig<P>, ConfigError> {
     let ctx = Ctx { path, text };
-    let raw: RawFile = toml::from_str(text).map_err(|e| ConfigError::Invalid {
+    let invalid = |e: toml::de::Error| ConfigError::Invalid {
         path: path.to_owned(),
         line: e.span().map_or(1, |s| ctx.line(s.start)),
         message: e.message().trim().replace('\n', " "),
-    })?;
+    };
+    // Parsed once, with every value's place: the sections read it through serde, and each
+    // adapter's platform reads its own keys from the same tables.
+    let doc = toml::de::DeTable::parse(text).map_err(invalid)?;
+    let tables: Vec<Spanned<DeValue>> = match doc.get_ref().get("adapter").map(Spanned::get_ref) {
+        Some(DeValue::Array(items)) => items.iter().cloned().collect(),
+        _ => vec![],
+    };
+    let raw = RawFile::deserialize(toml::de::Deserializer::from(doc)).map_err(invalid)?;
     let mut config = gateway(&ctx, &raw.gateway)?;
     let mut names = BTreeSet::new();
-    for a in &raw.adapter {
-        let spec = adapter(&ctx, a)?;
+    for (a, table) in raw.adapter.iter().zip(tables) {
+        let spec = adapter(&ctx, a, table)?;
         if !names.insert(spec.name.clone()) {
             return ctx.err(
                 a.get_ref().name.span(),
@@ -111,6 +119,3 @@ pub fn parse(path: &Path, text: &str) -> Result<GatewayConfig, ConfigError> {
     }
     Ok(config)
 }
-
-#[cfg(test)]
-mod tests;

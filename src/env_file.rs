@@ -8,6 +8,16 @@ use std::path::Path;
 
 use crate::bounded_read::{self, Owner, ReadError};
 
+/// An environment variable's name as every manager and shell takes it:
+/// `[A-Za-z_][A-Za-z0-9_]*`.
+pub fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    let head = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    head && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Parse `.env` text: `KEY=VALUE` or `export KEY=VALUE`, `#` comments, and values optionally
 /// wrapped in matching single or double quotes. Malformed lines are skipped and reported by
 /// line number, never echoed (they may hold a secret).
@@ -25,7 +35,7 @@ pub fn parse(text: &str) -> (Vec<(String, String)>, Vec<usize>) {
             continue;
         };
         let key = key.trim();
-        if crate::systemd::escape::env_name(key).is_err() {
+        if !is_name(key) {
             bad.push(i + 1);
             continue;
         }

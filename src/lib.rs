@@ -19,6 +19,7 @@ pub(crate) mod lock_holder;
 pub(crate) mod logging;
 pub mod mock_platform;
 pub mod pbbp2;
+pub mod platform;
 pub mod process_probe;
 pub mod profile;
 pub(crate) mod redact;

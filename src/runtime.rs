@@ -30,7 +30,7 @@ use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::config::{self, AdapterSpec, ConfigError, GatewayConfig, Secret};
+use crate::config::{self, ConfigError, Secret};
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::CronContext;
 use crate::gateway::exit::{self, Outcome, Requested};
@@ -43,6 +43,7 @@ use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::TokenLockError;
 use crate::launchd::plist::WATCHDOG_ENV;
 use crate::logging::Component;
+use crate::platform::{AdapterSpec, CronSpec, GatewayConfig};
 use crate::profile::Profile;
 use crate::service::manager::{Manager, UnknownManager};
 use components::{Components, Ended};
@@ -209,7 +210,7 @@ async fn serve(
     let identities: Vec<(String, String)> = plan
         .adapters
         .iter()
-        .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
+        .map(|(spec, secrets)| (spec.name.clone(), spec.identity(secrets)))
         .collect();
     ownership.claim_credentials(&profile.config_file(), &identities)?;
     let _pid_file = write_pid_file(profile, me)?;
@@ -294,7 +295,7 @@ async fn serve(
 /// adapter's secret, and the watchdog's settings.
 struct Plan {
     config: GatewayConfig,
-    adapters: Vec<(AdapterSpec, Option<Secret>)>,
+    adapters: Vec<(AdapterSpec, Vec<Secret>)>,
     /// systemd's watchdog interval, when it set one.
     watchdog: Option<Duration>,
     /// The self-watchdog's deadline, which applies when systemd set no watchdog.
@@ -316,8 +317,8 @@ impl Plan {
         };
         let mut adapters = vec![];
         for spec in &config.adapters {
-            let secret = spec.credential(&config_path, &profile.env_file())?;
-            adapters.push((spec.clone(), secret));
+            let secrets = spec.credentials(&config_path, &profile.env_file())?;
+            adapters.push((spec.clone(), secrets));
         }
         Ok(Plan {
             config,
@@ -355,7 +356,7 @@ struct Tick<'a> {
     name: String,
     state_path: std::path::PathBuf,
     outbound: &'a Outbound,
-    cron: &'a [config::CronSpec],
+    cron: &'a [CronSpec],
     frontend_health: &'a (dyn Fn() -> crate::gateway::state_file::ApiHealth + Send),
 }
 

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::config::{Secret, WeixinLogin};
+use crate::config::Secret;
+use crate::platform::weixin::WeixinLogin;
 
 /// A status request may be held by the server while nothing changes (a long poll).
 const STATUS_TIMEOUT: Duration = Duration::from_secs(35);

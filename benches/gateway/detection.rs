@@ -37,10 +37,11 @@ impl Running {
     /// such as a Weixin login file, are in `dir`).
     pub(crate) fn start(toml: &str, secret: Option<&str>, dir: &Path) -> Running {
         std::fs::create_dir_all(dir).unwrap();
-        let spec = config::parse(&dir.join("gateway.toml"), toml)
-            .unwrap()
-            .adapters[0]
-            .clone();
+        let spec: hermes_svc::platform::AdapterSpec =
+            config::parse::<hermes_svc::platform::Protocol>(&dir.join("gateway.toml"), toml)
+                .unwrap()
+                .adapters[0]
+                .clone();
         let registry = Registry::new();
         let hb = registry.register(
             &spec.name,
@@ -51,7 +52,7 @@ impl Running {
         let spool = Arc::new(Spool::open(&dir.join("inbox")).unwrap());
         let task = tokio::spawn(adapter::run(
             spec,
-            secret.map(|s| Secret::new(s.into())),
+            secret.map(|s| Secret::new(s.into())).into_iter().collect(),
             Deps {
                 spool,
                 heartbeat: hb,

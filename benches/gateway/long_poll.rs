@@ -16,12 +16,13 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use hermes_svc::config::{Secret, WeixinLogin};
+use hermes_svc::config::Secret;
 use hermes_svc::gateway::health::State;
 use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::telegram::{TelegramConfig, TelegramFault};
 use hermes_svc::mock_platform::weixin::{WeixinConfig, WeixinFault};
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
+use hermes_svc::platform::weixin::WeixinLogin;
 use serde_json::json;
 
 use crate::detection::{row, Running};

@@ -8,15 +8,16 @@
 use std::path::Path;
 use std::time::Duration;
 
-use hermes_svc::config::{parse, ConfigError, Protocol, MAX_DURATION};
+use hermes_svc::config::{parse, ConfigError, MAX_DURATION};
 use hermes_svc::gateway::adapter::retry_deadline;
+use hermes_svc::platform::{websocket, Protocol};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match parse(Path::new("/fuzz/gateway.toml"), text) {
+    match parse::<Protocol>(Path::new("/fuzz/gateway.toml"), text) {
         Ok(config) => {
             let mut durations = vec![config.max_outage, config.self_watchdog];
             durations.extend(config.cron.iter().map(|c| c.timeout));
@@ -30,7 +31,8 @@ fuzz_target!(|data: &[u8]| {
                     t.stable_after,
                 ]);
                 durations.extend(t.ack_timeout);
-                if let Protocol::WebSocket { ping_interval, .. } = &spec.protocol {
+                if let Protocol::WebSocket(websocket::Config { ping_interval, .. }) = &spec.protocol
+                {
                     durations.push(*ping_interval);
                 }
                 assert!(t.backoff_min <= t.backoff_max);

@@ -92,7 +92,7 @@ pub(crate) enum CliError {
     #[error("the Weixin login did not complete")]
     Login(#[from] crate::weixin_qr::QrError),
     #[error(transparent)]
-    LoginFile(#[from] crate::config::LoginFileError),
+    LoginFile(#[from] crate::platform::weixin::LoginFileError),
     #[error("cannot write {}", path.display())]
     Write {
         path: PathBuf,

@@ -7,8 +7,9 @@ use std::io::Write;
 use super::args::{LifecycleArgs, UnitArgs, WaitArgs, WeixinLoginArgs};
 use super::error::{usage, CliError};
 use super::validate::resolve_profile;
-use crate::config::{self, Protocol};
+use crate::config;
 use crate::exit_code;
+use crate::platform::{weixin, Protocol};
 use crate::systemd::Job;
 use crate::weixin_qr::{self, Step};
 
@@ -19,7 +20,7 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
     let weixin: Vec<_> = config
         .adapters
         .iter()
-        .filter(|a| matches!(a.protocol, Protocol::Weixin { .. }))
+        .filter(|a| matches!(a.protocol, Protocol::Weixin(_)))
         .collect();
     let spec = match (&args.adapter, weixin.as_slice()) {
         (Some(name), _) => weixin.iter().find(|a| &a.name == name).ok_or_else(|| {
@@ -42,11 +43,11 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
             )))
         }
     };
-    let Protocol::Weixin {
+    let Protocol::Weixin(weixin::Config {
         api_base,
         login_file,
         ..
-    } = &spec.protocol
+    }) = &spec.protocol
     else {
         return Err(usage("not a Weixin adapter"));
     };
@@ -61,7 +62,7 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
     );
     let login = rt.block_on(weixin_qr::login(&http, api_base, args.timeout, show))?;
     login.write(login_file)?;
-    let identity = spec.identity(Some(&login.token()));
+    let identity = spec.identity(&[login.token()]);
     println!(
         "\nLogged in: bot {} (token fingerprint {}), stored in {} (mode 0600).",
         crate::safe_text::visible(&login.account_id),

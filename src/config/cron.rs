@@ -8,27 +8,27 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::{valid_name, Ctx};
-use super::{AdapterSpec, ConfigError};
-use crate::gateway::send::Target;
+use super::{AdapterSpec, ConfigError, Platforms};
 
-/// One cron job, validated.
+/// One cron job, validated; `T` is where a message goes (the registry's target).
 #[derive(Clone, Debug, PartialEq)]
-pub struct CronSpec {
+pub struct CronSpec<T> {
     pub(crate) name: String,
     pub(crate) schedule: CronSchedule,
     pub(crate) command: Vec<String>,
     pub timeout: Duration,
     /// Where the job's output goes, through the outbox.
-    pub(crate) deliver: Option<Deliver>,
+    pub(crate) deliver: Option<Deliver<T>>,
     /// Also send a short notice when a run fails (only with `deliver`).
     pub(crate) deliver_failures: bool,
 }
 
-/// `deliver = "ADAPTER:TARGET"`: an adapter of this profile and a target it can send to.
+/// `deliver = "ADAPTER:TARGET"`: an adapter of this profile and a target it can send to,
+/// parsed once, here.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Deliver {
+pub struct Deliver<T> {
     pub(crate) adapter: String,
-    pub(crate) target: String,
+    pub(crate) target: T,
 }
 
 /// A cron expression: five fields (minute hour day month weekday), or six with leading
@@ -74,11 +74,11 @@ pub(super) struct RawCron {
     deliver_failures: Option<Spanned<bool>>,
 }
 
-pub(super) fn cron(
+pub(super) fn cron<P: Platforms>(
     ctx: &Ctx,
     spanned: &Spanned<RawCron>,
-    adapters: &[AdapterSpec],
-) -> Result<CronSpec, ConfigError> {
+    adapters: &[AdapterSpec<P>],
+) -> Result<CronSpec<P::Target>, ConfigError> {
     let c = spanned.get_ref();
     let name = c.name.get_ref().clone();
     if !valid_name(&name) {
@@ -133,12 +133,12 @@ pub(super) fn cron(
 }
 
 /// `deliver` names an adapter of this profile that can send, and a target in its syntax.
-fn deliver(
+fn deliver<P: Platforms>(
     ctx: &Ctx,
     job: &str,
     spanned: &Spanned<String>,
-    adapters: &[AdapterSpec],
-) -> Result<Deliver, ConfigError> {
+    adapters: &[AdapterSpec<P>],
+) -> Result<Deliver<P::Target>, ConfigError> {
     let text = spanned.get_ref().trim();
     let fail = |why: String| {
         ctx.err(
@@ -148,7 +148,9 @@ fn deliver(
     };
     let Some((adapter, target)) = text.split_once(':') else {
         return fail(
-            "use \"ADAPTER:TARGET\", like \"qq:group:OPENID\" or \"discord:channel:ID\"".into(),
+            "use \"ADAPTER:TARGET\", an adapter's name and a target in its syntax, like \
+             \"qq:group:OPENID\""
+                .into(),
         );
     };
     let Some(spec) = adapters.iter().find(|a| a.name == adapter) else {
@@ -162,11 +164,11 @@ fn deliver(
             }
         ));
     };
-    if let Err(e) = Target::parse(spec.protocol.kind(), target) {
-        return fail(e.to_string());
+    match spec.protocol.parse_target(target) {
+        Ok(target) => Ok(Deliver {
+            adapter: adapter.to_owned(),
+            target,
+        }),
+        Err(e) => fail(e),
     }
-    Ok(Deliver {
-        adapter: adapter.to_owned(),
-        target: target.to_owned(),
-    })
 }

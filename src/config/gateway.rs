@@ -7,21 +7,21 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::Ctx;
-use super::{AdapterSpec, ConfigError, CronSpec};
+use super::{AdapterSpec, ConfigError, CronSpec, Platforms};
 
-/// The whole configuration of one gateway.
+/// The whole configuration of one gateway, with the platforms `P` (the registry's).
 #[derive(Clone, Debug, PartialEq)]
-pub struct GatewayConfig {
+pub struct GatewayConfig<P: Platforms> {
     /// An adapter that has been without a connection this long makes the gateway exit 75 for
     /// a clean restart.
     pub max_outage: Duration,
     /// Without a systemd watchdog, a component stale this long makes the gateway exit 75.
     pub self_watchdog: Duration,
-    pub adapters: Vec<AdapterSpec>,
-    pub cron: Vec<CronSpec>,
+    pub adapters: Vec<AdapterSpec<P>>,
+    pub cron: Vec<CronSpec<P::Target>>,
 }
 
-impl Default for GatewayConfig {
+impl<P: Platforms> Default for GatewayConfig<P> {
     fn default() -> Self {
         Self {
             max_outage: Duration::from_secs(30 * 60),
@@ -40,8 +40,11 @@ pub(super) struct RawGateway {
 }
 
 /// The configuration the `[gateway]` section describes, with no adapters or cron jobs yet.
-pub(super) fn gateway(ctx: &Ctx, raw: &RawGateway) -> Result<GatewayConfig, ConfigError> {
-    let defaults = GatewayConfig::default();
+pub(super) fn gateway<P: Platforms>(
+    ctx: &Ctx,
+    raw: &RawGateway,
+) -> Result<GatewayConfig<P>, ConfigError> {
+    let defaults = GatewayConfig::<P>::default();
     Ok(GatewayConfig {
         max_outage: ctx.opt_duration("max-outage", &raw.max_outage, defaults.max_outage)?,
         self_watchdog: ctx.opt_duration("watchdog", &raw.watchdog, defaults.self_watchdog)?,

@@ -4,9 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::{Secret, WeixinLogin};
+use crate::config::Secret;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig};
+use crate::platform::weixin::WeixinLogin;
 
 /// The long polls are short in the demo (a real profile keeps the defaults, 30 s and 35 s),
 /// so a dead one is found in seconds.
@@ -93,7 +94,7 @@ timeout = "10s"
         "demo-bot@im.bot".into(),
         "demo-owner@im.wechat".into(),
     );
-    let login_file = crate::config::weixin_login_file(&profile_home.join("gateway.toml"), "wx");
+    let login_file = crate::platform::weixin::login_file(&profile_home.join("gateway.toml"), "wx");
     login.write(&login_file)?;
     Ok(profile_home)
 }

@@ -184,22 +184,32 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                 .adapters
                 .iter()
                 .filter_map(|spec| {
-                    let var = spec.credential_env()?;
-                    let value = vars.iter().rev().find(|(k, _)| k == var)?.1.clone();
-                    if value.is_empty() {
+                    let envs = spec.credential_envs();
+                    if envs.is_empty() {
                         return None;
                     }
-                    let secret = config::Secret::new(value);
+                    let mut secrets = vec![];
+                    for var in envs {
+                        let value = vars.iter().rev().find(|(k, _)| k == var)?.1.clone();
+                        if value.is_empty() {
+                            return None;
+                        }
+                        secrets.push(config::Secret::new(value));
+                    }
                     Some((
                         spec.name.clone(),
-                        token_lock::fingerprint(&spec.identity(Some(&secret))),
+                        token_lock::fingerprint(&spec.identity(&secrets)),
                     ))
                 })
                 .collect();
             let secret_vars = cfg
                 .adapters
                 .iter()
-                .filter_map(|a| Some((a.name.clone(), a.credential_env()?.to_owned())))
+                .flat_map(|a| {
+                    a.credential_envs()
+                        .into_iter()
+                        .map(|var| (a.name.clone(), var.to_owned()))
+                })
                 .collect();
             (
                 None,

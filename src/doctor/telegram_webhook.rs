@@ -13,8 +13,9 @@ use std::time::Duration;
 
 use futures_util::stream::{self, StreamExt};
 
-use crate::config::{GatewayConfig, Protocol, Secret};
+use crate::config::Secret;
 use crate::doctor::homes::ProfileSnap;
+use crate::platform::{telegram, GatewayConfig, Protocol};
 
 /// Doctor answers in seconds: a Bot API that has not answered by then is "could not ask".
 pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(3);
@@ -70,12 +71,12 @@ pub(crate) fn pollers(config: &GatewayConfig, vars: &[(String, String)]) -> Vec<
         .adapters
         .iter()
         .filter_map(|spec| {
-            let Protocol::Telegram {
+            let Protocol::Telegram(telegram::Config {
                 token_env,
                 api_base,
                 delete_webhook,
                 ..
-            } = &spec.protocol
+            }) = &spec.protocol
             else {
                 return None;
             };

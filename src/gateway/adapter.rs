@@ -52,9 +52,13 @@ use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::config::Secret;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
+use crate::platform::feishu::Config as FeishuConfig;
+use crate::platform::qqbot::Config as QqBotConfig;
+use crate::platform::websocket::Config as WebSocketConfig;
+use crate::platform::{AdapterSpec, Protocol};
 use backoff::Backoff;
 use close_code::{CloseAction, GatewayPlatform};
 use dialect::Dialect;
@@ -99,13 +103,15 @@ const IMMEDIATE_TOKEN_REFRESHES: u32 = 1;
 const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
 
 /// Run until shutdown or a fatal error.
-pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
+pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> AdapterExit {
+    // Every transport so far is keyed on one secret at most.
+    let secret = secrets.into_iter().next();
     crate::test_hook::panic_if_asked(&spec.name);
-    if let Protocol::Feishu { .. } = spec.protocol {
+    if let Protocol::Feishu(_) = spec.protocol {
         // Boxed: its state would otherwise enlarge every adapter's task.
         return Box::pin(feishu::run(spec, secret, deps)).await;
     }
-    if let Protocol::Telegram { .. } | Protocol::Weixin { .. } = spec.protocol {
+    if let Protocol::Telegram(_) | Protocol::Weixin(_) = spec.protocol {
         return Box::pin(long_poll::start(spec, secret, deps)).await;
     }
     let hb = deps.heartbeat.clone();
@@ -121,10 +127,10 @@ pub async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> A
     let mut stale_tokens = 0;
     let retry_deadline = retry_deadline(&spec, backoff.max().max(Duration::from_secs(60)));
     let outlet = match &spec.protocol {
-        Protocol::WebSocket {
+        Protocol::WebSocket(WebSocketConfig {
             send_frame: Some(_),
             ..
-        } => Some(deps.shared.outlets.get(&spec.name)),
+        }) => Some(deps.shared.outlets.get(&spec.name)),
         _ => None,
     };
     loop {
@@ -334,8 +340,8 @@ async fn wait(hb: &Heartbeat, until: Instant, shutdown: &mut watch::Receiver<boo
 /// What the user can do about a fatal close, where the code says more than its meaning.
 fn fatal_hint(spec: &AdapterSpec, code: Option<u16>) -> String {
     match (&spec.protocol, code) {
-        (Protocol::QqBot { intents, .. }, Some(4014)) => {
-            let gated = crate::config::qq_gated_intents(*intents);
+        (Protocol::QqBot(QqBotConfig { intents, .. }), Some(4014)) => {
+            let gated = crate::platform::qqbot::gated_intents(*intents);
             if gated.is_empty() {
                 "; the platform has not granted one of the configured intents".into()
             } else {
@@ -346,7 +352,7 @@ fn fatal_hint(spec: &AdapterSpec, code: Option<u16>) -> String {
                 )
             }
         }
-        (Protocol::Discord { .. }, Some(4014)) => {
+        (Protocol::Discord(_), Some(4014)) => {
             "; enable the privileged intents (message-content, guild-members) for the bot in \
              the Discord developer portal, or remove them from intents"
                 .into()
@@ -359,16 +365,16 @@ fn fatal_hint(spec: &AdapterSpec, code: Option<u16>) -> String {
 /// hashed, so the key never holds a secret.
 fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
     let (platform, identity) = match &spec.protocol {
-        Protocol::QqBot { app_id, .. } => (GatewayPlatform::QqBot, app_id.as_str()),
-        Protocol::Discord { .. } => (
+        Protocol::QqBot(QqBotConfig { app_id, .. }) => (GatewayPlatform::QqBot, app_id.as_str()),
+        Protocol::Discord(_) => (
             GatewayPlatform::Discord,
             secret.map(Secret::expose).unwrap_or(""),
         ),
-        Protocol::WebSocket { url, .. } => return format!("websocket:{url}"),
+        Protocol::WebSocket(WebSocketConfig { url, .. }) => return format!("websocket:{url}"),
         // Feishu has no session start limit; its own runner never books a slot.
-        Protocol::Feishu { app_id, .. } => return format!("feishu:{app_id}"),
+        Protocol::Feishu(FeishuConfig { app_id, .. }) => return format!("feishu:{app_id}"),
         // The long-poll kinds have no session start limit either.
-        Protocol::Telegram { .. } | Protocol::Weixin { .. } => {
+        Protocol::Telegram(_) | Protocol::Weixin(_) => {
             return format!("{}:{}", spec.protocol.kind(), spec.name)
         }
     };

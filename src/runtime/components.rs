@@ -14,13 +14,14 @@ use tracing::Instrument;
 
 use super::component;
 use super::outbound::Outbound;
-use crate::config::{AdapterSpec, CronSpec, Secret};
+use crate::config::Secret;
 use crate::gateway::adapter::{self, AdapterExit, Shared};
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::health::{ComponentKind, Heartbeat, Registry};
 use crate::gateway::outbox::worker;
 use crate::gateway::spool::Spool;
 use crate::logging::Component;
+use crate::platform::{AdapterSpec, CronSpec};
 use futures_util::future::BoxFuture;
 
 /// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
@@ -100,7 +101,7 @@ impl Components {
     /// Every adapter; the time by which all should have reported in.
     pub(super) fn start_adapters(
         &mut self,
-        adapters: Vec<(AdapterSpec, Option<Secret>)>,
+        adapters: Vec<(AdapterSpec, Vec<Secret>)>,
         spool: &std::sync::Arc<Spool>,
         shared: &Shared,
     ) -> Instant {

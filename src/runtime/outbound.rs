@@ -7,11 +7,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::config::{AdapterSpec, CronSpec, Secret};
+use crate::config::Secret;
 use crate::gateway::adapter::Shared;
 use crate::gateway::outbox::{Outbox, Route, Stats};
 use crate::gateway::send::Sender;
 use crate::gateway::state_file::Delivery;
+use crate::platform::{AdapterSpec, CronSpec};
 use crate::profile::Profile;
 
 /// Each adapter that can send, by name, with its sender.
@@ -56,13 +57,13 @@ impl Outbound {
 /// cannot be opened is [`Outbound::Unavailable`], logged as an error, and never stops the run.
 pub(super) fn open(
     profile: &Profile,
-    adapters: &[(AdapterSpec, Option<Secret>)],
+    adapters: &[(AdapterSpec, Vec<Secret>)],
     shared: &Shared,
 ) -> Outbound {
     let senders: Senders = adapters
         .iter()
         .filter_map(|(spec, secret)| {
-            Sender::new(spec, secret.clone(), shared.clone()).map(|s| (spec.name.clone(), s))
+            Sender::new(spec, secret, shared.clone()).map(|s| (spec.name.clone(), s))
         })
         .collect();
     let routes: HashMap<String, Route> = senders

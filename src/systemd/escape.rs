@@ -135,11 +135,7 @@ pub fn exec_line<S: AsRef<str>>(argv: &[S]) -> Result<String, EscapeError> {
 
 /// Check an environment variable name: `[A-Za-z_][A-Za-z0-9_]*`.
 pub fn env_name(name: &str) -> Result<(), EscapeError> {
-    let mut chars = name.chars();
-    let head = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    if head && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+    if crate::env_file::is_name(name) {
         Ok(())
     } else {
         Err(EscapeError::BadEnvName(name.to_owned()))

@@ -490,7 +490,7 @@ fn an_adapter_task_stays_small() {
     let dir = scratch_dir("task-size");
     let task = adapter::run(
         cfg.adapters[0].clone(),
-        None,
+        vec![],
         Deps {
             spool: Arc::new(Spool::open(dir.path()).unwrap()),
             heartbeat: registry.register(

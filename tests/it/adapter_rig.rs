@@ -56,7 +56,8 @@ pub(crate) fn start_adapter(
     registry: &Registry,
     shared: &Shared,
 ) -> (Heartbeat, watch::Sender<bool>, JoinHandle<AdapterExit>) {
-    let cfg = config::parse(std::path::Path::new("test.toml"), text).unwrap();
+    let cfg: hermes_svc::platform::GatewayConfig =
+        config::parse(std::path::Path::new("test.toml"), text).unwrap();
     let spec = cfg.adapters[0].clone();
     let hb = registry.register(
         &spec.name,
@@ -70,7 +71,7 @@ pub(crate) fn start_adapter(
         shared: shared.clone(),
         shutdown: rx,
     };
-    let task = tokio::spawn(adapter::run(spec, Some(Secret::new("tok".into())), deps));
+    let task = tokio::spawn(adapter::run(spec, vec![Secret::new("tok".into())], deps));
     (hb, stop, task)
 }
 

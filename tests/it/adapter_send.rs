@@ -7,12 +7,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use hermes_svc::config::{self, AdapterSpec};
+use hermes_svc::config;
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
 use hermes_svc::gateway::adapter::Shared;
 use hermes_svc::gateway::health::{Registry, State};
 use hermes_svc::gateway::send::{Answer, Outgoing, Sender, Target};
 use hermes_svc::gateway::spool::Spool;
+use hermes_svc::platform::AdapterSpec;
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -82,7 +83,7 @@ fn start(port: u16) -> Adapter {
         .adapters
         .remove(0);
     let shared = Shared::new(ProxyEnv::default()).unwrap();
-    let sender = Sender::new(&spec, None, shared.clone()).expect("send-frame makes a sender");
+    let sender = Sender::new(&spec, &[], shared.clone()).expect("send-frame makes a sender");
     let dir = scratch_dir("adapter-send");
     let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
     let registry = Registry::new();

@@ -353,9 +353,10 @@ fn a_link_or_a_fifo_as_the_spool_stops_the_start_with_the_file_and_the_fix_named
 
 #[test]
 fn a_fifo_as_the_weixin_cursor_is_named_in_a_warning_and_polling_starts_anyway() {
-    use hermes_svc::config::{Secret, WeixinLogin};
+    use hermes_svc::config::Secret;
     use hermes_svc::mock_platform::weixin::WeixinConfig;
     use hermes_svc::mock_platform::MockConfig;
+    use hermes_svc::platform::weixin::WeixinLogin;
 
     /// The gateway, killed when the test ends however it ends.
     struct Running(std::process::Child);

@@ -8,8 +8,9 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hermes_svc::config::{Secret, WeixinLogin};
+use hermes_svc::config::Secret;
 use hermes_svc::gateway::spool;
+use hermes_svc::platform::weixin::WeixinLogin;
 use serde_json::Value;
 
 use crate::harness::{scratch_dir, wait_for, TempDir, BIN};

@@ -101,7 +101,7 @@ fn any_gateway_toml_parses_or_names_a_line() {
     let result = runner.run(
         &proptest::collection::vec(toml_line(), 0..24).prop_map(|l| l.join("\n")),
         |text| {
-            match hermes_svc::config::parse(path, &text) {
+            match hermes_svc::config::parse::<hermes_svc::platform::Protocol>(path, &text) {
                 Ok(_) => parsed.set(parsed.get() + 1),
                 Err(hermes_svc::config::ConfigError::Invalid { path: p, line, .. }) => {
                     let lines = text.matches('\n').count() + 1;

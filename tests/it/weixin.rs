@@ -10,11 +10,12 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
-use hermes_svc::config::{Secret, WeixinLogin};
+use hermes_svc::config::Secret;
 use hermes_svc::gateway::outbox::{Policy, State};
 use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::weixin::{QrStep, WeixinConfig, WeixinFault};
 use hermes_svc::mock_platform::{MockConfig, Platform, SendFault};
+use hermes_svc::platform::weixin::WeixinLogin;
 
 use crate::harness::wait_for;
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};

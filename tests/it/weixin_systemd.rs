@@ -5,9 +5,10 @@
 
 use std::time::Duration;
 
-use hermes_svc::config::{Secret, WeixinLogin};
+use hermes_svc::config::Secret;
 use hermes_svc::mock_platform::weixin::WeixinConfig;
 use hermes_svc::mock_platform::MockConfig;
+use hermes_svc::platform::weixin::WeixinLogin;
 
 use crate::harness::{stdout, wait_for, Manager};
 use crate::mock_runtime::{mock_runtime, start_mock};

@@ -25,8 +25,9 @@ use std::time::Duration;
 use super::backoff::Backoff;
 use super::platform::PlatformError;
 use super::{fatal, retry_deadline, wait, AdapterExit, Deps};
-use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::config::Secret;
 use crate::gateway::health::State;
+use crate::platform::{feishu, AdapterSpec, Protocol};
 use discovery::ClientConfig;
 use handshake::Refusal;
 use session::{End, Session};
@@ -34,9 +35,9 @@ use session::{End, Session};
 /// Run a Feishu adapter until shutdown or a fatal refusal.
 pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
     let hb = deps.heartbeat.clone();
-    let Protocol::Feishu {
+    let Protocol::Feishu(feishu::Config {
         app_id, api_base, ..
-    } = &spec.protocol
+    }) = &spec.protocol
     else {
         return fatal(&hb, &spec.name, "not a Feishu adapter".into());
     };

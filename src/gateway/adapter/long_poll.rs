@@ -27,9 +27,10 @@ use super::backoff::Backoff;
 use super::telegram::{Telegram, TelegramConfig};
 use super::weixin::Weixin;
 use super::{fatal, wait, AdapterExit, Deps};
-use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::config::Secret;
 use crate::gateway::health::State;
 use crate::gateway::spool::Event;
+use crate::platform::{telegram, weixin, AdapterSpec, Protocol};
 
 /// How one poll ended, as the loop acts on it.
 pub(super) enum Polled {
@@ -122,13 +123,13 @@ impl Poller {
 pub(super) async fn start(spec: AdapterSpec, secret: Option<Secret>, deps: Deps) -> AdapterExit {
     let http = deps.shared.http.clone();
     let poller = match &spec.protocol {
-        Protocol::Telegram {
+        Protocol::Telegram(telegram::Config {
             token_env,
             api_base,
             poll,
             allowed_updates,
             delete_webhook,
-        } => Poller::Telegram(Box::new(Telegram::new(
+        }) => Poller::Telegram(Box::new(Telegram::new(
             TelegramConfig {
                 adapter: &spec.name,
                 api_base,
@@ -140,11 +141,11 @@ pub(super) async fn start(spec: AdapterSpec, secret: Option<Secret>, deps: Deps)
             },
             http,
         ))),
-        Protocol::Weixin {
+        Protocol::Weixin(weixin::Config {
             api_base,
             poll,
             login_file,
-        } => {
+        }) => {
             let account = deps.shared.weixin.get(&spec.name, login_file, api_base);
             let cursor = deps.spool.dir().join("cursors").join(&spec.name);
             Poller::Weixin(Box::new(Weixin::new(

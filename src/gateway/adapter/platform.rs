@@ -12,7 +12,8 @@ use super::dialect::{Dialect, Gateway};
 use super::identify_queue::SessionStartLimit;
 use super::qq_token::QqToken;
 use super::Shared;
-use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::config::Secret;
+use crate::platform::{discord, qqbot, websocket, AdapterSpec, Protocol};
 
 /// Why setup failed.
 #[derive(Debug, thiserror::Error)]
@@ -74,9 +75,9 @@ fn with_discord_query(base: &str) -> String {
 impl Platform {
     pub(crate) fn new(spec: AdapterSpec, secret: Option<Secret>, shared: Shared) -> Self {
         let qq_token = match &spec.protocol {
-            Protocol::QqBot {
+            Protocol::QqBot(qqbot::Config {
                 app_id, token_url, ..
-            } => Some(shared.qq_tokens.get(app_id, token_url, secret.as_ref())),
+            }) => Some(shared.qq_tokens.get(app_id, token_url, secret.as_ref())),
             _ => None,
         };
         Self {
@@ -112,14 +113,14 @@ impl Platform {
         let properties =
             json!({"os": std::env::consts::OS, "browser": "hermes-svc", "device": "hermes-svc"});
         match self.spec.protocol.clone() {
-            Protocol::QqBot {
+            Protocol::QqBot(qqbot::Config {
                 api_base,
                 gateway_url,
                 intents,
                 shard,
                 ws_ping,
                 ..
-            } => {
+            }) => {
                 let mut auth = format!("QQBot {}", self.qq_access_token().await?);
                 let (url, limit) = match gateway_url.or_else(|| self.gateway_url.clone()) {
                     Some(u) => (u, None),
@@ -139,13 +140,13 @@ impl Platform {
                     limit,
                 })
             }
-            Protocol::Discord {
+            Protocol::Discord(discord::Config {
                 api_base,
                 gateway_url,
                 intents,
                 ws_ping,
                 ..
-            } => {
+            }) => {
                 let auth = format!("Bot {}", self.secret());
                 let (base, limit) = match resume_url
                     .map(str::to_owned)
@@ -180,12 +181,12 @@ impl Platform {
                     limit,
                 })
             }
-            Protocol::WebSocket {
+            Protocol::WebSocket(websocket::Config {
                 url,
                 ping_interval,
                 app_ping,
                 ..
-            } => Ok(Prepared {
+            }) => Ok(Prepared {
                 url,
                 authorization: self
                     .secret
@@ -199,7 +200,7 @@ impl Platform {
             }),
             // Feishu's long connection has its own runner (`feishu`), which discovers its
             // endpoint itself; it never comes here.
-            Protocol::Feishu { .. } | Protocol::Telegram { .. } | Protocol::Weixin { .. } => {
+            Protocol::Feishu(_) | Protocol::Telegram(_) | Protocol::Weixin(_) => {
                 Err(PlatformError::Fatal(format!(
                     "a {} adapter has no op-code gateway to prepare",
                     self.spec.protocol.kind()

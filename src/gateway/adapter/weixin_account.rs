@@ -18,7 +18,8 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, CONTENT_TYPE};
 use serde_json::{json, Value};
 
 use super::context_tokens::ContextTokens;
-use crate::config::{LoginFileError, Secret, WeixinLogin};
+use crate::config::Secret;
+use crate::platform::weixin::{LoginFileError, WeixinLogin};
 
 /// The channel version the public client reports in `base_info`.
 const CHANNEL_VERSION: &str = "2.2.0";

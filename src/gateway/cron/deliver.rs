@@ -7,8 +7,8 @@
 use std::process::ExitStatus;
 
 use super::job::Outcome;
-use crate::config::CronSpec;
 use crate::gateway::outbox::{Outbox, Policy, Request};
+use crate::platform::CronSpec;
 
 /// How much of a job's stdout is kept for delivery; the rest only reaches `cron.log`.
 pub(super) const CAPTURE_MAX: usize = 64 * 1024;
@@ -103,7 +103,7 @@ pub(super) async fn submit(
     let submitted = outbox
         .submit(Request {
             adapter: deliver.adapter.clone(),
-            target: deliver.target.clone(),
+            target: deliver.target.to_string(),
             text,
             reply_to: None,
             idempotency_key: format!("cron:{}:{due}", spec.name),

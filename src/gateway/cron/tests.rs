@@ -9,8 +9,9 @@ use super::job::{run_job_inner, Outcome};
 use super::schedule::{Poll, Schedule, MISSED_COUNT_CAP};
 use super::ticker::{Ticker, TICK};
 use super::*;
-use crate::config::{CronSchedule, CronSpec};
+use crate::config::CronSchedule;
 use crate::gateway::health::{ComponentKind, Registry, State};
+use crate::platform::CronSpec;
 
 fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> CronSpec {
     CronSpec {

@@ -13,8 +13,15 @@ use super::telegram::{self, Telegram};
 use super::websocket::{self, WebSocket};
 use super::weixin::{self, Weixin};
 use super::{Answer, Outgoing};
-use crate::config::{AdapterSpec, Protocol, Secret};
+use crate::config::Secret;
 use crate::gateway::adapter::Shared;
+use crate::platform::discord::Config as DiscordConfig;
+use crate::platform::feishu::Config as FeishuConfig;
+use crate::platform::qqbot::Config as QqBotConfig;
+use crate::platform::telegram::Config as TelegramConfig;
+use crate::platform::websocket::Config as WebSocketConfig;
+use crate::platform::weixin::Config as WeixinConfig;
+use crate::platform::{AdapterSpec, Protocol};
 
 /// Posts messages for one adapter. Cheap to share behind an `Arc`; one request at a time or
 /// many, as the caller likes. Its `Debug` names the platform only.
@@ -33,50 +40,54 @@ impl Sender {
     /// The sender for `spec`, or `None` when it cannot send (a plain WebSocket without
     /// `send-frame`). A QQ sender shares the adapter's access token through `shared`, a
     /// plain WebSocket sender the adapter's live connection.
-    pub fn new(spec: &AdapterSpec, secret: Option<Secret>, shared: Shared) -> Option<Sender> {
+    pub fn new(spec: &AdapterSpec, secrets: &[Secret], shared: Shared) -> Option<Sender> {
+        // Every sender so far is keyed on one secret at most.
+        let secret = secrets.first().cloned();
         let platform = match &spec.protocol {
-            Protocol::QqBot {
+            Protocol::QqBot(QqBotConfig {
                 app_id,
                 api_base,
                 token_url,
                 ..
-            } => Platform::Qq(Qq {
+            }) => Platform::Qq(Qq {
                 token: shared.qq_tokens.get(app_id, token_url, secret.as_ref()),
                 shared,
                 api_base: api_base.clone(),
             }),
-            Protocol::Discord { api_base, .. } => Platform::Discord(Discord {
+            Protocol::Discord(DiscordConfig { api_base, .. }) => Platform::Discord(Discord {
                 http: shared.http.clone(),
                 api_base: api_base.clone(),
                 token: secret.unwrap_or_else(|| Secret::new(String::new())),
             }),
-            Protocol::WebSocket {
+            Protocol::WebSocket(WebSocketConfig {
                 send_frame: Some(frame),
                 ..
-            } => Platform::WebSocket(WebSocket {
+            }) => Platform::WebSocket(WebSocket {
                 frame: frame.clone(),
                 outlet: shared.outlets.get(&spec.name),
             }),
-            Protocol::WebSocket {
+            Protocol::WebSocket(WebSocketConfig {
                 send_frame: None, ..
-            } => return None,
-            Protocol::Feishu {
+            }) => return None,
+            Protocol::Feishu(FeishuConfig {
                 app_id, api_base, ..
-            } => {
+            }) => {
                 let secret = secret.unwrap_or_else(|| Secret::new(String::new()));
                 let token = FeishuToken::new(api_base, app_id, secret);
                 Platform::Feishu(Feishu::new(shared, api_base, token))
             }
-            Protocol::Telegram { api_base, .. } => Platform::Telegram(Telegram::new(
-                shared.http.clone(),
-                api_base,
-                secret.unwrap_or_else(|| Secret::new(String::new())),
-            )),
-            Protocol::Weixin {
+            Protocol::Telegram(TelegramConfig { api_base, .. }) => {
+                Platform::Telegram(Telegram::new(
+                    shared.http.clone(),
+                    api_base,
+                    secret.unwrap_or_else(|| Secret::new(String::new())),
+                ))
+            }
+            Protocol::Weixin(WeixinConfig {
                 api_base,
                 login_file,
                 ..
-            } => Platform::Weixin(Weixin {
+            }) => Platform::Weixin(Weixin {
                 http: shared.http.clone(),
                 account: shared.weixin.get(&spec.name, login_file, api_base),
             }),
@@ -170,14 +181,14 @@ mod tests {
     }
 
     fn discord() -> AdapterSpec {
-        spec(Protocol::Discord {
+        spec(Protocol::Discord(DiscordConfig {
             token_env: "T".into(),
             // Nothing listens here: a send that got this far would be a Retry.
             api_base: "http://127.0.0.1:9".into(),
             gateway_url: None,
             intents: 0,
             ws_ping: true,
-        })
+        }))
     }
 
     fn shared() -> Shared {
@@ -196,22 +207,23 @@ mod tests {
     }
 
     fn plain(send_frame: Option<&str>) -> AdapterSpec {
-        spec(Protocol::WebSocket {
+        spec(Protocol::WebSocket(WebSocketConfig {
             url: "ws://127.0.0.1:1".into(),
             token_env: None,
             ping_interval: Duration::from_secs(15),
             app_ping: None,
-            send_frame: send_frame.map(|t| crate::config::SendFrame::parse(t).unwrap()),
-        })
+            send_frame: send_frame
+                .map(|t| crate::platform::websocket::SendFrame::parse(t).unwrap()),
+        }))
     }
 
     #[test]
     fn senders_by_kind() {
-        assert!(Sender::new(&plain(None), None, shared()).is_none());
-        let w = Sender::new(&plain(Some(r#"{"t":"{text}"}"#)), None, shared()).unwrap();
+        assert!(Sender::new(&plain(None), &[], shared()).is_none());
+        let w = Sender::new(&plain(Some(r#"{"t":"{text}"}"#)), &[], shared()).unwrap();
         assert_eq!((w.kind(), w.max_text()), ("websocket", 65536));
         assert!(!w.dedupes(&msg(Target::WebSocket("r".into()), "hi", Some("M"))));
-        let qq = spec(Protocol::QqBot {
+        let qq = spec(Protocol::QqBot(QqBotConfig {
             app_id: "1".into(),
             secret_env: "S".into(),
             api_base: "http://127.0.0.1:9".into(),
@@ -220,23 +232,23 @@ mod tests {
             intents: 0,
             shard: [0, 1],
             ws_ping: false,
-        });
-        let q = Sender::new(&qq, Some(Secret::new("s".into())), shared()).unwrap();
+        }));
+        let q = Sender::new(&qq, &[Secret::new("s".into())], shared()).unwrap();
         assert_eq!((q.kind(), q.max_text()), ("qqbot", 2000));
         let group = Target::QqGroup("G".into());
         assert!(q.dedupes(&msg(group.clone(), "hi", Some("M"))));
         assert!(!q.dedupes(&msg(group, "hi", None)));
-        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        let d = Sender::new(&discord(), &[Secret::new("tok".into())], shared()).unwrap();
         assert_eq!((d.kind(), d.max_text()), ("discord", 2000));
         assert!(d.dedupes(&msg(Target::DiscordChannel("1".into()), "hi", None)));
         assert_eq!(format!("{d:?}"), "Sender(discord)");
-        let f = spec(Protocol::Feishu {
-            domain: crate::config::FeishuDomain::Feishu,
+        let f = spec(Protocol::Feishu(FeishuConfig {
+            domain: crate::platform::feishu::FeishuDomain::Feishu,
             app_id: "cli_x".into(),
             secret_env: "S".into(),
             api_base: "http://127.0.0.1:9".into(),
-        });
-        let f = Sender::new(&f, Some(Secret::new("s".into())), shared()).unwrap();
+        }));
+        let f = Sender::new(&f, &[Secret::new("s".into())], shared()).unwrap();
         assert_eq!((f.kind(), f.max_text()), ("feishu", 30_000));
         // The uuid makes every send safe to repeat, a reply or not.
         assert!(f.dedupes(&msg(Target::FeishuChat("oc_1".into()), "hi", None)));
@@ -245,7 +257,7 @@ mod tests {
 
     #[tokio::test]
     async fn too_long_or_the_wrong_platform_fails_before_any_request() {
-        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        let d = Sender::new(&discord(), &[Secret::new("tok".into())], shared()).unwrap();
         let long = "字".repeat(2001);
         let (a, _) = d
             .send(&msg(Target::DiscordChannel("1".into()), &long, None))
@@ -273,7 +285,7 @@ mod tests {
     #[tokio::test]
     async fn a_bad_token_never_shows_in_the_answer() {
         let secret = Secret::new("sec\nret-token".into());
-        let d = Sender::new(&discord(), Some(secret), shared()).unwrap();
+        let d = Sender::new(&discord(), &[secret], shared()).unwrap();
         let (a, _) = d
             .send(&msg(Target::DiscordChannel("1".into()), "hi", None))
             .await;
@@ -289,7 +301,7 @@ mod tests {
     #[tokio::test]
     async fn idle_tasks_stay_small() {
         use crate::gateway::health::{ComponentKind, Registry};
-        let d = Sender::new(&discord(), Some(Secret::new("tok".into())), shared()).unwrap();
+        let d = Sender::new(&discord(), &[Secret::new("tok".into())], shared()).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let outbox = std::sync::Arc::new(
             crate::gateway::outbox::Outbox::open(dir.path(), Default::default()).unwrap(),
@@ -312,7 +324,7 @@ mod tests {
             shared: shared(),
             shutdown: rx,
         };
-        let adapter = crate::gateway::adapter::run(spec, None, deps);
+        let adapter = crate::gateway::adapter::run(spec, vec![], deps);
         let adapter = std::mem::size_of_val(&adapter);
         assert!(adapter <= 4 * 1024, "an adapter task holds {adapter} bytes");
     }

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use super::classify::local;
 use super::{Answer, Outgoing, Target};
-use crate::config::{Fields, SendFrame};
 use crate::gateway::adapter::outlet::{Delivery, Outlet};
+use crate::platform::websocket::{Fields, SendFrame};
 
 /// 64 Ki characters: far more than a chat message needs, and a frame every WebSocket server
 /// takes (even escaped, well under tungstenite's 16 MiB default).

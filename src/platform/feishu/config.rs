@@ -1,11 +1,48 @@
-//! The keys only a Feishu/Lark adapter has: which of the two platforms (`domain`) and the
-//! app's id. Feishu (open.feishu.cn) and Lark (open.larksuite.com) speak the same protocol
-//! from different hosts, and an app belongs to one of them, so the domain is only a base URL.
+//! The keys only a Feishu/Lark adapter has: which of the two platforms (`domain`), the
+//! app's id and the variable holding its secret. Feishu (open.feishu.cn) and Lark
+//! (open.larksuite.com) speak the same protocol from different hosts, and an app belongs to
+//! one of them, so the domain is only a base URL.
 
+use serde::Deserialize;
 use toml::Spanned;
 
-use super::value::Ctx;
-use super::ConfigError;
+use crate::config::{AdapterKeys, ConfigError};
+
+/// A Feishu or Lark adapter's settings: events over the long connection
+/// (`/callback/ws/endpoint`), messages through the Open API with a `tenant_access_token`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    pub domain: FeishuDomain,
+    pub app_id: String,
+    pub secret_env: String,
+    /// The domain's base URL, or `api-base`, without a trailing slash.
+    pub api_base: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+struct Raw {
+    domain: Option<Spanned<String>>,
+    app_id: Option<String>,
+    secret_env: Option<String>,
+    api_base: Option<Spanned<String>>,
+}
+
+pub(super) fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+    let raw: Raw = keys.read()?;
+    keys.env_name("secret-env", &raw.secret_env)?;
+    let domain = domain(keys, &raw.domain)?;
+    Ok(Config {
+        domain,
+        app_id: app_id(keys, &raw.app_id)?,
+        secret_env: keys.required(
+            &raw.secret_env,
+            "secret-env",
+            "\"FEISHU_APP_SECRET\" (a variable in the profile's .env holding the App Secret)",
+        )?,
+        api_base: keys.api_base(&raw.api_base, domain.base())?,
+    })
+}
 
 /// Which platform a Feishu adapter talks to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,18 +72,15 @@ impl FeishuDomain {
 }
 
 /// `domain = "feishu" | "lark"`, Feishu when absent.
-pub(super) fn domain(
-    ctx: &Ctx,
-    name: &str,
-    raw: &Option<Spanned<String>>,
-) -> Result<FeishuDomain, ConfigError> {
+fn domain(keys: &AdapterKeys, raw: &Option<Spanned<String>>) -> Result<FeishuDomain, ConfigError> {
+    let name = keys.name();
     let Some(raw) = raw else {
         return Ok(FeishuDomain::Feishu);
     };
     match raw.get_ref().as_str() {
         "feishu" => Ok(FeishuDomain::Feishu),
         "lark" => Ok(FeishuDomain::Lark),
-        other => ctx.err(
+        other => keys.err(
             raw.span(),
             format!(
                 "adapter {name:?}: domain = {other:?} is not a platform; use \"feishu\" \
@@ -63,14 +97,10 @@ const MAX_APP_ID: usize = 64;
 /// An app id as the developer console shows it (`cli_a1b2c3d4e5f6a7b8`). It goes into a JSON
 /// body and the token lock's identity, never a URL, but an id with spaces or quotes is a
 /// paste gone wrong, and the value is not echoed: most often that is the secret itself.
-pub(super) fn app_id(
-    ctx: &Ctx,
-    span: std::ops::Range<usize>,
-    name: &str,
-    raw: &Option<String>,
-) -> Result<String, ConfigError> {
+fn app_id(keys: &AdapterKeys, raw: &Option<String>) -> Result<String, ConfigError> {
+    let (name, span) = (keys.name(), keys.span());
     let Some(id) = raw else {
-        return ctx.err(
+        return keys.err(
             span,
             format!(
                 "adapter {name:?} (kind feishu): missing app-id; add app-id = \"cli_...\" \
@@ -85,7 +115,7 @@ pub(super) fn app_id(
     if ok {
         return Ok(id.clone());
     }
-    ctx.err(
+    keys.err(
         span,
         format!(
             "adapter {name:?}: app-id ({} characters, not shown) is not an app id; use the \
@@ -100,11 +130,11 @@ pub(super) fn app_id(
 mod tests {
     use std::path::Path;
 
-    use crate::config::{parse, Protocol};
+    use super::{Config, FeishuDomain};
+    use crate::config::parse;
+    use crate::platform::{GatewayConfig, Protocol};
 
-    use super::FeishuDomain;
-
-    fn parse_str(text: &str) -> Result<crate::config::GatewayConfig, crate::config::ConfigError> {
+    fn parse_str(text: &str) -> Result<GatewayConfig, crate::config::ConfigError> {
         parse(Path::new("/p/gateway.toml"), text)
     }
 
@@ -118,22 +148,22 @@ mod tests {
         assert_eq!(spec.protocol.kind(), "feishu");
         assert_eq!(
             spec.protocol,
-            Protocol::Feishu {
+            Protocol::Feishu(Config {
                 domain: FeishuDomain::Feishu,
                 app_id: "cli_a1b2".into(),
                 secret_env: "FEISHU_SECRET".into(),
                 api_base: "https://open.feishu.cn".into(),
-            }
+            })
         );
-        assert_eq!(spec.credential_env(), Some("FEISHU_SECRET"));
+        assert_eq!(spec.credential_envs(), ["FEISHU_SECRET"]);
     }
 
     #[test]
     fn lark_and_an_api_base_override() {
         let text = format!("{HEAD}domain = \"lark\"\napp-id = \"cli_x\"\nsecret-env = \"S\"\n");
-        let Protocol::Feishu {
+        let Protocol::Feishu(Config {
             domain, api_base, ..
-        } = parse_str(&text).unwrap().adapters[0].protocol.clone()
+        }) = parse_str(&text).unwrap().adapters[0].protocol.clone()
         else {
             panic!()
         };
@@ -144,7 +174,7 @@ mod tests {
         let text = format!(
             "{HEAD}domain = \"lark\"\napp-id = \"cli_x\"\nsecret-env = \"S\"\napi-base = \"http://127.0.0.1:9/\"\n"
         );
-        let Protocol::Feishu { api_base, .. } =
+        let Protocol::Feishu(Config { api_base, .. }) =
             parse_str(&text).unwrap().adapters[0].protocol.clone()
         else {
             panic!()
@@ -158,8 +188,8 @@ mod tests {
         use crate::config::Secret;
         let text = format!("{HEAD}app-id = \"cli_x\"\nsecret-env = \"S\"\n");
         let spec = parse_str(&text).unwrap().adapters[0].clone();
-        let a = spec.identity(Some(&Secret::new("one".into())));
-        let b = spec.identity(Some(&Secret::new("two".into())));
+        let a = spec.identity(&[Secret::new("one".into())]);
+        let b = spec.identity(&[Secret::new("two".into())]);
         assert_eq!(a, b, "two secrets of one app still consume the same events");
         assert!(a.contains("cli_x") && !a.contains("one"), "{a}");
     }

@@ -1,8 +1,12 @@
-//! The config parser against the documented example and every kind of mistake it must name.
+//! The config parser, with the registry's platforms, against the documented example and
+//! every kind of mistake it must name.
 
+use std::path::Path;
 use std::time::Duration;
 
-use super::*;
+use super::websocket::{self, Fields};
+use super::{qqbot, GatewayConfig, Protocol};
+use crate::config::{load, parse, ConfigError, Secret};
 
 const FULL: &str = r#"
 [gateway]
@@ -46,7 +50,9 @@ fn the_documented_example_parses() {
     assert_eq!(c.adapters.len(), 3);
     assert_eq!(c.adapters[0].protocol.kind(), "qqbot");
     match &c.adapters[0].protocol {
-        Protocol::QqBot { intents, .. } => assert_eq!(*intents, (1 << 30) | (1 << 12)),
+        Protocol::QqBot(qqbot::Config { intents, .. }) => {
+            assert_eq!(*intents, (1 << 30) | (1 << 12))
+        }
         p => panic!("{p:?}"),
     }
     assert_eq!(c.cron[0].timeout, Duration::from_secs(300));
@@ -126,7 +132,7 @@ fn loopback_plain_urls_are_allowed() {
 
 #[test]
 fn missing_file_is_an_empty_config() {
-    let c = load(Path::new("/nonexistent/gateway.toml")).unwrap();
+    let c: GatewayConfig = load(Path::new("/nonexistent/gateway.toml")).unwrap();
     assert!(c.adapters.is_empty() && c.cron.is_empty());
 }
 
@@ -163,10 +169,10 @@ fn send_frame_errors_name_the_line_and_the_fix() {
 fn a_good_send_frame_parses_and_is_optional() {
     let text = "[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\nsend-frame = '''\n{\"type\": \"send\", \"to\": \"{target}\",\n \"text\": \"{text}\", \"id\": \"{id}\", \"re\": \"{reply_to}\"}\n'''\n";
     let c = parse_str(text).unwrap();
-    let Protocol::WebSocket {
+    let Protocol::WebSocket(websocket::Config {
         send_frame: Some(frame),
         ..
-    } = &c.adapters[0].protocol
+    }) = &c.adapters[0].protocol
     else {
         panic!("{:?}", c.adapters[0]);
     };
@@ -183,9 +189,9 @@ fn a_good_send_frame_parses_and_is_optional() {
     let c = parse_str(FULL).unwrap();
     assert!(matches!(
         c.adapters[2].protocol,
-        Protocol::WebSocket {
+        Protocol::WebSocket(websocket::Config {
             send_frame: None,
             ..
-        }
+        })
     ));
 }

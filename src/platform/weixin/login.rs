@@ -9,9 +9,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::Secret;
 use crate::atomic_file;
 use crate::bounded_read::Owner;
+use crate::config::Secret;
 use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// What a confirmed login gives. The token is private; everything else may be shown.

@@ -1,0 +1,32 @@
+//! Feishu and Lark: events over the long connection (`/callback/ws/endpoint`, pbbp2 frames),
+//! messages through the Open API with a `tenant_access_token`.
+
+mod config;
+
+pub use config::{Config, FeishuDomain};
+
+use super::Platform;
+use crate::config::{AdapterKeys, ConfigError, Secret};
+
+pub struct Feishu;
+
+impl Platform for Feishu {
+    const KIND: &'static str = "feishu";
+    const KEYS: &'static [&'static str] = &["domain", "app-id", "secret-env", "api-base"];
+    type Config = Config;
+
+    fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+        config::parse(keys)
+    }
+
+    fn credential_envs(config: &Config) -> Vec<&str> {
+        vec![&config.secret_env]
+    }
+
+    /// A Feishu app's events go to whichever connection the platform picks, so its identity
+    /// is the app id alone: two profiles with one app, whatever secret each holds, would each
+    /// lose the events the other took.
+    fn identity(config: &Config, _secrets: &[Secret]) -> String {
+        format!("feishu:{}", config.app_id)
+    }
+}

@@ -1,0 +1,40 @@
+//! QQ Bot (q.qq.com, API v2): events over the op-code WebSocket gateway, messages through
+//! the OpenAPI with an access token from the app id and secret.
+
+mod config;
+mod intents;
+
+pub use config::Config;
+pub use intents::gated_intents;
+
+use super::{first, Platform};
+use crate::config::{AdapterKeys, ConfigError, Secret};
+
+pub struct QqBot;
+
+impl Platform for QqBot {
+    const KIND: &'static str = "qqbot";
+    const KEYS: &'static [&'static str] = &[
+        "app-id",
+        "secret-env",
+        "api-base",
+        "token-url",
+        "gateway-url",
+        "intents",
+        "shard",
+        "ws-ping",
+    ];
+    type Config = Config;
+
+    fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+        config::parse(keys)
+    }
+
+    fn credential_envs(config: &Config) -> Vec<&str> {
+        vec![&config.secret_env]
+    }
+
+    fn identity(config: &Config, secrets: &[Secret]) -> String {
+        format!("qqbot:{}:{}", config.app_id, first(secrets))
+    }
+}

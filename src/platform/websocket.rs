@@ -1,0 +1,37 @@
+//! A plain WebSocket: any server that pushes events as frames, probed with WebSocket pings
+//! (or an application-level ping), sending through a frame template when it has one.
+
+mod config;
+mod send_frame;
+
+pub use config::Config;
+pub use send_frame::{Fields, SendFrame, SendFrameError};
+
+use super::{first, Platform};
+use crate::config::{AdapterKeys, ConfigError, Secret};
+
+pub struct WebSocket;
+
+impl Platform for WebSocket {
+    const KIND: &'static str = "websocket";
+    const KEYS: &'static [&'static str] = &[
+        "url",
+        "token-env",
+        "ping-interval",
+        "app-ping",
+        "send-frame",
+    ];
+    type Config = Config;
+
+    fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+        config::parse(keys)
+    }
+
+    fn credential_envs(config: &Config) -> Vec<&str> {
+        config.token_env.as_deref().into_iter().collect()
+    }
+
+    fn identity(config: &Config, secrets: &[Secret]) -> String {
+        format!("websocket:{}:{}", config.url, first(secrets))
+    }
+}
