@@ -8,7 +8,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A temporary directory removed on drop.
 pub(super) struct Scratch(pub(super) PathBuf);
@@ -46,6 +46,52 @@ pub(super) type Lines = Arc<Mutex<Vec<(Instant, String)>>>;
 
 pub(super) fn lines(l: &Lines) -> std::sync::MutexGuard<'_, Vec<(Instant, String)>> {
     l.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// What systemd would have received on the notify socket, said as it arrives. The watchdog
+/// pings are only counted: one a second would drown every other line.
+pub(super) struct Notify {
+    notes: Lines,
+    shown: usize,
+    pub(super) watchdogs: usize,
+}
+
+impl Notify {
+    pub(super) fn new(notes: Lines) -> Self {
+        Self {
+            notes,
+            shown: 0,
+            watchdogs: 0,
+        }
+    }
+
+    /// Wait for READY=1, as systemd holds a `Type=notify` start until it comes.
+    pub(super) async fn wait_ready(&self) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !lines(&self.notes)
+            .iter()
+            .any(|(_, n)| n.contains("READY=1"))
+        {
+            if Instant::now() > deadline {
+                anyhow::bail!("the gateway did not send READY=1 within 20 s");
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(())
+    }
+
+    /// Say the messages that arrived since the last call.
+    pub(super) fn show(&mut self, clock: &Clock) {
+        let notes = lines(&self.notes);
+        for (_, n) in &notes[self.shown..] {
+            if n == "WATCHDOG=1" {
+                self.watchdogs += 1;
+                continue;
+            }
+            clock.say(format!("systemd <- {}", n.replace('\n', "  ")));
+        }
+        self.shown = notes.len();
+    }
 }
 
 /// The gateway's log, line by line.

@@ -133,132 +133,195 @@ pub(super) async fn run_job_inner(
     Run { outcome, stdout }
 }
 
+/// Run the job's process to its end and log how it ended. A job that cannot be started is
+/// reported here, once, so the steps below only say what went wrong.
 async fn run_process(
     spec: &CronSpec,
     ctx: &CronContext,
     heartbeat: &Heartbeat,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
     captured: &mut Captured,
 ) -> Outcome {
     let name = spec.name.as_str();
-    let fail = |what: String| {
-        error!(job = %name, error = %what, "cron job failed to start");
-        heartbeat.error(format_args!("cron job {name}: {what}"));
-        Outcome::Failed
+    let mut job = match Started::spawn(spec, ctx) {
+        Ok(job) => job,
+        Err(what) => {
+            error!(job = %name, error = %what, "cron job failed to start");
+            heartbeat.error(format_args!("cron job {name}: {what}"));
+            return Outcome::Failed;
+        }
     };
-    let Some((program, args)) = spec.command.split_first() else {
-        return fail("empty command".to_owned());
-    };
-    let log = match open_log(&ctx.log_file) {
-        Ok(f) => f,
-        Err(e) => return fail(format!("open log {}: {e}", ctx.log_file.display())),
-    };
-    log_line(&log, name, &format!("started: {}", spec.command.join(" ")));
-    let streams = log.try_clone().and_then(|out| Ok((out, log.try_clone()?)));
-    let (out_log, stderr) = match streams {
-        Ok((out, err)) => (out, Stdio::from(err)),
-        Err(e) => return fail(format!("open log {}: {e}", ctx.log_file.display())),
-    };
-    // A job that delivers its output has its stdout read here (and copied to the log);
-    // any other writes straight to the log.
-    let (stdout, tee_to) = match spec.deliver {
-        Some(_) => (Stdio::piped(), Some(out_log)),
-        None => (Stdio::from(out_log), None),
-    };
-
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .current_dir(&ctx.workdir)
-        .stdin(Stdio::null())
-        .stdout(stdout)
-        .stderr(stderr)
-        // Its own process group, so a timeout stops what `sh -c` started too.
-        .process_group(0)
-        // A backstop: if this task is ever dropped, the job dies with it.
-        .kill_on_drop(true);
-    for var in &ctx.env_remove {
-        cmd.env_remove(var);
+    let (outcome, elapsed) = job.wait(spec, heartbeat, shutdown).await;
+    if let Some(c) = job.captured(name).await {
+        *captured = c;
     }
-    let started = Instant::now();
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
-        Err(e) => {
-            log_line(&log, name, &format!("cannot start: {e}"));
-            return fail(format!(
-                "cannot start {program} in {}: {e}",
-                ctx.workdir.display()
-            ));
-        }
-    };
-    let pid = child.id();
-    debug!(job = %name, pid, "cron job started");
-    let reader = match (child.stdout.take(), tee_to) {
-        (Some(pipe), Some(log)) => Some(tokio::spawn(capture(pipe, log))),
-        _ => None,
-    };
+    log_outcome(&job.log, spec, heartbeat, &outcome, elapsed);
+    outcome
+}
 
-    enum Ended {
-        Exited(std::io::Result<ExitStatus>),
-        TimedOut,
-        Stopped,
+/// A job's process once started, with what outlives it: the log its end is written to, and
+/// the task reading its stdout when it delivers.
+struct Started {
+    child: Child,
+    pid: Option<u32>,
+    log: std::fs::File,
+    reader: Option<tokio::task::JoinHandle<Captured>>,
+    at: Instant,
+}
+
+/// How the wait for a job ended, before the job is stopped.
+enum Ended {
+    Exited(std::io::Result<ExitStatus>),
+    TimedOut,
+    Stopped,
+}
+
+impl Started {
+    /// Start the job with its output in the log: its own process group in the profile home,
+    /// without the variables in `env_remove`. The error says what could not be done.
+    fn spawn(spec: &CronSpec, ctx: &CronContext) -> Result<Self, String> {
+        let name = spec.name.as_str();
+        let Some((program, args)) = spec.command.split_first() else {
+            return Err("empty command".to_owned());
+        };
+        let log = open_log(&ctx.log_file)
+            .map_err(|e| format!("open log {}: {e}", ctx.log_file.display()))?;
+        log_line(&log, name, &format!("started: {}", spec.command.join(" ")));
+        let streams = log.try_clone().and_then(|out| Ok((out, log.try_clone()?)));
+        let (out_log, stderr) = match streams {
+            Ok((out, err)) => (out, Stdio::from(err)),
+            Err(e) => return Err(format!("open log {}: {e}", ctx.log_file.display())),
+        };
+        // A job that delivers its output has its stdout read here (and copied to the log);
+        // any other writes straight to the log.
+        let (stdout, tee_to) = match spec.deliver {
+            Some(_) => (Stdio::piped(), Some(out_log)),
+            None => (Stdio::from(out_log), None),
+        };
+
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .current_dir(&ctx.workdir)
+            .stdin(Stdio::null())
+            .stdout(stdout)
+            .stderr(stderr)
+            // Its own process group, so a timeout stops what `sh -c` started too.
+            .process_group(0)
+            // A backstop: if this task is ever dropped, the job dies with it.
+            .kill_on_drop(true);
+        for var in &ctx.env_remove {
+            cmd.env_remove(var);
+        }
+        let at = Instant::now();
+        let mut child = match cmd.spawn() {
+            Ok(c) => c,
+            Err(e) => {
+                log_line(&log, name, &format!("cannot start: {e}"));
+                return Err(format!(
+                    "cannot start {program} in {}: {e}",
+                    ctx.workdir.display()
+                ));
+            }
+        };
+        let pid = child.id();
+        debug!(job = %name, pid, "cron job started");
+        let reader = match (child.stdout.take(), tee_to) {
+            (Some(pipe), Some(log)) => Some(tokio::spawn(capture(pipe, log))),
+            _ => None,
+        };
+        Ok(Self {
+            child,
+            pid,
+            log,
+            reader,
+            at,
+        })
     }
-    let ended = tokio::select! {
-        status = child.wait() => Ended::Exited(status),
-        _ = tokio::time::sleep(spec.timeout) => Ended::TimedOut,
-        _ = shutdown.wait_for(|&stop| stop) => Ended::Stopped,
-    };
-    let elapsed = started.elapsed();
-    let outcome = match ended {
-        Ended::Exited(Ok(status)) => Outcome::Exited(status),
-        Ended::Exited(Err(e)) => {
-            error!(job = %name, error = %e, "cron job: cannot wait for it");
-            heartbeat.error(format_args!("cron job {name}: wait: {e}"));
-            stop(&mut child, pid).await;
-            Outcome::Failed
-        }
-        Ended::TimedOut => {
-            stop(&mut child, pid).await;
-            Outcome::TimedOut
-        }
-        Ended::Stopped => {
-            stop(&mut child, pid).await;
-            Outcome::Stopped
-        }
-    };
-    if let Some(reader) = reader {
-        // The pipe ends when the group is gone; a grandchild that left the group and kept
-        // stdout open must not hold the delivery forever.
+
+    /// Wait for the job to exit, time out, or be stopped by shutdown; a job still running is
+    /// stopped as a group. The time it took is taken when the wait ends, so it does not count
+    /// the kill grace.
+    async fn wait(
+        &mut self,
+        spec: &CronSpec,
+        heartbeat: &Heartbeat,
+        mut shutdown: watch::Receiver<bool>,
+    ) -> (Outcome, Duration) {
+        let name = spec.name.as_str();
+        let ended = tokio::select! {
+            status = self.child.wait() => Ended::Exited(status),
+            _ = tokio::time::sleep(spec.timeout) => Ended::TimedOut,
+            _ = shutdown.wait_for(|&stop| stop) => Ended::Stopped,
+        };
+        let elapsed = self.at.elapsed();
+        let outcome = match ended {
+            Ended::Exited(Ok(status)) => Outcome::Exited(status),
+            Ended::Exited(Err(e)) => {
+                error!(job = %name, error = %e, "cron job: cannot wait for it");
+                heartbeat.error(format_args!("cron job {name}: wait: {e}"));
+                stop(&mut self.child, self.pid).await;
+                Outcome::Failed
+            }
+            Ended::TimedOut => {
+                stop(&mut self.child, self.pid).await;
+                Outcome::TimedOut
+            }
+            Ended::Stopped => {
+                stop(&mut self.child, self.pid).await;
+                Outcome::Stopped
+            }
+        };
+        (outcome, elapsed)
+    }
+
+    /// What was read of the job's stdout, if it delivers. The pipe ends when the group is
+    /// gone; a grandchild that left the group and kept stdout open must not hold the delivery
+    /// forever, so after [`KILL_GRACE`] it is `None` and the run delivers what it has.
+    async fn captured(&mut self, name: &str) -> Option<Captured> {
+        let reader = self.reader.take()?;
         match tokio::time::timeout(KILL_GRACE, reader).await {
-            Ok(Ok(c)) => *captured = c,
+            Ok(Ok(c)) => Some(c),
             _ => {
-                warn!(job = %name, "cron job: its stdout stayed open after it ended; delivering what was read")
+                warn!(job = %name, "cron job: its stdout stayed open after it ended; delivering what was read");
+                None
             }
         }
     }
+}
+
+/// Say how a run ended, in the gateway's log and the jobs' log; a failure or a timeout is
+/// also the component's last error, so status shows it.
+fn log_outcome(
+    log: &std::fs::File,
+    spec: &CronSpec,
+    heartbeat: &Heartbeat,
+    outcome: &Outcome,
+    elapsed: Duration,
+) {
+    let name = spec.name.as_str();
     let took = humantime::format_duration(Duration::from_millis(elapsed.as_millis() as u64));
-    match &outcome {
+    match outcome {
         Outcome::Exited(status) if status.success() => {
             info!(job = %name, status = ?status.code(), elapsed = %took, "cron job finished");
-            log_line(&log, name, &format!("finished: {status} after {took}"));
+            log_line(log, name, &format!("finished: {status} after {took}"));
         }
         Outcome::Exited(status) => {
             warn!(job = %name, status = ?status.code(), elapsed = %took, "cron job failed");
             heartbeat.error(format_args!("cron job {name}: {status}"));
-            log_line(&log, name, &format!("failed: {status} after {took}"));
+            log_line(log, name, &format!("failed: {status} after {took}"));
         }
         Outcome::TimedOut => {
             let limit = humantime::format_duration(spec.timeout);
             warn!(job = %name, timeout = %limit, "cron job timed out; killed");
             heartbeat.error(format_args!("cron job {name}: timed out after {limit}"));
-            log_line(&log, name, &format!("timed out after {limit}; killed"));
+            log_line(log, name, &format!("timed out after {limit}; killed"));
         }
         Outcome::Stopped => {
             info!(job = %name, elapsed = %took, "cron job stopped at shutdown");
-            log_line(&log, name, &format!("stopped at shutdown after {took}"));
+            log_line(log, name, &format!("stopped at shutdown after {took}"));
         }
         Outcome::Failed => {}
     }
-    outcome
 }
 
 /// Read a job's stdout to its end: all of it into the log, the start of it kept for delivery.
