@@ -29,6 +29,7 @@ mod messages;
 mod post;
 mod post_record;
 pub(crate) mod proxy;
+mod reply;
 mod server;
 mod session;
 mod shutdown;
@@ -37,6 +38,7 @@ mod stats;
 pub mod telegram;
 #[cfg(test)]
 mod tests;
+mod websocket;
 pub mod weixin;
 
 use std::net::SocketAddr;

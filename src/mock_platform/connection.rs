@@ -13,13 +13,9 @@ use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, timeout, Instant};
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
 
 use super::command::{Command, Kind, Outgoing};
 use super::fault::Fault;
@@ -27,16 +23,11 @@ use super::frames::{self, ClientFrame};
 use super::shutdown::stopped;
 use super::state::Shared;
 use super::stats::bump;
-
-pub(super) type Ws = WebSocketStream<TcpStream>;
+use super::websocket::{close, hold_silently, Ws};
 
 /// Dispatches moved from the channel to the write queue per wakeup, so a burst is written
 /// with one flush without letting a huge burst delay the next read indefinitely.
 const DISPATCH_BATCH: usize = 512;
-
-/// Long enough for a well-behaved client to answer a close frame, short enough that shutdown
-/// is not held up by one that never does.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Close codes the mock uses on its own account (besides `Fault::Close`).
 const CLOSE_DECODE_ERROR: u16 = 4002;
@@ -378,43 +369,6 @@ impl Connection {
         if let Some(previous) = self.session.take() {
             self.shared.detach(self.conn_id, &previous);
             while self.dispatches.try_recv().is_ok() {}
-        }
-    }
-}
-
-/// Sends the close frame and waits (bounded) for the client's answer, because dropping a
-/// socket with unread input makes the kernel send RST, which can hide the close code.
-pub(super) async fn close(
-    mut sink: SplitSink<Ws, Message>,
-    mut stream: SplitStream<Ws>,
-    code: u16,
-) {
-    let frame = CloseFrame {
-        code: code.into(),
-        reason: Utf8Bytes::from_static(""),
-    };
-    tracing::info!(code, "mock closing connection");
-    if sink.send(Message::Close(Some(frame))).await.is_err() {
-        return;
-    }
-    let _ = timeout(CLOSE_GRACE, async {
-        while let Some(Ok(_)) = stream.next().await {}
-    })
-    .await;
-}
-
-/// Keeps a silenced socket open without answering anything. The raw bytes the client sends
-/// are swallowed (never parsed) only so that its eventual FIN is noticed and the socket freed.
-pub(super) async fn hold_silently(mut ws: Ws, shutdown: &mut watch::Receiver<bool>) {
-    let socket = ws.get_mut();
-    let mut buf = [0u8; 1024];
-    loop {
-        tokio::select! {
-            _ = stopped(shutdown) => return,
-            read = socket.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            },
         }
     }
 }

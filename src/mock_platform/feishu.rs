@@ -38,7 +38,7 @@ pub use faults::{code, FeishuFault, Refusal};
 pub use record::{FeishuAck, FeishuEventRecord, FeishuStats};
 
 use super::http::RequestHead;
-use super::message_body::Answer;
+use super::reply::Answer;
 #[cfg(doc)]
 use super::Platform;
 use super::{MockPlatform, Shared};

@@ -13,8 +13,8 @@ use tokio::sync::watch;
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
 use super::feishu;
-use super::message_body::Answer;
-use super::messages::{self, Reply};
+use super::messages;
+use super::reply::{Answer, Reply};
 use super::shutdown::stopped;
 use super::state::Shared;
 use super::stats::bump;
@@ -176,7 +176,7 @@ pub(super) async fn serve(
                 }
             }
         }
-        Ok(None) => Reply::Answer(Answer::new(413, error_body(413, "request body too large"))),
+        Ok(None) => Reply::Answer(Answer::error(413, "request body too large")),
         Err(error) => {
             tracing::debug!(%error, "mock could not read a request body");
             return;

@@ -8,6 +8,7 @@ use serde_json::{json, Map, Value};
 
 use super::feishu::send;
 use super::post::{Platform, Post, Target};
+use super::reply::Answer;
 
 /// Discord: "Message contents (up to 2000 characters)".
 pub(super) const DISCORD_MAX_CONTENT: usize = 2000;
@@ -15,23 +16,6 @@ pub(super) const DISCORD_MAX_CONTENT: usize = 2000;
 const DISCORD_MAX_NONCE: usize = 25;
 /// QQ's channel messages carry a guild; the mock has one.
 const QQ_GUILD_ID: &str = "mock-guild";
-
-/// An HTTP answer: status, extra headers and a JSON body.
-pub(super) struct Answer {
-    pub(crate) status: u16,
-    pub(crate) headers: Vec<(&'static str, String)>,
-    pub(crate) body: Value,
-}
-
-impl Answer {
-    pub(crate) fn new(status: u16, body: Value) -> Answer {
-        Answer {
-            status,
-            headers: Vec::new(),
-            body,
-        }
-    }
-}
 
 /// A send request the platform would process.
 pub(super) struct Request {

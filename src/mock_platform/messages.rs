@@ -15,19 +15,11 @@ use serde_json::json;
 use super::fault::SendFault;
 use super::feishu::send;
 use super::http::RequestHead;
-use super::message_body::{self, discord_error, qq_error, Answer, Request};
+use super::message_body::{self, discord_error, qq_error, Request};
 use super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
 use super::post_record::{Acceptance, Dedupe};
+use super::reply::{Answer, Reply};
 use super::state::Shared;
-
-/// What the connection does with a send request.
-pub(super) enum Reply {
-    Answer(Answer),
-    /// Keep the connection open and never answer.
-    Hang,
-    /// Close the connection with a reset and no answer.
-    Reset,
-}
 
 /// The send endpoint a request targets, if any: (target kind, target id). A Feishu create
 /// names its target in the body, so its id here is empty.

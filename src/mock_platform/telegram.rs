@@ -32,7 +32,7 @@ pub use faults::TelegramFault;
 pub use stats::TelegramStats;
 
 use super::http::RequestHead;
-use super::messages::Reply;
+use super::reply::Reply;
 use super::state::Shared;
 use answers::{NOT_FOUND, UNAUTHORIZED};
 use params::Params;

@@ -39,8 +39,8 @@ pub use state::WeixinConfig;
 pub use stats::WeixinStats;
 
 use super::http::RequestHead;
-use super::message_body::Answer;
-use super::messages::Reply;
+use super::reply::Answer;
+use super::reply::Reply;
 use super::state::Shared;
 use super::MockPlatform;
 use faults::Armed;

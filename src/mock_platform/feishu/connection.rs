@@ -13,9 +13,9 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::pbbp2::{message_type, Frame, FrameKind};
 
-use super::super::connection::{close, hold_silently, Ws};
 use super::super::shutdown::stopped;
 use super::super::state::Shared;
+use super::super::websocket::{close, hold_silently, Ws};
 use super::state::{ConnCommand, Ticket};
 
 /// The close code of the `CloseAll` fault: a plain normal closure.

@@ -14,7 +14,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::super::http::RequestHead;
-use super::super::message_body::Answer;
+use super::super::reply::Answer;
 use super::super::state::Shared;
 use super::faults::Refusal;
 use super::state::Discovery;

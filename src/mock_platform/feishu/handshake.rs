@@ -14,7 +14,7 @@ use tokio::time::timeout;
 use crate::pbbp2::handshake;
 
 use super::super::http::{self, RequestHead};
-use super::super::message_body::Answer;
+use super::super::reply::Answer;
 use super::super::state::Shared;
 use super::connection;
 use super::faults::Refusal;

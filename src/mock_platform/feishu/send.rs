@@ -14,8 +14,9 @@ use std::time::Duration;
 use serde_json::{json, Map, Value};
 
 use super::super::http::RequestHead;
-use super::super::message_body::{Answer, Request};
+use super::super::message_body::Request;
 use super::super::post::{Post, Target};
+use super::super::reply::Answer;
 use super::super::state::Shared;
 
 /// "文本消息请求体最大不能超过 150 KB".

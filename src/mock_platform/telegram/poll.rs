@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 
-use super::super::messages::Reply;
+use super::super::reply::Reply;
 use super::super::shutdown::stopped;
 use super::super::state::Shared;
 use super::answers::{self, TERMINATED_BY_POLL, UNAUTHORIZED, WEBHOOK_ACTIVE};

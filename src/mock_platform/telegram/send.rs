@@ -8,10 +8,11 @@
 use serde::Deserialize;
 
 use super::super::fault::SendFault;
-use super::super::message_body::Answer;
-use super::super::messages::{attempted, Reply};
+use super::super::messages::attempted;
 use super::super::post::{Platform, Post, SendAttempt, Target};
 use super::super::post_record::{Acceptance, Dedupe};
+use super::super::reply::Answer;
+use super::super::reply::Reply;
 use super::super::state::Shared;
 use super::answers::{self, UNAUTHORIZED};
 use super::params::Params;

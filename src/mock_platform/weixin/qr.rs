@@ -24,7 +24,7 @@ use serde_json::json;
 use super::codec;
 use super::state::WeixinState;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
+use crate::mock_platform::reply::Answer;
 
 /// One step of the QR login script: the status the next `get_qrcode_status` reports.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

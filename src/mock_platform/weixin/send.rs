@@ -18,10 +18,11 @@ use super::checks::{self, check_post};
 use super::state::WeixinState;
 use crate::mock_platform::fault::SendFault;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
-use crate::mock_platform::messages::{attempted, Reply};
+use crate::mock_platform::messages::attempted;
 use crate::mock_platform::post::{Platform, Post, SendAttempt, Target};
 use crate::mock_platform::post_record::{Acceptance, Dedupe};
+use crate::mock_platform::reply::Answer;
+use crate::mock_platform::reply::Reply;
 use crate::mock_platform::state::Shared;
 
 /// The longest text the mock takes, in characters.
