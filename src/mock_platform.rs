@@ -30,6 +30,7 @@ mod post;
 mod post_record;
 pub(crate) mod proxy;
 mod reply;
+mod send_attempt;
 mod server;
 mod session;
 mod shutdown;

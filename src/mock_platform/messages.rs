@@ -8,7 +8,7 @@
 //! clients apart if they had pointed at one server. Feishu's create and reply endpoints
 //! (`feishu/send.rs`) go through the same checks, faults and record.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -19,6 +19,7 @@ use super::message_body::{self, discord_error, qq_error, Request};
 use super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
 use super::post_record::{Acceptance, Dedupe};
 use super::reply::{Answer, Reply};
+use super::send_attempt::attempted;
 use super::state::Shared;
 
 /// The send endpoint a request targets, if any: (target kind, target id). A Feishu create
@@ -54,46 +55,9 @@ pub(super) fn handle(
         Target::ChatId | Target::OpenId | Target::Reply => Platform::Feishu,
         _ => Platform::Qq,
     };
-    attempted(shared, platform, target, target_id, |attempt| {
+    attempted(&shared.posts, platform, target, target_id, |attempt| {
         process(auth, head, body, shared, attempt)
     })
-}
-
-/// One request to a send endpoint, handled by `process` and logged as an attempt with the
-/// status it was answered (none for a hang or a reset), whatever came of it.
-pub(super) fn attempted(
-    shared: &Shared,
-    platform: Platform,
-    target: Target,
-    target_id: String,
-    process: impl FnOnce(&mut SendAttempt) -> Reply,
-) -> Reply {
-    let mut attempt = SendAttempt {
-        platform,
-        target,
-        target_id,
-        received_at: Instant::now(),
-        received_unix_ms: unix_ms_now(),
-        status: None,
-        recorded: false,
-        message_id: None,
-        retry_after: None,
-        fault: None,
-    };
-    let reply = process(&mut attempt);
-    attempt.status = match &reply {
-        Reply::Answer(answer) => Some(answer.status),
-        Reply::Hang | Reply::Reset => None,
-    };
-    tracing::debug!(
-        platform = platform.name(),
-        target = target.name(),
-        status = ?attempt.status,
-        fault = ?attempt.fault,
-        "mock send request"
-    );
-    shared.posts.record_attempt(attempt);
-    reply
 }
 
 fn process(
@@ -151,7 +115,9 @@ fn process(
     let nonce = request.nonce;
     let feishu = request.feishu;
     let render = |post: &Post| message_body::message(post, nonce.as_ref(), feishu.as_ref());
-    let answer = match shared.posts.accept(post, dedupe, render) {
+    let unix_ms = post.received_unix_ms;
+    let mint = |n| message_id(platform, n, unix_ms);
+    let answer = match shared.posts.accept(post, dedupe, mint, render) {
         Acceptance::Created { message_id, answer } => {
             if let Some(feishu) = &feishu {
                 shared.feishu.remember_message(&message_id, &feishu.chat_id);
@@ -191,26 +157,26 @@ fn dedupe(
 ) -> Dedupe {
     match platform {
         Platform::Discord => match request.nonce_key() {
-            Some(nonce) if request.enforce_nonce => Dedupe::Nonce {
+            Some(nonce) if request.enforce_nonce => Dedupe::Window {
                 author: auth.to_owned(),
-                nonce,
+                key: nonce,
                 window: shared.config.nonce_window,
             },
             _ => Dedupe::None,
         },
         Platform::Feishu => match request.nonce_key() {
-            Some(uuid) => Dedupe::Nonce {
+            Some(uuid) => Dedupe::Window {
                 author: shared.config.feishu.app_id.clone(),
-                nonce: uuid,
+                key: uuid,
                 window: shared.config.feishu.uuid_window,
             },
             None => Dedupe::None,
         },
         Platform::Telegram | Platform::Weixin => Dedupe::None,
         Platform::Qq => match (&request.reply_to, target) {
-            (Some(msg_id), Target::Group | Target::User) => Dedupe::Reply {
-                msg_id: msg_id.clone(),
-                msg_seq: request.msg_seq.unwrap_or(1),
+            (Some(msg_id), Target::Group | Target::User) => Dedupe::Once {
+                key: msg_id.clone(),
+                seq: request.msg_seq.unwrap_or(1),
             },
             _ => Dedupe::None,
         },
@@ -287,5 +253,25 @@ fn rate_limited(platform: Platform, target: Target, retry_after: Duration) -> An
             Target::Channel => qq_error(429, 20028, "channel hit write rate limit"),
             _ => qq_error(429, 22009, "msg limit exceed"),
         },
+    }
+}
+
+/// Discord's snowflake epoch (2015-01-01T00:00:00Z) in Unix milliseconds.
+const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+
+/// Discord ids are snowflakes (milliseconds since its epoch above 22 bits of sequence), so a
+/// client that reads the time out of an id gets the time of the post. QQ's are opaque strings;
+/// Feishu's are `om_` and 32 hex digits.
+fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
+    match platform {
+        Platform::Discord => {
+            let ms = unix_ms.saturating_sub(DISCORD_EPOCH_MS);
+            ((ms << 22) | (n & 0x3F_FFFF)).to_string()
+        }
+        Platform::Qq => format!("ROBOT1.0_mock{n:012}"),
+        Platform::Feishu => format!("om_{n:032x}"),
+        // Served by their own modules, which mint their own ids.
+        Platform::Telegram => n.to_string(),
+        Platform::Weixin => format!("wx_mock_{n:012}"),
     }
 }
