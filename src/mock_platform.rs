@@ -15,24 +15,19 @@
 //! (`posts`) and every answer they give (`send_attempts`), so a test can count deliveries and
 //! check a client's retries against the platform's dedupe rules and rate-limit waits.
 
-mod command;
 mod config;
-mod connection;
 mod fault;
 pub mod feishu;
-// Public for the fuzz target `gateway_frame` (fuzz/), which decodes client frames with `parse`.
-pub mod frames;
-mod generator;
 mod http;
 mod message_body;
 mod messages;
+mod opcode_gateway;
 mod post;
 mod post_record;
 pub(crate) mod proxy;
 mod reply;
 mod send_attempt;
 mod server;
-mod session;
 mod shutdown;
 mod state;
 mod stats;
@@ -55,10 +50,12 @@ pub use feishu::{
     ClientConfig, FeishuAck, FeishuConfig, FeishuEventRecord, FeishuFault, FeishuMessage,
     FeishuStats, Refusal,
 };
+pub use opcode_gateway::frames;
 pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
 pub(crate) use stats::MockStats;
 
+use opcode_gateway::generator;
 use state::Shared;
 
 /// A running mock platform. Dropping it stops every task it started.
@@ -87,7 +84,7 @@ impl MockPlatform {
         ];
         if let Some(every) = dispatch_every {
             tasks.push(tokio::spawn(generator::run(
-                shared.clone(),
+                shared.gateway.clone(),
                 every,
                 shutdown_rx,
             )));
@@ -116,15 +113,15 @@ impl MockPlatform {
     /// Lets a test send clients through a proxy (or anywhere else) by changing only what
     /// discovery returns.
     pub fn set_advertised_ws_url(&self, url: String) {
-        self.shared.set_advertised_ws_url(url);
+        self.shared.gateway.set_advertised_ws_url(url);
     }
 
     pub fn set_fault(&self, fault: Fault) {
-        self.shared.set_fault(fault);
+        self.shared.gateway.set_fault(fault);
     }
 
     pub fn clear_fault(&self) {
-        self.shared.set_fault(Fault::None);
+        self.shared.gateway.set_fault(Fault::None);
     }
 
     /// Arms a failure of one platform's send endpoints, replacing any armed before.
@@ -151,27 +148,27 @@ impl MockPlatform {
     /// Buffered in every session, so a session without a working connection gets these on its
     /// next resume.
     pub fn emit(&self, n: usize) {
-        self.shared.generate(n);
+        self.shared.gateway.generate(n);
     }
 
     /// One dispatch with exactly this type (`t`), event id and `d`, however hostile, in every
     /// session: for tests of what reaches a reader's terminal from a platform.
     pub fn emit_dispatch(&self, kind: &str, id: &str, d: serde_json::Value) {
-        self.shared.generate_dispatch(kind, id, &d);
+        self.shared.gateway.generate_dispatch(kind, id, &d);
     }
 
     pub fn stats(&self) -> MockStats {
-        self.shared.stats()
+        self.shared.gateway.stats()
     }
 
     pub fn generated_event_ids(&self) -> Vec<String> {
-        self.shared.event_ids()
+        self.shared.gateway.event_ids()
     }
 
     /// Stop honouring every access token issued so far, as the platform does once their
     /// lifetime has passed (while a client slept, say). New ones are issued as usual.
     pub fn expire_access_tokens(&self) {
-        self.shared.expire_access_tokens();
+        self.shared.gateway.expire_access_tokens();
     }
 
     /// Unlike a plain drop, waits (briefly) for connection tasks to finish so a test that

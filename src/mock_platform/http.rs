@@ -231,13 +231,13 @@ fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Answer {
         ("GET", "/gateway" | "/gateway/bot") if !authorized(head, shared) => {
             (401, error_body(401, "invalid access token"))
         }
-        ("GET", "/gateway") => (200, json!({"url": shared.advertised_ws_url()})),
+        ("GET", "/gateway") => (200, json!({"url": shared.gateway.advertised_ws_url()})),
         ("GET", "/gateway/bot") => {
             let limit = shared.config.session_start_limit;
             (
                 200,
                 json!({
-                    "url": shared.advertised_ws_url(),
+                    "url": shared.gateway.advertised_ws_url(),
                     "shards": 1,
                     "session_start_limit": {
                         "total": limit.total,
@@ -259,8 +259,8 @@ fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Answer {
 fn authorized(head: &RequestHead, shared: &Shared) -> bool {
     let auth = head.header("authorization").unwrap_or_default();
     match auth.strip_prefix("Bot ") {
-        Some(token) => shared.token_accepted(token),
-        None => shared.token_accepted(auth),
+        Some(token) => shared.gateway.token_accepted(token),
+        None => shared.gateway.token_accepted(auth),
     }
 }
 
@@ -281,7 +281,7 @@ fn access_token(body: &[u8], shared: &Shared) -> (u16, Value) {
         }
     }
     // QQ sends expires_in as a string; clients must cope with that, so the mock does too.
-    let token = shared.next_access_token();
+    let token = shared.gateway.next_access_token();
     let expires_in = shared.config.token_lifetime.as_secs().to_string();
     (
         200,

@@ -190,10 +190,10 @@ fn authorized(platform: Platform, auth: &str, shared: &Shared) -> bool {
     match platform {
         Platform::Feishu => send::authorized(auth, shared),
         Platform::Telegram | Platform::Weixin => false,
-        Platform::Qq => auth.starts_with("QQBot ") && shared.token_accepted(auth),
+        Platform::Qq => auth.starts_with("QQBot ") && shared.gateway.token_accepted(auth),
         Platform::Discord => auth
             .strip_prefix("Bot ")
-            .is_some_and(|token| !token.trim().is_empty() && shared.token_accepted(token)),
+            .is_some_and(|token| !token.trim().is_empty() && shared.gateway.token_accepted(token)),
     }
 }
 

@@ -11,9 +11,10 @@ use tokio::time::timeout;
 use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
 use super::fault::Fault;
+use super::opcode_gateway::connection;
 use super::shutdown::stopped;
 use super::state::Shared;
-use super::{connection, feishu, http};
+use super::{feishu, http};
 
 /// How long connection tasks get to finish on their own at shutdown before being aborted.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
@@ -57,7 +58,7 @@ pub(super) async fn accept_loop(
 }
 
 async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
-    let fault = shared.fault();
+    let fault = shared.gateway.fault();
     if fault == Fault::Refuse {
         tracing::debug!("mock refused connection");
         return;
@@ -100,5 +101,6 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
             return;
         }
     };
-    connection::run(ws, shared, shutdown, fault != Fault::NoHello).await;
+    let gateway = shared.gateway.clone();
+    connection::run(ws, gateway, shutdown, fault != Fault::NoHello).await;
 }

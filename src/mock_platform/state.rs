@@ -1,31 +1,22 @@
-//! State shared by the listener, the connection tasks, the generator and the public handle.
-//!
-//! One mutex guards sessions, the connection registry and the event log together so that
-//! "generate a dispatch, buffer it, hand it to the attached connection" and "attach a
-//! connection, compute the replay" are atomic with respect to each other: a resume can then
-//! never miss or duplicate an event generated concurrently.
+//! State shared by the listener, the platforms' endpoints and the public handle: each
+//! platform's state under its own lock, and the send record.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 
-use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Utf8Bytes;
-
-use super::command::{Command, Outgoing};
 use super::config::MockConfig;
-use super::fault::Fault;
+use super::fault::FaultSwitch;
 use super::feishu::state::FeishuState;
-use super::frames;
+use super::opcode_gateway::state::Gateway;
 use super::post_record::PostRecord;
-use super::session::{Attachment, Session};
-use super::stats::{bump, Counters, MockStats};
+use super::stats::Counters;
 use super::telegram::state::TelegramState;
 use super::weixin::state::WeixinState;
 
 pub(super) struct Shared {
     pub(crate) config: MockConfig,
-    pub(crate) counters: Counters,
+    pub(crate) counters: Arc<Counters>,
+    /// The op-code gateway (QQ Bot and Discord): sessions, connections and the event log.
+    pub(crate) gateway: Arc<Gateway>,
     /// The send endpoints' record, under its own lock.
     pub(crate) posts: PostRecord,
     /// Feishu's long connection, tokens and events, under their own locks.
@@ -34,295 +25,21 @@ pub(super) struct Shared {
     pub(crate) telegram: TelegramState,
     /// Weixin's messages, cursors, tokens and QR logins, under their own lock.
     pub(crate) weixin: WeixinState,
-    inner: Mutex<Inner>,
-}
-
-struct Inner {
-    fault: Fault,
-    advertised_ws_url: String,
-    sessions: HashMap<String, Session>,
-    /// Every open WebSocket connection, so faults can reach connections that never identified.
-    conns: HashMap<u64, mpsc::UnboundedSender<Command>>,
-    event_ids: Vec<String>,
-    last_resume_seq: Option<u64>,
-    /// QQ access tokens the platform still honours.
-    access_tokens: HashSet<String>,
-    identify_times: Vec<std::time::Instant>,
-    connection_times: Vec<std::time::Instant>,
 }
 
 impl Shared {
     pub(crate) fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
+        let counters = Arc::new(Counters::default());
+        let fault = Arc::new(FaultSwitch::default());
+        let gateway = Gateway::new(&config, advertised_ws_url, counters.clone(), fault);
         Shared {
             feishu: FeishuState::new(config.feishu.clone(), String::new()),
             telegram: TelegramState::new(config.telegram.clone()),
             weixin: WeixinState::new(config.weixin.clone()),
+            gateway: Arc::new(gateway),
             config,
-            counters: Counters::default(),
+            counters,
             posts: PostRecord::new(),
-            inner: Mutex::new(Inner {
-                fault: Fault::None,
-                advertised_ws_url,
-                sessions: HashMap::new(),
-                conns: HashMap::new(),
-                event_ids: Vec::new(),
-                last_resume_seq: None,
-                access_tokens: HashSet::new(),
-                identify_times: Vec::new(),
-                connection_times: Vec::new(),
-            }),
-        }
-    }
-
-    /// A panic elsewhere must not turn every later call into a panic too; the state is plain
-    /// data that stays consistent between statements.
-    fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    pub(crate) fn fault(&self) -> Fault {
-        self.lock().fault
-    }
-
-    pub(crate) fn set_fault(&self, fault: Fault) {
-        let mut inner = self.lock();
-        let conns = inner.conns.len();
-        let lasting = match fault {
-            Fault::Close(code) => {
-                inner.broadcast(|| Command::Close(code));
-                Fault::None
-            }
-            Fault::Reconnect => {
-                inner.broadcast(|| Command::Send(Outgoing::control(frames::reconnect())));
-                Fault::None
-            }
-            Fault::InvalidSession(resumable) => {
-                let frame = frames::invalid_session(resumable);
-                inner.broadcast(|| Command::Send(Outgoing::control(frame.clone())));
-                if !resumable {
-                    inner.sessions.retain(|_, s| s.attached.is_none());
-                }
-                Fault::None
-            }
-            Fault::Silent => {
-                // Detach under the lock so nothing generated after this call is handed to a
-                // connection that is about to go quiet; it stays buffered for a resume.
-                for session in inner.sessions.values_mut() {
-                    session.attached = None;
-                }
-                inner.broadcast(|| Command::Silence);
-                fault
-            }
-            Fault::DropClientFrames => {
-                inner.broadcast(|| Command::StopReading);
-                fault
-            }
-            other => other,
-        };
-        inner.fault = lasting;
-        tracing::info!(?fault, connections = conns, "mock fault set");
-    }
-
-    pub(crate) fn advertised_ws_url(&self) -> String {
-        self.lock().advertised_ws_url.clone()
-    }
-
-    pub(crate) fn set_advertised_ws_url(&self, url: String) {
-        self.lock().advertised_ws_url = url;
-    }
-
-    pub(crate) fn next_access_token(&self) -> String {
-        let n = self.counters.next_token.fetch_add(1, Ordering::Relaxed) + 1;
-        let token = format!("mock-access-{n}");
-        self.lock().access_tokens.insert(token.clone());
-        token
-    }
-
-    pub(crate) fn expire_access_tokens(&self) {
-        self.lock().access_tokens.clear();
-    }
-
-    /// Does the platform accept this Identify/Resume token? A QQ token (`QQBot <access
-    /// token>`) must be one the token endpoint issued and has not expired; any other token
-    /// must match `expected_token` when that is set.
-    pub(crate) fn token_accepted(&self, token: &str) -> bool {
-        match token.strip_prefix("QQBot ") {
-            Some(access) => self.lock().access_tokens.contains(access),
-            None => self
-                .config
-                .expected_token
-                .as_deref()
-                .is_none_or(|expected| expected == token),
-        }
-    }
-
-    pub(crate) fn record_identify(&self) {
-        self.lock().identify_times.push(std::time::Instant::now());
-    }
-
-    pub(crate) fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
-        let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
-        let mut inner = self.lock();
-        inner.conns.insert(conn_id, tx);
-        inner.connection_times.push(std::time::Instant::now());
-        drop(inner);
-        bump(&self.counters.connections);
-        bump(&self.counters.live_connections);
-        conn_id
-    }
-
-    pub(crate) fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
-        let mut inner = self.lock();
-        inner.conns.remove(&conn_id);
-        if let Some(sid) = session_id {
-            inner.detach(conn_id, sid);
-        }
-        drop(inner);
-        self.counters
-            .live_connections
-            .fetch_sub(1, Ordering::Relaxed);
-    }
-
-    pub(crate) fn detach(&self, conn_id: u64, session_id: &str) {
-        self.lock().detach(conn_id, session_id);
-    }
-
-    /// Creates a session attached to `conn_id` and returns its id and READY frame.
-    pub(crate) fn identify(
-        &self,
-        conn_id: u64,
-        tx: mpsc::UnboundedSender<Utf8Bytes>,
-    ) -> (String, Utf8Bytes) {
-        let session_id = Session::new_id();
-        let mut session = Session::new();
-        let resume_url = self.config.resume_gateway_url.as_deref();
-        let ready = frames::ready(session.next_seq(), &session_id, resume_url);
-        session.attached = Some(Attachment { conn_id, tx });
-        self.lock().sessions.insert(session_id.clone(), session);
-        (session_id, ready)
-    }
-
-    /// Attaches `conn_id` to an existing session and returns the dispatches to replay followed
-    /// by the RESUMED frame, or `None` for an unknown session. Later dispatches go to the
-    /// connection's queue, which it drains only after sending these, so order is preserved.
-    pub(crate) fn resume(
-        &self,
-        conn_id: u64,
-        tx: mpsc::UnboundedSender<Utf8Bytes>,
-        session_id: &str,
-        seq: u64,
-    ) -> Option<(Vec<Utf8Bytes>, Utf8Bytes)> {
-        let mut inner = self.lock();
-        let session = inner.sessions.get_mut(session_id)?;
-        let missed = session.missed_since(seq);
-        let resumed = frames::resumed(session.next_seq());
-        if let Some(previous) = session.attached.replace(Attachment { conn_id, tx }) {
-            tracing::debug!(
-                session_id,
-                previous_conn = previous.conn_id,
-                conn_id,
-                "session taken over by resume"
-            );
-        }
-        inner.last_resume_seq = Some(seq);
-        Some((missed, resumed))
-    }
-
-    /// Generates `n` dispatches in every session, buffered for resume and handed to the
-    /// attached connection if there is one.
-    ///
-    /// Works in chunks, releasing the lock between them: connection tasks need the same lock
-    /// to answer heartbeats, and a large `emit` must not make the platform itself go silent.
-    pub(crate) fn generate(&self, n: usize) {
-        const CHUNK: usize = 256;
-        let mut left = n;
-        while left > 0 {
-            let now = left.min(CHUNK);
-            left -= now;
-            let mut guard = self.lock();
-            let Inner {
-                sessions,
-                event_ids,
-                ..
-            } = &mut *guard;
-            for _ in 0..now {
-                for session in sessions.values_mut() {
-                    let number = event_ids.len() as u64 + 1;
-                    let seq = session.next_seq();
-                    event_ids.push(frames::event_id(number));
-                    deliver(session, seq, frames::message_create(seq, number));
-                }
-            }
-        }
-    }
-
-    /// One dispatch with the caller's `t`, top-level `id` and `d`, exactly as given, in every
-    /// session: the platform as an attacker would run it.
-    pub(crate) fn generate_dispatch(&self, kind: &str, id: &str, d: &serde_json::Value) {
-        let mut guard = self.lock();
-        let Inner {
-            sessions,
-            event_ids,
-            ..
-        } = &mut *guard;
-        for session in sessions.values_mut() {
-            let seq = session.next_seq();
-            event_ids.push(id.to_owned());
-            deliver(session, seq, frames::dispatch(seq, kind, id, d));
-        }
-    }
-
-    pub(crate) fn event_ids(&self) -> Vec<String> {
-        self.lock().event_ids.clone()
-    }
-
-    pub(crate) fn stats(&self) -> MockStats {
-        let c = &self.counters;
-        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
-        let inner = self.lock();
-        MockStats {
-            connections: load(&c.connections),
-            live_connections: load(&c.live_connections),
-            identifies: load(&c.identifies),
-            resumes: load(&c.resumes),
-            heartbeats: load(&c.heartbeats),
-            acks: load(&c.acks),
-            dispatches_sent: load(&c.dispatches_sent),
-            events_generated: inner.event_ids.len() as u64,
-            http_requests: load(&c.http_requests),
-            last_resume_seq: inner.last_resume_seq,
-            identify_times: inner.identify_times.clone(),
-            token_rejections: load(&c.token_rejections),
-            connection_times: inner.connection_times.clone(),
-            ws_pings: load(&c.ws_pings),
-        }
-    }
-}
-
-/// Buffer `frame` for resume and hand it to the attached connection, if any.
-fn deliver(session: &mut Session, seq: u64, frame: Utf8Bytes) {
-    session.record(seq, frame.clone());
-    if let Some(attachment) = &session.attached {
-        let delivered = attachment.tx.send(frame).is_ok();
-        if !delivered {
-            session.attached = None;
-        }
-    }
-}
-
-impl Inner {
-    fn broadcast(&self, command: impl Fn() -> Command) {
-        for tx in self.conns.values() {
-            // A closed receiver means the connection is on its way out; nothing to tell it.
-            let _ = tx.send(command());
-        }
-    }
-
-    fn detach(&mut self, conn_id: u64, session_id: &str) {
-        if let Some(session) = self.sessions.get_mut(session_id) {
-            if session.is_attached_to(conn_id) {
-                session.attached = None;
-            }
         }
     }
 }

@@ -17,13 +17,13 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
+use super::super::fault::Fault;
+use super::super::shutdown::stopped;
+use super::super::stats::bump;
+use super::super::websocket::{close, hold_silently, Ws};
 use super::command::{Command, Kind, Outgoing};
-use super::fault::Fault;
 use super::frames::{self, ClientFrame};
-use super::shutdown::stopped;
-use super::state::Shared;
-use super::stats::bump;
-use super::websocket::{close, hold_silently, Ws};
+use super::state::Gateway;
 
 /// Dispatches moved from the channel to the write queue per wakeup, so a burst is written
 /// with one flush without letting a huge burst delay the next read indefinitely.
@@ -53,9 +53,9 @@ enum End {
     Silence,
 }
 
-pub(super) async fn run(
+pub(crate) async fn run(
     ws: Ws,
-    shared: Arc<Shared>,
+    shared: Arc<Gateway>,
     mut shutdown: watch::Receiver<bool>,
     hello: bool,
 ) {
@@ -75,7 +75,7 @@ pub(super) async fn run(
         reading: true,
     };
     if hello {
-        let frame = frames::hello(conn.shared.config.heartbeat_interval);
+        let frame = frames::hello(conn.shared.heartbeat_interval);
         conn.enqueue(Outgoing::control(frame));
     }
     let (mut sink, mut stream) = ws.split();
@@ -95,7 +95,7 @@ pub(super) async fn run(
 }
 
 struct Connection {
-    shared: Arc<Shared>,
+    shared: Arc<Gateway>,
     conn_id: u64,
     /// Handed to the session on identify/resume so the generator can reach this connection.
     dispatch_tx: mpsc::UnboundedSender<Utf8Bytes>,
@@ -277,7 +277,7 @@ impl Connection {
                 if !self.token_accepted(&token) {
                     return Flow::Close(CLOSE_AUTHENTICATION_FAILED);
                 }
-                if let Some(granted) = self.shared.config.granted_intents {
+                if let Some(granted) = self.shared.granted_intents {
                     if intents.unwrap_or(0) & !granted != 0 {
                         tracing::info!(
                             conn_id = self.conn_id,
