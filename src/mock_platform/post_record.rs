@@ -11,10 +11,15 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::fault::SendFault;
+use super::http::RequestHead;
 use super::post::{Platform, Post, SendAttempt};
+use super::reply::{Answer, Reply};
+use super::side::{at_once, Side};
 
 pub(super) struct PostRecord {
     pub(crate) started: Instant,
@@ -211,5 +216,18 @@ impl PostRecord {
     pub(crate) fn render(&self) -> Value {
         let inner = self.lock();
         super::post::render_record(&inner.posts, &inner.attempts, self.started)
+    }
+}
+
+/// `GET /_posts`: the record as JSON, for a benchmark outside the process to read.
+impl Side for PostRecord {
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        _: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let record = head.method == "GET" && head.path == "/_posts";
+        record.then(|| at_once(Reply::Answer(Answer::new(200, self.render()))))
     }
 }

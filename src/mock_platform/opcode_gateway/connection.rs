@@ -53,7 +53,7 @@ enum End {
     Silence,
 }
 
-pub(crate) async fn run(
+pub(super) async fn run(
     ws: Ws,
     shared: Arc<Gateway>,
     mut shutdown: watch::Receiver<bool>,

@@ -10,7 +10,7 @@ use tokio::time::{interval_at, Instant, MissedTickBehavior};
 use super::super::shutdown::stopped;
 use super::state::Gateway;
 
-pub(crate) async fn run(
+pub(super) async fn run(
     shared: Arc<Gateway>,
     every: Duration,
     mut shutdown: watch::Receiver<bool>,

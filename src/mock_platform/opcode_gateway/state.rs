@@ -21,6 +21,8 @@ use super::command::{Command, Outgoing};
 use super::frames;
 use super::session::{Attachment, Session};
 
+/// The gateway both platforms' clients connect to, and its side of the mock (`Side` is
+/// implemented in `opcode_gateway.rs`): what the config fixed at start, and what changes.
 pub(crate) struct Gateway {
     /// Advertised in Hello.
     pub(crate) heartbeat_interval: Duration,
@@ -30,6 +32,8 @@ pub(crate) struct Gateway {
     expected_token: Option<String>,
     /// Sent as READY's `resume_gateway_url`.
     resume_gateway_url: Option<String>,
+    /// The generator's period, if it runs.
+    pub(crate) dispatch_every: Option<Duration>,
     pub(crate) counters: Arc<Counters>,
     /// The armed fault, which the listener reads too.
     fault: Arc<FaultSwitch>,
@@ -61,6 +65,7 @@ impl Gateway {
             granted_intents: config.granted_intents,
             expected_token: config.expected_token.clone(),
             resume_gateway_url: config.resume_gateway_url.clone(),
+            dispatch_every: config.dispatch_every,
             counters,
             fault,
             inner: Mutex::new(Inner {

@@ -1,4 +1,4 @@
-//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the shared send
+//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the telegram send
 //! machinery: the armed [`SendFault`] in Telegram's shape, the post record and the attempt
 //! log. Checked as the server checks it: the text (1-4096 characters once leading and
 //! trailing whitespace is stripped), then the chat, then the message replied to
@@ -10,12 +10,12 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::super::post::{Platform, Post, SendAttempt, Target};
-use super::super::post_record::Dedupe;
+use super::super::post_record::{Dedupe, PostRecord};
 use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
-use super::super::state::Shared;
 use super::answers::{self, UNAUTHORIZED};
 use super::params::Params;
+use super::state::TelegramState;
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing".
 const MAX_TEXT: usize = 4096;
@@ -28,35 +28,36 @@ struct ReplyParameters {
     allow_sending_without_reply: bool,
 }
 
-pub(crate) fn handle(token_ok: bool, params: &Params<'_>, shared: &Shared) -> Reply {
+pub(crate) fn handle(
+    token_ok: bool,
+    params: &Params<'_>,
+    state: &TelegramState,
+    posts: &PostRecord,
+) -> Reply {
     let chat = params.get("chat_id").unwrap_or_default();
-    attempted(
-        &shared.posts,
-        Platform::Telegram,
-        Target::Chat,
-        chat,
-        |attempt| process(token_ok, params, shared, attempt),
-    )
+    attempted(posts, Platform::Telegram, Target::Chat, chat, |attempt| {
+        process(token_ok, params, state, posts, attempt)
+    })
 }
 
 fn process(
     token_ok: bool,
     params: &Params<'_>,
-    shared: &Shared,
+    state: &TelegramState,
+    posts: &PostRecord,
     attempt: &mut SendAttempt,
 ) -> Reply {
     if !token_ok {
         return Reply::Answer(answers::error(401, UNAUTHORIZED));
     }
-    if let Some(refused) = struck_before(&shared.posts, attempt, &BotApi) {
+    if let Some(refused) = struck_before(posts, attempt, &BotApi) {
         return refused;
     }
-    let checked = match check(params, shared) {
+    let checked = match check(params, state) {
         Ok(checked) => checked,
         Err(answer) => return Reply::Answer(answer),
     };
     attempt.target_id = checked.chat_id.to_string();
-    let state = &shared.telegram;
     let (message_id, message) = state.bot_message(checked.chat_id, &checked.text, checked.reply_to);
     let post = Post {
         platform: Platform::Telegram,
@@ -72,12 +73,12 @@ fn process(
     };
     // Telegram numbers messages per chat, so the id is the chat's, not the record's count.
     let mint = |_| message_id.to_string();
-    let accepted = shared.posts.accept(post, Dedupe::None, mint, |_| message);
+    let accepted = posts.accept(post, Dedupe::None, mint, |_| message);
     // Without a dedupe key the record has nothing to compare, so this cannot be refused.
     let Some(answer) = settled(accepted, attempt) else {
         return Reply::Answer(answers::internal_error());
     };
-    if let Some(withheld) = struck_after(&shared.posts, attempt) {
+    if let Some(withheld) = struck_after(posts, attempt) {
         return withheld;
     }
     Reply::Answer(answers::ok(answer))
@@ -110,7 +111,7 @@ struct Checked {
     reply_to: Option<i64>,
 }
 
-fn check(params: &Params<'_>, shared: &Shared) -> Result<Checked, Answer> {
+fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> {
     let text = params.get("text").unwrap_or_default().trim().to_owned();
     if text.is_empty() {
         return Err(answers::bad_request("message text is empty"));
@@ -122,7 +123,6 @@ fn check(params: &Params<'_>, shared: &Shared) -> Result<Checked, Answer> {
     if chat.trim().is_empty() {
         return Err(answers::bad_request("chat_id is empty"));
     }
-    let state = &shared.telegram;
     let chat_id = state
         .resolve_chat(&chat)
         .ok_or_else(|| answers::bad_request("chat not found"))?;

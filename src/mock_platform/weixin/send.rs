@@ -20,12 +20,11 @@ use super::checks::{self, check_post};
 use super::state::WeixinState;
 use crate::mock_platform::http::RequestHead;
 use crate::mock_platform::post::{Platform, Post, SendAttempt, Target};
-use crate::mock_platform::post_record::Dedupe;
+use crate::mock_platform::post_record::{Dedupe, PostRecord};
 use crate::mock_platform::reply::{Answer, Reply};
 use crate::mock_platform::send_attempt::{
     attempted, settled, struck_after, struck_before, Refusals,
 };
-use crate::mock_platform::state::Shared;
 
 /// The longest text the mock takes, in characters.
 pub(crate) const TEXT_MAX: usize = 2000;
@@ -37,29 +36,38 @@ struct Outgoing {
     context_token: Option<String>,
 }
 
-pub(crate) fn send_message(head: &RequestHead, body: &[u8], shared: &Shared) -> Reply {
-    let state = &shared.weixin;
+pub(crate) fn send_message(
+    head: &RequestHead,
+    body: &[u8],
+    state: &WeixinState,
+    posts: &PostRecord,
+) -> Reply {
     state.lock().stats.sends += 1;
     let to_user_id = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|b| b.pointer("/msg/to_user_id")?.as_str().map(str::to_owned))
         .unwrap_or_default();
     attempted(
-        &shared.posts,
+        posts,
         Platform::Weixin,
         Target::Peer,
         to_user_id,
-        |attempt| process(head, body, shared, attempt),
+        |attempt| process(head, body, state, posts, attempt),
     )
 }
 
-fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) -> Reply {
-    let state = &shared.weixin;
+fn process(
+    head: &RequestHead,
+    body: &[u8],
+    state: &WeixinState,
+    posts: &PostRecord,
+    attempt: &mut SendAttempt,
+) -> Reply {
     let body = match check_post(head, body, state) {
         Ok(body) => body,
         Err(expired) => return Reply::Answer(expired),
     };
-    if let Some(refused) = struck_before(&shared.posts, attempt, state) {
+    if let Some(refused) = struck_before(posts, attempt, state) {
         return refused;
     }
     if attempt.target_id.is_empty() {
@@ -98,10 +106,10 @@ fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendA
         received_unix_ms: attempt.received_unix_ms,
     };
     let mint = |n| format!("wx_mock_{n:012}");
-    let accepted = shared.posts.accept(post, dedupe, mint, |_| checks::ok());
+    let accepted = posts.accept(post, dedupe, mint, |_| checks::ok());
     // Only a once-only key is refused; a `client_id` repeat is answered as the first was.
     let answer = settled(accepted, attempt).unwrap_or_else(checks::ok);
-    if let Some(withheld) = struck_after(&shared.posts, attempt) {
+    if let Some(withheld) = struck_after(posts, attempt) {
         return withheld;
     }
     Reply::Answer(Answer::new(200, answer))
