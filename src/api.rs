@@ -15,6 +15,7 @@
 pub mod client;
 mod connections;
 mod events;
+mod frontend;
 mod json_object;
 mod listener;
 mod problem;
@@ -35,6 +36,7 @@ use crate::profile::Profile;
 use crate::trusted_dir::TrustError;
 
 pub use connections::Connections;
+pub(crate) use frontend::LocalApi;
 pub use listener::{bind, Bound};
 
 /// The largest request body accepted: 1 MiB. The longest text any platform takes is 65,536

@@ -1,12 +1,15 @@
 //! `doctor`: one snapshot of the world, then small pure checks over it.
 //!
-//! Gathering (bus calls, file reads) happens once, in [`snapshot`]; every check in [`checks`]
-//! is a pure function of that snapshot, so each finding can be unit-tested without a bus. A
+//! Gathering (bus calls, file reads) happens once, in [`snapshot`] (under launchd,
+//! [`launchd::snapshot`]), each beside one manager-neutral look at the profile homes
+//! ([`homes`]); every check in [`checks`] is a pure function of that snapshot, the checks of
+//! the homes alone shared by both managers, so each finding can be unit-tested without a bus. A
 //! finding names the exact command that fixes it, because a diagnosis without a remedy just
 //! moves the problem to the reader. Secrets never reach a finding: only short hashes do.
 
 pub(crate) mod checks;
 pub(crate) mod fix;
+pub(crate) mod homes;
 pub(crate) mod launchd;
 pub(crate) mod snapshot;
 pub(crate) mod telegram_webhook;

@@ -15,7 +15,7 @@
 //! | any other failure                    | 1       | 1       |
 //!
 //! Which error is which outcome is decided in one match, `GatewayError::outcome`
-//! (`gateway/runtime.rs`), and which outcome is which code under which manager in one table,
+//! (`runtime.rs`), and which outcome is which code under which manager in one table,
 //! `gateway::exit::status`; `CliError::exit_code` (`cli/error.rs`) maps every other command's
 //! failures.
 

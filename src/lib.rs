@@ -22,6 +22,7 @@ pub mod pbbp2;
 pub mod process_probe;
 pub mod profile;
 pub(crate) mod redact;
+pub(crate) mod runtime;
 pub mod safe_text;
 pub mod service;
 pub mod status;

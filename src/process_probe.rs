@@ -4,7 +4,7 @@
 //! no signal, which only checks: doctor must never call a live process dead (its fix removes
 //! the pid file of a dead one). A process's command line is another matter: macOS gives it
 //! only through `sysctl(KERN_PROCARGS2)`, so callers there say they could not read it rather
-//! than guess (see `doctor::snapshot::pid_process`).
+//! than guess (see `doctor::homes::pid_process`).
 
 /// Whether `pid` names a process, a zombie included.
 #[cfg(target_os = "linux")]

@@ -1,6 +1,9 @@
 //! `status`: every installed profile's unit, from one bus connection, and every gateway that
 //! holds a profile without a unit of ours running it (started by hand, say): the kernel's
-//! word on who serves a profile is its instance lock, whatever the manager lists.
+//! word on who serves a profile is its instance lock, whatever the manager lists. Each row's
+//! health section, shared with launchd's `status`, is [`health`].
+
+pub(crate) mod health;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -9,15 +12,12 @@ use serde::Serialize;
 
 use crate::ansi::{paint, Paint};
 use crate::bounded_read::Owner;
-use crate::gateway::outbox::Stats;
-use crate::gateway::state_file::{
-    ApiCondition, ApiHealth, ComponentState, Delivery, Stale, StateFile,
-};
 use crate::lock_holder::{LockHolder, LockLookup};
 use crate::profile::{profile_of_unit, Profile, ProfileName, UNIT_PREFIX, UNIT_SUFFIX};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
 use crate::service::served_profile::unit_hermes_home;
+use crate::status::health::{HealthSection, Writer};
 use crate::systemd::linger::Linger;
 use crate::systemd::scope::Scope;
 use crate::systemd::unit_file;
@@ -45,93 +45,34 @@ pub(crate) struct UnitStatus {
     pub(crate) provenance: Option<Provenance>,
     pub(crate) edited: bool,
     pub(crate) need_daemon_reload: bool,
-    /// The gateway's own health report (`state/gateway.json`); `null` when it has written none
-    /// or it cannot be shown.
-    pub(crate) health: Option<Health>,
-    /// Why the state file cannot be shown (too large, not a regular file, a symlink, someone
-    /// else's, not JSON); `null` when it could be read or there is none.
-    pub(crate) health_error: Option<String>,
+    /// The gateway's own health report (`health`, `health_error`), judged against the unit.
+    #[serde(flatten)]
+    pub(crate) section: HealthSection,
 }
 
-/// The gateway's state file as `status` shows it. A snapshot that is not current (see
-/// [`StateFile::staleness_for`]) is marked stale and its components' states are not to be
-/// trusted: a frozen or dead gateway's last words would otherwise read as "connected".
-#[derive(Clone, Debug, Serialize)]
-pub(crate) struct Health {
-    pub(crate) updated_at: String,
-    pub(crate) age_ms: Option<u64>,
-    pub(crate) stale: bool,
-    /// Why `stale` is true; `null` when it is false.
-    pub(crate) stale_reason: Option<Stale>,
-    /// The process that wrote the snapshot.
-    pub(crate) pid: u32,
-    pub(crate) summary: String,
-    pub(crate) components: Vec<ComponentState>,
-    /// The outbox: how many messages wait, the oldest one's age, and what ended how.
-    pub(crate) outbox: Option<Stats>,
-    /// Each delivering cron job's last delivery.
-    pub(crate) deliveries: Vec<Delivery>,
-    /// The local agent API: whether it takes new connections; `null` from a gateway that
-    /// did not say.
-    pub(crate) api: Option<ApiHealth>,
+/// The state file of the profile a unit serves, judged against that unit; nothing when the
+/// unit's home cannot be known.
+fn section_of_unit(profile: &ProfileName, scope: Scope, p: &UnitProperties) -> HealthSection {
+    let Some(hermes_home) = home_of_unit(p) else {
+        return HealthSection::default();
+    };
+    let Ok(profile) = Profile::new(profile.clone(), hermes_home) else {
+        return HealthSection::default();
+    };
+    let writer = Writer::Unit {
+        active_state: p.active_state.as_deref().unwrap_or_default(),
+        main_pid: p.main_pid.unwrap_or(0),
+    };
+    HealthSection::read(&profile.state_file(), owner(scope), writer)
 }
 
-impl Health {
-    /// The state file of the profile a unit serves, judged against that unit.
-    fn read_for_unit(
-        profile: &ProfileName,
-        scope: Scope,
-        p: &UnitProperties,
-    ) -> Result<Option<Health>, String> {
-        let Some(hermes_home) = home_of_unit(p) else {
-            return Ok(None);
-        };
-        let Ok(profile) = Profile::new(profile.clone(), hermes_home) else {
-            return Ok(None);
-        };
-        Self::read(
-            &profile,
-            scope,
-            p.active_state.as_deref().unwrap_or_default(),
-            p.main_pid.unwrap_or(0),
-        )
-    }
-
-    /// The profile's state file as health, `Ok(None)` when there is none, or why it cannot be
-    /// shown (with the file named). It is current only while `active_state` is active and
-    /// `main_pid` wrote it: the unit's, or for a gateway no unit runs, `"active"` and the
-    /// lock holder's pid. In user scope `status` runs as the profile's user, so the file must
-    /// be that user's or root's; in system scope root looks at another account's profile,
-    /// whose files belong to that account (the owner of the profile's directory).
-    fn read(
-        profile: &Profile,
-        scope: Scope,
-        active_state: &str,
-        main_pid: u32,
-    ) -> Result<Option<Health>, String> {
-        let owner = match scope {
-            Scope::User => Owner::SelfOrRoot,
-            Scope::System => Owner::SelfRootOrDirectory,
-        };
-        let state = match StateFile::load(&profile.state_file(), owner) {
-            Ok(Some(state)) => state,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(format!("{:#}", anyhow::Error::from(e))),
-        };
-        let now = std::time::SystemTime::now();
-        let stale_reason = state.staleness_for(now, active_state, main_pid);
-        Ok(Some(Health {
-            age_ms: state.age(now).map(|a| a.as_millis() as u64),
-            stale: stale_reason.is_some(),
-            stale_reason,
-            pid: state.pid,
-            updated_at: state.updated_at,
-            summary: state.summary,
-            components: state.components,
-            outbox: state.outbox,
-            deliveries: state.deliveries,
-            api: state.api,
-        }))
+/// Whose a profile's files may be. In user scope `status` runs as the profile's user, so they
+/// must be that user's or root's; in system scope root looks at another account's profile,
+/// whose files belong to that account (the owner of the profile's directory).
+fn owner(scope: Scope) -> Owner {
+    match scope {
+        Scope::User => Owner::SelfOrRoot,
+        Scope::System => Owner::SelfRootOrDirectory,
     }
 }
 
@@ -159,19 +100,16 @@ pub(crate) struct Unmanaged {
     pub(crate) service: Option<String>,
     /// Its command line; `""` when it cannot be read.
     pub(crate) cmdline: String,
-    /// The gateway's own health report, judged against this process: current only when it
-    /// wrote it.
-    pub(crate) health: Option<Health>,
-    /// Why the state file cannot be shown; as for a unit.
-    pub(crate) health_error: Option<String>,
+    /// The gateway's own health report (`health`, `health_error`), judged against this
+    /// process: current only when it wrote it.
+    #[serde(flatten)]
+    pub(crate) section: HealthSection,
 }
 
 impl Unmanaged {
     fn new(profile: &Profile, holder: LockHolder, scope: Scope) -> Self {
-        let (health, health_error) = match Health::read(profile, scope, "active", holder.pid) {
-            Ok(health) => (health, None),
-            Err(why) => (None, Some(why)),
-        };
+        let writer = Writer::LockHolder { pid: holder.pid };
+        let section = HealthSection::read(&profile.state_file(), owner(scope), writer);
         Unmanaged {
             profile: profile.name().clone(),
             hermes_home: profile.hermes_home().to_owned(),
@@ -179,8 +117,7 @@ impl Unmanaged {
             managed: false,
             service: holder.unit,
             cmdline: holder.cmdline,
-            health,
-            health_error,
+            section,
         }
     }
 }
@@ -236,10 +173,7 @@ pub(crate) struct StatusReport {
 
 fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperties) -> UnitStatus {
     let fragment_path = p.fragment_path.clone().filter(|f| !f.is_empty());
-    let (health, health_error) = match Health::read_for_unit(&profile, scope, &p) {
-        Ok(health) => (health, None),
-        Err(why) => (None, Some(why)),
-    };
+    let section = section_of_unit(&profile, scope, &p);
     let provenance = fragment_path
         .as_deref()
         .and_then(|f| std::fs::read_to_string(f).ok())
@@ -262,8 +196,7 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
         edited: provenance == Some(Provenance::Edited),
         provenance,
         need_daemon_reload: p.need_daemon_reload.unwrap_or(false),
-        health,
-        health_error,
+        section,
     }
 }
 
@@ -425,7 +358,7 @@ impl StatusReport {
             }
             s.push_str(&text);
             s.push('\n');
-            let (health, health_error, writer) = match line {
+            let (section, writer) = match line {
                 Row::Unit(u) => {
                     if !u.status_text.is_empty() {
                         s.push_str(&format!("{:<16} status: {}\n", "", visible(&u.status_text)));
@@ -434,43 +367,22 @@ impl StatusReport {
                         active_state: &u.active_state,
                         main_pid: u.main_pid,
                     };
-                    (&u.health, &u.health_error, writer)
+                    (&u.section, writer)
                 }
                 Row::Unmanaged(g) => {
                     if !g.cmdline.is_empty() {
                         s.push_str(&format!("{:<16} command: {}\n", "", visible(&g.cmdline)));
                     }
-                    (
-                        &g.health,
-                        &g.health_error,
-                        Writer::LockHolder { pid: g.pid },
-                    )
+                    (&g.section, Writer::LockHolder { pid: g.pid })
                 }
             };
-            if let Some(h) = health {
-                s.push_str(&h.to_text(writer));
-            }
-            if let Some(why) = health_error {
-                s.push_str(&format!("{:<16} health: not shown: {}\n", "", visible(why)));
-            }
+            s.push_str(&section.to_text(writer));
         }
         if let Some(linger) = self.linger {
             s.push_str(&format!("linger: {linger}\n"));
         }
         s
     }
-}
-
-/// The process a snapshot should come from, for the words on one that is not current.
-#[derive(Clone, Copy)]
-enum Writer<'a> {
-    /// A unit's gateway: its `active_state` and `main_pid`.
-    Unit {
-        active_state: &'a str,
-        main_pid: u32,
-    },
-    /// A gateway no unit runs: the process holding the profile's lock.
-    LockHolder { pid: u32 },
 }
 
 /// The colour a reader scans for in the STATE column: running is green, failed red, and
@@ -485,158 +397,11 @@ fn state_paint(active_state: &str, result: &str) -> Option<Paint> {
     }
 }
 
-impl Health {
-    /// The component lines, after a warning line when the snapshot is not current, which
-    /// says why in words, about the process that should have written it.
-    fn to_text(&self, writer: Writer) -> String {
-        let (active_state, main_pid, whose) = match writer {
-            Writer::Unit {
-                active_state,
-                main_pid,
-            } => (active_state, main_pid, "the unit's"),
-            Writer::LockHolder { pid } => ("active", pid, "the running gateway's"),
-        };
-        let pad = "";
-        let mut s = String::new();
-        if let Some(reason) = self.stale_reason {
-            let age = self
-                .age_ms
-                .map(|a| {
-                    let a = std::time::Duration::from_millis(a);
-                    format!("{} ago", crate::gateway::health::short(a))
-                })
-                .unwrap_or_else(|| "age unknown".into());
-            let why = match reason {
-                Stale::Old => "the gateway is not reporting".to_owned(),
-                Stale::Future => {
-                    "its time is ahead of this machine's clock, so it cannot be trusted".to_owned()
-                }
-                Stale::NoTime => "its time cannot be read".to_owned(),
-                Stale::NotRunning if matches!(active_state, "active" | "reloading") => {
-                    "the unit has no main process".to_owned()
-                }
-                Stale::NotRunning if active_state.is_empty() => {
-                    "the unit is not active, so no gateway is running".to_owned()
-                }
-                Stale::NotRunning => format!(
-                    "the unit is {}, so no gateway is running",
-                    visible(active_state)
-                ),
-                Stale::OtherProcess => format!(
-                    "it was written by PID {}, not by {whose} PID {main_pid}",
-                    self.pid
-                ),
-            };
-            s.push_str(&format!(
-                "{pad:<16} health: STALE snapshot from {} ({age}); {why}; states below are not current\n",
-                visible(&self.updated_at),
-            ));
-        }
-        for c in &self.components {
-            let state = visible(&c.state);
-            let state = if self.stale {
-                format!("{state} (stale)")
-            } else if !c.fresh {
-                format!("{state} STALE")
-            } else {
-                state.into_owned()
-            };
-            let mut line = format!(
-                "{pad:<16} {:<10} {:<9} {:<16} last proof of life {} ago, reconnects {}",
-                visible(&c.name),
-                visible(&c.kind),
-                state,
-                crate::gateway::health::short(std::time::Duration::from_millis(c.last_beat_age_ms)),
-                c.reconnects
-            );
-            if let Some(e) = &c.last_error {
-                line.push_str(&format!(", last error: {}", visible(e)));
-            }
-            s.push_str(&line);
-            s.push('\n');
-        }
-        if let Some(o) = &self.outbox {
-            s.push_str(&format!("{pad:<16} {}\n", outbox_line(o)));
-        }
-        if let Some(api) = &self.api {
-            s.push_str(&format!("{pad:<16} {}\n", api_line(api)));
-        }
-        for d in &self.deliveries {
-            let last = match (&d.message, d.state) {
-                (Some(id), Some(state)) => {
-                    let state = serde_json::to_value(state).ok();
-                    let state = state.as_ref().and_then(|v| v.as_str()).unwrap_or("?");
-                    let at = d.updated_at.as_deref().unwrap_or("?");
-                    let mut text = format!("{state} at {} (message {})", visible(at), visible(id));
-                    if let Some(e) = &d.last_error {
-                        text.push_str(&format!(", {}", visible(e)));
-                    }
-                    text
-                }
-                _ => "none yet".to_owned(),
-            };
-            s.push_str(&format!(
-                "{pad:<16} cron {:<10} last delivery: {last}\n",
-                visible(&d.job)
-            ));
-        }
-        s
-    }
-}
-
-/// One line on the agent API: how many connections, and in capitals when it could not take
-/// a new one at once (saturated) or at all (an accept failing).
-fn api_line(api: &ApiHealth) -> String {
-    let open = match api.long_polls {
-        0 => format!("{}/{} connections", api.connections, api.max_connections),
-        n => format!(
-            "{}/{} connections ({n} long-polls)",
-            api.connections, api.max_connections
-        ),
-    };
-    let shed = match api.shed {
-        0 => String::new(),
-        n => format!(", {n} idle or slow ones closed to admit new ones since the start"),
-    };
-    match api.state {
-        ApiCondition::Serving => format!("api        serving, {open}{shed}"),
-        ApiCondition::Saturated => {
-            format!("api        SATURATED: every place taken in the last seconds, {open}{shed}")
-        }
-        ApiCondition::AcceptFailing => format!(
-            "api        NOT ACCEPTING connections: {}, {open}",
-            visible(api.last_error.as_deref().unwrap_or("unknown error"))
-        ),
-        ApiCondition::Unknown => format!("api        {open}{shed}"),
-    }
-}
-
-/// One line on the outbox. Messages whose outcome is unknown are said in words: they may or
-/// may not have been posted, and nobody should have to find that in a log.
-fn outbox_line(o: &Stats) -> String {
-    if let Some(why) = &o.unavailable {
-        return format!(
-            "outbox     UNAVAILABLE (nothing is sent; receiving goes on): {}",
-            visible(why)
-        );
-    }
-    let mut line = format!("outbox     {} waiting", o.depth);
-    if let Some(age) = o.oldest_queued_secs {
-        let age = crate::gateway::health::short(std::time::Duration::from_secs(age));
-        line.push_str(&format!(" (oldest {age})"));
-    }
-    line.push_str(&format!(", {} sent, {} failed", o.sent, o.failed));
-    if o.unknown > 0 {
-        line.push_str(&format!(
-            ", {} UNKNOWN (sent without an answer; may or may not be posted)",
-            o.unknown
-        ));
-    }
-    line
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::gateway::state_file::{ComponentState, Stale};
+    use crate::status::health::Health;
 
     fn row(profile: &str, active: &str, sub: &str, result: &str) -> UnitStatus {
         UnitStatus {
@@ -657,15 +422,22 @@ mod tests {
             provenance: None,
             edited: active == "failed",
             need_daemon_reload: false,
-            health: None,
-            health_error: None,
+            section: HealthSection::default(),
         }
     }
 
-    fn unit(active_state: &str, main_pid: u32) -> Writer<'_> {
-        Writer::Unit {
-            active_state,
-            main_pid,
+    fn component(state: &str, fresh: bool) -> ComponentState {
+        ComponentState {
+            name: "qq".into(),
+            kind: "qqbot".into(),
+            state: state.into(),
+            fresh,
+            last_beat_age_ms: 1200,
+            deadline_ms: 10_000,
+            reconnects: 3,
+            attempts: 4,
+            last_error: Some("dns: no such host".into()),
+            outage_ms: None,
         }
     }
 
@@ -690,8 +462,10 @@ mod tests {
             managed: false,
             service: service.map(str::to_owned),
             cmdline: "hermes-svc gateway run --profile b\x1b[2J".into(),
-            health,
-            health_error: None,
+            section: HealthSection {
+                health,
+                health_error: None,
+            },
         };
         let report = StatusReport {
             scope: Scope::User,
@@ -779,160 +553,5 @@ mod tests {
         assert!(coloured.contains("\x1b[32mactive/running"), "{coloured}");
         assert!(coloured.contains("\x1b[31mfailed/failed"), "{coloured}");
         assert!(coloured.contains("\x1b[1mPROFILE"), "{coloured}");
-    }
-    use super::*;
-
-    fn component(state: &str, fresh: bool) -> ComponentState {
-        ComponentState {
-            name: "qq".into(),
-            kind: "qqbot".into(),
-            state: state.into(),
-            fresh,
-            last_beat_age_ms: 1200,
-            deadline_ms: 10_000,
-            reconnects: 3,
-            attempts: 4,
-            last_error: Some("dns: no such host".into()),
-            outage_ms: None,
-        }
-    }
-
-    #[test]
-    fn a_stale_snapshot_never_reads_as_connected() {
-        let h = Health {
-            updated_at: "2026-01-01T00:00:00.000Z".into(),
-            age_ms: Some(600_000),
-            stale: true,
-            stale_reason: Some(Stale::Old),
-            pid: 7,
-            summary: "1/1 adapters ready".into(),
-            components: vec![component("connected", true)],
-            outbox: None,
-            deliveries: vec![],
-            api: None,
-        };
-        let text = h.to_text(unit("active", 7));
-        assert!(text.contains("STALE snapshot"), "{text}");
-        assert!(text.contains("connected (stale)"), "{text}");
-        assert!(
-            !text
-                .lines()
-                .any(|l| l.contains(" connected ") && !l.contains("stale")),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn the_warning_says_why_a_snapshot_is_not_current() {
-        let mut h = Health {
-            updated_at: "2999-01-01T00:00:00.000Z".into(),
-            age_ms: None,
-            stale: true,
-            stale_reason: Some(Stale::NotRunning),
-            pid: 7,
-            summary: String::new(),
-            components: vec![component("connected", true)],
-            outbox: None,
-            deliveries: vec![],
-            api: None,
-        };
-        for (reason, active_state, main_pid, says) in [
-            (
-                Stale::NotRunning,
-                "failed",
-                0,
-                "the unit is failed, so no gateway is running",
-            ),
-            (
-                Stale::NotRunning,
-                "active",
-                0,
-                "the unit has no main process",
-            ),
-            (
-                Stale::OtherProcess,
-                "active",
-                9,
-                "written by PID 7, not by the unit's PID 9",
-            ),
-            (Stale::Future, "active", 7, "ahead of this machine's clock"),
-            (Stale::NoTime, "active", 7, "its time cannot be read"),
-        ] {
-            h.stale_reason = Some(reason);
-            let text = h.to_text(unit(active_state, main_pid));
-            assert!(
-                text.contains(
-                    "health: STALE snapshot from 2999-01-01T00:00:00.000Z (age unknown); "
-                ),
-                "{text}"
-            );
-            assert!(text.contains(says), "{says} missing in {text}");
-            assert!(text.contains("connected (stale)"), "{text}");
-        }
-    }
-
-    #[test]
-    fn a_live_snapshot_shows_state_age_reconnects_and_error() {
-        let h = Health {
-            updated_at: "now".into(),
-            age_ms: Some(100),
-            stale: false,
-            stale_reason: None,
-            pid: 7,
-            summary: String::new(),
-            components: vec![component("retrying", true)],
-            outbox: None,
-            deliveries: vec![],
-            api: None,
-        };
-        let text = h.to_text(unit("active", 7));
-        assert!(!text.contains("STALE"), "{text}");
-        for want in [
-            "qq",
-            "qqbot",
-            "retrying",
-            "1s ago",
-            "reconnects 3",
-            "last error: dns: no such host",
-        ] {
-            assert!(text.contains(want), "{want} missing in {text}");
-        }
-    }
-
-    #[test]
-    fn the_api_line_says_when_it_could_not_take_a_connection() {
-        let api = |state, shed, last_error: Option<&str>| ApiHealth {
-            state,
-            connections: 512,
-            max_connections: 512,
-            long_polls: 0,
-            shed,
-            last_error: last_error.map(str::to_owned),
-        };
-        assert_eq!(
-            api_line(&api(ApiCondition::Serving, 0, None)),
-            "api        serving, 512/512 connections"
-        );
-        let polls = ApiHealth {
-            long_polls: 500,
-            ..api(ApiCondition::Serving, 0, None)
-        };
-        assert_eq!(
-            api_line(&polls),
-            "api        serving, 512/512 connections (500 long-polls)"
-        );
-        assert_eq!(
-            api_line(&api(ApiCondition::Saturated, 7, None)),
-            "api        SATURATED: every place taken in the last seconds, 512/512 connections, \
-             7 idle or slow ones closed to admit new ones since the start"
-        );
-        assert_eq!(
-            api_line(&api(
-                ApiCondition::AcceptFailing,
-                0,
-                Some("Too many open files\x1b[2J")
-            )),
-            "api        NOT ACCEPTING connections: Too many open files\\x1b[2J, 512/512 connections"
-        );
     }
 }

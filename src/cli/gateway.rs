@@ -5,8 +5,8 @@ use super::error::{CliError, GatewayFailure};
 use crate::exit_code;
 use crate::gateway::adapter::answer_batch;
 use crate::gateway::exit::{self, Outcome, Requested};
-use crate::gateway::runtime::{self, GatewayError};
 use crate::profile::{Profile, ProfileName};
+use crate::runtime::{self, GatewayError};
 use crate::service::manager::Manager;
 
 pub(super) fn run(profile: &str) -> Result<u8, CliError> {
@@ -48,5 +48,6 @@ fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayErr
         .on_thread_unpark(answer_batch::on_wake)
         .build()
         .map_err(CliError::AsyncRuntime)?;
-    Ok(runtime.block_on(runtime::run(&profile, manager)))
+    let api = Box::new(crate::api::LocalApi::new(&profile));
+    Ok(runtime.block_on(runtime::run(&profile, manager, api)))
 }

@@ -4,7 +4,10 @@
 //! Both halves are pure functions of one [`Snapshot`] (and, for the fix, the run's findings),
 //! so each finding is tested in its group's file with a hand-built snapshot: one case that
 //! produces it and one near miss that must not. The groups are named after what they look
-//! at; the order of [`CHECKS`] is the order of the report.
+//! at; the order of [`CHECKS`] is the order of the report. `profile_home`, `bot_account` and
+//! `outbox` look at the profile homes alone ([`Homes`](crate::doctor::homes::Homes)), so
+//! launchd's registry
+//! (`doctor::launchd`) holds them too, through [`on_homes`].
 
 pub(crate) mod bot_account;
 mod machine;
@@ -19,15 +22,17 @@ mod unit_file;
 pub(crate) mod fixtures;
 
 use crate::doctor::fix::{FixPlan, Planner};
-use crate::doctor::snapshot::{ProfileSnap, Snapshot, UnitSnap};
+use crate::doctor::homes::ProfileSnap;
+use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::profile::{profile_of_unit, ProfileName};
-use crate::service::served_profile::{served_profile, ServedProfile};
 use crate::systemd::scope::Scope;
 
 /// One finding: how it is found and how `--fix` answers it. A new finding is one more entry
 /// in [`CHECKS`], so that a finding without a decided fix cannot be written. `S` is what it
-/// looks at: systemd's [`Snapshot`], or launchd's (`doctor::launchd`), which keeps the ids.
+/// looks at: systemd's [`Snapshot`], launchd's (`doctor::launchd`), which keeps the ids, or
+/// the profile homes alone ([`Homes`](crate::doctor::homes::Homes)), for a check both
+/// managers run.
 pub(crate) struct Check<S = Snapshot> {
     /// `HSVnnn`, never reused for another meaning: the stable key of docs/doctor.md.
     pub(crate) id: &'static str,
@@ -37,6 +42,19 @@ pub(crate) struct Check<S = Snapshot> {
     pub(crate) fix: fn(&mut Planner, &Finding),
 }
 
+/// A check of the profile homes alone, in the registry of a snapshot that holds them as its
+/// `homes`: systemd's [`Snapshot`] or launchd's. Same id, same fix.
+macro_rules! on_homes {
+    ($check:expr) => {
+        $crate::doctor::checks::Check {
+            id: $check.id,
+            find: |s| ($check.find)(&s.homes),
+            fix: $check.fix,
+        }
+    };
+}
+pub(crate) use on_homes;
+
 /// Every check, in id order.
 pub(crate) const CHECKS: [Check; 22] = [
     machine::BUS,
@@ -45,22 +63,22 @@ pub(crate) const CHECKS: [Check; 22] = [
     siblings::NO_PROFILE,
     unit_file::RESTART,
     unit_file::WATCHDOG,
-    profile_home::SHARED_TOKEN,
-    profile_home::PID_FILE,
+    on_homes!(profile_home::SHARED_TOKEN),
+    on_homes!(profile_home::PID_FILE),
     runtime::FAILED,
     unit_file::EDITED,
     unit_file::RELOAD,
     machine::LINGER,
-    profile_home::ENV_MODE,
+    on_homes!(profile_home::ENV_MODE),
     runtime::DEAF,
     unit_file::EXEC_MISSING,
-    profile_home::CONFIG,
+    on_homes!(profile_home::CONFIG),
     runtime::UNMANAGED_GATEWAY,
     runtime::STALE_SETTINGS,
-    bot_account::NEEDS_LOGIN,
-    bot_account::WEBHOOK_BLOCKS_POLLING,
+    on_homes!(bot_account::NEEDS_LOGIN),
+    on_homes!(bot_account::WEBHOOK_BLOCKS_POLLING),
     secrets::SECRET_IN_UNIT,
-    outbox::OUTBOX_UNAVAILABLE,
+    on_homes!(outbox::OUTBOX_UNAVAILABLE),
 ];
 
 /// Every finding in `s`, in id order.
@@ -71,7 +89,7 @@ pub(crate) fn all(s: &Snapshot) -> Vec<Finding> {
 /// Decide, for every finding, the fix or why there is none: each finding goes to the fix of
 /// the check that found it. Pure: reads only `s` and `findings`; `now` names backups.
 pub(crate) fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
-    let mut planner = Planner::new(s, findings, now);
+    let mut planner = Planner::new(&s.homes, &s.units, findings, now);
     for f in findings {
         match CHECKS.iter().find(|c| c.id == f.id) {
             Some(check) => (check.fix)(&mut planner, f),
@@ -81,17 +99,9 @@ pub(crate) fn plan(s: &Snapshot, findings: &[Finding], now: u64) -> FixPlan {
     planner.finish()
 }
 
-fn served(u: &UnitSnap) -> Option<ServedProfile> {
-    served_profile(
-        &u.props.exec_argv(),
-        u.props.environment.as_deref().unwrap_or_default(),
-        u.sticky.as_ref(),
-    )
-}
-
 /// The profile a unit serves, judged from its `ExecStart`, `HERMES_HOME` and sticky file.
 pub(crate) fn profile_of(u: &UnitSnap) -> Option<ProfileName> {
-    served(u).and_then(|s| s.profile)
+    u.served().and_then(|s| s.profile)
 }
 
 /// Whether the unit carries our name (`hermes-gateway-<profile>.service`), so that its file

@@ -16,7 +16,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::doctor::snapshot::Snapshot;
+use crate::doctor::homes::Homes;
+use crate::doctor::snapshot::UnitSnap;
 use crate::doctor::Finding;
 use crate::profile::ProfileName;
 use crate::service::plan::Step;
@@ -119,7 +120,10 @@ pub(crate) struct Fixed {
 /// findings ask (a manager's reload, a file's change, a unit's migration or reset) is
 /// remembered here.
 pub(crate) struct Planner<'a> {
-    pub(crate) snapshot: &'a Snapshot,
+    /// The profile homes, for the fixes of the checks both managers run.
+    pub(crate) homes: &'a Homes,
+    /// systemd's gateway units, for the unit fixes; none under launchd, which changes no job.
+    pub(crate) units: &'a [UnitSnap],
     /// Every finding of the run: a fix holds back while another finding may be its cause.
     pub(crate) findings: &'a [Finding],
     /// Names backups.
@@ -133,9 +137,15 @@ pub(crate) struct Planner<'a> {
 }
 
 impl<'a> Planner<'a> {
-    pub(crate) fn new(snapshot: &'a Snapshot, findings: &'a [Finding], now: u64) -> Self {
+    pub(crate) fn new(
+        homes: &'a Homes,
+        units: &'a [UnitSnap],
+        findings: &'a [Finding],
+        now: u64,
+    ) -> Self {
         Self {
-            snapshot,
+            homes,
+            units,
             findings,
             now,
             plan: FixPlan::default(),

@@ -3,9 +3,10 @@
 //!
 //! As on systemd, gathering happens once, in [`snapshot`], and every check in [`CHECKS`] is a
 //! pure function of that snapshot, with the id of the systemd check of the same meaning. The
-//! checks of a profile's home (`.env` mode, pid file, shared token, config) and of a bot's
-//! standing with its platform (a login to renew, a Telegram webhook) do not depend on the
-//! manager: they are systemd's own, run over the profile homes the jobs serve.
+//! checks of a profile's home (`.env` mode, pid file, shared token, config), of a bot's
+//! standing with its platform (a login to renew, a Telegram webhook) and of the outbox do not
+//! depend on the manager: they are systemd's own, run over the same neutral look at the profile
+//! homes ([`Homes`](crate::doctor::homes::Homes)), with the jobs in the units' place.
 //!
 //! `doctor --fix` applies only the manager-neutral fixes here (`chmod 600` of a `.env`, and a
 //! dead pid file's removal where `/proc` lets it be re-checked); it does not change launchd
@@ -14,7 +15,7 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use crate::doctor::checks::{bot_account, outbox, profile_home, Check};
+use crate::doctor::checks::{bot_account, on_homes, outbox, profile_home, Check};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -34,43 +35,15 @@ pub(crate) const CHECKS: [LaunchdCheck; 14] = [
     checks::REPLACE,
     checks::NO_PROFILE,
     checks::KEEP_ALIVE,
-    LaunchdCheck {
-        id: profile_home::SHARED_TOKEN.id,
-        find: |s| (profile_home::SHARED_TOKEN.find)(&s.homes),
-        fix: profile_home::SHARED_TOKEN.fix,
-    },
-    LaunchdCheck {
-        id: profile_home::PID_FILE.id,
-        find: |s| (profile_home::PID_FILE.find)(&s.homes),
-        fix: profile_home::PID_FILE.fix,
-    },
-    LaunchdCheck {
-        id: profile_home::ENV_MODE.id,
-        find: |s| (profile_home::ENV_MODE.find)(&s.homes),
-        fix: profile_home::ENV_MODE.fix,
-    },
+    on_homes!(profile_home::SHARED_TOKEN),
+    on_homes!(profile_home::PID_FILE),
+    on_homes!(profile_home::ENV_MODE),
     checks::PROGRAM_MISSING,
-    LaunchdCheck {
-        id: profile_home::CONFIG.id,
-        find: |s| (profile_home::CONFIG.find)(&s.homes),
-        fix: profile_home::CONFIG.fix,
-    },
+    on_homes!(profile_home::CONFIG),
     checks::LABEL_MISMATCH,
-    LaunchdCheck {
-        id: bot_account::NEEDS_LOGIN.id,
-        find: |s| (bot_account::NEEDS_LOGIN.find)(&s.homes),
-        fix: bot_account::NEEDS_LOGIN.fix,
-    },
-    LaunchdCheck {
-        id: bot_account::WEBHOOK_BLOCKS_POLLING.id,
-        find: |s| (bot_account::WEBHOOK_BLOCKS_POLLING.find)(&s.homes),
-        fix: bot_account::WEBHOOK_BLOCKS_POLLING.fix,
-    },
-    LaunchdCheck {
-        id: outbox::OUTBOX_UNAVAILABLE.id,
-        find: |s| (outbox::OUTBOX_UNAVAILABLE.find)(&s.homes),
-        fix: outbox::OUTBOX_UNAVAILABLE.fix,
-    },
+    on_homes!(bot_account::NEEDS_LOGIN),
+    on_homes!(bot_account::WEBHOOK_BLOCKS_POLLING),
+    on_homes!(outbox::OUTBOX_UNAVAILABLE),
 ];
 
 /// Every finding in `s`, in id order.
@@ -95,7 +68,8 @@ pub(crate) async fn run(only: Option<&ProfileName>) -> Result<Report, DoctorErro
 pub(crate) async fn run_fix(only: Option<&ProfileName>) -> Result<FixOutcome, DoctorError> {
     let snap = snapshot::gather().await?;
     let findings = report(&snap, only).findings;
-    let mut planner = Planner::new(&snap.homes, &findings, crate::service::planner::now());
+    // No unit fixes: launchd jobs are left to the person, each finding with its command.
+    let mut planner = Planner::new(&snap.homes, &[], &findings, crate::service::planner::now());
     for f in &findings {
         match CHECKS.iter().find(|c| c.id == f.id) {
             Some(check) => (check.fix)(&mut planner, f),

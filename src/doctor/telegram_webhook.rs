@@ -14,7 +14,7 @@ use std::time::Duration;
 use futures_util::stream::{self, StreamExt};
 
 use crate::config::{GatewayConfig, Protocol, Secret};
-use crate::doctor::snapshot::ProfileSnap;
+use crate::doctor::homes::ProfileSnap;
 
 /// Doctor answers in seconds: a Bot API that has not answered by then is "could not ask".
 pub(crate) const ASK_TIMEOUT: Duration = Duration::from_secs(3);

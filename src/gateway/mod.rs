@@ -9,7 +9,6 @@ pub(crate) mod notify;
 pub mod outbox;
 pub mod pid_file;
 pub mod platform_number;
-pub(crate) mod runtime;
 pub mod send;
 pub mod spool;
 pub mod state_file;

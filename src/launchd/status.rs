@@ -1,16 +1,22 @@
-//! `status` under launchd: each of our LaunchAgents, with what `launchctl print` says of it.
+//! `status` under launchd: each of our LaunchAgents, with what `launchctl print` says of it,
+//! and its gateway's health section, the same as under systemd (`crate::status::health`).
 //!
 //! The state comes from `launchctl print <domain>/<label>` only, never from `launchctl list`'s
-//! columns, and whatever that output does not say plainly is shown as unknown.
+//! columns, and whatever that output does not say plainly is shown as unknown. A state file is
+//! current only while that output says the job is running, with the pid that wrote it.
 
 use std::path::Path;
 
 use serde::Serialize;
 
-use crate::launchd::launchctl::{JobState, Launchctl, LaunchctlError, Service};
+use crate::bounded_read::Owner;
+use crate::launchd::launchctl::{JobState, LastExit, Launchctl, LaunchctlError, Service};
 use crate::launchd::plist::{self, Job, AGENTS_DIR};
-use crate::profile::ProfileName;
+use crate::profile::{Profile, ProfileName};
+use crate::safe_text::visible;
 use crate::service::definition::Provenance;
+use crate::service::served_profile::unit_hermes_home;
+use crate::status::health::{HealthSection, Writer};
 
 /// One profile's agent.
 #[derive(Debug, Serialize)]
@@ -27,6 +33,23 @@ pub(crate) struct AgentStatus {
     pub(crate) runs: Option<u64>,
     /// Whether the plist's `KeepAlive` would start the job again after its last exit.
     pub(crate) restarts_after_last_exit: Option<bool>,
+    /// The gateway's own health report (`health`, `health_error`), judged against the job.
+    #[serde(flatten)]
+    pub(crate) section: HealthSection,
+    /// What launchd said of the job, `None` when it is not loaded: whose pid a current state
+    /// file carries.
+    #[serde(skip)]
+    pub(crate) job_state: Option<JobState>,
+}
+
+impl AgentStatus {
+    /// The process the gateway's state file should come from: the job, as launchd told it.
+    fn writer(&self) -> Writer<'static> {
+        Writer::Job {
+            state: self.job_state,
+            pid: self.pid,
+        }
+    }
 }
 
 /// Our agents in `home`'s LaunchAgents (one profile's with `only`), each asked of launchd.
@@ -61,28 +84,46 @@ pub(crate) async fn gather(
             last_exit: None,
             runs: None,
             restarts_after_last_exit: None,
+            section: HealthSection::default(),
+            job_state: None,
             label,
         };
         if let Service::Loaded(s) = launchctl.status(&status.label).await? {
             status.state = s.state.to_string();
+            status.job_state = Some(s.state);
             status.pid = s.pid;
             status.runs = s.runs;
             status.last_exit = Some(s.last_exit.to_string());
-            if let (Some(job), crate::launchd::launchctl::LastExit::Code(code)) =
-                (&job, &s.last_exit)
-            {
+            if let (Some(job), LastExit::Code(code)) = (&job, &s.last_exit) {
                 if s.state == JobState::NotRunning {
                     status.restarts_after_last_exit =
                         u8::try_from(*code).ok().map(|c| job.restarts_after_exit(c));
                 }
             }
         }
+        // The job's HERMES_HOME, as install wrote it into the plist; else the default home.
+        let hermes_home = job
+            .as_ref()
+            .and_then(|j| unit_hermes_home(&env_entries(j)))
+            .unwrap_or_else(|| home.join(".hermes"));
+        if let Ok(profile) = Profile::new(profile, hermes_home) {
+            // A LaunchAgent runs as the user who asks, so the file must be theirs (or root's).
+            status.section =
+                HealthSection::read(&profile.state_file(), Owner::SelfOrRoot, status.writer());
+        }
         out.push(status);
     }
     Ok(out)
 }
 
-/// The report as text, one line per profile.
+/// The plist's `EnvironmentVariables` as `KEY=value` entries, the shape a unit's are read in.
+fn env_entries(job: &Job) -> Vec<String> {
+    job.env.iter().map(|(k, v)| format!("{k}={v}")).collect()
+}
+
+/// The report as text, one line per profile, and under it the gateway's health section as
+/// under systemd. What launchctl printed (a signal's name) and the state file's strings go
+/// through [`visible`], so none can drive the reader's terminal.
 pub(crate) fn to_text(domain: &str, agents: &[AgentStatus]) -> String {
     if agents.is_empty() {
         return format!("no hermes-svc LaunchAgents installed ({domain})\n");
@@ -94,7 +135,7 @@ pub(crate) fn to_text(domain: &str, agents: &[AgentStatus]) -> String {
             out.push_str(&format!(", pid {pid}"));
         }
         if let Some(last) = &a.last_exit {
-            out.push_str(&format!(", last exit: {last}"));
+            out.push_str(&format!(", last exit: {}", visible(last)));
         }
         if let Some(runs) = a.runs {
             out.push_str(&format!(", runs {runs}"));
@@ -106,6 +147,7 @@ pub(crate) fn to_text(domain: &str, agents: &[AgentStatus]) -> String {
             out.push_str(" [plist edited by hand]");
         }
         out.push('\n');
+        out.push_str(&a.section.to_text(a.writer()));
     }
     out
 }

@@ -17,6 +17,9 @@ use hermes_svc::launchd::plist::Job;
 
 use crate::harness::{scratch_dir, TempDir, BIN};
 
+/// The pid the fake's `print` gives every loaded job (the script spells it out).
+pub(crate) const JOB_PID: u32 = 4242;
+
 const SCRIPT: &str = r#"#!/bin/sh
 dir=$(dirname "$0")
 printf '%s\n' "$*" >> "$dir/calls.log"
@@ -61,13 +64,15 @@ esac
 exit 0
 "#;
 
-struct Mac {
-    home: TempDir,
+/// A temporary HOME and a behaving fake `launchctl` first on `PATH` (shared with
+/// `launchd_status.rs`).
+pub(crate) struct Mac {
+    pub(crate) home: TempDir,
     bin: TempDir,
 }
 
 impl Mac {
-    fn new() -> Mac {
+    pub(crate) fn new() -> Mac {
         let home = scratch_dir("launchd-home");
         let bin = scratch_dir("launchd-bin");
         let fake = bin.path().join("launchctl");
@@ -76,7 +81,7 @@ impl Mac {
         Mac { home, bin }
     }
 
-    fn run(&self, args: &[&str]) -> Output {
+    pub(crate) fn run(&self, args: &[&str]) -> Output {
         let path = format!(
             "{}:{}",
             self.bin.path().display(),
@@ -93,7 +98,7 @@ impl Mac {
     }
 
     /// Run and require success, returning stdout.
-    fn ok(&self, args: &[&str]) -> String {
+    pub(crate) fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
         assert!(
             out.status.success(),
@@ -106,7 +111,7 @@ impl Mac {
     }
 
     /// The calls since the last time they were taken.
-    fn take_calls(&self) -> Vec<String> {
+    pub(crate) fn take_calls(&self) -> Vec<String> {
         let log = self.bin.path().join("calls.log");
         let calls = std::fs::read_to_string(&log).unwrap_or_default();
         let _ = std::fs::remove_file(&log);

@@ -33,6 +33,7 @@ mod install;
 mod launchctl;
 mod launchd_cli;
 mod launchd_plist;
+mod launchd_status;
 mod line_counter;
 mod logs;
 mod mock_runtime;

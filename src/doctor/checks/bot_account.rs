@@ -5,8 +5,8 @@
 //! them too, and `--fix` changes neither: one needs a person with a phone, the other a
 //! decision about the bot's setup.
 
-use crate::doctor::checks::{profile_finding, profile_of, scope_of, Check};
-use crate::doctor::snapshot::{ProfileSnap, Snapshot};
+use crate::doctor::checks::{profile_finding, Check};
+use crate::doctor::homes::{Homes, ProfileSnap};
 use crate::doctor::telegram_webhook::Webhook;
 use crate::doctor::{Finding, Severity};
 use crate::gateway::health::State;
@@ -14,7 +14,7 @@ use crate::service::served_profile::same_home;
 use crate::systemd::scope::Scope;
 
 /// HSV019: an adapter waits for a person to log it in again (Weixin's expired session).
-pub(crate) const NEEDS_LOGIN: Check = Check {
+pub(crate) const NEEDS_LOGIN: Check<Homes> = Check {
     id: "HSV019",
     find: needs_login,
     fix: |p, f| {
@@ -25,7 +25,7 @@ pub(crate) const NEEDS_LOGIN: Check = Check {
     },
 };
 
-fn needs_login(s: &Snapshot) -> Vec<Finding> {
+fn needs_login(s: &Homes) -> Vec<Finding> {
     let waiting = State::NeedsLogin.to_string();
     let mut out = vec![];
     for p in &s.profiles {
@@ -62,20 +62,17 @@ fn needs_login(s: &Snapshot) -> Vec<Finding> {
 }
 
 /// ` --system` when the unit that runs the profile is a system unit: `login` then finds the
-/// unit it may restart in that manager.
-fn system_flag(s: &Snapshot, p: &ProfileSnap) -> &'static str {
+/// unit it may restart in that manager. A launchd job is always the user's.
+fn system_flag(s: &Homes, p: &ProfileSnap) -> &'static str {
     let serving: Vec<_> = s
-        .units
+        .services
         .iter()
-        .filter(|u| {
-            profile_of(u).as_ref() == Some(&p.name) && same_home(&u.hermes_home, &p.hermes_home)
+        .filter(|svc| {
+            svc.serves.as_ref() == Some(&p.name) && same_home(&svc.hermes_home, &p.hermes_home)
         })
         .collect();
-    let unit = serving
-        .iter()
-        .find(|u| u.props.is_active())
-        .or(serving.first());
-    match unit.map(|u| scope_of(u)) {
+    let service = serving.iter().find(|svc| svc.active).or(serving.first());
+    match service.map(|svc| svc.scope) {
         Some(Scope::System) => " --system",
         _ => "",
     }
@@ -83,7 +80,7 @@ fn system_flag(s: &Snapshot, p: &ProfileSnap) -> &'static str {
 
 /// HSV020: a Telegram adapter polls with `getUpdates`, but its token has a webhook set, which
 /// Telegram answers with 409 for as long as it stays; or (info) doctor could not ask.
-pub(crate) const WEBHOOK_BLOCKS_POLLING: Check = Check {
+pub(crate) const WEBHOOK_BLOCKS_POLLING: Check<Homes> = Check {
     id: "HSV020",
     find: webhook_blocks_polling,
     fix: |p, f| {
@@ -97,7 +94,7 @@ pub(crate) const WEBHOOK_BLOCKS_POLLING: Check = Check {
     },
 };
 
-fn webhook_blocks_polling(s: &Snapshot) -> Vec<Finding> {
+fn webhook_blocks_polling(s: &Homes) -> Vec<Finding> {
     let mut out = vec![];
     for p in &s.profiles {
         for t in p.telegram.iter().filter(|t| !t.delete_webhook) {
@@ -144,6 +141,7 @@ fn webhook_blocks_polling(s: &Snapshot) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::doctor::checks::fixtures::*;
+    use crate::doctor::snapshot::Snapshot;
     use crate::doctor::telegram_webhook::TelegramPoller;
     use crate::gateway::state_file::{ComponentState, StateFile};
     use std::time::{Duration, SystemTime};
@@ -192,7 +190,7 @@ mod tests {
             ],
         ));
         let mut s = snap(vec![ours("a")], vec![p]);
-        s.now = now;
+        s.homes.now = now;
         s
     }
 
@@ -200,7 +198,7 @@ mod tests {
     fn hsv019_an_adapter_waiting_for_a_login() {
         let now = SystemTime::now();
         let s = waiting(now);
-        let f = needs_login(&s);
+        let f = needs_login(&s.homes);
         assert_eq!(ids(&f), [("HSV019", Severity::Error)]);
         assert_eq!(f[0].subject, "a");
         assert!(
@@ -211,23 +209,28 @@ mod tests {
         assert_eq!(f[0].fix, "hermes-svc login weixin --profile a --adapter wx");
         // A system unit runs the profile: login is told so.
         let mut system = s.clone();
-        system.units[0].scope = Some(Scope::System);
+        let mut unit = ours("a");
+        unit.scope = Some(Scope::System);
+        system.homes.services = vec![unit.as_service()];
         assert_eq!(
-            needs_login(&system)[0].fix,
+            needs_login(&system.homes)[0].fix,
             "hermes-svc login weixin --profile a --adapter wx --system"
         );
         // No unit at all (a gateway run by hand, or a launchd job): still found, user scope.
         let mut by_hand = s.clone();
-        by_hand.units.clear();
-        assert_eq!(ids(&needs_login(&by_hand)), [("HSV019", Severity::Error)]);
+        by_hand.homes.services.clear();
+        assert_eq!(
+            ids(&needs_login(&by_hand.homes)),
+            [("HSV019", Severity::Error)]
+        );
         // Near misses: a stale state file (the gateway is not running now) and a connected one.
         let mut old = s.clone();
-        old.now = now + Duration::from_secs(60);
-        assert!(needs_login(&old).is_empty());
+        old.homes.now = now + Duration::from_secs(60);
+        assert!(needs_login(&old.homes).is_empty());
         let mut back = s.clone();
-        let st = back.profiles[0].state.as_mut().unwrap();
+        let st = back.homes.profiles[0].state.as_mut().unwrap();
         st.components[1].state = "connected".into();
-        assert!(needs_login(&back).is_empty());
+        assert!(needs_login(&back.homes).is_empty());
     }
 
     fn telegram(webhook: Webhook, delete_webhook: bool) -> Snapshot {
@@ -241,7 +244,7 @@ mod tests {
         let set = Webhook::Set {
             host: "hooks.example.com".into(),
         };
-        let f = webhook_blocks_polling(&telegram(set.clone(), false));
+        let f = webhook_blocks_polling(&telegram(set.clone(), false).homes);
         assert_eq!(ids(&f), [("HSV020", Severity::Error)]);
         assert!(
             f[0].message.contains("hooks.example.com") && f[0].message.contains("409"),
@@ -257,19 +260,19 @@ mod tests {
         let unknown = Webhook::CouldNotAsk {
             why: "no answer within 3 s".into(),
         };
-        let f = webhook_blocks_polling(&telegram(unknown, false));
+        let f = webhook_blocks_polling(&telegram(unknown, false).homes);
         assert_eq!(ids(&f), [("HSV020", Severity::Info)]);
         assert!(f[0].message.contains("no answer within 3 s"), "{f:?}");
         // Near misses: the adapter deletes a webhook itself; no webhook; not asked.
-        assert!(webhook_blocks_polling(&telegram(set, true)).is_empty());
-        assert!(webhook_blocks_polling(&telegram(Webhook::None, false)).is_empty());
-        assert!(webhook_blocks_polling(&telegram(Webhook::NotAsked, true)).is_empty());
+        assert!(webhook_blocks_polling(&telegram(set, true).homes).is_empty());
+        assert!(webhook_blocks_polling(&telegram(Webhook::None, false).homes).is_empty());
+        assert!(webhook_blocks_polling(&telegram(Webhook::NotAsked, true).homes).is_empty());
     }
 
     #[test]
     fn neither_is_fixed_and_each_says_why() {
         let mut s = waiting(SystemTime::now());
-        s.profiles[0].telegram = vec![TelegramPoller::asked(
+        s.homes.profiles[0].telegram = vec![TelegramPoller::asked(
             "tg",
             false,
             Webhook::Set {

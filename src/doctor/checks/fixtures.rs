@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use crate::doctor::checks::{all, plan};
 use crate::doctor::fix::{Action, FixPlan};
-use crate::doctor::snapshot::{ProfileSnap, Snapshot, UnitSnap};
+use crate::doctor::homes::{Homes, ProfileSnap};
+use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
 use crate::gateway::pid_file::PidRecord;
 use crate::profile::ProfileName;
@@ -87,11 +88,23 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
     }
 }
 
+/// A snapshot of `units` and `profiles`, the units also seen as services beside the homes,
+/// as gathering builds it.
 pub(crate) fn snap(units: Vec<UnitSnap>, profiles: Vec<ProfileSnap>) -> Snapshot {
     Snapshot {
+        homes: homes(&units, profiles),
         units,
-        profiles,
         ..Snapshot::default()
+    }
+}
+
+/// The profile homes alone, with `units` as the services that run them: what the
+/// manager-neutral checks read.
+pub(crate) fn homes(units: &[UnitSnap], profiles: Vec<ProfileSnap>) -> Homes {
+    Homes {
+        profiles,
+        services: units.iter().map(UnitSnap::as_service).collect(),
+        ..Homes::default()
     }
 }
 

@@ -5,11 +5,11 @@
 //! manager, and launchd's doctor runs it too.
 
 use crate::doctor::checks::{profile_finding, Check};
-use crate::doctor::snapshot::Snapshot;
+use crate::doctor::homes::Homes;
 use crate::doctor::{Finding, Severity};
 
 /// HSV022: the running gateway could not open its outbox.
-pub(crate) const OUTBOX_UNAVAILABLE: Check = Check {
+pub(crate) const OUTBOX_UNAVAILABLE: Check<Homes> = Check {
     id: "HSV022",
     find: outbox_unavailable,
     fix: |p, f| {
@@ -20,7 +20,7 @@ pub(crate) const OUTBOX_UNAVAILABLE: Check = Check {
     },
 };
 
-fn outbox_unavailable(s: &Snapshot) -> Vec<Finding> {
+fn outbox_unavailable(s: &Homes) -> Vec<Finding> {
     let mut out = vec![];
     for p in &s.profiles {
         let Some(state) = &p.state else { continue };
@@ -56,7 +56,7 @@ mod tests {
     use crate::gateway::outbox::Stats;
     use crate::gateway::state_file::StateFile;
 
-    fn with_outbox(stats: Stats, updated: SystemTime) -> Snapshot {
+    fn with_outbox(stats: Stats, updated: SystemTime) -> Homes {
         let mut p = profile("coder");
         p.state = Some(StateFile {
             updated_at: humantime::format_rfc3339_millis(updated).to_string(),
@@ -69,7 +69,7 @@ mod tests {
             deliveries: vec![],
             api: None,
         });
-        let mut s = snap(vec![], vec![p]);
+        let mut s = homes(&[], vec![p]);
         s.now = SystemTime::now();
         s
     }

@@ -1,24 +1,24 @@
 //! Findings about a profile's home on disk: its credentials, pid file, `.env` permissions
 //! and `gateway.toml`. A dead pid file and a readable `.env` are fixed here; the rest is a
-//! person's choice.
+//! person's choice. They read the profile homes alone ([`Homes`]), so both managers run them.
 
 use std::collections::BTreeMap;
 
-use crate::doctor::checks::{profile_finding, profile_of, Check};
+use crate::doctor::checks::{profile_finding, Check};
 use crate::doctor::fix::{Action, Planner};
-use crate::doctor::snapshot::{PidProcess, ProfileSnap, Snapshot};
+use crate::doctor::homes::{Homes, PidProcess, ProfileSnap};
 use crate::doctor::{Finding, Severity};
 use crate::service::served_profile::same_home;
 
 /// HSV006: two profiles with one bot token: the second gateway cannot take the token lock.
 /// Only the short hash is shown; the token never is.
-pub(crate) const SHARED_TOKEN: Check = Check {
+pub(crate) const SHARED_TOKEN: Check<Homes> = Check {
     id: "HSV006",
     find: shared_token,
     fix: |p, f| p.skip(f, "which profile keeps the credential is your choice"),
 };
 
-fn shared_token(s: &Snapshot) -> Vec<Finding> {
+fn shared_token(s: &Homes) -> Vec<Finding> {
     let mut by_hash: BTreeMap<&str, Vec<(&ProfileSnap, &str)>> = BTreeMap::new();
     for p in &s.profiles {
         for (adapter, hash) in &p.token_hashes {
@@ -53,21 +53,18 @@ fn shared_token(s: &Snapshot) -> Vec<Finding> {
 
 /// HSV007: a pid file that is stale, names a foreign process, or lies in one profile's home
 /// while its process serves another (the field's PID misrouting).
-pub(crate) const PID_FILE: Check = Check {
+pub(crate) const PID_FILE: Check<Homes> = Check {
     id: "HSV007",
     find: pid_file,
     fix: fix_pid_file,
 };
 
-fn pid_file(s: &Snapshot) -> Vec<Finding> {
+fn pid_file(s: &Homes) -> Vec<Finding> {
     let mut out = vec![];
     for p in &s.profiles {
         let Some((rec, proc)) = &p.pid else { continue };
         let rm = format!("rm {}", p.pid_path.display());
-        let owner = s
-            .units
-            .iter()
-            .find(|u| u.props.main_pid.is_some_and(|m| m != 0 && m == rec.pid));
+        let owner = s.services.iter().find(|u| u.pid == Some(rec.pid));
         let finding = match proc {
             PidProcess::Dead => Some((
                 Severity::Warn,
@@ -87,7 +84,7 @@ fn pid_file(s: &Snapshot) -> Vec<Finding> {
                 ))
             }
             PidProcess::Alive { .. } | PidProcess::AliveUnreadable => {
-                match owner.and_then(|u| Some((u, profile_of(u)?))) {
+                match owner.and_then(|u| Some((u, u.serves.clone()?))) {
                     Some((u, served)) if served != p.name => Some((
                         Severity::Error,
                         format!(
@@ -120,7 +117,7 @@ fn pid_file(s: &Snapshot) -> Vec<Finding> {
 fn fix_pid_file(p: &mut Planner, f: &Finding) {
     let mut any = false;
     for profile in p
-        .snapshot
+        .homes
         .profiles
         .iter()
         .filter(|x| x.name.as_str() == f.subject)
@@ -149,13 +146,13 @@ fn fix_pid_file(p: &mut Planner, f: &Finding) {
 }
 
 /// HSV012: `.env` holds the bot's secrets and must be readable by its owner only.
-pub(crate) const ENV_MODE: Check = Check {
+pub(crate) const ENV_MODE: Check<Homes> = Check {
     id: "HSV012",
     find: env_mode,
     fix: fix_env_mode,
 };
 
-fn env_mode(s: &Snapshot) -> Vec<Finding> {
+fn env_mode(s: &Homes) -> Vec<Finding> {
     s.profiles
         .iter()
         .filter_map(|p| {
@@ -178,7 +175,7 @@ fn env_mode(s: &Snapshot) -> Vec<Finding> {
 
 fn fix_env_mode(p: &mut Planner, f: &Finding) {
     let leaky: Vec<_> = p
-        .snapshot
+        .homes
         .profiles
         .iter()
         .filter(|x| x.name.as_str() == f.subject && x.env_mode.is_some_and(|m| m & 0o077 != 0))
@@ -197,13 +194,13 @@ fn fix_env_mode(p: &mut Planner, f: &Finding) {
 }
 
 /// HSV015: a gateway.toml that does not load makes the gateway exit 78 at every start.
-pub(crate) const CONFIG: Check = Check {
+pub(crate) const CONFIG: Check<Homes> = Check {
     id: "HSV015",
     find: config,
     fix: |p, f| p.skip(f, "only a person can correct gateway.toml"),
 };
 
-fn config(s: &Snapshot) -> Vec<Finding> {
+fn config(s: &Homes) -> Vec<Finding> {
     s.profiles
         .iter()
         .filter_map(|p| {
@@ -231,14 +228,14 @@ mod tests {
         let mut b = profile("b");
         a.token_hashes = vec![("qq".into(), "abcdef012345".into())];
         b.token_hashes = vec![("qq".into(), "abcdef012345".into())];
-        let f = shared_token(&snap(vec![], vec![a.clone(), b.clone()]));
+        let f = shared_token(&homes(&[], vec![a.clone(), b.clone()]));
         assert_eq!(
             ids(&f),
             [("HSV006", Severity::Error), ("HSV006", Severity::Error)]
         );
         assert!(f[0].message.contains("abcdef012345") && f[0].message.contains("profile b"));
         b.token_hashes = vec![("qq".into(), "999999999999".into())];
-        assert!(shared_token(&snap(vec![], vec![a, b])).is_empty());
+        assert!(shared_token(&homes(&[], vec![a, b])).is_empty());
     }
 
     #[test]
@@ -249,11 +246,11 @@ mod tests {
         let mut a = profile("a");
         // Healthy: the unit's MainPID and the record agree.
         a.pid = Some((pid_record(&a, 4242, "a"), alive.clone()));
-        assert!(pid_file(&snap(vec![ours("a")], vec![a.clone()])).is_empty());
+        assert!(pid_file(&homes(&[ours("a")], vec![a.clone()])).is_empty());
         // Dead.
         a.pid = Some((pid_record(&a, 4242, "a"), PidProcess::Dead));
         assert_eq!(
-            ids(&pid_file(&snap(vec![], vec![a.clone()]))),
+            ids(&pid_file(&homes(&[], vec![a.clone()]))),
             [("HSV007", Severity::Warn)]
         );
         // Foreign process.
@@ -264,18 +261,18 @@ mod tests {
             },
         ));
         assert_eq!(
-            ids(&pid_file(&snap(vec![], vec![a.clone()]))),
+            ids(&pid_file(&homes(&[], vec![a.clone()]))),
             [("HSV007", Severity::Warn)]
         );
         // Lies in a's home, but the process is b's unit.
         a.pid = Some((pid_record(&a, 4242, "a"), alive.clone()));
-        let f = pid_file(&snap(vec![ours("b")], vec![a.clone()]));
+        let f = pid_file(&homes(&[ours("b")], vec![a.clone()]));
         assert_eq!(ids(&f), [("HSV007", Severity::Error)]);
         assert!(f[0].message.contains("profile b"));
         // The record itself names another profile.
         a.pid = Some((pid_record(&a, 4242, "b"), alive));
         assert_eq!(
-            ids(&pid_file(&snap(vec![], vec![a]))),
+            ids(&pid_file(&homes(&[], vec![a]))),
             [("HSV007", Severity::Error)]
         );
     }
@@ -285,12 +282,12 @@ mod tests {
         // What macOS gives: alive, command line unknown.
         let mut a = profile("a");
         a.pid = Some((pid_record(&a, 4242, "a"), PidProcess::AliveUnreadable));
-        assert!(pid_file(&snap(vec![], vec![a.clone()])).is_empty());
+        assert!(pid_file(&homes(&[], vec![a.clone()])).is_empty());
         // The record alone still shows a misrouted file, and the fix leaves a live one alone.
         a.pid = Some((pid_record(&a, 4242, "b"), PidProcess::AliveUnreadable));
         let s = snap(vec![], vec![a]);
         let fs = all(&s);
-        assert_eq!(ids(&pid_file(&s)), [("HSV007", Severity::Error)]);
+        assert_eq!(ids(&pid_file(&s.homes)), [("HSV007", Severity::Error)]);
         let p = plan(&s, &fs, 1000);
         assert!(p.fixes.is_empty(), "{p:?}");
         assert!(p
@@ -302,9 +299,9 @@ mod tests {
     #[test]
     fn hsv012_env_readable_by_others() {
         let mut p = profile("a");
-        assert!(env_mode(&snap(vec![], vec![p.clone()])).is_empty());
+        assert!(env_mode(&homes(&[], vec![p.clone()])).is_empty());
         p.env_mode = Some(0o640);
-        let f = env_mode(&snap(vec![], vec![p]));
+        let f = env_mode(&homes(&[], vec![p]));
         assert_eq!(ids(&f), [("HSV012", Severity::Warn)]);
         assert!(f[0].fix.starts_with("chmod 600 "));
     }
@@ -312,10 +309,10 @@ mod tests {
     #[test]
     fn hsv015_invalid_config() {
         let mut p = profile("a");
-        assert!(config(&snap(vec![], vec![p.clone()])).is_empty());
+        assert!(config(&homes(&[], vec![p.clone()])).is_empty());
         p.config_error = Some("gateway.toml:3: unknown key".into());
         assert_eq!(
-            ids(&config(&snap(vec![], vec![p]))),
+            ids(&config(&homes(&[], vec![p]))),
             [("HSV015", Severity::Error)]
         );
     }

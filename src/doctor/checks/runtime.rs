@@ -73,7 +73,7 @@ fn fix_failed(p: &mut Planner, f: &Finding) {
         );
         return;
     }
-    let unit = p.snapshot.units.iter().find(|u| f.units.contains(&u.key()));
+    let unit = p.units.iter().find(|u| f.units.contains(&u.key()));
     let cause = p.findings.iter().find(|o| {
         o.severity == Severity::Error
             && o.id != f.id
@@ -122,6 +122,7 @@ fn deaf(s: &Snapshot) -> Vec<Finding> {
         }
         let Some(name) = profile_of(u) else { continue };
         let Some(p) = s
+            .homes
             .profiles
             .iter()
             .find(|p| p.name == name && same_home(&p.hermes_home, &u.hermes_home))
@@ -135,7 +136,7 @@ fn deaf(s: &Snapshot) -> Vec<Finding> {
             .filter(|c| !c.fresh)
             .map(|c| c.name.as_str())
             .collect();
-        let message = if state.is_stale(s.now) {
+        let message = if state.is_stale(s.homes.now) {
             format!(
                 "The unit is active but the gateway's health snapshot was last written at {}.",
                 state.updated_at
@@ -175,7 +176,7 @@ pub(super) const UNMANAGED_GATEWAY: Check = Check {
 
 fn unmanaged_gateway(s: &Snapshot) -> Vec<Finding> {
     let mut out = vec![];
-    for p in &s.profiles {
+    for p in &s.homes.profiles {
         let Some(h) = &p.lock_holder else { continue };
         if h.unit
             .as_ref()
@@ -313,11 +314,11 @@ mod tests {
         let mut p = profile("a");
         p.state = Some(state(now, true));
         let mut s = snap(vec![ours("a")], vec![p.clone()]);
-        s.now = now;
+        s.homes.now = now;
         assert!(deaf(&s).is_empty());
-        s.profiles[0].state = Some(state(now - Duration::from_secs(60), true));
+        s.homes.profiles[0].state = Some(state(now - Duration::from_secs(60), true));
         assert_eq!(ids(&deaf(&s)), [("HSV013", Severity::Error)]);
-        s.profiles[0].state = Some(state(now, false));
+        s.homes.profiles[0].state = Some(state(now, false));
         assert!(deaf(&s)[0].message.contains("qq"));
         // Near miss: an inactive unit's old snapshot says nothing.
         s.units[0].props.active_state = Some("inactive".into());
@@ -326,7 +327,7 @@ mod tests {
 
     #[test]
     fn hsv016_a_gateway_no_unit_runs() {
-        use crate::doctor::snapshot::LockHolder;
+        use crate::doctor::homes::LockHolder;
         let mut a = profile("a");
         let mut ours_a = ours("a");
         ours_a.props.active_state = Some("failed".into());

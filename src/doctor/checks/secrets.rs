@@ -26,6 +26,7 @@ fn secret_in_unit(s: &Snapshot) -> Vec<Finding> {
     for u in &s.units {
         let Some(name) = profile_of(u) else { continue };
         let Some(p) = s
+            .homes
             .profiles
             .iter()
             .find(|p| p.name == name && same_home(&u.hermes_home, &p.hermes_home))

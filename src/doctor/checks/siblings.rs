@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use crate::doctor::checks::{
-    install_args, is_ours, profile_of, rewrite_fix, scope_of, served, unit_finding, Check,
+    install_args, is_ours, profile_of, rewrite_fix, scope_of, unit_finding, Check,
 };
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{Snapshot, UnitSnap};
@@ -85,7 +85,7 @@ pub(super) const REPLACE: Check = Check {
 fn replace(s: &Snapshot) -> Vec<Finding> {
     s.units
         .iter()
-        .filter(|u| served(u).is_some_and(|sp| sp.replace))
+        .filter(|u| u.served().is_some_and(|sp| sp.replace))
         .map(|u| {
             unit_finding(
                 REPLACE.id,
@@ -108,7 +108,7 @@ pub(super) const NO_PROFILE: Check = Check {
 fn no_profile(s: &Snapshot) -> Vec<Finding> {
     s.units
         .iter()
-        .filter(|u| served(u).is_some_and(|sp| !sp.explicit))
+        .filter(|u| u.served().is_some_and(|sp| !sp.explicit))
         .map(|u| {
             let (severity, message) = match &u.sticky {
                 Some(p) => (
@@ -138,12 +138,8 @@ fn fix_definition(p: &mut Planner, f: &Finding) {
 /// Plan the migration of every unit `f` names that is not ours, each once however many
 /// findings name it. False when `f` names only units of ours.
 fn migrate_legacy(p: &mut Planner, f: &Finding) -> bool {
-    let s = p.snapshot;
-    let units: Vec<&UnitSnap> = s
-        .units
-        .iter()
-        .filter(|u| f.units.contains(&u.key()))
-        .collect();
+    let all = p.units;
+    let units: Vec<&UnitSnap> = all.iter().filter(|u| f.units.contains(&u.key())).collect();
     let mut legacy = false;
     for u in units.iter().filter(|u| !is_ours(u)) {
         legacy = true;
@@ -155,8 +151,7 @@ fn migrate_legacy(p: &mut Planner, f: &Finding) -> bool {
         match migrate_steps(u, &profile, p.now) {
             Some(steps) => {
                 p.reload(scope_of(u), f.id);
-                let successor = s
-                    .units
+                let successor = all
                     .iter()
                     .find(|o| {
                         rendered_by_us(o)

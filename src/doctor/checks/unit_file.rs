@@ -2,7 +2,7 @@
 //! program it runs), whether a person edited ours, and whether the manager has read it.
 //! Doctor never edits a unit file, so only the reload is fixed here.
 
-use crate::doctor::checks::{flag, rewrite_fix, scope_of, served, unit_finding, Check};
+use crate::doctor::checks::{flag, rewrite_fix, scope_of, unit_finding, Check};
 use crate::doctor::fix::{Action, Planner};
 use crate::doctor::snapshot::{Snapshot, UnitSnap};
 use crate::doctor::{Finding, Severity};
@@ -59,7 +59,7 @@ fn misdefined(
 ) -> Vec<Finding> {
     s.units
         .iter()
-        .filter(|u| served(u).is_some())
+        .filter(|u| u.served().is_some())
         .filter_map(|u| {
             let message = wrong(u)?;
             Some(unit_finding(id, Severity::Warn, u, message, rewrite_fix(u)))
@@ -120,7 +120,7 @@ fn reload(s: &Snapshot) -> Vec<Finding> {
 
 /// One reload per manager, however many of its units changed.
 fn fix_reload(p: &mut Planner, f: &Finding) {
-    match p.snapshot.units.iter().find(|u| f.units.contains(&u.key())) {
+    match p.units.iter().find(|u| f.units.contains(&u.key())) {
         Some(u) => {
             if p.reload(scope_of(u), f.id) {
                 let action = Action::Reload { scope: scope_of(u) };

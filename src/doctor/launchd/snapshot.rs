@@ -1,5 +1,6 @@
 //! The one look at a launchd user the launchd doctor takes per run: the gateway job files in
-//! `~/Library/LaunchAgents`, what launchd says of each, and the profile homes they serve.
+//! `~/Library/LaunchAgents` and what launchd says of each, beside the manager-neutral profile
+//! homes ([`Homes`]) they and the caller run with, the same look the systemd doctor takes.
 //!
 //! All impure work happens here, so the checks stay pure. launchctl that cannot be asked is
 //! recorded, not fatal: every file-based finding is still made from what is on disk.
@@ -8,13 +9,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use crate::bounded_read::{self, Owner};
-use crate::doctor::snapshot::{profiles_in, Snapshot, UnitSnap};
+use crate::doctor::homes::{Homes, ServiceSnap};
 use crate::doctor::DoctorError;
-use crate::launchd::launchctl::{Domain, JobStatus, Launchctl, Service};
+use crate::launchd::launchctl::{Domain, JobState, JobStatus, Launchctl, Service};
 use crate::launchd::plist::{profile_of_file, Job, AGENTS_DIR, FILE_SUFFIX};
 use crate::profile::ProfileName;
 use crate::service::observed::sticky_profile;
 use crate::service::served_profile::{served_profile, unit_hermes_home, ServedProfile};
+use crate::systemd::scope::Scope;
 
 /// Every file or label that starts with this is a gateway job doctor looks at: ours
 /// (`ai.hermes.gateway.<profile>`) and hermes-agent's own (`ai.hermes.gateway`,
@@ -92,31 +94,17 @@ impl JobSnap {
         }
     }
 
-    /// The job seen as a unit, so the manager-neutral profile-home checks can tell which
-    /// profile the process a pid file names serves.
-    fn as_unit(&self) -> UnitSnap {
-        let mut u = UnitSnap {
+    /// The job as the profile-home checks see it: what it serves (judged from its argv alone,
+    /// as for a unit) and the process launchd runs it as. A LaunchAgent is the user's.
+    pub(crate) fn as_service(&self) -> ServiceSnap {
+        ServiceSnap {
             name: self.job.label.clone().unwrap_or(self.file_name.clone()),
+            serves: self.served().and_then(|s| s.profile),
             hermes_home: self.hermes_home.clone(),
-            sticky: self.sticky.clone(),
-            ..UnitSnap::default()
-        };
-        let program = self.job.program.clone().unwrap_or_default();
-        u.props.exec_start = Some(vec![(
-            program,
-            self.job.arguments.clone(),
-            false,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-            0,
-        )]);
-        u.props.environment = Some(self.environment());
-        u.props.main_pid = self.pid();
-        u
+            scope: Scope::User,
+            active: matches!(&self.launchd, Launchd::Loaded(st) if st.state == JobState::Running),
+            pid: self.pid().filter(|pid| *pid != 0),
+        }
     }
 }
 
@@ -141,17 +129,17 @@ pub(crate) struct LaunchdSnapshot {
     pub(crate) agents_problem: Option<String>,
     pub(crate) jobs: Vec<JobSnap>,
     pub(crate) unreadable: Vec<Unreadable>,
-    /// The profile homes, with the jobs seen as units, in the shape the manager-neutral
-    /// profile-home checks (`.env` mode, pid file, shared token, config) read.
-    pub(crate) homes: Snapshot,
+    /// The profile homes the jobs and the caller run with, and the jobs seen as services: all
+    /// the manager-neutral checks (`.env` mode, pid file, shared token, config, ...) read.
+    pub(crate) homes: Homes,
 }
 
 impl LaunchdSnapshot {
     /// A snapshot of `jobs` alone, for tests and for [`gather`] to fill in.
     pub(crate) fn new(agents_dir: PathBuf, domain: Domain, jobs: Vec<JobSnap>) -> Self {
-        let homes = Snapshot {
-            units: jobs.iter().map(JobSnap::as_unit).collect(),
-            ..Snapshot::default()
+        let homes = Homes {
+            services: jobs.iter().map(JobSnap::as_service).collect(),
+            ..Homes::default()
         };
         Self {
             agents_dir,
@@ -252,9 +240,7 @@ pub(crate) async fn gather() -> Result<LaunchdSnapshot, DoctorError> {
     snap.unreadable = unreadable;
     let mut homes: BTreeSet<PathBuf> = snap.jobs.iter().map(|j| j.hermes_home.clone()).collect();
     homes.extend(env_home.ok());
-    let pids = snap.jobs.iter().filter_map(JobSnap::pid).collect();
-    snap.homes.profiles = profiles_in(homes, pids);
-    crate::doctor::telegram_webhook::ask(&mut snap.homes.profiles).await;
+    snap.homes = Homes::gather(homes, std::mem::take(&mut snap.homes.services)).await;
     Ok(snap)
 }
 

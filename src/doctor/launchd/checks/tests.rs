@@ -275,6 +275,32 @@ fn hsv000_launchd_that_cannot_be_asked_is_said_once_and_the_files_are_still_chec
 }
 
 #[test]
+fn hsv007_a_pid_file_naming_another_profiles_running_job_names_that_job() {
+    use crate::doctor::checks::fixtures::{pid_record, profile};
+    use crate::doctor::homes::PidProcess;
+    // Profile a's pid file names pid 4242, which launchd runs as b's job: the neutral check
+    // sees the jobs as it sees units.
+    let mut a = profile("a");
+    a.pid = Some((pid_record(&a, 4242, "a"), PidProcess::AliveUnreadable));
+    let mut b = ours("b");
+    b.launchd = loaded(4242);
+    let mut s = snap(vec![ours("a"), b]);
+    s.homes.profiles = vec![a.clone()];
+    let f = all(&s);
+    assert_eq!(ids(&f), [("HSV007", Severity::Error)]);
+    assert_eq!(
+        f[0].message,
+        "gateway.pid names pid 4242, which is ai.hermes.gateway.b serving profile b."
+    );
+    // Near miss: a's own job runs as that pid.
+    let mut own = ours("a");
+    own.launchd = loaded(4242);
+    let mut s = snap(vec![own, ours("b")]);
+    s.homes.profiles = vec![a];
+    assert_eq!(all(&s), vec![]);
+}
+
+#[test]
 fn the_registry_holds_each_id_once_in_id_order() {
     let ids: Vec<_> = crate::doctor::launchd::CHECKS
         .iter()

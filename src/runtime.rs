@@ -1,0 +1,516 @@
+//! A gateway run, the composition root of `hermes-svc gateway run --profile NAME`: it claims
+//! the profile, opens the stores, starts the front end and the components, waits for them to
+//! report in, runs the loop, and drains. Each phase is a step of [`serve`], in that order,
+//! and each hands the next what it made.
+//!
+//! The order is fixed: ownership of the profile (the instance lock), the config, ownership of
+//! its credentials (token locks), the pid file, the spool and the outbox, the front end (the
+//! local API, which the caller provides: the runtime names none), the cron ticker, the
+//! adapters and the outbox workers; `READY=1` once every adapter has reported in. The loop is
+//! one `select!` over signals, the components' ends, the loss of ownership and the watchdog
+//! tick, which feeds systemd only while every component is fresh; a stale one is named in
+//! `STATUS=` and the feed stops, so systemd restarts the gateway. Without a systemd watchdog
+//! the same rule drives a self-watchdog that exits 75, with the deadline launchd's plist
+//! passes in `HERMES_WATCHDOG_SEC`.
+//!
+//! How a run ended becomes an exit status in one place, `gateway::exit`, which knows how the
+//! manager (`HERMES_SERVICE_MANAGER`) reads it.
+
+mod component;
+mod components;
+mod frontend;
+mod outbound;
+mod ownership;
+mod watchdog;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use crate::config::{self, AdapterSpec, ConfigError, GatewayConfig, Secret};
+use crate::gateway::adapter::{self, AdapterExit};
+use crate::gateway::cron::CronContext;
+use crate::gateway::exit::{self, Outcome, Requested};
+use crate::gateway::flock::{self, Holder, LockError, Owner};
+use crate::gateway::health::State;
+use crate::gateway::notify::{self, Notifier};
+use crate::gateway::pid_file::{PidFile, PidRecord};
+use crate::gateway::spool::{Spool, SpoolError};
+use crate::gateway::state_file::StateFile;
+use crate::gateway::token_lock::TokenLockError;
+use crate::launchd::plist::WATCHDOG_ENV;
+use crate::logging::Component;
+use crate::profile::Profile;
+use crate::service::manager::{Manager, UnknownManager};
+use components::{Components, Ended};
+pub(crate) use frontend::{Frontend, FrontendError, Started, Stores};
+use outbound::Outbound;
+use ownership::{LocalOwnership, Ownership};
+use watchdog::{BadWatchdogEnv, Watchdog};
+
+/// The longest interval between ticks (state file, STATUS=, self-watchdog).
+const MAX_TICK: Duration = Duration::from_secs(5);
+
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GatewayError {
+    #[error("profile {profile} is already running: {}", flock::describe(.holder))]
+    AlreadyRunning { profile: String, holder: Owner },
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    TokenLock(TokenLockError),
+    #[error("adapter {adapter}: {reason}")]
+    AdapterFatal { adapter: String, reason: String },
+    /// Ask the supervisor for a clean restart (exit 75).
+    #[error("restarting: {0}")]
+    Restart(String),
+    #[error("failed to {what}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Lock(LockError),
+    #[error(transparent)]
+    Profile(#[from] crate::profile::ProfileError),
+    #[error(transparent)]
+    Manager(#[from] UnknownManager),
+    #[error(transparent)]
+    WatchdogEnv(#[from] BadWatchdogEnv),
+    #[error(transparent)]
+    Frontend(#[from] FrontendError),
+    #[error("cannot open the spool in {}", dir.display())]
+    Spool {
+        dir: std::path::PathBuf,
+        #[source]
+        source: SpoolError,
+    },
+}
+
+impl GatewayError {
+    /// What the service manager should do about this error; `exit::status` turns it into a
+    /// code for the manager at hand.
+    pub(crate) fn outcome(&self) -> Outcome {
+        match self {
+            GatewayError::AlreadyRunning { .. }
+            | GatewayError::Config(_)
+            | GatewayError::AdapterFatal { .. }
+            | GatewayError::Profile(_)
+            | GatewayError::Manager(_)
+            | GatewayError::WatchdogEnv(_) => Outcome::StayDown,
+            GatewayError::TokenLock(e) if e.is_conflict() => Outcome::StayDown,
+            // A path only a person can fix: restarting would meet it again.
+            GatewayError::Frontend(e) if e.needs_a_fix => Outcome::StayDown,
+            // An inbox someone else owns, a link, a FIFO: receiving cannot start until a
+            // person looks, and flapping against it would only fill the journal.
+            GatewayError::Spool {
+                source: SpoolError::Untrusted(e),
+                ..
+            } if e.needs_a_fix() => Outcome::StayDown,
+            GatewayError::Restart(_) => Outcome::Restart,
+            GatewayError::Io { .. }
+            | GatewayError::Lock(_)
+            | GatewayError::TokenLock(_)
+            | GatewayError::Frontend(_)
+            | GatewayError::Spool { .. } => Outcome::Failed,
+        }
+    }
+}
+
+/// `error` and its causes on one line, as `report` prints them after `error:`.
+pub(crate) fn reason(error: &GatewayError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        text.push_str(": ");
+        text.push_str(&e.to_string());
+        source = e.source();
+    }
+    text
+}
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
+    let what = what.into();
+    move |source| GatewayError::Io { what, source }
+}
+
+/// What woke the run loop.
+enum Event {
+    Signal(&'static str),
+    /// A component's task ended: how, or its panic.
+    Exited(Ended),
+    /// The profile or a credential is no longer this run's.
+    Lost(String),
+    /// Time to write the state file and decide on the watchdog.
+    Tick,
+}
+
+/// Why the loop ended.
+enum Stop {
+    Signal(&'static str),
+    Fatal { adapter: String, reason: String },
+    Restart(String),
+}
+
+/// Run until SIGTERM or SIGINT (Ok), or until something ends the run with an error, whose
+/// reason is then also left in the state file, for `status` to show. `frontend` is the
+/// agent's way in (the local API), started once the stores are open.
+pub(crate) async fn run(
+    profile: &Profile,
+    manager: Manager,
+    frontend: Box<dyn Frontend>,
+) -> Result<Requested, GatewayError> {
+    run_owned(profile, manager, frontend)
+        .instrument(Component::Runtime.span())
+        .await
+}
+
+/// `run` once the profile is claimed; its lines are the runtime's, each task's its own.
+async fn run_owned(
+    profile: &Profile,
+    manager: Manager,
+    frontend: Box<dyn Frontend>,
+) -> Result<Requested, GatewayError> {
+    let home = profile.home();
+    std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;
+    let me = Holder {
+        pid: std::process::id(),
+        profile: profile.name().to_string(),
+    };
+    let mut ownership = LocalOwnership::new(profile, me.clone());
+    ownership.claim_profile()?;
+    // Only while owning the profile: the state file belongs to its owner, so a second
+    // instance refused above must not write it.
+    let result = serve(profile, &me, &mut ownership, frontend).await;
+    if let Err(e) = &result {
+        let status = exit::status(manager, e.outcome());
+        let last_words = StateFile::exited(profile.name().as_str(), status, manager, &reason(e));
+        if let Err(e) = last_words.write(&profile.state_file()) {
+            tracing::warn!(error = %e, "failed to write the exit reason to the state file");
+        }
+    }
+    result
+}
+
+/// The run proper, phase by phase, from the config on, with the profile owned.
+async fn serve(
+    profile: &Profile,
+    me: &Holder,
+    ownership: &mut dyn Ownership,
+    frontend: Box<dyn Frontend>,
+) -> Result<Requested, GatewayError> {
+    let plan = Plan::read(profile)?;
+    // Signals first: from here on a SIGTERM is a clean stop, never the default's kill.
+    let mut supervision = Supervision::new(&plan)?;
+    let identities: Vec<(String, String)> = plan
+        .adapters
+        .iter()
+        .map(|(spec, secret)| (spec.name.clone(), spec.identity(secret.as_ref())))
+        .collect();
+    ownership.claim_credentials(&profile.config_file(), &identities)?;
+    let _pid_file = write_pid_file(profile, me)?;
+
+    // The stores.
+    let spool =
+        Arc::new(
+            Spool::open(&profile.inbox_dir()).map_err(|source| GatewayError::Spool {
+                dir: profile.inbox_dir(),
+                source,
+            })?,
+        );
+    let syncer = spool.spawn_syncer(Duration::from_millis(100));
+    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
+        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    let mut outbound = outbound::open(profile, &plan.adapters, &shared);
+
+    // The front end, then the components.
+    let mut components = Components::new();
+    let stores = Stores {
+        spool: &spool,
+        outbox: outbound.for_frontend(),
+    };
+    let Started {
+        serve: frontend_serve,
+        health: frontend_health,
+    } = frontend.start(stores, components.shutdown())?;
+    components.start_frontend(frontend_serve);
+    let mut cron_ctx = CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
+    cron_ctx.outbox = outbound.outbox().cloned();
+    cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
+    components.start_cron(&plan.config.cron, cron_ctx);
+    let ready_deadline = components.start_adapters(plan.adapters.clone(), &spool, &shared);
+    components.start_workers(&mut outbound);
+
+    let early_stop = supervision
+        .wait_ready(&components, ready_deadline, me)
+        .await;
+    let stop = match early_stop {
+        Some(signal) => Stop::Signal(signal),
+        None => {
+            let tick = Tick {
+                name: profile.name().to_string(),
+                state_path: profile.state_file(),
+                outbound: &outbound,
+                cron: &plan.config.cron,
+                frontend_health: frontend_health.as_ref(),
+            };
+            supervision
+                .run_loop(&mut components, ownership, &tick)
+                .await
+        }
+    };
+
+    let why = match &stop {
+        Stop::Signal(s) => format!("stopping on {s}"),
+        Stop::Fatal { adapter, reason } => format!("stopping: adapter {adapter}: {reason}"),
+        Stop::Restart(r) => format!("restarting: {r}"),
+    };
+    // A stop nobody asked for is an error worth finding in the log (launchd's
+    // `gateway.err.log`), the self-watchdog's reason above all.
+    match &stop {
+        Stop::Signal(_) => tracing::info!(reason = %why, "draining"),
+        Stop::Fatal { .. } | Stop::Restart(_) => tracing::error!(reason = %why, "draining"),
+    }
+    supervision.send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
+    components
+        .drain(|left| supervision.send(&format!("EXTEND_TIMEOUT_USEC={}", left.as_micros())))
+        .await;
+    syncer.abort();
+    if let Err(e) = spool.sync().await {
+        tracing::warn!(error = %e, "failed to sync the spool");
+    }
+    match stop {
+        Stop::Signal(signal) => Ok(Requested(signal)),
+        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
+        Stop::Restart(r) => Err(GatewayError::Restart(r)),
+    }
+}
+
+/// What the run is asked to do, read before anything is claimed or written: the config, each
+/// adapter's secret, and the watchdog's settings.
+struct Plan {
+    config: GatewayConfig,
+    adapters: Vec<(AdapterSpec, Option<Secret>)>,
+    /// systemd's watchdog interval, when it set one.
+    watchdog: Option<Duration>,
+    /// The self-watchdog's deadline, which applies when systemd set no watchdog.
+    self_watchdog: Duration,
+}
+
+impl Plan {
+    fn read(profile: &Profile) -> Result<Plan, GatewayError> {
+        let config_path = profile.config_file();
+        let config = config::load(&config_path)?;
+        let watchdog = notify::watchdog_interval();
+        // Read only when it applies (with systemd's watchdog the variable means nothing).
+        let self_watchdog = match watchdog {
+            Some(_) => config.self_watchdog,
+            None => watchdog::self_watchdog(
+                std::env::var_os(WATCHDOG_ENV).as_deref(),
+                config.self_watchdog,
+            )?,
+        };
+        let mut adapters = vec![];
+        for spec in &config.adapters {
+            let secret = spec.credential(&config_path, &profile.env_file())?;
+            adapters.push((spec.clone(), secret));
+        }
+        Ok(Plan {
+            config,
+            adapters,
+            watchdog,
+            self_watchdog,
+        })
+    }
+
+    /// How often the state file is written and the watchdog decided: half the watchdog's
+    /// interval, at most [`MAX_TICK`].
+    fn tick_every(&self) -> Duration {
+        self.watchdog
+            .map_or(self.self_watchdog / 2, |w| w / 2)
+            .min(MAX_TICK)
+            .max(Duration::from_millis(100))
+    }
+}
+
+fn write_pid_file(profile: &Profile, me: &Holder) -> Result<PidFile, GatewayError> {
+    PidFile::write(
+        &profile.pid_file(),
+        &PidRecord {
+            pid: me.pid,
+            profile: me.profile.clone(),
+            home: profile.home(),
+            started_at: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+        },
+    )
+    .map_err(io(format!("write {}", profile.pid_file().display())))
+}
+
+/// What each tick writes into the state file.
+struct Tick<'a> {
+    name: String,
+    state_path: std::path::PathBuf,
+    outbound: &'a Outbound,
+    cron: &'a [config::CronSpec],
+    frontend_health: &'a (dyn Fn() -> crate::gateway::state_file::ApiHealth + Send),
+}
+
+/// The run's dealings with its service manager: `READY=1`, `STATUS=`, the watchdog, and the
+/// signals it stops on.
+struct Supervision {
+    notifier: Notifier,
+    sigterm: Signal,
+    sigint: Signal,
+    watchdog: Option<Duration>,
+    self_watchdog: Duration,
+    max_outage: Duration,
+    tick_every: Duration,
+}
+
+impl Supervision {
+    fn new(plan: &Plan) -> Result<Self, GatewayError> {
+        Ok(Self {
+            notifier: Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?,
+            sigterm: signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?,
+            sigint: signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?,
+            watchdog: plan.watchdog,
+            self_watchdog: plan.self_watchdog,
+            max_outage: plan.config.max_outage,
+            tick_every: plan.tick_every(),
+        })
+    }
+
+    fn send(&self, state: &str) {
+        if let Err(e) = self.notifier.send(state) {
+            tracing::warn!(error = %e, "failed to notify systemd");
+        }
+    }
+
+    /// Wait until every adapter has reported in (connected, retrying or failed) or
+    /// `deadline` (never more than 60 s away) passes, then send `READY=1`. Meanwhile
+    /// `STATUS=` says what the start waits for, for `start` (and `systemctl status`) to show,
+    /// twice a second at most and only when it changed. A signal meanwhile is a stop, at once.
+    async fn wait_ready(
+        &mut self,
+        components: &Components,
+        deadline: Instant,
+        me: &Holder,
+    ) -> Option<&'static str> {
+        let deadline = deadline.min(Instant::now() + Duration::from_secs(60));
+        let (mut told, mut next_status) = (String::new(), Instant::now());
+        let registry = &components.registry;
+        loop {
+            let snapshot = registry.snapshot();
+            let starting = snapshot.components.iter().any(|c| {
+                c.kind.is_adapter()
+                    && matches!(
+                        c.state,
+                        State::Starting | State::Connecting | State::Identifying | State::Resuming
+                    )
+            });
+            if !starting || Instant::now() >= deadline {
+                break;
+            }
+            if Instant::now() >= next_status {
+                let summary = format!("starting: {}", snapshot.summary());
+                if summary != told {
+                    self.send(&notify::status_line(&summary));
+                    told = summary;
+                }
+                next_status = Instant::now() + Duration::from_millis(500);
+            }
+            tokio::select! {
+                _ = self.sigterm.recv() => return Some("SIGTERM"),
+                _ = self.sigint.recv() => return Some("SIGINT"),
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+        let summary = registry.snapshot().summary();
+        self.send(&format!("READY=1\n{}", notify::status_line(&summary)));
+        let (watchdog, self_watchdog) = (self.watchdog, self.self_watchdog);
+        tracing::info!(profile = %me.profile, pid = me.pid, ?watchdog, ?self_watchdog, %summary, "gateway ready");
+        None
+    }
+
+    /// The run loop: until a signal, a component's fatal end or crash, the loss of
+    /// ownership, or a tick's decision to restart.
+    async fn run_loop(
+        &mut self,
+        components: &mut Components,
+        ownership: &mut dyn Ownership,
+        tick: &Tick<'_>,
+    ) -> Stop {
+        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
+        let mut ticks = tokio::time::interval(self.tick_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut dog = Watchdog::new(
+            self.watchdog.is_some(),
+            self.self_watchdog,
+            self.max_outage,
+            components.registry.snapshot().summary(),
+        );
+        loop {
+            let event = tokio::select! {
+                biased;
+                _ = self.sigterm.recv() => Event::Signal("SIGTERM"),
+                _ = self.sigint.recv() => Event::Signal("SIGINT"),
+                why = ownership.lost() => Event::Lost(why),
+                Some(ended) = components.next_ended() => Event::Exited(ended),
+                _ = ticks.tick() => Event::Tick,
+            };
+            let stop = match event {
+                Event::Signal(signal) => Some(Stop::Signal(signal)),
+                Event::Lost(why) => Some(Stop::Restart(format!("ownership lost: {why}"))),
+                Event::Exited(Ok((adapter, AdapterExit::Fatal(reason)))) => {
+                    Some(Stop::Fatal { adapter, reason })
+                }
+                Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
+                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => Some(Stop::Restart(
+                    format!("component {component} panicked: {what}"),
+                )),
+                // Only an abort, which the run does only once it is stopping, ends a task
+                // this way: a panic was caught by `component::supervised`.
+                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),
+                Event::Tick => self.on_tick(components, &mut dog, tick, stale_after),
+            };
+            if let Some(stop) = stop {
+                return stop;
+            }
+        }
+    }
+
+    /// Write the state file and decide on the watchdog; a restart when it says so.
+    fn on_tick(
+        &self,
+        components: &Components,
+        dog: &mut Watchdog,
+        tick: &Tick<'_>,
+        stale_after: Duration,
+    ) -> Option<Stop> {
+        let _watchdog = Component::Watchdog.span().entered();
+        let snapshot = components.registry.snapshot();
+        let state = StateFile::from_snapshot(&snapshot, &tick.name, stale_after)
+            .with_outbox(tick.outbound.stats())
+            .with_deliveries(outbound::cron_deliveries(tick.outbound, tick.cron))
+            .with_api((tick.frontend_health)());
+        if let Err(e) = state.write(&tick.state_path) {
+            tracing::warn!(error = %e, "failed to write the state file");
+        }
+        let decision = dog.on_tick(&snapshot);
+        if decision.feed {
+            self.send("WATCHDOG=1");
+        }
+        if !decision.stale.is_empty() {
+            let (stale, summary) = (&decision.stale, &decision.summary);
+            tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
+        }
+        if decision.send_status {
+            self.send(&notify::status_line(&decision.summary));
+        }
+        decision.restart.map(Stop::Restart)
+    }
+}

@@ -1,0 +1,180 @@
+//! The run's components: each on a task of its own, supervised (`component.rs`), named, with
+//! a heartbeat where it has one, and all drained together at the end.
+//!
+//! The order they start in is the runtime's: the front end first (an agent can connect while
+//! the rest starts), then the cron ticker and the adapters, then one outbox worker per adapter
+//! that can send, after the adapters because each worker watches its adapter's connection.
+
+use std::time::Duration;
+
+use tokio::sync::watch;
+use tokio::task::{AbortHandle, JoinError, JoinSet};
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::component;
+use super::outbound::Outbound;
+use crate::config::{AdapterSpec, CronSpec, Secret};
+use crate::gateway::adapter::{self, AdapterExit, Shared};
+use crate::gateway::cron::{self, CronContext};
+use crate::gateway::health::{ComponentKind, Heartbeat, Registry};
+use crate::gateway::outbox::worker;
+use crate::gateway::spool::Spool;
+use crate::logging::Component;
+use futures_util::future::BoxFuture;
+
+/// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
+/// unit is longer, so a drain is never cut short by SIGKILL.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
+/// Draining longer than this is unusual; systemd is told so with `EXTEND_TIMEOUT_USEC=`.
+const DRAIN_EXPECTED: Duration = Duration::from_secs(5);
+
+/// A component's task ended: its name and how, or why the task itself ended.
+pub(super) type Ended = Result<(String, AdapterExit), JoinError>;
+
+pub(super) struct Components {
+    pub(super) registry: Registry,
+    tasks: JoinSet<(String, AdapterExit)>,
+    /// Each component's task, by name, so that a stale one can be given up at once on stop.
+    handles: Vec<(String, AbortHandle)>,
+    shutdown: watch::Sender<bool>,
+}
+
+impl Components {
+    pub(super) fn new() -> Self {
+        Self {
+            registry: Registry::new(),
+            tasks: JoinSet::new(),
+            handles: vec![],
+            shutdown: watch::Sender::new(false),
+        }
+    }
+
+    /// What a component waits on to stop.
+    pub(super) fn shutdown(&self) -> watch::Receiver<bool> {
+        self.shutdown.subscribe()
+    }
+
+    fn spawn<F>(&mut self, name: String, heartbeat: Option<Heartbeat>, span: Component, work: F)
+    where
+        F: std::future::Future<Output = AdapterExit> + Send + 'static,
+    {
+        let handle = self
+            .tasks
+            .spawn(component::supervised(name.clone(), heartbeat, work).instrument(span.span()));
+        self.handles.push((name, handle));
+    }
+
+    /// Serve the started front end under the name `api`. A server that fails is a restart.
+    pub(super) fn start_frontend(&mut self, serve: BoxFuture<'static, Result<(), String>>) {
+        let work = async move {
+            match serve.await {
+                Ok(()) => AdapterExit::Shutdown,
+                Err(why) => AdapterExit::Crashed(why),
+            }
+        };
+        self.spawn("api".to_owned(), None, Component::Api, work);
+    }
+
+    /// The cron ticker, when there are jobs.
+    pub(super) fn start_cron(&mut self, jobs: &[CronSpec], ctx: CronContext) {
+        if jobs.is_empty() {
+            return;
+        }
+        // One name for the heartbeat, the task and the ticker's own logs.
+        let name = ctx.name.clone();
+        let hb = self
+            .registry
+            .register(&name, ComponentKind::Cron, cron::DEADLINE);
+        let (jobs, rx) = (jobs.to_vec(), self.shutdown());
+        let work = {
+            let hb = hb.clone();
+            async move {
+                cron::run(jobs, hb, ctx, rx).await;
+                AdapterExit::Shutdown
+            }
+        };
+        self.spawn(name, Some(hb), Component::Cron, work);
+    }
+
+    /// Every adapter; the time by which all should have reported in.
+    pub(super) fn start_adapters(
+        &mut self,
+        adapters: Vec<(AdapterSpec, Option<Secret>)>,
+        spool: &std::sync::Arc<Spool>,
+        shared: &Shared,
+    ) -> Instant {
+        let mut ready_deadline = Instant::now();
+        for (spec, secret) in adapters {
+            let hb = self.registry.register(
+                &spec.name,
+                ComponentKind::Adapter(spec.protocol.kind()),
+                adapter::retry_deadline(&spec, spec.timing.backoff_max),
+            );
+            ready_deadline = ready_deadline
+                .max(Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2);
+            let deps = adapter::Deps {
+                spool: spool.clone(),
+                heartbeat: hb.clone(),
+                shared: shared.clone(),
+                shutdown: self.shutdown(),
+            };
+            let name = spec.name.clone();
+            self.spawn(
+                name,
+                Some(hb),
+                Component::Adapter,
+                adapter::run(spec, secret, deps),
+            );
+        }
+        ready_deadline
+    }
+
+    /// One delivery worker per adapter that can send, named `outbox:ADAPTER`, watching its
+    /// adapter's connection; none when the outbox is unavailable.
+    pub(super) fn start_workers(&mut self, outbound: &mut Outbound) {
+        let Outbound::Open { outbox, senders } = outbound else {
+            return;
+        };
+        for (adapter, sender) in std::mem::take(senders) {
+            let name = format!("outbox:{adapter}");
+            let (outbox, rx) = (outbox.clone(), self.shutdown());
+            let connected = self.registry.get(&adapter).map(|hb| hb.connections());
+            let work = async move {
+                worker::run(adapter, sender, outbox, connected, rx).await;
+                AdapterExit::Shutdown
+            };
+            self.spawn(name, None, Component::Outbox, work);
+        }
+    }
+
+    /// The next component to end, if any still runs.
+    pub(super) async fn next_ended(&mut self) -> Option<Ended> {
+        self.tasks.join_next().await
+    }
+
+    /// Tell every component to stop, wait for them up to [`DRAIN_TIMEOUT`] (saying so with
+    /// `extend` past [`DRAIN_EXPECTED`]), then abort what is left.
+    pub(super) async fn drain(&mut self, extend: impl Fn(Duration)) {
+        let _ = self.shutdown.send(true);
+        // A stale component has made no progress past its deadline, so it will not drain
+        // either: waiting for it would only hold up the restart a person or systemd asked for.
+        let snapshot = self.registry.snapshot();
+        for c in snapshot.stale() {
+            if let Some((_, handle)) = self.handles.iter().find(|(n, _)| *n == c.name) {
+                tracing::warn!(stale = %c.name, state = %c.state, "stale: not waiting for it to drain");
+                handle.abort();
+            }
+        }
+        let started = Instant::now();
+        let mut extended = false;
+        while !self.tasks.is_empty() && started.elapsed() < DRAIN_TIMEOUT {
+            if !extended && started.elapsed() >= DRAIN_EXPECTED {
+                extend(DRAIN_TIMEOUT - started.elapsed());
+                extended = true;
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(200), self.tasks.join_next()).await;
+        }
+        self.tasks.abort_all();
+    }
+}

@@ -1,0 +1,77 @@
+//! The agent's way in, served beside the components: a seam, so that the runtime names no
+//! front end.
+//!
+//! The local API (`api/`) is built on the gateway's stores, and reads them; the runtime only
+//! needs to start it at the right moment (the stores open, before the components, so that an
+//! agent can connect as soon as `READY=1` is sent), serve it as a component, and read its
+//! health for the state file. So the caller (`cli/gateway.rs`) hands the runtime a
+//! [`Frontend`] and the layers stay in order: the API imports the gateway's stores, never the
+//! other way round.
+
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+
+use crate::gateway::outbox::Outbox;
+use crate::gateway::spool::Spool;
+use crate::gateway::state_file::ApiHealth;
+
+/// What a front end reads: the run's stores.
+pub(crate) struct Stores<'a> {
+    pub(crate) spool: &'a Spool,
+    /// The outbox, or why this run has none (its journal could not be opened).
+    pub(crate) outbox: Result<Arc<Outbox>, String>,
+}
+
+/// A front end that can be started on the run's stores.
+pub(crate) trait Frontend: Send {
+    /// Get ready to serve (bind a socket, say), so that a path that cannot be used is a
+    /// start-up error naming it; then what serves until `shutdown` turns true.
+    fn start(
+        self: Box<Self>,
+        stores: Stores<'_>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Started, FrontendError>;
+}
+
+/// A started front end.
+pub(crate) struct Started {
+    /// Serves until shutdown; an error ends the run with a restart.
+    pub(crate) serve: BoxFuture<'static, Result<(), String>>,
+    /// Its health as the state file shows it, read on every tick.
+    pub(crate) health: Box<dyn Fn() -> ApiHealth + Send>,
+}
+
+/// Why a front end could not start. It reads exactly as the front end's own error does,
+/// causes included.
+#[derive(Debug)]
+pub(crate) struct FrontendError {
+    source: Box<dyn std::error::Error + Send + Sync>,
+    /// A restart would meet the same problem: a person must fix it first.
+    pub(crate) needs_a_fix: bool,
+}
+
+impl FrontendError {
+    pub(crate) fn new(
+        source: impl std::error::Error + Send + Sync + 'static,
+        needs_a_fix: bool,
+    ) -> Self {
+        Self {
+            source: Box::new(source),
+            needs_a_fix,
+        }
+    }
+}
+
+impl std::fmt::Display for FrontendError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl std::error::Error for FrontendError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.source()
+    }
+}
