@@ -4,9 +4,9 @@
 
 use std::time::Duration;
 
-use super::feishu::FeishuConfig;
-use super::telegram::TelegramConfig;
-use super::weixin::WeixinConfig;
+use super::feishu::config::FeishuConfig;
+use super::telegram::config::TelegramConfig;
+use super::weixin::config::WeixinConfig;
 
 /// How the mock behaves when nothing is broken. Checks are off by default so that a test only
 /// pays for the strictness it asks for.

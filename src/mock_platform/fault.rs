@@ -1,6 +1,7 @@
 //! The failure modes a test can switch on, a vocabulary shared by the listener, the
 //! connections and the state they hold, so it lives below all of them.
 
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// A failure mode to inject. One-shot faults (`Close`, `Reconnect`, `InvalidSession`) act on the
@@ -89,5 +90,21 @@ impl SendFault {
             self,
             SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_)
         )
+    }
+}
+
+/// The armed [`Fault`]. The op-code gateway arms it (and acts on the one-shot faults as it
+/// does); the listener reads it too, because `Refuse` and `NoUpgrade` act on every socket
+/// before anyone knows which platform it is for.
+#[derive(Default)]
+pub(super) struct FaultSwitch(Mutex<Fault>);
+
+impl FaultSwitch {
+    pub(crate) fn get(&self) -> Fault {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub(crate) fn set(&self, fault: Fault) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = fault;
     }
 }

@@ -15,21 +15,23 @@
 //! [`Platform::Feishu`] for the sends.
 
 mod auth;
-mod config;
+mod body;
+pub(super) mod config;
 mod connection;
 mod endpoint;
 mod events;
 mod faults;
+mod handle;
 mod handshake;
 mod record;
-pub(super) mod redelivery;
-pub(super) mod send;
-pub(super) mod state;
+mod redelivery;
+mod send;
+mod state;
+mod ticket;
 
 use std::sync::Arc;
 
-use serde_json::Value;
-use tokio::net::TcpStream;
+use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
 pub use config::{ClientConfig, FeishuConfig};
@@ -38,31 +40,77 @@ pub use faults::{code, FeishuFault, Refusal};
 pub use record::{FeishuAck, FeishuEventRecord, FeishuStats};
 
 use super::http::RequestHead;
-use super::message_body::Answer;
 #[cfg(doc)]
-use super::Platform;
-use super::{MockPlatform, Shared};
-use events::EventIds;
+use super::post::Platform;
+use super::post_record::PostRecord;
+use super::reply::Reply;
+use super::side::{at_once, Side, Upgrade};
+use state::FeishuState;
 
 /// Where the long connection upgrades; discovery puts it in the URL it hands out.
-pub(super) const WS_PATH: &str = "/ws/v2";
+const WS_PATH: &str = "/ws/v2";
 
-/// The sender of the messages [`MockPlatform::feishu_emit`] generates.
+/// The sender of the messages [`MockPlatform::feishu_emit`](super::MockPlatform::feishu_emit)
+/// generates.
 const MOCK_SENDER: &str = "ou_mockuser000000000000000000000001";
 
-/// Answers discovery and token requests; `None` for any other request.
-pub(super) fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Option<Answer> {
-    endpoint::route(head, body, shared)
+/// Feishu's side of the mock: its state, and the send record its message endpoints write.
+pub(super) struct Feishu {
+    state: Arc<FeishuState>,
+    posts: Arc<PostRecord>,
 }
 
-/// An upgrade request for [`WS_PATH`].
-pub(super) async fn serve_upgrade(
-    stream: TcpStream,
-    head: RequestHead,
-    shared: Arc<Shared>,
-    shutdown: watch::Receiver<bool>,
-) {
-    handshake::serve(stream, head, shared, shutdown).await;
+impl Feishu {
+    /// `ws_base` is what discovery puts before [`WS_PATH`]: the mock's own `ws://` address.
+    pub(super) fn new(config: FeishuConfig, ws_base: String, posts: Arc<PostRecord>) -> Self {
+        Feishu {
+            state: Arc::new(FeishuState::new(config, format!("{ws_base}{WS_PATH}"))),
+            posts,
+        }
+    }
+}
+
+impl Side for Feishu {
+    /// The send endpoints, endpoint discovery and the tenant token.
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        body: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let state = &self.state;
+        let reply = match send::endpoint(head) {
+            Some((target, id)) => send::handle(state, &self.posts, target, id, head, body),
+            None => Reply::Answer(endpoint::route(head, body, state)?),
+        };
+        Some(at_once(reply))
+    }
+
+    /// The long connection, at [`WS_PATH`].
+    fn upgrade(
+        self: Arc<Self>,
+        upgrade: Box<Upgrade>,
+    ) -> Result<BoxFuture<'static, ()>, Box<Upgrade>> {
+        if upgrade.head.path != WS_PATH {
+            return Err(upgrade);
+        }
+        let Upgrade {
+            stream,
+            head,
+            shutdown,
+            ..
+        } = *upgrade;
+        let state = self.state.clone();
+        Ok(Box::pin(handshake::serve(stream, head, state, shutdown)))
+    }
+
+    /// The ack timer, which pushes again what was not acked in time.
+    fn background(
+        self: Arc<Self>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'static, ()>> {
+        Some(Box::pin(redelivery::run(self.state.clone(), shutdown)))
+    }
 }
 
 impl FeishuMessage {
@@ -74,122 +122,5 @@ impl FeishuMessage {
             sender_open_id: MOCK_SENDER.to_owned(),
             text: text.to_owned(),
         }
-    }
-}
-
-/// The Feishu side of the handle. Events are pushed to the newest connection, or wait for one.
-impl MockPlatform {
-    /// What discovery puts before [`WS_PATH`] in the URLs it hands out; by default this mock's
-    /// own `ws://` address. Lets a test send clients through a proxy.
-    pub fn set_feishu_ws_base(&self, base: String) {
-        self.shared.feishu.set_ws_base(base);
-    }
-
-    /// `n` text messages in the configured chat, as `im.message.receive_v1` events; returns
-    /// their event ids.
-    pub fn feishu_emit(&self, n: usize) -> Vec<String> {
-        let chat = self.shared.config.feishu.chat_id.clone();
-        (0..n)
-            .map(|_| {
-                let k = self.shared.feishu.event_count() + 1;
-                self.feishu_emit_message(FeishuMessage::text(&chat, &format!("feishu message {k}")))
-            })
-            .collect()
-    }
-
-    /// One message as an `im.message.receive_v1` event; returns its event id.
-    pub fn feishu_emit_message(&self, message: FeishuMessage) -> String {
-        self.emit_message(message, None)
-    }
-
-    /// One message pushed in `parts` parts whatever the split fault says; returns its event id.
-    pub fn feishu_emit_split(&self, message: FeishuMessage, parts: u32) -> String {
-        self.emit_message(message, Some(parts.max(1)))
-    }
-
-    /// Any JSON as an event payload, however hostile. Its event id is `header.event_id` when
-    /// that is a string, else `event_id`.
-    pub fn feishu_emit_payload(&self, event_id: &str, payload: &Value) -> String {
-        let event_id = payload
-            .pointer("/header/event_id")
-            .and_then(Value::as_str)
-            .unwrap_or(event_id)
-            .to_owned();
-        let record = FeishuEventRecord {
-            event_id: event_id.clone(),
-            message_id: None,
-            chat_id: None,
-            text: None,
-            emitted_at: std::time::Instant::now(),
-            deliveries: 0,
-            first_delivered_at: None,
-            acked_at: None,
-        };
-        let bytes = serde_json::to_vec(payload).unwrap_or_default();
-        self.shared.feishu.emit(record, bytes, None);
-        event_id
-    }
-
-    fn emit_message(&self, message: FeishuMessage, parts: Option<u32>) -> String {
-        let config = &self.shared.config.feishu;
-        let ids = EventIds::new();
-        let now_ms = super::post::unix_ms_now();
-        let payload =
-            events::receive_v1(&ids, &message, &config.app_id, &config.tenant_key, now_ms);
-        let record = FeishuEventRecord {
-            event_id: ids.event_id.clone(),
-            message_id: Some(ids.message_id),
-            chat_id: Some(message.chat_id),
-            text: Some(message.text),
-            emitted_at: std::time::Instant::now(),
-            deliveries: 0,
-            first_delivered_at: None,
-            acked_at: None,
-        };
-        let bytes = serde_json::to_vec(&payload).unwrap_or_default();
-        self.shared.feishu.emit(record, bytes, parts);
-        ids.event_id
-    }
-
-    pub fn set_feishu_fault(&self, fault: FeishuFault) {
-        self.shared.feishu.set_fault(fault);
-    }
-
-    /// Ends no-pong, split, and any duplicates or refusals still armed.
-    pub fn clear_feishu_faults(&self) {
-        self.shared.feishu.clear_faults();
-    }
-
-    /// Every data frame clients sent back, in order of arrival.
-    pub fn feishu_acks(&self) -> Vec<FeishuAck> {
-        self.shared.feishu.acks()
-    }
-
-    /// Every event generated, in order, with its deliveries and ack time.
-    pub fn feishu_events(&self) -> Vec<FeishuEventRecord> {
-        self.shared.feishu.events()
-    }
-
-    /// Event ids not yet acked with code 200.
-    pub fn feishu_unacked(&self) -> Vec<String> {
-        self.feishu_events()
-            .into_iter()
-            .filter(|e| e.acked_at.is_none())
-            .map(|e| e.event_id)
-            .collect()
-    }
-
-    pub fn feishu_stats(&self) -> FeishuStats {
-        self.shared.feishu.stats()
-    }
-
-    /// Stop honouring every tenant token issued so far; new ones are issued as usual.
-    pub fn expire_feishu_tokens(&self) {
-        self.shared.feishu.tokens.expire_all();
-    }
-
-    /// Tenant tokens minted so far (a token handed out again is not counted twice).
-    pub fn feishu_tokens_issued(&self) -> u64 {
-        self.shared.feishu.tokens.issued()
     }
 }

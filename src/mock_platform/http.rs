@@ -1,24 +1,18 @@
-//! Just enough HTTP/1.1 for the token, gateway-discovery and message-send endpoints.
-//! Hand-written so the gateway and the HTTP API share one port without pulling a web framework
-//! into the crate; every response closes the connection, so there is no keep-alive or
-//! pipelining to get wrong.
+//! Just enough HTTP/1.1 for the platforms' endpoints: the request head and body, and the
+//! response. Hand-written so the WebSocket gateways and the HTTP APIs share one port without
+//! pulling a web framework into the crate; every response closes the connection, so there is
+//! no keep-alive or pipelining to get wrong.
 
 use std::io;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
-use super::feishu;
-use super::message_body::Answer;
-use super::messages::{self, Reply};
+use super::reply::{Answer, Reply};
 use super::shutdown::stopped;
-use super::state::Shared;
-use super::stats::bump;
-use super::{telegram, weixin};
 
 const MAX_HEAD: usize = 16 * 1024;
 const MAX_BODY: usize = 1024 * 1024;
@@ -151,37 +145,13 @@ fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
     })
 }
 
-pub(super) async fn serve(
+/// Writes the reply and closes, or withholds it as the reply says.
+pub(super) async fn respond(
     mut stream: TcpStream,
-    head: RequestHead,
-    shared: &Shared,
+    head: &RequestHead,
+    reply: Reply,
     shutdown: watch::Receiver<bool>,
 ) {
-    bump(&shared.counters.http_requests);
-    let reply = match read_body(&mut stream, &head).await {
-        Ok(Some(body)) => {
-            // The long-poll platforms answer in their own time (a poll waits for updates).
-            if let Some(reply) = telegram::serve(&head, &body, shared, shutdown.clone()).await {
-                reply
-            } else if let Some(reply) = weixin::serve(&head, &body, shared, shutdown.clone()).await
-            {
-                reply
-            } else {
-                match messages::endpoint(&head) {
-                    Some((target, id)) => messages::handle(target, id, &head, &body, shared),
-                    None => match feishu::route(&head, &body, shared) {
-                        Some(answer) => Reply::Answer(answer),
-                        None => Reply::Answer(route(&head, &body, shared)),
-                    },
-                }
-            }
-        }
-        Ok(None) => Reply::Answer(Answer::new(413, error_body(413, "request body too large"))),
-        Err(error) => {
-            tracing::debug!(%error, "mock could not read a request body");
-            return;
-        }
-    };
     let answer = match reply {
         Reply::Answer(answer) => answer,
         Reply::Hang => return hold(stream, shutdown).await,
@@ -214,7 +184,10 @@ fn reset(stream: TcpStream) {
 }
 
 /// Consumes the head, then the body; `None` when the declared body is too large to accept.
-async fn read_body(stream: &mut TcpStream, head: &RequestHead) -> io::Result<Option<Vec<u8>>> {
+pub(super) async fn read_body(
+    stream: &mut TcpStream,
+    head: &RequestHead,
+) -> io::Result<Option<Vec<u8>>> {
     let Some(length) = head.content_length().filter(|&n| n <= MAX_BODY) else {
         return Ok(None);
     };
@@ -223,74 +196,6 @@ async fn read_body(stream: &mut TcpStream, head: &RequestHead) -> io::Result<Opt
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request body timed out"))??;
     Ok(Some(bytes.split_off(head.len)))
-}
-
-fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Answer {
-    let (status, body) = match (head.method.as_str(), head.path.as_str()) {
-        ("POST", "/app/getAppAccessToken") => access_token(body, shared),
-        ("GET", "/gateway" | "/gateway/bot") if !authorized(head, shared) => {
-            (401, error_body(401, "invalid access token"))
-        }
-        ("GET", "/gateway") => (200, json!({"url": shared.advertised_ws_url()})),
-        ("GET", "/gateway/bot") => {
-            let limit = shared.config.session_start_limit;
-            (
-                200,
-                json!({
-                    "url": shared.advertised_ws_url(),
-                    "shards": 1,
-                    "session_start_limit": {
-                        "total": limit.total,
-                        "remaining": limit.remaining,
-                        "reset_after": limit.reset_after.as_millis() as u64,
-                        "max_concurrency": limit.max_concurrency,
-                    },
-                }),
-            )
-        }
-        ("GET", "/_posts") => (200, shared.posts.render()),
-        _ => (404, error_body(404, "not found")),
-    };
-    Answer::new(status, body)
-}
-
-/// QQ authorises discovery with `QQBot <access token>`, which must be one it issued and
-/// still honours; Discord's `Bot <token>` is checked against `expected_token` when set.
-fn authorized(head: &RequestHead, shared: &Shared) -> bool {
-    let auth = head.header("authorization").unwrap_or_default();
-    match auth.strip_prefix("Bot ") {
-        Some(token) => shared.token_accepted(token),
-        None => shared.token_accepted(auth),
-    }
-}
-
-/// QQ's token endpoint. Errors come in the body with HTTP 200, as the platform sends them:
-/// a body that is not JSON is 100007 ("appid invalid"), a wrong secret 100016.
-fn access_token(body: &[u8], shared: &Shared) -> (u16, Value) {
-    let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
-        return (200, json!({"code": 100007, "message": "appid invalid"}));
-    };
-    if let Some(expected) = &shared.config.expected_secret {
-        let given = request.get("clientSecret").and_then(Value::as_str);
-        if given != Some(expected.as_str()) {
-            tracing::info!("mock rejected a client secret");
-            return (
-                200,
-                json!({"code": 100016, "message": "invalid appid or secret"}),
-            );
-        }
-    }
-    // QQ sends expires_in as a string; clients must cope with that, so the mock does too.
-    let token = shared.next_access_token();
-    let expires_in = shared.config.token_lifetime.as_secs().to_string();
-    (
-        200,
-        json!({"access_token": token, "expires_in": expires_in}),
-    )
-}
-
-fn error_body(code: u16, message: &str) -> Value {
-    json!({"code": code, "message": message})
 }
 
 fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) -> String {

@@ -122,6 +122,20 @@ pub(super) fn unix_ms_now() -> u64 {
         .unwrap_or(0)
 }
 
+/// RFC 3339 at the given UTC offset in hours; an unrepresentable time falls back to the epoch.
+pub(super) fn rfc3339(unix_ms: u64, offset_hours: i32) -> String {
+    let utc = i64::try_from(unix_ms)
+        .ok()
+        .and_then(chrono::DateTime::from_timestamp_millis)
+        .unwrap_or_default();
+    match chrono::FixedOffset::east_opt(offset_hours * 3600) {
+        Some(offset) => utc
+            .with_timezone(&offset)
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, false),
+        None => utc.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+    }
+}
+
 /// The posts and attempts as the `GET /_posts` route shows them. `received_ms` counts from
 /// the mock's start, so a benchmark outside the process can line posts up with attempts.
 pub(super) fn render_record(posts: &[Post], attempts: &[SendAttempt], started: Instant) -> Value {

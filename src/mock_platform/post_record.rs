@@ -1,21 +1,25 @@
-//! The send side's memory: the posts accepted, every answer given, what the platforms remember
-//! for deduplication, and the send faults armed per platform.
+//! The send side's memory: the posts accepted, every answer given, the keys remembered for
+//! deduplication, and the send faults armed per platform. Which key a post carries, how its
+//! message id looks and what its answer says are the platform's; this only keeps them.
 //!
-//! Its own mutex, apart from the gateway state: nothing here has to be atomic with sessions,
-//! and a flood of posts must not slow heartbeat acks. "Is this a duplicate?" and "record it"
-//! happen under one lock, so two racing retries of one post cannot both be recorded.
+//! Its own mutex, apart from every platform's state: nothing here has to be atomic with a
+//! platform's sessions or queues, and a flood of posts must not slow heartbeat acks. "Is this
+//! a duplicate?" and "record it" happen under one lock, so two racing retries of one post
+//! cannot both be recorded.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
+use futures_util::future::BoxFuture;
 use serde_json::Value;
+use tokio::sync::watch;
 
 use super::fault::SendFault;
+use super::http::RequestHead;
 use super::post::{Platform, Post, SendAttempt};
-
-/// Discord's snowflake epoch (2015-01-01T00:00:00Z) in Unix milliseconds.
-const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
+use super::reply::{Answer, Reply};
+use super::side::{at_once, Side};
 
 pub(super) struct PostRecord {
     pub(crate) started: Instant,
@@ -27,10 +31,10 @@ struct Inner {
     posts: Vec<Post>,
     attempts: Vec<SendAttempt>,
     faults: HashMap<Platform, Armed>,
-    /// Discord, by (author token, nonce): the answer to give a retry with `enforce_nonce`.
-    nonces: HashMap<(String, String), Remembered>,
-    /// QQ passive replies already sent, by (msg_id, msg_seq).
-    replies: HashSet<(String, u64)>,
+    /// Keys remembered for a while, by (author, key): the answer to give a repeat.
+    windowed: HashMap<(String, String), Remembered>,
+    /// Once-only keys already used, by (key, seq).
+    used: HashSet<(String, u64)>,
     next_message: u64,
 }
 
@@ -49,16 +53,17 @@ struct Remembered {
 /// How a post is checked against what the platform remembers.
 pub(super) enum Dedupe {
     None,
-    /// Discord `enforce_nonce`: same author, same nonce, within `window`.
-    Nonce {
+    /// A repeat of `key` by the same author within `window` gets the first post's answer and
+    /// records nothing.
+    Window {
         author: String,
-        nonce: String,
+        key: String,
         window: Duration,
     },
-    /// QQ passive reply: the same `msg_id` + `msg_seq` fails.
-    Reply {
-        msg_id: String,
-        msg_seq: u64,
+    /// `key` with `seq` may be used once: a repeat is refused.
+    Once {
+        key: String,
+        seq: u64,
     },
 }
 
@@ -67,12 +72,12 @@ pub(super) enum Acceptance {
         message_id: String,
         answer: Value,
     },
-    /// Discord's answer to a repeated nonce: the earlier message, nothing new recorded.
+    /// A repeat within a [`Dedupe::Window`]: the earlier message, nothing new recorded.
     Earlier {
         message_id: String,
         answer: Value,
     },
-    /// QQ's answer to a repeated passive reply: refused, nothing recorded.
+    /// A repeat of a [`Dedupe::Once`] key: refused, nothing recorded.
     Duplicate,
 }
 
@@ -145,53 +150,52 @@ impl PostRecord {
         strikes.then_some(struck)
     }
 
-    /// Records `post` unless the platform remembers it; `render` builds the answer from the
-    /// post once its message id is assigned.
+    /// Records `post` unless the platform remembers it. `mint` gives the message id from the
+    /// record's running count of posts (all platforms', the new one included); `render` builds
+    /// the answer from the post once it has its id.
     pub(crate) fn accept(
         &self,
         mut post: Post,
         dedupe: Dedupe,
+        mint: impl FnOnce(u64) -> String,
         render: impl FnOnce(&Post) -> Value,
     ) -> Acceptance {
         let mut inner = self.lock();
         let now = post.received_at;
         match &dedupe {
             Dedupe::None => {}
-            Dedupe::Nonce {
+            Dedupe::Window {
                 author,
-                nonce,
+                key,
                 window,
             } => {
                 inner
-                    .nonces
+                    .windowed
                     .retain(|_, seen| now.saturating_duration_since(seen.at) < *window);
-                if let Some(seen) = inner.nonces.get(&(author.clone(), nonce.clone())) {
+                if let Some(seen) = inner.windowed.get(&(author.clone(), key.clone())) {
                     return Acceptance::Earlier {
                         message_id: seen.message_id.clone(),
                         answer: seen.answer.clone(),
                     };
                 }
             }
-            Dedupe::Reply { msg_id, msg_seq } => {
-                if !inner.replies.insert((msg_id.clone(), *msg_seq)) {
+            Dedupe::Once { key, seq } => {
+                if !inner.used.insert((key.clone(), *seq)) {
                     return Acceptance::Duplicate;
                 }
             }
         }
         inner.next_message += 1;
-        // A platform whose ids the record cannot mint (Telegram counts per chat) sets its own.
-        if post.message_id.is_empty() {
-            post.message_id = message_id(post.platform, inner.next_message, post.received_unix_ms);
-        }
+        post.message_id = mint(inner.next_message);
         let answer = render(&post);
         let message_id = post.message_id.clone();
-        if let Dedupe::Nonce { author, nonce, .. } = dedupe {
+        if let Dedupe::Window { author, key, .. } = dedupe {
             let remembered = Remembered {
                 at: now,
                 message_id: message_id.clone(),
                 answer: answer.clone(),
             };
-            inner.nonces.insert((author, nonce), remembered);
+            inner.windowed.insert((author, key), remembered);
         }
         inner.posts.push(post);
         Acceptance::Created { message_id, answer }
@@ -215,19 +219,15 @@ impl PostRecord {
     }
 }
 
-/// Discord ids are snowflakes (milliseconds since its epoch above 22 bits of sequence), so a
-/// client that reads the time out of an id gets the time of the post. QQ's are opaque strings;
-/// Feishu's are `om_` and 32 hex digits.
-fn message_id(platform: Platform, n: u64, unix_ms: u64) -> String {
-    match platform {
-        Platform::Discord => {
-            let ms = unix_ms.saturating_sub(DISCORD_EPOCH_MS);
-            ((ms << 22) | (n & 0x3F_FFFF)).to_string()
-        }
-        Platform::Qq => format!("ROBOT1.0_mock{n:012}"),
-        Platform::Feishu => format!("om_{n:032x}"),
-        // Telegram's posts come with their per-chat id already set; this is a fallback.
-        Platform::Telegram => n.to_string(),
-        Platform::Weixin => format!("wx_mock_{n:012}"),
+/// `GET /_posts`: the record as JSON, for a benchmark outside the process to read.
+impl Side for PostRecord {
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        _: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let record = head.method == "GET" && head.path == "/_posts";
+        record.then(|| at_once(Reply::Answer(Answer::new(200, self.render()))))
     }
 }

@@ -1,5 +1,6 @@
-//! The listener: accepts TCP, applies the connection-level faults, and routes each socket to
-//! the WebSocket gateway or the HTTP endpoints by peeking at its request head.
+//! The listener: accepts TCP, applies the faults that act on every socket, and hands each one
+//! to the registered side that serves it: a WebSocket upgrade to the side whose path it names,
+//! a plain request to the first side that takes it. It names no platform.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,26 +9,42 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio::time::timeout;
-use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 
-use super::fault::Fault;
+use super::fault::{Fault, FaultSwitch};
+use super::http::{self, RequestHead};
+use super::reply::{Answer, Reply};
 use super::shutdown::stopped;
-use super::state::Shared;
-use super::{connection, feishu, http};
+use super::side::{Side, Upgrade};
+use super::stats::{bump, Counters};
 
 /// How long connection tasks get to finish on their own at shutdown before being aborted.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// A client that opens a socket and never finishes its handshake must not pin a task forever.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// What every socket is served by: the registered sides, the armed fault and the counter of
+/// HTTP requests.
+pub(super) struct Server {
+    sides: Vec<Arc<dyn Side>>,
+    fault: Arc<FaultSwitch>,
+    counters: Arc<Counters>,
+}
 
-/// Client frames are small JSON; tungstenite's 128 KiB default read buffer would cost 128 MiB
-/// of address space at a thousand connections for nothing.
-const READ_BUFFER: usize = 8 * 1024;
+impl Server {
+    pub(crate) fn new(
+        sides: Vec<Arc<dyn Side>>,
+        fault: Arc<FaultSwitch>,
+        counters: Arc<Counters>,
+    ) -> Server {
+        Server {
+            sides,
+            fault,
+            counters,
+        }
+    }
+}
 
 pub(super) async fn accept_loop(
     listener: TcpListener,
-    shared: Arc<Shared>,
+    server: Arc<Server>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut sockets = JoinSet::new();
@@ -37,7 +54,7 @@ pub(super) async fn accept_loop(
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
                     tracing::trace!(%peer, "mock accepted tcp connection");
-                    sockets.spawn(handle(stream, shared.clone(), shutdown.clone()));
+                    sockets.spawn(handle(stream, server.clone(), shutdown.clone()));
                 }
                 Err(error) => {
                     // Typically EMFILE under a connection storm; back off instead of spinning.
@@ -56,8 +73,8 @@ pub(super) async fn accept_loop(
     sockets.shutdown().await;
 }
 
-async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receiver<bool>) {
-    let fault = shared.fault();
+async fn handle(stream: TcpStream, server: Arc<Server>, shutdown: watch::Receiver<bool>) {
+    let fault = server.fault.get();
     if fault == Fault::Refuse {
         tracing::debug!("mock refused connection");
         return;
@@ -71,7 +88,7 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
         }
     };
     if !head.is_websocket_upgrade() {
-        http::serve(stream, head, &shared, shutdown).await;
+        serve_http(stream, head, &server, shutdown).await;
         return;
     }
     if fault == Fault::NoUpgrade {
@@ -79,26 +96,51 @@ async fn handle(stream: TcpStream, shared: Arc<Shared>, shutdown: watch::Receive
         http::answer_without_upgrade(stream, &head).await;
         return;
     }
-    if head.path == feishu::WS_PATH {
-        feishu::serve_upgrade(stream, head, shared, shutdown).await;
-        return;
-    }
-    if head.path != "/ws" {
-        http::serve(stream, head, &shared, shutdown).await;
-        return;
-    }
-    let config = WebSocketConfig::default().read_buffer_size(READ_BUFFER);
-    let handshake = tokio_tungstenite::accept_async_with_config(stream, Some(config));
-    let ws = match timeout(HANDSHAKE_TIMEOUT, handshake).await {
-        Ok(Ok(ws)) => ws,
-        Ok(Err(error)) => {
-            tracing::debug!(%error, "mock websocket handshake failed");
-            return;
+    let mut upgrade = Box::new(Upgrade {
+        stream,
+        head,
+        fault,
+        shutdown,
+    });
+    for side in &server.sides {
+        match side.clone().upgrade(upgrade) {
+            Ok(connection) => return connection.await,
+            Err(declined) => upgrade = declined,
         }
-        Err(_) => {
-            tracing::debug!("mock websocket handshake timed out");
+    }
+    // An upgrade to a path no side takes is answered as the plain request it also is.
+    serve_http(upgrade.stream, upgrade.head, &server, upgrade.shutdown).await;
+}
+
+async fn serve_http(
+    mut stream: TcpStream,
+    head: RequestHead,
+    server: &Server,
+    shutdown: watch::Receiver<bool>,
+) {
+    bump(&server.counters.http_requests);
+    let reply = match http::read_body(&mut stream, &head).await {
+        Ok(Some(body)) => route(&server.sides, &head, &body, &shutdown).await,
+        Ok(None) => Reply::Answer(Answer::error(413, "request body too large")),
+        Err(error) => {
+            tracing::debug!(%error, "mock could not read a request body");
             return;
         }
     };
-    connection::run(ws, shared, shutdown, fault != Fault::NoHello).await;
+    http::respond(stream, &head, reply, shutdown).await;
+}
+
+/// The first registered side's answer that takes the request; 404 when none does.
+async fn route(
+    sides: &[Arc<dyn Side>],
+    head: &RequestHead,
+    body: &[u8],
+    shutdown: &watch::Receiver<bool>,
+) -> Reply {
+    for side in sides {
+        if let Some(answer) = side.serve(head, body, shutdown) {
+            return answer.await;
+        }
+    }
+    Reply::Answer(Answer::error(404, "not found"))
 }

@@ -14,17 +14,20 @@
 //!   [`SendFault`](super::SendFault)s.
 
 mod answers;
-mod config;
+pub(super) mod config;
 mod faults;
 mod handle;
 mod objects;
 mod params;
 mod poll;
 mod send;
-pub(super) mod state;
+mod state;
 mod stats;
 mod webhook;
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
 pub use config::TelegramConfig;
@@ -32,45 +35,77 @@ pub use faults::TelegramFault;
 pub use stats::TelegramStats;
 
 use super::http::RequestHead;
-use super::messages::Reply;
-use super::state::Shared;
+use super::post_record::PostRecord;
+use super::reply::Reply;
+use super::side::Side;
 use answers::{NOT_FOUND, UNAUTHORIZED};
 use params::Params;
+use state::TelegramState;
 
-/// Serves a request for one of Telegram's endpoints; `None` for any other request.
-pub(super) async fn serve(
-    head: &RequestHead,
-    body: &[u8],
-    shared: &Shared,
-    shutdown: watch::Receiver<bool>,
-) -> Option<Reply> {
-    let (token, method) = head.path.strip_prefix("/bot")?.split_once('/')?;
-    if token.is_empty() {
-        return None;
+/// Telegram's side of the mock: the Bot API's state, and the send record `sendMessage` writes.
+pub(super) struct Telegram {
+    state: TelegramState,
+    posts: Arc<PostRecord>,
+}
+
+impl Telegram {
+    pub(super) fn new(config: TelegramConfig, posts: Arc<PostRecord>) -> Self {
+        Telegram {
+            state: TelegramState::new(config),
+            posts,
+        }
     }
-    let method = method.to_ascii_lowercase();
-    let token_ok = token == shared.config.telegram.token;
-    let params = Params::parse(head, body);
-    tracing::debug!(%method, token_ok, "mock telegram request");
-    let params = match params {
-        Ok(params) => params,
-        Err(_) if !token_ok => return Some(Reply::Answer(answers::error(401, UNAUTHORIZED))),
-        Err(answer) => return Some(Reply::Answer(answer)),
-    };
-    if method == "sendmessage" {
-        return Some(send::handle(token_ok, &params, shared));
+
+    /// One Bot API request, once its path named a bot token and a method.
+    async fn answer(
+        &self,
+        token: &str,
+        method: &str,
+        head: &RequestHead,
+        body: &[u8],
+        shutdown: watch::Receiver<bool>,
+    ) -> Reply {
+        let method = method.to_ascii_lowercase();
+        let token_ok = token == self.state.config.token;
+        let params = Params::parse(head, body);
+        tracing::debug!(%method, token_ok, "mock telegram request");
+        let params = match params {
+            Ok(params) => params,
+            Err(_) if !token_ok => return Reply::Answer(answers::error(401, UNAUTHORIZED)),
+            Err(answer) => return Reply::Answer(answer),
+        };
+        if method == "sendmessage" {
+            return send::handle(token_ok, &params, &self.state, &self.posts);
+        }
+        if !token_ok {
+            return Reply::Answer(answers::error(401, UNAUTHORIZED));
+        }
+        let state = &self.state;
+        let answer = match method.as_str() {
+            "getupdates" => return poll::get_updates(&params, state, shutdown).await,
+            "getme" => answers::ok(objects::me(&state.config)),
+            "getwebhookinfo" => webhook::info(state),
+            "setwebhook" => webhook::set(&params, state),
+            "deletewebhook" => webhook::delete(&params, state),
+            _ => answers::error(404, NOT_FOUND),
+        };
+        Reply::Answer(answer)
     }
-    if !token_ok {
-        return Some(Reply::Answer(answers::error(401, UNAUTHORIZED)));
+}
+
+impl Side for Telegram {
+    /// `/bot<token>/<method>`; the long poll answers in its own time.
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        body: &'a [u8],
+        shutdown: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let (token, method) = head.path.strip_prefix("/bot")?.split_once('/')?;
+        if token.is_empty() {
+            return None;
+        }
+        let shutdown = shutdown.clone();
+        Some(Box::pin(self.answer(token, method, head, body, shutdown)))
     }
-    let state = &shared.telegram;
-    let answer = match method.as_str() {
-        "getupdates" => return Some(poll::get_updates(&params, shared, shutdown).await),
-        "getme" => answers::ok(objects::me(&shared.config.telegram)),
-        "getwebhookinfo" => webhook::info(state),
-        "setwebhook" => webhook::set(&params, state),
-        "deletewebhook" => webhook::delete(&params, state),
-        _ => answers::error(404, NOT_FOUND),
-    };
-    Some(Reply::Answer(answer))
 }

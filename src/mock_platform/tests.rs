@@ -15,7 +15,8 @@ use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::{self, Message};
 use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 
-use super::{BlackholeProxy, Fault, MockConfig, MockPlatform, MockStats};
+use super::stats::MockStats;
+use super::{BlackholeProxy, Fault, MockConfig, MockPlatform};
 
 mod faults;
 mod feishu;

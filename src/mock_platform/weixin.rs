@@ -23,43 +23,78 @@
 
 mod checks;
 pub(super) mod codec;
+pub(super) mod config;
 mod faults;
+mod handle;
 mod poll;
 mod qr;
+mod qr_logins;
 mod send;
-pub(super) mod state;
+mod state;
 mod stats;
 
+use std::sync::Arc;
+
+use futures_util::future::BoxFuture;
 use serde_json::json;
 use tokio::sync::watch;
 
+pub use config::WeixinConfig;
 pub use faults::{WeixinFault, REPLAY};
-pub use qr::QrStep;
-pub use state::WeixinConfig;
+pub use qr_logins::QrStep;
 pub use stats::WeixinStats;
 
 use super::http::RequestHead;
-use super::message_body::Answer;
-use super::messages::Reply;
-use super::state::Shared;
-use super::MockPlatform;
-use faults::Armed;
+use super::post_record::PostRecord;
+use super::reply::{Answer, Reply};
+use super::side::Side;
+use state::WeixinState;
 
-/// The peer [`MockPlatform::weixin_emit`] sends from.
+/// The peer [`MockPlatform::weixin_emit`](super::MockPlatform::weixin_emit) sends from.
 pub const MOCK_PEER: &str = "mockuser@im.wechat";
 
-/// Serves a request for one of Weixin's endpoints; `None` for any other request.
-pub(super) async fn serve(
+/// Weixin's side of the mock: iLink's state, and the send record `sendmessage` writes.
+pub(super) struct Weixin {
+    state: WeixinState,
+    posts: Arc<PostRecord>,
+}
+
+impl Weixin {
+    pub(super) fn new(config: WeixinConfig, posts: Arc<PostRecord>) -> Self {
+        Weixin {
+            state: WeixinState::new(config),
+            posts,
+        }
+    }
+}
+
+impl Side for Weixin {
+    /// `/ilink/bot/…`, every path under it (an unknown one gets iLink's 404); the long poll
+    /// answers in its own time.
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        body: &'a [u8],
+        shutdown: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let endpoint = head.path.strip_prefix("/ilink/bot/")?;
+        let shutdown = shutdown.clone();
+        Some(Box::pin(serve(self, endpoint, head, body, shutdown)))
+    }
+}
+
+/// One iLink request, to `endpoint` (the path after `/ilink/bot/`).
+async fn serve(
+    weixin: &Weixin,
+    endpoint: &str,
     head: &RequestHead,
     body: &[u8],
-    shared: &Shared,
     shutdown: watch::Receiver<bool>,
-) -> Option<Reply> {
-    let endpoint = head.path.strip_prefix("/ilink/bot/")?;
-    let state = &shared.weixin;
-    let reply = match (head.method.as_str(), endpoint) {
+) -> Reply {
+    let state = &weixin.state;
+    match (head.method.as_str(), endpoint) {
         ("POST", "getupdates") => poll::get_updates(head, body, state, shutdown).await,
-        ("POST", "sendmessage") => send::send_message(head, body, shared),
+        ("POST", "sendmessage") => send::send_message(head, body, state, &weixin.posts),
         ("GET" | "POST", "get_bot_qrcode") => Reply::Answer(qr::get_bot_qrcode(state)),
         ("GET", "get_qrcode_status") => Reply::Answer(qr::get_qrcode_status(head, state)),
         ("POST", "getconfig" | "sendtyping" | "msg/notifystart" | "msg/notifystop") => {
@@ -76,73 +111,5 @@ pub(super) async fn serve(
             404,
             json!({"ret": -1, "errmsg": "no such iLink endpoint in the mock"}),
         )),
-    };
-    Some(reply)
-}
-
-/// The Weixin side of the handle.
-impl MockPlatform {
-    /// `n` text messages from [`MOCK_PEER`]; returns their message ids, in decimal.
-    pub fn weixin_emit(&self, n: usize) -> Vec<String> {
-        (0..n)
-            .map(|_| {
-                let k = self.shared.weixin.lock().log.len() + 1;
-                self.weixin_emit_text(MOCK_PEER, &format!("weixin message {k}"))
-            })
-            .collect()
-    }
-
-    /// One text message from `from` (a `…@im.wechat` id) with a fresh `context_token`, which
-    /// becomes the one a send to `from` must echo; returns its message id, in decimal.
-    pub fn weixin_emit_text(&self, from: &str, text: &str) -> String {
-        self.shared.weixin.emit(from, text).to_string()
-    }
-
-    /// Every message id emitted, in order.
-    pub fn weixin_message_ids(&self) -> Vec<String> {
-        self.shared.weixin.message_ids()
-    }
-
-    /// Arms a long-poll fault until cleared (`CursorReset` and `Duplicate`: for one poll),
-    /// replacing any armed before.
-    pub fn weixin_set_fault(&self, fault: WeixinFault) {
-        self.shared.weixin.set_fault(Some(Armed::lasting(fault)));
-    }
-
-    /// Arms a long-poll fault for the next `polls` authorised polls.
-    pub fn weixin_set_fault_for(&self, fault: WeixinFault, polls: u32) {
-        self.shared
-            .weixin
-            .set_fault(Some(Armed::counted(fault, polls)));
-    }
-
-    pub fn weixin_clear_fault(&self) {
-        self.shared.weixin.set_fault(None);
-    }
-
-    /// Stops honouring every bot token issued so far (the configured one included): every
-    /// call answers -14 until the client uses a token issued after this.
-    pub fn weixin_expire_session(&self) {
-        self.shared.weixin.expire_session();
-    }
-
-    /// A new bot token the mock honours, as a QR login would give.
-    pub fn weixin_issue_token(&self) -> String {
-        self.shared.weixin.issue_token()
-    }
-
-    /// The statuses QR logins report from now on, one per status request, the last one
-    /// repeating (empty: the default `[Wait, Scanned, Confirmed]`).
-    pub fn weixin_set_qr_script(&self, steps: Vec<QrStep>) {
-        self.shared.weixin.lock().qr.set_script(steps);
-    }
-
-    /// The newest `context_token` issued for `peer`: the only one a send to it may carry.
-    pub fn weixin_context_token(&self, peer: &str) -> Option<String> {
-        self.shared.weixin.context_token(peer)
-    }
-
-    pub fn weixin_stats(&self) -> WeixinStats {
-        self.shared.weixin.stats()
     }
 }

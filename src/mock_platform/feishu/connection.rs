@@ -13,23 +13,24 @@ use tokio_tungstenite::tungstenite::Message;
 
 use crate::pbbp2::{message_type, Frame, FrameKind};
 
-use super::super::connection::{close, hold_silently, Ws};
 use super::super::shutdown::stopped;
-use super::super::state::Shared;
-use super::state::{ConnCommand, Ticket};
+use super::super::websocket::{close, hold_silently, Ws};
+use super::state::ConnCommand;
+use super::state::FeishuState;
+use super::ticket::Ticket;
 
 /// The close code of the `CloseAll` fault: a plain normal closure.
 const CLOSE_NORMAL: u16 = 1000;
 
 /// Unregisters in Drop, so an aborted task is unregistered too.
 struct Registration {
-    shared: Arc<Shared>,
+    state: Arc<FeishuState>,
     conn_id: u64,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        self.shared.feishu.unregister(self.conn_id);
+        self.state.unregister(self.conn_id);
     }
 }
 
@@ -41,14 +42,14 @@ enum End {
 
 pub(crate) async fn run(
     ws: Ws,
-    shared: Arc<Shared>,
+    state: Arc<FeishuState>,
     mut shutdown: watch::Receiver<bool>,
     ticket: Ticket,
 ) {
     let (tx, mut commands) = mpsc::unbounded_channel();
-    let conn_id = shared.feishu.register(tx, ticket.service);
+    let conn_id = state.register(tx, ticket.service);
     let registration = Registration {
-        shared: shared.clone(),
+        state: state.clone(),
         conn_id,
     };
     tracing::debug!(conn_id, device_id = %ticket.device_id, "mock feishu connection opened");
@@ -76,13 +77,13 @@ pub(crate) async fn run(
             },
             message = stream.next() => match message {
                 Some(Ok(Message::Binary(bytes))) => {
-                    if let Some(reply) = on_frame(&shared, conn_id, ticket.service, &bytes) {
+                    if let Some(reply) = on_frame(&state, conn_id, ticket.service, &bytes) {
                         if sink.send(Message::binary(reply)).await.is_err() {
                             break End::Gone;
                         }
                     }
                 }
-                Some(Ok(Message::Text(_))) => shared.feishu.bad_frame(),
+                Some(Ok(Message::Text(_))) => state.bad_frame(),
                 // WebSocket pings are answered by tungstenite while reading.
                 Some(Ok(_)) => {}
                 Some(Err(error)) => {
@@ -109,23 +110,23 @@ pub(crate) async fn run(
 }
 
 /// One client frame; the bytes to send back, if any.
-fn on_frame(shared: &Shared, conn_id: u64, service: i32, bytes: &[u8]) -> Option<Vec<u8>> {
+fn on_frame(state: &FeishuState, conn_id: u64, service: i32, bytes: &[u8]) -> Option<Vec<u8>> {
     let Ok(frame) = Frame::decode(bytes) else {
         tracing::warn!(conn_id, "mock feishu got an undecodable frame");
-        shared.feishu.bad_frame();
+        state.bad_frame();
         return None;
     };
     match frame.kind() {
         Some(FrameKind::Control) if frame.message_type() == Some(message_type::PING) => {
-            shared.feishu.on_ping(service, &frame)
+            state.on_ping(service, &frame)
         }
         Some(FrameKind::Control) => None,
         Some(FrameKind::Data) => {
-            shared.feishu.on_ack(conn_id, &frame);
+            state.on_ack(conn_id, &frame);
             None
         }
         None => {
-            shared.feishu.bad_frame();
+            state.bad_frame();
             None
         }
     }

@@ -14,27 +14,27 @@ use std::time::Instant;
 use serde_json::{json, Value};
 
 use super::super::http::RequestHead;
-use super::super::message_body::Answer;
-use super::super::state::Shared;
+use super::super::reply::Answer;
 use super::faults::Refusal;
-use super::state::Discovery;
+use super::state::FeishuState;
+use super::ticket::Discovery;
 
 pub(crate) const DISCOVERY_PATH: &str = "/callback/ws/endpoint";
 pub(crate) const TOKEN_PATH: &str = "/open-apis/auth/v3/tenant_access_token/internal";
 
 /// Answers the request if it is for one of these endpoints.
-pub(crate) fn route(head: &RequestHead, body: &[u8], shared: &Shared) -> Option<Answer> {
+pub(crate) fn route(head: &RequestHead, body: &[u8], state: &FeishuState) -> Option<Answer> {
     if head.method != "POST" {
         return None;
     }
     match head.path.as_str() {
-        DISCOVERY_PATH => Some(discovery(body, shared)),
-        TOKEN_PATH => Some(token(body, shared)),
+        DISCOVERY_PATH => Some(discovery(body, state)),
+        TOKEN_PATH => Some(token(body, state)),
         _ => None,
     }
 }
 
-fn discovery(body: &[u8], shared: &Shared) -> Answer {
+fn discovery(body: &[u8], state: &FeishuState) -> Answer {
     let request = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
     let field = |name: &str| {
         request
@@ -42,7 +42,7 @@ fn discovery(body: &[u8], shared: &Shared) -> Answer {
             .and_then(Value::as_str)
             .unwrap_or_default()
     };
-    match shared.feishu.discover(field("AppID"), field("AppSecret")) {
+    match state.discover(field("AppID"), field("AppSecret")) {
         Discovery::Url { url, config } => Answer::new(
             200,
             json!({"code": 0, "msg": "ok", "data": {"URL": url, "ClientConfig": config}}),
@@ -61,13 +61,13 @@ fn discovery(body: &[u8], shared: &Shared) -> Answer {
     }
 }
 
-fn token(body: &[u8], shared: &Shared) -> Answer {
+fn token(body: &[u8], state: &FeishuState) -> Answer {
     let invalid = || Answer::new(400, json!({"code": 10003, "msg": "invalid param"}));
     let Ok(Value::Object(request)) = serde_json::from_slice::<Value>(body) else {
         return invalid();
     };
     let field = |name: &str| request.get(name).and_then(Value::as_str);
-    let config = &shared.config.feishu;
+    let config = &state.config;
     if field("app_id") != Some(config.app_id.as_str()) {
         return invalid();
     }
@@ -75,7 +75,7 @@ fn token(body: &[u8], shared: &Shared) -> Answer {
         tracing::info!("mock feishu rejected an app secret");
         return Answer::new(400, json!({"code": 10014, "msg": "app secret invalid"}));
     }
-    let (token, expire) = shared.feishu.tokens.issue(Instant::now());
+    let (token, expire) = state.tokens.issue(Instant::now());
     Answer::new(
         200,
         json!({"code": 0, "msg": "ok", "tenant_access_token": token, "expire": expire}),

@@ -14,10 +14,10 @@ use tokio::time::timeout;
 use crate::pbbp2::handshake;
 
 use super::super::http::{self, RequestHead};
-use super::super::message_body::Answer;
-use super::super::state::Shared;
+use super::super::reply::Answer;
 use super::connection;
 use super::faults::Refusal;
+use super::state::FeishuState;
 
 /// A client that opens a socket and never finishes its handshake must not pin a task forever.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -25,13 +25,11 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(crate) async fn serve(
     stream: TcpStream,
     head: RequestHead,
-    shared: Arc<Shared>,
+    state: Arc<FeishuState>,
     shutdown: watch::Receiver<bool>,
 ) {
     let query = |name: &str| head.query_param(name).unwrap_or_default();
-    let admitted = shared
-        .feishu
-        .admit(&query("ticket"), &query("device_id"), &query("service_id"));
+    let admitted = state.admit(&query("ticket"), &query("device_id"), &query("service_id"));
     let ticket = match admitted {
         Ok(ticket) => ticket,
         Err(refusal) => return refuse(stream, &head, refusal).await,
@@ -48,7 +46,7 @@ pub(crate) async fn serve(
             return;
         }
     };
-    connection::run(ws, shared, shutdown, ticket).await;
+    connection::run(ws, state, shutdown, ticket).await;
 }
 
 /// The refusal's status goes in `Handshake-Status` and, when it is an error status, in the

@@ -8,11 +8,11 @@ use tokio::sync::watch;
 use tokio::time::sleep_until;
 
 use super::super::shutdown::stopped;
-use super::super::state::Shared;
+use super::state::FeishuState;
 
-pub(crate) async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>) {
+pub(crate) async fn run(state: Arc<FeishuState>, mut shutdown: watch::Receiver<bool>) {
     loop {
-        let next = shared.feishu.redeliver_due(Instant::now());
+        let next = state.redeliver_due(Instant::now());
         let deadline = async {
             match next {
                 Some(at) => sleep_until(tokio::time::Instant::from_std(at)).await,
@@ -21,7 +21,7 @@ pub(crate) async fn run(shared: Arc<Shared>, mut shutdown: watch::Receiver<bool>
         };
         tokio::select! {
             _ = stopped(&mut shutdown) => return,
-            _ = shared.feishu.wake.notified() => {}
+            _ = state.wake.notified() => {}
             _ = deadline => {}
         }
     }

@@ -1,53 +1,22 @@
-//! Feishu's message-send endpoints as the shared send machinery (`messages.rs`) sees them: which
-//! paths they are, what a request must hold, and what the platform answers, success or error.
+//! Feishu's message-send endpoints: which paths they are, who may call them, and how the
+//! platform answers the send faults; the checks of a request's body are `body.rs`, the faults
+//! and the record the shared pipeline's ([`send_attempt`](super::super::send_attempt)).
 //!
 //! From the docs: "发送消息" (`POST /open-apis/im/v1/messages?receive_id_type=…`), "回复消息"
-//! (`POST /open-apis/im/v1/messages/:message_id/reply`), their error tables (230001 invalid
-//! parameter, 230020 frequency limit, 230025 content too long), the field-validation error
-//! 99992402 with `error.field_violations`, the gateway's frequency limit (HTTP 429, code
-//! 99991400, `x-ogw-ratelimit-limit` / `x-ogw-ratelimit-reset`) and the token errors 99991661
-//! (missing) and 99991663 (invalid). Errors come as HTTP 400 with the code in the body unless
-//! noted. The mock takes `chat_id` and `open_id` targets only.
+//! (`POST /open-apis/im/v1/messages/:message_id/reply`), the `uuid` dedupe ("持有相同 uuid 的请求
+//! 1 小时内至多成功发送一条消息"), the gateway's frequency limit (HTTP 429, code 99991400,
+//! `x-ogw-ratelimit-limit` / `x-ogw-ratelimit-reset`) and the token errors 99991661 (missing)
+//! and 99991663 (invalid).
 
 use std::time::Duration;
 
-use serde_json::{json, Map, Value};
-
 use super::super::http::RequestHead;
-use super::super::message_body::{Answer, Request};
-use super::super::post::{Post, Target};
-use super::super::state::Shared;
-
-/// "文本消息请求体最大不能超过 150 KB".
-const TEXT_MAX: usize = 150 * 1024;
-/// "卡片及富文本消息请求体最大不能超过 30 KB".
-const RICH_MAX: usize = 30 * 1024;
-/// `uuid`: "最大长度：50 字符".
-const UUID_MAX: usize = 50;
-const MSG_TYPES: [&str; 10] = [
-    "text",
-    "post",
-    "image",
-    "file",
-    "audio",
-    "media",
-    "sticker",
-    "interactive",
-    "share_chat",
-    "share_user",
-];
-
-/// What only a Feishu request carries, kept for the answer.
-pub(crate) struct Extra {
-    /// `receive_id` for a create; `None` for a reply (its target is in the path).
-    pub(crate) receive_id: Option<String>,
-    pub(crate) chat_id: String,
-    pub(crate) msg_type: String,
-    /// `content` as sent: the JSON string the answer's `body.content` repeats.
-    pub(crate) raw_content: String,
-    pub(crate) app_id: String,
-    pub(crate) tenant_key: String,
-}
+use super::super::post::{Platform, Post, SendAttempt, Target};
+use super::super::post_record::{Dedupe, PostRecord};
+use super::super::reply::{Answer, Reply};
+use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
+use super::body::{self, error};
+use super::state::FeishuState;
 
 /// The send endpoint a request targets: a create (by `receive_id_type`; the id is in the
 /// body) or a reply (the message id in the path).
@@ -71,31 +40,92 @@ pub(crate) fn endpoint(head: &RequestHead) -> Option<(Target, String)> {
     }
 }
 
-pub(crate) fn error(status: u16, code: u64, msg: &str) -> Answer {
-    Answer::new(status, json!({"code": code, "msg": msg}))
+pub(crate) fn handle(
+    state: &FeishuState,
+    posts: &PostRecord,
+    target: Target,
+    target_id: String,
+    head: &RequestHead,
+    body: &[u8],
+) -> Reply {
+    attempted(posts, Platform::Feishu, target, target_id, |attempt| {
+        process(state, posts, head, body, attempt)
+    })
 }
 
-fn invalid(detail: &str) -> Answer {
-    error(
-        400,
-        230001,
-        &format!("Your request contains an invalid request parameter, {detail}."),
-    )
+fn process(
+    state: &FeishuState,
+    posts: &PostRecord,
+    head: &RequestHead,
+    body: &[u8],
+    attempt: &mut SendAttempt,
+) -> Reply {
+    let auth = head.header("authorization").unwrap_or_default();
+    if !authorized(auth, state) {
+        return Reply::Answer(unauthorized(auth));
+    }
+    if let Some(refused) = struck_before(posts, attempt, &OpenApi) {
+        return refused;
+    }
+    let request = body::request(attempt.target, &attempt.target_id, head, body, state);
+    let request = match request {
+        Ok(request) => request,
+        Err(answer) => return Reply::Answer(answer),
+    };
+    if let Some(receive_id) = &request.extra.receive_id {
+        attempt.target_id = receive_id.clone();
+    }
+    // Feishu answers a repeated `uuid` within its window with the first message, per app.
+    let config = &state.config;
+    let dedupe = match &request.uuid {
+        Some(uuid) => Dedupe::Window {
+            author: config.app_id.clone(),
+            key: uuid.clone(),
+            window: config.uuid_window,
+        },
+        None => Dedupe::None,
+    };
+    let post = Post {
+        platform: Platform::Feishu,
+        target: attempt.target,
+        target_id: attempt.target_id.clone(),
+        nonce: request.uuid,
+        content: request.content,
+        reply_to: request.reply_to,
+        msg_seq: None,
+        message_id: String::new(),
+        received_at: attempt.received_at,
+        received_unix_ms: attempt.received_unix_ms,
+    };
+    let extra = request.extra;
+    // Feishu's ids are `om_` and 32 hex digits.
+    let mint = |n| format!("om_{n:032x}");
+    let accepted = posts.accept(post, dedupe, mint, |post| body::message(post, &extra));
+    // A `uuid` repeat is answered with the first message; nothing is refused outright.
+    let Some(answer) = settled(accepted, attempt) else {
+        return Reply::Answer(OpenApi.server_error());
+    };
+    // A message the platform made is one a reply may target.
+    if let Some(message_id) = attempt.message_id.as_ref().filter(|_| attempt.recorded) {
+        state.remember_message(message_id, &extra.chat_id);
+    }
+    if let Some(withheld) = struck_after(posts, attempt) {
+        return withheld;
+    }
+    Reply::Answer(Answer::new(200, answer))
 }
 
-fn violation(field: &str, description: &str) -> Answer {
-    Answer::new(
-        400,
-        json!({
-            "code": 99992402,
-            "msg": "field validation failed",
-            "error": {"field_violations": [{"field": field, "description": description}]},
-        }),
-    )
+/// `Authorization: Bearer <tenant_access_token>` the token endpoint issued and still honours.
+fn authorized(auth: &str, state: &FeishuState) -> bool {
+    auth.strip_prefix("Bearer ").is_some_and(|token| {
+        state
+            .tokens
+            .honoured(token.trim(), std::time::Instant::now())
+    })
 }
 
 /// 99991661 when no token came, 99991663 when it is not one the platform honours.
-pub(crate) fn unauthorized(auth: &str) -> Answer {
+fn unauthorized(auth: &str) -> Answer {
     if auth.trim().is_empty() {
         error(
             400,
@@ -111,181 +141,28 @@ pub(crate) fn unauthorized(auth: &str) -> Answer {
     }
 }
 
-pub(crate) fn server_error() -> Answer {
-    error(500, 1500, "internal error")
-}
+/// Feishu's answers to the send faults. Its 429 is the gateway's frequency limit: 99991400,
+/// and the wait in `x-ogw-ratelimit-reset` (whole seconds, rounded up).
+struct OpenApi;
 
-pub(crate) fn unavailable() -> Answer {
-    error(503, 1500, "service unavailable")
-}
+impl Refusals for OpenApi {
+    fn server_error(&self) -> Answer {
+        error(500, 1500, "internal error")
+    }
 
-/// The gateway's frequency limit: HTTP 429, 99991400, and the wait in `x-ogw-ratelimit-reset`
-/// (whole seconds, rounded up).
-pub(crate) fn rate_limited(retry_after: Duration) -> Answer {
-    let mut answer = error(429, 99991400, "request trigger frequency limit");
-    answer.headers = vec![
-        ("x-ogw-ratelimit-limit", "50".to_owned()),
-        (
-            "x-ogw-ratelimit-reset",
-            retry_after.as_secs_f64().ceil().to_string(),
-        ),
-    ];
-    answer
-}
+    fn unavailable(&self) -> Answer {
+        error(503, 1500, "service unavailable")
+    }
 
-/// `Authorization: Bearer <tenant_access_token>` the token endpoint issued and still honours.
-pub(crate) fn authorized(auth: &str, shared: &Shared) -> bool {
-    auth.strip_prefix("Bearer ").is_some_and(|token| {
-        shared
-            .feishu
-            .tokens
-            .honoured(token.trim(), std::time::Instant::now())
-    })
-}
-
-/// A create or reply request as the platform checks it.
-pub(crate) fn request(
-    target: Target,
-    path_id: &str,
-    head: &RequestHead,
-    body: &[u8],
-    shared: &Shared,
-) -> Result<Request, Answer> {
-    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else {
-        return Err(violation("body", "the request body is not a JSON object"));
-    };
-    let (receive_id, chat_id, reply_to) = match target {
-        Target::Reply => {
-            let chat = shared
-                .feishu
-                .chat_of(path_id)
-                .ok_or_else(|| invalid("message_id is not a message of this app"))?;
-            (None, chat, Some(path_id.to_owned()))
-        }
-        _ => {
-            let id = receiver(target, head, &body)?;
-            let chat = match id.strip_prefix("ou_") {
-                Some(user) => format!("oc_p2p_{user}"),
-                None => id.clone(),
-            };
-            (Some(id), chat, None)
-        }
-    };
-    let msg_type = string_field(&body, "msg_type")?;
-    if !MSG_TYPES.contains(&msg_type.as_str()) {
-        return Err(invalid("unknown msg_type"));
+    fn rate_limited(&self, _: Target, retry_after: Duration) -> (Answer, Option<Duration>) {
+        let mut answer = error(429, 99991400, "request trigger frequency limit");
+        answer.headers = vec![
+            ("x-ogw-ratelimit-limit", "50".to_owned()),
+            (
+                "x-ogw-ratelimit-reset",
+                retry_after.as_secs_f64().ceil().to_string(),
+            ),
+        ];
+        (answer, Some(retry_after))
     }
-    let raw_content = string_field(&body, "content")?;
-    let content = content(&msg_type, &raw_content)?;
-    let uuid = match body.get("uuid") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(uuid)) if uuid.chars().count() > UUID_MAX => {
-            return Err(violation("uuid", "the max len is 50"))
-        }
-        Some(Value::String(uuid)) if uuid.is_empty() => None,
-        Some(Value::String(uuid)) => Some(Value::String(uuid.clone())),
-        Some(_) => return Err(violation("uuid", "uuid must be a string")),
-    };
-    let config = &shared.config.feishu;
-    Ok(Request {
-        content,
-        reply_to,
-        msg_seq: None,
-        enforce_nonce: uuid.is_some(),
-        nonce: uuid,
-        feishu: Some(Extra {
-            receive_id,
-            chat_id,
-            msg_type,
-            raw_content,
-            app_id: config.app_id.clone(),
-            tenant_key: config.tenant_key.clone(),
-        }),
-    })
-}
-
-/// `receive_id_type` from the query and a `receive_id` of that kind from the body.
-fn receiver(
-    target: Target,
-    head: &RequestHead,
-    body: &Map<String, Value>,
-) -> Result<String, Answer> {
-    let kind = head.query_param("receive_id_type");
-    match kind.as_deref() {
-        None | Some("") => return Err(violation("receive_id_type", "receive_id_type is required")),
-        Some("chat_id" | "open_id") => {}
-        Some(_) => return Err(violation(
-            "receive_id_type",
-            "receive_id_type is optional, options: [chat_id,open_id] (the mock takes no others)",
-        )),
-    }
-    let id = string_field(body, "receive_id")?;
-    let prefix = if target == Target::OpenId {
-        "ou_"
-    } else {
-        "oc_"
-    };
-    if !id.starts_with(prefix) || id.len() == prefix.len() {
-        return Err(invalid("receive_id does not match receive_id_type"));
-    }
-    Ok(id)
-}
-
-fn string_field(body: &Map<String, Value>, field: &str) -> Result<String, Answer> {
-    match body.get(field) {
-        Some(Value::String(text)) if !text.is_empty() => Ok(text.clone()),
-        _ => Err(violation(field, &format!("{field} is required"))),
-    }
-}
-
-/// What the post records: a text message's text, or any other type's content as sent.
-fn content(msg_type: &str, raw: &str) -> Result<String, Answer> {
-    let limit = if msg_type == "text" {
-        TEXT_MAX
-    } else {
-        RICH_MAX
-    };
-    if raw.len() > limit {
-        return Err(error(
-            400,
-            230025,
-            "The length of the message content reaches its limit.",
-        ));
-    }
-    let Ok(Value::Object(parsed)) = serde_json::from_str::<Value>(raw) else {
-        return Err(invalid("content is not a JSON object"));
-    };
-    if msg_type != "text" {
-        return Ok(raw.to_owned());
-    }
-    match parsed.get("text") {
-        Some(Value::String(text)) if !text.trim().is_empty() => Ok(text.clone()),
-        _ => Err(invalid("a text message needs a non-empty content.text")),
-    }
-}
-
-/// The answer to an accepted create or reply: `{code, msg, data: message}`.
-pub(crate) fn message(post: &Post, extra: &Extra) -> Value {
-    let ms = post.received_unix_ms.to_string();
-    let mut data = json!({
-        "message_id": post.message_id,
-        "msg_type": extra.msg_type,
-        "create_time": ms,
-        "update_time": ms,
-        "deleted": false,
-        "updated": false,
-        "chat_id": extra.chat_id,
-        "sender": {
-            "id": extra.app_id,
-            "id_type": "app_id",
-            "sender_type": "app",
-            "tenant_key": extra.tenant_key,
-        },
-        "body": {"content": extra.raw_content},
-    });
-    if let Some(parent) = &post.reply_to {
-        data["root_id"] = json!(parent);
-        data["parent_id"] = json!(parent);
-    }
-    json!({"code": 0, "msg": "success", "data": data})
 }

@@ -21,6 +21,7 @@ use super::config::{ClientConfig, FeishuConfig};
 use super::events::{self, hex, PushHeaders};
 use super::faults::{FeishuFault, Refusal};
 use super::record::{FeishuAck, FeishuEventRecord, FeishuStats};
+use super::ticket::Ticket;
 
 /// What the state asks of a live connection.
 pub(crate) enum ConnCommand {
@@ -32,8 +33,6 @@ pub(crate) enum ConnCommand {
 }
 
 mod connect;
-
-pub(crate) use connect::{Discovery, Ticket};
 
 struct Conn {
     tx: mpsc::UnboundedSender<ConnCommand>,
@@ -65,7 +64,8 @@ pub(crate) struct FeishuState {
 
 struct Inner {
     client_config: ClientConfig,
-    ws_base: String,
+    /// Where the long connection is, before its query: the URL discovery hands out.
+    ws_url: String,
     tickets: HashMap<String, Ticket>,
     conns: BTreeMap<u64, Conn>,
     next_conn: u64,
@@ -83,10 +83,10 @@ struct Inner {
 }
 
 impl FeishuState {
-    pub(crate) fn new(config: FeishuConfig, ws_base: String) -> FeishuState {
+    pub(crate) fn new(config: FeishuConfig, ws_url: String) -> FeishuState {
         let inner = Inner {
             client_config: config.client_config,
-            ws_base,
+            ws_url,
             tickets: HashMap::new(),
             conns: BTreeMap::new(),
             next_conn: 0,
@@ -114,8 +114,8 @@ impl FeishuState {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    pub(crate) fn set_ws_base(&self, base: String) {
-        self.lock().ws_base = base;
+    pub(crate) fn set_ws_url(&self, url: String) {
+        self.lock().ws_url = url;
     }
 
     /// A connection is up: it becomes the newest, and gets every event waiting for one.

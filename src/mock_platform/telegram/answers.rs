@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::super::message_body::Answer;
+use super::super::reply::Answer;
 
 pub(crate) const UNAUTHORIZED: &str = "Unauthorized";
 pub(crate) const NOT_FOUND: &str = "Not Found";

@@ -1,15 +1,21 @@
 //! The Telegram side of the handle: what a test drives (updates, faults, the webhook) and
 //! reads (update ids, counters). Sends show in the shared `posts()` and `send_attempts()`.
 
-use super::super::MockPlatform;
+use super::super::handle::MockPlatform;
 use super::faults::{Armed, TelegramFault};
+use super::state::TelegramState;
 use super::stats::TelegramStats;
+use super::Telegram;
 
 impl MockPlatform {
+    fn telegram(&self) -> &TelegramState {
+        &self.side::<Telegram>().state
+    }
+
     /// `n` text messages from the mock's user in the first configured chat (1001 by
     /// default); returns their `update_id`s.
     pub fn telegram_emit(&self, n: usize) -> Vec<i64> {
-        let telegram = &self.shared.telegram;
+        let telegram = self.telegram();
         let chat = telegram.config.chats.first().copied().unwrap_or(1001);
         (0..n)
             .map(|_| {
@@ -22,18 +28,18 @@ impl MockPlatform {
     /// One text message from the mock's user in `chat_id`, which the bot then knows; returns
     /// its `update_id`.
     pub fn telegram_emit_text(&self, chat_id: i64, text: &str) -> i64 {
-        self.shared.telegram.emit_text(chat_id, text)
+        self.telegram().emit_text(chat_id, text)
     }
 
     /// Every update generated, in order, delivered or not.
     pub fn telegram_update_ids(&self) -> Vec<i64> {
-        self.shared.telegram.update_ids()
+        self.telegram().update_ids()
     }
 
     /// Arms a `getUpdates` fault until cleared (`Duplicate` acts once), replacing any other.
     pub fn telegram_set_fault(&self, fault: TelegramFault) {
         let armed = Armed { fault, polls: None };
-        self.shared.telegram.set_fault(Some(armed));
+        self.telegram().set_fault(Some(armed));
     }
 
     /// Arms a `getUpdates` fault for the next `polls` polls, replacing any other.
@@ -42,25 +48,25 @@ impl MockPlatform {
             fault,
             polls: Some(polls),
         };
-        self.shared.telegram.set_fault(Some(armed));
+        self.telegram().set_fault(Some(armed));
     }
 
     pub fn telegram_clear_fault(&self) {
-        self.shared.telegram.set_fault(None);
+        self.telegram().set_fault(None);
     }
 
     /// Sets the webhook as `setWebhook` would, without its checks (an empty `url` removes
     /// it): polls are refused with 409 until a `deleteWebhook`.
     pub fn telegram_set_webhook(&self, url: &str) {
         let url = (!url.is_empty()).then(|| url.to_owned());
-        self.shared.telegram.set_webhook(url, false);
+        self.telegram().set_webhook(url, false);
     }
 
     pub fn telegram_webhook(&self) -> Option<String> {
-        self.shared.telegram.webhook()
+        self.telegram().webhook()
     }
 
     pub fn telegram_stats(&self) -> TelegramStats {
-        self.shared.telegram.stats()
+        self.telegram().stats()
     }
 }

@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::super::http::RequestHead;
-use super::super::message_body::Answer;
+use super::super::reply::Answer;
 use super::answers;
 
 pub(crate) struct Params<'a> {

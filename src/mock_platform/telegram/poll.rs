@@ -10,9 +10,8 @@ use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{sleep, sleep_until, Instant};
 
-use super::super::messages::Reply;
+use super::super::reply::Reply;
 use super::super::shutdown::stopped;
-use super::super::state::Shared;
 use super::answers::{self, TERMINATED_BY_POLL, UNAUTHORIZED, WEBHOOK_ACTIVE};
 use super::faults::TelegramFault;
 use super::params::Params;
@@ -54,10 +53,9 @@ enum Outcome {
 
 pub(crate) async fn get_updates(
     params: &Params<'_>,
-    shared: &Shared,
+    state: &TelegramState,
     mut shutdown: watch::Receiver<bool>,
 ) -> Reply {
-    let state = &shared.telegram;
     let fault = state.strike();
     let refused = |answer| {
         state.count(|s| s.refused += 1);
@@ -81,7 +79,7 @@ pub(crate) async fn get_updates(
         }
         Some(TelegramFault::OtherPoller | TelegramFault::Slow(_)) | None => {}
     }
-    let config = &shared.config.telegram;
+    let config = &state.config;
     let request = PollRequest::read(params, config.max_timeout);
     // Subscribed before the queue is first read, so nothing queued after that read is missed.
     let arrivals = state.arrivals();

@@ -1,20 +1,21 @@
-//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the shared send
+//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the telegram send
 //! machinery: the armed [`SendFault`] in Telegram's shape, the post record and the attempt
 //! log. Checked as the server checks it: the text (1-4096 characters once leading and
 //! trailing whitespace is stripped), then the chat, then the message replied to
 //! (`reply_parameters`, or the older `reply_to_message_id`), which may be missing only with
 //! `allow_sending_without_reply`. Telegram has no client dedupe key, so nothing is deduplicated.
 
+use std::time::Duration;
+
 use serde::Deserialize;
 
-use super::super::fault::SendFault;
-use super::super::message_body::Answer;
-use super::super::messages::{attempted, Reply};
 use super::super::post::{Platform, Post, SendAttempt, Target};
-use super::super::post_record::{Acceptance, Dedupe};
-use super::super::state::Shared;
+use super::super::post_record::{Dedupe, PostRecord};
+use super::super::reply::{Answer, Reply};
+use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
 use super::answers::{self, UNAUTHORIZED};
 use super::params::Params;
+use super::state::TelegramState;
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing".
 const MAX_TEXT: usize = 4096;
@@ -27,43 +28,36 @@ struct ReplyParameters {
     allow_sending_without_reply: bool,
 }
 
-pub(crate) fn handle(token_ok: bool, params: &Params<'_>, shared: &Shared) -> Reply {
+pub(crate) fn handle(
+    token_ok: bool,
+    params: &Params<'_>,
+    state: &TelegramState,
+    posts: &PostRecord,
+) -> Reply {
     let chat = params.get("chat_id").unwrap_or_default();
-    attempted(shared, Platform::Telegram, Target::Chat, chat, |attempt| {
-        process(token_ok, params, shared, attempt)
+    attempted(posts, Platform::Telegram, Target::Chat, chat, |attempt| {
+        process(token_ok, params, state, posts, attempt)
     })
 }
 
 fn process(
     token_ok: bool,
     params: &Params<'_>,
-    shared: &Shared,
+    state: &TelegramState,
+    posts: &PostRecord,
     attempt: &mut SendAttempt,
 ) -> Reply {
     if !token_ok {
         return Reply::Answer(answers::error(401, UNAUTHORIZED));
     }
-    if let Some(fault) = shared.posts.strike_before(Platform::Telegram) {
-        attempt.fault = Some(fault.name());
-        match fault {
-            SendFault::ServerError(_) => return Reply::Answer(answers::internal_error()),
-            SendFault::Down(_) => return Reply::Answer(answers::bad_gateway()),
-            SendFault::RateLimited { retry_after, .. } => {
-                let secs = answers::retry_after_secs(retry_after);
-                attempt.retry_after = Some(std::time::Duration::from_secs(secs));
-                return Reply::Answer(answers::too_many_requests(secs));
-            }
-            SendFault::Hang(_) => return Reply::Hang,
-            // Never struck before processing.
-            SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_) => {}
-        }
+    if let Some(refused) = struck_before(posts, attempt, &BotApi) {
+        return refused;
     }
-    let checked = match check(params, shared) {
+    let checked = match check(params, state) {
         Ok(checked) => checked,
         Err(answer) => return Reply::Answer(answer),
     };
     attempt.target_id = checked.chat_id.to_string();
-    let state = &shared.telegram;
     let (message_id, message) = state.bot_message(checked.chat_id, &checked.text, checked.reply_to);
     let post = Post {
         platform: Platform::Telegram,
@@ -73,28 +67,41 @@ fn process(
         reply_to: checked.reply_to.map(|id| id.to_string()),
         msg_seq: None,
         nonce: None,
-        message_id: message_id.to_string(),
+        message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
     };
-    let answer = match shared.posts.accept(post, Dedupe::None, |_| message) {
-        Acceptance::Created { message_id, answer } => {
-            attempt.recorded = true;
-            attempt.message_id = Some(message_id);
-            answer
-        }
-        // Without a dedupe key the record has nothing to compare, so neither can happen.
-        Acceptance::Earlier { answer, .. } => answer,
-        Acceptance::Duplicate => return Reply::Answer(answers::internal_error()),
+    // Telegram numbers messages per chat, so the id is the chat's, not the record's count.
+    let mint = |_| message_id.to_string();
+    let accepted = posts.accept(post, Dedupe::None, mint, |_| message);
+    // Without a dedupe key the record has nothing to compare, so this cannot be refused.
+    let Some(answer) = settled(accepted, attempt) else {
+        return Reply::Answer(answers::internal_error());
     };
-    if let Some(fault) = shared.posts.strike_after(Platform::Telegram) {
-        attempt.fault = Some(fault.name());
-        return match fault {
-            SendFault::ResetAfterProcessing(_) => Reply::Reset,
-            _ => Reply::Hang,
-        };
+    if let Some(withheld) = struck_after(posts, attempt) {
+        return withheld;
     }
     Reply::Answer(answers::ok(answer))
+}
+
+/// The Bot API's answers to the send faults: 500 and 502 in its envelope, and a flood wait
+/// in whole seconds.
+struct BotApi;
+
+impl Refusals for BotApi {
+    fn server_error(&self) -> Answer {
+        answers::internal_error()
+    }
+
+    fn unavailable(&self) -> Answer {
+        answers::bad_gateway()
+    }
+
+    fn rate_limited(&self, _: Target, retry_after: Duration) -> (Answer, Option<Duration>) {
+        let secs = answers::retry_after_secs(retry_after);
+        let answer = answers::too_many_requests(secs);
+        (answer, Some(Duration::from_secs(secs)))
+    }
 }
 
 struct Checked {
@@ -104,7 +111,7 @@ struct Checked {
     reply_to: Option<i64>,
 }
 
-fn check(params: &Params<'_>, shared: &Shared) -> Result<Checked, Answer> {
+fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> {
     let text = params.get("text").unwrap_or_default().trim().to_owned();
     if text.is_empty() {
         return Err(answers::bad_request("message text is empty"));
@@ -116,7 +123,6 @@ fn check(params: &Params<'_>, shared: &Shared) -> Result<Checked, Answer> {
     if chat.trim().is_empty() {
         return Err(answers::bad_request("chat_id is empty"));
     }
-    let state = &shared.telegram;
     let chat_id = state
         .resolve_chat(&chat)
         .ok_or_else(|| answers::bad_request("chat not found"))?;

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 
-use super::super::message_body::Answer;
+use super::super::reply::Answer;
 use super::answers;
 use super::params::Params;
 use super::state::TelegramState;

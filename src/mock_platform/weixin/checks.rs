@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use super::codec;
 use super::state::WeixinState;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
+use crate::mock_platform::reply::Answer;
 
 /// iLink's session-expired code (`SESSION_EXPIRED_ERRCODE` in both clients).
 pub(crate) const SESSION_EXPIRED: i64 = -14;

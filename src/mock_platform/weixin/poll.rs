@@ -22,8 +22,8 @@ use super::codec;
 use super::faults::{WeixinFault, REPLAY};
 use super::state::WeixinState;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
-use crate::mock_platform::messages::Reply;
+use crate::mock_platform::reply::Answer;
+use crate::mock_platform::reply::Reply;
 use crate::mock_platform::shutdown::stopped;
 
 /// The most messages one answer carries.

@@ -5,10 +5,6 @@
 //! `bot_token`, `ilink_bot_id`, `baseurl`, `ilink_user_id` (Tencent's protocol doc;
 //! hermes-agent's `qr_login`). Both requests are unauthenticated.
 //!
-//! The statuses follow a script the test sets: each status request consumes one step, the
-//! last step repeats, and the script runs on across codes, so after an `expired` the next code
-//! continues where the old one stopped.
-//!
 //! Assumptions where the sources are silent: the status endpoint answers at once (the real
 //! one may hold the request); `redirect_host` and `baseurl` name the host the request came to
 //! (its `Host` header, i.e. the mock itself); a confirmed code keeps answering `confirmed`
@@ -17,78 +13,13 @@
 //! choose the scheme. `get_bot_qrcode` is served for GET (hermes-agent, the 1.x plugin) and
 //! POST with `local_token_list` (the 2.x plugin), and any `bot_type` is taken.
 
-use std::collections::HashMap;
-
 use serde_json::json;
 
 use super::codec;
+use super::qr_logins::{Code, QrStep};
 use super::state::WeixinState;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
-
-/// One step of the QR login script: the status the next `get_qrcode_status` reports.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum QrStep {
-    Wait,
-    /// `scaned`.
-    Scanned,
-    /// `scaned_but_redirect` with `redirect_host`.
-    Redirect,
-    /// The code is dead: later polls of it answer `expired` without consuming steps.
-    Expired,
-    /// A newly issued bot token and the account's ids.
-    Confirmed,
-}
-
-/// What a test gets unless it sets a script.
-pub(crate) const DEFAULT_SCRIPT: [QrStep; 3] = [QrStep::Wait, QrStep::Scanned, QrStep::Confirmed];
-
-#[derive(Clone)]
-enum Code {
-    Live,
-    Expired,
-    Confirmed(String),
-}
-
-pub(crate) struct QrLogins {
-    script: Vec<QrStep>,
-    /// Steps consumed so far, across codes.
-    next: usize,
-    codes: HashMap<String, Code>,
-}
-
-impl Default for QrLogins {
-    fn default() -> Self {
-        QrLogins {
-            script: DEFAULT_SCRIPT.to_vec(),
-            next: 0,
-            codes: HashMap::new(),
-        }
-    }
-}
-
-impl QrLogins {
-    /// Replaces the script and starts it over; an empty script means the default one.
-    pub(crate) fn set_script(&mut self, steps: Vec<QrStep>) {
-        self.script = if steps.is_empty() {
-            DEFAULT_SCRIPT.to_vec()
-        } else {
-            steps
-        };
-        self.next = 0;
-    }
-
-    fn take_step(&mut self) -> QrStep {
-        let last = self.script.len().saturating_sub(1);
-        let step = self
-            .script
-            .get(self.next.min(last))
-            .copied()
-            .unwrap_or(QrStep::Wait);
-        self.next = self.next.saturating_add(1);
-        step
-    }
-}
+use crate::mock_platform::reply::Answer;
 
 pub(crate) fn get_bot_qrcode(state: &WeixinState) -> Answer {
     let qrcode = codec::hex(32);

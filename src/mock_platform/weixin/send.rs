@@ -12,17 +12,19 @@
 //! refused with -14 (a missing one is accepted); only text items are taken, and a text
 //! longer than 2000 characters (hermes-agent's `MAX_MESSAGE_LENGTH`) is refused with -1.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::checks::{self, check_post};
 use super::state::WeixinState;
-use crate::mock_platform::fault::SendFault;
 use crate::mock_platform::http::RequestHead;
-use crate::mock_platform::message_body::Answer;
-use crate::mock_platform::messages::{attempted, Reply};
 use crate::mock_platform::post::{Platform, Post, SendAttempt, Target};
-use crate::mock_platform::post_record::{Acceptance, Dedupe};
-use crate::mock_platform::state::Shared;
+use crate::mock_platform::post_record::{Dedupe, PostRecord};
+use crate::mock_platform::reply::{Answer, Reply};
+use crate::mock_platform::send_attempt::{
+    attempted, settled, struck_after, struck_before, Refusals,
+};
 
 /// The longest text the mock takes, in characters.
 pub(crate) const TEXT_MAX: usize = 2000;
@@ -34,41 +36,39 @@ struct Outgoing {
     context_token: Option<String>,
 }
 
-pub(crate) fn send_message(head: &RequestHead, body: &[u8], shared: &Shared) -> Reply {
-    let state = &shared.weixin;
+pub(crate) fn send_message(
+    head: &RequestHead,
+    body: &[u8],
+    state: &WeixinState,
+    posts: &PostRecord,
+) -> Reply {
     state.lock().stats.sends += 1;
     let to_user_id = serde_json::from_slice::<Value>(body)
         .ok()
         .and_then(|b| b.pointer("/msg/to_user_id")?.as_str().map(str::to_owned))
         .unwrap_or_default();
     attempted(
-        shared,
+        posts,
         Platform::Weixin,
         Target::Peer,
         to_user_id,
-        |attempt| process(head, body, shared, attempt),
+        |attempt| process(head, body, state, posts, attempt),
     )
 }
 
-fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendAttempt) -> Reply {
-    let state = &shared.weixin;
+fn process(
+    head: &RequestHead,
+    body: &[u8],
+    state: &WeixinState,
+    posts: &PostRecord,
+    attempt: &mut SendAttempt,
+) -> Reply {
     let body = match check_post(head, body, state) {
         Ok(body) => body,
         Err(expired) => return Reply::Answer(expired),
     };
-    if let Some(fault) = shared.posts.strike_before(Platform::Weixin) {
-        attempt.fault = Some(fault.name());
-        match fault {
-            SendFault::ServerError(_) => return Reply::Answer(server_error(state, 500)),
-            SendFault::Down(_) => return Reply::Answer(server_error(state, 502)),
-            SendFault::RateLimited { .. } => {
-                state.lock().stats.rate_limited += 1;
-                return Reply::Answer(checks::frequency_limit());
-            }
-            SendFault::Hang(_) => return Reply::Hang,
-            // Never struck before processing.
-            SendFault::ResetAfterProcessing(_) | SendFault::HangAfterProcessing(_) => {}
-        }
+    if let Some(refused) = struck_before(posts, attempt, state) {
+        return refused;
     }
     if attempt.target_id.is_empty() {
         return Reply::Answer(checks::invalid("msg.to_user_id is required"));
@@ -86,9 +86,9 @@ fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendA
         }
     }
     let dedupe = match &outgoing.client_id {
-        Some(client_id) => Dedupe::Nonce {
+        Some(client_id) => Dedupe::Window {
             author: state.config.bot_id.clone(),
-            nonce: client_id.clone(),
+            key: client_id.clone(),
             window: state.config.client_id_window,
         },
         None => Dedupe::None,
@@ -105,32 +105,33 @@ fn process(head: &RequestHead, body: &[u8], shared: &Shared, attempt: &mut SendA
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
     };
-    let answer = match shared.posts.accept(post, dedupe, |_| checks::ok()) {
-        Acceptance::Created { message_id, answer } => {
-            attempt.recorded = true;
-            attempt.message_id = Some(message_id);
-            answer
-        }
-        Acceptance::Earlier { message_id, answer } => {
-            attempt.message_id = Some(message_id);
-            answer
-        }
-        // Only a QQ passive-reply dedupe refuses; a nonce repeat is an `Earlier`.
-        Acceptance::Duplicate => checks::ok(),
-    };
-    if let Some(fault) = shared.posts.strike_after(Platform::Weixin) {
-        attempt.fault = Some(fault.name());
-        return match fault {
-            SendFault::ResetAfterProcessing(_) => Reply::Reset,
-            _ => Reply::Hang,
-        };
+    let mint = |n| format!("wx_mock_{n:012}");
+    let accepted = posts.accept(post, dedupe, mint, |_| checks::ok());
+    // Only a once-only key is refused; a `client_id` repeat is answered as the first was.
+    let answer = settled(accepted, attempt).unwrap_or_else(checks::ok);
+    if let Some(withheld) = struck_after(posts, attempt) {
+        return withheld;
     }
     Reply::Answer(Answer::new(200, answer))
 }
 
-fn server_error(state: &WeixinState, status: u16) -> Answer {
-    state.lock().stats.server_errors += 1;
-    checks::http_error(status)
+/// iLink's answers to the send faults, each counted: an HTTP error from the gateway in front
+/// of it, or its frequency limit (which tells no wait).
+impl Refusals for WeixinState {
+    fn server_error(&self) -> Answer {
+        self.lock().stats.server_errors += 1;
+        checks::http_error(500)
+    }
+
+    fn unavailable(&self) -> Answer {
+        self.lock().stats.server_errors += 1;
+        checks::http_error(502)
+    }
+
+    fn rate_limited(&self, _: Target, _: Duration) -> (Answer, Option<Duration>) {
+        self.lock().stats.rate_limited += 1;
+        (checks::frequency_limit(), None)
+    }
 }
 
 /// The text and keys of a send; `Err` is the refusal.

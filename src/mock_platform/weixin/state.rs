@@ -5,45 +5,16 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
 
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
 use super::codec;
+use super::config::WeixinConfig;
 use super::faults::{Armed, WeixinFault};
-use super::qr::QrLogins;
+use super::qr_logins::QrLogins;
 use super::stats::{WeixinStats, VIOLATIONS_KEPT};
 use crate::mock_platform::post::unix_ms_now;
-
-/// How the mock's Weixin side behaves when nothing is broken.
-#[derive(Clone, Debug)]
-pub struct WeixinConfig {
-    /// The bot token honoured from the start, as a login saved earlier would hold it.
-    pub token: String,
-    /// `ilink_bot_id`: the bot's account, the `to_user_id` of inbound messages.
-    pub bot_id: String,
-    /// `ilink_user_id` a confirmed QR login reports: the WeChat user who scanned.
-    pub user_id: String,
-    /// How long `getupdates` holds a request with nothing new, and what it suggests in
-    /// `longpolling_timeout_ms` (35 s, the client default in the sources).
-    pub longpolling_timeout_ms: u64,
-    /// How long a `client_id` is remembered: a repeat within it posts nothing new. The sources
-    /// are silent on any window; an hour is the mock's assumption.
-    pub client_id_window: Duration,
-}
-
-impl Default for WeixinConfig {
-    fn default() -> Self {
-        WeixinConfig {
-            token: "mock-weixin-bot-token".to_owned(),
-            bot_id: "mockbot@im.bot".to_owned(),
-            user_id: "mockuser@im.wechat".to_owned(),
-            longpolling_timeout_ms: 35_000,
-            client_id_window: Duration::from_secs(60 * 60),
-        }
-    }
-}
 
 /// One message a WeChat user sent the bot.
 pub(crate) struct Inbound {

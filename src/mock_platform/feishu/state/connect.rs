@@ -3,23 +3,10 @@
 //! discovery on a reconnect; the SDKs rediscover on every connect (`connect` in oapi-sdk-go
 //! `ws/client.go`, `tryConnect` in node-sdk `ws-client/index.ts`).
 
-use super::super::config::ClientConfig;
 use super::super::events::hex;
 use super::super::faults::{code, Refusal};
+use super::super::ticket::{Discovery, Ticket};
 use super::{FeishuState, Inner};
-
-/// An issued connect URL's identity: single use, so every connect needs a fresh discovery.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Ticket {
-    pub(crate) device_id: String,
-    pub(crate) service: i32,
-}
-
-/// What endpoint discovery answers.
-pub(crate) enum Discovery {
-    Url { url: String, config: ClientConfig },
-    Refused(Refusal),
-}
 
 impl FeishuState {
     /// `POST /callback/ws/endpoint`, after the body was found to hold both fields.
@@ -53,11 +40,8 @@ impl FeishuState {
             service: fastrand::i32(1..i32::MAX),
         };
         let url = format!(
-            "{}{}?device_id={}&service_id={}&ticket={ticket}",
-            inner.ws_base,
-            super::super::WS_PATH,
-            issued.device_id,
-            issued.service
+            "{}?device_id={}&service_id={}&ticket={ticket}",
+            inner.ws_url, issued.device_id, issued.service
         );
         inner.tickets.insert(ticket, issued);
         Discovery::Url {

@@ -1,4 +1,5 @@
-//! State shared by the listener, the connection tasks, the generator and the public handle.
+//! The op-code gateway's state, shared by the listener's upgrades, the connection tasks, the
+//! generator and the handle.
 //!
 //! One mutex guards sessions, the connection registry and the event log together so that
 //! "generate a dispatch, buffer it, hand it to the attached connection" and "attach a
@@ -7,38 +8,39 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Utf8Bytes;
 
+use super::super::config::MockConfig;
+use super::super::fault::{Fault, FaultSwitch};
+use super::super::stats::{bump, Counters, MockStats};
 use super::command::{Command, Outgoing};
-use super::config::MockConfig;
-use super::fault::Fault;
-use super::feishu::state::FeishuState;
 use super::frames;
-use super::post_record::PostRecord;
 use super::session::{Attachment, Session};
-use super::stats::{bump, Counters, MockStats};
-use super::telegram::state::TelegramState;
-use super::weixin::state::WeixinState;
 
-pub(super) struct Shared {
-    pub(crate) config: MockConfig,
-    pub(crate) counters: Counters,
-    /// The send endpoints' record, under its own lock.
-    pub(crate) posts: PostRecord,
-    /// Feishu's long connection, tokens and events, under their own locks.
-    pub(crate) feishu: FeishuState,
-    /// Telegram's updates, pollers and webhook, under their own lock.
-    pub(crate) telegram: TelegramState,
-    /// Weixin's messages, cursors, tokens and QR logins, under their own lock.
-    pub(crate) weixin: WeixinState,
+/// The gateway both platforms' clients connect to, and its side of the mock (`Side` is
+/// implemented in `opcode_gateway.rs`): what the config fixed at start, and what changes.
+pub(crate) struct Gateway {
+    /// Advertised in Hello.
+    pub(crate) heartbeat_interval: Duration,
+    /// When set, an Identify asking for an intent outside these is closed with 4014.
+    pub(crate) granted_intents: Option<u64>,
+    /// When set, a token that is not a QQ access token must be this one.
+    expected_token: Option<String>,
+    /// Sent as READY's `resume_gateway_url`.
+    resume_gateway_url: Option<String>,
+    /// The generator's period, if it runs.
+    pub(crate) dispatch_every: Option<Duration>,
+    pub(crate) counters: Arc<Counters>,
+    /// The armed fault, which the listener reads too.
+    fault: Arc<FaultSwitch>,
     inner: Mutex<Inner>,
 }
 
 struct Inner {
-    fault: Fault,
     advertised_ws_url: String,
     sessions: HashMap<String, Session>,
     /// Every open WebSocket connection, so faults can reach connections that never identified.
@@ -51,17 +53,22 @@ struct Inner {
     connection_times: Vec<std::time::Instant>,
 }
 
-impl Shared {
-    pub(crate) fn new(config: MockConfig, advertised_ws_url: String) -> Shared {
-        Shared {
-            feishu: FeishuState::new(config.feishu.clone(), String::new()),
-            telegram: TelegramState::new(config.telegram.clone()),
-            weixin: WeixinState::new(config.weixin.clone()),
-            config,
-            counters: Counters::default(),
-            posts: PostRecord::new(),
+impl Gateway {
+    pub(crate) fn new(
+        config: &MockConfig,
+        advertised_ws_url: String,
+        counters: Arc<Counters>,
+        fault: Arc<FaultSwitch>,
+    ) -> Gateway {
+        Gateway {
+            heartbeat_interval: config.heartbeat_interval,
+            granted_intents: config.granted_intents,
+            expected_token: config.expected_token.clone(),
+            resume_gateway_url: config.resume_gateway_url.clone(),
+            dispatch_every: config.dispatch_every,
+            counters,
+            fault,
             inner: Mutex::new(Inner {
-                fault: Fault::None,
                 advertised_ws_url,
                 sessions: HashMap::new(),
                 conns: HashMap::new(),
@@ -81,7 +88,7 @@ impl Shared {
     }
 
     pub(crate) fn fault(&self) -> Fault {
-        self.lock().fault
+        self.fault.get()
     }
 
     pub(crate) fn set_fault(&self, fault: Fault) {
@@ -119,7 +126,7 @@ impl Shared {
             }
             other => other,
         };
-        inner.fault = lasting;
+        self.fault.set(lasting);
         tracing::info!(?fault, connections = conns, "mock fault set");
     }
 
@@ -149,18 +156,17 @@ impl Shared {
         match token.strip_prefix("QQBot ") {
             Some(access) => self.lock().access_tokens.contains(access),
             None => self
-                .config
                 .expected_token
                 .as_deref()
                 .is_none_or(|expected| expected == token),
         }
     }
 
-    pub(crate) fn record_identify(&self) {
+    pub(super) fn record_identify(&self) {
         self.lock().identify_times.push(std::time::Instant::now());
     }
 
-    pub(crate) fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
+    pub(super) fn register(&self, tx: mpsc::UnboundedSender<Command>) -> u64 {
         let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
         let mut inner = self.lock();
         inner.conns.insert(conn_id, tx);
@@ -171,7 +177,7 @@ impl Shared {
         conn_id
     }
 
-    pub(crate) fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
+    pub(super) fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
         let mut inner = self.lock();
         inner.conns.remove(&conn_id);
         if let Some(sid) = session_id {
@@ -183,19 +189,19 @@ impl Shared {
             .fetch_sub(1, Ordering::Relaxed);
     }
 
-    pub(crate) fn detach(&self, conn_id: u64, session_id: &str) {
+    pub(super) fn detach(&self, conn_id: u64, session_id: &str) {
         self.lock().detach(conn_id, session_id);
     }
 
     /// Creates a session attached to `conn_id` and returns its id and READY frame.
-    pub(crate) fn identify(
+    pub(super) fn identify(
         &self,
         conn_id: u64,
         tx: mpsc::UnboundedSender<Utf8Bytes>,
     ) -> (String, Utf8Bytes) {
         let session_id = Session::new_id();
         let mut session = Session::new();
-        let resume_url = self.config.resume_gateway_url.as_deref();
+        let resume_url = self.resume_gateway_url.as_deref();
         let ready = frames::ready(session.next_seq(), &session_id, resume_url);
         session.attached = Some(Attachment { conn_id, tx });
         self.lock().sessions.insert(session_id.clone(), session);
@@ -205,7 +211,7 @@ impl Shared {
     /// Attaches `conn_id` to an existing session and returns the dispatches to replay followed
     /// by the RESUMED frame, or `None` for an unknown session. Later dispatches go to the
     /// connection's queue, which it drains only after sending these, so order is preserved.
-    pub(crate) fn resume(
+    pub(super) fn resume(
         &self,
         conn_id: u64,
         tx: mpsc::UnboundedSender<Utf8Bytes>,

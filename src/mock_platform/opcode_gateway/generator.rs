@@ -7,10 +7,14 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::{interval_at, Instant, MissedTickBehavior};
 
-use super::shutdown::stopped;
-use super::state::Shared;
+use super::super::shutdown::stopped;
+use super::state::Gateway;
 
-pub(super) async fn run(shared: Arc<Shared>, every: Duration, mut shutdown: watch::Receiver<bool>) {
+pub(super) async fn run(
+    shared: Arc<Gateway>,
+    every: Duration,
+    mut shutdown: watch::Receiver<bool>,
+) {
     // A zero period would make the interval fire continuously; treat it as "as fast as a
     // millisecond timer allows" instead of a busy loop.
     let every = every.max(Duration::from_millis(1));

@@ -13,30 +13,21 @@ use std::time::Duration;
 
 use futures_util::stream::{SplitSink, SplitStream};
 use futures_util::{SinkExt, StreamExt};
-use tokio::io::AsyncReadExt;
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
-use tokio::time::{sleep_until, timeout, Instant};
-use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio::time::{sleep_until, Instant};
 use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
-use tokio_tungstenite::WebSocketStream;
 
+use super::super::fault::Fault;
+use super::super::shutdown::stopped;
+use super::super::stats::bump;
+use super::super::websocket::{close, hold_silently, Ws};
 use super::command::{Command, Kind, Outgoing};
-use super::fault::Fault;
 use super::frames::{self, ClientFrame};
-use super::shutdown::stopped;
-use super::state::Shared;
-use super::stats::bump;
-
-pub(super) type Ws = WebSocketStream<TcpStream>;
+use super::state::Gateway;
 
 /// Dispatches moved from the channel to the write queue per wakeup, so a burst is written
 /// with one flush without letting a huge burst delay the next read indefinitely.
 const DISPATCH_BATCH: usize = 512;
-
-/// Long enough for a well-behaved client to answer a close frame, short enough that shutdown
-/// is not held up by one that never does.
-const CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// Close codes the mock uses on its own account (besides `Fault::Close`).
 const CLOSE_DECODE_ERROR: u16 = 4002;
@@ -64,7 +55,7 @@ enum End {
 
 pub(super) async fn run(
     ws: Ws,
-    shared: Arc<Shared>,
+    shared: Arc<Gateway>,
     mut shutdown: watch::Receiver<bool>,
     hello: bool,
 ) {
@@ -84,7 +75,7 @@ pub(super) async fn run(
         reading: true,
     };
     if hello {
-        let frame = frames::hello(conn.shared.config.heartbeat_interval);
+        let frame = frames::hello(conn.shared.heartbeat_interval);
         conn.enqueue(Outgoing::control(frame));
     }
     let (mut sink, mut stream) = ws.split();
@@ -104,7 +95,7 @@ pub(super) async fn run(
 }
 
 struct Connection {
-    shared: Arc<Shared>,
+    shared: Arc<Gateway>,
     conn_id: u64,
     /// Handed to the session on identify/resume so the generator can reach this connection.
     dispatch_tx: mpsc::UnboundedSender<Utf8Bytes>,
@@ -286,7 +277,7 @@ impl Connection {
                 if !self.token_accepted(&token) {
                     return Flow::Close(CLOSE_AUTHENTICATION_FAILED);
                 }
-                if let Some(granted) = self.shared.config.granted_intents {
+                if let Some(granted) = self.shared.granted_intents {
                     if intents.unwrap_or(0) & !granted != 0 {
                         tracing::info!(
                             conn_id = self.conn_id,
@@ -378,43 +369,6 @@ impl Connection {
         if let Some(previous) = self.session.take() {
             self.shared.detach(self.conn_id, &previous);
             while self.dispatches.try_recv().is_ok() {}
-        }
-    }
-}
-
-/// Sends the close frame and waits (bounded) for the client's answer, because dropping a
-/// socket with unread input makes the kernel send RST, which can hide the close code.
-pub(super) async fn close(
-    mut sink: SplitSink<Ws, Message>,
-    mut stream: SplitStream<Ws>,
-    code: u16,
-) {
-    let frame = CloseFrame {
-        code: code.into(),
-        reason: Utf8Bytes::from_static(""),
-    };
-    tracing::info!(code, "mock closing connection");
-    if sink.send(Message::Close(Some(frame))).await.is_err() {
-        return;
-    }
-    let _ = timeout(CLOSE_GRACE, async {
-        while let Some(Ok(_)) = stream.next().await {}
-    })
-    .await;
-}
-
-/// Keeps a silenced socket open without answering anything. The raw bytes the client sends
-/// are swallowed (never parsed) only so that its eventual FIN is noticed and the socket freed.
-pub(super) async fn hold_silently(mut ws: Ws, shutdown: &mut watch::Receiver<bool>) {
-    let socket = ws.get_mut();
-    let mut buf = [0u8; 1024];
-    loop {
-        tokio::select! {
-            _ = stopped(shutdown) => return,
-            read = socket.read(&mut buf) => match read {
-                Ok(0) | Err(_) => return,
-                Ok(_) => {}
-            },
         }
     }
 }

@@ -1,0 +1,67 @@
+//! The mock platform's Discord side: gateway discovery (`GET /gateway/bot`, with
+//! `session_start_limit`) and Create Message with its nonce dedupe. Its WebSocket is the
+//! op-code gateway it shares with QQ Bot (`opcode_gateway/`).
+
+mod body;
+mod send;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde_json::json;
+use tokio::sync::watch;
+
+use super::config::{MockConfig, SessionStartLimit};
+use super::http::RequestHead;
+use super::opcode_gateway::discovery;
+use super::opcode_gateway::state::Gateway;
+use super::post_record::PostRecord;
+use super::reply::Reply;
+use super::side::{at_once, Side};
+
+pub(super) struct Discord {
+    gateway: Arc<Gateway>,
+    posts: Arc<PostRecord>,
+    session_start_limit: SessionStartLimit,
+    /// How long an enforced nonce is remembered.
+    nonce_window: Duration,
+}
+
+impl Discord {
+    pub(super) fn new(config: &MockConfig, gateway: Arc<Gateway>, posts: Arc<PostRecord>) -> Self {
+        Discord {
+            gateway,
+            posts,
+            session_start_limit: config.session_start_limit,
+            nonce_window: config.nonce_window,
+        }
+    }
+}
+
+impl Side for Discord {
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        body: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        if (head.method.as_str(), head.path.as_str()) == ("GET", "/gateway/bot") {
+            let limit = self.session_start_limit;
+            let answer = discovery::answer(&self.gateway, head, |body| {
+                body["shards"] = json!(1);
+                body["session_start_limit"] = json!({
+                    "total": limit.total,
+                    "remaining": limit.remaining,
+                    "reset_after": limit.reset_after.as_millis() as u64,
+                    "max_concurrency": limit.max_concurrency,
+                });
+            });
+            return Some(at_once(Reply::Answer(answer)));
+        }
+        let channel_id = send::endpoint(head)?;
+        let (gateway, posts) = (&self.gateway, &self.posts);
+        let reply = send::handle(gateway, posts, self.nonce_window, channel_id, head, body);
+        Some(at_once(reply))
+    }
+}

@@ -1,0 +1,76 @@
+//! The mock platform's QQ Bot side: the app access token, gateway discovery (`GET /gateway`)
+//! and the four send endpoints with their passive-reply dedupe. Its WebSocket is the op-code
+//! gateway it shares with Discord (`opcode_gateway/`), which also keeps the access tokens,
+//! because Identify checks them.
+
+mod body;
+mod send;
+mod token;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+
+use super::config::MockConfig;
+use super::handle::MockPlatform;
+use super::http::RequestHead;
+use super::opcode_gateway::discovery;
+use super::opcode_gateway::state::Gateway;
+use super::post_record::PostRecord;
+use super::reply::Reply;
+use super::side::{at_once, Side};
+
+pub(super) struct QqBot {
+    gateway: Arc<Gateway>,
+    posts: Arc<PostRecord>,
+    /// When set, the token endpoint refuses any other `clientSecret`.
+    expected_secret: Option<String>,
+    /// What the token endpoint says in `expires_in`.
+    token_lifetime: Duration,
+}
+
+impl QqBot {
+    pub(super) fn new(config: &MockConfig, gateway: Arc<Gateway>, posts: Arc<PostRecord>) -> Self {
+        QqBot {
+            gateway,
+            posts,
+            expected_secret: config.expected_secret.clone(),
+            token_lifetime: config.token_lifetime,
+        }
+    }
+}
+
+impl Side for QqBot {
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        body: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        let gateway = &self.gateway;
+        let answer = match (head.method.as_str(), head.path.as_str()) {
+            ("POST", token::PATH) => {
+                let secret = self.expected_secret.as_deref();
+                token::access_token(gateway, secret, self.token_lifetime, body)
+            }
+            ("GET", "/gateway") => discovery::answer(gateway, head, |_| {}),
+            _ => {
+                let (target, id) = send::endpoint(head)?;
+                let reply = send::handle(gateway, &self.posts, target, id, head, body);
+                return Some(at_once(reply));
+            }
+        };
+        Some(at_once(Reply::Answer(answer)))
+    }
+}
+
+/// The QQ side of the handle.
+impl MockPlatform {
+    /// Stop honouring every access token issued so far, as the platform does once their
+    /// lifetime has passed (while a client slept, say). New ones are issued as usual.
+    pub fn expire_access_tokens(&self) {
+        self.side::<Gateway>().expire_access_tokens();
+    }
+}
