@@ -400,7 +400,8 @@ fn state_paint(active_state: &str, result: &str) -> Option<Paint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::state_file::{ComponentState, Stale};
+    use crate::gateway::state_file::Stale;
+    use crate::status::health::tests::component;
     use crate::status::health::Health;
 
     fn row(profile: &str, active: &str, sub: &str, result: &str) -> UnitStatus {
@@ -423,21 +424,6 @@ mod tests {
             edited: active == "failed",
             need_daemon_reload: false,
             section: HealthSection::default(),
-        }
-    }
-
-    fn component(state: &str, fresh: bool) -> ComponentState {
-        ComponentState {
-            name: "qq".into(),
-            kind: "qqbot".into(),
-            state: state.into(),
-            fresh,
-            last_beat_age_ms: 1200,
-            deadline_ms: 10_000,
-            reconnects: 3,
-            attempts: 4,
-            last_error: Some("dns: no such host".into()),
-            outage_ms: None,
         }
     }
 

@@ -332,7 +332,7 @@ fn outbox_line(o: &Stats) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
 
     fn unit(active_state: &str, main_pid: u32) -> Writer<'_> {
@@ -342,7 +342,8 @@ mod tests {
         }
     }
 
-    fn component(state: &str, fresh: bool) -> ComponentState {
+    /// One adapter's component state, for the tests of both status renderers.
+    pub(crate) fn component(state: &str, fresh: bool) -> ComponentState {
         ComponentState {
             name: "qq".into(),
             kind: "qqbot".into(),
