@@ -13,9 +13,16 @@ pub mod websocket;
 pub mod weixin;
 
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use tokio::sync::watch;
 
 use crate::config::{self, AdapterKeys, ConfigError, Secret};
-use crate::gateway::send::Target;
+use crate::gateway::adapter::Shared;
+use crate::gateway::outbox::{worker, Outbox, Route};
+use crate::gateway::send::{Post, TargetError};
 
 /// What a platform declares about itself to the rest of the gateway.
 pub trait Platform {
@@ -25,6 +32,8 @@ pub trait Platform {
     const KEYS: &'static [&'static str];
     /// Its adapter's settings, read from those keys.
     type Config: Clone + fmt::Debug + PartialEq;
+    /// Its way to post messages, and with it the targets it posts to.
+    type Sender: Post;
 
     fn parse(keys: &AdapterKeys) -> Result<Self::Config, ConfigError>;
 
@@ -40,6 +49,15 @@ pub trait Platform {
     /// Who it is to the platform: two gateways with one identity would take each other's
     /// events or sessions. Only its hash leaves the process.
     fn identity(config: &Self::Config, secrets: &[Secret]) -> String;
+
+    /// The sender of the adapter named `adapter`, or `None` when it cannot send. `shared` is
+    /// what it may share with the adapter's connection (a token, a login, the live socket).
+    fn sender(
+        config: &Self::Config,
+        adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Self::Sender>;
 }
 
 /// The first secret, or nothing: what an identity of one credential is keyed on.
@@ -109,6 +127,87 @@ macro_rules! registry {
 
             fn parse_target(&self, text: &str) -> Result<Target, String> {
                 Target::parse(self.kind(), text).map_err(|e| e.to_string())
+            }
+        }
+
+        /// Where a message goes, on one of the platforms.
+        #[derive(Clone, Debug, PartialEq, Eq)]
+        pub enum Target {
+            $($variant(<<$wing::$platform as Platform>::Sender as Post>::Target),)+
+        }
+
+        impl Target {
+            /// Read `text` as a target on an adapter of `kind`.
+            pub fn parse(kind: &str, text: &str) -> Result<Target, TargetError> {
+                $(if kind == <$wing::$platform as Platform>::KIND {
+                    return <<$wing::$platform as Platform>::Sender as Post>::target(text)
+                        .map(Target::$variant);
+                })+
+                Err(TargetError::CannotSend { kind: kind.to_owned() })
+            }
+        }
+
+        impl fmt::Display for Target {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self {
+                    $(Target::$variant(t) => t.fmt(f),)+
+                }
+            }
+        }
+
+        /// One adapter's way to post messages, on its platform.
+        pub enum Sender {
+            $($variant(<$wing::$platform as Platform>::Sender),)+
+        }
+
+        impl Sender {
+            /// The sender for `spec`, or `None` when it cannot send.
+            pub fn new(spec: &AdapterSpec, secrets: &[Secret], shared: &Shared) -> Option<Sender> {
+                match &spec.protocol {
+                    $(Protocol::$variant(c) => {
+                        <$wing::$platform as Platform>::sender(c, &spec.name, secrets, shared)
+                            .map(Sender::$variant)
+                    })+
+                }
+            }
+
+            pub fn kind(&self) -> &'static str {
+                match self {
+                    $(Sender::$variant(_) => <$wing::$platform as Platform>::KIND,)+
+                }
+            }
+
+            /// What the outbox checks a message to this adapter against when it is submitted.
+            pub fn route(&self) -> Route {
+                match self {
+                    $(Sender::$variant(s) => {
+                        Route::new::<<$wing::$platform as Platform>::Sender>(
+                            <$wing::$platform as Platform>::KIND,
+                            s.max_text(),
+                        )
+                    })+
+                }
+            }
+
+            /// The adapter's delivery worker ([`worker::run`]), sending with this sender.
+            pub fn deliver(
+                self,
+                adapter: String,
+                outbox: Arc<Outbox>,
+                connected: Option<watch::Receiver<u64>>,
+                shutdown: watch::Receiver<bool>,
+            ) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+                match self {
+                    $(Sender::$variant(s) => {
+                        Box::pin(worker::run(adapter, s, outbox, connected, shutdown))
+                    })+
+                }
+            }
+        }
+
+        impl fmt::Debug for Sender {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "Sender({})", self.kind())
             }
         }
     };

@@ -29,7 +29,7 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::gateway::send::{PlatformReply, Target, TargetError};
+use crate::gateway::send::{PlatformReply, Post, TargetError};
 use crate::trusted_dir::TrustError;
 use book::Book;
 pub(crate) use book::Next;
@@ -43,10 +43,38 @@ pub const MAX_KEY_LEN: usize = 200;
 /// What the outbox knows of an adapter it may send through.
 #[derive(Clone, Debug)]
 pub struct Route {
-    /// The adapter's kind (`qqbot`, `discord`), which says how targets read.
+    /// The adapter's kind, for messages.
     pub kind: &'static str,
     /// The platform's limit on one message's text, in characters.
     pub max_text: usize,
+    /// Reads a target as the adapter's platform spells one.
+    pub address: fn(&str) -> Result<Address, TargetError>,
+}
+
+/// What a target tells the outbox when a message to it is submitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Address {
+    /// A reply to it carries a sequence number fixed now ([`Post::numbers_replies`]).
+    pub numbers_replies: bool,
+}
+
+impl Route {
+    /// The route to an adapter of `kind` that sends with an `S`, taking texts of up to
+    /// `max_text` characters.
+    pub fn new<S: Post>(kind: &'static str, max_text: usize) -> Route {
+        Route {
+            kind,
+            max_text,
+            address: address::<S>,
+        }
+    }
+}
+
+fn address<S: Post>(text: &str) -> Result<Address, TargetError> {
+    let target = S::target(text)?;
+    Ok(Address {
+        numbers_replies: S::numbers_replies(&target),
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +252,7 @@ impl Outbox {
     /// Validate `req` and queue it durably; the same idempotency key returns the first
     /// message instead.
     pub async fn submit(&self, req: Request) -> Result<Submitted, SubmitError> {
-        let route = self.validate(&req)?;
+        let address = self.validate(&req)?;
         let (submitted, pos) = {
             let mut inner = self.lock();
             if let Some(first) = inner.book.by_key(&req.idempotency_key) {
@@ -244,13 +272,10 @@ impl Outbox {
                 )
             } else {
                 let now = now_rfc3339();
-                // Only QQ's v2 group and user replies carry a `msg_seq`; a channel or DM reply
-                // takes none, so it gets none to show.
-                let v2 = matches!(
-                    Target::parse(route.kind, &req.target),
-                    Ok(Target::QqGroup(_) | Target::QqUser(_))
-                );
-                let seq = (v2 && req.reply_to.is_some()).then(|| inner.book.next_seq());
+                // Only a reply to a target whose platform numbers replies gets a number; any
+                // other message takes none, so it gets none to show.
+                let numbered = address.numbers_replies && req.reply_to.is_some();
+                let seq = numbered.then(|| inner.book.next_seq());
                 let message = Message {
                     id: new_id(),
                     idempotency_key: req.idempotency_key,
@@ -287,7 +312,8 @@ impl Outbox {
         Ok(submitted)
     }
 
-    fn validate(&self, req: &Request) -> Result<&Route, SubmitError> {
+    /// Check `req` against its adapter's route, and say what its target told.
+    fn validate(&self, req: &Request) -> Result<Address, SubmitError> {
         let route = self
             .routes
             .get(&req.adapter)
@@ -303,7 +329,7 @@ impl Outbox {
                     }
                 },
             })?;
-        Target::parse(route.kind, &req.target)?;
+        let address = (route.address)(&req.target)?;
         if req.text.trim().is_empty() {
             return Err(SubmitError::EmptyText);
         }
@@ -323,7 +349,7 @@ impl Outbox {
         {
             return Err(SubmitError::BadKey);
         }
-        Ok(route)
+        Ok(address)
     }
 
     fn append(&self, inner: &mut Inner, record: &Record) -> Result<(), OutboxError> {

@@ -1,64 +1,61 @@
-//! Sending to a platform: where a message goes ([`Target`]), what one attempt carries
-//! ([`Outgoing`]), and how the platform answered ([`Answer`]).
+//! Sending to a platform: what every platform's sender does ([`Post`]), what one attempt
+//! carries ([`Outgoing`]), and how the platform answered ([`Answer`]).
 //!
-//! The outbox decides *whether* to try again; this module only says what the platform said,
+//! The outbox decides *whether* to try again; a sender only says what the platform said,
 //! classified so that the decision is the same for every platform: sent (with the platform's
 //! message id), retry later (network trouble, 5xx, 429 with its wait), failed for good (bad
 //! target, no permission, too large), or unknown (the request went out and no answer came
 //! back, so it may or may not have been posted).
 //!
-//! `target` parses `--to`; [`Sender`] (`sender`) posts for one adapter through its platform
-//! (`qq`, `discord`, `feishu` with its `feishu_token`, `telegram`, `weixin`, or a plain
-//! WebSocket's live connection: `websocket`), in pieces where a platform takes less than a
-//! long reply (`split`); `exchange` is one
-//! HTTP request and what the transport says when no answer came; `classify` is what the
-//! platforms' answers share.
+//! Each platform's sender and target live in its wing (`platform/<kind>/`). What they share
+//! is here: `exchange` is one HTTP request and what the transport says when no answer came,
+//! `classify` reads what the platforms' answers have in common, `split` cuts a long reply
+//! into pieces for a platform that takes less, and `target` holds the rules every platform's
+//! ids follow.
 
-mod classify;
-mod discord;
-mod exchange;
-mod feishu;
-mod feishu_token;
-mod qq;
-mod sender;
-mod split;
-mod target;
-mod telegram;
-mod websocket;
-mod weixin;
-
-pub use sender::Sender;
+pub(crate) mod classify;
+pub(crate) mod exchange;
+pub(crate) mod split;
+pub(crate) mod target;
 
 use std::fmt;
+use std::future::Future;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// Where a message goes on its adapter's platform, parsed from the part of `--to` after the
-/// adapter name.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Target {
-    /// QQ Bot v2 group chat, by group openid (`group:OPENID`).
-    QqGroup(String),
-    /// QQ Bot v2 one-to-one chat, by user openid (`user:OPENID`).
-    QqUser(String),
-    /// QQ guild channel, by channel id (`channel:ID`).
-    QqChannel(String),
-    /// QQ guild direct message, by the DM session's guild id (`dm:GUILD_ID`).
-    QqDm(String),
-    /// Discord channel (a DM channel too), by channel id (`channel:ID` or just `ID`).
-    DiscordChannel(String),
-    /// Whatever a plain WebSocket's peer reads as an address: the frame's `{target}`.
-    WebSocket(String),
-    /// Feishu/Lark group or one-to-one chat, by chat id (`chat:oc_...`).
-    FeishuChat(String),
-    /// Feishu/Lark user, by the user's open id for this app (`user:ou_...`).
-    FeishuUser(String),
-    /// Telegram chat (private, group, supergroup or channel), by `chat_id` (`chat:ID` or
-    /// `chat:@channelusername`).
-    TelegramChat(String),
-    /// Weixin peer, by iLink user id (`user:…@im.wechat`).
-    WeixinUser(String),
+/// One platform's way to post one adapter's messages: built from the adapter's settings by
+/// its wing, driven by the adapter's outbox worker. Cheap to share; one request at a time or
+/// many, as the caller likes.
+pub trait Post: Send + Sync + 'static {
+    /// Where a message goes on this platform.
+    type Target: Clone + fmt::Debug + fmt::Display + PartialEq + Eq + Send + Sync;
+
+    /// Read the part of `--to` after the adapter name as this platform spells a target.
+    fn target(text: &str) -> Result<Self::Target, TargetError>;
+
+    /// Whether a reply to `target` carries a sequence number that is fixed when the message
+    /// is queued, so that every attempt repeats it and the platform drops a repeat.
+    fn numbers_replies(_target: &Self::Target) -> bool {
+        false
+    }
+
+    /// The longest text the platform takes, in characters (Unicode scalar values), so a
+    /// caller can refuse a longer one before it is queued.
+    fn max_text(&self) -> usize;
+
+    /// Whether the platform itself drops a second send of `msg`, so that a send whose answer
+    /// was lost can be repeated without posting twice.
+    fn dedupes(&self, msg: &Outgoing<Self::Target>) -> bool;
+
+    /// Post `msg` once and say how it went. The second value, when given, is how long to
+    /// wait before the next request to the same target (a platform says so when a rate-limit
+    /// bucket is spent); it holds whatever the answer, and a `Retry`'s own `after` is
+    /// separate.
+    fn send(
+        &self,
+        msg: &Outgoing<Self::Target>,
+    ) -> impl Future<Output = (Answer, Option<Duration>)> + Send;
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -73,19 +70,18 @@ pub enum TargetError {
     },
 }
 
-/// One message as one attempt sends it. `id` is the outbox's id for the message, stable
-/// across attempts and restarts, so a platform that dedupes by a client key (Discord's
-/// `nonce`) sees the same key every time.
+/// One message as one attempt sends it, to a target of type `T` (its platform's). `id` is
+/// the outbox's id for the message, stable across attempts and restarts, so a platform that
+/// dedupes by a client key sees the same key every time.
 #[derive(Clone, Debug)]
-pub struct Outgoing {
+pub struct Outgoing<T> {
     pub id: String,
-    pub target: Target,
+    pub target: T,
     pub text: String,
-    /// The platform message this answers (QQ's passive reply `msg_id`, Discord's
-    /// `message_reference`, Feishu's `/messages/{message_id}/reply`).
+    /// The platform's id of the message this answers.
     pub reply_to: Option<String>,
-    /// QQ's `msg_seq` for a passive reply: fixed when the message is queued, so a retry
-    /// repeats it and the platform drops the duplicate.
+    /// The reply's sequence number, fixed when the message was queued, when the platform
+    /// numbers replies ([`Post::numbers_replies`]).
     pub seq: Option<u32>,
 }
 

@@ -3,11 +3,16 @@
 
 mod config;
 mod intents;
+mod send;
+mod target;
 
 pub use config::Config;
+pub use send::Sender;
+pub use target::Target;
 
 use super::{first, Platform};
 use crate::config::{AdapterKeys, ConfigError, Secret};
+use crate::gateway::adapter::Shared;
 
 pub struct Discord;
 
@@ -16,6 +21,7 @@ impl Platform for Discord {
     const KEYS: &'static [&'static str] =
         &["token-env", "api-base", "gateway-url", "intents", "ws-ping"];
     type Config = Config;
+    type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -27,5 +33,18 @@ impl Platform for Discord {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("discord:{}", first(secrets))
+    }
+
+    fn sender(
+        config: &Config,
+        _adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        Some(Sender {
+            http: shared.http.clone(),
+            api_base: config.api_base.clone(),
+            token: Secret::new(first(secrets).to_owned()),
+        })
     }
 }

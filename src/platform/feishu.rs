@@ -2,11 +2,17 @@
 //! messages through the Open API with a `tenant_access_token`.
 
 mod config;
+mod send;
+mod target;
+mod token;
 
 pub use config::{Config, FeishuDomain};
+pub use send::Sender;
+pub use target::Target;
 
-use super::Platform;
+use super::{first, Platform};
 use crate::config::{AdapterKeys, ConfigError, Secret};
+use crate::gateway::adapter::Shared;
 
 pub struct Feishu;
 
@@ -14,6 +20,7 @@ impl Platform for Feishu {
     const KIND: &'static str = "feishu";
     const KEYS: &'static [&'static str] = &["domain", "app-id", "secret-env", "api-base"];
     type Config = Config;
+    type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -28,5 +35,16 @@ impl Platform for Feishu {
     /// lose the events the other took.
     fn identity(config: &Config, _secrets: &[Secret]) -> String {
         format!("feishu:{}", config.app_id)
+    }
+
+    fn sender(
+        config: &Config,
+        _adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        let secret = Secret::new(first(secrets).to_owned());
+        let token = token::FeishuToken::new(&config.api_base, &config.app_id, secret);
+        Some(Sender::new(shared.clone(), &config.api_base, token))
     }
 }

@@ -3,12 +3,17 @@
 
 mod config;
 mod intents;
+mod send;
+mod target;
 
 pub use config::Config;
 pub use intents::gated_intents;
+pub use send::Sender;
+pub use target::Target;
 
 use super::{first, Platform};
 use crate::config::{AdapterKeys, ConfigError, Secret};
+use crate::gateway::adapter::Shared;
 
 pub struct QqBot;
 
@@ -25,6 +30,7 @@ impl Platform for QqBot {
         "ws-ping",
     ];
     type Config = Config;
+    type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -36,5 +42,21 @@ impl Platform for QqBot {
 
     fn identity(config: &Config, secrets: &[Secret]) -> String {
         format!("qqbot:{}:{}", config.app_id, first(secrets))
+    }
+
+    /// It shares the adapter's access token, one per credential.
+    fn sender(
+        config: &Config,
+        _adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        Some(Sender {
+            token: shared
+                .qq_tokens
+                .get(&config.app_id, &config.token_url, secrets.first()),
+            shared: shared.clone(),
+            api_base: config.api_base.clone(),
+        })
     }
 }

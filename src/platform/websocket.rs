@@ -2,13 +2,18 @@
 //! (or an application-level ping), sending through a frame template when it has one.
 
 mod config;
+mod send;
 mod send_frame;
+mod target;
 
 pub use config::Config;
+pub use send::Sender;
 pub use send_frame::{Fields, SendFrame, SendFrameError};
+pub use target::Target;
 
 use super::{first, Platform};
 use crate::config::{AdapterKeys, ConfigError, Secret};
+use crate::gateway::adapter::Shared;
 
 pub struct WebSocket;
 
@@ -22,6 +27,7 @@ impl Platform for WebSocket {
         "send-frame",
     ];
     type Config = Config;
+    type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -33,5 +39,18 @@ impl Platform for WebSocket {
 
     fn identity(config: &Config, secrets: &[Secret]) -> String {
         format!("websocket:{}:{}", config.url, first(secrets))
+    }
+
+    /// Only with a `send-frame`, through the adapter's live connection.
+    fn sender(
+        config: &Config,
+        adapter: &str,
+        _secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        Some(Sender {
+            frame: config.send_frame.clone()?,
+            outlet: shared.outlets.get(adapter),
+        })
     }
 }

@@ -4,12 +4,17 @@
 
 mod config;
 mod login;
+mod send;
+mod target;
 
 pub use config::{login_file, Config};
 pub use login::{LoginFileError, WeixinLogin};
+pub use send::Sender;
+pub use target::Target;
 
 use super::{first, Platform};
 use crate::config::{AdapterKeys, ConfigError, Secret};
+use crate::gateway::adapter::Shared;
 
 pub struct Weixin;
 
@@ -17,6 +22,7 @@ impl Platform for Weixin {
     const KIND: &'static str = "weixin";
     const KEYS: &'static [&'static str] = &["api-base", "poll-timeout", "poll-grace"];
     type Config = Config;
+    type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -36,5 +42,20 @@ impl Platform for Weixin {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("weixin:{}", first(secrets))
+    }
+
+    /// It shares the adapter's account: its login and the peers' context tokens.
+    fn sender(
+        config: &Config,
+        adapter: &str,
+        _secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        Some(Sender {
+            http: shared.http.clone(),
+            account: shared
+                .weixin
+                .get(adapter, &config.login_file, &config.api_base),
+        })
     }
 }

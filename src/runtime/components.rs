@@ -18,7 +18,6 @@ use crate::config::Secret;
 use crate::gateway::adapter::{self, AdapterExit, Shared};
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::health::{ComponentKind, Heartbeat, Registry};
-use crate::gateway::outbox::worker;
 use crate::gateway::spool::Spool;
 use crate::logging::Component;
 use crate::platform::{AdapterSpec, CronSpec};
@@ -142,7 +141,7 @@ impl Components {
             let (outbox, rx) = (outbox.clone(), self.shutdown());
             let connected = self.registry.get(&adapter).map(|hb| hb.connections());
             let work = async move {
-                worker::run(adapter, sender, outbox, connected, rx).await;
+                sender.deliver(adapter, outbox, connected, rx).await;
                 AdapterExit::Shutdown
             };
             self.spawn(name, None, Component::Outbox, work);

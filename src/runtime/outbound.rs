@@ -10,9 +10,8 @@ use std::sync::Arc;
 use crate::config::Secret;
 use crate::gateway::adapter::Shared;
 use crate::gateway::outbox::{Outbox, Route, Stats};
-use crate::gateway::send::Sender;
 use crate::gateway::state_file::Delivery;
-use crate::platform::{AdapterSpec, CronSpec};
+use crate::platform::{AdapterSpec, CronSpec, Sender};
 use crate::profile::Profile;
 
 /// Each adapter that can send, by name, with its sender.
@@ -63,20 +62,12 @@ pub(super) fn open(
     let senders: Senders = adapters
         .iter()
         .filter_map(|(spec, secret)| {
-            Sender::new(spec, secret, shared.clone()).map(|s| (spec.name.clone(), s))
+            Sender::new(spec, secret, shared).map(|s| (spec.name.clone(), s))
         })
         .collect();
     let routes: HashMap<String, Route> = senders
         .iter()
-        .map(|(name, sender)| {
-            let spec = adapters.iter().find(|(s, _)| &s.name == name);
-            let kind = spec.map_or("", |(s, _)| s.protocol.kind());
-            let route = Route {
-                kind,
-                max_text: sender.max_text(),
-            };
-            (name.clone(), route)
-        })
+        .map(|(name, sender)| (name.clone(), sender.route()))
         .collect();
     match Outbox::open(&profile.outbox_dir(), routes) {
         Ok(outbox) => Outbound::Open {

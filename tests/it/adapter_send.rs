@@ -11,9 +11,9 @@ use hermes_svc::config;
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
 use hermes_svc::gateway::adapter::Shared;
 use hermes_svc::gateway::health::{Registry, State};
-use hermes_svc::gateway::send::{Answer, Outgoing, Sender, Target};
+use hermes_svc::gateway::send::{Answer, Outgoing, Post};
 use hermes_svc::gateway::spool::Spool;
-use hermes_svc::platform::AdapterSpec;
+use hermes_svc::platform::{websocket, AdapterSpec, Sender};
 use serde_json::{json, Value};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
@@ -55,10 +55,10 @@ fn serve(listener: TcpListener) -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
-fn msg(id: &str, target: &str, text: &str, reply_to: Option<&str>) -> Outgoing {
+fn msg(id: &str, target: &str, text: &str, reply_to: Option<&str>) -> Outgoing<websocket::Target> {
     Outgoing {
         id: id.into(),
-        target: Target::parse("websocket", target).unwrap(),
+        target: websocket::Target::parse(target).unwrap(),
         text: text.into(),
         reply_to: reply_to.map(Into::into),
         seq: None,
@@ -69,7 +69,7 @@ struct Adapter {
     registry: Registry,
     stop: tokio::sync::watch::Sender<bool>,
     task: tokio::task::JoinHandle<hermes_svc::gateway::adapter::AdapterExit>,
-    sender: Sender,
+    sender: websocket::Sender,
     _dir: crate::harness::TempDir,
 }
 
@@ -83,7 +83,9 @@ fn start(port: u16) -> Adapter {
         .adapters
         .remove(0);
     let shared = Shared::new(ProxyEnv::default()).unwrap();
-    let sender = Sender::new(&spec, &[], shared.clone()).expect("send-frame makes a sender");
+    let Some(Sender::WebSocket(sender)) = Sender::new(&spec, &[], &shared) else {
+        panic!("send-frame makes a WebSocket sender");
+    };
     let dir = scratch_dir("adapter-send");
     let spool = Arc::new(Spool::open(&dir.path().join("inbox")).unwrap());
     let registry = Registry::new();

@@ -17,6 +17,7 @@ use futures_util::future::BoxFuture;
 use hermes_svc::api::{self, ApiError, ApiState, Messages, Refused, Submitted};
 use hermes_svc::gateway::outbox::{Message, Outbox, Request, Route};
 use hermes_svc::gateway::spool::{Event, Spool};
+use hermes_svc::platform::{discord, qqbot, telegram};
 use hermes_svc::profile::{Profile, ProfileName};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -115,24 +116,15 @@ impl ApiRig {
             let routes = HashMap::from([
                 (
                     "qq".to_owned(),
-                    Route {
-                        kind: "qqbot",
-                        max_text: MAX_TEXT,
-                    },
+                    Route::new::<qqbot::Sender>("qqbot", MAX_TEXT),
                 ),
                 (
                     "dc".to_owned(),
-                    Route {
-                        kind: "discord",
-                        max_text: MAX_TEXT,
-                    },
+                    Route::new::<discord::Sender>("discord", MAX_TEXT),
                 ),
                 (
                     "tg".to_owned(),
-                    Route {
-                        kind: "telegram",
-                        max_text: TG_MAX_TEXT,
-                    },
+                    Route::new::<telegram::Sender>("telegram", TG_MAX_TEXT),
                 ),
             ]);
             Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())

@@ -5,21 +5,48 @@ use tokio::time::Instant;
 
 use super::journal::FILE_NAME;
 use super::*;
+use crate::gateway::send::target::malformed;
+
+/// A platform that numbers its replies in groups (`group:ID`) and not in channels
+/// (`channel:ID`).
+fn numbered(text: &str) -> Result<Address, TargetError> {
+    match text.split_once(':') {
+        Some(("group", id)) if !id.is_empty() => Ok(Address {
+            numbers_replies: true,
+        }),
+        Some(("channel", id)) if !id.is_empty() => Ok(Address {
+            numbers_replies: false,
+        }),
+        _ => Err(malformed(text, "group:ID or channel:ID", "group:g")),
+    }
+}
+
+/// A platform with numbered channels (`channel:1`), which numbers nothing.
+fn plain(text: &str) -> Result<Address, TargetError> {
+    match text.strip_prefix("channel:") {
+        Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => Ok(Address {
+            numbers_replies: false,
+        }),
+        _ => Err(malformed(text, "channel:ID", "channel:1")),
+    }
+}
 
 fn routes() -> HashMap<String, Route> {
     HashMap::from([
         (
             "qq".to_owned(),
             Route {
-                kind: "qqbot",
+                kind: "numbered",
                 max_text: 100,
+                address: numbered,
             },
         ),
         (
             "dc".to_owned(),
             Route {
-                kind: "discord",
+                kind: "plain",
                 max_text: 2000,
+                address: plain,
             },
         ),
     ])

@@ -10,7 +10,8 @@ use tokio::sync::watch;
 use tokio::time::{sleep_until, Instant};
 
 use super::{Finish, Message, Next, Outbox, Policy, State};
-use crate::gateway::send::{Answer, Outgoing, PlatformReply, Sender, Target};
+use crate::gateway::send::classify::local;
+use crate::gateway::send::{Answer, Outgoing, PlatformReply, Post};
 use crate::gateway::until_shutdown;
 
 /// A message not delivered within this long after it was queued fails.
@@ -25,9 +26,9 @@ const JOURNAL_PAUSE: Duration = Duration::from_secs(1);
 /// Deliver `adapter`'s messages until shutdown. `connected` changes each time the adapter
 /// connects again (after an outage, or a new login): its messages waiting out a backoff are
 /// then retried at once, rather than up to [`RETRY_MAX`] after the platform came back.
-pub(crate) async fn run(
+pub(crate) async fn run<S: Post>(
     adapter: String,
-    sender: Sender,
+    sender: S,
     outbox: Arc<Outbox>,
     mut connected: Option<watch::Receiver<u64>>,
     mut shutdown: watch::Receiver<bool>,
@@ -76,14 +77,13 @@ pub(crate) async fn run(
 
 /// One attempt at `message`, recorded before (sending) and after (how it ended). Returns the
 /// pause the platform asked for before the next request, if it asked.
-async fn deliver(
-    sender: &Sender,
+async fn deliver<S: Post>(
+    sender: &S,
     outbox: &Outbox,
     message: Message,
 ) -> Result<Option<Duration>, super::OutboxError> {
     let id = message.id.clone();
-    let kind = outbox.routes.get(&message.adapter).map(|r| r.kind);
-    let Some(outgoing) = kind.and_then(|kind| outgoing(kind, &message)) else {
+    let Some(outgoing) = outgoing::<S>(&message) else {
         let error = reply("the target no longer parses for this adapter");
         return outbox
             .finish(&id, Finish::Failed(error))
@@ -120,7 +120,7 @@ async fn deliver(
     }
     outbox.begin(&id).await?;
     crate::test_hook::kill_at("outbox-sending", &message.idempotency_key);
-    let (answer, pause) = sender.send(&outgoing).await;
+    let (answer, pause) = send(sender, &outgoing).await;
     crate::test_hook::kill_at("outbox-answered", &message.idempotency_key);
     let attempts = message.attempts + 1;
     let finish = match answer {
@@ -158,10 +158,27 @@ async fn deliver(
     outbox.finish(&id, finish).await.map(|()| pause)
 }
 
-fn outgoing(kind: &str, message: &Message) -> Option<Outgoing> {
+/// Post `msg` once, unless its text is longer than the platform takes (a limit that may
+/// have shrunk since it was queued): that fails before any request.
+pub(crate) async fn send<S: Post>(
+    sender: &S,
+    msg: &Outgoing<S::Target>,
+) -> (Answer, Option<Duration>) {
+    let len = msg.text.chars().count();
+    if len > sender.max_text() {
+        let m = format!(
+            "the text is {len} characters; the platform takes at most {}",
+            sender.max_text()
+        );
+        return (Answer::Failed(local(m)), None);
+    }
+    sender.send(msg).await
+}
+
+fn outgoing<S: Post>(message: &Message) -> Option<Outgoing<S::Target>> {
     Some(Outgoing {
         id: message.id.clone(),
-        target: Target::parse(kind, &message.target).ok()?,
+        target: S::target(&message.target).ok()?,
         text: message.text.clone(),
         reply_to: message.reply_to.clone(),
         seq: message.seq,

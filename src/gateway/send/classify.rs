@@ -15,24 +15,24 @@ use crate::gateway::platform_number;
 const MAX_MESSAGE: usize = 200;
 
 /// The body as JSON, or `Null` when it is empty or not JSON (a proxy's HTML page).
-pub(super) fn json(body: &[u8]) -> Value {
+pub(crate) fn json(body: &[u8]) -> Value {
     serde_json::from_slice(body).unwrap_or(Value::Null)
 }
 
 /// A number that may come as a JSON number or a string of digits (QQ sends both).
-pub(super) fn int(v: &Value) -> Option<i64> {
+pub(crate) fn int(v: &Value) -> Option<i64> {
     v.as_i64()
         .or_else(|| v.as_str().and_then(|s| s.trim().parse().ok()))
 }
 
 /// A non-empty string id.
-pub(super) fn id(v: &Value) -> Option<String> {
+pub(crate) fn id(v: &Value) -> Option<String> {
     v.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
 }
 
 /// What to keep of an answer that was not a success: the status, the platform's code, and
 /// its message (or the status's reason when the body has none).
-pub(super) fn reply(status: u16, code: Option<i64>, message: Option<&str>) -> PlatformReply {
+pub(crate) fn reply(status: u16, code: Option<i64>, message: Option<&str>) -> PlatformReply {
     let message = match message.map(str::trim).filter(|m| !m.is_empty()) {
         Some(m) => crate::safe_text::clip(m, MAX_MESSAGE),
         None => reqwest::StatusCode::from_u16(status)
@@ -49,7 +49,7 @@ pub(super) fn reply(status: u16, code: Option<i64>, message: Option<&str>) -> Pl
 }
 
 /// A reply for something that happened before any answer (or instead of a request).
-pub(super) fn local(message: impl Into<String>) -> PlatformReply {
+pub(crate) fn local(message: impl Into<String>) -> PlatformReply {
     PlatformReply {
         status: None,
         code: None,
@@ -59,18 +59,18 @@ pub(super) fn local(message: impl Into<String>) -> PlatformReply {
 
 /// A wait given in seconds, possibly with a fraction (`platform_number`: nothing a platform
 /// sends can make it panic; negative and NaN are no wait, absurd values the longest wait).
-pub(super) fn seconds(s: f64) -> Option<Duration> {
+pub(crate) fn seconds(s: f64) -> Option<Duration> {
     platform_number::seconds_f64(s, platform_number::RETRY_WAIT)
 }
 
 /// A header holding seconds (`Retry-After: 65`, `X-RateLimit-Reset-After: 64.57`). The
 /// HTTP-date form of `Retry-After` is not used by either platform and reads as no wait.
-pub(super) fn header_seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
+pub(crate) fn header_seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
     let text = headers.get(name)?.to_str().ok()?;
     seconds(text.trim().parse().ok()?)
 }
 
-pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     header_seconds(headers, RETRY_AFTER.as_str())
 }
 
@@ -78,7 +78,7 @@ pub(super) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// or a server error, retry (after `Retry-After` when given); a gateway timeout, unknown
 /// (the platform behind it may have posted the message and not said so in time); anything
 /// else, failed.
-pub(super) fn by_status(status: u16, headers: &HeaderMap, reply: PlatformReply) -> Answer {
+pub(crate) fn by_status(status: u16, headers: &HeaderMap, reply: PlatformReply) -> Answer {
     match status {
         504 => Answer::Unknown(format!("the platform's gateway timed out: {reply}")),
         408 | 429 | 500..=599 => Answer::Retry {

@@ -9,10 +9,10 @@ use super::classify::local;
 use super::Answer;
 
 /// An answer as the classifiers read it.
-pub(super) struct Response {
-    pub(super) status: u16,
-    pub(super) headers: HeaderMap,
-    pub(super) body: Vec<u8>,
+pub(crate) struct Response {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: Vec<u8>,
 }
 
 /// A platform's answer to a send is a few hundred bytes; past this, the rest is not read.
@@ -21,7 +21,7 @@ const MAX_BODY: usize = 64 * 1024;
 /// Send `request` and read the answer. A body that breaks off after the status came is read
 /// as empty, and one past [`MAX_BODY`] is cut there: the status has already said what
 /// happened, and the body only adds the platform's words.
-pub(super) async fn exchange(request: reqwest::RequestBuilder) -> Result<Response, Answer> {
+pub(crate) async fn exchange(request: reqwest::RequestBuilder) -> Result<Response, Answer> {
     let mut resp = request.send().await.map_err(transport)?;
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
@@ -48,7 +48,7 @@ pub(super) async fn exchange(request: reqwest::RequestBuilder) -> Result<Respons
 
 /// A request that got no HTTP answer. The URL is left out of the text: it says nothing the
 /// message's target does not, and a URL is where a credential would hide if one ever did.
-pub(super) fn transport(e: reqwest::Error) -> Answer {
+pub(crate) fn transport(e: reqwest::Error) -> Answer {
     let builder = e.is_builder();
     let connect = e.is_connect();
     let timeout = e.is_timeout();

@@ -14,29 +14,52 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 use serde_json::json;
 
-use super::classify::{self, int, json, local};
-use super::exchange::exchange;
-use super::split::pieces;
-use super::{Answer, Outgoing, Target};
+use super::Target;
 use crate::config::Secret;
+use crate::gateway::send::classify::{self, int, json, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::split::pieces;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing."
-pub(super) const PIECE: usize = 4096;
+const PIECE: usize = 4096;
 /// The longest text taken: sixteen messages' worth. Longer is refused when it is queued.
-pub(super) const MAX_TEXT: usize = PIECE * 16;
+const MAX_TEXT: usize = PIECE * 16;
 
-pub(super) struct Telegram {
-    pub(super) http: reqwest::Client,
-    pub(super) api_base: String,
-    pub(super) token: Secret,
+pub struct Sender {
+    http: reqwest::Client,
+    api_base: String,
+    token: Secret,
     /// Outbox message id → the pieces posted so far and the first one's message id.
     progress: Mutex<HashMap<String, (usize, Option<String>)>>,
 }
 
-impl Telegram {
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Never: Telegram has no client key that drops a repeat.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        false
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        (self.post(msg).await, None)
+    }
+}
+
+impl Sender {
     pub(super) fn new(http: reqwest::Client, api_base: &str, token: Secret) -> Self {
         Self {
             http,
@@ -46,13 +69,8 @@ impl Telegram {
         }
     }
 
-    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
-        let Target::TelegramChat(chat) = &msg.target else {
-            return Answer::Failed(local(format!(
-                "target {} is not a Telegram chat",
-                msg.target
-            )));
-        };
+    async fn post(&self, msg: &Outgoing<Target>) -> Answer {
+        let chat = &msg.target.0;
         let reply_to = match msg.reply_to.as_deref().map(str::parse::<i64>) {
             None => None,
             Some(Ok(id)) => Some(id),
@@ -150,10 +168,10 @@ mod tests {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().no_proxy().build().unwrap();
         let config = TelegramConfig::default();
-        let tg = Telegram::new(http, &mock.http_base(), Secret::new(config.token));
+        let tg = Sender::new(http, &mock.http_base(), Secret::new(config.token));
         let msg = Outgoing {
             id: "m1".into(),
-            target: Target::TelegramChat(config.chats[0].to_string()),
+            target: Target(config.chats[0].to_string()),
             text: ["a", "b", "c"].map(|c| c.repeat(PIECE)).concat(),
             reply_to: None,
             seq: None,
@@ -161,10 +179,10 @@ mod tests {
         // Piece 1 went out in an earlier attempt.
         tg.record(&msg.id, Some((1, Some("41".into()))));
         mock.set_send_fault(Platform::Telegram, SendFault::ResetAfterProcessing(1));
-        assert!(matches!(tg.send(&msg).await, Answer::Unknown(_)));
+        assert!(matches!(tg.post(&msg).await, Answer::Unknown(_)));
         assert_eq!(tg.progress(&msg.id).0, 1, "piece 1 stays confirmed");
         assert_eq!(
-            tg.send(&msg).await,
+            tg.post(&msg).await,
             Answer::Sent {
                 platform_id: Some("41".into())
             }

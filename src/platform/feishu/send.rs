@@ -18,22 +18,24 @@
 //! parameter, such as an invalid receive_id).
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::classify::{self, header_seconds, int, json, local};
-use super::exchange::exchange;
-use super::feishu_token::FeishuToken;
-use super::target::valid_id;
-use super::{Answer, Outgoing, Target};
+use super::token::FeishuToken;
+use super::Target;
 use crate::gateway::adapter::platform::PlatformError;
 use crate::gateway::adapter::Shared;
+use crate::gateway::send::classify::{self, header_seconds, int, json, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::target::valid_id;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// Characters of text taken. A text message's body may be 150 KB; 30,000 characters of CJK
 /// (3 bytes each in UTF-8) with the JSON around them fit with room to spare.
-pub(super) const MAX_TEXT: usize = 30_000;
+const MAX_TEXT: usize = 30_000;
 
 /// The access token was refused (tenant, app, or any access token invalid, or missing): drop
 /// it, fetch another, and retry.
@@ -47,13 +49,35 @@ const RATE_LIMITED: &[i64] = &[99991400, 230020, 11232];
 /// error-code page (1500, 1503, 1551, 1557).
 const TRANSIENT: &[i64] = &[1500, 1503, 1551, 1557];
 
-pub(super) struct Feishu {
-    pub(super) shared: Shared,
-    pub(super) api_base: String,
-    pub(super) token: Arc<FeishuToken>,
+pub struct Sender {
+    shared: Shared,
+    api_base: String,
+    token: Arc<FeishuToken>,
 }
 
-impl Feishu {
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Always: the uuid makes every send safe to repeat, a reply or not, within the hour the
+    /// platform remembers it.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        true
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        (self.post(msg).await, None)
+    }
+}
+
+impl Sender {
     pub(super) fn new(shared: Shared, api_base: &str, token: FeishuToken) -> Self {
         Self {
             shared,
@@ -62,12 +86,9 @@ impl Feishu {
         }
     }
 
-    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
+    async fn post(&self, msg: &Outgoing<Target>) -> Answer {
         let Some(path) = path(msg) else {
-            let m = match &msg.reply_to {
-                Some(_) => "reply_to is not a Feishu message id (om_...)".to_owned(),
-                None => format!("target {} is not a Feishu chat or user", msg.target),
-            };
+            let m = "reply_to is not a Feishu message id (om_...)";
             return Answer::Failed(local(m));
         };
         let token = match self.token.get(&self.shared).await {
@@ -108,19 +129,18 @@ impl Feishu {
 }
 
 /// The request's path and query: a reply by the message it answers, anything else by target.
-fn path(msg: &Outgoing) -> Option<String> {
+fn path(msg: &Outgoing<Target>) -> Option<String> {
     if let Some(id) = &msg.reply_to {
         return valid_id(id).then(|| format!("/open-apis/im/v1/messages/{id}/reply"));
     }
     let kind = match msg.target {
-        Target::FeishuChat(_) => "chat_id",
-        Target::FeishuUser(_) => "open_id",
-        _ => return None,
+        Target::Chat(_) => "chat_id",
+        Target::User(_) => "open_id",
     };
     Some(format!("/open-apis/im/v1/messages?receive_id_type={kind}"))
 }
 
-fn body(msg: &Outgoing) -> Value {
+fn body(msg: &Outgoing<Target>) -> Value {
     let content = json!({ "text": msg.text }).to_string();
     let mut body = json!({"msg_type": "text", "content": content, "uuid": uuid(&msg.id)});
     if msg.reply_to.is_none() {
@@ -131,7 +151,7 @@ fn body(msg: &Outgoing) -> Value {
 
 /// The message's uuid: the same for every attempt of one outbox message, 36 characters
 /// (within the platform's 50) in the usual 8-4-4-4-12 form, from 128 bits of a hash of the id.
-pub(super) fn uuid(id: &str) -> String {
+fn uuid(id: &str) -> String {
     let d = Sha256::digest(id.as_bytes());
     let hex: String = d[..16].iter().map(|b| format!("{b:02x}")).collect();
     format!(
@@ -190,7 +210,7 @@ mod tests {
         }
     }
 
-    fn msg(target: Target, reply_to: Option<&str>) -> Outgoing {
+    fn msg(target: Target, reply_to: Option<&str>) -> Outgoing<Target> {
         Outgoing {
             id: "m1".into(),
             target,
@@ -288,7 +308,7 @@ mod tests {
 
     #[test]
     fn bodies_and_paths_send_and_reply() {
-        let chat = msg(Target::FeishuChat("oc_1".into()), None);
+        let chat = msg(Target::Chat("oc_1".into()), None);
         assert_eq!(
             path(&chat).unwrap(),
             "/open-apis/im/v1/messages?receive_id_type=chat_id"
@@ -300,12 +320,12 @@ mod tests {
         let content: Value = serde_json::from_str(b["content"].as_str().unwrap()).unwrap();
         assert_eq!(content, json!({"text": "hi \"there\"\n"}));
         assert_eq!(b["uuid"], uuid("m1"));
-        let user = msg(Target::FeishuUser("ou_1".into()), None);
+        let user = msg(Target::User("ou_1".into()), None);
         assert_eq!(
             path(&user).unwrap(),
             "/open-apis/im/v1/messages?receive_id_type=open_id"
         );
-        let reply = msg(Target::FeishuChat("oc_1".into()), Some("om_9"));
+        let reply = msg(Target::Chat("oc_1".into()), Some("om_9"));
         assert_eq!(
             path(&reply).unwrap(),
             "/open-apis/im/v1/messages/om_9/reply"
@@ -313,10 +333,9 @@ mod tests {
         assert!(body(&reply).get("receive_id").is_none());
         // A reply_to that would leave its path segment is never sent.
         assert_eq!(
-            path(&msg(Target::FeishuChat("oc_1".into()), Some("om/../x"))),
+            path(&msg(Target::Chat("oc_1".into()), Some("om/../x"))),
             None
         );
-        assert_eq!(path(&msg(Target::QqGroup("G".into()), None)), None);
     }
 
     #[test]

@@ -16,26 +16,39 @@ use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::classify::{self, header_seconds, int, json, local};
-use super::exchange::exchange;
-use super::{Answer, Outgoing, Target};
+use super::Target;
 use crate::config::Secret;
+use crate::gateway::send::classify::{self, header_seconds, int, json, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// Create Message's `content` limit, in characters.
-pub(super) const MAX_TEXT: usize = 2000;
+const MAX_TEXT: usize = 2000;
 
-pub(super) struct Discord {
+pub struct Sender {
     pub(super) http: reqwest::Client,
     pub(super) api_base: String,
     pub(super) token: Secret,
 }
 
-impl Discord {
-    pub(super) async fn send(&self, msg: &Outgoing) -> (Answer, Option<Duration>) {
-        let Target::DiscordChannel(channel) = &msg.target else {
-            let m = format!("target {} is not a Discord channel", msg.target);
-            return (Answer::Failed(local(m)), None);
-        };
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Always, through the nonce, within the few minutes Discord remembers it.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        true
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        let channel = &msg.target.0;
         let Ok(mut auth) = HeaderValue::from_str(&format!("Bot {}", self.token.expose())) else {
             let m = "the bot token holds a character an HTTP header cannot carry";
             return (Answer::Failed(local(m)), None);
@@ -57,7 +70,7 @@ impl Discord {
     }
 }
 
-fn body(msg: &Outgoing) -> Value {
+fn body(msg: &Outgoing<Target>) -> Value {
     let mut body = json!({
         "content": msg.text,
         "nonce": nonce(&msg.id),
@@ -72,7 +85,7 @@ fn body(msg: &Outgoing) -> Value {
 /// The message's nonce: the same for every attempt of one outbox message, within Discord's
 /// 25 characters whatever the id looks like. A letter first keeps it from reading as a
 /// number; 24 hex digits are 96 bits, so two messages do not meet by chance.
-pub(super) fn nonce(id: &str) -> String {
+fn nonce(id: &str) -> String {
     let digest = Sha256::digest(id.as_bytes());
     let mut s = String::with_capacity(25);
     s.push('h');
@@ -240,7 +253,7 @@ mod tests {
     fn the_body_carries_the_nonce_and_the_reply() {
         let mut msg = Outgoing {
             id: "m1".into(),
-            target: Target::DiscordChannel("1".into()),
+            target: Target("1".into()),
             text: "hi".into(),
             reply_to: None,
             seq: None,

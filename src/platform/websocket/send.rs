@@ -8,29 +8,47 @@
 //! becomes.
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use super::classify::local;
-use super::{Answer, Outgoing, Target};
+use super::{Fields, SendFrame, Target};
 use crate::gateway::adapter::outlet::{Delivery, Outlet};
-use crate::platform::websocket::{Fields, SendFrame};
+use crate::gateway::send::classify::local;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// 64 Ki characters: far more than a chat message needs, and a frame every WebSocket server
 /// takes (even escaped, well under tungstenite's 16 MiB default).
-pub(super) const MAX_TEXT: usize = 64 * 1024;
+const MAX_TEXT: usize = 64 * 1024;
 
-pub(super) struct WebSocket {
+pub struct Sender {
     pub(super) frame: SendFrame,
     pub(super) outlet: Arc<Outlet>,
 }
 
-impl WebSocket {
-    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
-        let Target::WebSocket(target) = &msg.target else {
-            let m = format!("target {} is not a WebSocket target", msg.target);
-            return Answer::Failed(local(m));
-        };
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Never: the peer has no way to drop a repeat.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        false
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        (self.write(msg).await, None)
+    }
+}
+
+impl Sender {
+    async fn write(&self, msg: &Outgoing<Target>) -> Answer {
         let frame = self.frame.render(&Fields {
-            target,
+            target: &msg.target.0,
             text: &msg.text,
             id: &msg.id,
             reply_to: msg.reply_to.as_deref().unwrap_or(""),
@@ -58,14 +76,14 @@ mod tests {
     const FRAME: &str =
         r#"{"op":"send","to":"{target}","text":"{text}","id":"{id}","re":"{reply_to}"}"#;
 
-    fn sender(outlets: &Outlets) -> WebSocket {
-        WebSocket {
+    fn sender(outlets: &Outlets) -> Sender {
+        Sender {
             frame: SendFrame::parse(FRAME).unwrap(),
             outlet: outlets.get("a"),
         }
     }
 
-    fn msg(target: Target, text: &str, reply_to: Option<&str>) -> Outgoing {
+    fn msg(target: Target, text: &str, reply_to: Option<&str>) -> Outgoing<Target> {
         Outgoing {
             id: "m7".into(),
             target,
@@ -101,7 +119,7 @@ mod tests {
         ] {
             let conn = connection(&outlets, Ok(()));
             let a = w
-                .send(&msg(Target::WebSocket("room 1".into()), text, Some("r9")))
+                .write(&msg(Target("room 1".into()), text, Some("r9")))
                 .await;
             assert_eq!(a, Answer::Sent { platform_id: None });
             let frame: Value = serde_json::from_str(&conn.await.unwrap()).unwrap();
@@ -117,7 +135,7 @@ mod tests {
         let outlets = Outlets::default();
         let conn = connection(&outlets, Err("broken pipe".into()));
         let a = sender(&outlets)
-            .send(&msg(Target::WebSocket("r".into()), "hi", None))
+            .write(&msg(Target("r".into()), "hi", None))
             .await;
         assert_eq!(a, Answer::Unknown("broken pipe".into()));
         let frame: Value = serde_json::from_str(&conn.await.unwrap()).unwrap();
@@ -125,18 +143,12 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn no_live_connection_is_a_retry_and_a_wrong_target_fails() {
+    async fn no_live_connection_is_a_retry() {
         let w = sender(&Outlets::default());
-        let a = w
-            .send(&msg(Target::WebSocket("r".into()), "hi", None))
-            .await;
+        let a = w.write(&msg(Target("r".into()), "hi", None)).await;
         assert!(
             matches!(&a, Answer::Retry { after: None, reply } if reply.message.contains("no live connection")),
             "{a:?}"
         );
-        let a = w
-            .send(&msg(Target::DiscordChannel("1".into()), "hi", None))
-            .await;
-        assert!(matches!(a, Answer::Failed(_)), "{a:?}");
     }
 }

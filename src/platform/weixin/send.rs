@@ -20,32 +20,52 @@ use std::time::Duration;
 
 use serde_json::json;
 
-use super::classify::{self, json, local};
-use super::exchange::exchange;
-use super::split::pieces;
-use super::{Answer, Outgoing, Target};
+use super::Target;
 use crate::gateway::adapter::weixin_account::{rate_limited, session_expired, WeixinAccount};
+use crate::gateway::send::classify::{self, json, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::split::pieces;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// The public client splits at 2,000 characters.
-pub(super) const PIECE: usize = 2000;
+const PIECE: usize = 2000;
 /// Sixteen messages' worth; longer is refused when it is queued.
-pub(super) const MAX_TEXT: usize = PIECE * 16;
+const MAX_TEXT: usize = PIECE * 16;
 /// After the frequency limit, the public client waits 30 s.
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
 /// `message_type` and `message_state` of a finished message from a bot.
 const FROM_BOT: u8 = 2;
 const FINISHED: u8 = 2;
 
-pub(super) struct Weixin {
+pub struct Sender {
     pub(super) http: reqwest::Client,
     pub(super) account: Arc<WeixinAccount>,
 }
 
-impl Weixin {
-    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
-        let Target::WeixinUser(peer) = &msg.target else {
-            return Answer::Failed(local(format!("target {} is not a Weixin user", msg.target)));
-        };
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Always: iLink posts one message per piece's `client_id`.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        true
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        (self.pieces(msg).await, None)
+    }
+}
+
+impl Sender {
+    async fn pieces(&self, msg: &Outgoing<Target>) -> Answer {
+        let peer = &msg.target.0;
         let mut first = None;
         for (i, piece) in pieces(&msg.text, PIECE).iter().enumerate() {
             let client_id = format!("hermes-{}-{i}", msg.id);

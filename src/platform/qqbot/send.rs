@@ -16,21 +16,23 @@
 //! #2290), where it came with HTTP 400; here it means "sent" whatever the status.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
 
-use super::classify::{self, int, json, local};
-use super::exchange::exchange;
-use super::{Answer, Outgoing, Target};
+use super::Target;
 use crate::gateway::adapter::platform::PlatformError;
 use crate::gateway::adapter::qq_token::QqToken;
 use crate::gateway::adapter::Shared;
+use crate::gateway::send::classify::{self, int, json, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
 
 /// QQ publishes no length limit for a text message; too long is refused with 40054007
 /// ("消息长度超限"). Platform users report 2000 as the limit that holds; a message refused
 /// for length anyway fails with that code.
-pub(super) const MAX_TEXT: usize = 2000;
+const MAX_TEXT: usize = 2000;
 
 /// The same `msg_id` + `msg_seq` was sent before: the first send posted it.
 const DUPLICATE: i64 = 40054005;
@@ -54,17 +56,40 @@ const TRANSIENT: &[i64] = &[11242, 11252, 11263, 11281, 304018];
 /// is dropped and the next attempt fetches a new one.
 const TOKEN_REFUSED: &[i64] = &[11241, 11243];
 
-pub(super) struct Qq {
+pub struct Sender {
     pub(super) shared: Shared,
     pub(super) api_base: String,
     pub(super) token: Arc<QqToken>,
 }
 
-impl Qq {
-    pub(super) async fn send(&self, msg: &Outgoing) -> Answer {
-        let Some(path) = path(&msg.target) else {
-            return Answer::Failed(local(format!("target {} is not a QQ target", msg.target)));
-        };
+impl Post for Sender {
+    type Target = Target;
+
+    fn target(text: &str) -> Result<Target, TargetError> {
+        Target::parse(text)
+    }
+
+    /// Only a passive reply in a v2 chat carries `msg_seq`; a channel or DM reply takes none.
+    fn numbers_replies(target: &Target) -> bool {
+        target.is_v2()
+    }
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    fn dedupes(&self, msg: &Outgoing<Target>) -> bool {
+        dedupes(msg)
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        (self.post(msg).await, None)
+    }
+}
+
+impl Sender {
+    async fn post(&self, msg: &Outgoing<Target>) -> Answer {
+        let path = path(&msg.target);
         let token = match self.token.get(&self.shared).await {
             Ok(t) => t,
             // A token endpoint that is down or busy: nothing was sent, try again later.
@@ -104,29 +129,23 @@ impl Qq {
     }
 }
 
-fn path(target: &Target) -> Option<String> {
-    Some(match target {
-        Target::QqGroup(id) => format!("/v2/groups/{id}/messages"),
-        Target::QqUser(id) => format!("/v2/users/{id}/messages"),
-        Target::QqChannel(id) => format!("/channels/{id}/messages"),
-        Target::QqDm(id) => format!("/dms/{id}/messages"),
-        Target::DiscordChannel(_)
-        | Target::WebSocket(_)
-        | Target::FeishuChat(_)
-        | Target::FeishuUser(_)
-        | Target::TelegramChat(_)
-        | Target::WeixinUser(_) => return None,
-    })
+fn path(target: &Target) -> String {
+    match target {
+        Target::Group(id) => format!("/v2/groups/{id}/messages"),
+        Target::User(id) => format!("/v2/users/{id}/messages"),
+        Target::Channel(id) => format!("/channels/{id}/messages"),
+        Target::Dm(id) => format!("/dms/{id}/messages"),
+    }
 }
 
 /// Whether the platform drops a repeat of this message: only a passive reply in a group or
 /// a one-to-one chat, keyed by `msg_id` + `msg_seq`.
-pub(super) fn dedupes(msg: &Outgoing) -> bool {
-    msg.reply_to.is_some() && matches!(msg.target, Target::QqGroup(_) | Target::QqUser(_))
+fn dedupes(msg: &Outgoing<Target>) -> bool {
+    msg.reply_to.is_some() && msg.target.is_v2()
 }
 
-fn body(msg: &Outgoing) -> Value {
-    let v2 = matches!(msg.target, Target::QqGroup(_) | Target::QqUser(_));
+fn body(msg: &Outgoing<Target>) -> Value {
+    let v2 = msg.target.is_v2();
     let mut body = json!({ "content": msg.text });
     if v2 {
         body["msg_type"] = json!(0);
@@ -274,7 +293,7 @@ mod tests {
         assert!(matches!(answer(504, ""), Answer::Unknown(_)));
     }
 
-    fn msg(target: Target, reply_to: Option<&str>, seq: Option<u32>) -> Outgoing {
+    fn msg(target: Target, reply_to: Option<&str>, seq: Option<u32>) -> Outgoing<Target> {
         Outgoing {
             id: "m".into(),
             target,
@@ -286,29 +305,25 @@ mod tests {
 
     #[test]
     fn bodies_and_paths_per_target() {
-        let group = Target::QqGroup("G".into());
+        let group = Target::Group("G".into());
         let m = msg(group.clone(), Some("MSG"), Some(3));
-        assert_eq!(path(&group).unwrap(), "/v2/groups/G/messages");
+        assert_eq!(path(&group), "/v2/groups/G/messages");
         assert_eq!(
             body(&m),
             json!({"content":"hi","msg_type":0,"msg_id":"MSG","msg_seq":3})
         );
         assert!(dedupes(&m));
-        let active = msg(Target::QqUser("U".into()), None, Some(3));
+        let active = msg(Target::User("U".into()), None, Some(3));
         assert_eq!(body(&active), json!({"content":"hi","msg_type":0}));
         assert!(!dedupes(&active));
-        let channel = msg(Target::QqChannel("C".into()), Some("MSG"), Some(3));
-        assert_eq!(path(&channel.target).unwrap(), "/channels/C/messages");
+        let channel = msg(Target::Channel("C".into()), Some("MSG"), Some(3));
+        assert_eq!(path(&channel.target), "/channels/C/messages");
         assert_eq!(body(&channel), json!({"content":"hi","msg_id":"MSG"}));
         assert!(
             !dedupes(&channel),
             "no msg_seq on a channel: nothing dedupes it"
         );
-        assert_eq!(path(&Target::QqDm("D".into())).unwrap(), "/dms/D/messages");
-        assert_eq!(
-            path(&Target::QqUser("U".into())).unwrap(),
-            "/v2/users/U/messages"
-        );
-        assert_eq!(path(&Target::DiscordChannel("1".into())), None);
+        assert_eq!(path(&Target::Dm("D".into())), "/dms/D/messages");
+        assert_eq!(path(&Target::User("U".into())), "/v2/users/U/messages");
     }
 }
