@@ -20,7 +20,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::config::{self, AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::{Post, TargetError};
 
@@ -49,6 +49,14 @@ pub trait Platform {
     /// Who it is to the platform: two gateways with one identity would take each other's
     /// events or sessions. Only its hash leaves the process.
     fn identity(config: &Self::Config, secrets: &[Secret]) -> String;
+
+    /// Keep the adapter's connection up, its events flowing into the spool, until shutdown
+    /// or a fatal error.
+    fn receive(
+        spec: config::AdapterSpec<Self::Config>,
+        secrets: Vec<Secret>,
+        deps: Deps,
+    ) -> impl Future<Output = AdapterExit> + Send;
 
     /// The sender of the adapter named `adapter`, or `None` when it cannot send. `shared` is
     /// what it may share with the adapter's connection (a token, a login, the live socket).
@@ -128,6 +136,26 @@ macro_rules! registry {
             fn parse_target(&self, text: &str) -> Result<Target, String> {
                 Target::parse(self.kind(), text).map_err(|e| e.to_string())
             }
+        }
+
+        /// Keep `spec`'s connection up until shutdown or a fatal error, through its platform.
+        /// Boxed: a connection's state lives on the heap, so a thousand idle adapter tasks
+        /// stay small.
+        pub fn receive(
+            spec: AdapterSpec,
+            secrets: Vec<Secret>,
+            deps: Deps,
+        ) -> Pin<Box<dyn Future<Output = AdapterExit> + Send>> {
+            Box::pin(async move {
+                crate::test_hook::panic_if_asked(&spec.name);
+                let config::AdapterSpec { name, timing, protocol } = spec;
+                match protocol {
+                    $(Protocol::$variant(c) => {
+                        let spec = config::AdapterSpec { name, timing, protocol: c };
+                        <$wing::$platform as Platform>::receive(spec, secrets, deps).await
+                    })+
+                }
+            })
         }
 
         /// Where a message goes, on one of the platforms.

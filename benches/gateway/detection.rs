@@ -50,7 +50,7 @@ impl Running {
         );
         let (stop, rx) = watch::channel(false);
         let spool = Arc::new(Spool::open(&dir.join("inbox")).unwrap());
-        let task = tokio::spawn(adapter::run(
+        let task = tokio::spawn(hermes_svc::platform::receive(
             spec,
             secret.map(|s| Secret::new(s.into())).into_iter().collect(),
             Deps {

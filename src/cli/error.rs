@@ -90,7 +90,7 @@ pub(crate) enum CliError {
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
     #[error("the Weixin login did not complete")]
-    Login(#[from] crate::weixin_qr::QrError),
+    Login(#[from] crate::platform::weixin::qr::QrError),
     #[error(transparent)]
     LoginFile(#[from] crate::platform::weixin::LoginFileError),
     #[error("cannot write {}", path.display())]

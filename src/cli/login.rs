@@ -9,9 +9,9 @@ use super::error::{usage, CliError};
 use super::validate::resolve_profile;
 use crate::config;
 use crate::exit_code;
+use crate::platform::weixin::qr::{self, Step};
 use crate::platform::{weixin, Protocol};
 use crate::systemd::Job;
-use crate::weixin_qr::{self, Step};
 
 pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
     let profile = resolve_profile(&args.profile, args.scope.scope(), None)?;
@@ -60,7 +60,7 @@ pub(super) fn weixin(args: WeixinLoginArgs) -> Result<u8, CliError> {
         "Scan this code with WeChat to log in adapter {:?}:",
         spec.name
     );
-    let login = rt.block_on(weixin_qr::login(&http, api_base, args.timeout, show))?;
+    let login = rt.block_on(qr::login(&http, api_base, args.timeout, show))?;
     login.write(login_file)?;
     let identity = spec.identity(&[login.token()]);
     println!(

@@ -45,7 +45,7 @@ impl Default for Timing {
 
 /// One adapter, validated: its platform's settings are `P`'s (the registry's).
 #[derive(Clone, Debug, PartialEq)]
-pub struct AdapterSpec<P: Platforms> {
+pub struct AdapterSpec<P> {
     pub name: String,
     pub timing: Timing,
     pub protocol: P,

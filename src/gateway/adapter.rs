@@ -23,49 +23,38 @@ pub(crate) mod backoff;
 pub mod batch;
 pub(crate) mod close_code;
 pub(crate) mod connect;
-mod context_tokens;
 pub(crate) mod dialect;
-mod feishu;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;
-mod long_poll;
+pub(crate) mod long_poll;
 pub(crate) mod opcode;
 pub(crate) mod outcome;
 pub(crate) mod outlet;
-pub(crate) mod platform;
 pub mod proxy;
-pub(crate) mod qq_token;
 pub(crate) mod session;
+pub(crate) mod setup;
 mod shared;
-pub(crate) mod telegram;
 pub(crate) mod token_cache;
-mod weixin;
-pub(crate) mod weixin_account;
 
 pub use shared::Shared;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::config::Secret;
+use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
-use crate::platform::feishu::Config as FeishuConfig;
-use crate::platform::qqbot::Config as QqBotConfig;
-use crate::platform::websocket::Config as WebSocketConfig;
-use crate::platform::{AdapterSpec, Protocol};
 use backoff::Backoff;
-use close_code::{CloseAction, GatewayPlatform};
+use close_code::CloseAction;
 use dialect::Dialect;
 use inbox::ResumeState;
 use outcome::SessionEnd;
-use platform::{Platform, PlatformError};
 use session::Session;
+use setup::{Connector, PlatformError};
 
 /// How an adapter stopped.
 #[derive(Debug, PartialEq, Eq)]
@@ -86,8 +75,8 @@ pub struct Deps {
 }
 
 /// The deadline of a component that is backing off: it must come back and try within this.
-pub fn retry_deadline(spec: &AdapterSpec, backoff_max: Duration) -> Duration {
-    backoff_max + spec.timing.connect_timeout + spec.timing.hello_timeout + Duration::from_secs(5)
+pub fn retry_deadline(timing: &Timing, backoff_max: Duration) -> Duration {
+    backoff_max + timing.connect_timeout + timing.hello_timeout + Duration::from_secs(5)
 }
 
 /// Resumes in a row that fail or die within `backoff-min` before the session is dropped and
@@ -102,42 +91,28 @@ const IMMEDIATE_TOKEN_REFRESHES: u32 = 1;
 /// a longer one is waited out before connecting.
 const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
 
-/// Run until shutdown or a fatal error.
-pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> AdapterExit {
-    // Every transport so far is keyed on one secret at most.
-    let secret = secrets.into_iter().next();
-    crate::test_hook::panic_if_asked(&spec.name);
-    if let Protocol::Feishu(_) = spec.protocol {
-        // Boxed: its state would otherwise enlarge every adapter's task.
-        return Box::pin(feishu::run(spec, secret, deps)).await;
-    }
-    if let Protocol::Telegram(_) | Protocol::Weixin(_) = spec.protocol {
-        return Box::pin(long_poll::start(spec, secret, deps)).await;
-    }
+/// Keep a WebSocket adapter named `name` connected, through its platform's `platform`,
+/// until shutdown or a fatal error.
+pub(crate) async fn run<C: Connector>(
+    name: &str,
+    timing: &Timing,
+    mut platform: C,
+    mut deps: Deps,
+) -> AdapterExit {
     let hb = deps.heartbeat.clone();
-    let identify = deps
-        .shared
-        .identify
-        .queue(&credential_key(&spec, secret.as_ref()));
-    let mut platform = Platform::new(spec.clone(), secret, deps.shared.clone());
-    let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
+    let identify = deps.shared.identify.queue(&platform.identify_key());
+    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
     let mut resume: Option<ResumeState> = None;
     let mut delay: Option<Duration> = None;
     let mut short_resumes = 0;
     let mut stale_tokens = 0;
-    let retry_deadline = retry_deadline(&spec, backoff.max().max(Duration::from_secs(60)));
-    let outlet = match &spec.protocol {
-        Protocol::WebSocket(WebSocketConfig {
-            send_frame: Some(_),
-            ..
-        }) => Some(deps.shared.outlets.get(&spec.name)),
-        _ => None,
-    };
+    let retry_deadline = retry_deadline(timing, backoff.max().max(Duration::from_secs(60)));
+    let outlet = platform.outlet();
     loop {
         if let Some(d) = delay.take() {
             hb.enter(State::Retrying);
             hb.set_deadline(retry_deadline);
-            tracing::info!(adapter = %spec.name, delay_ms = d.as_millis() as u64, "reconnecting after backoff");
+            tracing::info!(adapter = %name, delay_ms = d.as_millis() as u64, "reconnecting after backoff");
             if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
                 return AdapterExit::Shutdown;
             }
@@ -152,10 +127,10 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
                 .await
             {
                 Ok(p) => p,
-                Err(PlatformError::Fatal(e)) => return fatal(&hb, &spec.name, e),
+                Err(PlatformError::Fatal(e)) => return fatal(&hb, name, e),
                 Err(PlatformError::Retry(e) | PlatformError::Unreachable(e)) => {
                     hb.error(&e);
-                    tracing::warn!(adapter = %spec.name, error = %e, "setup failed");
+                    tracing::warn!(adapter = %name, error = %e, "setup failed");
                     delay = Some(backoff.next_delay(fastrand::f64));
                     continue;
                 }
@@ -173,18 +148,18 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
                 hb.error(format!(
                     "waiting {secs:.0}s for the platform's session start limit"
                 ));
-                tracing::info!(adapter = %spec.name, wait_s = secs, "identify queued by the session start limit");
+                tracing::info!(adapter = %name, wait_s = secs, "identify queued by the session start limit");
                 if wait(&hb, at, &mut deps.shutdown).await {
                     return AdapterExit::Shutdown;
                 }
             }
         }
         let session = Session {
-            adapter: &spec.name,
+            adapter: name,
             url: &prepared.url,
             authorization: prepared.authorization.as_deref(),
             dialect: &prepared.dialect,
-            timing: &spec.timing,
+            timing,
             heartbeat: &hb,
             spool: &deps.spool,
             proxies: &deps.shared.proxies,
@@ -197,7 +172,7 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
         resume = outcome.resume;
         if outcome
             .connected_for
-            .is_some_and(|c| c >= spec.timing.stable_after)
+            .is_some_and(|c| c >= timing.stable_after)
         {
             backoff.reset();
         }
@@ -207,7 +182,7 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
         // end the outage it interrupted.
         let lived = outcome
             .connected_for
-            .is_some_and(|c| c >= spec.timing.backoff_min);
+            .is_some_and(|c| c >= timing.backoff_min);
         // A connection that stored dispatches did its job, however short it was: a resume
         // that replays a long backlog and then dies still moved the session on, and dropping
         // that session would lose what it had yet to replay.
@@ -224,7 +199,7 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
             stale_tokens = 0;
         }
         if short_resumes >= MAX_SHORT_RESUMES && resume.is_some() {
-            tracing::warn!(adapter = %spec.name, short_resumes, "resumes keep failing; identifying afresh");
+            tracing::warn!(adapter = %name, short_resumes, "resumes keep failing; identifying afresh");
             resume = None;
             short_resumes = 0;
         }
@@ -236,13 +211,13 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
             SessionEnd::Zombie(z) => {
                 // Drop and resume at once: the server still has the session.
                 hb.error(z);
-                tracing::warn!(adapter = %spec.name, reason = %z, "connection is dead; resuming");
+                tracing::warn!(adapter = %name, reason = %z, "connection is dead; resuming");
                 if !lived {
                     delay = Some(backoff.next_delay(fastrand::f64));
                 }
             }
             SessionEnd::Reconnect => {
-                tracing::info!(adapter = %spec.name, "server asked to reconnect (op 7); resuming");
+                tracing::info!(adapter = %name, "server asked to reconnect (op 7); resuming");
                 if !lived {
                     delay = Some(backoff.next_delay(fastrand::f64));
                 }
@@ -252,30 +227,27 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
                     resume = None;
                 }
                 hb.error(format!("invalid session (op 9, resumable: {resumable})"));
-                tracing::info!(adapter = %spec.name, resumable, "invalid session (op 9)");
+                tracing::info!(adapter = %name, resumable, "invalid session (op 9)");
                 // Discord asks for a short random wait before identifying again; a platform
                 // that answers every Identify with op 9 gets the growing backoff, so that it
                 // is not asked twice a second for ever (each Identify spends the daily budget).
                 delay = if lived {
-                    Some(spec.timing.backoff_min.mul_f64(fastrand::f64()))
+                    Some(timing.backoff_min.mul_f64(fastrand::f64()))
                 } else {
                     Some(backoff.next_delay(fastrand::f64))
                 };
             }
             SessionEnd::Closed(code) => {
                 // A plain WebSocket server's own codes mean nothing to us: it is reconnected.
-                let (action, meaning) = match prepared.dialect {
-                    Dialect::Gateway(gateway) => gateway.platform.classify(code),
-                    Dialect::Plain { .. } => (CloseAction::Resume, "closed"),
-                };
+                let (action, meaning) = platform.close(code);
                 let code_text = code.map_or("none".into(), |c| c.to_string());
                 hb.error(format!("closed with code {code_text} ({meaning})"));
-                tracing::info!(adapter = %spec.name, code = %code_text, ?action, meaning, "connection closed");
+                tracing::info!(adapter = %name, code = %code_text, ?action, meaning, "connection closed");
                 match action {
                     // A server closing everyone at once (a deploy) must not get everyone back
                     // in the same millisecond: a short jitter spreads the herd.
                     CloseAction::Resume if lived => {
-                        delay = Some(spec.timing.backoff_min.mul_f64(fastrand::f64()));
+                        delay = Some(timing.backoff_min.mul_f64(fastrand::f64()));
                     }
                     CloseAction::Resume => delay = Some(backoff.next_delay(fastrand::f64)),
                     CloseAction::Reidentify => {
@@ -296,10 +268,10 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
                         delay = Some(backoff.next_delay(fastrand::f64));
                     }
                     CloseAction::Fatal => {
-                        let hint = fatal_hint(&spec, code);
+                        let hint = platform.fatal_hint(code);
                         return fatal(
                             &hb,
-                            &spec.name,
+                            name,
                             format!("closed with code {code_text}: {meaning}{hint}"),
                         );
                     }
@@ -307,7 +279,7 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
             }
             SessionEnd::Failed(e) | SessionEnd::Spool(e) => {
                 hb.error(&e);
-                tracing::warn!(adapter = %spec.name, error = %e, "connection attempt failed");
+                tracing::warn!(adapter = %name, error = %e, "connection attempt failed");
                 platform.invalidate();
                 // A resume URL that could not be reached is not tried again; the session
                 // may still resume through the normal gateway URL.
@@ -322,7 +294,11 @@ pub async fn run(spec: AdapterSpec, secrets: Vec<Secret>, mut deps: Deps) -> Ada
 
 /// Sleep until `until`, beating on the way: waiting out a schedule (a backoff, the platform's
 /// session start limit) is progress, however long the platform asks for. True on shutdown.
-async fn wait(hb: &Heartbeat, until: Instant, shutdown: &mut watch::Receiver<bool>) -> bool {
+pub(crate) async fn wait(
+    hb: &Heartbeat,
+    until: Instant,
+    shutdown: &mut watch::Receiver<bool>,
+) -> bool {
     const STEP: Duration = Duration::from_secs(5);
     loop {
         let now = Instant::now();
@@ -337,52 +313,7 @@ async fn wait(hb: &Heartbeat, until: Instant, shutdown: &mut watch::Receiver<boo
     }
 }
 
-/// What the user can do about a fatal close, where the code says more than its meaning.
-fn fatal_hint(spec: &AdapterSpec, code: Option<u16>) -> String {
-    match (&spec.protocol, code) {
-        (Protocol::QqBot(QqBotConfig { intents, .. }), Some(4014)) => {
-            let gated = crate::platform::qqbot::gated_intents(*intents);
-            if gated.is_empty() {
-                "; the platform has not granted one of the configured intents".into()
-            } else {
-                format!(
-                    "; remove {} from intents in gateway.toml, or apply for it on the QQ \
-                     open platform",
-                    gated.join(", ")
-                )
-            }
-        }
-        (Protocol::Discord(_), Some(4014)) => {
-            "; enable the privileged intents (message-content, guild-members) for the bot in \
-             the Discord developer portal, or remove them from intents"
-                .into()
-        }
-        _ => String::new(),
-    }
-}
-
-/// Which session start limit an adapter counts against: its platform and credential,
-/// hashed, so the key never holds a secret.
-fn credential_key(spec: &AdapterSpec, secret: Option<&Secret>) -> String {
-    let (platform, identity) = match &spec.protocol {
-        Protocol::QqBot(QqBotConfig { app_id, .. }) => (GatewayPlatform::QqBot, app_id.as_str()),
-        Protocol::Discord(_) => (
-            GatewayPlatform::Discord,
-            secret.map(Secret::expose).unwrap_or(""),
-        ),
-        Protocol::WebSocket(WebSocketConfig { url, .. }) => return format!("websocket:{url}"),
-        // Feishu has no session start limit; its own runner never books a slot.
-        Protocol::Feishu(FeishuConfig { app_id, .. }) => return format!("feishu:{app_id}"),
-        // The long-poll kinds have no session start limit either.
-        Protocol::Telegram(_) | Protocol::Weixin(_) => {
-            return format!("{}:{}", spec.protocol.kind(), spec.name)
-        }
-    };
-    let digest = Sha256::digest(format!("{platform:?}\0{identity}"));
-    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn fatal(hb: &Heartbeat, name: &str, reason: String) -> AdapterExit {
+pub(crate) fn fatal(hb: &Heartbeat, name: &str, reason: String) -> AdapterExit {
     hb.enter(State::Fatal);
     hb.error(&reason);
     tracing::error!(adapter = %name, %reason, "fatal; not retrying");

@@ -5,7 +5,7 @@
 //! On the same port as the rest of the mock:
 //! - `POST /callback/ws/endpoint`: discovery of the long connection's URL and ClientConfig.
 //! - `GET /ws/v2?device_id=…&service_id=…&ticket=…` (upgrade): the long connection, binary
-//!   pbbp2 frames ([`crate::pbbp2`]); pushes events, answers pings, takes acks, and pushes an
+//!   pbbp2 frames ([`crate::platform::feishu::pbbp2`]); pushes events, answers pings, takes acks, and pushes an
 //!   event again when its ack does not come in time.
 //! - `POST /open-apis/auth/v3/tenant_access_token/internal`: the tenant token.
 //! - `POST /open-apis/im/v1/messages` and `…/messages/{message_id}/reply`: sends, recorded

@@ -1,7 +1,9 @@
 //! Discord: events over the op-code WebSocket gateway (the dialect QQ Bot copied), messages
 //! through the REST API with the bot token.
 
+mod close_code;
 mod config;
+mod connect;
 mod intents;
 mod send;
 mod target;
@@ -11,8 +13,8 @@ pub use send::Sender;
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct Discord;
 
@@ -33,6 +35,16 @@ impl Platform for Discord {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("discord:{}", first(secrets))
+    }
+
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let discord = connect::Discord {
+            config: spec.protocol.clone(),
+            token: Secret::new(first(&secrets).to_owned()),
+            shared: deps.shared.clone(),
+            gateway_url: None,
+        };
+        crate::gateway::adapter::run(&spec.name, &spec.timing, discord, deps).await
     }
 
     fn sender(

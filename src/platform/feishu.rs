@@ -2,6 +2,8 @@
 //! messages through the Open API with a `tenant_access_token`.
 
 mod config;
+pub mod pbbp2;
+mod receive;
 mod send;
 mod target;
 mod token;
@@ -11,8 +13,8 @@ pub use send::Sender;
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct Feishu;
 
@@ -35,6 +37,10 @@ impl Platform for Feishu {
     /// lose the events the other took.
     fn identity(config: &Config, _secrets: &[Secret]) -> String {
         format!("feishu:{}", config.app_id)
+    }
+
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        receive::run(spec, secrets.into_iter().next(), deps).await
     }
 
     fn sender(

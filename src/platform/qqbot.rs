@@ -1,10 +1,13 @@
 //! QQ Bot (q.qq.com, API v2): events over the op-code WebSocket gateway, messages through
 //! the OpenAPI with an access token from the app id and secret.
 
+mod close_code;
 mod config;
+mod connect;
 mod intents;
 mod send;
 mod target;
+mod token;
 
 pub use config::Config;
 pub use intents::gated_intents;
@@ -12,8 +15,8 @@ pub use send::Sender;
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct QqBot;
 
@@ -45,6 +48,16 @@ impl Platform for QqBot {
     }
 
     /// It shares the adapter's access token, one per credential.
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let qq = connect::Qq::new(
+            &spec.name,
+            spec.protocol.clone(),
+            secrets.first(),
+            deps.shared.clone(),
+        );
+        crate::gateway::adapter::run(&spec.name, &spec.timing, qq, deps).await
+    }
+
     fn sender(
         config: &Config,
         _adapter: &str,
@@ -52,9 +65,11 @@ impl Platform for QqBot {
         shared: &Shared,
     ) -> Option<Sender> {
         Some(Sender {
-            token: shared
-                .qq_tokens
-                .get(&config.app_id, &config.token_url, secrets.first()),
+            token: shared.keep::<token::QqTokens>().get(
+                &config.app_id,
+                &config.token_url,
+                secrets.first(),
+            ),
             shared: shared.clone(),
             api_base: config.api_base.clone(),
         })

@@ -1,6 +1,7 @@
 //! Telegram's Bot API: updates by `getUpdates` long polling, messages by `sendMessage`.
 
 mod config;
+mod receive;
 mod send;
 mod target;
 
@@ -9,8 +10,9 @@ pub use send::Sender;
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::long_poll;
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct Telegram;
 
@@ -37,6 +39,23 @@ impl Platform for Telegram {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("telegram:{}", first(secrets))
+    }
+
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let c = &spec.protocol;
+        let poller = receive::Telegram::new(
+            receive::TelegramConfig {
+                adapter: &spec.name,
+                api_base: &c.api_base,
+                token: Secret::new(first(&secrets).to_owned()),
+                token_env: &c.token_env,
+                poll: c.poll,
+                allowed_updates: &c.allowed_updates,
+                delete_webhook: c.delete_webhook,
+            },
+            deps.shared.http.clone(),
+        );
+        long_poll::run(&spec.name, &spec.timing, poller, deps).await
     }
 
     fn sender(

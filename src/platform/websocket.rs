@@ -2,6 +2,7 @@
 //! (or an application-level ping), sending through a frame template when it has one.
 
 mod config;
+mod connect;
 mod send;
 mod send_frame;
 mod target;
@@ -12,8 +13,8 @@ pub use send_frame::{Fields, SendFrame, SendFrameError};
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct WebSocket;
 
@@ -42,6 +43,20 @@ impl Platform for WebSocket {
     }
 
     /// Only with a `send-frame`, through the adapter's live connection.
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let outlet = spec
+            .protocol
+            .send_frame
+            .is_some()
+            .then(|| deps.shared.outlets.get(&spec.name));
+        let plain = connect::Plain {
+            config: spec.protocol.clone(),
+            token: secrets.into_iter().next(),
+            outlet,
+        };
+        crate::gateway::adapter::run(&spec.name, &spec.timing, plain, deps).await
+    }
+
     fn sender(
         config: &Config,
         adapter: &str,

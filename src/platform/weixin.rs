@@ -2,8 +2,12 @@
 //! `sendmessage`, with a token from a QR login (`hermes-svc login weixin`) kept in a login
 //! file rather than `.env`.
 
+mod account;
 mod config;
+mod context_tokens;
 mod login;
+pub mod qr;
+mod receive;
 mod send;
 mod target;
 
@@ -13,8 +17,9 @@ pub use send::Sender;
 pub use target::Target;
 
 use super::{first, Platform};
-use crate::config::{AdapterKeys, ConfigError, Secret};
-use crate::gateway::adapter::Shared;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::long_poll;
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
 pub struct Weixin;
 
@@ -45,6 +50,19 @@ impl Platform for Weixin {
     }
 
     /// It shares the adapter's account: its login and the peers' context tokens.
+    async fn receive(spec: AdapterSpec<Config>, _secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let c = &spec.protocol;
+        let account = deps.shared.keep::<account::WeixinAccounts>().get(
+            &spec.name,
+            &c.login_file,
+            &c.api_base,
+        );
+        let cursor = deps.spool.dir().join("cursors").join(&spec.name);
+        let http = deps.shared.http.clone();
+        let poller = receive::Weixin::new(&spec.name, http, account, c.poll, cursor);
+        long_poll::run(&spec.name, &spec.timing, poller, deps).await
+    }
+
     fn sender(
         config: &Config,
         adapter: &str,
@@ -53,9 +71,11 @@ impl Platform for Weixin {
     ) -> Option<Sender> {
         Some(Sender {
             http: shared.http.clone(),
-            account: shared
-                .weixin
-                .get(adapter, &config.login_file, &config.api_base),
+            account: shared.keep::<account::WeixinAccounts>().get(
+                adapter,
+                &config.login_file,
+                &config.api_base,
+            ),
         })
     }
 }

@@ -109,7 +109,7 @@ impl Components {
             let hb = self.registry.register(
                 &spec.name,
                 ComponentKind::Adapter(spec.protocol.kind()),
-                adapter::retry_deadline(&spec, spec.timing.backoff_max),
+                adapter::retry_deadline(&spec.timing, spec.timing.backoff_max),
             );
             ready_deadline = ready_deadline
                 .max(Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2);
@@ -124,7 +124,7 @@ impl Components {
                 name,
                 Some(hb),
                 Component::Adapter,
-                adapter::run(spec, secret, deps),
+                crate::platform::receive(spec, secret, deps),
             );
         }
         ready_deadline

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hermes_svc::config;
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
-use hermes_svc::gateway::adapter::{self, AdapterExit, Deps, Shared};
+use hermes_svc::gateway::adapter::{AdapterExit, Deps, Shared};
 use hermes_svc::gateway::health::{ComponentKind, Registry, State};
 use hermes_svc::gateway::spool::Spool;
 use hermes_svc::mock_platform::{Fault, MockPlatform};
@@ -488,7 +488,7 @@ fn an_adapter_task_stays_small() {
     let registry = Registry::new();
     let (_stop, rx) = watch::channel(false);
     let dir = scratch_dir("task-size");
-    let task = adapter::run(
+    let task = hermes_svc::platform::receive(
         cfg.adapters[0].clone(),
         vec![],
         Deps {

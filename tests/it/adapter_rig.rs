@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use hermes_svc::config::{self, Secret};
 use hermes_svc::gateway::adapter::proxy::ProxyEnv;
-use hermes_svc::gateway::adapter::{self, AdapterExit, Deps, Shared};
+use hermes_svc::gateway::adapter::{AdapterExit, Deps, Shared};
 use hermes_svc::gateway::health::{ComponentKind, ComponentView, Heartbeat, Registry, State};
 use hermes_svc::gateway::spool::{self, Spool};
 use hermes_svc::mock_platform::{BlackholeProxy, Fault, MockConfig, MockPlatform};
@@ -71,7 +71,11 @@ pub(crate) fn start_adapter(
         shared: shared.clone(),
         shutdown: rx,
     };
-    let task = tokio::spawn(adapter::run(spec, vec![Secret::new("tok".into())], deps));
+    let task = tokio::spawn(hermes_svc::platform::receive(
+        spec,
+        vec![Secret::new("tok".into())],
+        deps,
+    ));
     (hb, stop, task)
 }
 

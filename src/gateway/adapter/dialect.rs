@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::close_code::GatewayPlatform;
 use super::inbox::ResumeState;
 use super::opcode::OpCode;
 
@@ -28,8 +27,6 @@ pub(crate) enum Dialect {
 /// What a session of the op-code dialect is opened with.
 #[derive(Clone, Debug)]
 pub(crate) struct Gateway {
-    /// Whose close codes apply.
-    pub(crate) platform: GatewayPlatform,
     /// What Identify and Resume carry.
     pub(crate) token: String,
     pub(crate) intents: u64,
@@ -37,6 +34,11 @@ pub(crate) struct Gateway {
     pub(crate) properties: Value,
     /// Whether WebSocket pings probe the socket besides the heartbeat.
     pub(crate) ws_ping: bool,
+}
+
+/// What Identify says about the client.
+pub(crate) fn properties() -> Value {
+    json!({"os": std::env::consts::OS, "browser": "hermes-svc", "device": "hermes-svc"})
 }
 
 /// What a text frame of the op-code dialect means.

@@ -110,6 +110,14 @@ impl Slots {
     }
 }
 
+/// The queue key of a `platform`'s credential `identity`, hashed, so the key never holds a
+/// secret.
+pub(crate) fn key(platform: &str, identity: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let digest = Sha256::digest(format!("{platform}\0{identity}"));
+    digest[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// Every credential's slots, for one gateway process.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct IdentifyQueues {

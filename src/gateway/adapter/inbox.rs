@@ -17,7 +17,7 @@ pub(crate) struct ResumeState {
 
 /// The spool as one connection sees it, with the resume state whose cursor acknowledges what
 /// was stored.
-pub(super) struct Inbox<'a> {
+pub(crate) struct Inbox<'a> {
     adapter: &'a str,
     spool: &'a Spool,
     resume: Option<ResumeState>,

@@ -1,13 +1,12 @@
-//! An adapter that receives by HTTP long polling (Telegram's `getUpdates`, Weixin's
-//! `getupdates`), kept going for the life of the gateway.
+//! An adapter that receives by HTTP long polling, kept going for the life of the gateway.
 //!
 //! Long polling fails in its own ways, and each has its answer here:
 //! - A poll that hangs on a dead socket: every poll has a client deadline, the time the
 //!   server may hold it plus a grace, and one unanswered by then is a dead connection,
 //!   dropped and tried again. Each answered poll is proof of life.
 //! - A cursor moved before the event was stored: the events of a batch go into the spool
-//!   first, and only then does the platform's poller move its cursor (Telegram's offset,
-//!   Weixin's persisted `get_updates_buf`). A crash in between means the platform sends
+//!   first, and only then does the platform's poller move its cursor (an offset, or a
+//!   persisted buffer). A crash in between means the platform sends
 //!   them again, and the spool drops what it already holds.
 //! - Two pollers on one token: the platform answers one of them with a conflict. Right after
 //!   a restart that can be the previous process's last poll, so a conflict is retried until
@@ -16,157 +15,87 @@
 //! - A login the platform ended: the adapter says so (`needs-login`) and waits, beating, for
 //!   a new one, instead of sleeping in silence while it looks healthy.
 //!
-//! The platforms' requests and answers are theirs (`telegram`, `weixin`); this is the
+//! The platforms' requests and answers are theirs ([`Poll`], in their wings); this is the
 //! loop, the deadline and the order of spool and cursor.
 
+use std::future::Future;
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::telegram::{Telegram, TelegramConfig};
-use super::weixin::Weixin;
 use super::{fatal, wait, AdapterExit, Deps};
-use crate::config::Secret;
-use crate::gateway::health::State;
+use crate::config::Timing;
+use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Event;
-use crate::platform::{telegram, weixin, AdapterSpec, Protocol};
 
 /// How one poll ended, as the loop acts on it.
-pub(super) enum Polled {
+pub(crate) enum Polled {
     /// The server answered: the events to store, in order. The poller holds the cursor that
     /// acknowledges them until [`Poller::commit`].
     Batch(Vec<Event>),
-    /// Asked to wait (Telegram's 429 `retry_after`, iLink's frequency limit).
+    /// Asked to wait (a 429's `retry_after`, a frequency limit).
     Wait(Duration, String),
     /// No usable answer (a 5xx, a refused connection, a garbled body): back off and retry.
     Failed(String),
     /// No answer by the poll's deadline: the connection is dead.
     Dead(String),
-    /// Another poller holds the token (Telegram's 409).
+    /// Another poller holds the token (a 409).
     Conflict(String),
-    /// The platform ended the login (Weixin's expired session).
+    /// The platform ended the login (an expired session).
     NeedsLogin(String),
     /// Retrying cannot help (a revoked token).
     Fatal(String),
 }
 
-/// The platform side of a long-poll adapter.
-pub(super) enum Poller {
-    Telegram(Box<Telegram>),
-    Weixin(Box<Weixin>),
-}
-
-impl Poller {
-    async fn poll(&mut self) -> Polled {
-        match self {
-            Poller::Telegram(t) => t.poll().await,
-            Poller::Weixin(w) => w.poll().await,
-        }
-    }
+/// The platform side of a long-poll adapter: its requests, its cursor, its answers.
+pub(crate) trait Poll: Send {
+    /// One poll, within [`Poll::deadline`].
+    fn poll(&mut self) -> impl Future<Output = Polled> + Send;
 
     /// The last batch is in the spool: acknowledge it.
-    fn commit(&mut self) -> Result<(), String> {
-        match self {
-            Poller::Telegram(t) => {
-                t.commit();
-                Ok(())
-            }
-            Poller::Weixin(w) => w.commit(),
-        }
-    }
+    fn commit(&mut self) -> Result<(), String>;
 
     /// Why the last batch made no progress (updates that cannot be confirmed), if so.
     fn stalled(&mut self) -> Option<String> {
-        match self {
-            Poller::Telegram(t) => t.stalled(),
-            Poller::Weixin(_) => None,
-        }
+        None
     }
 
     /// The client deadline of the next poll.
-    fn deadline(&self) -> Duration {
-        match self {
-            Poller::Telegram(t) => t.deadline(),
-            Poller::Weixin(w) => w.deadline(),
-        }
-    }
+    fn deadline(&self) -> Duration;
 
     /// The deadline of a full long poll, however short the next one is: how long the
     /// previous process's last poll may still be held.
     fn longest_poll(&self) -> Duration {
-        match self {
-            Poller::Telegram(t) => t.longest_poll(),
-            Poller::Weixin(w) => w.deadline(),
-        }
+        self.deadline()
     }
 
-    /// What to add to a conflict's fatal error (Telegram: whether a webhook is set).
-    async fn conflict_hint(&mut self) -> String {
-        match self {
-            Poller::Telegram(t) => t.conflict_hint().await,
-            Poller::Weixin(_) => String::new(),
-        }
+    /// What to add to a conflict's fatal error (whether a webhook is set, say).
+    fn conflict_hint(&mut self) -> impl Future<Output = String> + Send {
+        async { String::new() }
     }
 
-    /// Wait for a new login, beating; true on shutdown.
-    async fn await_login(&mut self, deps: &mut Deps) -> bool {
-        match self {
-            Poller::Weixin(w) => w.await_login(&deps.heartbeat, &mut deps.shutdown).await,
-            // Telegram has no login to renew; its revoked token is fatal.
-            Poller::Telegram(_) => false,
-        }
+    /// Wait for a new login, beating; true on shutdown. A platform with no login to renew
+    /// never says [`Polled::NeedsLogin`].
+    fn await_login(
+        &mut self,
+        _heartbeat: &Heartbeat,
+        _shutdown: &mut watch::Receiver<bool>,
+    ) -> impl Future<Output = bool> + Send {
+        async { false }
     }
 }
 
-/// Build the adapter's poller from its config and run it.
-pub(super) async fn start(spec: AdapterSpec, secret: Option<Secret>, deps: Deps) -> AdapterExit {
-    let http = deps.shared.http.clone();
-    let poller = match &spec.protocol {
-        Protocol::Telegram(telegram::Config {
-            token_env,
-            api_base,
-            poll,
-            allowed_updates,
-            delete_webhook,
-        }) => Poller::Telegram(Box::new(Telegram::new(
-            TelegramConfig {
-                adapter: &spec.name,
-                api_base,
-                token: secret.unwrap_or_else(|| Secret::new(String::new())),
-                token_env,
-                poll: *poll,
-                allowed_updates,
-                delete_webhook: *delete_webhook,
-            },
-            http,
-        ))),
-        Protocol::Weixin(weixin::Config {
-            api_base,
-            poll,
-            login_file,
-        }) => {
-            let account = deps.shared.weixin.get(&spec.name, login_file, api_base);
-            let cursor = deps.spool.dir().join("cursors").join(&spec.name);
-            Poller::Weixin(Box::new(Weixin::new(
-                &spec.name, http, account, *poll, cursor,
-            )))
-        }
-        other => {
-            return fatal(
-                &deps.heartbeat,
-                &spec.name,
-                format!("kind {} does not poll", other.kind()),
-            )
-        }
-    };
-    run(&spec, poller, deps).await
-}
-
-/// Run a long-poll adapter until shutdown or a fatal answer.
-async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterExit {
+/// Run a long-poll adapter named `name` until shutdown or a fatal answer.
+pub(crate) async fn run<P: Poll>(
+    name: &str,
+    timing: &Timing,
+    mut poller: P,
+    mut deps: Deps,
+) -> AdapterExit {
     let hb = deps.heartbeat.clone();
-    let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
+    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
     // When the conflicts in a row began.
     let mut conflict_since: Option<Instant> = None;
     let mut connected = false;
@@ -207,22 +136,22 @@ async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterE
                     Ok(()) => match poller.commit() {
                         Ok(()) => stalled.map(|why| {
                             hb.error(&why);
-                            tracing::warn!(adapter = %spec.name, reason = %why, "the poll made no progress; waiting before the next");
+                            tracing::warn!(adapter = %name, reason = %why, "the poll made no progress; waiting before the next");
                             backoff.next_delay(fastrand::f64)
                         }),
-                        Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),
+                        Err(e) => Some(failed(&hb, name, e, &mut backoff, &mut connected)),
                     },
-                    Err(e) => Some(failed(&hb, &spec.name, e, &mut backoff, &mut connected)),
+                    Err(e) => Some(failed(&hb, name, e, &mut backoff, &mut connected)),
                 }
             }
             Polled::Wait(d, why) => {
                 lose(&hb, &mut connected);
                 hb.error(&why);
-                tracing::warn!(adapter = %spec.name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
+                tracing::warn!(adapter = %name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
                 Some(d)
             }
             Polled::Failed(why) | Polled::Dead(why) => {
-                Some(failed(&hb, &spec.name, why, &mut backoff, &mut connected))
+                Some(failed(&hb, name, why, &mut backoff, &mut connected))
             }
             Polled::Conflict(why) => {
                 lose(&hb, &mut connected);
@@ -234,7 +163,7 @@ async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterE
                     let held = since.elapsed().as_secs();
                     return fatal(
                         &hb,
-                        &spec.name,
+                        name,
                         format!(
                             "{why}: another poller has held the bot token for {held}s, longer \
                              than a poll lasts, so it is not this gateway's previous run{hint}"
@@ -242,22 +171,25 @@ async fn run(spec: &AdapterSpec, mut poller: Poller, mut deps: Deps) -> AdapterE
                     );
                 }
                 hb.error(&why);
-                tracing::warn!(adapter = %spec.name, reason = %why, "another poller answered; retrying within the grace");
-                Some(spec.timing.backoff_min)
+                tracing::warn!(adapter = %name, reason = %why, "another poller answered; retrying within the grace");
+                Some(timing.backoff_min)
             }
             Polled::NeedsLogin(why) => {
                 lose(&hb, &mut connected);
                 hb.enter(State::NeedsLogin);
                 hb.error(&why);
-                tracing::error!(adapter = %spec.name, reason = %why, "the platform ended the login; waiting for a new one");
-                if poller.await_login(&mut deps).await {
+                tracing::error!(adapter = %name, reason = %why, "the platform ended the login; waiting for a new one");
+                if poller
+                    .await_login(&deps.heartbeat, &mut deps.shutdown)
+                    .await
+                {
                     return AdapterExit::Shutdown;
                 }
-                tracing::info!(adapter = %spec.name, "a new login was stored; polling again");
+                tracing::info!(adapter = %name, "a new login was stored; polling again");
                 hb.enter(State::Connecting);
                 None
             }
-            Polled::Fatal(why) => return fatal(&hb, &spec.name, why),
+            Polled::Fatal(why) => return fatal(&hb, name, why),
         };
         if let Some(d) = delay {
             if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
@@ -300,7 +232,7 @@ fn failed(
 }
 
 /// One poll request's answer, or why none came: the transport part both platforms share.
-pub(super) enum Exchange {
+pub(crate) enum Exchange {
     Answer {
         status: u16,
         body: Vec<u8>,
@@ -311,13 +243,13 @@ pub(super) enum Exchange {
     Failed(String),
 }
 
-/// A poll answer larger than this is not read: a batch of 100 Telegram updates with long
+/// A poll answer larger than this is not read: a batch of 100 updates with long
 /// texts is well under a megabyte.
 const MAX_POLL_BODY: usize = 8 * 1024 * 1024;
 
 /// Send `request` and read its whole answer within `deadline`, measured from now: the
 /// deadline covers the connect, the server's wait and the body.
-pub(super) async fn exchange(request: reqwest::RequestBuilder, deadline: Duration) -> Exchange {
+pub(crate) async fn exchange(request: reqwest::RequestBuilder, deadline: Duration) -> Exchange {
     let work = async {
         let mut resp = request.timeout(deadline).send().await.map_err(text)?;
         let status = resp.status().as_u16();
@@ -340,7 +272,7 @@ pub(super) async fn exchange(request: reqwest::RequestBuilder, deadline: Duratio
     }
 }
 
-/// A transport error without its URL (Telegram's holds the bot token), and whether it was
+/// A transport error without its URL (which may hold the bot token), and whether it was
 /// a timeout.
 fn text(e: reqwest::Error) -> (bool, String) {
     let timeout = e.is_timeout();

@@ -1,8 +1,11 @@
 //! What every adapter of one gateway shares, built once at start: the HTTP client for setup
-//! requests, the proxy settings, the platforms' session start limits, the QQ access tokens,
-//! the plain WebSocket outlets, and a bound on setup requests in flight.
+//! requests, the proxy settings, the platforms' session start limits, the plain WebSocket
+//! outlets, a bound on setup requests in flight, and what each platform keeps for all its
+//! adapters and senders (an access token per credential, a login per account).
 
-use std::sync::Arc;
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -10,7 +13,6 @@ use tokio::sync::Semaphore;
 use super::identify_queue::IdentifyQueues;
 use super::outlet::Outlets;
 use super::proxy;
-use super::qq_token::QqTokens;
 
 /// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
 /// proxy settings, the platforms' session start limits, and a bound on setup requests in
@@ -21,15 +23,13 @@ pub struct Shared {
     /// The proxy settings the WebSocket follows (the HTTPS client reads the same ones).
     pub(crate) proxies: proxy::ProxyEnv,
     pub(crate) identify: IdentifyQueues,
-    /// One QQ access token per credential, for the adapter and the sender alike.
-    pub(crate) qq_tokens: QqTokens,
     /// One outlet per plain WebSocket adapter that can send: its sender's way into its live
     /// connection.
     pub(crate) outlets: Outlets,
     pub(super) setup_permits: Arc<Semaphore>,
-    /// One account per Weixin adapter: its login and peers' context tokens, for the adapter
-    /// and the sender alike.
-    pub(crate) weixin: super::weixin_account::WeixinAccounts,
+    /// What each platform keeps for all its adapters and senders, one value per type
+    /// ([`Shared::keep`]).
+    kept: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
 }
 
 /// Token and gateway-URL requests in flight at once, per gateway. A thousand adapters starting
@@ -54,10 +54,22 @@ impl Shared {
             http,
             proxies,
             identify: IdentifyQueues::default(),
-            qq_tokens: QqTokens::default(),
             outlets: Outlets::default(),
-            weixin: Default::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
+            kept: Arc::default(),
         })
+    }
+
+    /// The gateway's one `T`, made on first use: how a platform keeps what its adapter and
+    /// its sender must share (one access token per credential, one login per account)
+    /// without this struct naming any platform.
+    pub(crate) fn keep<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+        let any = kept
+            .entry(TypeId::of::<T>())
+            .or_insert_with(|| Arc::new(T::default()))
+            .clone();
+        any.downcast()
+            .unwrap_or_else(|_| unreachable!("kept by its own type id"))
     }
 }

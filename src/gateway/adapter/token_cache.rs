@@ -9,7 +9,7 @@ use std::time::{Duration, SystemTime};
 
 use tokio::time::Instant;
 
-use super::platform::PlatformError;
+use super::setup::PlatformError;
 
 /// A token and when it expires, on both clocks. The monotonic clock stops while the machine
 /// sleeps, so a laptop that slept past the token's lifetime would still think it fresh; the

@@ -11,7 +11,7 @@ use prost::Message as _;
 use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::Message;
 
-use crate::pbbp2::{message_type, Frame, FrameKind};
+use crate::platform::feishu::pbbp2::{message_type, Frame, FrameKind};
 
 use super::super::shutdown::stopped;
 use super::super::websocket::{close, hold_silently, Ws};

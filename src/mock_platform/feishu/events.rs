@@ -8,7 +8,7 @@
 use prost::Message as _;
 use serde_json::{json, Value};
 
-use crate::pbbp2::{header, message_type, Frame, FrameKind, Header};
+use crate::platform::feishu::pbbp2::{header, message_type, Frame, FrameKind, Header};
 
 use super::config::ClientConfig;
 

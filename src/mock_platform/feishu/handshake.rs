@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-use crate::pbbp2::handshake;
+use crate::platform::feishu::pbbp2::handshake;
 
 use super::super::http::{self, RequestHead};
 use super::super::reply::Answer;

@@ -14,7 +14,7 @@ use std::time::Instant;
 use serde_json::Value;
 use tokio::sync::{mpsc, Notify};
 
-use crate::pbbp2::{header, message_type, Frame, FrameKind};
+use crate::platform::feishu::pbbp2::{header, message_type, Frame, FrameKind};
 
 use super::auth::Tokens;
 use super::config::{ClientConfig, FeishuConfig};

@@ -1,5 +1,5 @@
 //! The Feishu long connection against a real client over loopback: reqwest for discovery,
-//! tokio-tungstenite for the WebSocket, pbbp2 frames built and read with [`crate::pbbp2`]. The
+//! tokio-tungstenite for the WebSocket, pbbp2 frames built and read with [`crate::platform::feishu::pbbp2`]. The
 //! client helpers here are shared with the fault and send tests.
 
 use prost::Message as _;
@@ -7,7 +7,7 @@ use tokio_tungstenite::tungstenite::http::Response;
 
 use super::*;
 use crate::mock_platform::{FeishuConfig, FeishuMessage};
-use crate::pbbp2::{header, message_type, Frame, FrameKind};
+use crate::platform::feishu::pbbp2::{header, message_type, Frame, FrameKind};
 
 /// Short enough for a test to watch a redelivery, long enough for a loaded box to ack first.
 pub(super) const ACK_TIMEOUT: Duration = Duration::from_millis(400);

@@ -4,7 +4,7 @@
 use super::feishu::*;
 use super::*;
 use crate::mock_platform::{ClientConfig, FeishuConfig, FeishuFault, Refusal};
-use crate::pbbp2::{header, Frame};
+use crate::platform::feishu::pbbp2::{header, Frame};
 
 #[tokio::test]
 async fn half_open_goes_quiet_both_ways_and_the_event_comes_back_on_a_new_connection() {

@@ -26,7 +26,7 @@ use sha2::{Digest, Sha256};
 
 use super::token::FeishuToken;
 use super::Target;
-use crate::gateway::adapter::platform::PlatformError;
+use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, header_seconds, int, json, local};
 use crate::gateway::send::exchange::exchange;

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Secret;
-use crate::gateway::adapter::platform::{platform_says, PlatformError};
+use crate::gateway::adapter::setup::{platform_says, PlatformError};
 use crate::gateway::adapter::token_cache::TokenCache;
 use crate::gateway::adapter::Shared;
 use crate::gateway::platform_number::{self, TOKEN_LIFETIME};

@@ -21,9 +21,9 @@ use std::time::Duration;
 use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use serde_json::{json, Value};
 
+use super::token::QqToken;
 use super::Target;
-use crate::gateway::adapter::platform::PlatformError;
-use crate::gateway::adapter::qq_token::QqToken;
+use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;

@@ -168,7 +168,7 @@ async fn idle_tasks_stay_small() {
         shared: shared(),
         shutdown: rx,
     };
-    let adapter = crate::gateway::adapter::run(spec, vec![], deps);
+    let adapter = crate::platform::receive(spec, vec![], deps);
     let adapter = std::mem::size_of_val(&adapter);
     assert!(adapter <= 4 * 1024, "an adapter task holds {adapter} bytes");
 }

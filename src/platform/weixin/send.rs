@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use super::account::{rate_limited, session_expired, WeixinAccount};
 use super::Target;
-use crate::gateway::adapter::weixin_account::{rate_limited, session_expired, WeixinAccount};
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;

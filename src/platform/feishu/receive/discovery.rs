@@ -17,7 +17,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::Secret;
-use crate::gateway::adapter::platform::{platform_says, PlatformError};
+use crate::gateway::adapter::setup::{platform_says, PlatformError};
 use crate::gateway::adapter::Shared;
 
 /// The path the SDKs post to (`GenEndpointUri`).

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-use super::batch::{self, Item};
-use super::long_poll::{exchange, Exchange, Polled};
 use crate::config::{PollTiming, Secret};
+use crate::gateway::adapter::batch::{self, Item};
+use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::platform_number::{self, Range};
 use crate::gateway::spool::Event;
 use crate::safe_text::clip;
@@ -97,13 +97,13 @@ impl Telegram {
         }
     }
 
-    pub(super) fn deadline(&self) -> Duration {
+    fn deadline(&self) -> Duration {
         self.poll.deadline(self.timeout())
     }
 
     /// The longest a poll of this adapter lasts: what a previous process's last poll may
     /// still hold the token for.
-    pub(super) fn longest_poll(&self) -> Duration {
+    fn longest_poll(&self) -> Duration {
         self.poll.deadline(self.poll.timeout)
     }
 
@@ -112,7 +112,7 @@ impl Telegram {
         self.http.post(url).json(body)
     }
 
-    pub(super) async fn poll(&mut self) -> Polled {
+    async fn poll(&mut self) -> Polled {
         let polled = self.ask().await;
         self.answered = matches!(polled, Polled::Batch(_));
         polled
@@ -214,12 +214,12 @@ impl Telegram {
 
     /// Why the last poll made no progress: updates that cannot be confirmed come back at
     /// once, so polling again without a wait would be a hot loop.
-    pub(super) fn stalled(&mut self) -> Option<String> {
+    fn stalled(&mut self) -> Option<String> {
         self.stalled.take()
     }
 
     /// Every update of the last batch is stored: the next poll confirms them.
-    pub(super) fn commit(&mut self) {
+    fn commit(&mut self) {
         let next = self.pending.take().and_then(platform_number::offset_after);
         if let Some(next) = next {
             self.offset = Some(self.offset.map_or(next, |o| o.max(next)));
@@ -259,7 +259,7 @@ impl Telegram {
     }
 
     /// Whether a webhook is set, for the error that ends a conflict.
-    pub(super) async fn conflict_hint(&mut self) -> String {
+    async fn conflict_hint(&mut self) -> String {
         let info = exchange(
             self.request("getWebhookInfo", &json!({})),
             Duration::from_secs(15),
@@ -281,5 +281,31 @@ impl Telegram {
                   or another), or give this profile a token of its own"
                 .into(),
         }
+    }
+}
+impl Poll for Telegram {
+    async fn poll(&mut self) -> Polled {
+        Telegram::poll(self).await
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        Telegram::commit(self);
+        Ok(())
+    }
+
+    fn stalled(&mut self) -> Option<String> {
+        Telegram::stalled(self)
+    }
+
+    fn deadline(&self) -> Duration {
+        Telegram::deadline(self)
+    }
+
+    fn longest_poll(&self) -> Duration {
+        Telegram::longest_poll(self)
+    }
+
+    async fn conflict_hint(&mut self) -> String {
+        Telegram::conflict_hint(self).await
     }
 }

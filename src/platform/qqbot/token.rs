@@ -10,10 +10,10 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
-use super::platform::{platform_says, PlatformError};
-use super::token_cache::TokenCache;
-use super::Shared;
 use crate::config::Secret;
+use crate::gateway::adapter::setup::{platform_says, PlatformError};
+use crate::gateway::adapter::token_cache::TokenCache;
+use crate::gateway::adapter::Shared;
 use crate::gateway::platform_number::{self, TOKEN_LIFETIME};
 
 /// Refresh a QQ access token this long before it expires (the platform hands out a new one

@@ -22,28 +22,29 @@ mod session;
 
 use std::time::Duration;
 
-use super::backoff::Backoff;
-use super::platform::PlatformError;
-use super::{fatal, retry_deadline, wait, AdapterExit, Deps};
-use crate::config::Secret;
+use super::Config;
+use crate::config::{AdapterSpec, Secret};
+use crate::gateway::adapter::backoff::Backoff;
+use crate::gateway::adapter::setup::PlatformError;
+use crate::gateway::adapter::{fatal, retry_deadline, wait, AdapterExit, Deps};
 use crate::gateway::health::State;
-use crate::platform::{feishu, AdapterSpec, Protocol};
 use discovery::ClientConfig;
 use handshake::Refusal;
 use session::{End, Session};
 
 /// Run a Feishu adapter until shutdown or a fatal refusal.
-pub(super) async fn run(spec: AdapterSpec, secret: Option<Secret>, mut deps: Deps) -> AdapterExit {
+pub(super) async fn run(
+    spec: AdapterSpec<Config>,
+    secret: Option<Secret>,
+    mut deps: Deps,
+) -> AdapterExit {
     let hb = deps.heartbeat.clone();
-    let Protocol::Feishu(feishu::Config {
+    let Config {
         app_id, api_base, ..
-    }) = &spec.protocol
-    else {
-        return fatal(&hb, &spec.name, "not a Feishu adapter".into());
-    };
+    } = &spec.protocol;
     let secret = secret.unwrap_or_else(|| Secret::new(String::new()));
     let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
-    let retry_deadline = retry_deadline(&spec, backoff.max().max(Duration::from_secs(60)));
+    let retry_deadline = retry_deadline(&spec.timing, backoff.max().max(Duration::from_secs(60)));
     let mut config = ClientConfig::default();
     let mut delay: Option<Duration> = None;
     // Attempts in a row that got no connection: compared with the server's ReconnectCount.

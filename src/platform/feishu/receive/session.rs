@@ -1,7 +1,7 @@
 //! One Feishu/Lark long connection, from the upgrade to its end: pings with a pong deadline,
 //! events into the spool and only then acknowledged, and every way it can end.
 //!
-//! Frames are binary pbbp2 (`crate::pbbp2`). The client pings (a control frame) every
+//! Frames are binary pbbp2 (`crate::platform::feishu::pbbp2`). The client pings (a control frame) every
 //! PingInterval and the server pongs, sometimes with a new ClientConfig that applies at once.
 //! Events come as data frames, split into parts when large (`reassembly`); each whole event
 //! is appended to the spool, deduplicated by its `event_id` (the server delivers again what
@@ -33,7 +33,7 @@ use crate::gateway::adapter::liveness::{self, Action, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
-use crate::pbbp2::{header, message_type, Frame, FrameKind};
+use crate::platform::feishu::pbbp2::{header, message_type, Frame, FrameKind};
 
 /// One connection attempt's inputs.
 pub(super) struct Session<'a> {
@@ -334,7 +334,7 @@ impl Live<'_> {
         }
         crate::test_hook::kill_at("feishu-stored", &event.id);
         // The frame goes back as it came, with the SDKs' answer and how long we took.
-        frame.headers.push(crate::pbbp2::Header {
+        frame.headers.push(crate::platform::feishu::pbbp2::Header {
             key: header::BIZ_RT.to_owned(),
             value: started.elapsed().as_millis().to_string(),
         });

@@ -7,7 +7,7 @@
 
 use tokio_tungstenite::tungstenite::http::HeaderMap;
 
-use crate::pbbp2::handshake;
+use crate::platform::feishu::pbbp2::handshake;
 
 const FORBIDDEN: i64 = 403;
 const EXCEED_CONN_LIMIT: i64 = 1_000_040_350;

@@ -22,11 +22,11 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::batch::{self, Batch, Item};
-use super::long_poll::{exchange, Exchange, Polled};
-use super::weixin_account::{rate_limited, said, session_expired, WeixinAccount};
+use super::account::{rate_limited, said, session_expired, WeixinAccount};
 use crate::bounded_read::Owner;
 use crate::config::PollTiming;
+use crate::gateway::adapter::batch::{self, Batch, Item};
+use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
 use crate::trusted_dir::TrustedDir;
@@ -108,11 +108,11 @@ impl Weixin {
         }
     }
 
-    pub(super) fn deadline(&self) -> Duration {
+    fn deadline(&self) -> Duration {
         self.poll.deadline(self.server_timeout)
     }
 
-    pub(super) async fn poll(&mut self) -> Polled {
+    async fn poll(&mut self) -> Polled {
         if self.reported_in {
             return self.long_poll().await;
         }
@@ -238,7 +238,7 @@ impl Weixin {
     }
 
     /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).
-    pub(super) fn commit(&mut self) -> Result<(), String> {
+    fn commit(&mut self) -> Result<(), String> {
         let Some(next) = self.pending.take() else {
             return Ok(());
         };
@@ -257,11 +257,7 @@ impl Weixin {
     }
 
     /// Wait, beating, until the login file holds a new token; true on shutdown.
-    pub(super) async fn await_login(
-        &mut self,
-        hb: &Heartbeat,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> bool {
+    async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
         loop {
             if self.account.renewed() {
                 return false;
@@ -272,5 +268,23 @@ impl Weixin {
                 _ = crate::gateway::until_shutdown(shutdown) => return true,
             }
         }
+    }
+}
+
+impl Poll for Weixin {
+    async fn poll(&mut self) -> Polled {
+        Weixin::poll(self).await
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        Weixin::commit(self)
+    }
+
+    fn deadline(&self) -> Duration {
+        Weixin::deadline(self)
+    }
+
+    async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
+        Weixin::await_login(self, hb, shutdown).await
     }
 }
