@@ -40,7 +40,7 @@ pub(crate) use frontend::LocalApi;
 pub use listener::{bind, Bound};
 
 /// The largest request body accepted: 1 MiB. The longest text any platform takes is 65,536
-/// characters (Telegram's 16 pieces of 4,096, a WebSocket adapter's limit), and JSON may
+/// characters (16 pieces of 4,096, a WebSocket adapter's limit), and JSON may
 /// spell one character in up to 12 bytes (`\ud83d\ude00`, as a client that escapes all but
 /// ASCII writes an emoji), so the text alone may take 768 KiB; the other fields are far
 /// below the 256 KiB left. `hermes-svc send` reads at most this much text from stdin.

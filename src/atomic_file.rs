@@ -8,7 +8,7 @@
 //! (`.NAME.tmp.PID.RANDOM`), relative to the directory's descriptor. A predictable name opened
 //! with create and truncate, as it once was, let anyone who could write the directory plant a
 //! link there and have the gateway overwrite the file it pointed to (a pid file's JSON over
-//! `~/.bashrc`; root's `login weixin` wrote a token into another user's file the same way).
+//! `~/.bashrc`; root's `login` wrote a token into another user's file the same way).
 //! Now a planted entry is never opened: the name is taken afresh. The rename replaces
 //! whatever is at the target, a link included, without following it.
 //!

@@ -1,8 +1,8 @@
 //! Secrets taken out of text that comes from outside, before it is stored, logged or sent to
 //! the service manager.
 //!
-//! A platform may quote a credential back: a Telegram 502 whose description holds the request
-//! path `/bot<TOKEN>/getUpdates`, a QQ token error that repeats the AppSecret. That text became
+//! A platform may quote a credential back: a 502 whose description holds a request path with
+//! the bot token in it, a token endpoint's error that repeats the app secret. That text became
 //! an adapter's last error, and so `STATUS=` (which every local user reads through `systemctl
 //! status`), the state file, the journal and `logs`. So every secret the process holds is
 //! registered here as it is resolved (a [`crate::config::Secret`], an access token as it is
@@ -59,7 +59,7 @@ pub(crate) fn scrub(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Every byte but the unreserved ones as `%XX`, as a URL path or query carries it (a Telegram
+/// Every byte but the unreserved ones as `%XX`, as a URL path or query carries it (a bot
 /// token's `:` is `%3A` there).
 fn percent_encode(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

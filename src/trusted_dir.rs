@@ -7,7 +7,7 @@
 //! where the API socket is looked for serves their socket. The owner checks on `gateway.toml`
 //! and `.env` (`bounded_read`) do not reach any of that. So every directory the gateway and
 //! the CLI use in a home (`state/`, `state/api/`, `inbox/`, `inbox/cursors/`, `outbox/`,
-//! `weixin/`, `logs/`) is opened here, under one rule, and every file in one is opened
+//! a platform's login directory, `logs/`) is opened here, under one rule, and every file in one is opened
 //! relative to it under the same rule:
 //!
 //! - **A directory** is opened with `O_DIRECTORY | O_NOFOLLOW` relative to its parent's

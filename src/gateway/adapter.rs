@@ -1,22 +1,22 @@
 //! An adapter: one platform connection kept alive for the life of the gateway.
 //!
-//! The runner owns everything that outlives a single connection (resume state, backoff, the
-//! platform's access token, which for QQ sits in `qq_token` where the sender finds it too)
-//! and decides, from how each connection ended, whether to resume at once, back off,
-//! identify afresh or give up. Its health is published to the registry on
+//! Each platform's wing (`platform/<kind>/`) starts its adapter on one of the loops here,
+//! giving it what only the platform knows. The WebSocket runner ([`run`]) owns everything
+//! that outlives a single connection (resume state, backoff) and decides, from how each
+//! connection ended, whether to resume at once, back off, identify afresh or give up; the
+//! platform's [`setup::Connector`] fetches what a connection needs (an access token, the
+//! gateway's URL) and says what a close code means. Health is published to the registry on
 //! every transition, so supervision reads facts rather than guesses.
 //!
 //! What every transport shares sits beside the runner: proof of life (`liveness`), spool
 //! before ack and the resume cursor (`inbox`), how a connection ended (`outcome`), `backoff`,
 //! and the platform's session start limit (`identify_queue`). A transport is one connection,
-//! from connect to end, that returns an `Outcome`. Today that is the WebSocket connection
-//! (`session`), speaking Discord's and QQ Bot's op-code dialect or plain JSON (`dialect`,
-//! `opcode`, with close codes per platform in `close_code`); a plain socket that can send
-//! takes its sender's frames through its `outlet`. Feishu's binary-frame long connection has
-//! its own runner and connection (`feishu`), built from the same pieces, since nothing of the
-//! op-code dialect's resume and identify applies to it. The HTTP long-poll kinds (Telegram's
-//! `telegram`, Weixin's `weixin` with the account its sender shares, `weixin_account`) share
-//! one loop, `long_poll`: a deadline on every poll, spool before cursor.
+//! from connect to end, that returns an `Outcome`: the WebSocket connection (`session`),
+//! speaking the op-code dialect or plain JSON (`dialect`, `opcode`; a plain socket that can
+//! send takes its sender's frames through its `outlet`). The HTTP long-poll platforms share
+//! one loop, `long_poll`, over their [`long_poll::Poll`]: a deadline on every poll, spool
+//! before cursor. A platform whose connection fits neither keeps its own loop in its wing,
+//! built from the same pieces.
 
 pub(crate) mod answer_batch;
 pub(crate) mod backoff;
@@ -228,9 +228,10 @@ pub(crate) async fn run<C: Connector>(
                 }
                 hb.error(format!("invalid session (op 9, resumable: {resumable})"));
                 tracing::info!(adapter = %name, resumable, "invalid session (op 9)");
-                // Discord asks for a short random wait before identifying again; a platform
-                // that answers every Identify with op 9 gets the growing backoff, so that it
-                // is not asked twice a second for ever (each Identify spends the daily budget).
+                // The dialect asks for a short random wait before identifying again; a
+                // platform that answers every Identify with op 9 gets the growing backoff, so
+                // that it is not asked twice a second for ever (each Identify spends the daily
+                // budget).
                 delay = if lived {
                     Some(timing.backoff_min.mul_f64(fastrand::f64()))
                 } else {

@@ -32,7 +32,7 @@ pub enum State {
     Fatal,
     /// The component's task panicked (a bug): the gateway restarts at once (exit 75).
     Crashed,
-    /// The platform ended the bot's login (Weixin's expired session): nothing but a person
+    /// The platform ended the bot's login (an expired session): nothing but a person
     /// scanning a new QR code helps, so the adapter waits for a new login, visibly degraded,
     /// and a restart would change nothing.
     NeedsLogin,
@@ -49,8 +49,8 @@ impl fmt::Display for State {
 /// and only an adapter has outages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ComponentKind {
-    /// A platform connection, with its platform as the config names it (`qqbot`, `discord`,
-    /// `websocket`), which `status` and the state file show.
+    /// A platform connection, with its platform as the config names it (its `kind`), which
+    /// `status` and the state file show.
     Adapter(&'static str),
     Cron,
 }
@@ -356,7 +356,7 @@ mod tests {
         let r = Registry::new();
         let qq = r.register(
             "qq",
-            ComponentKind::Adapter("qqbot"),
+            ComponentKind::Adapter("websocket"),
             Duration::from_secs(10),
         );
         let cron = r.register("cron", ComponentKind::Cron, Duration::from_secs(3));
@@ -390,7 +390,7 @@ mod tests {
         let r = Registry::new();
         let wx = r.register(
             "wx",
-            ComponentKind::Adapter("weixin"),
+            ComponentKind::Adapter("websocket"),
             Duration::from_secs(10),
         );
         wx.enter(State::Connected);
@@ -416,7 +416,7 @@ mod tests {
         let r = Registry::new();
         let qq = r.register(
             "qq",
-            ComponentKind::Adapter("qqbot"),
+            ComponentKind::Adapter("websocket"),
             Duration::from_secs(10),
         );
         qq.enter(State::Connected);

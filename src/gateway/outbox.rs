@@ -5,7 +5,7 @@
 //! (`outbox/journal.jsonl`) and synced: queued, then sending (synced *before* the request goes
 //! out), then sent, failed or unknown. After a crash the journal says exactly how far each
 //! message got. One still `queued` was never sent and is sent now. One left `sending` may or
-//! may not have reached the platform: where the platform dedupes by a key we send (Discord's
+//! may not have reached the platform: where the platform dedupes by a key we send (a
 //! `nonce`, QQ's `msg_seq` on a reply) it is simply sent again and the platform drops the
 //! copy; where it cannot, the message's policy decides, at-most-once (it becomes `unknown`,
 //! reported, never silently) or at-least-once (it is sent again).
@@ -512,7 +512,8 @@ fn same_request(m: &Message, req: &Request) -> bool {
         && m.policy == req.policy
 }
 
-/// Unique, sortable by time, and short enough to be Discord's nonce (25 characters).
+/// Unique, sortable by time, and short enough to be a platform's client key (some take 25
+/// characters at most).
 fn new_id() -> String {
     let ms = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)

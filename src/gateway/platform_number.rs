@@ -27,22 +27,22 @@ impl Range {
     }
 }
 
-/// A wait a platform asks for before the next request (Telegram's and Discord's
-/// `retry_after`, `Retry-After`, Feishu's `x-ogw-ratelimit-reset`). A wait of a day is
+/// A wait a platform asks for before the next request (a body's `retry_after`, a
+/// `Retry-After` header, a rate-limit reset header). A wait of a day is
 /// already one the outbox gives a message up on.
 pub const RETRY_WAIT: Range = Range {
     min: Duration::ZERO,
     max: Duration::from_secs(24 * 3600),
 };
 
-/// An access token's lifetime (QQ's `expires_in`, Feishu's `expire`), both two hours in
-/// practice. A longer claim only means the token is fetched again sooner than it need be.
+/// An access token's lifetime (`expires_in`, `expire`), two hours in practice on the
+/// platforms that hand them out. A longer claim only means the token is fetched again sooner than it need be.
 pub const TOKEN_LIFETIME: Range = Range {
     min: Duration::ZERO,
     max: Duration::from_secs(7 * 24 * 3600),
 };
 
-/// The heartbeat interval a Hello asks for (41.25 s on QQ and Discord). Below the floor the
+/// The heartbeat interval a Hello asks for (41.25 s on the op-code platforms). Below the floor the
 /// gateway would heartbeat in a tight loop; past the ceiling a half-open connection would go
 /// unnoticed for longer than any platform asks.
 pub const HEARTBEAT_INTERVAL: Range = Range {
@@ -50,7 +50,8 @@ pub const HEARTBEAT_INTERVAL: Range = Range {
     max: Duration::from_secs(3600),
 };
 
-/// When Discord's session start limit resets (`reset_after`, at most a day by its docs).
+/// When the op-code dialect's session start limit resets (`reset_after`, at most a day by
+/// its docs).
 pub const START_LIMIT_RESET: Range = Range {
     min: Duration::ZERO,
     max: Duration::from_secs(24 * 3600),
@@ -82,13 +83,6 @@ pub fn millis(ms: u64, range: Range) -> Duration {
     range.clamp(Duration::from_millis(ms))
 }
 
-/// The `offset` that confirms every Telegram update up to `update_id`: one past it, or
-/// `None` when there is no such `i64` (the id is at its end, or the platform sent nonsense):
-/// then the update cannot be confirmed and the poller must not treat it as progress.
-pub fn offset_after(update_id: i64) -> Option<i64> {
-    update_id.checked_add(1)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,11 +107,5 @@ mod tests {
         assert_eq!(seconds_json(&json!([1]), TOKEN_LIFETIME), None);
         assert_eq!(millis(1, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.min);
         assert_eq!(millis(u64::MAX, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.max);
-    }
-
-    #[test]
-    fn the_offset_after_the_last_id_is_none() {
-        assert_eq!(offset_after(41), Some(42));
-        assert_eq!(offset_after(i64::MAX), None);
     }
 }

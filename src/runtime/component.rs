@@ -65,7 +65,7 @@ mod tests {
         let registry = Registry::new();
         let hb = registry.register(
             "tg",
-            ComponentKind::Adapter("telegram"),
+            ComponentKind::Adapter("websocket"),
             Duration::from_secs(9),
         );
         let wait: Option<u8> = std::hint::black_box(None);

@@ -142,7 +142,7 @@ mod tests {
 
     fn gateway() -> (Registry, Heartbeat, Heartbeat) {
         let r = Registry::new();
-        let qq = r.register("qq", ComponentKind::Adapter("qqbot"), SECOND * 10);
+        let qq = r.register("qq", ComponentKind::Adapter("websocket"), SECOND * 10);
         let cron = r.register("cron", ComponentKind::Cron, SECOND * 3600);
         qq.enter(State::Connected);
         cron.enter(State::Idle);

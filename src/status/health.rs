@@ -346,7 +346,7 @@ pub(super) mod tests {
     pub(crate) fn component(state: &str, fresh: bool) -> ComponentState {
         ComponentState {
             name: "qq".into(),
-            kind: "qqbot".into(),
+            kind: "websocket".into(),
             state: state.into(),
             fresh,
             last_beat_age_ms: 1200,
@@ -450,7 +450,7 @@ pub(super) mod tests {
         assert!(!text.contains("STALE"), "{text}");
         for want in [
             "qq",
-            "qqbot",
+            "websocket",
             "retrying",
             "1s ago",
             "reconnects 3",

@@ -229,7 +229,7 @@ fn files_are_opened_only_if_they_are_regular_ours_and_writable_by_no_one_else() 
 #[test]
 fn a_bounded_read_refuses_a_huge_file_from_its_size() {
     let home = temp_dir("read");
-    let dir = TrustedDir::create(&home.join("weixin"), Owner::SelfOrRoot).unwrap();
+    let dir = TrustedDir::create(&home.join("login"), Owner::SelfOrRoot).unwrap();
     File::create(dir.path().join("wx.json"))
         .unwrap()
         .set_len(3 * 1024 * 1024 * 1024)

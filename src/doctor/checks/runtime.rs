@@ -292,7 +292,7 @@ mod tests {
             summary: "ok".into(),
             components: vec![ComponentState {
                 name: "qq".into(),
-                kind: "qqbot".into(),
+                kind: "websocket".into(),
                 state: "connected".into(),
                 fresh,
                 last_beat_age_ms: 0,

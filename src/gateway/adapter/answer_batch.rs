@@ -1,7 +1,7 @@
 //! Answers to probes arrive in batches, so take each batch in one wake-up.
 //!
-//! Every WebSocket session's probes fall on one shared grid (`session::coalesce`; Feishu's, two
-//! minutes apart, are not counted), so a gateway with a thousand connections sends a grid
+//! Every WebSocket session's probes fall on one shared grid (`session::coalesce`; a wing's own
+//! loop with probes two minutes apart is not counted), so a gateway with a thousand connections sends a grid
 //! slot's heartbeats together, and the platform answers them together: on an aiohttp server,
 //! one event-loop turn each, a tenth of a millisecond apart.
 //! Woken for each answer, the gateway would pay a wake-up, a context switch and a turn of its

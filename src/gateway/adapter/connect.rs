@@ -40,7 +40,7 @@ pub(crate) enum ConnectError {
     #[error("websocket upgrade: {0}")]
     Upgrade(String),
     /// The server answered the upgrade with something other than 101. Its headers are kept:
-    /// a platform may say there why (Feishu's `Handshake-Status`).
+    /// a platform may say there why (a `Handshake-Status` header).
     #[error("websocket upgrade refused: HTTP {status}")]
     Refused {
         status: u16,

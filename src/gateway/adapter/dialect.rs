@@ -1,7 +1,7 @@
 //! What a WebSocket adapter's server speaks, and the frames of each dialect, read and written
 //! without side effects: the connection (`session.rs`) carries out what a frame means.
 //!
-//! The op-code dialect is Discord's and QQ Bot's: Hello, Identify or Resume, heartbeats with
+//! The op-code dialect, spoken by more than one platform: Hello, Identify or Resume, heartbeats with
 //! the last seq and their ACKs, dispatches. A plain WebSocket has no handshake: any text
 //! frame is an event, and answers the app-level ping.
 
@@ -15,7 +15,7 @@ use super::opcode::OpCode;
 /// What the server speaks.
 #[derive(Clone, Debug)]
 pub(crate) enum Dialect {
-    /// The QQ Bot / Discord gateway protocol.
+    /// The op-code gateway protocol.
     Gateway(Gateway),
     /// A plain WebSocket: no handshake, liveness by WS ping and an optional app-level ping.
     Plain {
@@ -96,10 +96,10 @@ pub(super) fn read_gateway(text: &str) -> Option<GatewayFrame> {
                 "RESUMED" => GatewayFrame::Resumed { seq },
                 kind => GatewayFrame::Dispatch {
                     kind: kind.to_owned(),
-                    // QQ puts an event id on every dispatch. Discord does not, and its `d.id`
-                    // names the message, shared by its CREATE, UPDATE and DELETE; session and
-                    // seq identify the dispatch itself, which is what a replay after a resume
-                    // repeats.
+                    // Some platforms put an event id on every dispatch. Others do not, and
+                    // their `d.id` names the message, shared by its CREATE, UPDATE and DELETE;
+                    // session and seq identify the dispatch itself, which is what a replay
+                    // after a resume repeats.
                     id: v.get("id").and_then(id_string),
                     seq,
                     data: v.get_mut("d").map_or(Value::Null, Value::take),

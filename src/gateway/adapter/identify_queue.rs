@@ -1,12 +1,11 @@
 //! The platform's session start limit, shared by every adapter of a gateway that uses the
 //! same credential.
 //!
-//! Discord allows one Identify per bucket every 5 s (bucket = shard id modulo
+//! The op-code dialect allows one Identify per bucket every 5 s (bucket = shard id modulo
 //! `max_concurrency`) and a daily budget of `total` session starts; going over the budget
-//! resets the bot's token. `GET /gateway/bot` reports both as `session_start_limit`
-//! (discord-api-docs, `docs/topics/Gateway.md`, "Session Start Limit" and "Identifying"), and
-//! botgo's session manager reads the same object from QQ's `/gateway/bot`. Like twilight's
-//! in-memory queue, each request books the earliest slot it may use, so waiters are served in
+//! resets the bot's token. `GET /gateway/bot` reports both as `session_start_limit` (the
+//! dialect's "Session Start Limit" and "Identifying"; the platforms that speak it answer with
+//! the same object). Like twilight's in-memory queue, each request books the earliest slot it may use, so waiters are served in
 //! the order they asked and no slot is ever handed out twice. Resumes do not count against
 //! the limit and never come here.
 
@@ -22,7 +21,7 @@ use tokio::time::Instant;
 /// after the one before it, as the platform counts.
 pub(crate) const IDENTIFY_SPACING: Duration = Duration::from_millis(5_250);
 
-/// How long a fresh budget lasts when the platform has not said (Discord's is a day).
+/// How long a fresh budget lasts when the platform has not said (the dialect's is a day).
 const DAY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// `session_start_limit` as the platform reported it.
@@ -224,7 +223,7 @@ mod tests {
     }
 
     #[test]
-    fn parses_the_discord_object() {
+    fn parses_the_session_start_limit_object() {
         let v = serde_json::json!({"url": "wss://x", "session_start_limit":
             {"total": 1000, "remaining": 998, "reset_after": 14400000, "max_concurrency": 1}});
         assert_eq!(

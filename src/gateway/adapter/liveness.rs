@@ -20,8 +20,8 @@
 //!   check of the WebSocket layer for no extra wake-up or syscall, which matters at a thousand
 //!   connections. A dead socket is detected within one interval plus
 //!   the ACK timeout (a fifth of the interval by default): at most 1.2 heartbeat intervals.
-//! - A platform whose server answers every ping at once, ahead of anything queued (Feishu's
-//!   long connection), is tracked [`Liveness::strict`]ly: one probe unanswered by its
+//! - A platform whose server answers every ping at once, ahead of anything queued (a binary
+//!   long connection, say), is tracked [`Liveness::strict`]ly: one probe unanswered by its
 //!   deadline is a dead connection even while frames still arrive, once what was readable has
 //!   been drained, so stopped answers are caught within one interval plus the ACK timeout.
 
@@ -268,7 +268,7 @@ impl Liveness {
         self
     }
 
-    /// The platform changed its heartbeat interval (Feishu's ClientConfig in a pong): from
+    /// The platform changed its heartbeat interval (new settings in a pong, say): from
     /// now on, probes go out every `interval` with `ack_timeout` to answer, the next one
     /// `interval` from now. A probe already out keeps the deadline it was sent with.
     pub(crate) fn set_interval(&mut self, now: Instant, interval: Duration, ack_timeout: Duration) {

@@ -1,10 +1,7 @@
-//! The opcodes of the Discord / QQ Bot gateway dialect, which both platforms share (their close
-//! codes differ, and live in `close_code.rs`).
-//!
-//! Sources: Discord, "Opcodes and Status Codes", Gateway Opcodes
-//! (discord.com/developers/docs/topics/opcodes-and-status-codes); QQ Bot, tencent-connect/bot-docs
-//! `docs/develop/api-v2/dev-prepare/interface-framework/opcode.md`. Only the opcodes the adapter
-//! sends or acts on are named; any other is still proof of life, and otherwise ignored.
+//! The opcodes of the op-code gateway dialect, which the platforms that speak it share (their
+//! close codes differ, and each wing keeps its own table). The sources are named in those
+//! wings' module docs. Only the opcodes the adapter sends or acts on are named; any other is
+//! still proof of life, and otherwise ignored.
 
 /// An opcode the adapter sends or acts on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -187,7 +187,7 @@ mod tests {
             assert!(e.for_target("wss", host, 443).unwrap().is_none(), "{host}");
         }
         assert!(e
-            .for_target("wss", "gateway.discord.gg", 443)
+            .for_target("wss", "gateway.example.com", 443)
             .unwrap()
             .is_some());
     }

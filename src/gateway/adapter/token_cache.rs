@@ -1,4 +1,4 @@
-//! An access token with a lifetime, as a platform hands it out (QQ's access token, Feishu's
+//! An access token with a lifetime, as a platform hands it out (an app's access token, a
 //! `tenant_access_token`): fetched on first use, used while fresh on both clocks, fetched
 //! again near its end or when the platform rejects it. What is fetched, and how, is the
 //! platform's; keeping it is the same for every platform.

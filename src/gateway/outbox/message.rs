@@ -39,7 +39,7 @@ impl State {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Request {
     pub adapter: String,
-    /// The platform target, e.g. `group:OPENID` or a Discord channel id.
+    /// The platform target, as its platform spells one, e.g. `group:OPENID` or `chat:ID`.
     pub target: String,
     pub text: String,
     pub reply_to: Option<String>,

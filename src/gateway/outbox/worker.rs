@@ -43,7 +43,7 @@ pub(crate) async fn run<S: Post>(
             // while this loop idles for good in each of a thousand adapters' workers.
             Next::Send(message) => match Box::pin(deliver(&sender, &outbox, *message)).await {
                 Ok(None) => continue,
-                // The platform asked for a pause before the next request (Discord's
+                // The platform asked for a pause before the next request (a rate-limit
                 // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.
                 Ok(Some(pause)) => Some(Instant::now() + pause),
                 Err(e) => {

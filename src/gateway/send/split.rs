@@ -1,5 +1,5 @@
 //! Long texts in pieces, for the platforms that take a few thousand characters a message
-//! (Telegram 4,096, Weixin 2,000) where a reply is often longer.
+//! (4,096 or 2,000, say) where a reply is often longer.
 //!
 //! A piece ends at the last line break in its window when there is one in the window's
 //! second half, else at the last space there, else at the window's end: pieces read as

@@ -37,12 +37,12 @@ fn hmac_matches_rfc_4231() {
 
 #[test]
 fn the_name_depends_on_the_key_and_is_not_the_plain_hash() {
-    let id = "discord:secret";
+    let id = "chat:secret";
     let a = keyed_hash(&[1; 32], id);
     assert_eq!(a.len(), HASH_HEX);
     assert_eq!(a, keyed_hash(&[1; 32], id), "stable for one key");
     assert_ne!(a, keyed_hash(&[2; 32], id), "another key, another name");
-    assert_ne!(a, keyed_hash(&[1; 32], "discord:other"));
+    assert_ne!(a, keyed_hash(&[1; 32], "chat:other"));
     assert!(!hex(&Sha256::digest(id)).starts_with(&a[..12]));
 }
 
@@ -142,8 +142,8 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
         pid: std::process::id(),
         profile: "coder".into(),
     };
-    let _held = locks.acquire("qq", "qqbot:1:s", &me).unwrap();
-    let err = locks.acquire("qq", "qqbot:1:s", &me).unwrap_err();
+    let _held = locks.acquire("qq", "app:1:s", &me).unwrap();
+    let err = locks.acquire("qq", "app:1:s", &me).unwrap_err();
     assert!(err.is_conflict());
     assert!(
         err.to_string().starts_with(&format!(
@@ -152,7 +152,7 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
         )),
         "{err}"
     );
-    assert!(locks.acquire("qq", "qqbot:2:s", &me).is_ok());
+    assert!(locks.acquire("qq", "app:2:s", &me).is_ok());
     let mode = |p: &Path| std::fs::symlink_metadata(p).unwrap().mode() & 0o7777;
     assert_eq!(mode(&dir), 0o700);
     assert_eq!(mode(&dir.join(KEY_FILE)), 0o600);
@@ -167,7 +167,7 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
         .collect();
     assert!(names
         .iter()
-        .all(|n| !n.contains("qqbot") && !n.contains(":s")));
+        .all(|n| !n.contains("app:") && !n.contains(":s")));
     assert!(!names.iter().any(|n| n.ends_with(".tmp")), "{names:?}");
 
     // The same key the next time, so the same names.
@@ -179,9 +179,9 @@ fn same_identity_conflicts_and_the_directory_key_and_lock_are_ours_alone() {
 #[test]
 fn two_adapters_with_one_identity_name_both() {
     let adapters = vec![
-        ("a".to_owned(), "discord:t".to_owned()),
-        ("b".to_owned(), "discord:u".to_owned()),
-        ("c".to_owned(), "discord:t".to_owned()),
+        ("a".to_owned(), "chat:t".to_owned()),
+        ("b".to_owned(), "chat:u".to_owned()),
+        ("c".to_owned(), "chat:t".to_owned()),
     ];
     let err = acquire_all(Path::new("/p/gateway.toml"), &adapters, &Holder::default()).unwrap_err();
     assert!(err.is_conflict());
@@ -190,5 +190,5 @@ fn two_adapters_with_one_identity_name_both() {
         "adapters a and c in /p/gateway.toml use the same bot credential, so they would \
          fight over one session: remove one of them, or give each its own credential"
     );
-    assert!(!err.to_string().contains("discord:t"));
+    assert!(!err.to_string().contains("chat:t"));
 }

@@ -65,7 +65,7 @@ fn set_refuses_what_the_plist_must_not_hold() {
         ("HERMES_WATCHDOG_SEC", "5", "set WatchdogSec"),
         ("NOTIFY_SOCKET", "/run/x", "systemd"),
         ("XPC_SERVICE_NAME", "x", "launchd sets it"),
-        ("TELEGRAM_BOT_TOKEN", "123:abc", ".env"),
+        ("CHAT_BOT_TOKEN", "123:abc", ".env"),
         ("openai_api_key", "sk-x", ".env"),
         ("DB_PASSWORD", "x", ".env"),
         ("1X", "x", "valid variable name"),
