@@ -12,7 +12,7 @@ pub(crate) mod fix;
 pub(crate) mod homes;
 pub(crate) mod launchd;
 pub(crate) mod snapshot;
-pub(crate) mod telegram_webhook;
+pub(crate) mod standing;
 
 use std::collections::BTreeMap;
 

@@ -8,12 +8,14 @@
 pub mod discord;
 pub mod feishu;
 pub mod qqbot;
+pub mod standing;
 pub mod telegram;
 pub mod websocket;
 pub mod weixin;
 
 use std::fmt;
 use std::future::Future;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
 
@@ -66,6 +68,21 @@ pub trait Platform {
         secrets: &[Secret],
         shared: &Shared,
     ) -> Option<Self::Sender>;
+
+    /// What doctor should ask the platform about adapter `adapter` (HSV020), holding the
+    /// secrets `.env` gives it; nothing by default. `config_path` is where a fix would be made.
+    fn question(
+        _adapter: &str,
+        _config: &Self::Config,
+        _secrets: &[Secret],
+        _config_path: &Path,
+    ) -> Option<standing::Question> {
+        None
+    }
+
+    /// What a new login needs, for a platform whose adapter can wait for one
+    /// (`needs-login`): said when doctor finds one waiting.
+    const LOGIN: Option<&'static str> = None;
 }
 
 /// The first secret, or nothing: what an identity of one credential is keyed on.
@@ -156,6 +173,27 @@ macro_rules! registry {
                     })+
                 }
             })
+        }
+
+        /// What doctor should ask `spec`'s platform, with the adapter's `secrets`.
+        pub fn question(
+            spec: &AdapterSpec,
+            secrets: &[Secret],
+            config_path: &Path,
+        ) -> Option<standing::Question> {
+            match &spec.protocol {
+                $(Protocol::$variant(c) => {
+                    <$wing::$platform as Platform>::question(&spec.name, c, secrets, config_path)
+                })+
+            }
+        }
+
+        /// What a new login on the platform of `kind` needs, if it has logins.
+        pub fn login_needs(kind: &str) -> Option<&'static str> {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::LOGIN;
+            })+
+            None
         }
 
         /// Where a message goes, on one of the platforms.

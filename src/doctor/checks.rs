@@ -76,7 +76,7 @@ pub(crate) const CHECKS: [Check; 22] = [
     runtime::UNMANAGED_GATEWAY,
     runtime::STALE_SETTINGS,
     on_homes!(bot_account::NEEDS_LOGIN),
-    on_homes!(bot_account::WEBHOOK_BLOCKS_POLLING),
+    on_homes!(bot_account::PLATFORM_REFUSES),
     secrets::SECRET_IN_UNIT,
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
 ];

@@ -1,6 +1,6 @@
 //! The profile homes doctor looks at, whichever manager runs them: each profile's files
-//! (`.env`, `gateway.toml`, pid file, state file), who holds its instance lock, Telegram's word
-//! on its tokens' webhooks, and beside them the manager's services seen only as far as these
+//! (`.env`, `gateway.toml`, pid file, state file), who holds its instance lock, the platforms'
+//! word on their adapters' standing, and beside them the manager's services seen only as far as these
 //! checks need (which profile each serves, and its process).
 //!
 //! Both doctors build one [`Homes`] per run, from the homes their units or jobs run with and
@@ -15,12 +15,13 @@ use std::time::SystemTime;
 
 use crate::bounded_read::Owner;
 use crate::config;
-use crate::doctor::telegram_webhook::{self, TelegramPoller};
+use crate::doctor::standing;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock;
 pub(crate) use crate::lock_holder::LockHolder;
 use crate::lock_holder::LockLookup;
+use crate::platform::standing::{Question, Standing};
 use crate::profile::{Profile, ProfileName};
 use crate::systemd::scope::Scope;
 
@@ -46,12 +47,12 @@ impl Default for Homes {
 
 impl Homes {
     /// Read every profile under `dirs` (each a `HERMES_HOME`), beside the manager's
-    /// `services`, and ask Telegram about their tokens' webhooks.
+    /// `services`, and ask the platforms about their adapters' standing.
     pub(crate) async fn gather(dirs: BTreeSet<PathBuf>, services: Vec<ServiceSnap>) -> Homes {
         let now = SystemTime::now();
         let main_pids = services.iter().filter_map(|s| s.pid).collect();
-        let mut profiles = profiles_in(dirs, main_pids);
-        telegram_webhook::ask(&mut profiles).await;
+        let (mut profiles, questions) = profiles_in(dirs, main_pids);
+        standing::ask(&mut profiles, questions).await;
         Homes {
             now,
             profiles,
@@ -113,8 +114,9 @@ pub(crate) struct ProfileSnap {
     pub(crate) config_error: Option<String>,
     /// `(adapter, short hash of its identity)` for every adapter whose credential is in `.env`.
     pub(crate) token_hashes: Vec<(String, String)>,
-    /// Telegram adapters whose token is in `.env`, with whether the token has a webhook set.
-    pub(crate) telegram: Vec<TelegramPoller>,
+    /// `(adapter, standing)` for every adapter whose platform doctor asked about it, in the
+    /// order of `gateway.toml`.
+    pub(crate) standing: Vec<(String, Standing)>,
     /// `(adapter, variable)` for every adapter whose secret gateway.toml names a variable for.
     pub(crate) secret_vars: Vec<(String, String)>,
     /// The process holding the profile's instance lock: the kernel's word on which gateway
@@ -126,18 +128,25 @@ pub(crate) struct ProfileSnap {
 
 /// Every profile home under `homes`, read for the profile checks. `main_pids` are the pids the
 /// manager runs as services, whose instance locks need no look at the kernel's lock table.
-fn profiles_in(mut homes: BTreeSet<PathBuf>, main_pids: BTreeSet<u32>) -> Vec<ProfileSnap> {
+/// Every profile under `homes`, and the questions for their platforms, each with the index
+/// of its profile.
+fn profiles_in(
+    mut homes: BTreeSet<PathBuf>,
+    main_pids: BTreeSet<u32>,
+) -> (Vec<ProfileSnap>, Vec<(usize, Question)>) {
     homes.retain(|h| !h.as_os_str().is_empty());
     let locks = LockLookup::new(main_pids);
-    let mut out = vec![];
+    let (mut out, mut questions) = (vec![], vec![]);
     for h in homes {
         for name in crate::profile::names_in(&h) {
             if let Ok(p) = Profile::new(name, h.clone()) {
-                out.push(profile_snap(&p, &locks));
+                let (snap, asked) = profile_snap(&p, &locks);
+                questions.extend(asked.into_iter().map(|q| (out.len(), q)));
+                out.push(snap);
             }
         }
     }
-    out
+    (out, questions)
 }
 
 #[cfg(target_os = "linux")]
@@ -157,7 +166,7 @@ fn pid_process(pid: u32) -> PidProcess {
     }
 }
 
-fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
+fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>) {
     let env_path = p.env_file();
     // Bounded reads: a FIFO, a symlink to /dev/zero or a huge file must not hang doctor.
     let env_text = crate::env_file::read(&env_path, Owner::SelfRootOrDirectory)
@@ -172,7 +181,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
     let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
-    let (config_error, token_hashes, telegram, secret_vars) = match config {
+    let (config_error, token_hashes, questions, secret_vars) = match config {
         Err(e) => (
             Some(redact(&crate::error_chain::one_line(&e), &vars)),
             vec![],
@@ -184,22 +193,19 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                 .adapters
                 .iter()
                 .filter_map(|spec| {
-                    let envs = spec.credential_envs();
-                    if envs.is_empty() {
-                        return None;
-                    }
-                    let mut secrets = vec![];
-                    for var in envs {
-                        let value = vars.iter().rev().find(|(k, _)| k == var)?.1.clone();
-                        if value.is_empty() {
-                            return None;
-                        }
-                        secrets.push(config::Secret::new(value));
-                    }
+                    let secrets = secrets_in(spec, &vars)?;
                     Some((
                         spec.name.clone(),
                         token_lock::fingerprint(&spec.identity(&secrets)),
                     ))
+                })
+                .collect();
+            let questions = cfg
+                .adapters
+                .iter()
+                .filter_map(|spec| {
+                    let secrets = secrets_in(spec, &vars)?;
+                    crate::platform::question(spec, &secrets, &config_path)
                 })
                 .collect();
             let secret_vars = cfg
@@ -211,16 +217,11 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
                         .map(|var| (a.name.clone(), var.to_owned()))
                 })
                 .collect();
-            (
-                None,
-                hashes,
-                telegram_webhook::pollers(&cfg, &vars),
-                secret_vars,
-            )
+            (None, hashes, questions, secret_vars)
         }
     };
     let pid_path = p.pid_file();
-    ProfileSnap {
+    let snap = ProfileSnap {
         name: p.name().clone(),
         hermes_home: p.hermes_home().to_owned(),
         home: p.home(),
@@ -236,10 +237,32 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> ProfileSnap {
         config_path,
         config_error,
         token_hashes,
-        telegram,
+        standing: vec![],
         secret_vars,
         lock_holder: locks.holder(&p.lock_file()),
+    };
+    (snap, questions)
+}
+
+/// The adapter's secrets as `.env` gives them (the last of a name winning, as the unit's
+/// `EnvironmentFile=` reads it), or `None` when it has none or one is missing or empty.
+fn secrets_in(
+    spec: &crate::platform::AdapterSpec,
+    vars: &[(String, String)],
+) -> Option<Vec<config::Secret>> {
+    let envs = spec.credential_envs();
+    if envs.is_empty() {
+        return None;
     }
+    let mut secrets = vec![];
+    for var in envs {
+        let value = vars.iter().rev().find(|(k, _)| k == var)?.1.clone();
+        if value.is_empty() {
+            return None;
+        }
+        secrets.push(config::Secret::new(value));
+    }
+    Some(secrets)
 }
 
 /// Hide every `.env` value in `text`. A parse error may quote a value, and a token pasted

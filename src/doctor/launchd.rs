@@ -4,7 +4,7 @@
 //! As on systemd, gathering happens once, in [`snapshot`], and every check in [`CHECKS`] is a
 //! pure function of that snapshot, with the id of the systemd check of the same meaning. The
 //! checks of a profile's home (`.env` mode, pid file, shared token, config), of a bot's
-//! standing with its platform (a login to renew, a Telegram webhook) and of the outbox do not
+//! standing with its platform (a login to renew, a setting on the platform that keeps it deaf) and of the outbox do not
 //! depend on the manager: they are systemd's own, run over the same neutral look at the profile
 //! homes ([`Homes`](crate::doctor::homes::Homes)), with the jobs in the units' place.
 //!
@@ -42,7 +42,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 14] = [
     on_homes!(profile_home::CONFIG),
     checks::LABEL_MISMATCH,
     on_homes!(bot_account::NEEDS_LOGIN),
-    on_homes!(bot_account::WEBHOOK_BLOCKS_POLLING),
+    on_homes!(bot_account::PLATFORM_REFUSES),
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
 ];
 

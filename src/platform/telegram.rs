@@ -4,6 +4,7 @@ mod config;
 mod receive;
 mod send;
 mod target;
+mod webhook;
 
 pub use config::Config;
 pub use send::Sender;
@@ -56,6 +57,16 @@ impl Platform for Telegram {
             deps.shared.http.clone(),
         );
         long_poll::run(&spec.name, &spec.timing, poller, deps).await
+    }
+
+    fn question(
+        adapter: &str,
+        config: &Config,
+        secrets: &[Secret],
+        config_path: &std::path::Path,
+    ) -> Option<crate::platform::standing::Question> {
+        let token = secrets.first()?.clone();
+        webhook::question(adapter, config, token, config_path)
     }
 
     fn sender(

@@ -28,6 +28,8 @@ impl Platform for Weixin {
     const KEYS: &'static [&'static str] = &["api-base", "poll-timeout", "poll-grace"];
     type Config = Config;
     type Sender = Sender;
+    const LOGIN: Option<&'static str> =
+        Some("a person to scan a QR code with the bot's WeChat account");
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)

@@ -1,27 +1,28 @@
 //! Findings about a bot's standing with its platform, which no unit property shows: a login the
-//! platform ended (the gateway's own state file says so) and a Telegram webhook that blocks
-//! polling (the Bot API says so). Both leave a gateway that runs, looks healthy to its
-//! manager, and hears nothing. They do not depend on the manager, so launchd's doctor runs
-//! them too, and `--fix` changes neither: one needs a person with a phone, the other a
-//! decision about the bot's setup.
+//! platform ended (the gateway's own state file says so) and a setting on the platform that
+//! keeps the adapter deaf (the platform says so, asked by its wing: `platform::standing`).
+//! Both leave a gateway that runs, looks healthy to its manager, and hears nothing. They do
+//! not depend on the manager, so launchd's doctor runs them too, and `--fix` changes neither:
+//! one needs a person with the bot's account at hand, the other a decision about the bot's
+//! setup.
 
 use crate::doctor::checks::{profile_finding, Check};
 use crate::doctor::homes::{Homes, ProfileSnap};
-use crate::doctor::telegram_webhook::Webhook;
 use crate::doctor::{Finding, Severity};
 use crate::gateway::health::State;
+use crate::platform::standing::Standing;
 use crate::service::served_profile::same_home;
 use crate::systemd::scope::Scope;
 
-/// HSV019: an adapter waits for a person to log it in again (Weixin's expired session).
+/// HSV019: an adapter waits for a person to log it in again (the platform ended its session).
 pub(crate) const NEEDS_LOGIN: Check<Homes> = Check {
     id: "HSV019",
     find: needs_login,
     fix: |p, f| {
-        p.skip(
-            f,
-            "a new login needs a person to scan a QR code with the bot's WeChat account",
-        )
+        // The fix is `hermes-svc login KIND ...`: the platform says what its login needs.
+        let kind = f.fix.split_whitespace().nth(2).unwrap_or_default();
+        let needs = crate::platform::login_needs(kind).unwrap_or("a person");
+        p.skip(f, format!("a new login needs {needs}"))
     },
 };
 
@@ -50,7 +51,8 @@ fn needs_login(s: &Homes) -> Vec<Finding> {
                     c.name, c.kind
                 ),
                 format!(
-                    "hermes-svc login weixin --profile {} --adapter {}{}",
+                    "hermes-svc login {} --profile {} --adapter {}{}",
+                    c.kind,
                     p.name,
                     c.name,
                     system_flag(s, p)
@@ -78,55 +80,35 @@ fn system_flag(s: &Homes, p: &ProfileSnap) -> &'static str {
     }
 }
 
-/// HSV020: a Telegram adapter polls with `getUpdates`, but its token has a webhook set, which
-/// Telegram answers with 409 for as long as it stays; or (info) doctor could not ask.
-pub(crate) const WEBHOOK_BLOCKS_POLLING: Check<Homes> = Check {
+/// HSV020: the platform says an adapter cannot work as configured (a webhook that blocks
+/// polling, say); or (info) doctor could not ask it.
+pub(crate) const PLATFORM_REFUSES: Check<Homes> = Check {
     id: "HSV020",
-    find: webhook_blocks_polling,
+    find: platform_refuses,
     fix: |p, f| {
         match f.severity {
-        Severity::Info => p.skip(f, "doctor could not ask Telegram; nothing to fix until it can"),
+        Severity::Info => p.skip(f, "doctor could not ask the platform; nothing to fix until it can"),
         _ => p.skip(
             f,
-            "doctor changes neither gateway.toml nor a bot's settings on its platform; whether the webhook is still someone's is for a person to decide",
+            "doctor changes neither gateway.toml nor a bot's settings on its platform; whether the setting is still someone's is for a person to decide",
         ),
     }
     },
 };
 
-fn webhook_blocks_polling(s: &Homes) -> Vec<Finding> {
+fn platform_refuses(s: &Homes) -> Vec<Finding> {
     let mut out = vec![];
     for p in &s.profiles {
-        for t in p.telegram.iter().filter(|t| !t.delete_webhook) {
-            let (severity, message, fix) = match &t.webhook {
-                Webhook::Set { host } => (
-                    Severity::Error,
-                    format!(
-                        "Adapter {} polls Telegram with getUpdates, but its bot token has a webhook set (to {host}), and Telegram refuses getUpdates while one is (409 Conflict), so the bot hears nothing.",
-                        t.adapter
-                    ),
-                    format!(
-                        "set delete-webhook = true for adapter {} in {}, or delete the webhook: curl -s {}/bot<TOKEN>/deleteWebhook",
-                        t.adapter,
-                        p.config_path.display(),
-                        t.api_base
-                    ),
-                ),
-                Webhook::CouldNotAsk { why } => (
-                    Severity::Info,
-                    format!(
-                        "Could not ask Telegram whether adapter {}'s bot token has a webhook set, which would block its polling ({why}); not checked.",
-                        t.adapter
-                    ),
-                    format!(
-                        "curl -s {}/bot<TOKEN>/getWebhookInfo (a non-empty \"url\" blocks polling)",
-                        t.api_base
-                    ),
-                ),
-                Webhook::None | Webhook::NotAsked => continue,
+        for (_, standing) in &p.standing {
+            let (severity, message, fix) = match standing {
+                Standing::Blocked(b) => (Severity::Error, b.problem.clone(), b.fix.clone()),
+                Standing::CouldNotAsk { message, fix } => {
+                    (Severity::Info, message.clone(), fix.clone())
+                }
+                Standing::Fine => continue,
             };
             out.push(profile_finding(
-                WEBHOOK_BLOCKS_POLLING.id,
+                PLATFORM_REFUSES.id,
                 severity,
                 p,
                 message,
@@ -142,8 +124,8 @@ mod tests {
     use super::*;
     use crate::doctor::checks::fixtures::*;
     use crate::doctor::snapshot::Snapshot;
-    use crate::doctor::telegram_webhook::TelegramPoller;
     use crate::gateway::state_file::{ComponentState, StateFile};
+    use crate::platform::standing::Blocked;
     use std::time::{Duration, SystemTime};
 
     fn component(name: &str, kind: &str, state: &str, last_error: Option<&str>) -> ComponentState {
@@ -180,10 +162,10 @@ mod tests {
         p.state = Some(state(
             now,
             vec![
-                component("qq", "qqbot", "connected", None),
+                component("qq", "websocket", "connected", None),
                 component(
                     "wx",
-                    "weixin",
+                    "chat",
                     "needs-login",
                     Some("session expired (errcode -14)"),
                 ),
@@ -202,11 +184,11 @@ mod tests {
         assert_eq!(ids(&f), [("HSV019", Severity::Error)]);
         assert_eq!(f[0].subject, "a");
         assert!(
-            f[0].message.contains("Adapter wx (weixin)")
+            f[0].message.contains("Adapter wx (chat)")
                 && f[0].message.contains("session expired (errcode -14)"),
             "{f:?}"
         );
-        assert_eq!(f[0].fix, "hermes-svc login weixin --profile a --adapter wx");
+        assert_eq!(f[0].fix, "hermes-svc login chat --profile a --adapter wx");
         // A system unit runs the profile: login is told so.
         let mut system = s.clone();
         let mut unit = ours("a");
@@ -214,7 +196,7 @@ mod tests {
         system.homes.services = vec![unit.as_service()];
         assert_eq!(
             needs_login(&system.homes)[0].fix,
-            "hermes-svc login weixin --profile a --adapter wx --system"
+            "hermes-svc login chat --profile a --adapter wx --system"
         );
         // No unit at all (a gateway run by hand, or a launchd job): still found, user scope.
         let mut by_hand = s.clone();
@@ -233,18 +215,24 @@ mod tests {
         assert!(needs_login(&back.homes).is_empty());
     }
 
-    fn telegram(webhook: Webhook, delete_webhook: bool) -> Snapshot {
+    fn standing(standing: Standing) -> Snapshot {
         let mut p = profile("a");
-        p.telegram = vec![TelegramPoller::asked("tg", delete_webhook, webhook)];
+        p.standing = vec![("tg".into(), standing)];
         snap(vec![ours("a")], vec![p])
     }
 
+    fn blocked(host: &str) -> Standing {
+        Standing::Blocked(Blocked {
+            problem: format!("Adapter tg polls, but a webhook is set (to {host}): 409."),
+            fix: format!(
+                "set delete-webhook = true for adapter tg in {HOME}/profiles/a/gateway.toml"
+            ),
+        })
+    }
+
     #[test]
-    fn hsv020_a_webhook_that_blocks_polling() {
-        let set = Webhook::Set {
-            host: "hooks.example.com".into(),
-        };
-        let f = webhook_blocks_polling(&telegram(set.clone(), false).homes);
+    fn hsv020_the_platform_says_an_adapter_cannot_work() {
+        let f = platform_refuses(&standing(blocked("hooks.example.com")).homes);
         assert_eq!(ids(&f), [("HSV020", Severity::Error)]);
         assert!(
             f[0].message.contains("hooks.example.com") && f[0].message.contains("409"),
@@ -252,46 +240,37 @@ mod tests {
         );
         assert_eq!(
             f[0].fix,
-            format!(
-                "set delete-webhook = true for adapter tg in {HOME}/profiles/a/gateway.toml, or delete the webhook: curl -s https://api.telegram.org/bot<TOKEN>/deleteWebhook"
-            )
+            format!("set delete-webhook = true for adapter tg in {HOME}/profiles/a/gateway.toml")
         );
         // Could not ask: said, as a note that does not fail the run.
-        let unknown = Webhook::CouldNotAsk {
-            why: "no answer within 3 s".into(),
+        let unknown = Standing::CouldNotAsk {
+            message: "Could not ask (no answer within 3 s); not checked.".into(),
+            fix: "curl".into(),
         };
-        let f = webhook_blocks_polling(&telegram(unknown, false).homes);
+        let f = platform_refuses(&standing(unknown).homes);
         assert_eq!(ids(&f), [("HSV020", Severity::Info)]);
         assert!(f[0].message.contains("no answer within 3 s"), "{f:?}");
-        // Near misses: the adapter deletes a webhook itself; no webhook; not asked.
-        assert!(webhook_blocks_polling(&telegram(set, true).homes).is_empty());
-        assert!(webhook_blocks_polling(&telegram(Webhook::None, false).homes).is_empty());
-        assert!(webhook_blocks_polling(&telegram(Webhook::NotAsked, true).homes).is_empty());
+        // Near miss: nothing wrong.
+        assert!(platform_refuses(&standing(Standing::Fine).homes).is_empty());
     }
 
     #[test]
     fn neither_is_fixed_and_each_says_why() {
         let mut s = waiting(SystemTime::now());
-        s.homes.profiles[0].telegram = vec![TelegramPoller::asked(
-            "tg",
-            false,
-            Webhook::Set {
-                host: "h.example".into(),
-            },
-        )];
+        s.homes.profiles[0].standing = vec![("tg".into(), blocked("h.example"))];
         let p = planned(&s);
         assert!(p.fixes.is_empty(), "{p:?}");
         let why: Vec<_> = p.skipped.iter().map(|k| (k.id, k.why.as_str())).collect();
         assert!(
             why.iter()
-                .any(|(id, w)| *id == "HSV019" && w.contains("QR code")),
+                .any(|(id, w)| *id == "HSV019" && w.contains("a new login needs a person")),
             "{why:?}"
         );
         assert!(why.iter().any(|(id, _)| *id == "HSV020"), "{why:?}");
         let login = p.skipped.iter().find(|k| k.id == "HSV019").unwrap();
         assert_eq!(
             login.manual,
-            "hermes-svc login weixin --profile a --adapter wx"
+            "hermes-svc login chat --profile a --adapter wx"
         );
     }
 }

@@ -80,7 +80,7 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         config_path: home.join("gateway.toml"),
         config_error: None,
         token_hashes: vec![],
-        telegram: vec![],
+        standing: vec![],
         secret_vars: vec![],
         lock_holder: None,
         outbox_journal: home.join("outbox/journal.jsonl"),

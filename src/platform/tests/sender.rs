@@ -196,3 +196,11 @@ proptest::proptest! {
         let _ = Target::parse(&kind, &text);
     }
 }
+
+#[test]
+fn a_platform_with_logins_says_what_one_needs() {
+    let needs = crate::platform::login_needs("weixin").unwrap();
+    assert!(needs.contains("QR code"), "{needs}");
+    assert_eq!(crate::platform::login_needs("telegram"), None);
+    assert_eq!(crate::platform::login_needs("irc"), None);
+}
