@@ -82,7 +82,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Logs(args) => logs::run(args),
         Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
-        Command::Login(args::LoginCommand::Weixin(args)) => login::weixin(args),
+        Command::Login(login) => login::run(login),
         Command::Install(args) => runtime()?.block_on(install::install(args)),
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),
         Command::Set(args) => runtime()?.block_on(set::set(args)),

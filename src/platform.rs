@@ -18,6 +18,7 @@ use std::future::Future;
 use std::path::Path;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -83,6 +84,43 @@ pub trait Platform {
     /// What a new login needs, for a platform whose adapter can wait for one
     /// (`needs-login`): said when doctor finds one waiting.
     const LOGIN: Option<&'static str> = None;
+
+    /// What `hermes-svc login KIND` does, for a platform that logs in that way; `None`, and
+    /// the platform has no such command.
+    const LOG_IN: Option<&'static str> = None;
+
+    /// Log adapter `spec` in, with a person at the terminal, within `timeout`, and store the
+    /// login where the adapter reads it. Only called when [`Platform::LOG_IN`] is given.
+    fn log_in(
+        _spec: &config::AdapterSpec<Self::Config>,
+        _timeout: Duration,
+    ) -> impl Future<Output = Result<LoggedIn, LoginError>> + Send {
+        async { Err(LoginError::NoLogin) }
+    }
+}
+
+/// A login stored by [`Platform::log_in`].
+pub struct LoggedIn {
+    /// The bot's account on the platform, as the platform names it.
+    pub account: String,
+    /// The credential the adapter will use: its fingerprint says which login this is.
+    pub credential: Secret,
+    pub stored_at: std::path::PathBuf,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    #[error("this platform has no login command")]
+    NoLogin,
+    #[error("the {platform} login did not complete")]
+    Incomplete {
+        platform: &'static str,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The login was confirmed, and could not be stored.
+    #[error(transparent)]
+    Store(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// The first secret, or nothing: what an identity of one credential is keyed on.
@@ -184,6 +222,29 @@ macro_rules! registry {
             match &spec.protocol {
                 $(Protocol::$variant(c) => {
                     <$wing::$platform as Platform>::question(&spec.name, c, secrets, config_path)
+                })+
+            }
+        }
+
+        /// The platforms with a login command, `(kind, what the command does)`.
+        pub fn logins() -> Vec<(&'static str, &'static str)> {
+            let mut out = vec![];
+            $(if let Some(about) = <$wing::$platform as Platform>::LOG_IN {
+                out.push((<$wing::$platform as Platform>::KIND, about));
+            })+
+            out
+        }
+
+        /// Log `spec` in through its platform ([`Platform::log_in`]).
+        pub async fn log_in(spec: &AdapterSpec, timeout: Duration) -> Result<LoggedIn, LoginError> {
+            match &spec.protocol {
+                $(Protocol::$variant(c) => {
+                    let spec = config::AdapterSpec {
+                        name: spec.name.clone(),
+                        timing: spec.timing.clone(),
+                        protocol: c.clone(),
+                    };
+                    <$wing::$platform as Platform>::log_in(&spec, timeout).await
                 })+
             }
         }

@@ -59,8 +59,8 @@ pub(super) enum Command {
     /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
     /// stale pid files, ...) and print the exact fix for each.
     Doctor(DoctorArgs),
-    /// Log a bot in to a platform that logs in by QR code (Weixin), and store the login in
-    /// the profile.
+    /// Log a bot in to a platform whose login needs a person (a QR code to scan), and store
+    /// the login in the profile.
     #[command(subcommand)]
     Login(LoginCommand),
     /// Run a gateway against a built-in mock platform, inject a half-open fault, and show
@@ -90,19 +90,63 @@ pub(super) struct ManArgs {
     pub(super) dir: PathBuf,
 }
 
-#[derive(Subcommand, Debug)]
-pub(super) enum LoginCommand {
-    /// Draw the iLink QR code in the terminal, wait for the scan and the confirmation in
-    /// WeChat, and store the bot's token (mode 0600) where the profile's Weixin adapter
-    /// reads it. A running gateway waiting for a new login picks it up by itself.
-    Weixin(WeixinLoginArgs),
+/// `login KIND`: one subcommand per platform that has a login command (the registry's
+/// [`crate::platform::logins`]), each taking [`LoginArgs`].
+#[derive(Debug)]
+pub(super) struct LoginCommand {
+    pub(super) kind: &'static str,
+    pub(super) args: LoginArgs,
+}
+
+impl clap::FromArgMatches for LoginCommand {
+    fn from_arg_matches(matches: &clap::ArgMatches) -> Result<Self, clap::Error> {
+        let missing = || clap::Error::new(clap::error::ErrorKind::MissingSubcommand);
+        let (name, sub) = matches.subcommand().ok_or_else(missing)?;
+        let kind = crate::platform::logins()
+            .into_iter()
+            .map(|(kind, _)| kind)
+            .find(|kind| *kind == name)
+            .ok_or_else(|| clap::Error::new(clap::error::ErrorKind::InvalidSubcommand))?;
+        Ok(Self {
+            kind,
+            args: LoginArgs::from_arg_matches(sub)?,
+        })
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &clap::ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(matches)?;
+        Ok(())
+    }
+}
+
+impl Subcommand for LoginCommand {
+    fn augment_subcommands(cmd: clap::Command) -> clap::Command {
+        crate::platform::logins()
+            .into_iter()
+            .fold(cmd, |cmd, (kind, about)| {
+                cmd.subcommand(LoginArgs::augment_args(
+                    clap::Command::new(kind).about(about),
+                ))
+            })
+    }
+
+    fn augment_subcommands_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_subcommands(cmd)
+    }
+
+    fn has_subcommand(name: &str) -> bool {
+        crate::platform::logins()
+            .iter()
+            .any(|(kind, _)| *kind == name)
+    }
 }
 
 #[derive(Args, Debug)]
-pub(super) struct WeixinLoginArgs {
+pub(super) struct LoginArgs {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
-    /// The Weixin adapter in gateway.toml to log in (needed when there is more than one).
+    /// The adapter of this platform in gateway.toml to log in (needed when there is more
+    /// than one).
     #[arg(long, value_name = "NAME")]
     pub(super) adapter: Option<String>,
     /// Restart the profile's service once the login is stored.
@@ -252,7 +296,7 @@ pub(super) struct WaitArgs {
 }
 
 impl Default for WaitArgs {
-    /// As the flag's default: a command that restarts on its own (`login weixin --restart`)
+    /// As the flag's default: a command that restarts on its own (`login KIND --restart`)
     /// waits as `restart` does.
     fn default() -> Self {
         Self {
@@ -345,10 +389,8 @@ pub(super) struct SendArgs {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
     /// Where to send: an adapter's name in gateway.toml, a colon, and the target on its
-    /// platform. QQ: group:OPENID, user:OPENID, channel:ID or dm:GUILD_ID. Discord: channel:ID
-    /// or the channel id. Feishu: chat:CHAT_ID or user:OPEN_ID. Telegram: chat:ID (an integer,
-    /// negative for groups and channels) or chat:@USERNAME. Weixin: user:USER_ID. WebSocket:
-    /// any one-line text. E.g. qq:group:OPENID, tg:chat:-1001234567890.
+    /// platform, as docs/outbox.md#targets lists them for each platform (a chat, a group, a
+    /// channel or a user, by its id). E.g. qq:group:OPENID, tg:chat:-1001234567890.
     #[arg(long, value_name = "ADAPTER:TARGET")]
     pub(super) to: String,
     /// The platform id of the message this answers.

@@ -1,5 +1,5 @@
-//! `demo`: the half-open fault shown end to end against the built-in mock platform (QQ Bot,
-//! Discord and Feishu; `crate::demo`), with no credentials or network.
+//! `demo`: the half-open fault shown end to end against the built-in mock platform
+//! (`crate::demo`), with no credentials or network.
 
 use std::time::Duration;
 

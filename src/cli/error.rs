@@ -89,10 +89,8 @@ pub(crate) enum CliError {
     Json(#[from] serde_json::Error),
     #[error(transparent)]
     Config(#[from] crate::config::ConfigError),
-    #[error("the Weixin login did not complete")]
-    Login(#[from] crate::platform::weixin::qr::QrError),
     #[error(transparent)]
-    LoginFile(#[from] crate::platform::weixin::LoginFileError),
+    Login(#[from] crate::platform::LoginError),
     #[error("cannot write {}", path.display())]
     Write {
         path: PathBuf,
@@ -137,7 +135,6 @@ impl CliError {
             | CliError::Api(_)
             | CliError::Json(_)
             | CliError::Login(_)
-            | CliError::LoginFile(_)
             | CliError::Demo(_) => exit_code::FAILURE,
             CliError::Config(_) => exit_code::USAGE,
         }

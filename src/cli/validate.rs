@@ -150,7 +150,7 @@ fn env_pair(flag: &str, raw: &str) -> Result<(String, String), CliError> {
 fn credential_pair(raw: &str) -> Result<(String, String), CliError> {
     let (name, path) = raw.split_once('=').ok_or_else(|| {
         usage(format!(
-            "--credential {raw:?}: expected NAME=PATH, like DISCORD_TOKEN=/etc/hermes/discord.token"
+            "--credential {raw:?}: expected NAME=PATH, like BOT_TOKEN=/etc/hermes/bot.token"
         ))
     })?;
     escape::env_name(name).map_err(|e| usage(format!("--credential {name}: {e}")))?;

@@ -10,6 +10,7 @@ pub mod qr;
 mod receive;
 mod send;
 mod target;
+mod terminal;
 
 pub use config::{login_file, Config};
 pub use login::{LoginFileError, WeixinLogin};
@@ -30,6 +31,11 @@ impl Platform for Weixin {
     type Sender = Sender;
     const LOGIN: Option<&'static str> =
         Some("a person to scan a QR code with the bot's WeChat account");
+    const LOG_IN: Option<&'static str> = Some(
+        "Draw the iLink QR code in the terminal, wait for the scan and the confirmation in \
+         WeChat, and store the bot's token (mode 0600) where the profile's Weixin adapter reads \
+         it. A running gateway waiting for a new login picks it up by itself.",
+    );
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
@@ -63,6 +69,13 @@ impl Platform for Weixin {
         let http = deps.shared.http.clone();
         let poller = receive::Weixin::new(&spec.name, http, account, c.poll, cursor);
         long_poll::run(&spec.name, &spec.timing, poller, deps).await
+    }
+
+    async fn log_in(
+        spec: &AdapterSpec<Config>,
+        timeout: std::time::Duration,
+    ) -> Result<crate::platform::LoggedIn, crate::platform::LoginError> {
+        terminal::log_in(spec, timeout).await
     }
 
     fn sender(
