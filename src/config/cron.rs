@@ -23,6 +23,23 @@ pub struct CronSpec<T> {
     pub(crate) deliver_failures: bool,
 }
 
+impl<T> CronSpec<T> {
+    /// The same job, with its target as `f` makes it (its platform's canonical text, say).
+    pub fn map_target<U>(self, f: impl FnOnce(T) -> U) -> CronSpec<U> {
+        CronSpec {
+            name: self.name,
+            schedule: self.schedule,
+            command: self.command,
+            timeout: self.timeout,
+            deliver: self.deliver.map(|d| Deliver {
+                adapter: d.adapter,
+                target: f(d.target),
+            }),
+            deliver_failures: self.deliver_failures,
+        }
+    }
+}
+
 /// `deliver = "ADAPTER:TARGET"`: an adapter of this profile and a target it can send to,
 /// parsed once, here.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -16,6 +16,10 @@ mod schedule;
 mod ticker;
 
 pub(crate) use job::CronContext;
+
+/// A job as the ticker runs it: its target already parsed once, at load, and kept as its
+/// platform spells it, which is what the outbox takes.
+pub type CronSpec = crate::config::CronSpec<String>;
 pub(crate) use ticker::{run, DEADLINE};
 
 #[cfg(test)]

@@ -86,7 +86,12 @@ impl Components {
         let hb = self
             .registry
             .register(&name, ComponentKind::Cron, cron::DEADLINE);
-        let (jobs, rx) = (jobs.to_vec(), self.shutdown());
+        let jobs = jobs
+            .iter()
+            .cloned()
+            .map(|job| job.map_target(|target| target.to_string()))
+            .collect();
+        let rx = self.shutdown();
         let work = {
             let hb = hb.clone();
             async move {

@@ -7,8 +7,8 @@
 use std::process::ExitStatus;
 
 use super::job::Outcome;
+use super::CronSpec;
 use crate::gateway::outbox::{Outbox, Policy, Request};
-use crate::platform::CronSpec;
 
 /// How much of a job's stdout is kept for delivery; the rest only reaches `cron.log`.
 pub(super) const CAPTURE_MAX: usize = 64 * 1024;

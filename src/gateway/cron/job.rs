@@ -14,9 +14,9 @@ use tracing::{debug, error, info, warn};
 
 use super::deliver::{self, Captured};
 use super::log::{log_line, open_log};
+use super::CronSpec;
 use crate::gateway::health::Heartbeat;
 use crate::gateway::outbox::Outbox;
-use crate::platform::CronSpec;
 
 /// A job that outlives its timeout (or is running at shutdown) gets SIGTERM, and this long to
 /// clean up before SIGKILL, so a Python job can still flush its own files.

@@ -8,10 +8,10 @@ use tokio::sync::watch;
 use super::job::{run_job_inner, Outcome};
 use super::schedule::{Poll, Schedule, MISSED_COUNT_CAP};
 use super::ticker::{Ticker, TICK};
+use super::CronSpec;
 use super::*;
 use crate::config::CronSchedule;
 use crate::gateway::health::{ComponentKind, Registry, State};
-use crate::platform::CronSpec;
 
 fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> CronSpec {
     CronSpec {

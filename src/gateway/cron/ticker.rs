@@ -15,8 +15,8 @@ use tracing::{error, info, warn, Instrument};
 
 use super::job::{run_job, CronContext};
 use super::schedule::{wall_now, Poll, Schedule};
+use super::CronSpec;
 use crate::gateway::health::{Heartbeat, State};
-use crate::platform::CronSpec;
 use crate::test_hook;
 
 /// How often the ticker wakes, beats and checks for due jobs.
