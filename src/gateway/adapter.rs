@@ -35,6 +35,7 @@ pub mod proxy;
 pub(crate) mod session;
 pub(crate) mod setup;
 mod shared;
+pub(crate) mod supervise;
 pub(crate) mod token_cache;
 
 pub use shared::Shared;
@@ -48,13 +49,17 @@ use tokio::time::Instant;
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Spool;
-use backoff::Backoff;
 use close_code::CloseAction;
 use dialect::Dialect;
+use identify_queue::IdentifyQueue;
 use inbox::ResumeState;
 use outcome::SessionEnd;
+use outlet::Outlet;
 use session::Session;
 use setup::{Connector, PlatformError};
+pub use supervise::retry_deadline;
+use supervise::wait;
+use supervise::{supervise, Ended, Link, Pace, Step, Transport};
 
 /// How an adapter stopped.
 #[derive(Debug, PartialEq, Eq)]
@@ -74,11 +79,6 @@ pub struct Deps {
     pub shutdown: watch::Receiver<bool>,
 }
 
-/// The deadline of a component that is backing off: it must come back and try within this.
-pub fn retry_deadline(timing: &Timing, backoff_max: Duration) -> Duration {
-    backoff_max + timing.connect_timeout + timing.hello_timeout + Duration::from_secs(5)
-}
-
 /// Resumes in a row that fail or die within `backoff-min` before the session is dropped and
 /// the adapter identifies afresh: a session the platform keeps accepting and killing is dead.
 const MAX_SHORT_RESUMES: u32 = 3;
@@ -96,52 +96,54 @@ const IDENTIFY_WAIT_CONNECTED: Duration = Duration::from_secs(10);
 pub(crate) async fn run<C: Connector>(
     name: &str,
     timing: &Timing,
-    mut platform: C,
-    mut deps: Deps,
+    platform: C,
+    deps: Deps,
 ) -> AdapterExit {
-    let hb = deps.heartbeat.clone();
-    let identify = deps.shared.identify.queue(&platform.identify_key());
-    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
-    let mut resume: Option<ResumeState> = None;
-    let mut delay: Option<Duration> = None;
-    let mut short_resumes = 0;
-    let mut stale_tokens = 0;
-    let retry_deadline = retry_deadline(timing, backoff.max().max(Duration::from_secs(60)));
-    let outlet = platform.outlet();
-    loop {
-        if let Some(d) = delay.take() {
-            hb.enter(State::Retrying);
-            hb.set_deadline(retry_deadline);
-            tracing::info!(adapter = %name, delay_ms = d.as_millis() as u64, "reconnecting after backoff");
-            if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
-                return AdapterExit::Shutdown;
-            }
-        }
-        if *deps.shutdown.borrow() {
-            return AdapterExit::Shutdown;
-        }
-        hb.set_deadline(retry_deadline);
+    let transport = WebSocket {
+        identify: deps.shared.identify.queue(&platform.identify_key()),
+        outlet: platform.outlet(),
+        platform,
+        resume: None,
+        short_resumes: 0,
+        stale_tokens: 0,
+    };
+    supervise(name, timing, transport, deps).await
+}
+
+/// The WebSocket transport: a platform's connections, each prepared by its [`Connector`] and
+/// resumed where the last left off.
+struct WebSocket<C> {
+    platform: C,
+    identify: IdentifyQueue,
+    outlet: Option<Arc<Outlet>>,
+    resume: Option<ResumeState>,
+    /// Resumes in a row that did not live ([`MAX_SHORT_RESUMES`]).
+    short_resumes: u32,
+    /// Stale-token closes in a row ([`IMMEDIATE_TOKEN_REFRESHES`]).
+    stale_tokens: u32,
+}
+
+impl<C: Connector> Transport for WebSocket<C> {
+    async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
+        let name = link.name;
+        let hb = link.deps.heartbeat.clone();
+        let resume_url = self.resume.as_ref().and_then(|r| r.resume_url.as_deref());
         // Boxed: token and gateway-URL requests live only while they run.
-        let prepared =
-            match Box::pin(platform.prepare(resume.as_ref().and_then(|r| r.resume_url.as_deref())))
-                .await
-            {
-                Ok(p) => p,
-                Err(PlatformError::Fatal(e)) => return fatal(&hb, name, e),
-                Err(PlatformError::Retry(e) | PlatformError::Unreachable(e)) => {
-                    hb.error(&e);
-                    tracing::warn!(adapter = %name, error = %e, "setup failed");
-                    delay = Some(backoff.next_delay(fastrand::f64));
-                    continue;
-                }
-            };
+        let prepared = match Box::pin(self.platform.prepare(resume_url)).await {
+            Ok(p) => p,
+            Err(PlatformError::Fatal(e)) => return Ended::unconnected(Step::Fatal(e)),
+            Err(PlatformError::Retry(e) | PlatformError::Unreachable(e)) => {
+                tracing::warn!(adapter = %name, error = %e, "setup failed");
+                return Ended::unconnected(Step::again(e, Pace::Backoff));
+            }
+        };
         if let Some(limit) = prepared.limit {
-            identify.update(limit);
+            self.identify.update(limit);
         }
         // A long wait for the session start limit (a spent daily budget) is waited out here,
         // holding no connection; the slot itself is booked when Identify is about to go out.
-        if let (None, Dialect::Gateway(gateway)) = (&resume, &prepared.dialect) {
-            let at = identify.earliest(gateway.shard.map_or(0, |s| s[0]));
+        if let (None, Dialect::Gateway(gateway)) = (&self.resume, &prepared.dialect) {
+            let at = self.identify.earliest(gateway.shard.map_or(0, |s| s[0]));
             if at > Instant::now() + IDENTIFY_WAIT_CONNECTED {
                 hb.enter(State::Retrying);
                 let secs = at.saturating_duration_since(Instant::now()).as_secs_f64();
@@ -149,8 +151,8 @@ pub(crate) async fn run<C: Connector>(
                     "waiting {secs:.0}s for the platform's session start limit"
                 ));
                 tracing::info!(adapter = %name, wait_s = secs, "identify queued by the session start limit");
-                if wait(&hb, at, &mut deps.shutdown).await {
-                    return AdapterExit::Shutdown;
+                if wait(&hb, at, &mut link.deps.shutdown).await {
+                    return Ended::unconnected(Step::Shutdown);
                 }
             }
         }
@@ -159,164 +161,116 @@ pub(crate) async fn run<C: Connector>(
             url: &prepared.url,
             authorization: prepared.authorization.as_deref(),
             dialect: &prepared.dialect,
-            timing,
+            timing: link.timing,
             heartbeat: &hb,
-            spool: &deps.spool,
-            proxies: &deps.shared.proxies,
-            identify: &identify,
-            outlet: outlet.as_deref(),
+            spool: &link.deps.spool,
+            proxies: &link.deps.shared.proxies,
+            identify: &self.identify,
+            outlet: self.outlet.as_deref(),
         };
-        let resuming = resume.is_some();
-        let outage = hb.outage_since();
-        let outcome = session.run(resume.take(), &mut deps.shutdown).await;
-        resume = outcome.resume;
-        if outcome
-            .connected_for
-            .is_some_and(|c| c >= timing.stable_after)
-        {
-            backoff.reset();
-        }
-        let was_connected = outcome.connected_for.is_some();
-        // A connection that lived a while may come back at once; one that the server dropped
-        // right after READY (or never got there) gets backoff, not a tight loop, and did not
-        // end the outage it interrupted.
-        let lived = outcome
-            .connected_for
-            .is_some_and(|c| c >= timing.backoff_min);
-        // A connection that stored dispatches did its job, however short it was: a resume
-        // that replays a long backlog and then dies still moved the session on, and dropping
-        // that session would lose what it had yet to replay.
-        let progressed = outcome.stored > 0;
-        if lived || progressed {
-            short_resumes = 0;
-        } else {
-            hb.continue_outage(outage);
-            if resuming {
-                short_resumes += 1;
-            }
+        let resuming = self.resume.is_some();
+        let outcome = session
+            .run(self.resume.take(), &mut link.deps.shutdown)
+            .await;
+        self.resume = outcome.resume;
+        let ended = Ended {
+            step: Step::Shutdown,
+            connected_for: outcome.connected_for,
+            progressed: outcome.stored > 0,
+        };
+        let lived = ended.lived(link.timing);
+        if lived || ended.progressed {
+            self.short_resumes = 0;
+        } else if resuming {
+            self.short_resumes += 1;
         }
         if lived {
-            stale_tokens = 0;
+            self.stale_tokens = 0;
         }
-        if short_resumes >= MAX_SHORT_RESUMES && resume.is_some() {
-            tracing::warn!(adapter = %name, short_resumes, "resumes keep failing; identifying afresh");
-            resume = None;
-            short_resumes = 0;
+        if self.short_resumes >= MAX_SHORT_RESUMES && self.resume.is_some() {
+            tracing::warn!(adapter = %name, short_resumes = self.short_resumes, "resumes keep failing; identifying afresh");
+            self.resume = None;
+            self.short_resumes = 0;
         }
-        if was_connected && outcome.end != SessionEnd::Shutdown {
-            hb.reconnected();
+        Ended {
+            step: self.next(name, link.timing, outcome.end),
+            ..ended
         }
-        match outcome.end {
-            SessionEnd::Shutdown => return AdapterExit::Shutdown,
+    }
+}
+
+impl<C: Connector> WebSocket<C> {
+    /// What a connection's end means for the next one.
+    fn next(&mut self, name: &str, timing: &Timing, end: SessionEnd) -> Step {
+        match end {
+            SessionEnd::Shutdown => Step::Shutdown,
             SessionEnd::Zombie(z) => {
                 // Drop and resume at once: the server still has the session.
-                hb.error(z);
                 tracing::warn!(adapter = %name, reason = %z, "connection is dead; resuming");
-                if !lived {
-                    delay = Some(backoff.next_delay(fastrand::f64));
-                }
+                Step::again(z.to_string(), Pace::Resume)
             }
             SessionEnd::Reconnect => {
                 tracing::info!(adapter = %name, "server asked to reconnect (op 7); resuming");
-                if !lived {
-                    delay = Some(backoff.next_delay(fastrand::f64));
+                Step::Again {
+                    error: None,
+                    pace: Pace::Resume,
                 }
             }
             SessionEnd::InvalidSession { resumable } => {
                 if !resumable {
-                    resume = None;
+                    self.resume = None;
                 }
-                hb.error(format!("invalid session (op 9, resumable: {resumable})"));
                 tracing::info!(adapter = %name, resumable, "invalid session (op 9)");
                 // The dialect asks for a short random wait before identifying again; a
                 // platform that answers every Identify with op 9 gets the growing backoff, so
                 // that it is not asked twice a second for ever (each Identify spends the daily
                 // budget).
-                delay = if lived {
-                    Some(timing.backoff_min.mul_f64(fastrand::f64()))
-                } else {
-                    Some(backoff.next_delay(fastrand::f64))
-                };
+                let error = format!("invalid session (op 9, resumable: {resumable})");
+                Step::again(error, Pace::Jitter(timing.backoff_min))
             }
-            SessionEnd::Closed(code) => {
-                // A plain WebSocket server's own codes mean nothing to us: it is reconnected.
-                let (action, meaning) = platform.close(code);
-                let code_text = code.map_or("none".into(), |c| c.to_string());
-                hb.error(format!("closed with code {code_text} ({meaning})"));
-                tracing::info!(adapter = %name, code = %code_text, ?action, meaning, "connection closed");
-                match action {
-                    // A server closing everyone at once (a deploy) must not get everyone back
-                    // in the same millisecond: a short jitter spreads the herd.
-                    CloseAction::Resume if lived => {
-                        delay = Some(timing.backoff_min.mul_f64(fastrand::f64()));
-                    }
-                    CloseAction::Resume => delay = Some(backoff.next_delay(fastrand::f64)),
-                    CloseAction::Reidentify => {
-                        resume = None;
-                        if !lived {
-                            delay = Some(backoff.next_delay(fastrand::f64));
-                        }
-                    }
-                    CloseAction::RefreshToken => {
-                        platform.drop_token();
-                        stale_tokens += 1;
-                        if stale_tokens > IMMEDIATE_TOKEN_REFRESHES {
-                            delay = Some(backoff.next_delay(fastrand::f64));
-                        }
-                    }
-                    CloseAction::PushBack(at_least) => {
-                        backoff.push_back(at_least);
-                        delay = Some(backoff.next_delay(fastrand::f64));
-                    }
-                    CloseAction::Fatal => {
-                        let hint = platform.fatal_hint(code);
-                        return fatal(
-                            &hb,
-                            name,
-                            format!("closed with code {code_text}: {meaning}{hint}"),
-                        );
-                    }
-                }
-            }
+            SessionEnd::Closed(code) => self.closed(name, timing, code),
             SessionEnd::Failed(e) | SessionEnd::Spool(e) => {
-                hb.error(&e);
                 tracing::warn!(adapter = %name, error = %e, "connection attempt failed");
-                platform.invalidate();
+                self.platform.invalidate();
                 // A resume URL that could not be reached is not tried again; the session
                 // may still resume through the normal gateway URL.
-                if let Some(r) = resume.as_mut() {
+                if let Some(r) = self.resume.as_mut() {
                     r.resume_url = None;
                 }
-                delay = Some(backoff.next_delay(fastrand::f64));
+                Step::again(e, Pace::Backoff)
             }
         }
     }
-}
 
-/// Sleep until `until`, beating on the way: waiting out a schedule (a backoff, the platform's
-/// session start limit) is progress, however long the platform asks for. True on shutdown.
-pub(crate) async fn wait(
-    hb: &Heartbeat,
-    until: Instant,
-    shutdown: &mut watch::Receiver<bool>,
-) -> bool {
-    const STEP: Duration = Duration::from_secs(5);
-    loop {
-        let now = Instant::now();
-        if now >= until {
-            return false;
-        }
-        hb.beat();
-        tokio::select! {
-            _ = tokio::time::sleep_until(until.min(now + STEP)) => {}
-            _ = crate::gateway::until_shutdown(shutdown) => return true,
-        }
+    /// What the server closing with `code` means, by the platform's table.
+    fn closed(&mut self, name: &str, timing: &Timing, code: Option<u16>) -> Step {
+        let (action, meaning) = self.platform.close(code);
+        let code_text = code.map_or("none".into(), |c| c.to_string());
+        let error = format!("closed with code {code_text} ({meaning})");
+        tracing::info!(adapter = %name, code = %code_text, ?action, meaning, "connection closed");
+        let pace = match action {
+            // A server closing everyone at once (a deploy) must not get everyone back in the
+            // same millisecond: a short jitter spreads the herd.
+            CloseAction::Resume => Pace::Jitter(timing.backoff_min),
+            CloseAction::Reidentify => {
+                self.resume = None;
+                Pace::Resume
+            }
+            CloseAction::RefreshToken => {
+                self.platform.drop_token();
+                self.stale_tokens += 1;
+                if self.stale_tokens > IMMEDIATE_TOKEN_REFRESHES {
+                    Pace::Backoff
+                } else {
+                    Pace::Now
+                }
+            }
+            CloseAction::PushBack(at_least) => Pace::AtLeast(at_least),
+            CloseAction::Fatal => {
+                let hint = self.platform.fatal_hint(code);
+                return Step::Fatal(format!("closed with code {code_text}: {meaning}{hint}"));
+            }
+        };
+        Step::again(error, pace)
     }
-}
-
-pub(crate) fn fatal(hb: &Heartbeat, name: &str, reason: String) -> AdapterExit {
-    hb.enter(State::Fatal);
-    hb.error(&reason);
-    tracing::error!(adapter = %name, %reason, "fatal; not retrying");
-    AdapterExit::Fatal(reason)
 }

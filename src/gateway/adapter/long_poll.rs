@@ -24,8 +24,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use super::backoff::Backoff;
-use super::{fatal, wait, AdapterExit, Deps};
+use super::supervise::{supervise, wait, Ended, Link, Pace, Step, Transport};
+use super::{AdapterExit, Deps};
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::Event;
@@ -91,112 +91,115 @@ pub(crate) trait Poll: Send {
 pub(crate) async fn run<P: Poll>(
     name: &str,
     timing: &Timing,
-    mut poller: P,
-    mut deps: Deps,
+    poller: P,
+    deps: Deps,
 ) -> AdapterExit {
-    let hb = deps.heartbeat.clone();
-    let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
-    // When the conflicts in a row began.
-    let mut conflict_since: Option<Instant> = None;
-    let mut connected = false;
-    let mut ever_connected = false;
-    hb.enter(State::Connecting);
-    loop {
-        if *deps.shutdown.borrow() {
-            return AdapterExit::Shutdown;
-        }
-        let deadline = poller.deadline();
-        // A poll may take its whole deadline and a backoff may follow it; silent for longer
-        // than both, the adapter itself is stuck and the watchdog should see it.
-        hb.set_deadline(deadline + backoff.max() + Duration::from_secs(5));
-        let polled = tokio::select! {
-            p = poller.poll() => p,
-            _ = crate::gateway::until_shutdown(&mut deps.shutdown) => return AdapterExit::Shutdown,
+    deps.heartbeat.enter(State::Connecting);
+    let transport = Polling {
+        poller,
+        conflict_since: None,
+    };
+    supervise(name, timing, transport, deps).await
+}
+
+/// The long-poll transport: a "connection" is a run of answered polls, from the first answer
+/// to the first poll that failed.
+struct Polling<P> {
+    poller: P,
+    /// When the conflicts in a row began.
+    conflict_since: Option<Instant>,
+}
+
+impl<P: Poll> Transport for Polling<P> {
+    async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
+        let (name, hb) = (link.name, link.deps.heartbeat.clone());
+        // When the first poll of this run was answered.
+        let mut answered: Option<Instant> = None;
+        let step = loop {
+            if *link.deps.shutdown.borrow() {
+                break Step::Shutdown;
+            }
+            let deadline = self.poller.deadline();
+            // A poll may take its whole deadline and a backoff may follow it; silent for
+            // longer than both, the adapter itself is stuck and the watchdog should see it.
+            hb.set_deadline(deadline + link.backoff.max() + Duration::from_secs(5));
+            let polled = tokio::select! {
+                p = self.poller.poll() => p,
+                _ = crate::gateway::until_shutdown(&mut link.deps.shutdown) => break Step::Shutdown,
+            };
+            let events = match polled {
+                Polled::Batch(events) => events,
+                Polled::Wait(d, why) => {
+                    tracing::warn!(adapter = %name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
+                    break Step::again(why, Pace::Wait(d));
+                }
+                Polled::Failed(why) | Polled::Dead(why) => break failed(name, why),
+                Polled::Conflict(why) => break self.conflict(name, link.timing, why).await,
+                Polled::NeedsLogin(why) => break Step::NeedsLogin(why),
+                Polled::Fatal(why) => break Step::Fatal(why),
+            };
+            if answered.is_none() {
+                hb.enter(State::Connected);
+                answered = Some(Instant::now());
+            } else {
+                hb.beat();
+            }
+            self.conflict_since = None;
+            // A batch that cannot all be confirmed comes back at once: wait, growing the
+            // wait (and so the rate of its warning) as a failure would.
+            let stalled = self.poller.stalled();
+            if stalled.is_none() {
+                link.backoff.reset();
+            }
+            if let Err(e) = store(link.deps, &events).await {
+                break failed(name, e);
+            }
+            if let Err(e) = self.poller.commit() {
+                break failed(name, e);
+            }
+            if let Some(why) = stalled {
+                hb.error(&why);
+                tracing::warn!(adapter = %name, reason = %why, "the poll made no progress; waiting before the next");
+                let d = link.backoff.next_delay(fastrand::f64);
+                if wait(&hb, Instant::now() + d, &mut link.deps.shutdown).await {
+                    break Step::Shutdown;
+                }
+            }
         };
-        let delay = match polled {
-            Polled::Batch(events) => {
-                if !connected {
-                    hb.enter(State::Connected);
-                    if ever_connected {
-                        hb.reconnected();
-                    }
-                    connected = true;
-                    ever_connected = true;
-                } else {
-                    hb.beat();
-                }
-                conflict_since = None;
-                // A batch that cannot all be confirmed comes back at once: wait, growing the
-                // wait (and so the rate of its warning) as a failure would.
-                let stalled = poller.stalled();
-                if stalled.is_none() {
-                    backoff.reset();
-                }
-                match store(&deps, &events).await {
-                    Ok(()) => match poller.commit() {
-                        Ok(()) => stalled.map(|why| {
-                            hb.error(&why);
-                            tracing::warn!(adapter = %name, reason = %why, "the poll made no progress; waiting before the next");
-                            backoff.next_delay(fastrand::f64)
-                        }),
-                        Err(e) => Some(failed(&hb, name, e, &mut backoff, &mut connected)),
-                    },
-                    Err(e) => Some(failed(&hb, name, e, &mut backoff, &mut connected)),
-                }
-            }
-            Polled::Wait(d, why) => {
-                lose(&hb, &mut connected);
-                hb.error(&why);
-                tracing::warn!(adapter = %name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
-                Some(d)
-            }
-            Polled::Failed(why) | Polled::Dead(why) => {
-                Some(failed(&hb, name, why, &mut backoff, &mut connected))
-            }
-            Polled::Conflict(why) => {
-                lose(&hb, &mut connected);
-                let since = *conflict_since.get_or_insert_with(Instant::now);
-                // The previous process's last poll lasts at most one full deadline; a
-                // conflict that outlives it is another poller.
-                if since.elapsed() > poller.longest_poll() {
-                    let hint = poller.conflict_hint().await;
-                    let held = since.elapsed().as_secs();
-                    return fatal(
-                        &hb,
-                        name,
-                        format!(
-                            "{why}: another poller has held the bot token for {held}s, longer \
-                             than a poll lasts, so it is not this gateway's previous run{hint}"
-                        ),
-                    );
-                }
-                hb.error(&why);
-                tracing::warn!(adapter = %name, reason = %why, "another poller answered; retrying within the grace");
-                Some(timing.backoff_min)
-            }
-            Polled::NeedsLogin(why) => {
-                lose(&hb, &mut connected);
-                hb.enter(State::NeedsLogin);
-                hb.error(&why);
-                tracing::error!(adapter = %name, reason = %why, "the platform ended the login; waiting for a new one");
-                if poller
-                    .await_login(&deps.heartbeat, &mut deps.shutdown)
-                    .await
-                {
-                    return AdapterExit::Shutdown;
-                }
-                tracing::info!(adapter = %name, "a new login was stored; polling again");
-                hb.enter(State::Connecting);
-                None
-            }
-            Polled::Fatal(why) => return fatal(&hb, name, why),
-        };
-        if let Some(d) = delay {
-            if wait(&hb, Instant::now() + d, &mut deps.shutdown).await {
-                return AdapterExit::Shutdown;
-            }
+        Ended {
+            step,
+            connected_for: answered.map(|t| t.elapsed()),
+            progressed: answered.is_some(),
         }
     }
+
+    async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
+        self.poller.await_login(hb, shutdown).await
+    }
+}
+
+impl<P: Poll> Polling<P> {
+    /// Another poller answered. The previous process's last poll lasts at most one full
+    /// deadline; a conflict that outlives it is another poller, and the adapter ends.
+    async fn conflict(&mut self, name: &str, timing: &Timing, why: String) -> Step {
+        let since = *self.conflict_since.get_or_insert_with(Instant::now);
+        if since.elapsed() > self.poller.longest_poll() {
+            let hint = self.poller.conflict_hint().await;
+            let held = since.elapsed().as_secs();
+            return Step::Fatal(format!(
+                "{why}: another poller has held the bot token for {held}s, longer than a poll \
+                 lasts, so it is not this gateway's previous run{hint}"
+            ));
+        }
+        tracing::warn!(adapter = %name, reason = %why, "another poller answered; retrying within the grace");
+        Step::again(why, Pace::Wait(timing.backoff_min))
+    }
+}
+
+/// A failed poll (or store): back off.
+fn failed(name: &str, why: String) -> Step {
+    tracing::warn!(adapter = %name, reason = %why, "poll failed; retrying after backoff");
+    Step::again(why, Pace::Backoff)
 }
 
 /// Spool every event of a batch, in order. The first failure stops the batch: nothing after
@@ -210,25 +213,6 @@ async fn store(deps: &Deps, events: &[Event]) -> Result<(), String> {
             .map_err(|e| format!("the spool refused an event: {e}"))?;
     }
     Ok(())
-}
-
-fn lose(hb: &crate::gateway::health::Heartbeat, connected: &mut bool) {
-    *connected = false;
-    hb.enter(State::Retrying);
-}
-
-/// A failed poll (or store): back off.
-fn failed(
-    hb: &crate::gateway::health::Heartbeat,
-    name: &str,
-    why: String,
-    backoff: &mut Backoff,
-    connected: &mut bool,
-) -> Duration {
-    lose(hb, connected);
-    hb.error(&why);
-    tracing::warn!(adapter = %name, reason = %why, "poll failed; retrying after backoff");
-    backoff.next_delay(fastrand::f64)
 }
 
 /// One poll request's answer, or why none came: the transport part both platforms share.

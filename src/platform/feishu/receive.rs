@@ -20,13 +20,11 @@ mod handshake;
 mod reassembly;
 mod session;
 
-use std::time::Duration;
-
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
-use crate::gateway::adapter::backoff::Backoff;
 use crate::gateway::adapter::setup::PlatformError;
-use crate::gateway::adapter::{fatal, retry_deadline, wait, AdapterExit, Deps};
+use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
+use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
 use discovery::ClientConfig;
 use handshake::Refusal;
@@ -36,159 +34,130 @@ use session::{End, Session};
 pub(super) async fn run(
     spec: AdapterSpec<Config>,
     secret: Option<Secret>,
-    mut deps: Deps,
+    deps: Deps,
 ) -> AdapterExit {
-    let hb = deps.heartbeat.clone();
-    let Config {
-        app_id, api_base, ..
-    } = &spec.protocol;
-    let secret = secret.unwrap_or_else(|| Secret::new(String::new()));
-    let mut backoff = Backoff::new(spec.timing.backoff_min, spec.timing.backoff_max);
-    let retry_deadline = retry_deadline(&spec.timing, backoff.max().max(Duration::from_secs(60)));
-    let mut config = ClientConfig::default();
-    let mut delay: Option<Duration> = None;
-    // Attempts in a row that got no connection: compared with the server's ReconnectCount.
-    let mut refused: u64 = 0;
-    loop {
-        if let Some(d) = delay.take() {
-            hb.enter(State::Retrying);
-            hb.set_deadline(retry_deadline);
-            tracing::info!(adapter = %spec.name, delay_ms = d.as_millis() as u64, "reconnecting after backoff");
-            if wait(&hb, tokio::time::Instant::now() + d, &mut deps.shutdown).await {
-                return AdapterExit::Shutdown;
-            }
-        }
-        if *deps.shutdown.borrow() {
-            return AdapterExit::Shutdown;
-        }
-        hb.set_deadline(retry_deadline);
+    let transport = LongConnection {
+        app_id: spec.protocol.app_id.clone(),
+        api_base: spec.protocol.api_base.clone(),
+        secret: secret.unwrap_or_else(|| Secret::new(String::new())),
+        config: ClientConfig::default(),
+        refused: 0,
+    };
+    supervise(&spec.name, &spec.timing, transport, deps).await
+}
+
+/// The long-connection transport: endpoint discovery, then one connection.
+struct LongConnection {
+    app_id: String,
+    api_base: String,
+    secret: Secret,
+    /// The server's settings, from discovery and from pongs.
+    config: ClientConfig,
+    /// Attempts in a row that got no connection: compared with the server's ReconnectCount.
+    refused: u64,
+}
+
+impl Transport for LongConnection {
+    async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
+        let (name, hb) = (link.name, link.deps.heartbeat.clone());
         hb.enter(State::Connecting);
-        let outage = hb.outage_since();
         let endpoint = tokio::select! {
-            r = discovery::discover(&deps.shared, api_base, app_id, &secret, config) => r,
-            _ = crate::gateway::until_shutdown(&mut deps.shutdown) => return AdapterExit::Shutdown,
+            r = discovery::discover(&link.deps.shared, &self.api_base, &self.app_id, &self.secret, self.config) => r,
+            _ = crate::gateway::until_shutdown(&mut link.deps.shutdown) => {
+                return Ended::unconnected(Step::Shutdown)
+            }
         };
         let endpoint = match endpoint {
             Ok(e) => e,
-            Err(PlatformError::Fatal(m)) => return fatal(&hb, &spec.name, m),
+            Err(PlatformError::Fatal(m)) => return Ended::unconnected(Step::Fatal(m)),
             Err(PlatformError::Retry(m)) => {
-                refused += 1;
-                delay = Some(after_failure(&mut backoff, &config));
-                report(&hb, &spec.name, &m, refused, &config);
-                continue;
+                return Ended::unconnected(self.refused(name, m, self.after_failure()))
             }
             Err(PlatformError::Unreachable(m)) => {
-                refused += 1;
-                delay = Some(unanswered(&mut backoff));
-                report(&hb, &spec.name, &m, refused, &config);
-                continue;
+                return Ended::unconnected(self.refused(name, m, Pace::Backoff))
             }
         };
-        config = endpoint.config;
+        self.config = endpoint.config;
         let session = Session {
-            adapter: &spec.name,
+            adapter: name,
             url: &endpoint.url,
-            config,
-            timing: &spec.timing,
+            config: self.config,
+            timing: link.timing,
             heartbeat: &hb,
-            spool: &deps.spool,
-            proxies: &deps.shared.proxies,
+            spool: &link.deps.spool,
+            proxies: &link.deps.shared.proxies,
         };
-        let out = session.run(&mut deps.shutdown).await;
-        config = out.config;
-        if out
-            .connected_for
-            .is_some_and(|c| c >= spec.timing.stable_after)
-        {
-            backoff.reset();
-        }
-        // A connection that dropped at once (or never came up) did not end the outage it
-        // interrupted, unless it stored events: then it did its job, however short.
-        let lived = out
-            .connected_for
-            .is_some_and(|c| c >= spec.timing.backoff_min);
-        if !lived && out.stored == 0 {
-            hb.continue_outage(outage);
-        }
+        let out = session.run(&mut link.deps.shutdown).await;
+        self.config = out.config;
+        let mut ended = Ended {
+            step: Step::Shutdown,
+            connected_for: out.connected_for,
+            progressed: out.stored > 0,
+        };
         if out.connected_for.is_some() {
-            refused = 0;
-            if out.end != End::Shutdown {
-                hb.reconnected();
-            }
+            self.refused = 0;
         }
-        let reason = match out.end {
-            End::Shutdown => return AdapterExit::Shutdown,
-            End::Refused(Refusal::Fatal(m)) => return fatal(&hb, &spec.name, m),
+        let lived = ended.lived(link.timing);
+        ended.step = match out.end {
+            End::Shutdown => Step::Shutdown,
+            End::Refused(Refusal::Fatal(m)) => Step::Fatal(m),
             // The endpoint never answered the upgrade (refused, reset, no answer in time).
-            End::Failed(m) if out.connected_for.is_none() => {
-                refused += 1;
-                delay = Some(unanswered(&mut backoff));
-                report(&hb, &spec.name, &m, refused, &config);
-                continue;
-            }
+            End::Failed(m) if out.connected_for.is_none() => self.refused(name, m, Pace::Backoff),
             End::Refused(Refusal::Retry(m)) | End::Failed(m) => {
-                refused += 1;
-                delay = Some(after_failure(&mut backoff, &config));
-                report(&hb, &spec.name, &m, refused, &config);
-                continue;
+                self.refused(name, m, self.after_failure())
             }
             // Nothing after the failed event was acknowledged; a spool that cannot write
             // gets the backoff, not a reconnect at once.
             End::Spool(e) => {
-                hb.error(&e);
-                tracing::warn!(adapter = %spec.name, error = %e, "the spool failed; reconnecting after backoff");
-                delay = Some(after_failure(&mut backoff, &config));
-                continue;
+                tracing::warn!(adapter = %name, error = %e, "the spool failed; reconnecting after backoff");
+                Step::again(e, self.after_failure())
             }
-            End::Zombie(z) => z.to_string(),
-            End::Closed(code) => match code {
-                Some(c) => format!("closed by the server with code {c}"),
-                None => "the connection closed".into(),
-            },
+            End::Zombie(z) => self.lost(name, z.to_string(), lived),
+            End::Closed(Some(c)) => {
+                self.lost(name, format!("closed by the server with code {c}"), lived)
+            }
+            End::Closed(None) => self.lost(name, "the connection closed".into(), lived),
         };
-        hb.error(&reason);
-        tracing::warn!(adapter = %spec.name, reason = %reason, "long connection lost; reconnecting");
-        delay = Some(if lived {
-            config.reconnect_nonce.mul_f64(fastrand::f64())
+        ended
+    }
+}
+
+impl LongConnection {
+    /// After a connection that lived, a random part of ReconnectNonce (the SDKs'
+    /// first-reconnect jitter, which spreads a crowd the server dropped at once); after one
+    /// that got nothing done, at least ReconnectInterval.
+    fn lost(&self, name: &str, reason: String, lived: bool) -> Step {
+        tracing::warn!(adapter = %name, reason = %reason, "long connection lost; reconnecting");
+        let pace = if lived {
+            Pace::Wait(self.config.reconnect_nonce.mul_f64(fastrand::f64()))
         } else {
-            after_failure(&mut backoff, &config)
-        });
+            self.after_failure()
+        };
+        Step::again(reason, pace)
     }
-}
 
-/// The wait after an attempt that got no answer at all, as after a laptop wakes or a VPN
-/// reconnects: our backoff alone. ReconnectInterval is the server's word, and the server said
-/// nothing; its default (120 s, until a server says otherwise) made a one-second blip at the
-/// first connect two minutes deaf.
-fn unanswered(backoff: &mut Backoff) -> Duration {
-    backoff.next_delay(fastrand::f64)
-}
-
-/// The wait after an attempt the server refused, or a connection it accepted that got nothing
-/// done: our backoff, but never shorter than the server's ReconnectInterval.
-fn after_failure(backoff: &mut Backoff, config: &ClientConfig) -> Duration {
-    backoff.push_back(config.reconnect_interval);
-    backoff.next_delay(fastrand::f64)
-}
-
-/// Record a failed attempt; past the server's ReconnectCount, `status` says that the server
-/// keeps refusing and that the adapter, unlike the SDKs, carries on.
-fn report(
-    hb: &crate::gateway::health::Heartbeat,
-    name: &str,
-    error: &str,
-    refused: u64,
-    config: &ClientConfig,
-) {
-    let past_count = u64::try_from(config.reconnect_count).is_ok_and(|c| refused > c);
-    if past_count {
-        hb.error(format!(
-            "{error}; the server has refused {refused} attempts in a row, more than its \
-             ReconnectCount of {}: still retrying with backoff",
-            config.reconnect_count
-        ));
-    } else {
-        hb.error(error);
+    /// The wait after an attempt the server refused, or a connection it accepted that got
+    /// nothing done: the backoff, but never shorter than the server's ReconnectInterval.
+    fn after_failure(&self) -> Pace {
+        Pace::AtLeast(self.config.reconnect_interval)
     }
-    tracing::warn!(adapter = %name, error, refused, "connecting failed");
+
+    /// A failed attempt; past the server's ReconnectCount, `status` says that the server keeps
+    /// refusing and that the adapter, unlike the SDKs, carries on.
+    fn refused(&mut self, name: &str, error: String, pace: Pace) -> Step {
+        self.refused += 1;
+        let refused = self.refused;
+        tracing::warn!(adapter = %name, error, refused, "connecting failed");
+        let count = self.config.reconnect_count;
+        if u64::try_from(count).is_ok_and(|c| refused > c) {
+            return Step::again(
+                format!(
+                    "{error}; the server has refused {refused} attempts in a row, more than its \
+                     ReconnectCount of {count}: still retrying with backoff"
+                ),
+                pace,
+            );
+        }
+        Step::again(error, pace)
+    }
 }
