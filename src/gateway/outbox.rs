@@ -52,8 +52,11 @@ pub struct Route {
 }
 
 /// What a target tells the outbox when a message to it is submitted.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Address {
+    /// The target as its platform writes it (`channel:1234` for `1234`): what the outbox
+    /// stores, and what its worker reads back.
+    pub target: String,
     /// A reply to it carries a sequence number fixed now ([`Post::numbers_replies`]).
     pub numbers_replies: bool,
 }
@@ -74,6 +77,7 @@ fn address<S: Post>(text: &str) -> Result<Address, TargetError> {
     let target = S::target(text)?;
     Ok(Address {
         numbers_replies: S::numbers_replies(&target),
+        target: target.to_string(),
     })
 }
 
@@ -256,7 +260,7 @@ impl Outbox {
         let (submitted, pos) = {
             let mut inner = self.lock();
             if let Some(first) = inner.book.by_key(&req.idempotency_key) {
-                if !same_request(first, &req) {
+                if !same_request(first, &req, &address.target) {
                     return Err(SubmitError::KeyReused {
                         key: req.idempotency_key,
                         id: first.id.clone(),
@@ -280,7 +284,7 @@ impl Outbox {
                     id: new_id(),
                     idempotency_key: req.idempotency_key,
                     adapter: req.adapter,
-                    target: req.target,
+                    target: address.target,
                     text: req.text,
                     reply_to: req.reply_to,
                     seq,
@@ -504,9 +508,11 @@ impl Drop for WakeWorker<'_> {
 
 /// A retried submit is the same request when it asks for the same thing, under the same
 /// policy: a different policy makes a different message (the API answers 409).
-fn same_request(m: &Message, req: &Request) -> bool {
+/// Whether `req`, whose target its platform writes `target`, asks for what `m` is. A message
+/// journalled before targets were stored as their platform writes them holds the text given.
+fn same_request(m: &Message, req: &Request, target: &str) -> bool {
     m.adapter == req.adapter
-        && m.target == req.target
+        && (m.target == target || m.target == req.target)
         && m.text == req.text
         && m.reply_to == req.reply_to
         && m.policy == req.policy

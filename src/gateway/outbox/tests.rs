@@ -12,19 +12,22 @@ use crate::gateway::send::target::malformed;
 fn numbered(text: &str) -> Result<Address, TargetError> {
     match text.split_once(':') {
         Some(("group", id)) if !id.is_empty() => Ok(Address {
+            target: text.into(),
             numbers_replies: true,
         }),
         Some(("channel", id)) if !id.is_empty() => Ok(Address {
+            target: text.into(),
             numbers_replies: false,
         }),
         _ => Err(malformed(text, "group:ID or channel:ID", "group:g")),
     }
 }
 
-/// A platform with numbered channels (`channel:1`), which numbers nothing.
+/// A platform with numbered channels (`channel:1`, or just `1`), which numbers nothing.
 fn plain(text: &str) -> Result<Address, TargetError> {
-    match text.strip_prefix("channel:") {
+    match text.strip_prefix("channel:").or(Some(text)) {
         Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => Ok(Address {
+            target: format!("channel:{id}"),
             numbers_replies: false,
         }),
         _ => Err(malformed(text, "channel:ID", "channel:1")),
@@ -315,4 +318,16 @@ async fn a_line_over_the_limit_is_skipped_like_garbage_and_costs_nothing_after_i
     let outbox = open(dir.path());
     assert!(outbox.get(&second.message.id).is_some());
     assert!(std::fs::metadata(&path).unwrap().len() < 4 * 1024 * 1024);
+}
+
+#[tokio::test]
+async fn a_target_is_stored_as_its_platform_writes_it_and_matches_either_form() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let first = outbox.submit(req("dc", "1001", "k")).await.unwrap();
+    assert_eq!(first.message.target, "channel:1001");
+    // The same request, written the other way, is the same message.
+    let again = outbox.submit(req("dc", "channel:1001", "k")).await.unwrap();
+    assert!(!again.new);
+    assert_eq!(again.message.id, first.message.id);
 }

@@ -3,6 +3,7 @@
 //! limit is met by waiting, never by a burst; a platform outage only makes messages wait,
 //! and no heartbeat depends on this task, so it never makes the gateway unhealthy.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -34,6 +35,7 @@ pub(crate) async fn run<S: Post>(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut queued = outbox.subscribe();
+    let mut targets = Targets::default();
     loop {
         if *shutdown.borrow() {
             return;
@@ -41,16 +43,18 @@ pub(crate) async fn run<S: Post>(
         let wake = match outbox.next(&adapter, Instant::now()) {
             // Boxed: a send's state (the HTTP exchange) is large and lives only while it runs,
             // while this loop idles for good in each of a thousand adapters' workers.
-            Next::Send(message) => match Box::pin(deliver(&sender, &outbox, *message)).await {
-                Ok(None) => continue,
-                // The platform asked for a pause before the next request (a rate-limit
-                // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.
-                Ok(Some(pause)) => Some(Instant::now() + pause),
-                Err(e) => {
-                    tracing::error!(adapter = %adapter, error = %crate::error_chain::one_line(&e), "outbox journal failed");
-                    Some(Instant::now() + JOURNAL_PAUSE)
+            Next::Send(message) => {
+                match Box::pin(deliver(&sender, &outbox, &mut targets, *message)).await {
+                    Ok(None) => continue,
+                    // The platform asked for a pause before the next request (a rate-limit
+                    // X-RateLimit-Remaining: 0): kept for the whole adapter, which is safe.
+                    Ok(Some(pause)) => Some(Instant::now() + pause),
+                    Err(e) => {
+                        tracing::error!(adapter = %adapter, error = %crate::error_chain::one_line(&e), "outbox journal failed");
+                        Some(Instant::now() + JOURNAL_PAUSE)
+                    }
                 }
-            },
+            }
             Next::Wait(at) => Some(at),
             Next::Idle => None,
         };
@@ -80,15 +84,30 @@ pub(crate) async fn run<S: Post>(
 async fn deliver<S: Post>(
     sender: &S,
     outbox: &Outbox,
+    targets: &mut Targets<S::Target>,
     message: Message,
 ) -> Result<Option<Duration>, super::OutboxError> {
     let id = message.id.clone();
-    let Some(outgoing) = outgoing::<S>(&message) else {
+    let answer = attempt(sender, outbox, targets, message).await;
+    if !matches!(answer, Ok((false, _))) {
+        targets.0.remove(&id);
+    }
+    answer.map(|(_, pause)| pause)
+}
+
+/// The attempt itself; the first value says whether the message is finished (sent, failed or
+/// unknown), so that its target is forgotten, or is kept for the next attempt.
+async fn attempt<S: Post>(
+    sender: &S,
+    outbox: &Outbox,
+    targets: &mut Targets<S::Target>,
+    message: Message,
+) -> Result<(bool, Option<Duration>), super::OutboxError> {
+    let id = message.id.clone();
+    let done = |r: Result<(), super::OutboxError>| r.map(|()| (true, None));
+    let Some(outgoing) = targets.outgoing::<S>(&message) else {
         let error = reply("the target no longer parses for this adapter");
-        return outbox
-            .finish(&id, Finish::Failed(error))
-            .await
-            .map(|()| None);
+        return done(outbox.finish(&id, Finish::Failed(error)).await);
     };
     let dedupes = sender.dedupes(&outgoing);
     // Left `sending` by a previous life: the request may have been posted.
@@ -97,10 +116,7 @@ async fn deliver<S: Post>(
             "the gateway stopped while the request was out; it may or may not have been \
              posted, and at-most-once does not send it again",
         );
-        return outbox
-            .finish(&id, Finish::Unknown(error))
-            .await
-            .map(|()| None);
+        return done(outbox.finish(&id, Finish::Unknown(error)).await);
     }
     if past_deadline(&message) {
         let error = match &message.last_error {
@@ -113,10 +129,7 @@ async fn deliver<S: Post>(
                 humantime::format_duration(DEADLINE)
             )),
         };
-        return outbox
-            .finish(&id, Finish::Failed(error))
-            .await
-            .map(|()| None);
+        return done(outbox.finish(&id, Finish::Failed(error)).await);
     }
     outbox.begin(&id).await?;
     crate::test_hook::kill_at("outbox-sending", &message.idempotency_key);
@@ -155,7 +168,8 @@ async fn deliver<S: Post>(
             tracing::error!(id = %id, adapter = %message.adapter, %error, "message outcome unknown")
         }
     }
-    outbox.finish(&id, finish).await.map(|()| pause)
+    let retry = matches!(finish, Finish::Retry { .. });
+    outbox.finish(&id, finish).await.map(|()| (!retry, pause))
 }
 
 /// Post `msg` once, unless its text is longer than the platform takes (a limit that may
@@ -175,14 +189,35 @@ pub(crate) async fn send<S: Post>(
     sender.send(msg).await
 }
 
-fn outgoing<S: Post>(message: &Message) -> Option<Outgoing<S::Target>> {
-    Some(Outgoing {
-        id: message.id.clone(),
-        target: S::target(&message.target).ok()?,
-        text: message.text.clone(),
-        reply_to: message.reply_to.clone(),
-        seq: message.seq,
-    })
+/// The targets of the messages this worker is still sending, read once each from the form
+/// their platform stored at submit: a message retried twenty times is read once. A message
+/// leaves when it reaches a final state.
+struct Targets<T>(HashMap<String, T>);
+
+impl<T> Default for Targets<T> {
+    fn default() -> Self {
+        Self(HashMap::new())
+    }
+}
+
+impl<T: Clone> Targets<T> {
+    fn outgoing<S: Post<Target = T>>(&mut self, message: &Message) -> Option<Outgoing<T>> {
+        let target = match self.0.get(&message.id) {
+            Some(t) => t.clone(),
+            None => {
+                let t = S::target(&message.target).ok()?;
+                self.0.insert(message.id.clone(), t.clone());
+                t
+            }
+        };
+        Some(Outgoing {
+            id: message.id.clone(),
+            target,
+            text: message.text.clone(),
+            reply_to: message.reply_to.clone(),
+            seq: message.seq,
+        })
+    }
 }
 
 fn past_deadline(message: &Message) -> bool {
@@ -204,5 +239,70 @@ fn reply(message: &str) -> PlatformReply {
         status: None,
         code: None,
         message: message.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+    use crate::gateway::send::TargetError;
+
+    static PARSED: AtomicUsize = AtomicUsize::new(0);
+
+    /// A platform whose every target read is counted.
+    struct Counting;
+
+    impl Post for Counting {
+        type Target = String;
+
+        fn target(text: &str) -> Result<String, TargetError> {
+            PARSED.fetch_add(1, Ordering::SeqCst);
+            Ok(text.to_owned())
+        }
+
+        fn max_text(&self) -> usize {
+            100
+        }
+
+        fn dedupes(&self, _msg: &Outgoing<String>) -> bool {
+            true
+        }
+
+        async fn send(&self, _msg: &Outgoing<String>) -> (Answer, Option<Duration>) {
+            (Answer::Sent { platform_id: None }, None)
+        }
+    }
+
+    fn message(id: &str) -> Message {
+        Message {
+            id: id.into(),
+            idempotency_key: id.into(),
+            adapter: "a".into(),
+            target: format!("room:{id}"),
+            text: "hi".into(),
+            reply_to: None,
+            seq: None,
+            policy: Policy::AtMostOnce,
+            state: State::Queued,
+            attempts: 0,
+            queued_at: String::new(),
+            updated_at: String::new(),
+            platform_id: None,
+            last_error: None,
+        }
+    }
+
+    #[test]
+    fn a_target_is_read_once_however_often_its_message_is_tried() {
+        let mut targets = Targets::default();
+        for _ in 0..20 {
+            for id in ["m1", "m2"] {
+                let out = targets.outgoing::<Counting>(&message(id)).unwrap();
+                assert_eq!(out.target, format!("room:{id}"));
+            }
+        }
+        assert_eq!(PARSED.load(Ordering::SeqCst), 2);
     }
 }
