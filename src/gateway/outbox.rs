@@ -29,7 +29,7 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
-use crate::gateway::send::{PlatformReply, Post, TargetError};
+use crate::gateway::send::{PlatformReply, Post, TargetError, TextUnit};
 use crate::trusted_dir::TrustError;
 use book::Book;
 pub(crate) use book::Next;
@@ -45,8 +45,9 @@ pub const MAX_KEY_LEN: usize = 200;
 pub struct Route {
     /// The adapter's kind, for messages.
     pub kind: &'static str,
-    /// The platform's limit on one message's text, in characters.
+    /// The platform's limit on one message's text, in `unit`s.
     pub max_text: usize,
+    pub unit: TextUnit,
     /// Reads a target as the adapter's platform spells one.
     pub address: fn(&str) -> Result<Address, TargetError>,
 }
@@ -63,11 +64,12 @@ pub struct Address {
 
 impl Route {
     /// The route to an adapter of `kind` that sends with an `S`, taking texts of up to
-    /// `max_text` characters.
+    /// `max_text` of its platform's units.
     pub fn new<S: Post>(kind: &'static str, max_text: usize) -> Route {
         Route {
             kind,
             max_text,
+            unit: S::TEXT_UNIT,
             address: address::<S>,
         }
     }
@@ -89,11 +91,12 @@ pub enum SubmitError {
     Target(#[from] TargetError),
     #[error("text is empty; there is nothing to send")]
     EmptyText,
-    #[error("text is {len} characters; {adapter} takes at most {max} in one message")]
+    #[error("text is {len} {}; {adapter} takes at most {max} in one message", unit.name())]
     TextTooLong {
         adapter: String,
         len: usize,
         max: usize,
+        unit: TextUnit,
     },
     #[error("idempotency_key is missing; choose one per message, so that a retried submit is accepted once")]
     MissingKey,
@@ -337,12 +340,13 @@ impl Outbox {
         if req.text.trim().is_empty() {
             return Err(SubmitError::EmptyText);
         }
-        let len = req.text.chars().count();
+        let len = route.unit.len(&req.text);
         if len > route.max_text {
             return Err(SubmitError::TextTooLong {
                 adapter: req.adapter.clone(),
                 len,
                 max: route.max_text,
+                unit: route.unit,
             });
         }
         if req.idempotency_key.is_empty() {
@@ -392,8 +396,8 @@ impl Outbox {
     }
 
     /// The longest text `adapter` takes in one message.
-    pub fn max_text(&self, adapter: &str) -> Option<usize> {
-        self.routes.get(adapter).map(|r| r.max_text)
+    pub fn max_text(&self, adapter: &str) -> Option<(usize, TextUnit)> {
+        self.routes.get(adapter).map(|r| (r.max_text, r.unit))
     }
 
     /// The newest retained message whose idempotency key starts with `prefix` (a cron job's

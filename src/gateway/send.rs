@@ -40,8 +40,11 @@ pub trait Post: Send + Sync + 'static {
         false
     }
 
-    /// The longest text the platform takes, in characters (Unicode scalar values), so a
-    /// caller can refuse a longer one before it is queued.
+    /// How the platform counts a text's length against [`Post::max_text`].
+    const TEXT_UNIT: TextUnit = TextUnit::Chars;
+
+    /// The longest text the platform takes, in [`Post::TEXT_UNIT`]s, so a caller can refuse
+    /// a longer one before it is queued.
     fn max_text(&self) -> usize;
 
     /// Whether the platform itself drops a second send of `msg`, so that a send whose answer
@@ -56,6 +59,47 @@ pub trait Post: Send + Sync + 'static {
         &self,
         msg: &Outgoing<Self::Target>,
     ) -> impl Future<Output = (Answer, Option<Duration>)> + Send;
+}
+
+/// How a platform counts a text's length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TextUnit {
+    /// Unicode scalar values: `字` and `🦀` are one each.
+    Chars,
+    /// UTF-16 code units, as JavaScript and Java count: `🦀` is two.
+    Utf16,
+}
+
+impl TextUnit {
+    pub fn len(self, text: &str) -> usize {
+        match self {
+            TextUnit::Chars => text.chars().count(),
+            TextUnit::Utf16 => text.encode_utf16().count(),
+        }
+    }
+
+    /// The longest start of `text` of at most `max` units, cut between characters.
+    pub fn prefix(self, text: &str, max: usize) -> &str {
+        let mut used = 0;
+        for (i, c) in text.char_indices() {
+            used += match self {
+                TextUnit::Chars => 1,
+                TextUnit::Utf16 => c.len_utf16(),
+            };
+            if used > max {
+                return &text[..i];
+            }
+        }
+        text
+    }
+
+    /// The unit's name, plural, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            TextUnit::Chars => "characters",
+            TextUnit::Utf16 => "UTF-16 code units",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
@@ -124,4 +168,22 @@ pub enum Answer {
     Failed(PlatformReply),
     /// The request may have reached the platform, and no answer came back.
     Unknown(String),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TextUnit;
+
+    #[test]
+    fn units_count_and_cut_between_characters() {
+        let text = "a字🦀b";
+        assert_eq!(TextUnit::Chars.len(text), 4);
+        assert_eq!(TextUnit::Utf16.len(text), 5);
+        assert_eq!(TextUnit::Chars.prefix(text, 3), "a字🦀");
+        // The crab takes two code units: two left after "a字" is room for it, one is not.
+        assert_eq!(TextUnit::Utf16.prefix(text, 4), "a字🦀");
+        assert_eq!(TextUnit::Utf16.prefix(text, 3), "a字");
+        assert_eq!(TextUnit::Utf16.prefix(text, 99), text);
+        assert_eq!(TextUnit::Chars.prefix(text, 0), "");
+    }
 }

@@ -9,6 +9,7 @@ use std::process::ExitStatus;
 use super::job::Outcome;
 use super::CronSpec;
 use crate::gateway::outbox::{Outbox, Policy, Request};
+use crate::gateway::send::TextUnit;
 
 /// How much of a job's stdout is kept for delivery; the rest only reaches `cron.log`.
 pub(super) const CAPTURE_MAX: usize = 64 * 1024;
@@ -36,14 +37,15 @@ pub(super) fn message_text(
     spec: &CronSpec,
     outcome: &Outcome,
     stdout: &Captured,
-    max_chars: usize,
+    (max, unit): (usize, TextUnit),
 ) -> Option<String> {
     let failed = |why: String| {
         spec.deliver_failures.then(|| {
             fit(
                 &format!("cron job {} failed: {why}", spec.name),
                 0,
-                max_chars,
+                max,
+                unit,
             )
         })
     };
@@ -51,7 +53,7 @@ pub(super) fn message_text(
         Outcome::Exited(status) if status.success() => {
             let text = String::from_utf8_lossy(&stdout.bytes);
             let text = text.trim_end();
-            (!text.trim().is_empty()).then(|| fit(text, stdout.dropped, max_chars))
+            (!text.trim().is_empty()).then(|| fit(text, stdout.dropped, max, unit))
         }
         Outcome::Exited(status) => failed(describe(status)),
         Outcome::TimedOut => failed(format!(
@@ -72,19 +74,18 @@ fn describe(status: &ExitStatus) -> String {
     }
 }
 
-/// `text` cut to `max_chars`, with a mark saying how much is missing, so that a cut is never
+/// `text` cut to `max` `unit`s, with a mark saying how much is missing, so that a cut is never
 /// mistaken for the whole output.
-pub(super) fn fit(text: &str, dropped_bytes: u64, max_chars: usize) -> String {
-    let chars = text.chars().count();
-    if dropped_bytes == 0 && chars <= max_chars {
+pub(super) fn fit(text: &str, dropped_bytes: u64, max: usize, unit: TextUnit) -> String {
+    if dropped_bytes == 0 && unit.len(text) <= max {
         return text.to_owned();
     }
     let mark = |missing: u64| {
         format!("\n[… truncated: {missing} more bytes of output; all of it is in logs/cron.log]")
     };
     // The mark's own length depends on the number in it; the longest it can be is enough.
-    let room = max_chars.saturating_sub(mark(u64::MAX).chars().count());
-    let kept: String = text.chars().take(room).collect();
+    let room = max.saturating_sub(unit.len(&mark(u64::MAX)));
+    let kept = unit.prefix(text, room);
     let missing = dropped_bytes + (text.len() - kept.len()) as u64;
     format!("{kept}{}", mark(missing))
 }
@@ -120,12 +121,12 @@ mod tests {
     #[test]
     fn a_cut_is_marked_and_fits() {
         let long = "x".repeat(5000);
-        let out = fit(&long, 0, 2000);
+        let out = fit(&long, 0, 2000, TextUnit::Chars);
         assert!(out.chars().count() <= 2000, "{}", out.chars().count());
         assert!(out.ends_with("all of it is in logs/cron.log]"));
         assert!(out.contains("truncated: "));
-        assert_eq!(fit("short", 0, 2000), "short");
-        let dropped = fit("short", 10, 2000);
+        assert_eq!(fit("short", 0, 2000, TextUnit::Chars), "short");
+        let dropped = fit("short", 10, 2000, TextUnit::Chars);
         assert!(
             dropped.starts_with("short\n[… truncated: 10 more bytes"),
             "{dropped}"

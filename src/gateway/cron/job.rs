@@ -100,7 +100,9 @@ pub(super) async fn run_job(
         tracing::error!(job = %spec.name, "the job's output is not delivered: the outbox is unavailable (see status)");
         return;
     };
-    let max = outbox.max_text(&deliver.adapter).unwrap_or(2000);
+    let max = outbox
+        .max_text(&deliver.adapter)
+        .unwrap_or((2000, crate::gateway::send::TextUnit::Chars));
     let Some(text) = deliver::message_text(&spec, &run.outcome, &run.stdout, max) else {
         return;
     };

@@ -6,6 +6,7 @@ use tokio::time::Instant;
 use super::journal::FILE_NAME;
 use super::*;
 use crate::gateway::send::target::malformed;
+use crate::gateway::send::TextUnit;
 
 /// A platform that numbers its replies in groups (`group:ID`) and not in channels
 /// (`channel:ID`).
@@ -41,6 +42,7 @@ fn routes() -> HashMap<String, Route> {
             Route {
                 kind: "numbered",
                 max_text: 100,
+                unit: TextUnit::Chars,
                 address: numbered,
             },
         ),
@@ -49,6 +51,7 @@ fn routes() -> HashMap<String, Route> {
             Route {
                 kind: "plain",
                 max_text: 2000,
+                unit: TextUnit::Utf16,
                 address: plain,
             },
         ),
@@ -330,4 +333,20 @@ async fn a_target_is_stored_as_its_platform_writes_it_and_matches_either_form() 
     let again = outbox.submit(req("dc", "channel:1001", "k")).await.unwrap();
     assert!(!again.new);
     assert_eq!(again.message.id, first.message.id);
+}
+
+#[tokio::test]
+async fn a_text_is_measured_in_its_platforms_unit() {
+    let dir = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    // 1,000 crabs are 1,000 characters and 2,000 UTF-16 code units: the plain platform
+    // counts the latter, and takes them; one more is too long.
+    let mut fits = req("dc", "channel:1", "fits");
+    fits.text = "🦀".repeat(1000);
+    outbox.submit(fits).await.unwrap();
+    let mut long = req("dc", "channel:1", "long");
+    long.text = format!("{}a", "🦀".repeat(1000));
+    let e = outbox.submit(long).await.unwrap_err();
+    assert_eq!(e.code(), "text_too_long");
+    assert!(e.to_string().contains("2001 UTF-16 code units"), "{e}");
 }

@@ -178,10 +178,11 @@ pub(crate) async fn send<S: Post>(
     sender: &S,
     msg: &Outgoing<S::Target>,
 ) -> (Answer, Option<Duration>) {
-    let len = msg.text.chars().count();
+    let len = S::TEXT_UNIT.len(&msg.text);
     if len > sender.max_text() {
         let m = format!(
-            "the text is {len} characters; the platform takes at most {}",
+            "the text is {len} {}; the platform takes at most {}",
+            S::TEXT_UNIT.name(),
             sender.max_text()
         );
         return (Answer::Failed(local(m)), None);
