@@ -37,8 +37,8 @@ fuzz_target!(|data: &[u8]| {
                 }
                 assert!(t.backoff_min <= t.backoff_max);
                 // Both ways the gateway asks for an adapter's retry deadline (runtime, adapter).
-                retry_deadline(spec, t.backoff_max);
-                retry_deadline(spec, t.backoff_max.max(Duration::from_secs(60)));
+                retry_deadline(t, t.backoff_max);
+                retry_deadline(t, t.backoff_max.max(Duration::from_secs(60)));
             }
             for d in durations {
                 assert!(!d.is_zero() && d <= MAX_DURATION, "{d:?}");

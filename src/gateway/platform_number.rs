@@ -83,6 +83,14 @@ pub fn millis(ms: u64, range: Range) -> Duration {
     range.clamp(Duration::from_millis(ms))
 }
 
+/// The `offset` that confirms every update up to `update_id`, for a long poll that confirms by
+/// offset: one past it, or `None` when there is no such `i64` (the id is at its end, or the
+/// platform sent nonsense): then the update cannot be confirmed and the poller must not treat
+/// it as progress.
+pub fn offset_after(update_id: i64) -> Option<i64> {
+    update_id.checked_add(1)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +115,11 @@ mod tests {
         assert_eq!(seconds_json(&json!([1]), TOKEN_LIFETIME), None);
         assert_eq!(millis(1, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.min);
         assert_eq!(millis(u64::MAX, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.max);
+    }
+
+    #[test]
+    fn the_offset_after_the_last_id_is_none() {
+        assert_eq!(offset_after(41), Some(42));
+        assert_eq!(offset_after(i64::MAX), None);
     }
 }

@@ -59,13 +59,6 @@ pub(crate) struct Telegram {
     answered: bool,
 }
 
-/// The `offset` that confirms every update up to `update_id`: one past it, or `None` when
-/// there is no such `i64` (the id is at its end, or the platform sent nonsense): then the
-/// update cannot be confirmed and the poller must not treat it as progress.
-fn offset_after(update_id: i64) -> Option<i64> {
-    update_id.checked_add(1)
-}
-
 /// What the adapter's `[[adapter]]` section says, with its token.
 pub(crate) struct TelegramConfig<'a> {
     pub(crate) adapter: &'a str,
@@ -186,7 +179,7 @@ impl Telegram {
             };
             let confirmable = id_value
                 .as_i64()
-                .filter(|id| *id >= 0 && offset_after(*id).is_some());
+                .filter(|id| *id >= 0 && platform_number::offset_after(*id).is_some());
             let Some(id) = confirmable else {
                 unconfirmable.push(clip(&id_value.to_string(), 40));
                 continue;
@@ -227,7 +220,7 @@ impl Telegram {
 
     /// Every update of the last batch is stored: the next poll confirms them.
     fn commit(&mut self) {
-        let next = self.pending.take().and_then(offset_after);
+        let next = self.pending.take().and_then(platform_number::offset_after);
         if let Some(next) = next {
             self.offset = Some(self.offset.map_or(next, |o| o.max(next)));
         }
@@ -314,16 +307,5 @@ impl Poll for Telegram {
 
     async fn conflict_hint(&mut self) -> String {
         Telegram::conflict_hint(self).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_offset_after_the_last_id_is_none() {
-        assert_eq!(offset_after(41), Some(42));
-        assert_eq!(offset_after(i64::MAX), None);
     }
 }
