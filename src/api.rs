@@ -32,6 +32,7 @@ use tokio::sync::watch;
 
 use crate::gateway::outbox::{self, Message, Outbox, Request};
 use crate::gateway::spool::Spool;
+use crate::platform::Normaliser;
 use crate::profile::Profile;
 use crate::trusted_dir::TrustError;
 
@@ -162,16 +163,24 @@ pub struct ApiState {
     state_file: PathBuf,
     messages: Arc<dyn Messages>,
     connections: Arc<Connections>,
+    /// Reads each event as a message, by its adapter's platform.
+    normaliser: Normaliser,
 }
 
 impl ApiState {
-    pub fn new(profile: &Profile, spool: &Spool, messages: Arc<dyn Messages>) -> Self {
+    pub fn new(
+        profile: &Profile,
+        spool: &Spool,
+        messages: Arc<dyn Messages>,
+        normaliser: Normaliser,
+    ) -> Self {
         Self {
             spool_dir: spool.dir().to_owned(),
             appended: spool.subscribe(),
             state_file: profile.state_file(),
             messages,
             connections: Connections::new(MAX_CONNECTIONS),
+            normaliser,
         }
     }
 

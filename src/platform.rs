@@ -7,6 +7,7 @@
 
 pub mod discord;
 pub mod feishu;
+pub mod message;
 pub mod qqbot;
 pub mod standing;
 pub mod telegram;
@@ -26,6 +27,8 @@ use crate::config::{self, AdapterKeys, ConfigError, Secret};
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::{Post, TargetError};
+use crate::gateway::spool::Event;
+pub use message::Message;
 
 /// What a platform declares about itself to the rest of the gateway.
 pub trait Platform {
@@ -52,6 +55,10 @@ pub trait Platform {
     /// Who it is to the platform: two gateways with one identity would take each other's
     /// events or sessions. Only its hash leaves the process.
     fn identity(config: &Self::Config, secrets: &[Secret]) -> String;
+
+    /// A stored event of kind `kind` (the platform's event type) with payload `data`, read as
+    /// a chat message; `None` for events that are not messages (joins, reactions, edits).
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<message::Read>;
 
     /// Keep the adapter's connection up, its events flowing into the spool, until shutdown
     /// or a fatal error.
@@ -213,6 +220,15 @@ macro_rules! registry {
             })
         }
 
+        /// `event`, stored by an adapter of `kind`, as a chat message ([`Platform::normalise`]).
+        pub fn normalise(kind: &str, event: &Event) -> Option<Message> {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::normalise(&event.kind, &event.data)
+                    .map(|read| read.into_message(kind, &event.adapter));
+            })+
+            None
+        }
+
         /// What doctor should ask `spec`'s platform, with the adapter's `secrets`.
         pub fn question(
             spec: &AdapterSpec,
@@ -347,6 +363,35 @@ registry! {
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,
+}
+
+/// Reads the events of one gateway's adapters as messages: which adapter is of which kind.
+#[derive(Clone, Debug, Default)]
+pub struct Normaliser {
+    kinds: std::collections::HashMap<String, &'static str>,
+}
+
+impl Normaliser {
+    pub fn new(config: &GatewayConfig) -> Self {
+        Self::of(
+            config
+                .adapters
+                .iter()
+                .map(|a| (a.name.clone(), a.protocol.kind())),
+        )
+    }
+
+    /// Adapters by name and kind.
+    pub fn of(adapters: impl IntoIterator<Item = (String, &'static str)>) -> Self {
+        Self {
+            kinds: adapters.into_iter().collect(),
+        }
+    }
+
+    /// `event` as a message, when its adapter is still configured and the event is one.
+    pub fn message(&self, event: &Event) -> Option<Message> {
+        normalise(self.kinds.get(&event.adapter)?, event)
+    }
 }
 
 impl Protocol {

@@ -231,6 +231,7 @@ async fn serve(
     // The front end, then the components.
     let mut components = Components::new();
     let stores = Stores {
+        config: &plan.config,
         spool: &spool,
         outbox: outbound.for_frontend(),
     };

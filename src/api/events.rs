@@ -26,6 +26,7 @@ use super::{DEFAULT_LIMIT, MAX_LIMIT, MAX_WAIT, PAGE_BYTES};
 use crate::gateway::spool::cursor::{read_after, CursorError, Limits, Page, Position};
 use crate::gateway::spool::SpoolError;
 use crate::gateway::until_shutdown;
+use crate::platform::Normaliser;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -73,7 +74,8 @@ pub(super) async fn get_events(
                 crate::error_chain::one_line(&e),
             ),
         })?;
-    Ok(([(header::CONTENT_TYPE, "application/json")], render(&page)).into_response())
+    let body = render(&page, &ctx.state.normaliser);
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 fn parse_wait(text: Option<&str>) -> Result<Duration, Problem> {
@@ -163,10 +165,11 @@ async fn long_poll(
     }
 }
 
-/// `{"events":[...],"next":"..."}`, each event the stored line with `"cursor"` put first.
-/// The line is spliced rather than parsed and written again, so an event reads exactly as
-/// the spool has it; a line that would not splice cleanly is written from the parsed event.
-fn render(page: &Page) -> String {
+/// `{"events":[...],"next":"..."}`, each event the stored line with `"cursor"` put first and
+/// then, for a chat message, `"message"`, its normalised form (`platform/message.rs`). The
+/// line is spliced rather than parsed and written again, so an event reads exactly as the
+/// spool has it; a line that would not splice cleanly is written from the parsed event.
+fn render(page: &Page, normaliser: &Normaliser) -> String {
     let size: usize = page.events.iter().map(|f| f.raw().len() + 64).sum();
     let mut body = String::with_capacity(size + 64);
     body.push_str("{\"events\":[");
@@ -184,6 +187,11 @@ fn render(page: &Page) -> String {
         body.push_str("{\"cursor\":");
         body.push_str(&json_string(&found.cursor.to_string()));
         body.push(',');
+        if let Some(message) = normaliser.message(found.event()) {
+            body.push_str("\"message\":");
+            body.push_str(&serde_json::to_string(&message).expect("a message serialises"));
+            body.push(',');
+        }
         body.push_str(&line[1..]);
     }
     body.push_str("],\"next\":");

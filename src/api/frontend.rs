@@ -6,6 +6,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::{bind, ApiState, Messages, NoOutbox};
+use crate::platform::Normaliser;
 use crate::profile::Profile;
 use crate::runtime::{Frontend, FrontendError, Started, Stores};
 
@@ -36,7 +37,8 @@ impl Frontend for LocalApi {
             Ok(outbox) => outbox,
             Err(why) => Arc::new(NoOutbox::new(why)),
         };
-        let state = ApiState::new(&self.profile, stores.spool, messages);
+        let normaliser = Normaliser::new(stores.config);
+        let state = ApiState::new(&self.profile, stores.spool, messages, normaliser);
         let connections = state.connections();
         Ok(Started {
             serve: Box::pin(async move {

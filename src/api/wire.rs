@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::gateway::outbox::Policy;
 use crate::gateway::spool::Event;
+use crate::platform::Message;
 
 /// Set to `true` on a `200` answer to `POST /v1/messages` whose idempotency key was used
 /// before: the message in the body is the one that earlier request queued.
@@ -35,6 +36,9 @@ pub struct EventsPage {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct PagedEvent {
     pub cursor: String,
+    /// The event read as a chat message; absent for events that are not one.
+    #[serde(default)]
+    pub message: Option<Message>,
     #[serde(flatten)]
     pub event: Event,
 }

@@ -356,7 +356,7 @@ pub(super) struct EventsArgs {
     /// Only events after the one with this id.
     #[arg(long, value_name = "ID")]
     pub(super) since: Option<String>,
-    /// Print the stored JSON lines.
+    /// Print the stored JSON lines, a chat message's with its normalised "message" first.
     #[arg(long)]
     pub(super) json: bool,
 }

@@ -10,9 +10,11 @@ use super::args::EventsArgs;
 use super::error::{usage, CliError};
 use super::validate::parse_profile;
 use crate::api::client::Client;
+use crate::config;
 use crate::exit_code;
 use crate::gateway::spool::reader::{after, read_new, read_records, Record};
 use crate::gateway::spool::{SpoolError, FILE_NAME, FOLLOW_POLL};
+use crate::platform::{Normaliser, Protocol};
 use crate::profile::Profile;
 use crate::safe_text::visible;
 
@@ -24,10 +26,15 @@ pub(super) fn run(args: EventsArgs) -> Result<u8, CliError> {
     let profile =
         Profile::from_env(parse_profile(&args.profile)?).map_err(|e| usage(e.to_string()))?;
     let mut out = std::io::stdout();
+    // Without a readable config the events are still there, only not read as messages.
+    let normaliser = config::load::<Protocol>(&profile.config_file())
+        .map(|c| Normaliser::new(&c))
+        .unwrap_or_default();
     let listing = Listing {
         since: args.since.as_deref(),
         follow: args.follow,
         json: args.json,
+        normaliser: &normaliser,
     };
     let runtime = super::runtime()?;
     if listing.follow {
@@ -59,6 +66,8 @@ struct Listing<'a> {
     since: Option<&'a str>,
     follow: bool,
     json: bool,
+    /// With `json`, a chat message's line gains `"message"`, its normalised form.
+    normaliser: &'a Normaliser,
 }
 
 /// `hermes-svc events`: print the spool, one event per line; with `follow`, keep printing new
@@ -83,18 +92,14 @@ async fn events_inner(
     listing: Listing<'_>,
     out: &mut (dyn Write + Send),
 ) -> Result<(), SpoolError> {
-    let Listing {
-        since,
-        follow,
-        json,
-    } = listing;
+    let Listing { since, follow, .. } = listing;
     let (mut records, mut current) = read_records(dir)?;
     if !follow {
         if let Some(current) = current.as_mut() {
             current.finish(&mut records);
         }
     }
-    print(&after(records, since)?, json, out)?;
+    print(&after(records, since)?, listing, out)?;
     if !follow {
         return Ok(());
     }
@@ -104,14 +109,24 @@ async fn events_inner(
         tokio::time::sleep(FOLLOW_POLL).await;
         let mut batch = Vec::new();
         read_new(&path, &mut current, &mut batch)?;
-        print(&batch, json, out)?;
+        print(&batch, listing, out)?;
     }
 }
 
-fn print(records: &[Record], json: bool, out: &mut (dyn Write + Send)) -> Result<(), SpoolError> {
+fn print(
+    records: &[Record],
+    listing: Listing<'_>,
+    out: &mut (dyn Write + Send),
+) -> Result<(), SpoolError> {
     for r in records {
-        if json {
-            writeln!(out, "{}", r.raw)
+        if listing.json {
+            match listing.normaliser.message(&r.event) {
+                Some(m) if r.raw.starts_with('{') => {
+                    let m = serde_json::to_string(&m).expect("a message serialises");
+                    writeln!(out, "{{\"message\":{m},{}", &r.raw[1..])
+                }
+                _ => writeln!(out, "{}", r.raw),
+            }
         } else {
             // Every field came from a platform or the spool file, so none is printed raw: an
             // event kind of `ESC[2J` must not clear the reader's screen. `data` is JSON, whose
@@ -150,6 +165,7 @@ mod tests {
             since,
             follow: false,
             json,
+            normaliser: &Normaliser::default(),
         };
         events_command(dir, listing, &mut out).await?;
         Ok(String::from_utf8(out).unwrap())
@@ -188,6 +204,7 @@ mod tests {
                 since: None,
                 follow: false,
                 json: false,
+                normaliser: &Normaliser::default(),
             },
             &mut Closed,
         )
@@ -237,6 +254,7 @@ mod tests {
                         since: Some("f000"),
                         follow: true,
                         json: true,
+                        normaliser: &Normaliser::default(),
                     },
                     &mut out,
                 )

@@ -5,6 +5,7 @@ mod close_code;
 mod config;
 mod connect;
 mod intents;
+mod normalise;
 mod send;
 mod target;
 
@@ -35,6 +36,10 @@ impl Platform for Discord {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("discord:{}", first(secrets))
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+        normalise::normalise(kind, data)
     }
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {

@@ -2,6 +2,7 @@
 //! messages through the Open API with a `tenant_access_token`.
 
 mod config;
+mod normalise;
 pub mod pbbp2;
 mod receive;
 mod send;
@@ -37,6 +38,10 @@ impl Platform for Feishu {
     /// lose the events the other took.
     fn identity(config: &Config, _secrets: &[Secret]) -> String {
         format!("feishu:{}", config.app_id)
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+        normalise::normalise(kind, data)
     }
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {

@@ -5,6 +5,7 @@ mod close_code;
 mod config;
 mod connect;
 mod intents;
+mod normalise;
 mod send;
 mod target;
 mod token;
@@ -45,6 +46,10 @@ impl Platform for QqBot {
 
     fn identity(config: &Config, secrets: &[Secret]) -> String {
         format!("qqbot:{}:{}", config.app_id, first(secrets))
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+        normalise::normalise(kind, data)
     }
 
     /// It shares the adapter's access token, one per credential.

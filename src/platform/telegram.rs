@@ -1,6 +1,7 @@
 //! Telegram's Bot API: updates by `getUpdates` long polling, messages by `sendMessage`.
 
 mod config;
+mod normalise;
 mod receive;
 mod send;
 mod target;
@@ -40,6 +41,10 @@ impl Platform for Telegram {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("telegram:{}", first(secrets))
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+        normalise::normalise(kind, data)
     }
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {

@@ -42,6 +42,11 @@ impl Platform for WebSocket {
         format!("websocket:{}:{}", config.url, first(secrets))
     }
 
+    /// A plain socket's frames have no shape of their own to read a message from.
+    fn normalise(_kind: &str, _data: &serde_json::Value) -> Option<super::message::Read> {
+        None
+    }
+
     /// Only with a `send-frame`, through the adapter's live connection.
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         let outlet = spec

@@ -6,6 +6,7 @@ mod account;
 mod config;
 mod context_tokens;
 mod login;
+mod normalise;
 pub mod qr;
 mod receive;
 mod send;
@@ -55,6 +56,10 @@ impl Platform for Weixin {
 
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("weixin:{}", first(secrets))
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+        normalise::normalise(kind, data)
     }
 
     /// It shares the adapter's account: its login and the peers' context tokens.

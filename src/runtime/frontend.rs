@@ -16,9 +16,12 @@ use tokio::sync::watch;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::ApiHealth;
+use crate::platform::GatewayConfig;
 
 /// What a front end reads: the run's stores.
 pub(crate) struct Stores<'a> {
+    /// The configuration the run was started with: its adapters, their platforms.
+    pub(crate) config: &'a GatewayConfig,
     pub(crate) spool: &'a Spool,
     /// The outbox, or why this run has none (its journal could not be opened).
     pub(crate) outbox: Result<Arc<Outbox>, String>,

@@ -606,3 +606,60 @@ fn long_polls_on_every_connection_do_not_shut_out_a_request() {
     // The rest still wait, and a stop answers them all.
     drop(rig);
 }
+
+#[test]
+fn a_chat_message_comes_normalised_with_a_reply_the_api_takes() {
+    let rig = ApiRig::start();
+    let group = "C9F778FE6ADF9D1D1DBE395BF744A33A";
+    rig.append_event(Event::new(
+        "m1",
+        "qq",
+        "GROUP_AT_MESSAGE_CREATE",
+        Some(2),
+        json!({"author": {"member_openid": "E4F4AEA3"}, "content": " hi there",
+               "group_openid": group, "id": "ROBOT1.0_abc"}),
+    ));
+    rig.append_event(Event::new(
+        "j1",
+        "qq",
+        "GROUP_ADD_ROBOT",
+        Some(3),
+        json!({"group_openid": group}),
+    ));
+    rig.append_event(Event::new(
+        "t1",
+        "tg",
+        "message",
+        Some(4),
+        json!({"update_id": 4, "message": {"message_id": 9, "from": {"id": 5, "is_bot": false, "first_name": "Ann"},
+               "chat": {"id": 5, "type": "private", "first_name": "Ann"}, "date": 1, "text": "yo"}}),
+    ));
+    let page = rig.get("/v1/events").json();
+    assert_eq!(ids(&page), ["m1", "j1", "t1"]);
+    let m = &page["events"][0]["message"];
+    assert_eq!(
+        m,
+        &json!({
+            "platform": "qqbot", "adapter": "qq",
+            "chat": {"id": group, "type": "group", "name": null},
+            "sender": {"id": "E4F4AEA3", "name": null, "is_bot": false},
+            "thread_id": null, "message_id": "ROBOT1.0_abc", "reply_to_message_id": null,
+            "message_type": "text", "text": "hi there", "media": [],
+            "reply": {"adapter": "qq", "target": format!("group:{group}"), "reply_to": "ROBOT1.0_abc"}
+        })
+    );
+    // Not a message: its kind says what it is, and it has no "message".
+    assert_eq!(page["events"][1]["kind"], "GROUP_ADD_ROBOT");
+    assert!(page["events"][1].get("message").is_none());
+    // The raw payload is still there, as stored.
+    assert_eq!(page["events"][0]["data"]["content"], " hi there");
+    assert_eq!(page["events"][2]["message"]["reply"]["target"], "chat:5");
+
+    // The ready-made reply, with a text and a key, is a message the API queues.
+    let mut body = m["reply"].clone();
+    body["text"] = json!("hello");
+    body["idempotency_key"] = json!("k-reply-1");
+    let sent = rig.post("/v1/messages", body.to_string().as_bytes());
+    assert_eq!(sent.status, 202, "{:?}", sent.json());
+    assert_eq!(sent.json()["target"], format!("group:{group}"));
+}

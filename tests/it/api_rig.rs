@@ -17,7 +17,7 @@ use futures_util::future::BoxFuture;
 use hermes_svc::api::{self, ApiError, ApiState, Messages, Refused, Submitted};
 use hermes_svc::gateway::outbox::{Message, Outbox, Request, Route};
 use hermes_svc::gateway::spool::{Event, Spool};
-use hermes_svc::platform::{discord, qqbot, telegram};
+use hermes_svc::platform::{discord, qqbot, telegram, Normaliser};
 use hermes_svc::profile::{Profile, ProfileName};
 use serde_json::Value;
 use tokio::sync::watch;
@@ -130,7 +130,12 @@ impl ApiRig {
             Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())
         };
         let messages: Arc<dyn Messages> = Arc::new(IoFault(outbox.clone()));
-        let state = ApiState::new(&profile, &spool, messages);
+        let normaliser = Normaliser::of([
+            ("qq".to_owned(), "qqbot"),
+            ("dc".to_owned(), "discord"),
+            ("tg".to_owned(), "telegram"),
+        ]);
+        let state = ApiState::new(&profile, &spool, messages, normaliser);
         let connections = state.connections();
         // What the gateway does: bind first, where a failure stops the start, then serve.
         let bound = api::bind(&profile.api_socket()).expect("the API binds");

@@ -127,10 +127,10 @@ pub(super) async fn follow(
         }
         listed.extend(page);
     }
-    print(&after(listed, listing.since)?, listing.json, out)?;
+    print(&after(listed, listing.since)?, listing, out)?;
     loop {
         let (page, cursor) = source.page(Some(&next), LONG_POLL).await?;
         next = cursor;
-        print(&page, listing.json, out)?;
+        print(&page, listing, out)?;
     }
 }

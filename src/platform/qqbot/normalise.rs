@@ -1,0 +1,191 @@
+//! QQ's message events as normalised messages. The shapes are QQ's (bot.q.qq.com/wiki,
+//! "事件" and "消息对象"): a direct message (`C2C_MESSAGE_CREATE`) names its sender by
+//! `author.user_openid`, a group @-message (`GROUP_AT_MESSAGE_CREATE`) by
+//! `author.member_openid` and the group by `group_openid`; guild messages (`AT_MESSAGE_CREATE`,
+//! `MESSAGE_CREATE`) carry the channel and a named author, and a guild direct message
+//! (`DIRECT_MESSAGE_CREATE`) is answered through its `guild_id`. Every answer replies to the
+//! message, which is what makes it a passive (free) reply on QQ.
+
+use serde_json::Value;
+
+use super::target::Target;
+use crate::platform::message::{
+    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Read,
+};
+
+pub(super) fn normalise(kind: &str, d: &Value) -> Option<Read> {
+    let (chat_type, chat_id, target, sender_id) = match kind {
+        "C2C_MESSAGE_CREATE" => {
+            let user = id(&d["author"]["user_openid"]).or_else(|| id(&d["author"]["id"]))?;
+            (ChatType::Dm, user.clone(), Target::User(user.clone()), user)
+        }
+        "GROUP_AT_MESSAGE_CREATE" | "GROUP_MESSAGE_CREATE" => {
+            let group = id(&d["group_openid"]).or_else(|| id(&d["group_id"]))?;
+            let member = id(&d["author"]["member_openid"]).or_else(|| id(&d["author"]["id"]))?;
+            (ChatType::Group, group.clone(), Target::Group(group), member)
+        }
+        "AT_MESSAGE_CREATE" | "MESSAGE_CREATE" => {
+            let channel = id(&d["channel_id"])?;
+            let author = id(&d["author"]["id"])?;
+            (
+                ChatType::Channel,
+                channel.clone(),
+                Target::Channel(channel),
+                author,
+            )
+        }
+        "DIRECT_MESSAGE_CREATE" => {
+            let guild = id(&d["guild_id"])?;
+            let author = id(&d["author"]["id"])?;
+            (ChatType::Dm, guild.clone(), Target::Dm(guild), author)
+        }
+        _ => return None,
+    };
+    let message_id = id(&d["id"]);
+    let media: Vec<Media> = d["attachments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(attachment)
+        .collect();
+    let name = text(&d["member"]["nick"]).or_else(|| text(&d["author"]["username"]));
+    Some(Read {
+        chat: Chat {
+            id: chat_id,
+            chat_type,
+            name: None,
+        },
+        sender: Author {
+            id: sender_id,
+            name,
+            is_bot: d["author"]["bot"].as_bool().unwrap_or(false),
+        },
+        thread_id: None,
+        reply_to_message_id: id(&d["message_reference"]["message_id"]),
+        message_type: type_of(&media),
+        text: without_mentions(d["content"].as_str().unwrap_or("")),
+        media,
+        answer: Some((target.to_string(), message_id.clone())),
+        message_id,
+    })
+}
+
+/// QQ's attachment: a `content_type` (`image/jpeg`, `voice`, `video/mp4`, `file`), a URL and
+/// a file name.
+fn attachment(a: &Value) -> Media {
+    let content_type = a["content_type"].as_str().unwrap_or("");
+    let media_type = if content_type.starts_with("image") {
+        MessageType::Photo
+    } else if content_type.starts_with("video") {
+        MessageType::Video
+    } else if content_type.starts_with("voice") || content_type.starts_with("audio") {
+        MessageType::Voice
+    } else {
+        MessageType::Document
+    };
+    Media {
+        media_type,
+        id: None,
+        url: text(&a["url"]),
+        name: text(&a["filename"]).or_else(|| text(&a["content_type"])),
+    }
+}
+
+/// The text without the bot's @-mention: a group @-message comes with the mention removed and
+/// the space before it left, a guild one with `<@!ID>` in place.
+fn without_mentions(content: &str) -> String {
+    let mut rest = content.trim_start();
+    while let Some(after) = rest.strip_prefix("<@") {
+        match after.find('>') {
+            Some(end) => rest = after[end + 1..].trim_start(),
+            None => break,
+        }
+    }
+    rest.trim_end().to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_group_at_message_from_the_docs() {
+        let d = json!({
+            "author": {"member_openid": "E4F4AEA33253A2797FB897C50B81D7ED"},
+            "content": " 123",
+            "group_openid": "C9F778FE6ADF9D1D1DBE395BF744A33A",
+            "id": "ROBOT1.0_veoihefFB.Ii9ehM0gNDA-yWnhOtJtUGDN9kz0mPbOG0C6gd2JP4Qp3kj8Cv7BREtYfTSXbBCgpdk2UMzS1Ng!!",
+            "timestamp": "2023-11-06T13:37:18+08:00"
+        });
+        let m = normalise("GROUP_AT_MESSAGE_CREATE", &d).unwrap();
+        assert_eq!(m.chat.chat_type, ChatType::Group);
+        assert_eq!(m.chat.id, "C9F778FE6ADF9D1D1DBE395BF744A33A");
+        assert_eq!(m.sender.id, "E4F4AEA33253A2797FB897C50B81D7ED");
+        assert_eq!(m.sender.name, None);
+        assert!(!m.sender.is_bot);
+        assert_eq!(m.text, "123");
+        assert_eq!(m.message_type, MessageType::Text);
+        let id = d["id"].as_str().unwrap();
+        assert_eq!(m.message_id.as_deref(), Some(id));
+        assert_eq!(
+            m.answer,
+            Some((
+                "group:C9F778FE6ADF9D1D1DBE395BF744A33A".into(),
+                Some(id.into())
+            ))
+        );
+    }
+
+    #[test]
+    fn a_c2c_message_with_a_picture() {
+        let d = json!({
+            "author": {"user_openid": "U1"},
+            "content": "look",
+            "id": "ROBOT1.0_m1",
+            "attachments": [{"content_type": "image/jpeg", "filename": "a.jpg",
+                             "url": "https://multimedia.nt.qq.com.cn/download?x=1"}]
+        });
+        let m = normalise("C2C_MESSAGE_CREATE", &d).unwrap();
+        assert_eq!((m.chat.chat_type, m.chat.id.as_str()), (ChatType::Dm, "U1"));
+        assert_eq!(m.message_type, MessageType::Photo);
+        assert_eq!(
+            m.media[0].url.as_deref(),
+            Some("https://multimedia.nt.qq.com.cn/download?x=1")
+        );
+        assert_eq!(m.answer.unwrap().0, "user:U1");
+    }
+
+    #[test]
+    fn guild_messages_name_their_author_and_lose_the_mention() {
+        let d = json!({
+            "author": {"bot": false, "id": "1234", "username": "ann"},
+            "channel_id": "100", "guild_id": "200", "content": "<@!999> hello there ",
+            "id": "08e0", "member": {"nick": "Ann"},
+            "message_reference": {"message_id": "07aa"}
+        });
+        let m = normalise("AT_MESSAGE_CREATE", &d).unwrap();
+        assert_eq!(
+            (m.chat.chat_type, m.chat.id.as_str()),
+            (ChatType::Channel, "100")
+        );
+        assert_eq!(m.sender.name.as_deref(), Some("Ann"));
+        assert_eq!(m.text, "hello there");
+        assert_eq!(m.reply_to_message_id.as_deref(), Some("07aa"));
+        assert_eq!(
+            m.answer.unwrap(),
+            ("channel:100".into(), Some("08e0".into()))
+        );
+        let dm = normalise("DIRECT_MESSAGE_CREATE", &d).unwrap();
+        assert_eq!(dm.answer.unwrap().0, "dm:200");
+    }
+
+    #[test]
+    fn other_events_are_not_messages() {
+        assert!(normalise("GROUP_ADD_ROBOT", &json!({"group_openid": "G"})).is_none());
+        assert!(normalise("READY", &json!({})).is_none());
+        // A message without the ids to answer it is not one either.
+        assert!(normalise("C2C_MESSAGE_CREATE", &json!({"content": "x"})).is_none());
+    }
+}
