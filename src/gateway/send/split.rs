@@ -5,21 +5,26 @@
 //! second half, else at the last space there, else at the window's end: pieces read as
 //! paragraphs where they can, and no piece is ever shorter than half the limit except the
 //! last. Pieces are cut at character (Unicode scalar) boundaries and, joined, give back the
-//! text exactly; the breaking newline or space stays at the end of its piece.
+//! text exactly; the breaking newline or space stays at the end of its piece. Lengths are in
+//! the platform's unit ([`TextUnit`]): characters, or UTF-16 code units.
 
-/// `text` in pieces of at most `max` characters (at least one piece, even for "").
-pub(crate) fn pieces(text: &str, max: usize) -> Vec<&str> {
-    let max = max.max(1);
+use super::TextUnit;
+
+/// `text` in pieces of at most `max` `unit`s (at least one piece, even for "").
+pub(crate) fn pieces(text: &str, max: usize, unit: TextUnit) -> Vec<&str> {
+    // A character takes at most two units: a window of one could hold none of some.
+    let max = max.max(2);
     let mut out = Vec::new();
     let mut rest = text;
     loop {
         // The byte offset just past the window's last character, if the rest is longer.
-        let Some((end, _)) = rest.char_indices().nth(max) else {
+        let end = unit.prefix(rest, max).len();
+        if end == rest.len() {
             out.push(rest);
             return out;
-        };
+        }
         let window = &rest[..end];
-        let half = window.char_indices().nth(max / 2).map_or(0, |(i, _)| i);
+        let half = unit.prefix(window, max / 2).len();
         let cut = [b'\n', b' ']
             .iter()
             .find_map(|sep| {
@@ -36,8 +41,12 @@ pub(crate) fn pieces(text: &str, max: usize) -> Vec<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::pieces;
+    use super::{pieces as pieces_in, TextUnit};
     use proptest::prelude::*;
+
+    fn pieces(text: &str, max: usize) -> Vec<&str> {
+        pieces_in(text, max, TextUnit::Chars)
+    }
 
     #[test]
     fn short_texts_are_one_piece() {
@@ -64,6 +73,19 @@ mod tests {
             }
             for piece in &p[..p.len() - 1] {
                 prop_assert!(piece.chars().count() * 2 >= max);
+            }
+        }
+
+        #[test]
+        fn utf16_pieces_fit_in_code_units(text in "[a-z \n字😀]{0,300}", max in 2usize..40) {
+            let p = pieces_in(&text, max, TextUnit::Utf16);
+            prop_assert_eq!(p.concat(), text.clone());
+            for piece in &p {
+                prop_assert!(piece.encode_utf16().count() <= max);
+            }
+            for piece in &p[..p.len() - 1] {
+                // Short of half the window only by the one two-unit character that did not fit.
+                prop_assert!(piece.encode_utf16().count() * 2 + 2 >= max);
             }
         }
     }

@@ -23,9 +23,10 @@ use crate::config::Secret;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError, TextUnit};
 
-/// "Text of the message to be sent, 1-4096 characters after entities parsing."
+/// "Text of the message to be sent, 1-4096 characters after entities parsing", where a
+/// character is a UTF-16 code unit, as the entity offsets count (Hermes counts the same).
 const PIECE: usize = 4096;
 /// The longest text taken: sixteen messages' worth. Longer is refused when it is queued.
 const MAX_TEXT: usize = PIECE * 16;
@@ -82,7 +83,7 @@ impl Sender {
         let chat_id = chat
             .parse::<i64>()
             .map_or_else(|_| json!(chat), |n| json!(n));
-        let pieces = pieces(&msg.text, PIECE);
+        let pieces = pieces(&msg.text, PIECE, TextUnit::Utf16);
         let (done, mut first) = self.progress(&msg.id);
         for (i, piece) in pieces.iter().enumerate().skip(done) {
             let mut body = json!({"chat_id": chat_id, "text": piece});

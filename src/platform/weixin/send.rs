@@ -25,7 +25,7 @@ use super::Target;
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post, TargetError, TextUnit};
 
 /// The public client splits at 2,000 characters.
 const PIECE: usize = 2000;
@@ -67,7 +67,7 @@ impl Sender {
     async fn pieces(&self, msg: &Outgoing<Target>) -> Answer {
         let peer = &msg.target.0;
         let mut first = None;
-        for (i, piece) in pieces(&msg.text, PIECE).iter().enumerate() {
+        for (i, piece) in pieces(&msg.text, PIECE, TextUnit::Chars).iter().enumerate() {
             let client_id = format!("hermes-{}-{i}", msg.id);
             let context = self.account.context(peer);
             let mut answer = self.post(peer, piece, &client_id, context.as_deref()).await;
