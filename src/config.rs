@@ -9,6 +9,7 @@
 //! section to its parser.
 
 mod adapter;
+mod agent;
 mod cron;
 mod error;
 mod gateway;
@@ -28,6 +29,7 @@ use toml::Spanned;
 use crate::bounded_read::{self, Owner};
 
 pub use adapter::{AdapterSpec, Timing};
+pub use agent::{AgentSpec, Bridge, Busy, OpenAiSpec, DEFAULT_RELAY_PORT};
 pub use cron::{CronSchedule, CronSpec, Deliver};
 pub use error::ConfigError;
 pub use gateway::GatewayConfig;
@@ -40,6 +42,7 @@ pub(crate) use value::valid_name;
 pub use value::MAX_DURATION;
 
 use adapter::{adapter, RawAdapter};
+use agent::{agent, RawAgent};
 use cron::{cron, RawCron};
 use gateway::{gateway, RawGateway};
 use value::Ctx;
@@ -53,6 +56,7 @@ struct RawFile {
     adapter: Vec<Spanned<RawAdapter>>,
     #[serde(default)]
     cron: Vec<Spanned<RawCron>>,
+    agent: Option<Spanned<RawAgent>>,
 }
 
 /// Load `path` for the gateway, which acts on it: the file must belong to the user the
@@ -92,6 +96,7 @@ pub fn parse<P: Platforms>(path: &Path, text: &str) -> Result<GatewayConfig<P>, 
     };
     let raw = RawFile::deserialize(toml::de::Deserializer::from(doc)).map_err(invalid)?;
     let mut config = gateway(&ctx, &raw.gateway)?;
+    config.agent = raw.agent.as_ref().map(|a| agent(&ctx, a)).transpose()?;
     let mut names = BTreeSet::new();
     for (a, table) in raw.adapter.iter().zip(tables) {
         let spec = adapter(&ctx, a, table)?;

@@ -1,6 +1,7 @@
 //! hermes-svc: a messaging-bot gateway as a native systemd (or launchd) service, one unit per
 //! profile. See docs/architecture.md for the map of modules.
 
+pub mod agent;
 pub(crate) mod ansi;
 pub mod api;
 pub mod atomic_file;

@@ -39,6 +39,7 @@ use crate::gateway::health::State;
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::{Spool, SpoolError};
+use crate::gateway::state_file::FrontendHealth;
 use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::TokenLockError;
 use crate::launchd::plist::WATCHDOG_ENV;
@@ -163,9 +164,9 @@ enum Stop {
 pub(crate) async fn run(
     profile: &Profile,
     manager: Manager,
-    frontend: Box<dyn Frontend>,
+    frontends: Vec<Box<dyn Frontend>>,
 ) -> Result<Requested, GatewayError> {
-    run_owned(profile, manager, frontend)
+    run_owned(profile, manager, frontends)
         .instrument(Component::Runtime.span())
         .await
 }
@@ -174,7 +175,7 @@ pub(crate) async fn run(
 async fn run_owned(
     profile: &Profile,
     manager: Manager,
-    frontend: Box<dyn Frontend>,
+    frontends: Vec<Box<dyn Frontend>>,
 ) -> Result<Requested, GatewayError> {
     let home = profile.home();
     std::fs::create_dir_all(&home).map_err(io(format!("create {}", home.display())))?;
@@ -186,7 +187,7 @@ async fn run_owned(
     ownership.claim_profile()?;
     // Only while owning the profile: the state file belongs to its owner, so a second
     // instance refused above must not write it.
-    let result = serve(profile, &me, &mut ownership, frontend).await;
+    let result = serve(profile, &me, &mut ownership, frontends).await;
     if let Err(e) = &result {
         let status = exit::status(manager, e.outcome());
         let last_words = StateFile::exited(profile.name().as_str(), status, manager, &reason(e));
@@ -202,7 +203,7 @@ async fn serve(
     profile: &Profile,
     me: &Holder,
     ownership: &mut dyn Ownership,
-    frontend: Box<dyn Frontend>,
+    frontends: Vec<Box<dyn Frontend>>,
 ) -> Result<Requested, GatewayError> {
     let plan = Plan::read(profile)?;
     // Signals first: from here on a SIGTERM is a clean stop, never the default's kill.
@@ -235,11 +236,19 @@ async fn serve(
         spool: &spool,
         outbox: outbound.for_frontend(),
     };
-    let Started {
-        serve: frontend_serve,
-        health: frontend_health,
-    } = frontend.start(stores, components.shutdown())?;
-    components.start_frontend(frontend_serve);
+    let mut frontend_health = vec![];
+    for frontend in frontends {
+        let started = frontend.start(stores.clone(), components.shutdown())?;
+        if let Some(Started {
+            name,
+            serve,
+            health,
+        }) = started
+        {
+            components.start_frontend(name, serve);
+            frontend_health.push(health);
+        }
+    }
     let mut cron_ctx = CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
     cron_ctx.outbox = outbound.outbox().cloned();
     cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
@@ -258,7 +267,7 @@ async fn serve(
                 state_path: profile.state_file(),
                 outbound: &outbound,
                 cron: &plan.config.cron,
-                frontend_health: frontend_health.as_ref(),
+                frontend_health: &frontend_health,
             };
             supervision
                 .run_loop(&mut components, ownership, &tick)
@@ -358,7 +367,7 @@ struct Tick<'a> {
     state_path: std::path::PathBuf,
     outbound: &'a Outbound,
     cron: &'a [CronSpec],
-    frontend_health: &'a (dyn Fn() -> crate::gateway::state_file::ApiHealth + Send),
+    frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
 }
 
 /// The run's dealings with its service manager: `READY=1`, `STATUS=`, the watchdog, and the
@@ -498,7 +507,7 @@ impl Supervision {
         let state = StateFile::from_snapshot(&snapshot, &tick.name, stale_after)
             .with_outbox(tick.outbound.stats())
             .with_deliveries(outbound::cron_deliveries(tick.outbound, tick.cron))
-            .with_api((tick.frontend_health)());
+            .with_frontends(tick.frontend_health.iter().map(|health| health()));
         if let Err(e) = state.write(&tick.state_path) {
             tracing::warn!(error = %e, "failed to write the state file");
         }

@@ -440,6 +440,7 @@ mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         };
         let stray = |service: Option<&str>, health| Unmanaged {
             profile: ProfileName::parse("b").unwrap(),

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use super::{bind, ApiState, Messages, NoOutbox};
+use crate::gateway::state_file::FrontendHealth;
+use crate::logging::Component;
 use crate::platform::Normaliser;
 use crate::profile::Profile;
 use crate::runtime::{Frontend, FrontendError, Started, Stores};
@@ -28,7 +30,7 @@ impl Frontend for LocalApi {
         self: Box<Self>,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
-    ) -> Result<Started, FrontendError> {
+    ) -> Result<Option<Started>, FrontendError> {
         let bound = bind(&self.profile.api_socket()).map_err(|e| {
             let needs_a_fix = e.needs_a_fix();
             FrontendError::new(e, needs_a_fix)
@@ -40,13 +42,14 @@ impl Frontend for LocalApi {
         let normaliser = Normaliser::new(stores.config);
         let state = ApiState::new(&self.profile, stores.spool, messages, normaliser);
         let connections = state.connections();
-        Ok(Started {
+        Ok(Some(Started {
+            name: Component::Api,
             serve: Box::pin(async move {
                 bound.serve(state, shutdown).await.map_err(|e| {
                     format!("the agent API failed: {}", crate::error_chain::one_line(&e))
                 })
             }),
-            health: Box::new(move || connections.health()),
-        })
+            health: Box::new(move || FrontendHealth::Api(connections.health())),
+        }))
     }
 }

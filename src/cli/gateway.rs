@@ -48,6 +48,9 @@ fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayErr
         .on_thread_unpark(answer_batch::on_wake)
         .build()
         .map_err(CliError::AsyncRuntime)?;
-    let api = Box::new(crate::api::LocalApi::new(&profile));
-    Ok(runtime.block_on(runtime::run(&profile, manager, api)))
+    let frontends: Vec<Box<dyn runtime::Frontend>> = vec![
+        Box::new(crate::api::LocalApi::new(&profile)),
+        Box::new(crate::agent::Bridge::new(&profile)),
+    ];
+    Ok(runtime.block_on(runtime::run(&profile, manager, frontends)))
 }

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::Ctx;
-use super::{AdapterSpec, ConfigError, CronSpec, Platforms};
+use super::{AdapterSpec, AgentSpec, ConfigError, CronSpec, Platforms};
 
 /// The whole configuration of one gateway, with the platforms `P` (the registry's).
 #[derive(Clone, Debug, PartialEq)]
@@ -19,6 +19,8 @@ pub struct GatewayConfig<P: Platforms> {
     pub self_watchdog: Duration,
     pub adapters: Vec<AdapterSpec<P>>,
     pub cron: Vec<CronSpec<P::Target>>,
+    /// The agent behind the gateway, and the bridge to it (`[agent]`).
+    pub agent: Option<AgentSpec>,
 }
 
 impl<P: Platforms> Default for GatewayConfig<P> {
@@ -28,6 +30,7 @@ impl<P: Platforms> Default for GatewayConfig<P> {
             self_watchdog: Duration::from_secs(30),
             adapters: vec![],
             cron: vec![],
+            agent: None,
         }
     }
 }
@@ -50,5 +53,6 @@ pub(super) fn gateway<P: Platforms>(
         self_watchdog: ctx.opt_duration("watchdog", &raw.watchdog, defaults.self_watchdog)?,
         adapters: vec![],
         cron: vec![],
+        agent: None,
     })
 }

@@ -395,6 +395,13 @@ impl Outbox {
         Ok(())
     }
 
+    /// The adapters it sends through, and their routes.
+    pub fn routes(&self) -> impl Iterator<Item = (&str, &Route)> {
+        self.routes
+            .iter()
+            .map(|(name, route)| (name.as_str(), route))
+    }
+
     /// The longest text `adapter` takes in one message.
     pub fn max_text(&self, adapter: &str) -> Option<(usize, TextUnit)> {
         self.routes.get(adapter).map(|r| (r.max_text, r.unit))

@@ -55,6 +55,44 @@ pub struct StateFile {
     /// client that floods the API must not get the gateway restarted, but `status` says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) api: Option<ApiHealth>,
+    /// The bridge to the agent (`[agent]`): whether the agent is there and taking messages.
+    /// Not a health input: an agent that is down makes messages wait in the spool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) agent: Option<AgentHealth>,
+}
+
+/// A front end's health, as the state file shows it.
+pub enum FrontendHealth {
+    Api(ApiHealth),
+    Agent(AgentHealth),
+}
+
+/// The agent bridge at a glance (agent/link.rs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentHealth {
+    /// `hermes-relay` or `openai`.
+    pub(crate) kind: String,
+    /// Where the agent is reached: the connector's address, or the API's URL.
+    pub(crate) endpoint: String,
+    /// The agent is there: dialled in (relay), or answered its last call (openai).
+    pub(crate) connected: bool,
+    /// When `connected` last changed, RFC 3339 (the bridge's start, if it never did).
+    pub(crate) since: String,
+    /// The last message the agent took: its event id and when, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_taken: Option<Taken>,
+    /// When the oldest message still waiting for the agent arrived, RFC 3339.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) oldest_waiting: Option<String>,
+    /// What went wrong last (a refused dial, a failed call), if anything did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) last_error: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Taken {
+    pub(crate) event: String,
+    pub(crate) at: String,
 }
 
 /// The agent API at a glance (api/connections.rs).
@@ -157,11 +195,17 @@ impl StateFile {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         }
     }
 
-    pub(crate) fn with_api(mut self, api: ApiHealth) -> Self {
-        self.api = Some(api);
+    pub(crate) fn with_frontends(mut self, health: impl Iterator<Item = FrontendHealth>) -> Self {
+        for h in health {
+            match h {
+                FrontendHealth::Api(api) => self.api = Some(api),
+                FrontendHealth::Agent(agent) => self.agent = Some(agent),
+            }
+        }
         self
     }
 
@@ -190,6 +234,7 @@ impl StateFile {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         }
     }
 
@@ -330,6 +375,7 @@ mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         }
     }
 

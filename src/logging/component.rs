@@ -24,6 +24,8 @@ pub(crate) enum Component {
     Outbox,
     /// The local agent API.
     Api,
+    /// The bridge to the agent behind the gateway (`[agent]`).
+    Agent,
 }
 
 impl Component {
@@ -36,6 +38,7 @@ impl Component {
             Component::Cron => "cron",
             Component::Outbox => "outbox",
             Component::Api => "api",
+            Component::Agent => "agent",
         }
     }
 
@@ -58,6 +61,7 @@ mod tests {
             Component::Cron,
             Component::Outbox,
             Component::Api,
+            Component::Agent,
         ];
         let names: std::collections::BTreeSet<_> = all.iter().map(|c| c.as_str()).collect();
         assert_eq!(names.len(), all.len());

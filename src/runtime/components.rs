@@ -66,14 +66,18 @@ impl Components {
     }
 
     /// Serve the started front end under the name `api`. A server that fails is a restart.
-    pub(super) fn start_frontend(&mut self, serve: BoxFuture<'static, Result<(), String>>) {
+    pub(super) fn start_frontend(
+        &mut self,
+        name: Component,
+        serve: BoxFuture<'static, Result<(), String>>,
+    ) {
         let work = async move {
             match serve.await {
                 Ok(()) => AdapterExit::Shutdown,
                 Err(why) => AdapterExit::Crashed(why),
             }
         };
-        self.spawn("api".to_owned(), None, Component::Api, work);
+        self.spawn(name.as_str().to_owned(), None, name, work);
     }
 
     /// The cron ticker, when there are jobs.

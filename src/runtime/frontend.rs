@@ -15,10 +15,12 @@ use tokio::sync::watch;
 
 use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
-use crate::gateway::state_file::ApiHealth;
+use crate::gateway::state_file::FrontendHealth;
+use crate::logging::Component;
 use crate::platform::GatewayConfig;
 
 /// What a front end reads: the run's stores.
+#[derive(Clone)]
 pub(crate) struct Stores<'a> {
     /// The configuration the run was started with: its adapters, their platforms.
     pub(crate) config: &'a GatewayConfig,
@@ -30,20 +32,23 @@ pub(crate) struct Stores<'a> {
 /// A front end that can be started on the run's stores.
 pub(crate) trait Frontend: Send {
     /// Get ready to serve (bind a socket, say), so that a path that cannot be used is a
-    /// start-up error naming it; then what serves until `shutdown` turns true.
+    /// start-up error naming it; then what serves until `shutdown` turns true. `None`: the
+    /// configuration asks for nothing to serve.
     fn start(
         self: Box<Self>,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
-    ) -> Result<Started, FrontendError>;
+    ) -> Result<Option<Started>, FrontendError>;
 }
 
 /// A started front end.
 pub(crate) struct Started {
+    /// Its component's name, and the `HERMES_COMPONENT` of its log lines.
+    pub(crate) name: Component,
     /// Serves until shutdown; an error ends the run with a restart.
     pub(crate) serve: BoxFuture<'static, Result<(), String>>,
     /// Its health as the state file shows it, read on every tick.
-    pub(crate) health: Box<dyn Fn() -> ApiHealth + Send>,
+    pub(crate) health: Box<dyn Fn() -> FrontendHealth + Send>,
 }
 
 /// Why a front end could not start. It reads exactly as the front end's own error does,

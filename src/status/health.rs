@@ -5,13 +5,14 @@
 //! which, so the staleness rule (docs/health.md) and the words are the same for all three.
 
 use std::path::Path;
+use std::time::SystemTime;
 
 use serde::Serialize;
 
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
-    ApiCondition, ApiHealth, ComponentState, Delivery, Stale, StateFile,
+    AgentHealth, ApiCondition, ApiHealth, ComponentState, Delivery, Stale, StateFile,
 };
 use crate::launchd::launchctl::JobState;
 use crate::safe_text::visible;
@@ -157,6 +158,8 @@ pub(crate) struct Health {
     /// The local agent API: whether it takes new connections; `null` from a gateway that
     /// did not say.
     pub(crate) api: Option<ApiHealth>,
+    /// The agent link (`[agent]`); `null` without one.
+    pub(crate) agent: Option<AgentHealth>,
 }
 
 impl Health {
@@ -185,6 +188,7 @@ impl Health {
             outbox: state.outbox,
             deliveries: state.deliveries,
             api: state.api,
+            agent: state.agent,
         }))
     }
 
@@ -229,6 +233,12 @@ impl Health {
         }
         if let Some(api) = &self.api {
             s.push_str(&format!("{pad:<16} {}\n", api_line(api)));
+        }
+        if let Some(agent) = &self.agent {
+            s.push_str(&format!(
+                "{pad:<16} {}\n",
+                agent_line(agent, SystemTime::now())
+            ));
         }
         for d in &self.deliveries {
             s.push_str(&format!("{pad:<16} {}\n", delivery_line(d)));
@@ -307,6 +317,39 @@ fn api_line(api: &ApiHealth) -> String {
     }
 }
 
+/// One line on the agent link: there or not and since when, what it took last, and the age
+/// of the oldest message waiting for it.
+fn agent_line(a: &AgentHealth, now: SystemTime) -> String {
+    let ago = |at: &str| {
+        humantime::parse_rfc3339(at)
+            .ok()
+            .and_then(|t| now.duration_since(t).ok())
+            .map_or_else(|| "?".to_owned(), crate::gateway::health::short)
+    };
+    let state = if a.connected {
+        "connected"
+    } else {
+        "NOT CONNECTED"
+    };
+    let mut line = format!(
+        "agent      {} {}: {state} for {}",
+        visible(&a.kind),
+        visible(&a.endpoint),
+        ago(&a.since)
+    );
+    match &a.last_taken {
+        Some(t) => line.push_str(&format!(", last message taken {} ago", ago(&t.at))),
+        None => line.push_str(", no message taken yet"),
+    }
+    if let Some(oldest) = &a.oldest_waiting {
+        line.push_str(&format!(", oldest waiting {} old", ago(oldest)));
+    }
+    if let Some(e) = &a.last_error {
+        line.push_str(&format!(" (last error: {})", visible(e)));
+    }
+    line
+}
+
 /// One line on the outbox. Messages whose outcome is unknown are said in words: they may or
 /// may not have been posted, and nobody should have to find that in a log.
 fn outbox_line(o: &Stats) -> String {
@@ -371,6 +414,7 @@ pub(super) mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -396,6 +440,7 @@ pub(super) mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -445,6 +490,7 @@ pub(super) mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(!text.contains("STALE"), "{text}");
@@ -458,6 +504,37 @@ pub(super) mod tests {
         ] {
             assert!(text.contains(want), "{want} missing in {text}");
         }
+    }
+
+    #[test]
+    fn the_agent_line_says_whether_it_is_there_and_what_waits() {
+        let now = humantime::parse_rfc3339("2026-12-03T09:10:00Z").unwrap();
+        let mut a = AgentHealth {
+            kind: "hermes-relay".into(),
+            endpoint: "ws://127.0.0.1:8765/relay".into(),
+            connected: false,
+            since: "2026-12-03T09:00:00.000Z".into(),
+            last_taken: None,
+            oldest_waiting: Some("2026-12-03T09:05:00.000Z".into()),
+            last_error: Some("refused a dial: the token has expired".into()),
+        };
+        assert_eq!(
+            agent_line(&a, now),
+            "agent      hermes-relay ws://127.0.0.1:8765/relay: NOT CONNECTED for 10m, no message \
+             taken yet, oldest waiting 5m old (last error: refused a dial: the token has expired)"
+        );
+        a.connected = true;
+        a.oldest_waiting = None;
+        a.last_error = None;
+        a.last_taken = Some(crate::gateway::state_file::Taken {
+            event: "e1".into(),
+            at: "2026-12-03T09:09:48.000Z".into(),
+        });
+        assert_eq!(
+            agent_line(&a, now),
+            "agent      hermes-relay ws://127.0.0.1:8765/relay: connected for 10m, last message \
+             taken 12s ago"
+        );
     }
 
     #[test]
@@ -510,6 +587,7 @@ pub(super) mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         };
         let job = |state, pid| Writer::Job { state, pid };
         for (writer, want, says) in [
@@ -555,6 +633,7 @@ pub(super) mod tests {
                 outbox: None,
                 deliveries: vec![],
                 api: None,
+                agent: None,
             };
             let text = h.to_text(writer);
             assert!(text.contains(says), "{says:?} missing in {text}");

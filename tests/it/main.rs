@@ -46,6 +46,7 @@ mod platform_rules;
 mod profile_builder;
 mod property;
 mod property_toml;
+mod relay;
 mod sandbox;
 mod start_progress;
 mod status_table;

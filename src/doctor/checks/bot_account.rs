@@ -154,6 +154,7 @@ mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         }
     }
 

@@ -68,6 +68,7 @@ mod tests {
             outbox: Some(stats),
             deliveries: vec![],
             api: None,
+            agent: None,
         });
         let mut s = homes(&[], vec![p]);
         s.now = SystemTime::now();

@@ -305,6 +305,7 @@ mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            agent: None,
         }
     }
 

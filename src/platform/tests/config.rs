@@ -195,3 +195,54 @@ fn a_good_send_frame_parses_and_is_optional() {
         })
     ));
 }
+
+#[test]
+fn the_agent_section_reads_each_bridge_and_names_each_mistake() {
+    use crate::config::{Bridge, Busy, DEFAULT_RELAY_PORT};
+    let relay = parse_str("[agent]\nkind = \"hermes-relay\"\n").unwrap();
+    let agent = relay.agent.unwrap();
+    assert_eq!(
+        agent.bridge,
+        Bridge::HermesRelay {
+            port: DEFAULT_RELAY_PORT
+        }
+    );
+    let port = parse_str("[agent]\nkind = \"hermes-relay\"\nport = 9100\n").unwrap();
+    assert_eq!(
+        port.agent.unwrap().bridge,
+        Bridge::HermesRelay { port: 9100 }
+    );
+    assert!(parse_str("").unwrap().agent.is_none());
+
+    let openai = parse_str(
+        "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:8642/v1/\"\nkey-env = \"API_SERVER_KEY\"\nbusy = \"latest\"\nturn-timeout = \"2m\"\n",
+    )
+    .unwrap();
+    match openai.agent.unwrap().bridge {
+        Bridge::OpenAi(o) => {
+            assert_eq!(o.url, "http://127.0.0.1:8642/v1");
+            assert_eq!(o.key_env.as_deref(), Some("API_SERVER_KEY"));
+            assert_eq!(o.busy, Busy::Latest);
+            assert_eq!(o.turn_timeout, Duration::from_secs(120));
+            assert_eq!(o.failure_notice, None);
+        }
+        b => panic!("{b:?}"),
+    }
+
+    for (text, says) in [
+        ("[agent]\nkind = \"hermes\"\n", "not a kind of agent bridge"),
+        ("[agent]\nkind = \"hermes-relay\"\nport = 80\n", "1024 to 65535"),
+        ("[agent]\nkind = \"hermes-relay\"\nport = 70000\n", "1024 to 65535"),
+        ("[agent]\nkind = \"hermes-relay\"\nurl = \"http://127.0.0.1/v1\"\n", "url is a key of kind = \"openai\""),
+        ("[agent]\nkind = \"openai\"\n", "needs url"),
+        ("[agent]\nkind = \"openai\"\nurl = \"http://example.com/v1\"\n", "only to loopback"),
+        ("[agent]\nkind = \"openai\"\nurl = \"https://a.example/v1\"\nkey-env = \"sk-live-abc123\"\n", "not hold the key itself"),
+        ("[agent]\nkind = \"openai\"\nurl = \"https://a.example/v1\"\nbusy = \"drop\"\n", "expected `queue` or `latest`"),
+        ("[agent]\nkind = \"hermes-relay\"\nport = 9100\ncolour = 1\n", "colour"),
+    ] {
+        let e = parse_str(text).unwrap_err().to_string();
+        assert!(e.contains(says), "{text:?}: {e}");
+        assert!(e.contains("/p/gateway.toml"), "{e}");
+        assert!(!e.contains("sk-live-abc123"), "the key is not echoed: {e}");
+    }
+}

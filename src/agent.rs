@@ -1,0 +1,111 @@
+//! The agent behind the gateway: how the chat messages the adapters spool reach it, and how
+//! its answers reach the chats (`[agent]` in gateway.toml, docs/agent.md).
+//!
+//! A front end beside the local API: started on the run's stores before the components, so
+//! that the connector listens before `READY=1` (Hermes retries a connector that was not there
+//! only after 30 s), and served as the component `agent`. Its health is the agent link, which
+//! `status` and `/v1/health` show; it is not a health input, since an agent that is down makes
+//! messages wait in the spool, not the gateway stale.
+
+pub mod link;
+pub mod relay;
+pub mod secret;
+
+use tokio::sync::watch;
+
+use self::link::Link;
+use crate::config::{self, AgentSpec};
+use crate::gateway::spool::Event;
+use crate::gateway::state_file::FrontendHealth;
+use crate::logging::Component;
+use crate::platform::{Message, Normaliser};
+use crate::profile::Profile;
+use crate::runtime::{Frontend, FrontendError, Started, Stores};
+
+/// The bridge of one profile, as its `[agent]` section says.
+pub struct Bridge {
+    profile: Profile,
+}
+
+impl Bridge {
+    pub fn new(profile: &Profile) -> Self {
+        Self {
+            profile: profile.clone(),
+        }
+    }
+}
+
+/// `e` as a message for the agent, or `None`: not a chat message, or a bot's (the bot's own,
+/// echoed back by its platform), since an agent that answers bots can talk to one forever.
+pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
+    normaliser.message(e).filter(|m| !m.sender.is_bot)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    #[error("cannot listen for the agent on 127.0.0.1:{port}; set another [agent] port in {}", config.display())]
+    Bind {
+        port: u16,
+        config: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Secret(#[from] secret::SecretError),
+    #[error(transparent)]
+    Feed(#[from] relay::feed::FeedError),
+    #[error("[agent] kind = \"openai\" is not in this build yet; use kind = \"hermes-relay\"")]
+    NotYet,
+}
+
+impl Frontend for Bridge {
+    fn start(
+        self: Box<Self>,
+        stores: Stores<'_>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Option<Started>, FrontendError> {
+        let Some(AgentSpec { bridge, .. }) = &stores.config.agent else {
+            return Ok(None);
+        };
+        match bridge {
+            config::Bridge::HermesRelay { port } => {
+                let port = *port;
+                let relay_start = || -> Result<_, BridgeError> {
+                    let secret = secret::load_or_create(&secret::path(&self.profile))?;
+                    let listener = relay::bind(port).map_err(|source| BridgeError::Bind {
+                        port,
+                        config: self.profile.config_file(),
+                        source,
+                    })?;
+                    let feed = relay::feed::Feed::open(
+                        stores.spool.dir(),
+                        &self.profile.inbox_dir().join(AGENT_CURSOR),
+                    )?;
+                    Ok((secret, listener, feed))
+                };
+                let (secret, listener, feed) =
+                    relay_start().map_err(|e| FrontendError::new(e, true))?;
+                let link = Link::new(bridge.kind(), format!("ws://127.0.0.1:{port}/relay"));
+                let relay = relay::Relay {
+                    id: secret::relay_id(&self.profile),
+                    secret: secret.into_bytes(),
+                    label: format!("hermes-svc ({})", self.profile.name().as_str()),
+                    normaliser: Normaliser::new(stores.config),
+                    outbox: stores.outbox.clone().ok(),
+                    appended: stores.spool.subscribe(),
+                    feed,
+                    link: link.clone(),
+                };
+                Ok(Some(Started {
+                    name: Component::Agent,
+                    serve: Box::pin(relay::serve(listener, relay, shutdown)),
+                    health: Box::new(move || FrontendHealth::Agent(link.health())),
+                }))
+            }
+            config::Bridge::OpenAi(_) => Err(FrontendError::new(BridgeError::NotYet, true)),
+        }
+    }
+}
+
+/// The agent's cursor into the spool, in the inbox beside the spool it points into.
+pub const AGENT_CURSOR: &str = "agent-cursor";

@@ -1,0 +1,423 @@
+//! The connector side of Hermes's Relay: the gateway listens on a loopback port, the Hermes
+//! gateway dials in (`GATEWAY_RELAY_URL`), and over that one WebSocket it is sent the chat
+//! messages the adapters spooled and answers with the replies to post.
+//!
+//! One agent at a time: a new authenticated dial replaces the connection before it (a Hermes
+//! that restarted, or re-dialled after a socket it thought dead). What the connector must do
+//! because Hermes does not (docs/agent.md): deliver from a durable cursor, acknowledged by
+//! Hermes (`feed.rs`); split replies to the platform's limit and keep them in order
+//! (`outbound.rs`); refuse a dial without the profile's token (`auth.rs`); and keep reading,
+//! and answering pings, while replies are slow.
+
+pub mod auth;
+pub mod feed;
+pub mod frames;
+pub mod outbound;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
+use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
+use tokio_tungstenite::tungstenite::protocol::CloseFrame;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::WebSocketStream;
+
+use self::feed::Feed;
+use self::frames::{Descriptor, FromAgent, Lines};
+use super::link::Link;
+use crate::gateway::outbox::Outbox;
+use crate::gateway::send::TextUnit;
+use crate::gateway::until_shutdown;
+use crate::platform::{Message, Normaliser};
+
+/// Messages sent and not yet acknowledged, at most: Hermes acks each about a millisecond after
+/// it takes it, so this bounds only what is in flight on the socket.
+const WINDOW: usize = 32;
+/// A dial must finish its upgrade within this.
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What the connector is configured with, apart from its socket.
+pub struct Relay {
+    pub id: String,
+    pub secret: Vec<u8>,
+    pub label: String,
+    pub normaliser: Normaliser,
+    pub outbox: Option<Arc<Outbox>>,
+    pub appended: watch::Receiver<u64>,
+    pub feed: Feed,
+    pub link: Link,
+}
+
+impl Relay {
+    /// Tell the link how long the oldest message has waited, while no agent is there.
+    fn note_oldest(&self) {
+        match self
+            .feed
+            .oldest(|e| super::for_agent(&self.normaliser, e).is_some())
+        {
+            Ok(oldest) => self.link.waiting(oldest.as_ref()),
+            Err(e) => {
+                tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot read the spool for the agent")
+            }
+        }
+    }
+}
+
+/// The chats seen, for `get_chat_info`: a chat id as sent to Hermes, its type and name.
+#[derive(Default)]
+pub struct Chats(Mutex<HashMap<String, (String, String)>>);
+
+impl Chats {
+    fn saw(&self, chat_id: &str, m: &Message) {
+        let mut chats = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if chats.len() > 10_000 {
+            chats.clear();
+        }
+        let name = m.chat.name.clone().unwrap_or_else(|| chat_id.to_owned());
+        chats.insert(
+            chat_id.to_owned(),
+            (m.chat.chat_type.as_str().to_owned(), name),
+        );
+    }
+
+    fn info(&self, chat_id: &str) -> (String, String) {
+        let chats = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        chats
+            .get(chat_id)
+            .cloned()
+            .unwrap_or_else(|| ("dm".into(), chat_id.to_owned()))
+    }
+}
+
+/// The chat id Hermes is given for `m`: the adapter and where a reply goes, so that two
+/// adapters' chats never share a session and an answer says where it is posted.
+pub fn chat_id(m: &Message) -> String {
+    match &m.reply {
+        Some(r) => format!("{}/{}", m.adapter, r.target),
+        None => format!("{}/{}:{}", m.adapter, m.chat.chat_type.as_str(), m.chat.id),
+    }
+}
+
+/// Bind the connector's port, on loopback only: a port that is taken is a start-up error,
+/// before `READY=1`. Called on the runtime.
+pub fn bind(port: u16) -> std::io::Result<TcpListener> {
+    let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))?;
+    listener.set_nonblocking(true)?;
+    TcpListener::from_std(listener)
+}
+
+/// Serve Hermes on `listener` until `shutdown`.
+pub async fn serve(
+    listener: TcpListener,
+    mut relay: Relay,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<(), String> {
+    let (dialled, mut incoming) = mpsc::channel(1);
+    let acceptor = tokio::spawn(accept(
+        listener,
+        relay.id.clone(),
+        relay.secret.clone(),
+        relay.link.clone(),
+        dialled,
+    ));
+    let chats = Arc::new(Chats::default());
+    let mut appended = relay.appended.clone();
+    let mut next = None;
+    let ended = loop {
+        let ws = match next.take() {
+            Some(ws) => ws,
+            None => {
+                // Seen before reading, so that an append during the read wakes the wait.
+                appended.borrow_and_update();
+                relay.note_oldest();
+                tokio::select! {
+                    ws = incoming.recv() => match ws {
+                        Some(ws) => ws,
+                        None => break Err("the relay's listener stopped".to_owned()),
+                    },
+                    _ = appended.changed() => continue,
+                    () = until_shutdown(&mut shutdown) => break Ok(()),
+                }
+            }
+        };
+        relay.link.connected(true);
+        let end = session(ws, &mut relay, &chats, &mut incoming, &mut shutdown).await;
+        relay.feed.rewind();
+        relay.link.connected(false);
+        match end {
+            End::Closed(why) => tracing::info!(reason = %why, "the agent's connection ended"),
+            End::Replaced(ws) => {
+                tracing::info!("the agent dialled again; the new connection replaces the old");
+                next = Some(*ws);
+            }
+            End::Shutdown => break Ok(()),
+            End::Failed(why) => break Err(why),
+        }
+    };
+    acceptor.abort();
+    ended
+}
+
+type Ws = WebSocketStream<TcpStream>;
+
+/// Accept dials, refuse the ones without the profile's token at the upgrade, and hand the
+/// rest to the server.
+async fn accept(
+    listener: TcpListener,
+    id: String,
+    secret: Vec<u8>,
+    link: Link,
+    dialled: mpsc::Sender<Ws>,
+) {
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(accepted) => accepted,
+            Err(e) => {
+                tracing::warn!(error = %e, "the relay's accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (id, secret, link, dialled) =
+            (id.clone(), secret.clone(), link.clone(), dialled.clone());
+        tokio::spawn(async move {
+            #[allow(clippy::result_large_err)]
+            let check = |request: &Request, response: Response| {
+                upgrade_check(request, response, &id, &secret, &link)
+            };
+            let upgrade = tokio_tungstenite::accept_hdr_async(stream, check);
+            match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade).await {
+                Ok(Ok(ws)) => {
+                    let _ = dialled.send(ws).await;
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(%peer, error = %e, "a dial to the relay did not upgrade")
+                }
+                Err(_) => tracing::debug!(%peer, "a dial to the relay did not upgrade in time"),
+            }
+        });
+    }
+}
+
+// The error is the HTTP answer tungstenite writes for a refused upgrade: its type is the
+// library's, and a refusal is rare.
+#[allow(clippy::result_large_err)]
+fn upgrade_check(
+    request: &Request,
+    response: Response,
+    id: &str,
+    secret: &[u8],
+    link: &Link,
+) -> Result<Response, ErrorResponse> {
+    let refuse = |status: StatusCode, body: &str| {
+        let mut r = ErrorResponse::new(Some(body.to_owned()));
+        *r.status_mut() = status;
+        r
+    };
+    if request.uri().path().trim_end_matches('/') != "/relay" {
+        return Err(refuse(StatusCode::NOT_FOUND, "the relay is at /relay"));
+    }
+    let header = request
+        .headers()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok());
+    let now = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    match auth::check(header, id, secret, now) {
+        Ok(()) => Ok(response),
+        Err(why) => {
+            tracing::warn!(reason = %why, "refused a dial to the relay");
+            link.error(format!("refused a dial: {why}"));
+            Err(refuse(StatusCode::UNAUTHORIZED, "unauthorized"))
+        }
+    }
+}
+
+enum End {
+    Closed(String),
+    Replaced(Box<Ws>),
+    Shutdown,
+    Failed(String),
+}
+
+/// One connection, until it ends, another replaces it, or shutdown.
+async fn session(
+    ws: Ws,
+    relay: &mut Relay,
+    chats: &Arc<Chats>,
+    incoming: &mut mpsc::Receiver<Ws>,
+    shutdown: &mut watch::Receiver<bool>,
+) -> End {
+    let (mut sink, mut stream) = ws.split();
+    let (actions, queued) = mpsc::channel(256);
+    let (results_tx, mut results) = mpsc::channel(256);
+    let worker = tokio::spawn(outbound::run(
+        relay.outbox.clone(),
+        chats.clone(),
+        queued,
+        results_tx,
+    ));
+    let mut lines = Lines::default();
+    // Hermes's platform name, once it said hello; nothing is delivered before.
+    let mut platform: Option<String> = None;
+    let mut idle = false;
+    let mut appended = relay.appended.clone();
+    let end = loop {
+        if let (Some(p), false) = (&platform, idle) {
+            // Seen before reading, so that an append during the read wakes the wait.
+            appended.borrow_and_update();
+            let p = p.clone();
+            if let Err(why) = deliver(relay, chats, &p, &mut sink).await {
+                break why;
+            }
+        }
+        tokio::select! {
+            frame = stream.next() => {
+                let text = match frame {
+                    Some(Ok(WsMessage::Text(t))) => t.to_string(),
+                    Some(Ok(WsMessage::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+                    Some(Ok(WsMessage::Close(_))) | None => break End::Closed("the agent closed it".into()),
+                    Some(Ok(_)) => continue, // pings are answered by the socket itself
+                    Some(Err(e)) => break End::Closed(e.to_string()),
+                };
+                let frames = match lines.push(&text) {
+                    Ok(frames) => frames,
+                    Err(e) => break End::Closed(e.to_string()),
+                };
+                for frame in frames {
+                    match frame {
+                        Ok(FromAgent::Hello { platform: p }) => {
+                            let descriptor = descriptor_frame(relay, &p);
+                            if let Err(e) = sink.send(WsMessage::text(descriptor)).await {
+                                return finish(worker, End::Closed(e.to_string()));
+                            }
+                            platform.get_or_insert(p);
+                        }
+                        Ok(FromAgent::InboundAck { buffer_id }) => match relay.feed.ack(&buffer_id) {
+                            Ok(Some(event)) => relay.link.taken(&event),
+                            Ok(None) => tracing::debug!(%buffer_id, "an ack for nothing waiting"),
+                            Err(e) => return finish(worker, End::Failed(crate::error_chain::one_line(&e))),
+                        },
+                        Ok(FromAgent::Outbound { request_id, action }) => {
+                            if actions.try_send(outbound::Action { request_id, action }).is_err() {
+                                tracing::warn!("the agent sends replies faster than they can be queued; closing its connection");
+                                return finish(worker, End::Closed("outbound overflow".into()));
+                            }
+                        }
+                        Ok(FromAgent::GoingIdle) => {
+                            idle = true;
+                            let _ = sink.send(WsMessage::text(frames::going_idle_ack())).await;
+                        }
+                        Ok(FromAgent::Other { kind }) => tracing::debug!(%kind, "a relay frame with nothing to do here"),
+                        Err(why) => tracing::warn!(%why, "a relay frame that does not read"),
+                    }
+                }
+            }
+            result = results.recv() => {
+                if let Some(frame) = result {
+                    if let Err(e) = sink.send(WsMessage::text(frame)).await {
+                        break End::Closed(e.to_string());
+                    }
+                }
+            }
+            changed = appended.changed(), if platform.is_some() && !idle => {
+                if changed.is_err() {
+                    break End::Failed("the spool closed".into());
+                }
+            }
+            ws = incoming.recv() => match ws {
+                Some(ws) => break End::Replaced(Box::new(ws)),
+                None => break End::Failed("the relay's listener stopped".into()),
+            },
+            () = until_shutdown(shutdown) => {
+                let close = CloseFrame { code: CloseCode::Away, reason: "the gateway is stopping".into() };
+                let _ = sink.send(WsMessage::Close(Some(close))).await;
+                break End::Shutdown;
+            }
+        }
+    };
+    finish(worker, end)
+}
+
+fn finish(worker: tokio::task::JoinHandle<()>, end: End) -> End {
+    // Actions already queued finish (their messages are durable once submitted); their
+    // results have nowhere to go.
+    drop(worker);
+    end
+}
+
+/// Send what the window has room for.
+async fn deliver(
+    relay: &mut Relay,
+    chats: &Chats,
+    platform: &str,
+    sink: &mut futures_util::stream::SplitSink<Ws, WsMessage>,
+) -> Result<(), End> {
+    loop {
+        let room = WINDOW.saturating_sub(relay.feed.waiting());
+        if room == 0 {
+            return Ok(());
+        }
+        let normaliser = &relay.normaliser;
+        let batch = relay
+            .feed
+            .read(room, |e| super::for_agent(normaliser, e))
+            .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?;
+        if batch.is_empty() {
+            if relay.feed.waiting() == 0 {
+                relay.link.waiting(None);
+            }
+            return Ok(());
+        }
+        for (buffer_id, message) in batch {
+            let chat = chat_id(&message);
+            chats.saw(&chat, &message);
+            let frame = frames::inbound(&message, platform, &chat, &buffer_id);
+            sink.send(WsMessage::text(frame))
+                .await
+                .map_err(|e| End::Closed(e.to_string()))?;
+        }
+    }
+}
+
+/// The descriptor for `platform`: the limits of its adapters when Hermes names a kind this
+/// gateway has, else the tightest of all (the same for every chat on one connection).
+fn descriptor_frame(relay: &Relay, platform: &str) -> String {
+    let routes: Vec<_> = match &relay.outbox {
+        Some(outbox) => outbox.routes().map(|(_, r)| r.clone()).collect(),
+        None => vec![],
+    };
+    let named: Vec<_> = routes.iter().filter(|r| r.kind == platform).collect();
+    let chosen: Vec<_> = if named.is_empty() {
+        routes.iter().collect()
+    } else {
+        named
+    };
+    let max = chosen.iter().map(|r| r.max_text).min().unwrap_or(4096);
+    let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
+        "utf16"
+    } else {
+        "chars"
+    };
+    Descriptor {
+        platform,
+        label: &relay.label,
+        max_message_length: max,
+        len_unit: unit,
+    }
+    .frame()
+}

@@ -1,0 +1,304 @@
+//! What Hermes has taken, kept across restarts of both: a cursor into the spool, moved only on
+//! Hermes's `inbound_ack`.
+//!
+//! Hermes never replays and never deduplicates: a message it was sent twice is answered twice,
+//! and one it never took is never answered. So delivery to it is the connector's job. Messages
+//! are read from the spool after the durable cursor and sent with their spool cursor as the
+//! `bufferId`; an ack marks one taken, and the cursor file moves over every taken message at
+//! the front (an event that is not for the agent is passed as it is read). When the connection
+//! ends, what was sent and not acked is sent again on the next, from the cursor: what arrived
+//! while Hermes was down or restarting is delivered when it dials in, and nothing it
+//! acknowledged is delivered twice, across restarts of the gateway too.
+
+use std::collections::VecDeque;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::atomic_file;
+use crate::gateway::spool::cursor::{read_after, Cursor, CursorError, Limits, Position};
+use crate::gateway::spool::Event;
+
+/// One read's most bytes: a page of messages, not of megabytes.
+const PAGE_BYTES: usize = 1024 * 1024;
+
+pub struct Feed {
+    spool_dir: PathBuf,
+    cursor_file: PathBuf,
+    /// What the cursor file says: everything up to it was taken (or was not for the agent).
+    durable: Position,
+    /// Where the next read starts.
+    next: Position,
+    /// Read and not yet passed by the durable cursor, oldest first.
+    in_flight: VecDeque<Entry>,
+}
+
+struct Entry {
+    cursor: Cursor,
+    /// The event's id, for the link's "last taken".
+    event: String,
+    /// Sent and waiting for an ack; false for an event that was not for the agent, or acked.
+    waiting: bool,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FeedError {
+    #[error("cannot {op} the agent's cursor {}", path.display())]
+    Io {
+        op: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("cannot read the spool for the agent")]
+    Spool(#[source] CursorError),
+}
+
+impl Feed {
+    /// The feed whose cursor is kept in `cursor_file`. The first time, the cursor starts at
+    /// the end of the spool: the agent is sent what arrives from now on, not the history.
+    pub fn open(spool_dir: &Path, cursor_file: &Path) -> Result<Feed, FeedError> {
+        let io = |op| {
+            move |source| FeedError::Io {
+                op,
+                path: cursor_file.to_owned(),
+                source,
+            }
+        };
+        let durable = match std::fs::read_to_string(cursor_file) {
+            Ok(text) => match Position::parse(Some(text.trim())) {
+                Ok(p) => p,
+                Err(e) => {
+                    tracing::warn!(file = %cursor_file.display(), error = %e, "the agent's cursor does not read; starting from the end of the spool");
+                    Position::End
+                }
+            },
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Position::End,
+            Err(e) => return Err(io("read")(e)),
+        };
+        let mut feed = Feed {
+            spool_dir: spool_dir.to_owned(),
+            cursor_file: cursor_file.to_owned(),
+            durable,
+            next: durable,
+            in_flight: VecDeque::new(),
+        };
+        if durable == Position::End {
+            // Resolve "the end" to the event it means now, and keep that.
+            let page = feed.page(Position::End, 1)?;
+            feed.durable = page;
+            feed.next = page;
+            feed.store()?;
+        }
+        Ok(feed)
+    }
+
+    /// Up to `room` more events after what was read, each with its buffer id; `pick` says which
+    /// are for the agent (and what to send), and the rest are passed.
+    pub fn read<T>(
+        &mut self,
+        room: usize,
+        pick: impl Fn(&Event) -> Option<T>,
+    ) -> Result<Vec<(String, T)>, FeedError> {
+        if room == 0 {
+            return Ok(vec![]);
+        }
+        let limits = Limits {
+            events: room,
+            bytes: PAGE_BYTES,
+        };
+        let page = match read_after(&self.spool_dir, self.next, limits) {
+            Ok(page) => page,
+            Err(CursorError::Gone { .. }) => {
+                tracing::warn!("the spool rotated past what the agent had taken; going on from the oldest event it keeps");
+                self.in_flight.clear();
+                self.durable = Position::Start;
+                read_after(&self.spool_dir, Position::Start, limits).map_err(FeedError::Spool)?
+            }
+            Err(e) => return Err(FeedError::Spool(e)),
+        };
+        self.next = page.next;
+        let mut out = vec![];
+        for found in page.events {
+            let picked = pick(found.event());
+            self.in_flight.push_back(Entry {
+                cursor: found.cursor,
+                event: found.event().id.clone(),
+                waiting: picked.is_some(),
+            });
+            if let Some(t) = picked {
+                out.push((found.cursor.to_string(), t));
+            }
+        }
+        self.settle()?;
+        Ok(out)
+    }
+
+    /// Hermes took the message sent as `buffer_id`: its event's id. `None` when no message
+    /// waits under it (an ack from an earlier connection, or a made-up one).
+    pub fn ack(&mut self, buffer_id: &str) -> Result<Option<String>, FeedError> {
+        let Some(entry) = self
+            .in_flight
+            .iter_mut()
+            .find(|e| e.waiting && e.cursor.to_string() == buffer_id)
+        else {
+            return Ok(None);
+        };
+        entry.waiting = false;
+        let event = entry.event.clone();
+        self.settle()?;
+        Ok(Some(event))
+    }
+
+    /// The oldest event after the durable cursor that `pick` takes, looking at no more than a
+    /// page: what has waited longest for the agent.
+    pub fn oldest(&self, pick: impl Fn(&Event) -> bool) -> Result<Option<Event>, FeedError> {
+        let limits = Limits {
+            events: 1000,
+            bytes: PAGE_BYTES,
+        };
+        let page = match read_after(&self.spool_dir, self.durable, limits) {
+            Ok(page) => page,
+            Err(CursorError::Gone { .. }) => return Ok(None),
+            Err(e) => return Err(FeedError::Spool(e)),
+        };
+        Ok(page
+            .events
+            .into_iter()
+            .map(|f| f.record.event)
+            .find(|e| pick(e)))
+    }
+
+    /// Sent and not acked.
+    pub fn waiting(&self) -> usize {
+        self.in_flight.iter().filter(|e| e.waiting).count()
+    }
+
+    /// The connection ended: what it was sent and did not ack is sent again on the next.
+    pub fn rewind(&mut self) {
+        self.in_flight.clear();
+        self.next = self.durable;
+    }
+
+    /// Where the durable cursor is: the next connection starts after it.
+    pub fn durable(&self) -> Position {
+        self.durable
+    }
+
+    /// Move the durable cursor over the taken front, and store it if it moved.
+    fn settle(&mut self) -> Result<(), FeedError> {
+        let mut moved = None;
+        while self.in_flight.front().is_some_and(|e| !e.waiting) {
+            moved = self.in_flight.pop_front().map(|e| e.cursor);
+        }
+        if let Some(cursor) = moved {
+            self.durable = Position::After(cursor);
+            self.store()?;
+        }
+        Ok(())
+    }
+
+    fn store(&self) -> Result<(), FeedError> {
+        atomic_file::write(
+            &self.cursor_file,
+            format!("{}\n", self.durable).as_bytes(),
+            0o600,
+        )
+        .map_err(|source| FeedError::Io {
+            op: "write",
+            path: self.cursor_file.clone(),
+            source,
+        })
+    }
+
+    fn page(&self, from: Position, events: usize) -> Result<Position, FeedError> {
+        let limits = Limits {
+            events,
+            bytes: PAGE_BYTES,
+        };
+        let page = read_after(&self.spool_dir, from, limits).map_err(FeedError::Spool)?;
+        Ok(page.next)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::spool::tests::{event, temp_dir};
+    use crate::gateway::spool::Spool;
+
+    fn every(e: &Event) -> Option<String> {
+        (!e.id.starts_with("skip")).then(|| e.id.clone())
+    }
+
+    #[tokio::test]
+    async fn the_cursor_moves_only_over_what_was_acked_and_survives_a_reopen() {
+        let dir = temp_dir("relay-feed");
+        let spool = Spool::open(&dir).unwrap();
+        spool.append(&event("old")).await.unwrap();
+        let cursor_file = dir.join("agent-cursor");
+        let mut feed = Feed::open(&dir, &cursor_file).unwrap();
+        // What was there before the agent is not sent.
+        assert!(feed.read(10, every).unwrap().is_empty());
+
+        for id in ["a", "skip1", "b", "c"] {
+            spool.append(&event(id)).await.unwrap();
+        }
+        let sent = feed.read(10, every).unwrap();
+        let ids: Vec<&str> = sent.iter().map(|(_, id)| id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(feed.waiting(), 3);
+        // Acks out of order: the cursor passes only the acked front.
+        assert_eq!(feed.ack(&sent[1].0).unwrap().as_deref(), Some("b"));
+        assert_eq!(
+            feed.ack("i0.o0.h0").unwrap(),
+            None,
+            "an ack of nothing sent"
+        );
+        assert_eq!(feed.oldest(|e| e.id != "skip1").unwrap().unwrap().id, "a");
+        let before = feed.durable();
+        assert!(feed.ack(&sent[0].0).unwrap().is_some());
+        assert_eq!(feed.oldest(|e| e.id != "skip1").unwrap().unwrap().id, "c");
+        assert_ne!(feed.durable(), before);
+
+        // The connection ends with c unacked: it comes again, and only it.
+        feed.rewind();
+        let again = feed.read(10, every).unwrap();
+        assert_eq!(
+            again.iter().map(|(_, id)| id.as_str()).collect::<Vec<_>>(),
+            ["c"]
+        );
+
+        // So does a restart of the gateway.
+        let mut reopened = Feed::open(&dir, &cursor_file).unwrap();
+        let after_restart = reopened.read(10, every).unwrap();
+        assert_eq!(
+            after_restart
+                .iter()
+                .map(|(_, id)| id.as_str())
+                .collect::<Vec<_>>(),
+            ["c"]
+        );
+        assert!(reopened.ack(&after_restart[0].0).unwrap().is_some());
+        assert!(reopened.oldest(|_| true).unwrap().is_none());
+        let mut third = Feed::open(&dir, &cursor_file).unwrap();
+        assert!(
+            third.read(10, every).unwrap().is_empty(),
+            "everything was taken"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn the_window_is_the_callers() {
+        let dir = temp_dir("relay-feed-window");
+        let spool = Spool::open(&dir).unwrap();
+        let mut feed = Feed::open(&dir, &dir.join("agent-cursor")).unwrap();
+        for i in 0..5 {
+            spool.append(&event(&format!("m{i}"))).await.unwrap();
+        }
+        assert_eq!(feed.read(2, every).unwrap().len(), 2);
+        assert_eq!(feed.read(0, every).unwrap().len(), 0);
+        assert_eq!(feed.read(10, every).unwrap().len(), 3);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

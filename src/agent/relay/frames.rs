@@ -1,0 +1,251 @@
+//! The Relay's frames, as Hermes 0.19.0 speaks them (`gateway/relay/ws_transport.py`): JSON
+//! objects, each ended by a newline, in WebSocket text messages that may carry several frames
+//! or part of one.
+
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::platform::Message;
+
+/// The longest frame taken. A reply is a few thousand characters; Hermes never sends media
+/// inline. A longer line is a broken or hostile peer.
+pub const MAX_FRAME: usize = 1024 * 1024;
+
+/// What Hermes sends the connector.
+#[derive(Debug, PartialEq)]
+pub enum FromAgent {
+    /// One per platform it fronts (`GATEWAY_RELAY_PLATFORMS`; `relay` by default).
+    Hello { platform: String },
+    /// It has taken the inbound message sent with this buffer id.
+    InboundAck { buffer_id: String },
+    /// An action (`send`, and others) to answer with an `outbound_result`.
+    Outbound { request_id: String, action: Value },
+    /// It is stopping: deliver nothing more on this connection.
+    GoingIdle,
+    /// Anything else: `interrupt` (a `/stop`, which has no platform side here), and frame
+    /// types newer than this connector.
+    Other { kind: String },
+}
+
+/// Splits the text of WebSocket messages into frames.
+#[derive(Default)]
+pub struct Lines {
+    partial: String,
+}
+
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("a frame longer than {MAX_FRAME} bytes")]
+    TooLong,
+}
+
+impl Lines {
+    /// The frames `text` completes, in order; a bad frame is an `Err` in its place, and the
+    /// ones after it still come.
+    pub fn push(&mut self, text: &str) -> Result<Vec<Result<FromAgent, String>>, FrameError> {
+        self.partial.push_str(text);
+        let mut out = vec![];
+        while let Some(end) = self.partial.find('\n') {
+            let line: String = self.partial.drain(..=end).collect();
+            let line = line.trim();
+            if !line.is_empty() {
+                out.push(parse(line));
+            }
+        }
+        if self.partial.len() > MAX_FRAME {
+            return Err(FrameError::TooLong);
+        }
+        Ok(out)
+    }
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(rename = "type")]
+    kind: String,
+    platform: Option<String>,
+    #[serde(rename = "bufferId")]
+    buffer_id: Option<Value>,
+    #[serde(rename = "requestId")]
+    request_id: Option<Value>,
+    action: Option<Value>,
+}
+
+fn parse(line: &str) -> Result<FromAgent, String> {
+    let raw: Raw = serde_json::from_str(line).map_err(|e| format!("not a frame: {e}"))?;
+    let text = |v: Option<Value>, what: &str| match v {
+        Some(Value::String(s)) if !s.is_empty() => Ok(s),
+        _ => Err(format!("{} frame without {what}", raw.kind)),
+    };
+    Ok(match raw.kind.as_str() {
+        "hello" => FromAgent::Hello {
+            platform: raw
+                .platform
+                .clone()
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "relay".into()),
+        },
+        "inbound_ack" => FromAgent::InboundAck {
+            buffer_id: text(raw.buffer_id, "bufferId")?,
+        },
+        "outbound" => FromAgent::Outbound {
+            request_id: text(raw.request_id, "requestId")?,
+            action: raw.action.unwrap_or(Value::Null),
+        },
+        "going_idle" => FromAgent::GoingIdle,
+        other => FromAgent::Other {
+            kind: other.chars().take(40).collect(),
+        },
+    })
+}
+
+/// What the connector declares about the platform it fronts, in reply to `hello`. Hermes
+/// requires all nine fields: one missing crashes its reader, which then re-dials every second.
+pub struct Descriptor<'a> {
+    pub platform: &'a str,
+    pub label: &'a str,
+    pub max_message_length: usize,
+    /// `chars` or `utf16`.
+    pub len_unit: &'a str,
+}
+
+impl Descriptor<'_> {
+    pub fn frame(&self) -> String {
+        line(&json!({
+            "type": "descriptor",
+            "descriptor": {
+                "contract_version": 1,
+                "platform": self.platform,
+                "label": self.label,
+                "max_message_length": self.max_message_length,
+                // Streaming edits a message as it grows, and Hermes then resends the whole
+                // text: off. Edits and threads are not offered to the agent.
+                "supports_draft_streaming": false,
+                "supports_edit": false,
+                "supports_threads": false,
+                "markdown_dialect": "plain",
+                "len_unit": self.len_unit,
+                "emoji": "\u{1f50c}",
+                "platform_hint": "",
+                "pii_safe": false,
+                "supports_context": false,
+            }
+        }))
+    }
+}
+
+/// An `inbound` frame for a normalised message: `source` is Hermes's `SessionSource` on the
+/// wire, with `chat_id` the adapter and target (`qq/group:OPENID`), so chats of two adapters
+/// never share a session and an answer names where it goes.
+pub fn inbound(m: &Message, platform: &str, chat_id: &str, buffer_id: &str) -> String {
+    let media_urls: Vec<&str> = m.media.iter().filter_map(|x| x.url.as_deref()).collect();
+    line(&json!({
+        "type": "inbound",
+        "bufferId": buffer_id,
+        "event": {
+            "text": m.text,
+            "message_type": m.message_type.as_str(),
+            "message_id": m.message_id,
+            "reply_to_message_id": m.reply_to_message_id,
+            "media_urls": media_urls,
+            "source": {
+                "platform": platform,
+                "chat_id": chat_id,
+                "chat_type": m.chat.chat_type.as_str(),
+                "chat_name": m.chat.name,
+                "user_id": m.sender.id,
+                "user_name": m.sender.name,
+                "thread_id": m.thread_id,
+                "message_id": m.message_id,
+            }
+        }
+    }))
+}
+
+/// The answer to an `outbound`.
+pub fn outbound_result(request_id: &str, result: &Value) -> String {
+    line(&json!({"type": "outbound_result", "requestId": request_id, "result": result}))
+}
+
+pub fn going_idle_ack() -> String {
+    line(&json!({"type": "going_idle_ack"}))
+}
+
+fn line(v: &Value) -> String {
+    let mut s = v.to_string();
+    s.push('\n');
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_and_joined_across_messages() {
+        let mut lines = Lines::default();
+        let two = "{\"type\":\"hello\",\"platform\":\"relay\",\"botId\":\"\"}\n{\"type\":\"inbound_ack\",\"buff";
+        let got = lines.push(two).unwrap();
+        assert_eq!(
+            got,
+            vec![Ok(FromAgent::Hello {
+                platform: "relay".into()
+            })]
+        );
+        let got = lines.push("erId\":\"c1\"}\n\n").unwrap();
+        assert_eq!(
+            got,
+            vec![Ok(FromAgent::InboundAck {
+                buffer_id: "c1".into()
+            })]
+        );
+        let got = lines
+            .push("{\"type\":\"outbound\",\"requestId\":\"r1\",\"action\":{\"op\":\"send\"}}\nnot json\n{\"type\":\"interrupt\"}\n")
+            .unwrap();
+        assert_eq!(got.len(), 3);
+        assert!(
+            matches!(&got[0], Ok(FromAgent::Outbound { request_id, .. }) if request_id == "r1")
+        );
+        assert!(got[1].is_err());
+        assert_eq!(
+            got[2],
+            Ok(FromAgent::Other {
+                kind: "interrupt".into()
+            })
+        );
+        assert!(lines.push("{\"type\":\"inbound_ack\"}\n").unwrap()[0].is_err());
+    }
+
+    #[test]
+    fn a_line_without_end_is_refused_past_the_limit() {
+        let mut lines = Lines::default();
+        assert!(lines.push(&"x".repeat(MAX_FRAME)).unwrap().is_empty());
+        assert_eq!(lines.push("xx").unwrap_err(), FrameError::TooLong);
+    }
+
+    #[test]
+    fn the_descriptor_has_every_field_hermes_requires() {
+        let frame = Descriptor {
+            platform: "relay",
+            label: "x",
+            max_message_length: 2000,
+            len_unit: "chars",
+        }
+        .frame();
+        assert!(frame.ends_with('\n'));
+        let v: Value = serde_json::from_str(&frame).unwrap();
+        for key in [
+            "contract_version",
+            "platform",
+            "label",
+            "max_message_length",
+            "supports_draft_streaming",
+            "supports_edit",
+            "supports_threads",
+            "markdown_dialect",
+            "len_unit",
+        ] {
+            assert!(!v["descriptor"][key].is_null(), "{key}");
+        }
+    }
+}

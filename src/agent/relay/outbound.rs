@@ -1,0 +1,103 @@
+//! Hermes's `outbound` actions, done one at a time in the order they came, so that the replies
+//! to a chat are queued in the order Hermes made them, while the connection goes on reading.
+//!
+//! A `send` becomes outbox messages, one per piece of the platform's limit (Hermes never
+//! splits for the Relay), each with an idempotency key from the request, and is answered as
+//! soon as they are durable: Hermes waits 30 s for a result and then drops the reply without a
+//! word, so the result must not wait for the platform. Delivering, retrying and reporting a
+//! failure is the outbox's job from there (`GET /v1/messages/{id}`, `status`).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use super::frames;
+use crate::gateway::outbox::{Outbox, Policy, Request};
+use crate::gateway::send::split::pieces;
+
+/// An action and the request id its result answers.
+pub struct Action {
+    pub request_id: String,
+    pub action: Value,
+}
+
+/// Do each action from `actions`, and put the `outbound_result` frame for it in `results`.
+pub async fn run(
+    outbox: Option<Arc<Outbox>>,
+    chats: Arc<super::Chats>,
+    mut actions: mpsc::Receiver<Action>,
+    results: mpsc::Sender<String>,
+) {
+    while let Some(Action { request_id, action }) = actions.recv().await {
+        let result = match action["op"].as_str() {
+            Some("send") => match &outbox {
+                Some(outbox) => send(outbox, &request_id, &action).await,
+                None => failed("the gateway's outbox is not open; see `hermes-svc status`"),
+            },
+            Some("get_chat_info") => {
+                let chat = action["chat_id"].as_str().unwrap_or("");
+                let (chat_type, name) = chats.info(chat);
+                json!({"success": true, "chat_info": {"name": name, "type": chat_type}})
+            }
+            Some(op) => failed(&format!(
+                "hermes-svc's connector does not do {:?}; it sends messages (op \"send\")",
+                op.chars().take(40).collect::<String>()
+            )),
+            None => failed("an outbound action without an op"),
+        };
+        if results
+            .send(frames::outbound_result(&request_id, &result))
+            .await
+            .is_err()
+        {
+            // The connection is gone; what was queued stays queued.
+            tracing::debug!(%request_id, "an outbound result with no connection left to take it");
+        }
+    }
+}
+
+fn failed(why: &str) -> Value {
+    json!({"success": false, "error": why})
+}
+
+/// `send {chat_id: "ADAPTER/TARGET", content, reply_to}` into the outbox.
+async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
+    let chat = action["chat_id"].as_str().unwrap_or("");
+    let Some((adapter, target)) = chat.split_once('/') else {
+        return failed("chat_id is not one this connector gave (ADAPTER/TARGET)");
+    };
+    let content = action["content"].as_str().unwrap_or("");
+    if content.trim().is_empty() {
+        return failed("the message is empty");
+    }
+    let Some((max, unit)) = outbox.max_text(adapter) else {
+        return failed(&format!("no adapter {adapter:?} sends in this gateway"));
+    };
+    let reply_to = action["reply_to"].as_str().filter(|r| !r.is_empty());
+    let parts: Vec<&str> = pieces(content, max, unit)
+        .into_iter()
+        .filter(|p| !p.trim().is_empty())
+        .collect();
+    let mut first = None;
+    for (i, text) in parts.iter().enumerate() {
+        let request = Request {
+            adapter: adapter.to_owned(),
+            target: target.to_owned(),
+            text: (*text).to_owned(),
+            reply_to: reply_to.map(str::to_owned),
+            idempotency_key: format!("relay-{request_id}-{i}"),
+            policy: Policy::default(),
+        };
+        match outbox.submit(request).await {
+            Ok(submitted) => {
+                first.get_or_insert(submitted.message.id);
+            }
+            Err(e) => {
+                tracing::warn!(%request_id, piece = i, error = %e, "a reply from the agent was refused by the outbox");
+                return failed(&e.to_string());
+            }
+        }
+    }
+    json!({"success": true, "message_id": first})
+}

@@ -1,0 +1,257 @@
+//! The Relay connector of a real gateway process, against the mock platform, dialled by a
+//! client that speaks the frames as Hermes 0.19.0 sends them (`gateway/relay/ws_transport.py`):
+//! the dial it refuses, the descriptor, delivery from the durable cursor across a dropped
+//! connection and a SIGKILLed gateway, and a long reply split into the platform's pieces, in
+//! order, as replies. The real Hermes is in `hermes_agent.rs`.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use hermes_svc::agent::relay::auth;
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message as WsMessage;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+use crate::harness::wait_for;
+use crate::outbox_rig::{sigkill, sigterm, Rig};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A Hermes-like client: frames are JSON lines, possibly several per message.
+struct Agent {
+    ws: Ws,
+    pending: std::collections::VecDeque<Value>,
+}
+
+impl Agent {
+    async fn dial(port: u16, token: Option<&str>) -> Result<Agent, String> {
+        let mut request = format!("ws://127.0.0.1:{port}/relay")
+            .into_client_request()
+            .unwrap();
+        if let Some(t) = token {
+            request
+                .headers_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        let (ws, _) = tokio_tungstenite::connect_async(request)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Agent {
+            ws,
+            pending: Default::default(),
+        })
+    }
+
+    async fn send(&mut self, frame: Value) {
+        self.ws
+            .send(WsMessage::text(format!("{frame}\n")))
+            .await
+            .unwrap();
+    }
+
+    /// The next frame, within 20 s.
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(f) = self.pending.pop_front() {
+                return f;
+            }
+            let msg = tokio::time::timeout(Duration::from_secs(20), self.ws.next())
+                .await
+                .expect("a frame within 20 s")
+                .expect("the connection is open")
+                .unwrap();
+            if let WsMessage::Text(t) = msg {
+                for line in t.lines().filter(|l| !l.trim().is_empty()) {
+                    self.pending.push_back(serde_json::from_str(line).unwrap());
+                }
+            }
+        }
+    }
+
+    async fn next_of(&mut self, kind: &str) -> Value {
+        loop {
+            let f = self.next().await;
+            if f["type"] == kind {
+                return f;
+            }
+        }
+    }
+}
+
+fn token(rig: &Rig) -> String {
+    let secret = std::fs::read_to_string(rig.profile_home().join("agent/relay-secret")).unwrap();
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + 300;
+    auth::mint(
+        &format!("hermes-svc-{}", rig.profile),
+        secret.trim().as_bytes(),
+        exp,
+    )
+}
+
+fn group_message(rig: &Rig, id: &str, text: &str) {
+    rig.mock.emit_dispatch(
+        "GROUP_AT_MESSAGE_CREATE",
+        id,
+        json!({"author": {"member_openid": "M1"}, "content": format!(" {text}"),
+               "group_openid": "G1", "id": format!("msg-{id}")}),
+    );
+}
+
+#[test]
+fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
+    let port = free_port();
+    let rig = Rig::new(
+        "obrelay",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n"),
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    let secret = rig.profile_home().join("agent/relay-secret");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&secret).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+
+    rig.rt.block_on(async {
+        // No token, or someone else's: refused at the upgrade.
+        let refused = Agent::dial(port, None).await.err().expect("refused");
+        assert!(refused.contains("401"), "{refused}");
+        let forged = auth::mint(
+            &format!("hermes-svc-{}", rig.profile),
+            b"guess",
+            4_000_000_000,
+        );
+        assert!(Agent::dial(port, Some(&forged)).await.is_err());
+    });
+
+    // A message while no agent is there waits for it.
+    group_message(&rig, "e1", "first");
+    wait_for(
+        Duration::from_secs(20),
+        "the state file to show it waiting",
+        || rig.state()?["agent"]["oldest_waiting"].as_str().map(|_| ()),
+    );
+    let mut agent = rig.rt.block_on(async {
+        let mut agent = Agent::dial(port, Some(&token(&rig))).await.unwrap();
+        agent
+            .send(json!({"type": "hello", "platform": "relay", "botId": ""}))
+            .await;
+        let d = agent.next_of("descriptor").await;
+        assert_eq!(d["descriptor"]["contract_version"], 1);
+        assert_eq!(d["descriptor"]["platform"], "relay");
+        assert_eq!(d["descriptor"]["len_unit"], "chars");
+        assert!(d["descriptor"]["max_message_length"].as_u64().unwrap() >= 1000);
+        let first = agent.next_of("inbound").await;
+        let e = &first["event"];
+        assert_eq!(e["text"], "first");
+        assert_eq!(e["message_id"], "msg-e1");
+        assert_eq!(e["source"]["chat_id"], "qq/group:G1");
+        assert_eq!(e["source"]["chat_type"], "group");
+        assert_eq!(e["source"]["user_id"], "M1");
+        // Not acknowledged before the connection drops: sent again on the next.
+        drop(agent);
+        let mut agent = Agent::dial(port, Some(&token(&rig))).await.unwrap();
+        agent
+            .send(json!({"type": "hello", "platform": "relay"}))
+            .await;
+        let again = agent.next_of("inbound").await;
+        assert_eq!(again["event"]["message_id"], "msg-e1");
+        assert_eq!(again["bufferId"], first["bufferId"]);
+        agent
+            .send(json!({"type": "inbound_ack", "bufferId": again["bufferId"]}))
+            .await;
+        agent
+    });
+
+    // A reply three times the platform's limit: three posts, in order, each a reply.
+    let long: String = (0..5000)
+        .map(|i| char::from(b'a' + (i % 26) as u8))
+        .collect();
+    rig.rt.block_on(async {
+        agent
+            .send(json!({"type": "outbound", "requestId": "r1", "action": {
+                "op": "send", "chat_id": "qq/group:G1", "content": long, "reply_to": "msg-e1",
+                "metadata": {}}}))
+            .await;
+        let result = agent.next_of("outbound_result").await;
+        assert_eq!(result["requestId"], "r1");
+        assert_eq!(result["result"]["success"], true, "{result}");
+        assert!(result["result"]["message_id"].is_string(), "{result}");
+        // An op the connector does not do is answered, not ignored.
+        agent
+            .send(json!({"type": "outbound", "requestId": "r2", "action": {"op": "edit", "chat_id": "qq/group:G1"}}))
+            .await;
+        let r2 = agent.next_of("outbound_result").await;
+        assert_eq!(r2["result"]["success"], false);
+    });
+    let posts = wait_for(Duration::from_secs(30), "the pieces to be posted", || {
+        let p: Vec<_> = rig
+            .posts()
+            .into_iter()
+            .filter(|p| p.target_id == "G1")
+            .collect();
+        (p.len() == 3).then_some(p)
+    });
+    let joined: String = posts.iter().map(|p| p.content.as_str()).collect();
+    assert_eq!(joined, long, "in order, nothing lost");
+    assert!(posts
+        .iter()
+        .all(|p| p.reply_to.as_deref() == Some("msg-e1")));
+
+    group_message(&rig, "e2", "second");
+    rig.rt.block_on(async {
+        let second = agent.next_of("inbound").await;
+        assert_eq!(second["event"]["message_id"], "msg-e2");
+        agent
+            .send(json!({"type": "inbound_ack", "bufferId": second["bufferId"]}))
+            .await;
+    });
+    wait_for(
+        Duration::from_secs(20),
+        "the link to show the last message taken",
+        || (rig.state()?["agent"]["last_taken"]["event"] == "e2").then_some(()),
+    );
+
+    // A gateway killed and started again sends only what was not acknowledged.
+    sigkill(&mut gw);
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    group_message(&rig, "e3", "third");
+    let mut agent = wait_for(Duration::from_secs(20), "the relay to listen again", || {
+        rig.rt.block_on(Agent::dial(port, Some(&token(&rig)))).ok()
+    });
+    rig.rt.block_on(async {
+        agent
+            .send(json!({"type": "hello", "platform": "relay"}))
+            .await;
+        let next = agent.next_of("inbound").await;
+        assert_eq!(
+            next["event"]["message_id"], "msg-e3",
+            "e1 and e2 were taken"
+        );
+    });
+    wait_for(
+        Duration::from_secs(20),
+        "the link to show the agent connected",
+        || {
+            let agent = &rig.state()?["agent"];
+            (agent["connected"] == true && agent["kind"] == "hermes-relay").then_some(())
+        },
+    );
+    sigterm(&mut gw);
+}
