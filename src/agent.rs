@@ -7,9 +7,14 @@
 //! `status` and `/v1/health` show; it is not a health input, since an agent that is down makes
 //! messages wait in the spool, not the gateway stale.
 
+pub mod chats;
+pub mod feed;
 pub mod link;
+pub mod openai;
 pub mod relay;
 pub mod secret;
+
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -53,9 +58,12 @@ pub enum BridgeError {
     #[error(transparent)]
     Secret(#[from] secret::SecretError),
     #[error(transparent)]
-    Feed(#[from] relay::feed::FeedError),
-    #[error("[agent] kind = \"openai\" is not in this build yet; use kind = \"hermes-relay\"")]
-    NotYet,
+    Feed(#[from] feed::FeedError),
+    #[error("[agent] key-env names {env}, which is not set: add {env}=... to {}", env_file.display())]
+    NoKey {
+        env: String,
+        env_file: std::path::PathBuf,
+    },
 }
 
 impl Frontend for Bridge {
@@ -67,43 +75,98 @@ impl Frontend for Bridge {
         let Some(AgentSpec { bridge, .. }) = &stores.config.agent else {
             return Ok(None);
         };
-        match bridge {
+        let turn_timeout = stores
+            .config
+            .agent
+            .as_ref()
+            .map_or(Duration::from_secs(600), |a| a.turn_timeout);
+        let started = match bridge {
             config::Bridge::HermesRelay { port } => {
-                let port = *port;
-                let relay_start = || -> Result<_, BridgeError> {
-                    let secret = secret::load_or_create(&secret::path(&self.profile))?;
-                    let listener = relay::bind(port).map_err(|source| BridgeError::Bind {
-                        port,
-                        config: self.profile.config_file(),
-                        source,
-                    })?;
-                    let feed = relay::feed::Feed::open(
-                        stores.spool.dir(),
-                        &self.profile.inbox_dir().join(AGENT_CURSOR),
-                    )?;
-                    Ok((secret, listener, feed))
-                };
-                let (secret, listener, feed) =
-                    relay_start().map_err(|e| FrontendError::new(e, true))?;
-                let link = Link::new(bridge.kind(), format!("ws://127.0.0.1:{port}/relay"));
-                let relay = relay::Relay {
-                    id: secret::relay_id(&self.profile),
-                    secret: secret.into_bytes(),
-                    label: format!("hermes-svc ({})", self.profile.name().as_str()),
-                    normaliser: Normaliser::new(stores.config),
-                    outbox: stores.outbox.clone().ok(),
-                    appended: stores.spool.subscribe(),
-                    feed,
-                    link: link.clone(),
-                };
-                Ok(Some(Started {
-                    name: Component::Agent,
-                    serve: Box::pin(relay::serve(listener, relay, shutdown)),
-                    health: Box::new(move || FrontendHealth::Agent(link.health())),
-                }))
+                self.relay(*port, turn_timeout, &stores, shutdown)
             }
-            config::Bridge::OpenAi(_) => Err(FrontendError::new(BridgeError::NotYet, true)),
-        }
+            config::Bridge::OpenAi(spec) => self.openai(spec, turn_timeout, &stores, shutdown),
+        };
+        // Each is a setting or a file a person must fix: a restart would meet it again.
+        started.map(Some).map_err(|e| FrontendError::new(e, true))
+    }
+}
+
+impl Bridge {
+    fn feed(&self, stores: &Stores<'_>) -> Result<feed::Feed, BridgeError> {
+        Ok(feed::Feed::open(
+            stores.spool.dir(),
+            &self.profile.inbox_dir().join(AGENT_CURSOR),
+        )?)
+    }
+
+    fn relay(
+        &self,
+        port: u16,
+        turn_timeout: Duration,
+        stores: &Stores<'_>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Started, BridgeError> {
+        let secret = secret::load_or_create(&secret::path(&self.profile))?;
+        let listener = relay::bind(port).map_err(|source| BridgeError::Bind {
+            port,
+            config: self.profile.config_file(),
+            source,
+        })?;
+        let link = Link::new("hermes-relay", format!("ws://127.0.0.1:{port}/relay"));
+        let relay = relay::Relay {
+            id: secret::relay_id(&self.profile),
+            secret: secret.into_bytes(),
+            label: format!("hermes-svc ({})", self.profile.name().as_str()),
+            normaliser: Normaliser::new(stores.config),
+            outbox: stores.outbox.clone().ok(),
+            appended: stores.spool.subscribe(),
+            feed: self.feed(stores)?,
+            link: link.clone(),
+            turn_timeout,
+        };
+        Ok(Started {
+            name: Component::Agent,
+            serve: Box::pin(relay::serve(listener, relay, shutdown)),
+            health: Box::new(move || FrontendHealth::Agent(link.health())),
+        })
+    }
+
+    fn openai(
+        &self,
+        spec: &config::OpenAiSpec,
+        turn_timeout: Duration,
+        stores: &Stores<'_>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Started, BridgeError> {
+        let key = match &spec.key_env {
+            None => None,
+            Some(env) => match std::env::var(env) {
+                Ok(v) if !v.is_empty() => Some(config::Secret::new(v)),
+                _ => {
+                    return Err(BridgeError::NoKey {
+                        env: env.clone(),
+                        env_file: self.profile.env_file(),
+                    })
+                }
+            },
+        };
+        let link = Link::new("openai", spec.url.clone());
+        let bridge = openai::OpenAi {
+            spec: spec.clone(),
+            turn_timeout,
+            key,
+            profile: self.profile.name().as_str().to_owned(),
+            normaliser: Normaliser::new(stores.config),
+            outbox: stores.outbox.clone().ok(),
+            appended: stores.spool.subscribe(),
+            feed: self.feed(stores)?,
+            link: link.clone(),
+        };
+        Ok(Started {
+            name: Component::Agent,
+            serve: Box::pin(openai::serve(bridge, shutdown)),
+            health: Box::new(move || FrontendHealth::Agent(link.health())),
+        })
     }
 }
 

@@ -10,7 +10,6 @@
 //! and answering pings, while replies are slow.
 
 pub mod auth;
-pub mod feed;
 pub mod frames;
 pub mod outbound;
 
@@ -22,6 +21,7 @@ use std::time::{Duration, SystemTime};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -29,8 +29,8 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::WebSocketStream;
 
-use self::feed::Feed;
 use self::frames::{Descriptor, FromAgent, Lines};
+use super::feed::Feed;
 use super::link::Link;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::send::TextUnit;
@@ -53,6 +53,8 @@ pub struct Relay {
     pub appended: watch::Receiver<u64>,
     pub feed: Feed,
     pub link: Link,
+    /// The longest the agent may take to answer a message before its chat goes on.
+    pub turn_timeout: Duration,
 }
 
 impl Relay {
@@ -254,6 +256,26 @@ enum End {
     Failed(String),
 }
 
+/// A message in its chat's turn, or waiting for it.
+struct Delivery {
+    buffer: String,
+    message: Message,
+    /// When the turn is given up, once it started.
+    deadline: Option<Instant>,
+}
+
+/// One connection's state: its frames, its chats' turns, and its writer.
+struct Session<'a> {
+    relay: &'a mut Relay,
+    chats: &'a Arc<Chats>,
+    turns: crate::agent::chats::Chats<Delivery>,
+    sink: futures_util::stream::SplitSink<Ws, WsMessage>,
+    /// Hermes's platform name, once it said hello; nothing is delivered before.
+    platform: Option<String>,
+    /// Hermes said it is going: nothing more is delivered on this connection.
+    idle: bool,
+}
+
 /// One connection, until it ends, another replaces it, or shutdown.
 async fn session(
     ws: Ws,
@@ -262,7 +284,7 @@ async fn session(
     incoming: &mut mpsc::Receiver<Ws>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
-    let (mut sink, mut stream) = ws.split();
+    let (sink, mut stream) = ws.split();
     let (actions, queued) = mpsc::channel(256);
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
@@ -271,20 +293,31 @@ async fn session(
         queued,
         results_tx,
     ));
-    let mut lines = Lines::default();
-    // Hermes's platform name, once it said hello; nothing is delivered before.
-    let mut platform: Option<String> = None;
-    let mut idle = false;
     let mut appended = relay.appended.clone();
+    let mut s = Session {
+        relay,
+        chats,
+        turns: Default::default(),
+        sink,
+        platform: None,
+        idle: false,
+    };
+    let mut lines = Lines::default();
     let end = loop {
-        if let (Some(p), false) = (&platform, idle) {
+        if s.platform.is_some() && !s.idle {
             // Seen before reading, so that an append during the read wakes the wait.
             appended.borrow_and_update();
-            let p = p.clone();
-            if let Err(why) = deliver(relay, chats, &p, &mut sink).await {
-                break why;
+            if let Err(end) = s.deliver().await {
+                break end;
             }
         }
+        let deadline = s.turns.turns().filter_map(|(_, d)| d.deadline).min();
+        let turn_over = async {
+            match deadline {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             frame = stream.next() => {
                 let text = match frame {
@@ -298,43 +331,19 @@ async fn session(
                     Ok(frames) => frames,
                     Err(e) => break End::Closed(e.to_string()),
                 };
-                for frame in frames {
-                    match frame {
-                        Ok(FromAgent::Hello { platform: p }) => {
-                            let descriptor = descriptor_frame(relay, &p);
-                            if let Err(e) = sink.send(WsMessage::text(descriptor)).await {
-                                return finish(worker, End::Closed(e.to_string()));
-                            }
-                            platform.get_or_insert(p);
-                        }
-                        Ok(FromAgent::InboundAck { buffer_id }) => match relay.feed.ack(&buffer_id) {
-                            Ok(Some(event)) => relay.link.taken(&event),
-                            Ok(None) => tracing::debug!(%buffer_id, "an ack for nothing waiting"),
-                            Err(e) => return finish(worker, End::Failed(crate::error_chain::one_line(&e))),
-                        },
-                        Ok(FromAgent::Outbound { request_id, action }) => {
-                            if actions.try_send(outbound::Action { request_id, action }).is_err() {
-                                tracing::warn!("the agent sends replies faster than they can be queued; closing its connection");
-                                return finish(worker, End::Closed("outbound overflow".into()));
-                            }
-                        }
-                        Ok(FromAgent::GoingIdle) => {
-                            idle = true;
-                            let _ = sink.send(WsMessage::text(frames::going_idle_ack())).await;
-                        }
-                        Ok(FromAgent::Other { kind }) => tracing::debug!(%kind, "a relay frame with nothing to do here"),
-                        Err(why) => tracing::warn!(%why, "a relay frame that does not read"),
-                    }
+                if let Err(end) = s.handle(frames, &actions).await {
+                    break end;
                 }
             }
             result = results.recv() => {
                 if let Some(frame) = result {
-                    if let Err(e) = sink.send(WsMessage::text(frame)).await {
+                    if let Err(e) = s.sink.send(WsMessage::text(frame)).await {
                         break End::Closed(e.to_string());
                     }
                 }
             }
-            changed = appended.changed(), if platform.is_some() && !idle => {
+            () = turn_over => s.give_up(Instant::now()),
+            changed = appended.changed(), if s.platform.is_some() && !s.idle => {
                 if changed.is_err() {
                     break End::Failed("the spool closed".into());
                 }
@@ -345,52 +354,156 @@ async fn session(
             },
             () = until_shutdown(shutdown) => {
                 let close = CloseFrame { code: CloseCode::Away, reason: "the gateway is stopping".into() };
-                let _ = sink.send(WsMessage::Close(Some(close))).await;
+                let _ = s.sink.send(WsMessage::Close(Some(close))).await;
                 break End::Shutdown;
             }
         }
     };
-    finish(worker, end)
-}
-
-fn finish(worker: tokio::task::JoinHandle<()>, end: End) -> End {
     // Actions already queued finish (their messages are durable once submitted); their
     // results have nowhere to go.
     drop(worker);
     end
 }
 
-/// Send what the window has room for.
-async fn deliver(
-    relay: &mut Relay,
-    chats: &Chats,
-    platform: &str,
-    sink: &mut futures_util::stream::SplitSink<Ws, WsMessage>,
-) -> Result<(), End> {
-    loop {
-        let room = WINDOW.saturating_sub(relay.feed.waiting());
-        if room == 0 {
-            return Ok(());
+impl Session<'_> {
+    async fn handle(
+        &mut self,
+        frames: Vec<Result<FromAgent, String>>,
+        actions: &mpsc::Sender<outbound::Action>,
+    ) -> Result<(), End> {
+        for frame in frames {
+            match frame {
+                Ok(FromAgent::Hello { platform }) => {
+                    let descriptor = descriptor_frame(self.relay, &platform);
+                    self.send(descriptor).await?;
+                    self.platform.get_or_insert(platform);
+                }
+                Ok(FromAgent::InboundAck { buffer_id }) => {
+                    tracing::debug!(%buffer_id, "the agent took a message");
+                }
+                Ok(FromAgent::Outbound { request_id, action }) => {
+                    self.answered(&action)?;
+                    if actions
+                        .try_send(outbound::Action { request_id, action })
+                        .is_err()
+                    {
+                        tracing::warn!("the agent sends replies faster than they can be queued; closing its connection");
+                        return Err(End::Closed("outbound overflow".into()));
+                    }
+                }
+                Ok(FromAgent::GoingIdle) => {
+                    self.idle = true;
+                    self.send(frames::going_idle_ack()).await?;
+                }
+                Ok(FromAgent::Other { kind }) => {
+                    tracing::debug!(%kind, "a relay frame with nothing to do here")
+                }
+                Err(why) => tracing::warn!(%why, "a relay frame that does not read"),
+            }
         }
-        let normaliser = &relay.normaliser;
-        let batch = relay
+        Ok(())
+    }
+
+    async fn send(&mut self, frame: String) -> Result<(), End> {
+        self.sink
+            .send(WsMessage::text(frame))
+            .await
+            .map_err(|e| End::Closed(e.to_string()))
+    }
+
+    /// A turn ends with the one `send` that replies to its message with `notify` set (Hermes's
+    /// final answer; notices carry neither); the message is then taken, and the chat's next
+    /// one goes to the agent.
+    fn answered(&mut self, action: &serde_json::Value) -> Result<(), End> {
+        let chat = action["chat_id"].as_str().unwrap_or("");
+        let Some(d) = self.turns.in_turn(chat) else {
+            return Ok(());
+        };
+        let reply_to = action["reply_to"].as_str();
+        let final_answer = action["metadata"]["notify"] == true;
+        let matches = match (&d.message.message_id, reply_to) {
+            (Some(id), Some(r)) => id == r,
+            // A message without an id: its chat's final answer ends it.
+            (None, _) => final_answer,
+            (Some(_), None) => false,
+        };
+        if action["op"] == "send" && matches {
+            if let Some(d) = self.turns.end(chat) {
+                self.take(&d.buffer)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn take(&mut self, buffer: &str) -> Result<(), End> {
+        match self.relay.feed.ack(buffer) {
+            Ok(Some(event)) => {
+                self.relay.link.taken(&event);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Err(e) => Err(End::Failed(crate::error_chain::one_line(&e))),
+        }
+    }
+
+    /// Turns past their deadline are given up: the agent did not answer in time, and the
+    /// chat's next message goes to it.
+    fn give_up(&mut self, now: Instant) {
+        let late: Vec<String> = self
+            .turns
+            .turns()
+            .filter(|(_, d)| d.deadline.is_some_and(|at| at <= now))
+            .map(|(chat, _)| chat.to_owned())
+            .collect();
+        for chat in late {
+            if let Some(d) = self.turns.end(&chat) {
+                tracing::warn!(%chat, "the agent did not answer within turn-timeout; the chat's next message goes on");
+                self.relay
+                    .link
+                    .error(format!("no answer within turn-timeout in {chat}"));
+                if let Err(End::Failed(why)) = self.take(&d.buffer) {
+                    tracing::warn!(%why, "cannot record a given-up turn");
+                }
+            }
+        }
+    }
+
+    /// Read what the window has room for into the chats, and send each chat that has no turn
+    /// its next message.
+    async fn deliver(&mut self) -> Result<(), End> {
+        let room = WINDOW.saturating_sub(self.relay.feed.waiting());
+        let normaliser = &self.relay.normaliser;
+        let batch = self
+            .relay
             .feed
             .read(room, |e| super::for_agent(normaliser, e))
             .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?;
-        if batch.is_empty() {
-            if relay.feed.waiting() == 0 {
-                relay.link.waiting(None);
-            }
-            return Ok(());
+        for (buffer, message) in batch {
+            self.turns.push(
+                chat_id(&message),
+                Delivery {
+                    buffer,
+                    message,
+                    deadline: None,
+                },
+            );
         }
-        for (buffer_id, message) in batch {
-            let chat = chat_id(&message);
-            chats.saw(&chat, &message);
-            let frame = frames::inbound(&message, platform, &chat, &buffer_id);
-            sink.send(WsMessage::text(frame))
-                .await
-                .map_err(|e| End::Closed(e.to_string()))?;
+        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
+        let deadline = Instant::now() + self.relay.turn_timeout;
+        let (started, _) = self.turns.start(false);
+        for chat in started {
+            let Some(d) = self.turns.in_turn_mut(&chat) else {
+                continue;
+            };
+            d.deadline = Some(deadline);
+            self.chats.saw(&chat, &d.message);
+            let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
+            self.send(frame).await?;
         }
+        if self.relay.feed.waiting() == 0 {
+            self.relay.link.waiting(None);
+        }
+        Ok(())
     }
 }
 

@@ -18,6 +18,9 @@ use super::ConfigError;
 #[derive(Clone, Debug, PartialEq)]
 pub struct AgentSpec {
     pub bridge: Bridge,
+    /// The longest a turn may take: after it, the turn is given up and the chat's next message
+    /// goes to the agent.
+    pub turn_timeout: Duration,
     /// doctor warns when the agent has taken no message for this long while some wait.
     pub idle_alarm: Duration,
 }
@@ -49,8 +52,6 @@ pub struct OpenAiSpec {
     pub model: String,
     /// What happens to messages that come while a chat's turn runs.
     pub busy: Busy,
-    /// The longest a turn may take before it is given up.
-    pub turn_timeout: Duration,
     /// Said in the chat when a turn fails or times out; by default nothing is.
     pub failure_notice: Option<String>,
 }
@@ -104,7 +105,6 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
                 ("key-env", r.key_env.is_some()),
                 ("model", r.model.is_some()),
                 ("busy", r.busy.is_some()),
-                ("turn-timeout", r.turn_timeout.is_some()),
                 ("failure-notice", r.failure_notice.is_some()),
             ] {
                 only_for(key, present, "openai")?;
@@ -144,11 +144,6 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
                 key_env,
                 model: r.model.clone().unwrap_or_else(|| "hermes-agent".into()),
                 busy: r.busy.unwrap_or(Busy::Queue),
-                turn_timeout: ctx.opt_duration(
-                    "turn-timeout",
-                    &r.turn_timeout,
-                    DEFAULT_TURN_TIMEOUT,
-                )?,
                 failure_notice: r.failure_notice.clone().filter(|n| !n.trim().is_empty()),
             })
         }
@@ -164,6 +159,7 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
     };
     Ok(AgentSpec {
         bridge,
+        turn_timeout: ctx.opt_duration("turn-timeout", &r.turn_timeout, DEFAULT_TURN_TIMEOUT)?,
         idle_alarm: ctx.opt_duration("idle-alarm", &r.idle_alarm, DEFAULT_IDLE_ALARM)?,
     })
 }

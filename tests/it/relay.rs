@@ -102,6 +102,20 @@ fn token(rig: &Rig) -> String {
     )
 }
 
+/// Wait until this life of the gateway has its QQ session: the mock delivers a dispatch to the
+/// sessions it has.
+fn wait_qq(rig: &Rig, gw: &std::process::Child) {
+    wait_for(Duration::from_secs(20), "the qq adapter to connect", || {
+        let s = rig.state()?;
+        let connected = s["pid"] == gw.id()
+            && s["components"]
+                .as_array()?
+                .iter()
+                .any(|c| c["name"] == "qq" && c["state"] == "connected");
+        connected.then_some(())
+    });
+}
+
 fn group_message(rig: &Rig, id: &str, text: &str) {
     rig.mock.emit_dispatch(
         "GROUP_AT_MESSAGE_CREATE",
@@ -140,6 +154,7 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
     });
 
     // A message while no agent is there waits for it.
+    wait_qq(&rig, &gw);
     group_message(&rig, "e1", "first");
     wait_for(
         Duration::from_secs(20),
@@ -213,24 +228,68 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
         .iter()
         .all(|p| p.reply_to.as_deref() == Some("msg-e1")));
 
+    // One message per chat at a time: the second to G1 waits for the first's answer, while
+    // another chat's goes at once.
     group_message(&rig, "e2", "second");
+    group_message(&rig, "e2b", "second again");
+    rig.mock.emit_dispatch(
+        "GROUP_AT_MESSAGE_CREATE",
+        "e4",
+        json!({"author": {"member_openid": "M2"}, "content": " elsewhere",
+               "group_openid": "G2", "id": "msg-e4"}),
+    );
     rig.rt.block_on(async {
-        let second = agent.next_of("inbound").await;
-        assert_eq!(second["event"]["message_id"], "msg-e2");
+        let mut got = vec![];
+        for _ in 0..2 {
+            let f = agent.next_of("inbound").await;
+            got.push(f["event"]["message_id"].as_str().unwrap().to_owned());
+        }
+        got.sort();
+        assert_eq!(got, ["msg-e2", "msg-e4"], "e2b waits for e2's answer");
+        // A notice (no reply_to) does not end the turn; the final answer does.
         agent
-            .send(json!({"type": "inbound_ack", "bufferId": second["bufferId"]}))
+            .send(json!({"type": "outbound", "requestId": "r3", "action": {
+                "op": "send", "chat_id": "qq/group:G1", "content": "thinking", "reply_to": null,
+                "metadata": {}}}))
             .await;
+        agent
+            .send(json!({"type": "outbound", "requestId": "r4", "action": {
+                "op": "send", "chat_id": "qq/group:G1", "content": "answer two", "reply_to": "msg-e2",
+                "metadata": {"notify": true}}}))
+            .await;
+        let next = agent.next_of("inbound").await;
+        assert_eq!(next["event"]["message_id"], "msg-e2b");
+        for (id, chat) in [("msg-e2b", "qq/group:G1"), ("msg-e4", "qq/group:G2")] {
+            agent
+                .send(json!({"type": "outbound", "requestId": format!("a-{id}"), "action": {
+                    "op": "send", "chat_id": chat, "content": "ok", "reply_to": id,
+                    "metadata": {"notify": true}}}))
+                .await;
+        }
+        // A result comes after its answer was read: both turns are over.
+        let mut answered = 0;
+        while answered < 2 {
+            let r = agent.next_of("outbound_result").await;
+            if r["requestId"].as_str().unwrap().starts_with("a-") {
+                answered += 1;
+            }
+        }
     });
     wait_for(
         Duration::from_secs(20),
         "the link to show the last message taken",
-        || (rig.state()?["agent"]["last_taken"]["event"] == "e2").then_some(()),
+        || {
+            let state = rig.state()?;
+            let taken = &state["agent"]["last_taken"]["event"];
+            (taken == "e2b" || taken == "e4").then_some(())
+        },
     );
 
-    // A gateway killed and started again sends only what was not acknowledged.
+    // A gateway killed and started again sends only what was not answered.
     sigkill(&mut gw);
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    wait_qq(&rig, &gw);
     group_message(&rig, "e3", "third");
     let mut agent = wait_for(Duration::from_secs(20), "the relay to listen again", || {
         rig.rt.block_on(Agent::dial(port, Some(&token(&rig)))).ok()
@@ -242,7 +301,7 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
         let next = agent.next_of("inbound").await;
         assert_eq!(
             next["event"]["message_id"], "msg-e3",
-            "e1 and e2 were taken"
+            "every earlier message was answered"
         );
     });
     wait_for(

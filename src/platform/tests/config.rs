@@ -218,12 +218,13 @@ fn the_agent_section_reads_each_bridge_and_names_each_mistake() {
         "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:8642/v1/\"\nkey-env = \"API_SERVER_KEY\"\nbusy = \"latest\"\nturn-timeout = \"2m\"\n",
     )
     .unwrap();
-    match openai.agent.unwrap().bridge {
+    let agent = openai.agent.unwrap();
+    assert_eq!(agent.turn_timeout, Duration::from_secs(120));
+    match agent.bridge {
         Bridge::OpenAi(o) => {
             assert_eq!(o.url, "http://127.0.0.1:8642/v1");
             assert_eq!(o.key_env.as_deref(), Some("API_SERVER_KEY"));
             assert_eq!(o.busy, Busy::Latest);
-            assert_eq!(o.turn_timeout, Duration::from_secs(120));
             assert_eq!(o.failure_notice, None);
         }
         b => panic!("{b:?}"),

@@ -1,16 +1,20 @@
-//! What Hermes has taken, kept across restarts of both: a cursor into the spool, moved only on
-//! Hermes's `inbound_ack`.
+//! What the agent has taken, kept across restarts of both: a cursor into the spool, moved only
+//! when the agent has a message (Hermes's `inbound_ack` on the Relay; its reply queued, on the
+//! OpenAI bridge).
 //!
 //! Hermes never replays and never deduplicates: a message it was sent twice is answered twice,
-//! and one it never took is never answered. So delivery to it is the connector's job. Messages
-//! are read from the spool after the durable cursor and sent with their spool cursor as the
-//! `bufferId`; an ack marks one taken, and the cursor file moves over every taken message at
-//! the front (an event that is not for the agent is passed as it is read). When the connection
-//! ends, what was sent and not acked is sent again on the next, from the cursor: what arrived
-//! while Hermes was down or restarting is delivered when it dials in, and nothing it
-//! acknowledged is delivered twice, across restarts of the gateway too.
+//! and one it never took is never answered. So delivery to it is the bridge's job. Messages
+//! are read from the spool after the durable cursor, each named by its spool cursor (the
+//! Relay's `bufferId`); an ack marks one taken, and the cursor file moves over every taken
+//! message at the front (an event that is not for the agent is passed as it is read), and the
+//! ones taken behind a message still in its turn are kept by name in the same file. When a
+//! connection ends, what was sent and not taken is sent again on the next, from the cursor:
+//! what arrived while the agent was down or restarting is delivered when it is back, and
+//! nothing it took is delivered twice, across restarts of the gateway too.
+//!
+//! The file is the cursor on its first line, then one line per message taken beyond it.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +34,8 @@ pub struct Feed {
     next: Position,
     /// Read and not yet passed by the durable cursor, oldest first.
     in_flight: VecDeque<Entry>,
+    /// Taken, and not yet passed by the durable cursor: by buffer id.
+    taken: BTreeSet<String>,
 }
 
 struct Entry {
@@ -64,15 +70,24 @@ impl Feed {
                 source,
             }
         };
-        let durable = match std::fs::read_to_string(cursor_file) {
-            Ok(text) => match Position::parse(Some(text.trim())) {
-                Ok(p) => p,
-                Err(e) => {
-                    tracing::warn!(file = %cursor_file.display(), error = %e, "the agent's cursor does not read; starting from the end of the spool");
-                    Position::End
+        let (durable, taken) = match std::fs::read_to_string(cursor_file) {
+            Ok(text) => {
+                let mut lines = text.lines();
+                match Position::parse(lines.next().map(str::trim)) {
+                    Ok(p) => (
+                        p,
+                        lines
+                            .map(|l| l.trim().to_owned())
+                            .filter(|l| !l.is_empty())
+                            .collect(),
+                    ),
+                    Err(e) => {
+                        tracing::warn!(file = %cursor_file.display(), error = %e, "the agent's cursor does not read; starting from the end of the spool");
+                        (Position::End, BTreeSet::new())
+                    }
                 }
-            },
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Position::End,
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => (Position::End, BTreeSet::new()),
             Err(e) => return Err(io("read")(e)),
         };
         let mut feed = Feed {
@@ -81,6 +96,7 @@ impl Feed {
             durable,
             next: durable,
             in_flight: VecDeque::new(),
+            taken,
         };
         if durable == Position::End {
             // Resolve "the end" to the event it means now, and keep that.
@@ -111,6 +127,7 @@ impl Feed {
             Err(CursorError::Gone { .. }) => {
                 tracing::warn!("the spool rotated past what the agent had taken; going on from the oldest event it keeps");
                 self.in_flight.clear();
+                self.taken.clear();
                 self.durable = Position::Start;
                 read_after(&self.spool_dir, Position::Start, limits).map_err(FeedError::Spool)?
             }
@@ -119,17 +136,22 @@ impl Feed {
         self.next = page.next;
         let mut out = vec![];
         for found in page.events {
-            let picked = pick(found.event());
+            let buffer = found.cursor.to_string();
+            let picked = if self.taken.contains(&buffer) {
+                None
+            } else {
+                pick(found.event())
+            };
             self.in_flight.push_back(Entry {
                 cursor: found.cursor,
                 event: found.event().id.clone(),
                 waiting: picked.is_some(),
             });
             if let Some(t) = picked {
-                out.push((found.cursor.to_string(), t));
+                out.push((buffer, t));
             }
         }
-        self.settle()?;
+        self.settle(false)?;
         Ok(out)
     }
 
@@ -145,7 +167,8 @@ impl Feed {
         };
         entry.waiting = false;
         let event = entry.event.clone();
-        self.settle()?;
+        self.taken.insert(buffer_id.to_owned());
+        self.settle(true)?;
         Ok(Some(event))
     }
 
@@ -173,7 +196,7 @@ impl Feed {
         self.in_flight.iter().filter(|e| e.waiting).count()
     }
 
-    /// The connection ended: what it was sent and did not ack is sent again on the next.
+    /// The connection ended: what it was sent and did not take is sent again on the next.
     pub fn rewind(&mut self) {
         self.in_flight.clear();
         self.next = self.durable;
@@ -184,29 +207,36 @@ impl Feed {
         self.durable
     }
 
-    /// Move the durable cursor over the taken front, and store it if it moved.
-    fn settle(&mut self) -> Result<(), FeedError> {
-        let mut moved = None;
+    /// Move the durable cursor over the taken front, and store it with what is taken beyond.
+    /// Written on every change: a message taken and not in the file would be sent again
+    /// after a crash, and Hermes answers it again.
+    fn settle(&mut self, changed: bool) -> Result<(), FeedError> {
+        let mut moved = false;
         while self.in_flight.front().is_some_and(|e| !e.waiting) {
-            moved = self.in_flight.pop_front().map(|e| e.cursor);
+            if let Some(e) = self.in_flight.pop_front() {
+                self.taken.remove(&e.cursor.to_string());
+                self.durable = Position::After(e.cursor);
+                moved = true;
+            }
         }
-        if let Some(cursor) = moved {
-            self.durable = Position::After(cursor);
+        if moved || changed {
             self.store()?;
         }
         Ok(())
     }
 
     fn store(&self) -> Result<(), FeedError> {
-        atomic_file::write(
-            &self.cursor_file,
-            format!("{}\n", self.durable).as_bytes(),
-            0o600,
-        )
-        .map_err(|source| FeedError::Io {
-            op: "write",
-            path: self.cursor_file.clone(),
-            source,
+        let mut text = format!("{}\n", self.durable);
+        for buffer in &self.taken {
+            text.push_str(buffer);
+            text.push('\n');
+        }
+        atomic_file::write(&self.cursor_file, text.as_bytes(), 0o600).map_err(|source| {
+            FeedError::Io {
+                op: "write",
+                path: self.cursor_file.clone(),
+                source,
+            }
         })
     }
 
@@ -261,6 +291,18 @@ mod tests {
         assert_ne!(feed.durable(), before);
 
         // The connection ends with c unacked: it comes again, and only it.
+        feed.rewind();
+        let again = feed.read(10, every).unwrap();
+        assert_eq!(
+            again.iter().map(|(_, id)| id.as_str()).collect::<Vec<_>>(),
+            ["c"]
+        );
+
+        // A message taken behind one still in its turn is not sent again either.
+        spool.append(&event("d")).await.unwrap();
+        let d = feed.read(10, every).unwrap();
+        assert_eq!(d.len(), 1);
+        assert!(feed.ack(&d[0].0).unwrap().is_some());
         feed.rewind();
         let again = feed.read(10, every).unwrap();
         assert_eq!(

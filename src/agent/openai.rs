@@ -1,0 +1,333 @@
+//! The OpenAI-compatible bridge: each chat message becomes a `POST /v1/chat/completions` to
+//! the agent (Hermes's API server, or any server that speaks the same), and the answer is
+//! posted to the chat through the outbox.
+//!
+//! One turn runs per chat at a time, since two concurrent requests of one Hermes session both
+//! run and merge their turns; later messages of that chat wait in order (`busy = "queue"`) or
+//! only the latest of them gets a turn (`busy = "latest"`). Chats do not wait for each other.
+//! A message is taken (the durable cursor moves past it, `feed.rs`) once its reply is queued
+//! or its turn has failed; a reply's idempotency keys come from the message's event, and a turn
+//! whose reply is already queued is not run again: a gateway killed mid-turn runs the turn
+//! again when it comes back, and never posts two answers to one message.
+
+mod call;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+use self::call::Answer;
+use super::chats::Chats;
+use super::feed::Feed;
+use super::link::Link;
+use crate::config::{Busy, OpenAiSpec, Secret};
+use crate::gateway::outbox::{Outbox, Policy, Request};
+use crate::gateway::send::split::pieces;
+use crate::gateway::until_shutdown;
+use crate::platform::{Message, Normaliser};
+
+/// Messages read and not yet taken, across all chats.
+const WINDOW: usize = 64;
+/// The longest wait between tries while the agent cannot be reached.
+const AWAY_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+pub struct OpenAi {
+    pub spec: OpenAiSpec,
+    /// The longest one call may take.
+    pub turn_timeout: Duration,
+    pub key: Option<Secret>,
+    /// The profile's name, in each session key.
+    pub profile: String,
+    pub normaliser: Normaliser,
+    pub outbox: Option<Arc<Outbox>>,
+    pub appended: watch::Receiver<u64>,
+    pub feed: Feed,
+    pub link: Link,
+}
+
+/// The session a chat's turns run in, as Hermes names its own:
+/// `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread>]`, with the adapter in the chat
+/// id so that two adapters' chats never share one.
+pub fn session_key(profile: &str, m: &Message) -> String {
+    let mut key = format!(
+        "agent:{profile}:{}:{}:{}/{}",
+        m.platform,
+        m.chat.chat_type.as_str(),
+        m.adapter,
+        m.chat.id
+    );
+    if let Some(thread) = &m.thread_id {
+        key.push(':');
+        key.push_str(thread);
+    }
+    key
+}
+
+/// The idempotency key of piece `i` of the answer to `m`'s event, and the prefix every piece's
+/// key shares.
+fn reply_key_prefix(adapter: &str, event: &str) -> String {
+    let hash = Sha256::digest(event.as_bytes());
+    let short: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("agent-{adapter}-{short}-")
+}
+
+/// A message read from the spool and waiting for its turn.
+#[derive(Clone)]
+struct Pending {
+    buffer: String,
+    event: String,
+    message: Message,
+}
+
+/// What every turn needs.
+struct Turns {
+    http: reqwest::Client,
+    url: String,
+    key: Option<Secret>,
+    model: String,
+    failure_notice: Option<String>,
+    outbox: Option<Arc<Outbox>>,
+    link: Link,
+}
+
+pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::builder()
+        .timeout(b.turn_timeout)
+        .connect_timeout(Duration::from_secs(10))
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| format!("cannot build the agent's HTTP client: {e}"))?;
+    let turns = Arc::new(Turns {
+        http,
+        url: format!("{}/chat/completions", b.spec.url),
+        key: b.key.clone(),
+        model: b.spec.model.clone(),
+        failure_notice: b.spec.failure_notice.clone(),
+        outbox: b.outbox.clone(),
+        link: b.link.clone(),
+    });
+    let mut chats: Chats<Pending> = Chats::default();
+    let mut running: JoinSet<(String, String)> = JoinSet::new();
+    let mut appended = b.appended.clone();
+    loop {
+        // Seen before reading, so that an append during the read wakes the wait.
+        appended.borrow_and_update();
+        let room = WINDOW.saturating_sub(b.feed.waiting());
+        let normaliser = &b.normaliser;
+        let batch = b
+            .feed
+            .read(room, |e| {
+                super::for_agent(normaliser, e).map(|m| (e.id.clone(), m))
+            })
+            .map_err(|e| crate::error_chain::one_line(&e))?;
+        for (buffer, (event, message)) in batch {
+            let session = session_key(&b.profile, &message);
+            chats.push(
+                session,
+                Pending {
+                    buffer,
+                    event,
+                    message,
+                },
+            );
+        }
+        let (started, overtaken) = chats.start(b.spec.busy == Busy::Latest);
+        for skipped in overtaken {
+            tracing::info!(event = %skipped.event, "a message overtaken by a later one in its chat gets no turn (busy = \"latest\")");
+            take(&mut b.feed, &b.link, &skipped.buffer)?;
+        }
+        for session in started {
+            if let Some(p) = chats.in_turn(&session) {
+                running.spawn(turn(turns.clone(), session.clone(), p.clone()));
+            }
+        }
+        if b.feed.waiting() == 0 {
+            b.link.waiting(None);
+        }
+        tokio::select! {
+            Some(done) = running.join_next() => {
+                let (session, buffer) = done.map_err(|e| format!("an agent turn panicked: {e}"))?;
+                chats.end(&session);
+                take(&mut b.feed, &b.link, &buffer)?;
+            }
+            changed = appended.changed() => {
+                if changed.is_err() {
+                    return Err("the spool closed".into());
+                }
+            }
+            () = until_shutdown(&mut shutdown) => {
+                // A turn cut short runs again after the restart; its reply, if it was queued,
+                // is not posted twice.
+                running.abort_all();
+                return Ok(());
+            }
+        }
+    }
+}
+
+fn take(feed: &mut Feed, link: &Link, buffer: &str) -> Result<(), String> {
+    match feed.ack(buffer) {
+        Ok(Some(event)) => {
+            link.taken(&event);
+            Ok(())
+        }
+        Ok(None) => Ok(()),
+        Err(e) => Err(crate::error_chain::one_line(&e)),
+    }
+}
+
+/// Run `p`'s turn to its end: its reply queued, or its failure said. Returns the session and
+/// the message's buffer id, to be taken.
+async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
+    let prefix = reply_key_prefix(&p.message.adapter, &p.event);
+    let answered = t
+        .outbox
+        .as_ref()
+        .and_then(|o| o.latest_with_key_prefix(&prefix))
+        .is_some();
+    if answered {
+        tracing::info!(event = %p.event, "the reply to this message was queued before a restart; its turn is not run again");
+        return (session, p.buffer);
+    }
+    let body = call::body(&t.model, &p.message);
+    let mut away = Duration::from_secs(1);
+    loop {
+        let mut request = t
+            .http
+            .post(&t.url)
+            .header("X-Hermes-Session-Id", &session)
+            .json(&body);
+        if let Some(key) = &t.key {
+            request = request.bearer_auth(key.expose());
+        }
+        let answer = match request.send().await {
+            Ok(r) => {
+                let status = r.status().as_u16();
+                let retry_after = r
+                    .headers()
+                    .get("retry-after")
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                match r.bytes().await {
+                    Ok(bytes) => call::read(status, retry_after.as_deref(), &bytes),
+                    Err(e) if e.is_timeout() => Answer::Failed("the turn timed out".into()),
+                    Err(e) => Answer::Away(format!("the answer was cut off: {e}")),
+                }
+            }
+            Err(e) if e.is_timeout() => Answer::Failed("the turn timed out (turn-timeout)".into()),
+            Err(e) => Answer::Away(format!(
+                "cannot reach the agent: {}",
+                crate::error_chain::one_line(&e)
+            )),
+        };
+        match answer {
+            Answer::Reply(text) => {
+                t.link.connected(true);
+                if !text.trim().is_empty() {
+                    post(&t, &p, &prefix, &text).await;
+                }
+                return (session, p.buffer);
+            }
+            Answer::Busy(wait) => {
+                t.link.connected(true);
+                tracing::info!(wait = ?wait, "the agent is busy (429); asking again");
+                tokio::time::sleep(wait).await;
+            }
+            Answer::Away(why) => {
+                t.link.connected(false);
+                t.link.error(why.clone());
+                tracing::warn!(%why, retry_in = ?away, "the agent is not there; the message waits for it");
+                tokio::time::sleep(away).await;
+                away = (away * 2).min(AWAY_BACKOFF_MAX);
+            }
+            Answer::Failed(why) => {
+                t.link.connected(true);
+                t.link.error(why.clone());
+                tracing::warn!(event = %p.event, %why, "the agent's turn failed; nothing is posted as its reply");
+                if let Some(notice) = &t.failure_notice {
+                    post(&t, &p, &prefix, notice).await;
+                }
+                return (session, p.buffer);
+            }
+        }
+    }
+}
+
+/// Queue `text` as the answer to `p`, in the platform's pieces.
+async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
+    let Some(outbox) = &t.outbox else {
+        tracing::warn!("the outbox is not open; the agent's reply is dropped");
+        return;
+    };
+    let Some(reply) = &p.message.reply else {
+        tracing::warn!(adapter = %p.message.adapter, "the adapter cannot post into this chat; the agent's reply is dropped");
+        return;
+    };
+    let Some((max, unit)) = outbox.max_text(&reply.adapter) else {
+        tracing::warn!(adapter = %reply.adapter, "the adapter does not send; the agent's reply is dropped");
+        return;
+    };
+    let parts = pieces(text, max, unit);
+    for (i, piece) in parts.iter().filter(|p| !p.trim().is_empty()).enumerate() {
+        let request = Request {
+            adapter: reply.adapter.clone(),
+            target: reply.target.clone(),
+            text: (*piece).to_owned(),
+            reply_to: reply.reply_to.clone(),
+            idempotency_key: format!("{prefix}{i}"),
+            policy: Policy::default(),
+        };
+        if let Err(e) = outbox.submit(request).await {
+            tracing::warn!(error = %e, "the outbox refused the agent's reply");
+            t.link.error(format!("the outbox refused a reply: {e}"));
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::message::{Author, Chat, ChatType, MessageType};
+
+    #[test]
+    fn session_keys_name_the_profile_platform_chat_and_thread() {
+        let mut m = Message {
+            platform: "telegram".into(),
+            adapter: "tg".into(),
+            chat: Chat {
+                id: "-100".into(),
+                chat_type: ChatType::Group,
+                name: None,
+            },
+            sender: Author {
+                id: "5".into(),
+                name: None,
+                is_bot: false,
+            },
+            thread_id: None,
+            message_id: Some("9".into()),
+            reply_to_message_id: None,
+            message_type: MessageType::Text,
+            text: "hi".into(),
+            media: vec![],
+            reply: None,
+        };
+        assert_eq!(
+            session_key("coder", &m),
+            "agent:coder:telegram:group:tg/-100"
+        );
+        m.thread_id = Some("7".into());
+        assert_eq!(
+            session_key("coder", &m),
+            "agent:coder:telegram:group:tg/-100:7"
+        );
+        assert_ne!(reply_key_prefix("tg", "1"), reply_key_prefix("tg", "2"));
+        assert!(reply_key_prefix("tg", &"x".repeat(10_000)).len() < 40);
+    }
+}

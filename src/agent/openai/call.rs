@@ -1,0 +1,112 @@
+//! One turn as one `POST /v1/chat/completions`, and what its answer means.
+//!
+//! The session's history is the agent's to keep (Hermes keeps it under `X-Hermes-Session-Id`,
+//! and ignores any history in the body), so each call carries only the new message. An answer
+//! can fail in three ways that must not be posted as replies: an HTTP error, a `429` (the agent
+//! is busy: try again after `Retry-After`), and a `200` whose `finish_reason` is `error` (Hermes
+//! puts the model's error there, with `hermes.failed: true`).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::platform::Message;
+
+/// How a call ended.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// The reply to post; empty when the agent chose to say nothing.
+    Reply(String),
+    /// The agent is busy: ask again after this long.
+    Busy(Duration),
+    /// The agent could not be reached, or answered as a server in trouble (502, 503, 504):
+    /// ask again later, without counting it against the turn.
+    Away(String),
+    /// The turn failed: the agent's or the model's error, in words.
+    Failed(String),
+}
+
+/// The longest `Retry-After` honoured; a larger one is read as this.
+const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// The body for `message`: the text, with each attachment named by its URL or id.
+pub fn body(model: &str, message: &Message) -> Value {
+    let mut content = message.text.clone();
+    for m in &message.media {
+        let at = m.url.as_deref().or(m.id.as_deref()).unwrap_or("?");
+        if !content.is_empty() {
+            content.push('\n');
+        }
+        content.push_str(&format!("[{}: {at}]", m.media_type.as_str()));
+    }
+    json!({
+        "model": model,
+        "messages": [{"role": "user", "content": content}],
+        "stream": false,
+    })
+}
+
+/// Read an HTTP answer: `status`, its `Retry-After`, and its body.
+pub fn read(status: u16, retry_after: Option<&str>, body: &[u8]) -> Answer {
+    match status {
+        200 => {}
+        429 => {
+            let wait = retry_after
+                .and_then(|r| r.trim().parse::<u64>().ok())
+                .map_or(Duration::from_secs(1), Duration::from_secs)
+                .min(MAX_RETRY_AFTER);
+            return Answer::Busy(wait);
+        }
+        502..=504 => return Answer::Away(format!("the agent answered HTTP {status}")),
+        _ => {
+            let said = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_owned))
+                .unwrap_or_default();
+            return Answer::Failed(format!("HTTP {status} {said}").trim().to_owned());
+        }
+    }
+    let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        return Answer::Failed("the answer is not JSON".into());
+    };
+    let choice = &v["choices"][0];
+    let content = choice["message"]["content"].as_str().unwrap_or("");
+    if choice["finish_reason"] == "error" || v["hermes"]["failed"] == true {
+        let why = v["hermes"]["error"]
+            .as_str()
+            .or(v["error"]["message"].as_str())
+            .unwrap_or(content);
+        return Answer::Failed(format!("the agent's turn failed: {}", why.trim()));
+    }
+    if !choice.is_object() {
+        return Answer::Failed("the answer has no choices".into());
+    }
+    Answer::Reply(content.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_read_as_replies_waits_and_failures() {
+        let ok = br#"{"id":"c1","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}]}"#;
+        assert_eq!(read(200, None, ok), Answer::Reply("hi".into()));
+        let failed = br#"{"choices":[{"index":0,"message":{"role":"assistant","content":"Error: model down"},"finish_reason":"error"}],"hermes":{"failed":true}}"#;
+        assert!(matches!(read(200, None, failed), Answer::Failed(w) if w.contains("model down")));
+        assert_eq!(
+            read(429, Some("3"), b""),
+            Answer::Busy(Duration::from_secs(3))
+        );
+        assert_eq!(read(429, None, b""), Answer::Busy(Duration::from_secs(1)));
+        assert_eq!(read(429, Some("86400"), b""), Answer::Busy(MAX_RETRY_AFTER));
+        assert!(matches!(read(503, None, b""), Answer::Away(_)));
+        let unauthorized =
+            br#"{"error":{"message":"Invalid API key","type":"invalid_request_error"}}"#;
+        assert_eq!(
+            read(401, None, unauthorized),
+            Answer::Failed("HTTP 401 Invalid API key".into())
+        );
+        assert!(matches!(read(200, None, b"<html>"), Answer::Failed(_)));
+    }
+}
