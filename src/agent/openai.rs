@@ -49,11 +49,13 @@ pub struct OpenAi {
 }
 
 /// The session a chat's turns run in, as Hermes names its own:
-/// `agent:<profile>:<platform>:<chat_type>:<chat_id>[:<thread>]`, with the adapter in the chat
-/// id so that two adapters' chats never share one.
+/// `agent:<profile>:<platform>:<chat_type>:<adapter>:<chat_id>[:<thread>]`, with the adapter so
+/// that two adapters' chats never share one. Hermes refuses a session id with `/`, `\`, `..`
+/// or a control character, or longer than 256 characters: those are replaced, and a long one
+/// is shortened with a hash that keeps it unique.
 pub fn session_key(profile: &str, m: &Message) -> String {
     let mut key = format!(
-        "agent:{profile}:{}:{}:{}/{}",
+        "agent:{profile}:{}:{}:{}:{}",
         m.platform,
         m.chat.chat_type.as_str(),
         m.adapter,
@@ -63,7 +65,25 @@ pub fn session_key(profile: &str, m: &Message) -> String {
         key.push(':');
         key.push_str(thread);
     }
-    key
+    let mut safe: String = key
+        .chars()
+        .map(|c| {
+            if c == '/' || c == '\\' || c.is_control() {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    while safe.contains("..") {
+        safe = safe.replace("..", "._");
+    }
+    if safe.chars().count() > 200 {
+        let hash = Sha256::digest(key.as_bytes());
+        let short: String = hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        safe = format!("{}~{short}", safe.chars().take(180).collect::<String>());
+    }
+    safe
 }
 
 /// The idempotency key of piece `i` of the answer to `m`'s event, and the prefix every piece's
@@ -320,13 +340,23 @@ mod tests {
         };
         assert_eq!(
             session_key("coder", &m),
-            "agent:coder:telegram:group:tg/-100"
+            "agent:coder:telegram:group:tg:-100"
         );
         m.thread_id = Some("7".into());
         assert_eq!(
             session_key("coder", &m),
-            "agent:coder:telegram:group:tg/-100:7"
+            "agent:coder:telegram:group:tg:-100:7"
         );
+        // What Hermes refuses in a session id is replaced; a long one is cut, still unique.
+        m.chat.id = "a/b\\c..d\n".into();
+        assert_eq!(
+            session_key("coder", &m),
+            "agent:coder:telegram:group:tg:a_b_c._d_:7"
+        );
+        m.chat.id = "x".repeat(300);
+        let long = session_key("coder", &m);
+        m.chat.id = format!("{}y", "x".repeat(299));
+        assert!(long.chars().count() <= 200 && long != session_key("coder", &m));
         assert_ne!(reply_key_prefix("tg", "1"), reply_key_prefix("tg", "2"));
         assert!(reply_key_prefix("tg", &"x".repeat(10_000)).len() < 40);
     }

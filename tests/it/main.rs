@@ -24,6 +24,8 @@ mod gateway;
 mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
+mod hermes_agent;
+mod hermes_rig;
 mod home_trust;
 mod hostile_files;
 mod hostile_platform;

@@ -1,0 +1,351 @@
+//! The real Hermes agent (hermes-agent 0.19.0 from PyPI, in the venv `scripts/hermes-venv`
+//! makes) behind a real gateway process, with the mock platform on the other side and
+//! `tests/hermes/fake_llm.py` as its model. Hermes is a client no one here wrote: what it does
+//! on the wire is what the gateway must meet. Profile names start with `ha`.
+//!
+//! Two mocks: QQ Bot, Feishu, Telegram and Weixin on one, Discord on the other, since a QQ and a
+//! Discord session on one mock both receive every dispatch.
+
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use hermes_svc::config::Secret;
+use hermes_svc::mock_platform::weixin::WeixinConfig;
+use hermes_svc::mock_platform::{FeishuConfig, MockConfig, MockPlatform, Post};
+use hermes_svc::platform::weixin::WeixinLogin;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::harness::{scratch_dir, wait_for, TempDir, BIN};
+use crate::mock_runtime::{mock_runtime, start_mock};
+
+pub(crate) const TG_TOKEN: &str = "HA_TG_TOKEN";
+pub(crate) const WX_PEER: &str = "hauser@im.wechat";
+
+/// The venv with the pinned Hermes: `HERMES_VENV`, or `target/hermes-venv`.
+pub(crate) fn venv() -> PathBuf {
+    let venv = std::env::var_os("HERMES_VENV").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/hermes-venv"),
+        PathBuf::from,
+    );
+    assert!(
+        venv.join("bin/hermes").exists(),
+        "no Hermes agent at {}: run scripts/hermes-venv (scripts/test does)",
+        venv.display()
+    );
+    venv
+}
+
+pub(crate) struct Rig {
+    pub(crate) home: TempDir,
+    pub(crate) profile: String,
+    pub(crate) mock: MockPlatform,
+    pub(crate) discord: MockPlatform,
+    /// Runs the mocks; kept for as long as they serve.
+    _rt: tokio::runtime::Runtime,
+    model: Child,
+    pub(crate) model_log: PathBuf,
+}
+
+impl Rig {
+    /// A profile with adapters qq, dc, fs, tg and wx against the mocks, and `agent` as its
+    /// `[agent]` section; the model is running.
+    pub(crate) fn new(profile: &str, agent: &str) -> Rig {
+        let rt = mock_runtime();
+        let config = MockConfig {
+            weixin: WeixinConfig {
+                longpolling_timeout_ms: 1000,
+                ..WeixinConfig::default()
+            },
+            ..MockConfig::default()
+        };
+        let mock = start_mock(&rt, config);
+        let discord = start_mock(&rt, MockConfig::default());
+        let home = scratch_dir(profile);
+        let (base, dbase) = (mock.http_base(), discord.http_base());
+        let app_id = 100_000 + u32::from(mock.addr().port());
+        let toml = format!(
+            "[[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"{app_id}\"\n\
+             secret-env = \"HA_QQ_SECRET\"\napi-base = \"{base}\"\n\
+             token-url = \"{base}/app/getAppAccessToken\"\n\n\
+             [[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"HA_DC_TOKEN\"\n\
+             api-base = \"{dbase}\"\n\n\
+             [[adapter]]\nname = \"fs\"\nkind = \"feishu\"\napp-id = \"{}\"\n\
+             secret-env = \"HA_FS_SECRET\"\napi-base = \"{base}\"\n\n\
+             [[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"{TG_TOKEN}\"\n\
+             api-base = \"{base}\"\npoll-timeout = \"1s\"\npoll-grace = \"1s\"\n\n\
+             [[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{base}\"\n\
+             poll-timeout = \"1s\"\npoll-grace = \"1s\"\n\n{agent}\n",
+            FeishuConfig::default().app_id
+        );
+        let profile_home = home.path().join("profiles").join(profile);
+        fs::create_dir_all(&profile_home).unwrap();
+        fs::write(profile_home.join("gateway.toml"), toml).unwrap();
+        WeixinLogin::new(
+            Secret::new(WeixinConfig::default().token),
+            base,
+            "habot@im.bot".into(),
+            WX_PEER.into(),
+        )
+        .write(&profile_home.join("weixin/wx.json"))
+        .unwrap();
+        let model_log = home.path().join("model.log");
+        let model = start_model(&model_log);
+        Rig {
+            home,
+            profile: profile.to_owned(),
+            mock,
+            discord,
+            _rt: rt,
+            model: model.0,
+            model_log,
+        }
+        .with_model_port(model.1)
+    }
+
+    fn with_model_port(self, port: u16) -> Rig {
+        fs::write(self.home.path().join("model.port"), port.to_string()).unwrap();
+        self
+    }
+
+    fn model_port(&self) -> u16 {
+        fs::read_to_string(self.home.path().join("model.port"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    pub(crate) fn profile_home(&self) -> PathBuf {
+        self.home.path().join("profiles").join(&self.profile)
+    }
+
+    pub(crate) fn log(&self) -> String {
+        fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default()
+    }
+
+    pub(crate) fn hermes_log(&self) -> String {
+        fs::read_to_string(self.home.path().join("hermes.log")).unwrap_or_default()
+    }
+
+    /// The model's requests, one JSON object each.
+    pub(crate) fn model_calls(&self) -> Vec<serde_json::Value> {
+        fs::read_to_string(&self.model_log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The gateway in the foreground; its stderr goes to [`Rig::log`].
+    pub(crate) fn gateway(&self) -> Child {
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("gateway.log"))
+            .unwrap();
+        Command::new(BIN)
+            .args(["gateway", "run", "--profile", &self.profile])
+            .env("HERMES_HOME", self.home.path())
+            .env_remove("NOTIFY_SOCKET")
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("HERMES_TEST_FAULT")
+            .env("HA_QQ_SECRET", format!("qq-secret-{}", self.profile))
+            .env("HA_DC_TOKEN", format!("dc-token-{}", self.profile))
+            .env("HA_FS_SECRET", FeishuConfig::default().app_secret)
+            .env(
+                TG_TOKEN,
+                hermes_svc::mock_platform::telegram::TelegramConfig::default().token,
+            )
+            .env("HA_API_KEY", API_KEY)
+            .env("HERMES_LOCK_DIR", self.home.path().join("locks"))
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap()
+    }
+
+    /// Wait until this life of the gateway has every adapter connected.
+    pub(crate) fn wait_connected(&self, gw: &mut Child) {
+        wait_for(Duration::from_secs(30), "every adapter to connect", || {
+            assert!(
+                gw.try_wait().unwrap().is_none(),
+                "the gateway died:\n{}",
+                self.log()
+            );
+            let text = fs::read_to_string(self.profile_home().join("state/gateway.json")).ok()?;
+            let s: serde_json::Value = serde_json::from_str(&text).ok()?;
+            let components = s["components"].as_array()?;
+            let all = s["pid"] == gw.id()
+                && ["qq", "dc", "fs", "tg", "wx"].iter().all(|name| {
+                    components
+                        .iter()
+                        .any(|c| c["name"] == *name && c["state"] == "connected")
+                });
+            all.then_some(())
+        });
+    }
+
+    /// Hermes's home: a config with the fake model and no tools.
+    fn hermes_home(&self) -> PathBuf {
+        let home = self.home.path().join("hermes-home");
+        fs::create_dir_all(&home).unwrap();
+        let config = format!(
+            "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{}/v1\n\
+             \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n\
+             platform_toolsets: {{relay: [], api_server: []}}\n\
+             security: {{tirith_enabled: false}}\n\
+             display: {{busy_ack_enabled: false}}\n\
+             gateway:\n  delivery_ledger: false\n  api_server:\n    max_concurrent_runs: 2\n\
+             onboarding:\n  profile_build: \"off\"\n  seen: {{profile_build_offered: true, busy_input_prompt: true}}\n",
+            self.model_port()
+        );
+        fs::write(home.join("config.yaml"), config).unwrap();
+        home
+    }
+
+    /// `hermes gateway run` headless, fronted by this profile's relay on `port`.
+    pub(crate) fn hermes_relay(&self, port: u16) -> Child {
+        let secret = fs::read_to_string(self.profile_home().join("agent/relay-secret")).unwrap();
+        self.hermes(&[
+            ("GATEWAY_RELAY_URL", format!("http://127.0.0.1:{port}")),
+            ("GATEWAY_RELAY_ID", format!("hermes-svc-{}", self.profile)),
+            ("GATEWAY_RELAY_SECRET", secret.trim().to_owned()),
+            ("RELAY_HOME_CHANNEL", "hermes-svc".to_owned()),
+        ])
+    }
+
+    /// `hermes gateway run` headless, serving its API on `port`.
+    pub(crate) fn hermes_api(&self, port: u16) -> Child {
+        self.hermes(&[
+            ("API_SERVER_ENABLED", "true".to_owned()),
+            ("API_SERVER_KEY", API_KEY.to_owned()),
+            ("API_SERVER_PORT", port.to_string()),
+        ])
+    }
+
+    fn hermes(&self, env: &[(&str, String)]) -> Child {
+        let venv = venv();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("hermes.log"))
+            .unwrap();
+        let home = self.hermes_home();
+        let mut cmd = Command::new(venv.join("bin/hermes"));
+        cmd.args(["gateway", "run", "--external-supervisor"])
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+            )
+            .env("HOME", &home)
+            .env("HERMES_HOME", &home)
+            .env("LANG", "C.UTF-8")
+            .env("HERMES_GATEWAY_BUSY_ACK_ENABLED", "false")
+            .env("HERMES_GATEWAY_MAX_STARTS", "0")
+            .env("HERMES_AUTO_CONTINUE_FRESHNESS", "1")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().unwrap()
+    }
+
+    /// Posts on the first mock (QQ, Feishu, Telegram, Weixin) and on Discord's.
+    pub(crate) fn posts(&self) -> Vec<Post> {
+        let mut all = self.mock.posts();
+        all.extend(self.discord.posts());
+        all
+    }
+
+    /// Wait until a post whose text contains `text` is made, and return every such post.
+    pub(crate) fn wait_post(&self, text: &str) -> Vec<Post> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let p: Vec<Post> = self
+                .posts()
+                .into_iter()
+                .filter(|p| p.content.contains(text))
+                .collect();
+            if !p.is_empty() {
+                return p;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "no post with {text:?} in 60 s\n--- gateway:\n{}\n--- hermes:\n{}\n--- model:\n{}",
+                tail(&self.log()),
+                tail(&self.hermes_log()),
+                tail(&fs::read_to_string(&self.model_log).unwrap_or_default()),
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        let _ = self.model.kill();
+        let _ = self.model.wait();
+    }
+}
+
+/// The last lines of a log.
+fn tail(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(25)..].join("\n")
+}
+
+pub(crate) const API_KEY: &str = "ha-api-key-0123456789abcdef";
+
+/// The fake model, on a port it picks; its request log goes to `log`.
+fn start_model(log: &Path) -> (Child, u16) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes/fake_llm.py");
+    let mut child = Command::new(venv().join("bin/python"))
+        .arg(script)
+        .arg("0")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let port = line
+        .trim()
+        .strip_prefix("PORT ")
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("the fake model said {line:?}"));
+    (child, port)
+}
+
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+pub(crate) fn signal(child: &mut Child, sig: Signal) {
+    let _ = kill(Pid::from_raw(child.id() as i32), sig);
+    if sig == Signal::SIGKILL {
+        let _ = child.wait();
+    }
+}
+
+/// Stop a Hermes: it exits 1 on SIGTERM.
+pub(crate) fn stop(child: &mut Child) {
+    signal(child, Signal::SIGTERM);
+    let _ = wait_for(Duration::from_secs(20), "the process to stop", || {
+        child.try_wait().unwrap()
+    });
+}
