@@ -8,8 +8,11 @@
 //! connection, the field's 18-hour outage), and shows the gateway detect it on every
 //! connection, resume QQ and Discord with the last seq, open a new Feishu long connection
 //! (Feishu has no resume: the platform pushes again what was not acked), drop the Telegram and
-//! Weixin polls at their deadlines and poll again, and lose no event.
+//! Weixin polls at their deadlines and poll again, and lose no event. Behind the gateway an
+//! echo agent (`echo_agent`, on the OpenAI bridge) answers every message: a message said during
+//! the fault is answered in its chat once the gateway is back, and no message is answered twice.
 
+mod echo_agent;
 mod observe;
 mod profile;
 
@@ -39,10 +42,13 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     std::fs::create_dir_all(&scratch.0)?;
 
     let (mock, proxy) = start_platform().await?;
+    let (agent_url, heard) = echo_agent::start()
+        .await
+        .context("failed to start the echo agent")?;
     let hermes_home = scratch.0.join("hermes");
     let proxied = format!("http://{}", proxy.addr());
-    let profile_home = profile::write(&hermes_home, &mock.http_base(), &proxied)?;
-    print_setup(&mock, &proxy, &profile_home);
+    let profile_home = profile::write(&hermes_home, &mock.http_base(), &proxied, &agent_url)?;
+    print_setup(&mock, &proxy, &profile_home, &agent_url);
 
     let (mut gateway, log, mut notify) = start_gateway(&scratch.0, &hermes_home)?;
     notify.wait_ready().await?;
@@ -64,6 +70,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
     fault.say_recovery(&clock, &mock);
 
     let tally = Tally::settle(&mock, &profile_home).await;
+    let conversation = Conversation::settle(&clock, &mock, &heard, fault.at).await;
     print_status(&clock, &profile_home);
 
     let status = stop(&mut gateway)?;
@@ -73,6 +80,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
 
     let summary = Summary {
         tally,
+        conversation,
         detections: detections.len(),
         watchdogs: notify.watchdogs,
         cron_runs,
@@ -111,7 +119,7 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
 }
 
 /// Where everything is, so a reader can look at the profile and the mock while it runs.
-fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path) {
+fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path, agent: &str) {
     println!(
         "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu + \
          Telegram + Weixin platform"
@@ -126,6 +134,7 @@ fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path)
         proxy.addr()
     );
     println!("  profile home   {}", profile_home.display());
+    println!("  agent          {agent}: a built-in echo agent, behind the OpenAI bridge");
     println!(
         "  adapters       qq (qqbot), dc (discord), fs (feishu), tg (telegram), wx (weixin); \
          cron job 'tick' every 2 s\n"
@@ -198,6 +207,10 @@ impl Fault {
         clock.say(
             "FAULT: the proxy now swallows every byte both ways, with no FIN and no close frame",
         );
+        mock.telegram_emit_text(CHAT, GREETING);
+        clock.say(format!(
+            "a person says {GREETING:?} to the bot on tg (chat {CHAT}) while the connection is dead"
+        ));
         let (mut resumed, mut reconnected) = (None, None);
         let end = Instant::now() + flow.max(Duration::from_secs(3));
         while Instant::now() < end {
@@ -338,6 +351,81 @@ async fn wait_for_spool(inbox: &Path, generated: &[String], deadline: Instant) -
     }
 }
 
+/// The conversation: the demo's one message said during the fault, and the agent's answers.
+const GREETING: &str = "hello, agent";
+const CHAT: i64 = 1001;
+
+/// What the agent answered, as the platform saw it.
+struct Conversation {
+    /// Answers to the greeting posted in its chat: exactly one is right.
+    greeting_answers: usize,
+    /// Messages the agent answered, and answers the platform got.
+    turns: usize,
+    answers: usize,
+    /// Answers posted more than once (the same text to the same chat).
+    doubled: usize,
+}
+
+impl Conversation {
+    /// Wait (15 s at most) until the greeting's answer is posted and every turn's answer is
+    /// out, then count.
+    async fn settle(
+        clock: &Clock,
+        mock: &MockPlatform,
+        heard: &echo_agent::Heard,
+        fault_at: Instant,
+    ) -> Self {
+        let want = format!("echo: {GREETING}");
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let answers = |mock: &MockPlatform| -> Vec<crate::mock_platform::Post> {
+            mock.posts()
+                .into_iter()
+                .filter(|p| p.content.starts_with("echo: "))
+                .collect()
+        };
+        loop {
+            let posts = answers(mock);
+            let greeted = posts.iter().any(|p| p.content == want);
+            if (greeted && posts.len() >= heard.count()) || Instant::now() > deadline {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let posts = answers(mock);
+        let greeting: Vec<_> = posts.iter().filter(|p| p.content == want).collect();
+        if let Some(p) = greeting.first() {
+            clock.say(format!(
+                "the agent's answer {want:?} reached tg chat {} {:.2} s after the fault began",
+                p.target_id,
+                p.received_at.duration_since(fault_at).as_secs_f64()
+            ));
+        }
+        let mut keys: Vec<(String, String, String)> = posts
+            .iter()
+            .map(|p| {
+                (
+                    format!("{:?}", p.platform),
+                    p.target_id.clone(),
+                    p.content.clone(),
+                )
+            })
+            .collect();
+        let all = keys.len();
+        keys.sort();
+        keys.dedup();
+        Self {
+            greeting_answers: greeting.len(),
+            turns: heard.count(),
+            answers: all,
+            doubled: all - keys.len(),
+        }
+    }
+
+    fn ok(&self) -> bool {
+        self.greeting_answers == 1 && self.doubled == 0 && self.answers >= self.turns
+    }
+}
+
 /// Stop the gateway as systemd would, with SIGTERM, and wait for it: a clean stop exits 0.
 fn stop(gateway: &mut Gateway) -> anyhow::Result<ExitStatus> {
     nix::sys::signal::kill(
@@ -359,6 +447,7 @@ fn cron_runs(profile_home: &Path) -> usize {
 /// What the demo proved, in a few lines, and whether it proved it.
 struct Summary {
     tally: Tally,
+    conversation: Conversation,
     detections: usize,
     watchdogs: usize,
     cron_runs: usize,
@@ -374,6 +463,7 @@ impl Summary {
         let t = &self.tally;
         t.lost == 0
             && t.duplicated == 0
+            && self.conversation.ok()
             && t.feishu_unacked == 0
             && self.detections >= 5
             && self.resumed
@@ -394,6 +484,11 @@ impl Summary {
             t.feishu_events - t.feishu_unacked,
             t.feishu_events,
             t.pushed_again
+        );
+        let c = &self.conversation;
+        println!(
+            "  messages the agent answered       {} ({} answers posted, {} twice; {GREETING:?}: {} answer)",
+            c.turns, c.answers, c.doubled, c.greeting_answers
         );
         println!("  half-open detections              {}", self.detections);
         println!("  watchdog pings received           {}", self.watchdogs);

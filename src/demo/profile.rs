@@ -15,8 +15,13 @@ pub(super) const POLL_TIMEOUT_S: u64 = 2;
 pub(super) const POLL_GRACE_S: u64 = 1;
 
 /// Write the profile under `home`; `base` is the mock's HTTP base, `proxied` the same through
-/// the fault proxy.
-pub(super) fn write(home: &Path, base: &str, proxied: &str) -> anyhow::Result<PathBuf> {
+/// the fault proxy, `agent` the echo agent's base URL.
+pub(super) fn write(
+    home: &Path,
+    base: &str,
+    proxied: &str,
+    agent: &str,
+) -> anyhow::Result<PathBuf> {
     let feishu = FeishuConfig::default();
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
@@ -67,6 +72,10 @@ api-base = "{proxied}"
 poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
+
+[agent]
+kind = "openai"
+url = "{agent}"
 
 [[cron]]
 name = "tick"

@@ -37,6 +37,15 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
     assert!(stdout.contains("qq and dc RESUMED"), "{stdout}");
     assert!(stdout.contains("fs: a new long connection"), "{stdout}");
     assert!(stdout.contains("(lost 0, duplicated 0)"), "{stdout}");
+    // The conversation: said during the fault, answered in its chat once, nothing twice.
+    assert!(
+        stdout.contains("the agent's answer \"echo: hello, agent\" reached tg chat 1001"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("0 twice; \"hello, agent\": 1 answer)"),
+        "{stdout}"
+    );
     let acked = stdout
         .lines()
         .find(|l| l.contains("feishu events acked"))
@@ -56,7 +65,8 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}"
     );
     assert!(
-        stdout.lines().count() <= 45,
+        // Three lines more since the conversation: the agent, the greeting and its answer.
+        stdout.lines().count() <= 48,
         "the demo stays short: {stdout}"
     );
     assert!(!stdout.contains('\x1b'), "plain through a pipe: {stdout:?}");
