@@ -9,6 +9,7 @@
 //! launchd's registry
 //! (`doctor::launchd`) holds them too, through [`on_homes`].
 
+pub(crate) mod agent;
 pub(crate) mod bot_account;
 mod machine;
 pub(crate) mod outbox;
@@ -56,7 +57,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 22] = [
+pub(crate) const CHECKS: [Check; 23] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -79,6 +80,7 @@ pub(crate) const CHECKS: [Check; 22] = [
     on_homes!(bot_account::PLATFORM_REFUSES),
     secrets::SECRET_IN_UNIT,
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
+    on_homes!(agent::AGENT_IDLE),
 ];
 
 /// Every finding in `s`, in id order.

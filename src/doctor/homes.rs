@@ -124,6 +124,9 @@ pub(crate) struct ProfileSnap {
     pub(crate) lock_holder: Option<LockHolder>,
     /// The outbox's journal, for the fix of an outbox the gateway could not open.
     pub(crate) outbox_journal: PathBuf,
+    /// How long messages may wait for the agent before it is a finding (`[agent] idle-alarm`),
+    /// when the profile has an agent.
+    pub(crate) agent_idle_alarm: Option<std::time::Duration>,
 }
 
 /// Every profile home under `homes`, read for the profile checks. `main_pids` are the pids the
@@ -181,6 +184,10 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
     let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
+    let agent_idle_alarm = config
+        .as_ref()
+        .ok()
+        .and_then(|c| c.agent.as_ref().map(|a| a.idle_alarm));
     let (config_error, token_hashes, questions, secret_vars) = match config {
         Err(e) => (
             Some(redact(&crate::error_chain::one_line(&e), &vars)),
@@ -240,6 +247,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         standing: vec![],
         secret_vars,
         lock_holder: locks.holder(&p.lock_file()),
+        agent_idle_alarm,
     };
     (snap, questions)
 }

@@ -130,7 +130,7 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
     let port = free_port();
     let rig = Rig::new(
         "obrelay",
-        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n"),
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\nidle-alarm = \"1s\"\n"),
     );
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw), "{}", rig.log());
@@ -160,6 +160,29 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
         Duration::from_secs(20),
         "the state file to show it waiting",
         || rig.state()?["agent"]["oldest_waiting"].as_str().map(|_| ()),
+    );
+    // Past idle-alarm, doctor says so, with the fix (no bus needed: it reads the state file).
+    let finding = wait_for(Duration::from_secs(20), "doctor's HSV023", || {
+        let out = rig
+            .hermes()
+            .args(["doctor", "-p", &rig.profile, "--json"])
+            .env("DBUS_SESSION_BUS_ADDRESS", "unix:path=/nonexistent/ob-bus")
+            .env("DBUS_SYSTEM_BUS_ADDRESS", "unix:path=/nonexistent/ob-bus")
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).ok()?;
+        report["findings"]
+            .as_array()?
+            .iter()
+            .find(|f| f["id"] == "HSV023")
+            .cloned()
+    });
+    assert!(
+        finding["fix"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("GATEWAY_RELAY_URL=http://127.0.0.1:{port}")),
+        "{finding}"
     );
     let mut agent = rig.rt.block_on(async {
         let mut agent = Agent::dial(port, Some(&token(&rig))).await.unwrap();

@@ -84,6 +84,7 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         secret_vars: vec![],
         lock_holder: None,
         outbox_journal: home.join("outbox/journal.jsonl"),
+        agent_idle_alarm: None,
         home,
     }
 }

@@ -1,0 +1,148 @@
+//! Findings about the agent behind the gateway, from the gateway's state file: messages that
+//! have waited for the agent longer than the profile's `[agent] idle-alarm`. The gateway is
+//! healthy and receives everything, and its manager sees nothing wrong, but nobody answers.
+//! Like the outbox's, this does not depend on the manager, and launchd's doctor runs it too.
+
+use std::time::SystemTime;
+
+use crate::doctor::checks::{profile_finding, Check};
+use crate::doctor::homes::Homes;
+use crate::doctor::{Finding, Severity};
+use crate::gateway::health::short;
+
+/// HSV023: the agent has not taken a message that waited longer than `idle-alarm`.
+pub(crate) const AGENT_IDLE: Check<Homes> = Check {
+    id: "HSV023",
+    find: agent_idle,
+    fix: |p, f| {
+        p.skip(
+            f,
+            "the agent is a program of its own: start it, or see why it stopped",
+        )
+    },
+};
+
+fn agent_idle(s: &Homes) -> Vec<Finding> {
+    let mut out = vec![];
+    for p in &s.profiles {
+        let (Some(state), Some(alarm)) = (&p.state, p.agent_idle_alarm) else {
+            continue;
+        };
+        if state.is_stale(s.now) {
+            continue;
+        }
+        let Some(agent) = &state.agent else { continue };
+        let Some(waited) = agent
+            .oldest_waiting
+            .as_deref()
+            .and_then(|t| humantime::parse_rfc3339(t).ok())
+            .and_then(|t| s.now.duration_since(t).ok())
+        else {
+            continue;
+        };
+        if waited < alarm {
+            continue;
+        }
+        let there = if agent.connected {
+            "it is connected but has not answered"
+        } else {
+            "it is not connected"
+        };
+        let last = agent.last_taken.as_ref().map_or_else(
+            || "it has taken no message since the gateway started".to_owned(),
+            |t| {
+                let ago = humantime::parse_rfc3339(&t.at)
+                    .ok()
+                    .and_then(|at| SystemTime::now().duration_since(at).ok())
+                    .map_or_else(|| "?".into(), short);
+                format!("it took its last message {ago} ago")
+            },
+        );
+        let fix = match agent.kind.as_str() {
+            "hermes-relay" => format!(
+                "start the Hermes gateway with GATEWAY_RELAY_URL=http://{} (docs/agent.md), and read its log",
+                agent.endpoint.trim_start_matches("ws://").trim_end_matches("/relay")
+            ),
+            _ => format!("start the agent's API server at {} (docs/agent.md), and read its log", agent.endpoint),
+        };
+        out.push(profile_finding(
+            AGENT_IDLE.id,
+            Severity::Warn,
+            p,
+            format!(
+                "A message has waited {} for the agent ({} {}, idle-alarm {}): {there}; {last}",
+                short(waited),
+                agent.kind,
+                agent.endpoint,
+                short(alarm)
+            ),
+            fix,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::doctor::checks::fixtures::*;
+    use crate::gateway::state_file::{AgentHealth, StateFile};
+
+    fn with_agent(connected: bool, waited: Option<Duration>) -> Homes {
+        let now = SystemTime::now();
+        let at = |d: Duration| humantime::format_rfc3339_millis(now - d).to_string();
+        let mut p = profile("coder");
+        p.agent_idle_alarm = Some(Duration::from_secs(15 * 60));
+        p.state = Some(StateFile {
+            updated_at: at(Duration::ZERO),
+            pid: 4242,
+            profile: "coder".into(),
+            stale_after_ms: 10_000,
+            summary: "1/1 adapters ready".into(),
+            components: vec![],
+            outbox: None,
+            deliveries: vec![],
+            api: None,
+            agent: Some(AgentHealth {
+                kind: "hermes-relay".into(),
+                endpoint: "ws://127.0.0.1:8765/relay".into(),
+                connected,
+                since: at(Duration::from_secs(3600)),
+                last_taken: None,
+                oldest_waiting: waited.map(at),
+                last_error: None,
+            }),
+        });
+        let mut s = homes(&[], vec![p]);
+        s.now = now;
+        s
+    }
+
+    #[test]
+    fn hsv023_messages_waiting_longer_than_the_alarm() {
+        let found = agent_idle(&with_agent(false, Some(Duration::from_secs(20 * 60))));
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].severity, Severity::Warn);
+        assert!(
+            found[0].message.contains("waited 20m"),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0].message.contains("not connected"),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0]
+                .fix
+                .contains("GATEWAY_RELAY_URL=http://127.0.0.1:8765"),
+            "{}",
+            found[0].fix
+        );
+        assert!(agent_idle(&with_agent(true, Some(Duration::from_secs(60)))).is_empty());
+        assert!(agent_idle(&with_agent(true, None)).is_empty());
+    }
+}
