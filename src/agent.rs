@@ -43,7 +43,7 @@ impl Bridge {
 /// `e` as a message for the agent, or `None`: not a chat message, or a bot's (the bot's own,
 /// echoed back by its platform), since an agent that answers bots can talk to one forever.
 pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
-    normaliser.message(e).filter(|m| !m.sender.is_bot)
+    normaliser.message(e).filter(|m| !m.said.sender.is_bot)
 }
 
 #[derive(Debug, thiserror::Error)]

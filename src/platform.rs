@@ -58,7 +58,7 @@ pub trait Platform {
 
     /// A stored event of kind `kind` (the platform's event type) with payload `data`, read as
     /// a chat message; `None` for events that are not messages (joins, reactions, edits).
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<message::Read>;
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<message::Said>;
 
     /// Keep the adapter's connection up, its events flowing into the spool, until shutdown
     /// or a fatal error.
@@ -224,7 +224,7 @@ macro_rules! registry {
         pub fn normalise(kind: &str, event: &Event) -> Option<Message> {
             $(if kind == <$wing::$platform as Platform>::KIND {
                 return <$wing::$platform as Platform>::normalise(&event.kind, &event.data)
-                    .map(|read| read.into_message(kind, &event.adapter));
+                    .map(|said| said.into_message(kind, &event.adapter));
             })+
             None
         }

@@ -57,11 +57,11 @@ pub fn session_key(profile: &str, m: &Message) -> String {
     let mut key = format!(
         "agent:{profile}:{}:{}:{}:{}",
         m.platform,
-        m.chat.chat_type.as_str(),
+        m.said.chat.chat_type.as_str(),
         m.adapter,
-        m.chat.id
+        m.said.chat.id
     );
-    if let Some(thread) = &m.thread_id {
+    if let Some(thread) = &m.said.thread_id {
         key.push(':');
         key.push_str(thread);
     }
@@ -313,13 +313,11 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::platform::message::{Author, Chat, ChatType, MessageType};
+    use crate::platform::message::{Author, Chat, ChatType, MessageType, Said};
 
     #[test]
     fn session_keys_name_the_profile_platform_chat_and_thread() {
-        let mut m = Message {
-            platform: "telegram".into(),
-            adapter: "tg".into(),
+        let said = Said {
             chat: Chat {
                 id: "-100".into(),
                 chat_type: ChatType::Group,
@@ -336,26 +334,27 @@ mod tests {
             message_type: MessageType::Text,
             text: "hi".into(),
             media: vec![],
-            reply: None,
+            answer: None,
         };
+        let mut m = said.into_message("telegram", "tg");
         assert_eq!(
             session_key("coder", &m),
             "agent:coder:telegram:group:tg:-100"
         );
-        m.thread_id = Some("7".into());
+        m.said.thread_id = Some("7".into());
         assert_eq!(
             session_key("coder", &m),
             "agent:coder:telegram:group:tg:-100:7"
         );
         // What Hermes refuses in a session id is replaced; a long one is cut, still unique.
-        m.chat.id = "a/b\\c..d\n".into();
+        m.said.chat.id = "a/b\\c..d\n".into();
         assert_eq!(
             session_key("coder", &m),
             "agent:coder:telegram:group:tg:a_b_c._d_:7"
         );
-        m.chat.id = "x".repeat(300);
+        m.said.chat.id = "x".repeat(300);
         let long = session_key("coder", &m);
-        m.chat.id = format!("{}y", "x".repeat(299));
+        m.said.chat.id = format!("{}y", "x".repeat(299));
         assert!(long.chars().count() <= 200 && long != session_key("coder", &m));
         assert_ne!(reply_key_prefix("tg", "1"), reply_key_prefix("tg", "2"));
         assert!(reply_key_prefix("tg", &"x".repeat(10_000)).len() < 40);

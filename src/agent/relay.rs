@@ -85,10 +85,15 @@ impl Chats {
         if chats.len() > 10_000 {
             chats.clear();
         }
-        let name = m.chat.name.clone().unwrap_or_else(|| chat_id.to_owned());
+        let name = m
+            .said
+            .chat
+            .name
+            .clone()
+            .unwrap_or_else(|| chat_id.to_owned());
         chats.insert(
             chat_id.to_owned(),
-            (m.chat.chat_type.as_str().to_owned(), name),
+            (m.said.chat.chat_type.as_str().to_owned(), name),
         );
     }
 
@@ -109,7 +114,12 @@ impl Chats {
 pub fn chat_id(m: &Message) -> String {
     match &m.reply {
         Some(r) => format!("{}/{}", m.adapter, r.target),
-        None => format!("{}/{}:{}", m.adapter, m.chat.chat_type.as_str(), m.chat.id),
+        None => format!(
+            "{}/{}:{}",
+            m.adapter,
+            m.said.chat.chat_type.as_str(),
+            m.said.chat.id
+        ),
     }
 }
 
@@ -421,7 +431,7 @@ impl Session<'_> {
         };
         let reply_to = action["reply_to"].as_str();
         let final_answer = action["metadata"]["notify"] == true;
-        let matches = match (&d.message.message_id, reply_to) {
+        let matches = match (&d.message.said.message_id, reply_to) {
             (Some(id), Some(r)) => id == r,
             // A message without an id: its chat's final answer ends it.
             (None, _) => final_answer,

@@ -38,7 +38,7 @@ impl Platform for Discord {
         format!("discord:{}", first(secrets))
     }
 
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
 

@@ -40,7 +40,7 @@ impl Platform for Feishu {
         format!("feishu:{}", config.app_id)
     }
 
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
 

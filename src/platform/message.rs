@@ -20,6 +20,16 @@ pub struct Message {
     pub platform: String,
     /// The adapter's name in `gateway.toml`.
     pub adapter: String,
+    #[serde(flatten)]
+    pub said: Said,
+    /// How to answer: the body of `POST /v1/messages` but for the text and key. `None` when
+    /// this adapter cannot post into that chat.
+    pub reply: Option<Reply>,
+}
+
+/// What a wing reads from one of its payloads: who said what, where.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Said {
     pub chat: Chat,
     pub sender: Author,
     /// The thread or topic inside the chat, where the platform has them.
@@ -35,9 +45,11 @@ pub struct Message {
     pub text: String,
     /// Media attached, as the platform names them: an id to fetch them by, a URL, or both.
     pub media: Vec<Media>,
-    /// How to answer: the body of `POST /v1/messages` but for the text and key. `None` when
-    /// this adapter cannot post into that chat.
-    pub reply: Option<Reply>,
+    /// The target to answer at (its display form), or `None` when the adapter cannot post
+    /// there; and the message an answer should reply to. [`Said::into_message`] makes it the
+    /// message's `reply`.
+    #[serde(skip)]
+    pub answer: Option<(String, Option<String>)>,
 }
 
 /// Where a message was said.
@@ -130,42 +142,19 @@ pub struct Reply {
     pub reply_to: Option<String>,
 }
 
-/// What a wing reads from one of its payloads; [`super::normalise`] adds the platform, the
-/// adapter and the answer's adapter.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Read {
-    pub chat: Chat,
-    pub sender: Author,
-    pub thread_id: Option<String>,
-    pub message_id: Option<String>,
-    pub reply_to_message_id: Option<String>,
-    pub message_type: MessageType,
-    pub text: String,
-    pub media: Vec<Media>,
-    /// The target to answer at (its display form), or `None` when the adapter cannot post
-    /// there; and the message an answer should reply to.
-    pub answer: Option<(String, Option<String>)>,
-}
-
-impl Read {
+impl Said {
     /// The message, for adapter `adapter` of platform `platform`.
-    pub fn into_message(self, platform: &str, adapter: &str) -> Message {
+    pub fn into_message(mut self, platform: &str, adapter: &str) -> Message {
+        let reply = self.answer.take().map(|(target, reply_to)| Reply {
+            adapter: adapter.to_owned(),
+            target,
+            reply_to,
+        });
         Message {
             platform: platform.to_owned(),
             adapter: adapter.to_owned(),
-            chat: self.chat,
-            sender: self.sender,
-            thread_id: self.thread_id,
-            message_id: self.message_id,
-            reply_to_message_id: self.reply_to_message_id,
-            message_type: self.message_type,
-            text: self.text,
-            media: self.media,
-            reply: self.answer.map(|(target, reply_to)| Reply {
-                adapter: adapter.to_owned(),
-                target,
-                reply_to,
-            }),
+            said: self,
+            reply,
         }
     }
 }

@@ -48,7 +48,7 @@ impl Platform for QqBot {
         format!("qqbot:{}:{}", config.app_id, first(secrets))
     }
 
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
 

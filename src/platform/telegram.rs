@@ -43,7 +43,7 @@ impl Platform for Telegram {
         format!("telegram:{}", first(secrets))
     }
 
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
 

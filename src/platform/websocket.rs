@@ -43,7 +43,7 @@ impl Platform for WebSocket {
     }
 
     /// A plain socket's frames have no shape of their own to read a message from.
-    fn normalise(_kind: &str, _data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(_kind: &str, _data: &serde_json::Value) -> Option<super::message::Said> {
         None
     }
 

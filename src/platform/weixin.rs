@@ -58,7 +58,7 @@ impl Platform for Weixin {
         format!("weixin:{}", first(secrets))
     }
 
-    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Read> {
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
 

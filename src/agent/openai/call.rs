@@ -31,8 +31,8 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// The body for `message`: the text, with each attachment named by its URL or id.
 pub fn body(model: &str, message: &Message) -> Value {
-    let mut content = message.text.clone();
-    for m in &message.media {
+    let mut content = message.said.text.clone();
+    for m in &message.said.media {
         let at = m.url.as_deref().or(m.id.as_deref()).unwrap_or("?");
         if !content.is_empty() {
             content.push('\n');

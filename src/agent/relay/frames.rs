@@ -138,25 +138,30 @@ impl Descriptor<'_> {
 /// wire, with `chat_id` the adapter and target (`qq/group:OPENID`), so chats of two adapters
 /// never share a session and an answer names where it goes.
 pub fn inbound(m: &Message, platform: &str, chat_id: &str, buffer_id: &str) -> String {
-    let media_urls: Vec<&str> = m.media.iter().filter_map(|x| x.url.as_deref()).collect();
+    let media_urls: Vec<&str> = m
+        .said
+        .media
+        .iter()
+        .filter_map(|x| x.url.as_deref())
+        .collect();
     line(&json!({
         "type": "inbound",
         "bufferId": buffer_id,
         "event": {
-            "text": m.text,
-            "message_type": m.message_type.as_str(),
-            "message_id": m.message_id,
-            "reply_to_message_id": m.reply_to_message_id,
+            "text": m.said.text,
+            "message_type": m.said.message_type.as_str(),
+            "message_id": m.said.message_id,
+            "reply_to_message_id": m.said.reply_to_message_id,
             "media_urls": media_urls,
             "source": {
                 "platform": platform,
                 "chat_id": chat_id,
-                "chat_type": m.chat.chat_type.as_str(),
-                "chat_name": m.chat.name,
-                "user_id": m.sender.id,
-                "user_name": m.sender.name,
-                "thread_id": m.thread_id,
-                "message_id": m.message_id,
+                "chat_type": m.said.chat.chat_type.as_str(),
+                "chat_name": m.said.chat.name,
+                "user_id": m.said.sender.id,
+                "user_name": m.said.sender.name,
+                "thread_id": m.said.thread_id,
+                "message_id": m.said.message_id,
             }
         }
     }))

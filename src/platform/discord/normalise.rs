@@ -7,10 +7,10 @@ use serde_json::Value;
 
 use super::target::Target;
 use crate::platform::message::{
-    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Read,
+    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
 };
 
-pub(super) fn normalise(kind: &str, d: &Value) -> Option<Read> {
+pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
     if kind != "MESSAGE_CREATE" {
         return None;
     }
@@ -35,7 +35,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Read> {
             }),
     );
     let message_id = id(&d["id"]);
-    Some(Read {
+    Some(Said {
         chat: Chat {
             id: channel.clone(),
             chat_type: if d["guild_id"].is_null() {

@@ -7,9 +7,9 @@
 use serde_json::Value;
 
 use super::target::Target;
-use crate::platform::message::{id, text, Author, Chat, ChatType, Media, MessageType, Read};
+use crate::platform::message::{id, text, Author, Chat, ChatType, Media, MessageType, Said};
 
-pub(super) fn normalise(kind: &str, data: &Value) -> Option<Read> {
+pub(super) fn normalise(kind: &str, data: &Value) -> Option<Said> {
     if kind != "im.message.receive_v1" {
         return None;
     }
@@ -23,7 +23,7 @@ pub(super) fn normalise(kind: &str, data: &Value) -> Option<Read> {
         .unwrap_or(Value::Null);
     let (message_type, body, media) = read_content(message["message_type"].as_str()?, &content);
     let message_id = text(&message["message_id"]);
-    Some(Read {
+    Some(Said {
         chat: Chat {
             id: chat.clone(),
             chat_type: match message["chat_type"].as_str() {

@@ -10,10 +10,10 @@ use serde_json::Value;
 
 use super::target::Target;
 use crate::platform::message::{
-    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Read,
+    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
 };
 
-pub(super) fn normalise(kind: &str, d: &Value) -> Option<Read> {
+pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
     let (chat_type, chat_id, target, sender_id) = match kind {
         "C2C_MESSAGE_CREATE" => {
             let user = id(&d["author"]["user_openid"]).or_else(|| id(&d["author"]["id"]))?;
@@ -49,7 +49,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Read> {
         .map(attachment)
         .collect();
     let name = text(&d["member"]["nick"]).or_else(|| text(&d["author"]["username"]));
-    Some(Read {
+    Some(Said {
         chat: Chat {
             id: chat_id,
             chat_type,

@@ -8,10 +8,10 @@ use serde_json::Value;
 
 use super::target::Target;
 use crate::platform::message::{
-    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Read,
+    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
 };
 
-pub(super) fn normalise(kind: &str, update: &Value) -> Option<Read> {
+pub(super) fn normalise(kind: &str, update: &Value) -> Option<Said> {
     if !matches!(kind, "message" | "channel_post" | "business_message") {
         return None;
     }
@@ -54,7 +54,7 @@ pub(super) fn normalise(kind: &str, update: &Value) -> Option<Read> {
     } else {
         type_of(&media)
     };
-    Some(Read {
+    Some(Said {
         chat: Chat {
             id: chat_id.clone(),
             chat_type,

@@ -9,13 +9,13 @@ use serde_json::Value;
 
 use super::target::Target;
 use crate::platform::message::{
-    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Read,
+    id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
 };
 
 const TEXT: i64 = 1;
 const VOICE: i64 = 3;
 
-pub(super) fn normalise(kind: &str, m: &Value) -> Option<Read> {
+pub(super) fn normalise(kind: &str, m: &Value) -> Option<Said> {
     if kind != "message" {
         return None;
     }
@@ -41,7 +41,7 @@ pub(super) fn normalise(kind: &str, m: &Value) -> Option<Read> {
             Some((Target(from.clone()).to_string(), None)),
         ),
     };
-    Some(Read {
+    Some(Said {
         chat,
         sender: Author {
             id: from,
