@@ -283,7 +283,8 @@ macro_rules! registry {
             /// Read `text` as a target on an adapter of `kind`.
             pub fn parse(kind: &str, text: &str) -> Result<Target, TargetError> {
                 $(if kind == <$wing::$platform as Platform>::KIND {
-                    return <<$wing::$platform as Platform>::Sender as Post>::target(text)
+                    return text
+                        .parse::<<<$wing::$platform as Platform>::Sender as Post>::Target>()
                         .map(Target::$variant);
                 })+
                 Err(TargetError::CannotSend { kind: kind.to_owned() })

@@ -76,7 +76,7 @@ impl Route {
 }
 
 fn address<S: Post>(text: &str) -> Result<Address, TargetError> {
-    let target = S::target(text)?;
+    let target: S::Target = text.parse()?;
     Ok(Address {
         numbers_replies: S::numbers_replies(&target),
         target: target.to_string(),

@@ -28,11 +28,16 @@ use serde::{Deserialize, Serialize};
 /// its wing, driven by the adapter's outbox worker. Cheap to share; one request at a time or
 /// many, as the caller likes.
 pub trait Post: Send + Sync + 'static {
-    /// Where a message goes on this platform.
-    type Target: Clone + fmt::Debug + fmt::Display + PartialEq + Eq + Send + Sync;
-
-    /// Read the part of `--to` after the adapter name as this platform spells a target.
-    fn target(text: &str) -> Result<Self::Target, TargetError>;
+    /// Where a message goes on this platform, read from the part of `--to` after the adapter
+    /// name as the platform spells a target (`FromStr`), and written back the same way.
+    type Target: Clone
+        + fmt::Debug
+        + fmt::Display
+        + std::str::FromStr<Err = TargetError>
+        + PartialEq
+        + Eq
+        + Send
+        + Sync;
 
     /// Whether a reply to `target` carries a sequence number that is fixed when the message
     /// is queued, so that every attempt repeats it and the platform drops a repeat.

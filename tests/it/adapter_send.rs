@@ -58,7 +58,7 @@ fn serve(listener: TcpListener) -> mpsc::UnboundedReceiver<String> {
 fn msg(id: &str, target: &str, text: &str, reply_to: Option<&str>) -> Outgoing<websocket::Target> {
     Outgoing {
         id: id.into(),
-        target: websocket::Target::parse(target).unwrap(),
+        target: target.parse::<websocket::Target>().unwrap(),
         text: text.into(),
         reply_to: reply_to.map(Into::into),
         seq: None,

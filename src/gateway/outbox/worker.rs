@@ -105,7 +105,7 @@ async fn attempt<S: Post>(
 ) -> Result<(bool, Option<Duration>), super::OutboxError> {
     let id = message.id.clone();
     let done = |r: Result<(), super::OutboxError>| r.map(|()| (true, None));
-    let Some(outgoing) = targets.outgoing::<S>(&message) else {
+    let Some(outgoing) = targets.outgoing(&message) else {
         let error = reply("the target no longer parses for this adapter");
         return done(outbox.finish(&id, Finish::Failed(error)).await);
     };
@@ -201,12 +201,12 @@ impl<T> Default for Targets<T> {
     }
 }
 
-impl<T: Clone> Targets<T> {
-    fn outgoing<S: Post<Target = T>>(&mut self, message: &Message) -> Option<Outgoing<T>> {
+impl<T: Clone + std::str::FromStr> Targets<T> {
+    fn outgoing(&mut self, message: &Message) -> Option<Outgoing<T>> {
         let target = match self.0.get(&message.id) {
             Some(t) => t.clone(),
             None => {
-                let t = S::target(&message.target).ok()?;
+                let t = T::from_str(&message.target).ok()?;
                 self.0.insert(message.id.clone(), t.clone());
                 t
             }
@@ -252,27 +252,22 @@ mod tests {
 
     static PARSED: AtomicUsize = AtomicUsize::new(0);
 
-    /// A platform whose every target read is counted.
-    struct Counting;
+    /// A target whose every read is counted.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Counted(String);
 
-    impl Post for Counting {
-        type Target = String;
+    impl std::str::FromStr for Counted {
+        type Err = TargetError;
 
-        fn target(text: &str) -> Result<String, TargetError> {
+        fn from_str(text: &str) -> Result<Counted, TargetError> {
             PARSED.fetch_add(1, Ordering::SeqCst);
-            Ok(text.to_owned())
+            Ok(Counted(text.to_owned()))
         }
+    }
 
-        fn max_text(&self) -> usize {
-            100
-        }
-
-        fn dedupes(&self, _msg: &Outgoing<String>) -> bool {
-            true
-        }
-
-        async fn send(&self, _msg: &Outgoing<String>) -> (Answer, Option<Duration>) {
-            (Answer::Sent { platform_id: None }, None)
+    impl std::fmt::Display for Counted {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(&self.0)
         }
     }
 
@@ -297,11 +292,11 @@ mod tests {
 
     #[test]
     fn a_target_is_read_once_however_often_its_message_is_tried() {
-        let mut targets = Targets::default();
+        let mut targets: Targets<Counted> = Targets::default();
         for _ in 0..20 {
             for id in ["m1", "m2"] {
-                let out = targets.outgoing::<Counting>(&message(id)).unwrap();
-                assert_eq!(out.target, format!("room:{id}"));
+                let out = targets.outgoing(&message(id)).unwrap();
+                assert_eq!(out.target, Counted(format!("room:{id}")));
             }
         }
         assert_eq!(PARSED.load(Ordering::SeqCst), 2);

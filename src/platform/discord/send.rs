@@ -20,7 +20,7 @@ use super::Target;
 use crate::config::Secret;
 use crate::gateway::send::classify::{self, header_seconds, int, json, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post};
 
 /// Create Message's `content` limit, in characters.
 const MAX_TEXT: usize = 2000;
@@ -33,10 +33,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     fn max_text(&self) -> usize {
         MAX_TEXT

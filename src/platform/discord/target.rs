@@ -2,6 +2,7 @@
 //! the id. The id ends up as a segment of the request's path.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::{malformed, valid_id};
 use crate::gateway::send::TargetError;
@@ -13,8 +14,10 @@ const EXAMPLE: &str = "channel:1234567890123456789";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target(pub String);
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         let id = text.strip_prefix("channel:").unwrap_or(text);
         // A snowflake is a 64-bit integer written in decimal.
         if valid_id(id) && id.len() <= 20 && id.bytes().all(|b| b.is_ascii_digit()) {
@@ -38,9 +41,9 @@ mod tests {
     #[test]
     fn discord_targets_with_or_without_the_scheme() {
         let want = Target("1234567890123456789".into());
-        assert_eq!(Target::parse("1234567890123456789"), Ok(want.clone()));
+        assert_eq!(Target::from_str("1234567890123456789"), Ok(want.clone()));
         assert_eq!(
-            Target::parse("channel:1234567890123456789"),
+            Target::from_str("channel:1234567890123456789"),
             Ok(want.clone())
         );
         assert_eq!(want.to_string(), "channel:1234567890123456789");
@@ -53,7 +56,7 @@ mod tests {
             "123456789012345678901",
         ] {
             assert!(
-                matches!(Target::parse(bad), Err(TargetError::Malformed { .. })),
+                matches!(Target::from_str(bad), Err(TargetError::Malformed { .. })),
                 "{bad:?}"
             );
         }

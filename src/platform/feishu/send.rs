@@ -31,7 +31,7 @@ use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, header_seconds, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::target::valid_id;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post};
 
 /// Characters of text taken. A text message's body may be 150 KB; 30,000 characters of CJK
 /// (3 bytes each in UTF-8) with the JSON around them fit with room to spare.
@@ -57,10 +57,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     fn max_text(&self) -> usize {
         MAX_TEXT

@@ -3,6 +3,7 @@
 //! key the outbox orders a target's messages by, so the usual id rule holds.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::{malformed, valid_id};
 use crate::gateway::send::TargetError;
@@ -18,8 +19,10 @@ pub enum Target {
     User(String),
 }
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         let malformed = || malformed(text, EXPECTED, EXAMPLE);
         let (scheme, id) = text.split_once(':').ok_or_else(malformed)?;
         if !valid_id(id) {
@@ -31,7 +34,9 @@ impl Target {
             _ => return Err(malformed()),
         })
     }
+}
 
+impl Target {
     pub fn id(&self) -> &str {
         match self {
             Target::Chat(id) | Target::User(id) => id,
@@ -64,7 +69,7 @@ mod tests {
                 Target::User("ou_7d8a6e6df7621556ce0d21922b676706".into()),
             ),
         ] {
-            assert_eq!(Target::parse(text), Ok(want.clone()), "{text}");
+            assert_eq!(Target::from_str(text), Ok(want.clone()), "{text}");
             assert_eq!(want.to_string(), text);
         }
         for bad in [
@@ -76,7 +81,7 @@ mod tests {
             "user:..",
             "Chat:oc_1",
         ] {
-            let e = Target::parse(bad).unwrap_err();
+            let e = Target::from_str(bad).unwrap_err();
             assert!(
                 matches!(&e, TargetError::Malformed { expected, .. } if expected.contains("chat:CHAT_ID")),
                 "{bad:?}: {e:?}"

@@ -27,7 +27,7 @@ use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post};
 
 /// QQ publishes no length limit for a text message; too long is refused with 40054007
 /// ("消息长度超限"). Platform users report 2000 as the limit that holds; a message refused
@@ -64,10 +64,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     /// Only a passive reply in a v2 chat carries `msg_seq`; a channel or DM reply takes none.
     fn numbers_replies(target: &Target) -> bool {

@@ -3,6 +3,7 @@
 //! a segment of the request's path, so each is held to the path rule.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::{malformed, valid_id};
 use crate::gateway::send::TargetError;
@@ -22,8 +23,10 @@ pub enum Target {
     Dm(String),
 }
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         let malformed = || malformed(text, EXPECTED, EXAMPLE);
         let (scheme, id) = text.split_once(':').ok_or_else(malformed)?;
         if !valid_id(id) {
@@ -38,7 +41,9 @@ impl Target {
             _ => return Err(malformed()),
         })
     }
+}
 
+impl Target {
     pub fn id(&self) -> &str {
         match self {
             Target::Group(id) | Target::User(id) | Target::Channel(id) | Target::Dm(id) => id,
@@ -78,7 +83,7 @@ mod tests {
             ("channel:123".into(), Target::Channel("123".into())),
             ("dm:456".into(), Target::Dm("456".into())),
         ] {
-            assert_eq!(Target::parse(&text), Ok(want.clone()), "{text}");
+            assert_eq!(Target::from_str(&text), Ok(want.clone()), "{text}");
             assert_eq!(want.to_string(), text);
         }
     }
@@ -104,14 +109,14 @@ mod tests {
             "room:1",
             "Group:1",
         ] {
-            let e = Target::parse(bad).unwrap_err();
+            let e = Target::from_str(bad).unwrap_err();
             assert!(matches!(e, TargetError::Malformed { .. }), "{bad:?}: {e:?}");
         }
         let long = format!("group:{}", "A".repeat(MAX_ID + 1));
-        assert!(Target::parse(&long).is_err());
+        assert!(Target::from_str(&long).is_err());
         // The error quotes what was given, cut short.
         let huge = format!("group:{}", "/".repeat(10_000));
-        let msg = Target::parse(&huge).unwrap_err().to_string();
+        let msg = Target::from_str(&huge).unwrap_err().to_string();
         assert!(msg.len() < 600, "{}", msg.len());
         assert!(msg.contains("group:OPENID"), "{msg}");
     }
@@ -126,7 +131,7 @@ mod tests {
                 2 => Target::Channel(id),
                 _ => Target::Dm(id),
             };
-            prop_assert_eq!(Target::parse(&t.to_string()), Ok(t));
+            prop_assert_eq!(Target::from_str(&t.to_string()), Ok(t));
         }
     }
 }

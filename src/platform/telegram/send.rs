@@ -23,7 +23,7 @@ use crate::config::Secret;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError, TextUnit};
+use crate::gateway::send::{Answer, Outgoing, Post, TextUnit};
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing", where a
 /// character is a UTF-16 code unit, as the entity offsets count (Hermes counts the same).
@@ -41,10 +41,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     fn max_text(&self) -> usize {
         MAX_TEXT

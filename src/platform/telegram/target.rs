@@ -3,6 +3,7 @@
 //! channel's `@username` (`chat:@channelusername`, 5-32 letters, digits and underscores).
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::malformed;
 use crate::gateway::send::TargetError;
@@ -14,8 +15,10 @@ const EXAMPLE: &str = "chat:-1001234567890";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target(pub String);
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         let id = text.strip_prefix("chat:").unwrap_or(text);
         let number = id
             .strip_prefix('-')
@@ -52,7 +55,7 @@ mod tests {
             ("-1001234567890", "-1001234567890"),
             ("chat:@my_channel", "@my_channel"),
         ] {
-            let t = Target::parse(text).unwrap();
+            let t = Target::from_str(text).unwrap();
             assert_eq!(t, Target(id.into()), "{text}");
             assert_eq!(t.to_string(), format!("chat:{id}"));
         }
@@ -64,7 +67,7 @@ mod tests {
             "user:1",
             "chat:@a b",
         ] {
-            assert!(Target::parse(bad).is_err(), "{bad:?}");
+            assert!(Target::from_str(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -13,7 +13,7 @@ use std::time::Duration;
 use super::{Fields, SendFrame, Target};
 use crate::gateway::adapter::outlet::{Delivery, Outlet};
 use crate::gateway::send::classify::local;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError};
+use crate::gateway::send::{Answer, Outgoing, Post};
 
 /// 64 Ki characters: far more than a chat message needs, and a frame every WebSocket server
 /// takes (even escaped, well under tungstenite's 16 MiB default).
@@ -26,10 +26,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     fn max_text(&self) -> usize {
         MAX_TEXT

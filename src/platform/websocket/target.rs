@@ -3,6 +3,7 @@
 //! text will do.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::malformed;
 use crate::gateway::send::TargetError;
@@ -16,8 +17,10 @@ const EXAMPLE: &str = "room-42";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target(pub String);
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         let len = text.chars().count();
         if (1..=MAX_TARGET).contains(&len) && !text.chars().any(char::is_control) {
             Ok(Target(text.to_owned()))
@@ -49,16 +52,16 @@ mod tests {
             &"x".repeat(MAX_TARGET),
             &"字".repeat(MAX_TARGET),
         ] {
-            let t = Target::parse(text).unwrap();
+            let t = Target::from_str(text).unwrap();
             assert_eq!(t, Target(text.into()));
             assert_eq!((t.0.as_str(), t.to_string().as_str()), (text, text));
         }
         for bad in ["", "a\nb", "a\tb", "a\u{0}", "a\u{7f}", "a\u{85}b"] {
-            let e = Target::parse(bad).unwrap_err();
+            let e = Target::from_str(bad).unwrap_err();
             assert!(matches!(e, TargetError::Malformed { .. }), "{bad:?}: {e:?}");
         }
         let long = "x".repeat(MAX_TARGET + 1);
-        let msg = Target::parse(&long).unwrap_err().to_string();
+        let msg = Target::from_str(&long).unwrap_err().to_string();
         assert!(msg.contains("1-256 characters"), "{msg}");
     }
 }

@@ -25,7 +25,7 @@ use super::Target;
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TargetError, TextUnit};
+use crate::gateway::send::{Answer, Outgoing, Post, TextUnit};
 
 /// The public client splits at 2,000 characters.
 const PIECE: usize = 2000;
@@ -44,10 +44,6 @@ pub struct Sender {
 
 impl Post for Sender {
     type Target = Target;
-
-    fn target(text: &str) -> Result<Target, TargetError> {
-        Target::parse(text)
-    }
 
     fn max_text(&self) -> usize {
         MAX_TEXT

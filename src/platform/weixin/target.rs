@@ -3,6 +3,7 @@
 //! the key the outbox orders a peer's messages by, so the usual id rule holds.
 
 use std::fmt;
+use std::str::FromStr;
 
 use crate::gateway::send::target::{malformed, valid_id};
 use crate::gateway::send::TargetError;
@@ -14,8 +15,10 @@ const EXAMPLE: &str = "user:o9cq80zL8rVhWxG4zz2ZeZ1M@im.wechat";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target(pub String);
 
-impl Target {
-    pub fn parse(text: &str) -> Result<Target, TargetError> {
+impl FromStr for Target {
+    type Err = TargetError;
+
+    fn from_str(text: &str) -> Result<Target, TargetError> {
         match text.strip_prefix("user:") {
             Some(id) if valid_id(id) => Ok(Target(id.to_owned())),
             _ => Err(malformed(text, EXPECTED, EXAMPLE)),
@@ -35,11 +38,11 @@ mod tests {
 
     #[test]
     fn weixin_targets() {
-        let w = Target::parse("user:abc@im.wechat").unwrap();
+        let w = Target::from_str("user:abc@im.wechat").unwrap();
         assert_eq!(w, Target("abc@im.wechat".into()));
         assert_eq!(w.to_string(), "user:abc@im.wechat");
         for bad in ["abc@im.wechat", "user:", "user:a b", "chat:x"] {
-            assert!(Target::parse(bad).is_err(), "{bad:?}");
+            assert!(Target::from_str(bad).is_err(), "{bad:?}");
         }
     }
 }
