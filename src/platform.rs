@@ -221,10 +221,18 @@ macro_rules! registry {
         }
 
         /// `event`, stored by an adapter of `kind`, as a chat message ([`Platform::normalise`]).
+        /// Its `reply` is kept only when its target reads back as one the platform takes: a
+        /// platform id that would not make a target (`group:a/b`) leaves the message without a
+        /// ready-made answer, rather than with one that `POST /v1/messages` refuses.
         pub fn normalise(kind: &str, event: &Event) -> Option<Message> {
             $(if kind == <$wing::$platform as Platform>::KIND {
-                return <$wing::$platform as Platform>::normalise(&event.kind, &event.data)
-                    .map(|said| said.into_message(kind, &event.adapter));
+                type T = <<$wing::$platform as Platform>::Sender as Post>::Target;
+                let said = <$wing::$platform as Platform>::normalise(&event.kind, &event.data)?;
+                let mut m = said.into_message(kind, &event.adapter);
+                if m.reply.as_ref().is_some_and(|r| r.target.parse::<T>().is_err()) {
+                    m.reply = None;
+                }
+                return Some(m);
             })+
             None
         }

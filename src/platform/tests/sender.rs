@@ -204,3 +204,24 @@ fn a_platform_with_logins_says_what_one_needs() {
     assert_eq!(crate::platform::login_needs("telegram"), None);
     assert_eq!(crate::platform::login_needs("irc"), None);
 }
+
+#[test]
+fn a_message_whose_ids_make_no_target_has_no_ready_made_reply() {
+    use crate::gateway::spool::Event;
+    let event = |group: &str| {
+        Event::new(
+            "e1",
+            "qq",
+            "GROUP_AT_MESSAGE_CREATE",
+            None,
+            serde_json::json!({"author": {"member_openid": "M"}, "content": "hi",
+                               "group_openid": group, "id": "m1"}),
+        )
+    };
+    let fine = crate::platform::normalise("qqbot", &event("G1")).unwrap();
+    assert_eq!(fine.reply.unwrap().target, "group:G1");
+    // Still a message, with its chat; but `group:a/b` is not a target QQ's sender takes.
+    let odd = crate::platform::normalise("qqbot", &event("a/b")).unwrap();
+    assert_eq!(odd.said.chat.id, "a/b");
+    assert!(odd.reply.is_none());
+}
