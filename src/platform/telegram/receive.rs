@@ -97,25 +97,9 @@ impl Telegram {
         }
     }
 
-    fn deadline(&self) -> Duration {
-        self.poll.deadline(self.timeout())
-    }
-
-    /// The longest a poll of this adapter lasts: what a previous process's last poll may
-    /// still hold the token for.
-    fn longest_poll(&self) -> Duration {
-        self.poll.deadline(self.poll.timeout)
-    }
-
     fn request(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
         let url = format!("{}/bot{}/{method}", self.api_base, self.token.expose());
         self.http.post(url).json(body)
-    }
-
-    async fn poll(&mut self) -> Polled {
-        let polled = self.ask().await;
-        self.answered = matches!(polled, Polled::Batch(_));
-        polled
     }
 
     async fn ask(&mut self) -> Polled {
@@ -212,20 +196,6 @@ impl Telegram {
         events
     }
 
-    /// Why the last poll made no progress: updates that cannot be confirmed come back at
-    /// once, so polling again without a wait would be a hot loop.
-    fn stalled(&mut self) -> Option<String> {
-        self.stalled.take()
-    }
-
-    /// Every update of the last batch is stored: the next poll confirms them.
-    fn commit(&mut self) {
-        let next = self.pending.take().and_then(platform_number::offset_after);
-        if let Some(next) = next {
-            self.offset = Some(self.offset.map_or(next, |o| o.max(next)));
-        }
-    }
-
     /// A webhook blocks polling. Deleted when the config says so (keeping its pending
     /// updates, which the next poll then gets); otherwise fatal, naming the fix.
     async fn webhook_set(&mut self, said: String) -> Polled {
@@ -257,6 +227,38 @@ impl Telegram {
             }
         }
     }
+}
+impl Poll for Telegram {
+    async fn poll(&mut self) -> Polled {
+        let polled = self.ask().await;
+        self.answered = matches!(polled, Polled::Batch(_));
+        polled
+    }
+
+    /// Every update of the last batch is stored: the next poll confirms them.
+    fn commit(&mut self) -> Result<(), String> {
+        let next = self.pending.take().and_then(platform_number::offset_after);
+        if let Some(next) = next {
+            self.offset = Some(self.offset.map_or(next, |o| o.max(next)));
+        }
+        Ok(())
+    }
+
+    /// Why the last poll made no progress: updates that cannot be confirmed come back at
+    /// once, so polling again without a wait would be a hot loop.
+    fn stalled(&mut self) -> Option<String> {
+        self.stalled.take()
+    }
+
+    fn deadline(&self) -> Duration {
+        self.poll.deadline(self.timeout())
+    }
+
+    /// The longest a poll of this adapter lasts: what a previous process's last poll may
+    /// still hold the token for.
+    fn longest_poll(&self) -> Duration {
+        self.poll.deadline(self.poll.timeout)
+    }
 
     /// Whether a webhook is set, for the error that ends a conflict.
     async fn conflict_hint(&mut self) -> String {
@@ -281,31 +283,5 @@ impl Telegram {
                   or another), or give this profile a token of its own"
                 .into(),
         }
-    }
-}
-impl Poll for Telegram {
-    async fn poll(&mut self) -> Polled {
-        Telegram::poll(self).await
-    }
-
-    fn commit(&mut self) -> Result<(), String> {
-        Telegram::commit(self);
-        Ok(())
-    }
-
-    fn stalled(&mut self) -> Option<String> {
-        Telegram::stalled(self)
-    }
-
-    fn deadline(&self) -> Duration {
-        Telegram::deadline(self)
-    }
-
-    fn longest_poll(&self) -> Duration {
-        Telegram::longest_poll(self)
-    }
-
-    async fn conflict_hint(&mut self) -> String {
-        Telegram::conflict_hint(self).await
     }
 }

@@ -108,19 +108,6 @@ impl Weixin {
         }
     }
 
-    fn deadline(&self) -> Duration {
-        self.poll.deadline(self.server_timeout)
-    }
-
-    async fn poll(&mut self) -> Polled {
-        if self.reported_in {
-            return self.long_poll().await;
-        }
-        let polled = self.report_in().await;
-        self.reported_in = matches!(polled, Polled::Batch(_));
-        polled
-    }
-
     /// At start only: `getconfig`, which the server answers at once, proves the login and the
     /// path (or finds an ended session) without waiting out a quiet bot's long poll, which
     /// would hold `READY=1`, and `start`, for 35 s. Never after a failure: only an answered
@@ -236,6 +223,17 @@ impl Weixin {
         };
         Some(Event::new(id, &self.adapter, "message", None, m))
     }
+}
+
+impl Poll for Weixin {
+    async fn poll(&mut self) -> Polled {
+        if self.reported_in {
+            return self.long_poll().await;
+        }
+        let polled = self.report_in().await;
+        self.reported_in = matches!(polled, Polled::Batch(_));
+        polled
+    }
 
     /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).
     fn commit(&mut self) -> Result<(), String> {
@@ -256,6 +254,10 @@ impl Weixin {
         Ok(())
     }
 
+    fn deadline(&self) -> Duration {
+        self.poll.deadline(self.server_timeout)
+    }
+
     /// Wait, beating, until the login file holds a new token; true on shutdown.
     async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
         loop {
@@ -268,23 +270,5 @@ impl Weixin {
                 _ = crate::gateway::until_shutdown(shutdown) => return true,
             }
         }
-    }
-}
-
-impl Poll for Weixin {
-    async fn poll(&mut self) -> Polled {
-        Weixin::poll(self).await
-    }
-
-    fn commit(&mut self) -> Result<(), String> {
-        Weixin::commit(self)
-    }
-
-    fn deadline(&self) -> Duration {
-        Weixin::deadline(self)
-    }
-
-    async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
-        Weixin::await_login(self, hb, shutdown).await
     }
 }
