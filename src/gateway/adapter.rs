@@ -173,13 +173,9 @@ impl<C: Connector> Transport for WebSocket<C> {
             .run(self.resume.take(), &mut link.deps.shutdown)
             .await;
         self.resume = outcome.resume;
-        let ended = Ended {
-            step: Step::Shutdown,
-            connected_for: outcome.connected_for,
-            progressed: outcome.stored > 0,
-        };
-        let lived = ended.lived(link.timing);
-        if lived || ended.progressed {
+        let progressed = outcome.stored > 0;
+        let lived = supervise::lived(outcome.connected_for, link.timing);
+        if lived || progressed {
             self.short_resumes = 0;
         } else if resuming {
             self.short_resumes += 1;
@@ -194,7 +190,8 @@ impl<C: Connector> Transport for WebSocket<C> {
         }
         Ended {
             step: self.next(name, link.timing, outcome.end),
-            ..ended
+            connected_for: outcome.connected_for,
+            progressed,
         }
     }
 }

@@ -76,10 +76,16 @@ impl Ended {
         }
     }
 
-    /// Whether the connection lived long enough to have been worth it: `backoff-min`.
+    /// Whether the connection lived long enough to have been worth it ([`lived`]).
     pub(crate) fn lived(&self, timing: &Timing) -> bool {
-        self.connected_for.is_some_and(|c| c >= timing.backoff_min)
+        lived(self.connected_for, timing)
     }
+}
+
+/// Whether a connection up for `connected_for` lived long enough to have been worth it:
+/// `backoff-min`. A transport asks before it decides its next step.
+pub(crate) fn lived(connected_for: Option<Duration>, timing: &Timing) -> bool {
+    connected_for.is_some_and(|c| c >= timing.backoff_min)
 }
 
 /// What comes next.

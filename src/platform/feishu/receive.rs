@@ -23,7 +23,7 @@ mod session;
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
 use crate::gateway::adapter::setup::PlatformError;
-use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
+use crate::gateway::adapter::supervise::{self, supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
 use discovery::ClientConfig;
@@ -89,16 +89,11 @@ impl Transport for LongConnection {
         };
         let out = session.run(&mut link.deps.shutdown).await;
         self.config = out.config;
-        let mut ended = Ended {
-            step: Step::Shutdown,
-            connected_for: out.connected_for,
-            progressed: out.stored > 0,
-        };
         if out.connected_for.is_some() {
             self.refused = 0;
         }
-        let lived = ended.lived(link.timing);
-        ended.step = match out.end {
+        let lived = supervise::lived(out.connected_for, link.timing);
+        let step = match out.end {
             End::Shutdown => Step::Shutdown,
             End::Refused(Refusal::Fatal(m)) => Step::Fatal(m),
             // The endpoint never answered the upgrade (refused, reset, no answer in time).
@@ -118,7 +113,11 @@ impl Transport for LongConnection {
             }
             End::Closed(None) => self.lost(name, "the connection closed".into(), lived),
         };
-        ended
+        Ended {
+            step,
+            connected_for: out.connected_for,
+            progressed: out.stored > 0,
+        }
     }
 }
 
