@@ -42,6 +42,8 @@ struct Entry {
     cursor: Cursor,
     /// The event's id, for the link's "last taken".
     event: String,
+    /// When the event arrived, for the link's "oldest waiting".
+    received_at: String,
     /// Sent and waiting for an ack; false for an event that was not for the agent, or acked.
     waiting: bool,
 }
@@ -145,6 +147,7 @@ impl Feed {
             self.in_flight.push_back(Entry {
                 cursor: found.cursor,
                 event: found.event().id.clone(),
+                received_at: found.event().received_at.clone(),
                 waiting: picked.is_some(),
             });
             if let Some(t) = picked {
@@ -189,6 +192,14 @@ impl Feed {
             .into_iter()
             .map(|f| f.record.event)
             .find(|e| pick(e)))
+    }
+
+    /// When the oldest message read and not yet taken arrived (RFC 3339).
+    pub fn oldest_waiting(&self) -> Option<&str> {
+        self.in_flight
+            .iter()
+            .find(|e| e.waiting)
+            .map(|e| e.received_at.as_str())
     }
 
     /// Sent and not acked.

@@ -4,7 +4,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use crate::gateway::spool::Event;
 use crate::gateway::state_file::{AgentHealth, Taken};
 
 /// Shared by the bridge, which reports, and the runtime's tick, which reads.
@@ -58,9 +57,10 @@ impl Link {
         });
     }
 
-    /// The oldest message waiting for the agent is `event`; `None`: nothing waits.
-    pub fn waiting(&self, event: Option<&Event>) {
-        self.with(|h| h.oldest_waiting = event.map(|e| e.received_at.clone()));
+    /// The oldest message waiting for the agent arrived at `received_at` (RFC 3339);
+    /// `None`: nothing waits.
+    pub fn waiting(&self, received_at: Option<&str>) {
+        self.with(|h| h.oldest_waiting = received_at.map(str::to_owned));
     }
 
     pub fn error(&self, error: impl Into<String>) {

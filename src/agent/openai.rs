@@ -166,9 +166,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
                 running.spawn(turn(turns.clone(), session.clone(), p.clone()));
             }
         }
-        if b.feed.waiting() == 0 {
-            b.link.waiting(None);
-        }
+        b.link.waiting(b.feed.oldest_waiting());
         tokio::select! {
             Some(done) = running.join_next() => {
                 let (session, buffer) = done.map_err(|e| format!("an agent turn panicked: {e}"))?;

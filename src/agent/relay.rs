@@ -64,7 +64,9 @@ impl Relay {
             .feed
             .oldest(|e| super::for_agent(&self.normaliser, e).is_some())
         {
-            Ok(oldest) => self.link.waiting(oldest.as_ref()),
+            Ok(oldest) => self
+                .link
+                .waiting(oldest.as_ref().map(|e| e.received_at.as_str())),
             Err(e) => {
                 tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot read the spool for the agent")
             }
@@ -510,9 +512,7 @@ impl Session<'_> {
             let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
             self.send(frame).await?;
         }
-        if self.relay.feed.waiting() == 0 {
-            self.relay.link.waiting(None);
-        }
+        self.relay.link.waiting(self.relay.feed.oldest_waiting());
         Ok(())
     }
 }
