@@ -12,8 +12,11 @@ use super::TextUnit;
 
 /// `text` in pieces of at most `max` `unit`s (at least one piece, even for "").
 pub(crate) fn pieces(text: &str, max: usize, unit: TextUnit) -> Vec<&str> {
-    // A character takes at most two units: a window of one could hold none of some.
-    let max = max.max(2);
+    // A character takes at most two UTF-16 units: a window of one could hold none of some.
+    let max = match unit {
+        TextUnit::Chars => max.max(1),
+        TextUnit::Utf16 => max.max(2),
+    };
     let mut out = Vec::new();
     let mut rest = text;
     loop {
