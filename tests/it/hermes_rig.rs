@@ -140,7 +140,7 @@ impl Rig {
     }
 
     /// The gateway in the foreground; its stderr goes to [`Rig::log`].
-    pub(crate) fn gateway(&self) -> Child {
+    pub(crate) fn gateway(&self) -> Proc {
         let log = OpenOptions::new()
             .create(true)
             .append(true)
@@ -166,6 +166,7 @@ impl Rig {
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
+            .map(Proc)
             .unwrap()
     }
 
@@ -209,7 +210,7 @@ impl Rig {
     }
 
     /// `hermes gateway run` headless, fronted by this profile's relay on `port`.
-    pub(crate) fn hermes_relay(&self, port: u16) -> Child {
+    pub(crate) fn hermes_relay(&self, port: u16) -> Proc {
         let secret = fs::read_to_string(self.profile_home().join("agent/relay-secret")).unwrap();
         self.hermes(&[
             ("GATEWAY_RELAY_URL", format!("http://127.0.0.1:{port}")),
@@ -220,7 +221,7 @@ impl Rig {
     }
 
     /// `hermes gateway run` headless, serving its API on `port`.
-    pub(crate) fn hermes_api(&self, port: u16) -> Child {
+    pub(crate) fn hermes_api(&self, port: u16) -> Proc {
         self.hermes(&[
             ("API_SERVER_ENABLED", "true".to_owned()),
             ("API_SERVER_KEY", API_KEY.to_owned()),
@@ -228,7 +229,7 @@ impl Rig {
         ])
     }
 
-    fn hermes(&self, env: &[(&str, String)]) -> Child {
+    fn hermes(&self, env: &[(&str, String)]) -> Proc {
         let venv = venv();
         let log = OpenOptions::new()
             .create(true)
@@ -255,7 +256,7 @@ impl Rig {
         for (k, v) in env {
             cmd.env(k, v);
         }
-        cmd.spawn().unwrap()
+        Proc(cmd.spawn().unwrap())
     }
 
     /// Posts on the first mock (QQ, Feishu, Telegram, Weixin) and on Discord's.
@@ -325,6 +326,29 @@ fn start_model(log: &Path) -> (Child, u16) {
         .and_then(|p| p.parse().ok())
         .unwrap_or_else(|| panic!("the fake model said {line:?}"));
     (child, port)
+}
+
+/// A child process killed when dropped, so a failing test leaves no gateway or Hermes behind.
+pub(crate) struct Proc(pub(crate) Child);
+
+impl std::ops::Deref for Proc {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Proc {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 pub(crate) fn free_port() -> u16 {
