@@ -1,14 +1,15 @@
 //! Gateway figures: zombie detection latency, detection-to-RESUMED time, the Feishu
 //! adapter's detection latency, Telegram's and Weixin's hung-poll detection and loss, the cost
-//! of 1,000 connections, loss under injected faults, and sending through the outbox and the
-//! agent API. `cargo bench --bench gateway` prints Markdown
+//! of 1,000 connections, loss under injected faults, sending through the outbox and the agent
+//! API, and the latency the agent bridge adds. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- poll`, `-- loss`,
-//! `-- thousand`, `-- outbox`), and the scratch directories they share.
+//! `-- thousand`, `-- outbox`, `-- agent`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
+mod agent;
 mod binary;
 mod detection;
 mod feishu;
@@ -55,6 +56,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "outbox") {
             outbox::outbox_figures().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "agent") {
+            agent::agent_figures().await;
         }
     });
 }
