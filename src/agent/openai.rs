@@ -334,21 +334,21 @@ mod tests {
             media: vec![],
             answer: None,
         };
-        let mut m = said.into_message("telegram", "tg");
+        let mut m = said.into_message("chatapp", "tg");
         assert_eq!(
             session_key("coder", &m),
-            "agent:coder:telegram:group:tg:-100"
+            "agent:coder:chatapp:group:tg:-100"
         );
         m.said.thread_id = Some("7".into());
         assert_eq!(
             session_key("coder", &m),
-            "agent:coder:telegram:group:tg:-100:7"
+            "agent:coder:chatapp:group:tg:-100:7"
         );
         // What Hermes refuses in a session id is replaced; a long one is cut, still unique.
         m.said.chat.id = "a/b\\c..d\n".into();
         assert_eq!(
             session_key("coder", &m),
-            "agent:coder:telegram:group:tg:a_b_c._d_:7"
+            "agent:coder:chatapp:group:tg:a_b_c._d_:7"
         );
         m.said.chat.id = "x".repeat(300);
         let long = session_key("coder", &m);

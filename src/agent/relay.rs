@@ -58,17 +58,21 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Tell the link how long the oldest message has waited, while no agent is there.
-    fn note_oldest(&self) {
+    /// Tell the link how long the oldest message has waited, while no agent is there; true
+    /// once one is found (it stays the oldest until an agent takes it).
+    fn note_oldest(&self) -> bool {
         match self
             .feed
             .oldest(|e| super::for_agent(&self.normaliser, e).is_some())
         {
-            Ok(oldest) => self
-                .link
-                .waiting(oldest.as_ref().map(|e| e.received_at.as_str())),
+            Ok(oldest) => {
+                self.link
+                    .waiting(oldest.as_ref().map(|e| e.received_at.as_str()));
+                oldest.is_some()
+            }
             Err(e) => {
-                tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot read the spool for the agent")
+                tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot read the spool for the agent");
+                false
             }
         }
     }
@@ -76,9 +80,9 @@ impl Relay {
 
 /// The chats seen, for `get_chat_info`: a chat id as sent to Hermes, its type and name.
 #[derive(Default)]
-pub struct Chats(Mutex<HashMap<String, (String, String)>>);
+pub struct ChatsSeen(Mutex<HashMap<String, (String, String)>>);
 
-impl Chats {
+impl ChatsSeen {
     fn saw(&self, chat_id: &str, m: &Message) {
         let mut chats = self
             .0
@@ -147,16 +151,21 @@ pub async fn serve(
         relay.link.clone(),
         dialled,
     ));
-    let chats = Arc::new(Chats::default());
+    let seen = Arc::new(ChatsSeen::default());
     let mut appended = relay.appended.clone();
     let mut next = None;
+    // Whether the oldest message waiting for an absent agent is known: once it is, a new
+    // event does not change it, and the spool is not read again on every append.
+    let mut oldest_known = false;
     let ended = loop {
         let ws = match next.take() {
             Some(ws) => ws,
             None => {
                 // Seen before reading, so that an append during the read wakes the wait.
                 appended.borrow_and_update();
-                relay.note_oldest();
+                if !oldest_known {
+                    oldest_known = relay.note_oldest();
+                }
                 tokio::select! {
                     ws = incoming.recv() => match ws {
                         Some(ws) => ws,
@@ -168,9 +177,10 @@ pub async fn serve(
             }
         };
         relay.link.connected(true);
-        let end = session(ws, &mut relay, &chats, &mut incoming, &mut shutdown).await;
+        let end = session(ws, &mut relay, &seen, &mut incoming, &mut shutdown).await;
         relay.feed.rewind();
         relay.link.connected(false);
+        oldest_known = false;
         match end {
             End::Closed(why) => tracing::info!(reason = %why, "the agent's connection ended"),
             End::Replaced(ws) => {
@@ -279,7 +289,7 @@ struct Delivery {
 /// One connection's state: its frames, its chats' turns, and its writer.
 struct Session<'a> {
     relay: &'a mut Relay,
-    chats: &'a Arc<Chats>,
+    seen: &'a Arc<ChatsSeen>,
     turns: crate::agent::chats::Chats<Delivery>,
     sink: futures_util::stream::SplitSink<Ws, WsMessage>,
     /// Hermes's platform name, once it said hello; nothing is delivered before.
@@ -292,7 +302,7 @@ struct Session<'a> {
 async fn session(
     ws: Ws,
     relay: &mut Relay,
-    chats: &Arc<Chats>,
+    seen: &Arc<ChatsSeen>,
     incoming: &mut mpsc::Receiver<Ws>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
@@ -301,14 +311,14 @@ async fn session(
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
         relay.outbox.clone(),
-        chats.clone(),
+        seen.clone(),
         queued,
         results_tx,
     ));
     let mut appended = relay.appended.clone();
     let mut s = Session {
         relay,
-        chats,
+        seen,
         turns: Default::default(),
         sink,
         platform: None,
@@ -508,7 +518,7 @@ impl Session<'_> {
                 continue;
             };
             d.deadline = Some(deadline);
-            self.chats.saw(&chat, &d.message);
+            self.seen.saw(&chat, &d.message);
             let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
             self.send(frame).await?;
         }

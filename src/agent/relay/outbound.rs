@@ -25,7 +25,7 @@ pub struct Action {
 /// Do each action from `actions`, and put the `outbound_result` frame for it in `results`.
 pub async fn run(
     outbox: Option<Arc<Outbox>>,
-    chats: Arc<super::Chats>,
+    seen: Arc<super::ChatsSeen>,
     mut actions: mpsc::Receiver<Action>,
     results: mpsc::Sender<String>,
 ) {
@@ -37,7 +37,7 @@ pub async fn run(
             },
             Some("get_chat_info") => {
                 let chat = action["chat_id"].as_str().unwrap_or("");
-                let (chat_type, name) = chats.info(chat);
+                let (chat_type, name) = seen.info(chat);
                 json!({"success": true, "chat_info": {"name": name, "type": chat_type}})
             }
             Some(op) => failed(&format!(
