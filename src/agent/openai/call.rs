@@ -58,6 +58,13 @@ pub fn read(status: u16, retry_after: Option<&str>, body: &[u8]) -> Answer {
             return Answer::Busy(wait);
         }
         502..=504 => return Answer::Away(format!("the agent answered HTTP {status}")),
+        // A key it does not take is the bridge's setting, not the message's fault: the
+        // message waits (doctor's HSV023 says so) instead of being given up.
+        401 | 403 => {
+            return Answer::Away(format!(
+                "the agent refused the key (HTTP {status}): check [agent] key-env and the .env variable it names"
+            ))
+        }
         _ => {
             let said = serde_json::from_slice::<Value>(body)
                 .ok()
@@ -103,9 +110,11 @@ mod tests {
         assert!(matches!(read(503, None, b""), Answer::Away(_)));
         let unauthorized =
             br#"{"error":{"message":"Invalid API key","type":"invalid_request_error"}}"#;
+        assert!(matches!(read(401, None, unauthorized), Answer::Away(w) if w.contains("key-env")));
+        let bad = br#"{"error":{"message":"Invalid session ID"}}"#;
         assert_eq!(
-            read(401, None, unauthorized),
-            Answer::Failed("HTTP 401 Invalid API key".into())
+            read(400, None, bad),
+            Answer::Failed("HTTP 400 Invalid session ID".into())
         );
         assert!(matches!(read(200, None, b"<html>"), Answer::Failed(_)));
     }
