@@ -296,6 +296,9 @@ struct Session<'a> {
     platform: Option<String>,
     /// Hermes said it is going: nothing more is delivered on this connection.
     idle: bool,
+    /// The spool may hold more for the agent than was read: it grew, or a turn ended and made
+    /// room. Frames that change neither (acks, replies to other chats) read nothing.
+    unread: bool,
 }
 
 /// One connection, until it ends, another replaces it, or shutdown.
@@ -323,11 +326,16 @@ async fn session(
         sink,
         platform: None,
         idle: false,
+        unread: true,
     };
     let mut lines = Lines::default();
     let end = loop {
         if s.platform.is_some() && !s.idle {
-            // Seen before reading, so that an append during the read wakes the wait.
+            // Seen before reading, so that an append during the read wakes the wait; one not
+            // yet seen is something to read.
+            if appended.has_changed().unwrap_or(true) {
+                s.unread = true;
+            }
             appended.borrow_and_update();
             if let Err(end) = s.deliver().await {
                 break end;
@@ -366,6 +374,7 @@ async fn session(
             }
             () = turn_over => s.give_up(Instant::now()),
             changed = appended.changed(), if s.platform.is_some() && !s.idle => {
+                s.unread = true;
                 if changed.is_err() {
                     break End::Failed("the spool closed".into());
                 }
@@ -458,6 +467,8 @@ impl Session<'_> {
     }
 
     fn take(&mut self, buffer: &str) -> Result<(), End> {
+        // A taken message makes room in the window for more.
+        self.unread = true;
         match self.relay.feed.ack(buffer) {
             Ok(Some(event)) => {
                 self.relay.link.taken(&event);
@@ -495,11 +506,16 @@ impl Session<'_> {
     async fn deliver(&mut self) -> Result<(), End> {
         let room = WINDOW.saturating_sub(self.relay.feed.waiting());
         let normaliser = &self.relay.normaliser;
-        let batch = self
-            .relay
-            .feed
-            .read(room, |e| super::for_agent(normaliser, e))
-            .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?;
+        let batch = if std::mem::take(&mut self.unread) {
+            self.relay
+                .feed
+                .read(room, |e| super::for_agent(normaliser, e))
+                .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?
+        } else {
+            vec![]
+        };
+        // A read that found something may have left more behind it: read again next time.
+        self.unread |= !batch.is_empty();
         for (buffer, message) in batch {
             self.turns.push(
                 chat_id(&message),
