@@ -9,6 +9,7 @@
 
 pub mod chats;
 pub mod feed;
+pub mod hermes;
 pub mod link;
 pub mod openai;
 pub mod relay;

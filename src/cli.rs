@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod agent;
 mod apply;
 mod args;
 mod demo;
@@ -30,7 +31,7 @@ mod status;
 mod validate;
 
 use crate::systemd::Job;
-use args::{Cli, Command, GatewayCommand};
+use args::{AgentCommand, Cli, Command, GatewayCommand};
 use error::CliError;
 
 /// Entry point for `main`: run, print errors, map them to exit codes.
@@ -56,7 +57,8 @@ pub fn main() -> ExitCode {
 /// it reports on stdout. A gateway's lines name its profile (on the journal, logging.rs).
 fn init_tracing(command: &Command) {
     match command {
-        Command::Gateway(GatewayCommand::Run { profile }) => {
+        Command::Gateway(GatewayCommand::Run { profile })
+        | Command::Agent(AgentCommand::Run { profile, .. }) => {
             crate::logging::init(Some(profile), "info")
         }
         _ => crate::logging::init(None, "warn"),
@@ -77,6 +79,7 @@ fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
 fn run(cli: Cli) -> Result<u8, CliError> {
     match cli.command {
         Command::Gateway(GatewayCommand::Run { profile }) => gateway::run(&profile),
+        Command::Agent(AgentCommand::Run { profile, hermes }) => agent::run(&profile, &hermes),
         Command::Render(args) => render::run(args),
         Command::Events(args) => events::run(args),
         Command::Logs(args) => logs::run(args),

@@ -9,5 +9,6 @@ pub mod manager;
 pub mod observed;
 pub mod plan;
 pub mod planner;
+pub mod role;
 pub mod served_profile;
 pub mod settings;

@@ -10,6 +10,7 @@ use crate::exit_code;
 use crate::service::observed::{Observed, Siblings};
 use crate::service::plan::Plan;
 use crate::service::planner::PlanError;
+use crate::service::role::Role;
 use crate::systemd::linger::Linger;
 use crate::systemd::scope::Scope;
 
@@ -49,16 +50,23 @@ pub(super) async fn carry_out(
 
 /// The rest of `uninstall`, `set` and `unset` once their arguments are checked: they differ
 /// only in the plan they make of the job as it is, and in the word that reports a change.
+///
+/// The job is `role`'s; with `only_installed`, one whose file is not there is left alone and
+/// nothing is reported (a profile's agent, which most profiles do not have).
 pub(super) async fn edit_job(
     profile_name: &str,
     scope: &ScopeArgs,
+    (role, only_installed): (Role, bool),
     out: Output,
     changed: &str,
     plan: impl FnOnce(&Service, &Observed) -> Result<Plan, PlanError>,
 ) -> Result<u8, CliError> {
     let manager = service::manager(scope)?;
     let profile = resolve_profile(profile_name, scope.scope(), None)?;
-    let spec = service::spec_for(manager, scope.scope(), profile)?;
+    let spec = service::spec_for(manager, scope.scope(), profile)?.with_role(role);
+    if only_installed && !spec.definition_path()?.exists() {
+        return Ok(exit_code::OK);
+    }
     let _lock = edit_lock(&spec, out.dry_run).await?;
     let service = spec.connect(out.dry_run).await?;
     let observed = service.observe(Siblings::Skip).await?;

@@ -69,6 +69,9 @@ pub(super) enum Command {
     /// The gateway process itself (what the unit runs).
     #[command(subcommand)]
     Gateway(GatewayCommand),
+    /// The agent beside the gateway (what the agent unit runs).
+    #[command(subcommand)]
+    Agent(AgentCommand),
     /// Print a shell's completion script: `hermes-svc completions bash >
     /// /usr/share/bash-completion/completions/hermes-svc` (or source it in ~/.bashrc).
     Completions(CompletionsArgs),
@@ -168,6 +171,27 @@ pub(super) enum GatewayCommand {
     },
 }
 
+#[derive(Subcommand, Debug)]
+pub(super) enum AgentCommand {
+    /// Run Hermes's gateway for one profile, headless, dialling the profile's Relay: its
+    /// environment set from the profile (the Relay's URL, id and secret), every platform
+    /// credential left out, then exec'd in this process's place.
+    Run {
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+        profile: String,
+        /// The `hermes` program to run.
+        #[arg(long, value_name = "PATH")]
+        hermes: PathBuf,
+    },
+}
+
+/// The agents `install --agent` can put beside a gateway.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum AgentKind {
+    /// The Hermes agent (hermes-agent 0.19.0), through the Relay: `[agent] kind = "hermes-relay"`.
+    Hermes,
+}
+
 #[derive(Args, Debug, Clone)]
 pub(super) struct ScopeArgs {
     /// Use the per-user manager (the default).
@@ -221,6 +245,14 @@ pub(super) struct InstallArgs {
     /// RestartSec for the unit, written to our drop-in.
     #[arg(long, value_name = "N")]
     pub(super) restart_sec: Option<String>,
+    /// Install the agent beside the gateway too: `hermes-agent-PROFILE.service` (a launchd job
+    /// under launchd), after the gateway and part of it, running Hermes headless against this
+    /// profile's Relay. gateway.toml must say `[agent] kind = "hermes-relay"`.
+    #[arg(long, value_name = "KIND", value_enum)]
+    pub(super) agent: Option<AgentKind>,
+    /// The `hermes` program the agent runs (default: `hermes` on PATH).
+    #[arg(long, value_name = "PATH", requires = "agent")]
+    pub(super) agent_exec: Option<PathBuf>,
     /// Write and enable, but do not start.
     #[arg(long)]
     pub(super) no_start: bool,

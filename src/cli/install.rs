@@ -5,9 +5,11 @@ use super::args::{InstallArgs, UninstallArgs};
 use super::error::CliError;
 use super::report::Output;
 use super::service;
-use super::validate::settings;
+use super::validate::{agent_role, settings};
 use crate::service::observed::Siblings;
 use crate::service::planner::now;
+use crate::service::role::Role;
+use crate::service::settings::Settings;
 
 pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
     let manager = service::manager(&args.source.scope)?;
@@ -23,6 +25,14 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         args.watchdog_sec.as_deref(),
         args.restart_sec.as_deref(),
     )?;
+    let agent = match args.agent {
+        Some(kind) => Some(spec.with_role(agent_role(
+            kind,
+            args.agent_exec.as_deref(),
+            spec.profile(),
+        )?)),
+        None => None,
+    };
     let _lock = edit_lock(&spec, args.dry_run).await?;
     let mut service = spec.connect(args.dry_run).await?;
     service.watch_jobs(args.wait.timeout, super::progress::watcher(args.json));
@@ -45,16 +55,47 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         &observed,
     )?;
     let linger = linger_for(service.scope()).await;
-    carry_out(&plan, &service, verb, out, linger).await
+    let code = carry_out(&plan, &service, verb, out, linger).await?;
+    let Some(agent) = agent else {
+        return Ok(code);
+    };
+    // After the gateway, whose Relay the agent dials: its unit is ordered after the gateway's
+    // anyway, and starting it starts the gateway.
+    let mut service = agent.connect(args.dry_run).await?;
+    service.watch_jobs(args.wait.timeout, None);
+    let observed = service.observe(Siblings::Skip).await?;
+    let verb = if observed.text.is_none() {
+        "installed"
+    } else {
+        "updated"
+    };
+    let plan = service.plan_install(
+        Settings::default(),
+        !args.no_start,
+        args.force,
+        false,
+        now(),
+        &observed,
+    )?;
+    carry_out(&plan, &service, verb, out, None).await
 }
 
+/// Uninstall the profile's agent first, if it has one (it is part of the gateway and would
+/// stop with it, but its files must go too), then its gateway.
 pub(super) async fn uninstall(args: UninstallArgs) -> Result<u8, CliError> {
-    edit_job(
-        &args.unit.profile,
-        &args.unit.scope,
-        args.output.output(),
-        "uninstalled",
-        |service, observed| Ok(service.plan_uninstall(observed, now())),
-    )
-    .await
+    let agent = Role::Agent {
+        hermes: Default::default(),
+    };
+    for job in [(agent, true), (Role::Gateway, false)] {
+        edit_job(
+            &args.unit.profile,
+            &args.unit.scope,
+            job,
+            args.output.output(),
+            "uninstalled",
+            |service, observed| Ok(service.plan_uninstall(observed, now())),
+        )
+        .await?;
+    }
+    Ok(crate::exit_code::OK)
 }

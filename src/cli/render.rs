@@ -28,7 +28,7 @@ pub(super) fn run(args: RenderArgs) -> Result<u8, CliError> {
                 print!("{}", dropin.render()?);
             }
         }
-        Spec::Agent(agent) => {
+        Spec::LaunchAgent(agent) => {
             // launchd has no drop-ins: the variables go into the plist itself.
             let mut overrides = Overrides::default();
             overrides.env.extend(settings.env);

@@ -20,6 +20,7 @@ use crate::service::manager::Manager;
 use crate::service::observed::{Observed, Siblings};
 use crate::service::plan::Plan;
 use crate::service::planner::{self, InstallRequest, PlanError};
+use crate::service::role::Role;
 use crate::service::settings::Settings;
 use crate::systemd::effects as systemd_effects;
 use crate::systemd::observed as systemd_observed;
@@ -30,7 +31,7 @@ use crate::systemd::{Job, Systemd};
 /// A profile's job as the chosen manager's file describes it.
 pub(super) enum Spec {
     Unit(UnitSpec),
-    Agent(LaunchAgent),
+    LaunchAgent(LaunchAgent),
 }
 
 /// A spec and its manager, connected unless this is a dry run that could not reach it (then
@@ -64,7 +65,7 @@ pub(super) fn manager(scope: &ScopeArgs) -> Result<Manager, CliError> {
 pub(super) fn spec(manager: Manager, src: &UnitSource) -> Result<Spec, CliError> {
     match manager {
         Manager::Systemd => Ok(Spec::Unit(unit_spec(src)?)),
-        Manager::Launchd => agent_spec(src).map(Spec::Agent),
+        Manager::Launchd => agent_spec(src).map(Spec::LaunchAgent),
     }
 }
 
@@ -78,8 +79,9 @@ pub(super) fn spec_for(manager: Manager, scope: Scope, profile: Profile) -> Resu
             scope,
             exec: PathBuf::new(),
             run_as: None,
+            role: crate::service::role::Role::Gateway,
         }),
-        Manager::Launchd => Spec::Agent(LaunchAgent::new(profile, exec_path(None)?)),
+        Manager::Launchd => Spec::LaunchAgent(LaunchAgent::new(profile, exec_path(None)?)),
     })
 }
 
@@ -130,6 +132,29 @@ fn agent_spec(src: &UnitSource) -> Result<LaunchAgent, CliError> {
 }
 
 impl Spec {
+    /// The same profile's job in `role`: the agent's beside the gateway's.
+    pub(super) fn with_role(&self, role: Role) -> Spec {
+        match self {
+            Spec::Unit(u) => Spec::Unit(UnitSpec { role, ..u.clone() }),
+            Spec::LaunchAgent(a) => Spec::LaunchAgent(a.clone().with_role(role)),
+        }
+    }
+
+    pub(super) fn profile(&self) -> &Profile {
+        match self {
+            Spec::Unit(u) => &u.profile,
+            Spec::LaunchAgent(a) => &a.profile,
+        }
+    }
+
+    /// Where the job's definition file (unit, plist) is.
+    pub(super) fn definition_path(&self) -> Result<PathBuf, CliError> {
+        match self {
+            Spec::Unit(u) => Ok(self.lock_dir()?.join(u.unit_name())),
+            Spec::LaunchAgent(a) => Ok(a.path(&home_dir()?)),
+        }
+    }
+
     /// Where the edit lock lives: beside the definitions it guards.
     pub(super) fn lock_dir(&self) -> Result<PathBuf, CliError> {
         match self {
@@ -137,7 +162,7 @@ impl Spec {
                 .scope
                 .unit_dir()
                 .ok_or_else(|| systemd_observed::ObserveError::NoUnitDir(u.scope).into()),
-            Spec::Agent(_) => Ok(home_dir()?.join(AGENTS_DIR)),
+            Spec::LaunchAgent(_) => Ok(home_dir()?.join(AGENTS_DIR)),
         }
     }
 
@@ -150,7 +175,7 @@ impl Spec {
                     unit,
                 })
             }
-            Spec::Agent(agent) => Ok(Service::Launchd {
+            Spec::LaunchAgent(agent) => Ok(Service::Launchd {
                 agent,
                 home: home_dir()?,
                 launchctl: unless_dry_run(dry_run, launchctl().await)?,
@@ -163,10 +188,7 @@ impl Service {
     pub(super) async fn observe(&self, siblings: Siblings) -> Result<Observed, CliError> {
         match self {
             Service::Systemd { unit, bus } => {
-                Ok(
-                    systemd_observed::observe(&unit.profile, unit.scope, bus.as_ref(), siblings)
-                        .await?,
-                )
+                Ok(systemd_observed::observe(unit, bus.as_ref(), siblings).await?)
             }
             Service::Launchd {
                 agent,
@@ -225,7 +247,7 @@ impl Service {
     pub(super) async fn run_job(&self, job: Job) -> Result<String, CliError> {
         match self {
             Service::Systemd { unit, bus } => {
-                let name = unit.profile.unit_name();
+                let name = unit.unit_name();
                 let bus = bus
                     .as_ref()
                     .expect("connected: lifecycle commands have no dry run");

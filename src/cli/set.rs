@@ -5,6 +5,7 @@ use super::apply::edit_job;
 use super::args::{SetArgs, UnsetArgs};
 use super::error::{usage, CliError};
 use super::validate::{parse_profile, set_pairs};
+use crate::service::role::Role;
 use crate::service::settings::Directive;
 use crate::systemd::escape;
 
@@ -14,6 +15,7 @@ pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
     edit_job(
         &args.unit.profile,
         &args.unit.scope,
+        (Role::Gateway, false),
         args.output.output(),
         "updated",
         |service, observed| service.plan_set(&settings, observed, !args.no_restart),
@@ -31,6 +33,7 @@ pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
     edit_job(
         &args.unit.profile,
         &args.unit.scope,
+        (Role::Gateway, false),
         args.output.output(),
         "updated",
         |service, observed| service.plan_unset(&args.keys, observed, !args.no_restart),

@@ -3,9 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
-use super::args::UnitSource;
+use super::args::{AgentKind, UnitSource};
 use super::error::{usage, CliError};
 use crate::profile::{Profile, ProfileName};
+use crate::service::role::Role;
 use crate::service::settings::Settings;
 use crate::service::settings::{Directive, MAX_SECONDS};
 use crate::systemd::dropin;
@@ -78,6 +79,7 @@ pub(super) fn unit_spec(src: &UnitSource) -> Result<UnitSpec, CliError> {
         scope,
         exec,
         run_as: src.run_as.clone(),
+        role: crate::service::role::Role::Gateway,
     };
     // Render once now, so bad values are usage errors before anything is touched.
     spec.render().map_err(|e| usage(e.to_string()))?;
@@ -90,15 +92,55 @@ pub(super) fn exec_path(exec: Option<&Path>) -> Result<PathBuf, CliError> {
         Some(p) => p.to_owned(),
         None => std::env::current_exe().map_err(CliError::CurrentExe)?,
     };
-    check_executable(&exec)?;
+    check_executable("--exec", &exec)?;
     Ok(exec)
 }
 
-fn check_executable(path: &Path) -> Result<(), CliError> {
+/// The role of `install --agent hermes`: the `hermes` program (`--agent-exec`, else the first
+/// on PATH), for a profile whose gateway serves the Relay it will dial.
+pub(super) fn agent_role(
+    kind: AgentKind,
+    exec: Option<&Path>,
+    profile: &Profile,
+) -> Result<Role, CliError> {
+    let AgentKind::Hermes = kind;
+    let config = profile.config_file();
+    let relay = crate::config::load::<crate::platform::Protocol>(&config)
+        .map_err(|e| usage(format!("--agent hermes: {e}")))?
+        .agent
+        .is_some_and(|a| matches!(a.bridge, crate::config::Bridge::HermesRelay { .. }));
+    if !relay {
+        return Err(usage(format!(
+            "--agent hermes: Hermes dials the gateway's Relay, which {} does not serve; add\n[agent]\nkind = \"hermes-relay\"\nto it first (docs/agent.md)",
+            config.display()
+        )));
+    }
+    let hermes = match exec {
+        Some(p) => p.to_owned(),
+        None => on_path("hermes").ok_or_else(|| {
+            usage("--agent hermes: no `hermes` on PATH; install it (pip install hermes-agent==0.19.0) or give --agent-exec PATH")
+        })?,
+    };
+    check_executable("--agent-exec", &hermes)?;
+    Ok(Role::Agent { hermes })
+}
+
+/// The first executable file called `name` in the directories of `PATH`.
+fn on_path(name: &str) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+fn check_executable(flag: &str, path: &Path) -> Result<(), CliError> {
     use std::os::unix::fs::PermissionsExt;
     if !path.is_absolute() {
         return Err(usage(format!(
-            "--exec {}: must be an absolute path",
+            "{flag} {}: must be an absolute path",
             path.display()
         )));
     }
@@ -106,17 +148,17 @@ fn check_executable(path: &Path) -> Result<(), CliError> {
     // there can only end in a unit that fails with 203/EXEC.
     if path.to_string_lossy().contains('$') {
         return Err(usage(format!(
-            "--exec {}: systemd cannot run a program whose path contains '$'; move or link it elsewhere",
+            "{flag} {}: systemd cannot run a program whose path contains '$'; move or link it elsewhere",
             path.display()
         )));
     }
     match std::fs::metadata(path) {
         Ok(m) if m.is_file() && m.permissions().mode() & 0o111 != 0 => Ok(()),
         Ok(_) => Err(usage(format!(
-            "--exec {}: not an executable file",
+            "{flag} {}: not an executable file",
             path.display()
         ))),
-        Err(e) => Err(usage(format!("--exec {}: {e}", path.display()))),
+        Err(e) => Err(usage(format!("{flag} {}: {e}", path.display()))),
     }
 }
 

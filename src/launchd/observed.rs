@@ -6,11 +6,12 @@
 use std::path::{Path, PathBuf};
 
 use crate::launchd::launchctl::{Launchctl, LaunchctlError, Service};
-use crate::launchd::plist::{self, Job, LaunchAgent, Overrides, FILE_SUFFIX};
+use crate::launchd::plist::{self, Job, LaunchAgent, FILE_SUFFIX};
 use crate::profile::{default_hermes_home, Profile};
 use crate::service::observed::{
     self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, ReadError, Siblings,
 };
+use crate::service::role::Role;
 use crate::service::served_profile::served_profile;
 
 #[derive(Debug, thiserror::Error)]
@@ -44,12 +45,14 @@ pub(crate) async fn observe(
 ) -> Result<Observed, LaunchdObserveError> {
     let label = agent.label();
     let path = agents.join(format!("{label}{FILE_SUFFIX}"));
-    let settings_path = Overrides::path(&agent.profile);
+    let settings_path = agent.overrides_path();
     let temp_prefixes = [
         format!(".{label}{FILE_SUFFIX}.tmp."),
         format!(".{}.tmp.", plist::OVERRIDES_FILE),
     ];
-    let mut stale_temp_files: Vec<PathBuf> = [agents, agent.profile.home().as_path()]
+    let home = agent.profile.home();
+    let settings_dir = settings_path.parent().unwrap_or(&home);
+    let mut stale_temp_files: Vec<PathBuf> = [agents, settings_dir]
         .into_iter()
         .flat_map(|dir| std::fs::read_dir(dir).into_iter().flatten())
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -79,7 +82,9 @@ pub(crate) async fn observe(
     if let Some(launchctl) = launchctl {
         observed.job = Some(job_view(&launchctl.status(&observed.name).await?));
     }
-    if siblings == Siblings::Find {
+    // Other gateway jobs serving the profile conflict with its gateway; its agent's job sits
+    // beside them by design.
+    if siblings == Siblings::Find && agent.role == Role::Gateway {
         observed.foreign =
             foreign_agents(agents, &agent.profile, &observed.path, launchctl).await?;
     }

@@ -57,13 +57,16 @@ use std::path::{Path, PathBuf};
 use plist::{Dictionary, Value};
 
 use crate::profile::{Profile, ProfileName};
+use crate::service::role::Role;
 
 pub use header::{body, provenance};
 pub use job::{Job, JobError};
 pub use overrides::{Overrides, OverridesError, OVERRIDES_FILE};
 
-/// Every label of ours starts with this; the profile name follows.
+/// Every gateway label of ours starts with this; the profile name follows.
 pub const LABEL_PREFIX: &str = "ai.hermes.gateway.";
+/// The agent's job beside a profile's gateway: `ai.hermes.agent.<profile>`.
+pub const AGENT_LABEL_PREFIX: &str = "ai.hermes.agent.";
 /// launchd.plist(5): "property list files are expected to have their name end in .plist".
 pub const FILE_SUFFIX: &str = ".plist";
 /// Where a user's agents live, relative to the home directory.
@@ -123,6 +126,8 @@ pub struct LaunchAgent {
     pub throttle_interval: u64,
     /// Passed to the gateway as [`WATCHDOG_ENV`] when set.
     pub watchdog_sec: Option<u64>,
+    /// The gateway's job, or the agent's beside it (`ai.hermes.agent.<profile>`).
+    pub role: Role,
 }
 
 /// `ai.hermes.gateway.<profile>`.
@@ -197,16 +202,36 @@ impl LaunchAgent {
             env: BTreeMap::new(),
             throttle_interval: THROTTLE_INTERVAL_SEC,
             watchdog_sec: None,
+            role: Role::Gateway,
         }
     }
 
+    /// The same job for another role.
+    pub fn with_role(self, role: Role) -> Self {
+        Self { role, ..self }
+    }
+
     pub fn label(&self) -> String {
-        label(self.profile.name())
+        match self.role {
+            Role::Gateway => label(self.profile.name()),
+            Role::Agent { .. } => format!("{AGENT_LABEL_PREFIX}{}", self.profile.name()),
+        }
     }
 
     /// Where this agent's file goes for the user whose home directory is `home_dir`.
     pub fn path(&self, home_dir: &Path) -> PathBuf {
-        path(home_dir, self.profile.name())
+        home_dir
+            .join(AGENTS_DIR)
+            .join(format!("{}{FILE_SUFFIX}", self.label()))
+    }
+
+    /// Where `set` keeps this job's settings: the gateway's in the profile home, the agent's
+    /// (which `set` never changes) beside its relay secret.
+    pub fn overrides_path(&self) -> PathBuf {
+        match self.role {
+            Role::Gateway => Overrides::path(&self.profile),
+            Role::Agent { .. } => self.profile.home().join("agent").join(OVERRIDES_FILE),
+        }
     }
 
     /// The argv the job runs: always an explicit `--profile`, never `--replace`.
@@ -214,24 +239,34 @@ impl LaunchAgent {
         if !self.program.is_absolute() {
             return Err(RenderError::RelativeProgram(self.program.clone()));
         }
-        Ok(vec![
-            path_value("the program path", &self.program)?,
-            Value::String("gateway".into()),
-            Value::String("run".into()),
-            Value::String("--profile".into()),
-            Value::String(self.profile.name().to_string()),
-        ])
+        let mut argv = vec![path_value("the program path", &self.program)?];
+        match (&self.role, self.role.args(self.profile.name())) {
+            (_, Some(args)) => argv.extend(
+                args.into_iter()
+                    .map(|a| checked("an argument", &a))
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            (Role::Agent { hermes }, None) => return Err(RenderError::NonUtf8Path(hermes.clone())),
+            (Role::Gateway, None) => unreachable!("the gateway's arguments are all UTF-8"),
+        }
+        Ok(argv)
     }
 
     /// `logs/gateway.out.log`: launchd opens it before it starts the program, and creates
     /// the directory when it can (a parent it cannot write ends the job with EX_CONFIG).
     pub fn stdout_path(&self) -> PathBuf {
-        stdout_path(&self.profile)
+        match self.role {
+            Role::Gateway => stdout_path(&self.profile),
+            Role::Agent { .. } => self.profile.logs_dir().join("agent.out.log"),
+        }
     }
 
     /// `logs/gateway.err.log`, where the gateway's log (it writes to stderr) goes.
     pub fn stderr_path(&self) -> PathBuf {
-        stderr_path(&self.profile)
+        match self.role {
+            Role::Gateway => stderr_path(&self.profile),
+            Role::Agent { .. } => self.profile.logs_dir().join("agent.err.log"),
+        }
     }
 
     /// `EnvironmentVariables`: `HERMES_HOME`, the manager marker, the watchdog if set, and the
@@ -282,7 +317,11 @@ impl LaunchAgent {
         keep_alive.insert("SuccessfulExit".into(), Value::Boolean(false));
         d.insert("KeepAlive".into(), Value::Dictionary(keep_alive));
         d.insert("ThrottleInterval".into(), int(self.throttle_interval));
-        d.insert("ExitTimeOut".into(), int(EXIT_TIMEOUT_SEC));
+        let exit_timeout = match self.role {
+            Role::Gateway => EXIT_TIMEOUT_SEC,
+            Role::Agent { .. } => crate::systemd::unit_file::AGENT_TIMEOUT_STOP_SEC,
+        };
+        d.insert("ExitTimeOut".into(), int(exit_timeout));
         d.insert("ProcessType".into(), Value::String(PROCESS_TYPE.into()));
         d.insert(
             "LimitLoadToSessionType".into(),

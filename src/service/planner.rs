@@ -188,8 +188,8 @@ fn plan_cleanup(plan: &mut Plan, observed: &Observed) {
 /// After file changes: reload, and restart the job if (and only if) it is running, either
 /// because the files change now or because the running gateway started before they last
 /// changed (an earlier run was killed between writing and restarting).
-fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool) {
-    if plan.changes_files() || observed.needs_reload() {
+fn plan_apply_changes(plan: &mut Plan, observed: &Observed, restart: bool, reload: bool) {
+    if plan.changes_files() || observed.needs_reload() || reload {
         plan.push(Step::Reload);
     }
     let stale = observed.running_stale();
@@ -288,12 +288,15 @@ pub(crate) fn plan_install<D: Definition>(
     plan_settings(&mut plan, observed, &mut settings)?;
     plan_cleanup(&mut plan, observed);
 
-    plan_apply_changes(&mut plan, observed, true);
-    if !observed.enabled() {
+    // Enabling links the job into what wants it (the agent's into its gateway's `.wants/`),
+    // which the manager reads only on a reload, as `systemctl enable` reloads after it.
+    let enable = !observed.enabled();
+    if enable {
         plan.push(Step::Enable {
             unit: observed.name.clone(),
         });
     }
+    plan_apply_changes(&mut plan, observed, true, enable);
     if req.start && !observed.active() {
         plan.push(Step::Start {
             unit: observed.name.clone(),
@@ -384,7 +387,7 @@ fn plan_settings_edit<D: Definition>(
     }
     plan_settings(&mut plan, observed, &mut settings)?;
     plan_cleanup(&mut plan, observed);
-    plan_apply_changes(&mut plan, observed, restart);
+    plan_apply_changes(&mut plan, observed, restart, false);
     Ok(plan)
 }
 

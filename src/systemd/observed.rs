@@ -8,9 +8,11 @@ use crate::profile::Profile;
 use crate::service::observed::{
     self, mtime, stale_temp, sticky_profile, ForeignUnit, JobView, Observed, ReadError, Siblings,
 };
+use crate::service::role::Role;
 use crate::service::served_profile::served_profile;
 use crate::systemd::dropin::DROPIN_NAME;
 use crate::systemd::scope::Scope;
+use crate::systemd::unit_file::UnitSpec;
 use crate::systemd::{Systemd, SystemdError, UnitProperties};
 
 /// Unit names that gateway units have been given, by us and by older tools.
@@ -47,12 +49,12 @@ pub(crate) enum ObserveError {
 }
 
 pub(crate) async fn observe(
-    profile: &Profile,
-    scope: Scope,
+    unit: &UnitSpec,
     systemd: Option<&Systemd>,
     siblings: Siblings,
 ) -> Result<Observed, ObserveError> {
-    let unit_name = profile.unit_name();
+    let (profile, scope) = (&unit.profile, unit.scope);
+    let unit_name = unit.unit_name();
     let unit_dir = scope.unit_dir().ok_or(ObserveError::NoUnitDir(scope))?;
     let unit_path = unit_dir.join(&unit_name);
     let dropin_dir = unit_dir.join(format!("{unit_name}.d"));
@@ -108,7 +110,9 @@ pub(crate) async fn observe(
     };
     if let Some(systemd) = systemd {
         observed.job = Some(job_view(&systemd.properties(&observed.name).await?));
-        if siblings == Siblings::Find {
+        // Other gateway units serving the profile conflict with its gateway; its agent's
+        // unit sits beside them by design.
+        if siblings == Siblings::Find && unit.role == Role::Gateway {
             observed.foreign = foreign_units(systemd, profile, &observed.name).await?;
         }
     }

@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 
 use crate::profile::Profile;
 use crate::service::definition::Provenance;
+use crate::service::role::Role;
 use crate::systemd::escape::{self, EscapeError};
 use crate::systemd::scope::Scope;
 
@@ -19,6 +20,8 @@ pub(crate) const WATCHDOG_SEC: u64 = 30;
 pub(crate) const RESTART_SEC: u64 = 5;
 /// Longer than the gateway's own drain timeout, so a drain is never cut short by SIGKILL.
 pub(crate) const TIMEOUT_STOP_SEC: u64 = 30;
+/// Hermes drains its running turns on SIGTERM; its own units give it a minute.
+pub(crate) const AGENT_TIMEOUT_STOP_SEC: u64 = 60;
 /// A crash loop of this many starts inside the interval ends in a visible `failed` state.
 pub(crate) const START_LIMIT_BURST: u32 = 5;
 pub(crate) const START_LIMIT_INTERVAL_SEC: u64 = 300;
@@ -42,6 +45,8 @@ pub enum RenderError {
     BadUser(String),
     #[error("{0}: systemd ignores an EnvironmentFile= path with a '..' in it, and the gateway would start without its .env; give HERMES_HOME without '..'")]
     ParentDirInPath(PathBuf),
+    #[error("the relay secret's path {path} cannot be a credential: {why}; give HERMES_HOME another path")]
+    CredentialPath { path: String, why: &'static str },
     #[error("failed to render template")]
     Template(#[from] askama::Error),
 }
@@ -55,6 +60,8 @@ pub struct UnitSpec {
     pub exec: PathBuf,
     /// `User=` for system-scope units.
     pub run_as: Option<String>,
+    /// The gateway's unit, or the agent's beside it.
+    pub role: Role,
 }
 
 /// Root's token-lock directory under `/run` (see `gateway::token_lock`).
@@ -85,6 +92,23 @@ struct Body<'a> {
     wanted_by: &'a str,
 }
 
+/// The agent's unit: Hermes beside the gateway, bound to it.
+#[derive(Template)]
+#[template(path = "agent.unit", escape = "none")]
+struct AgentBody<'a> {
+    profile: &'a str,
+    gateway: String,
+    exec_start: String,
+    hermes_home: String,
+    user: Option<&'a str>,
+    /// The relay secret's path, for `LoadCredential=`.
+    secret: String,
+    restart_sec: u64,
+    timeout_stop_sec: u64,
+    start_limit_interval_sec: u64,
+    start_limit_burst: u32,
+}
+
 #[derive(Template)]
 #[template(path = "header.unit", escape = "none")]
 struct Header<'a> {
@@ -92,6 +116,8 @@ struct Header<'a> {
     profile: &'a str,
     scope_flag: &'a str,
     unit: &'a str,
+    /// Whether `hermes-svc set` edits this unit's drop-in (the gateway's; not the agent's).
+    settable: bool,
     hash: &'a str,
 }
 
@@ -114,13 +140,20 @@ fn valid_user(user: &str) -> bool {
 impl UnitSpec {
     /// The argv the unit runs: always an explicit `--profile`, never `--replace`.
     pub(crate) fn argv(&self) -> Result<Vec<String>, RenderError> {
-        Ok(vec![
-            path_str(&self.exec)?.to_owned(),
-            "gateway".into(),
-            "run".into(),
-            "--profile".into(),
-            self.profile.name().to_string(),
-        ])
+        let mut argv = vec![path_str(&self.exec)?.to_owned()];
+        match self.role.args(self.profile.name()) {
+            Some(args) => argv.extend(args),
+            None => match &self.role {
+                Role::Agent { hermes } => return Err(RenderError::NonUtf8Path(hermes.clone())),
+                Role::Gateway => unreachable!("the gateway's arguments are all UTF-8"),
+            },
+        }
+        Ok(argv)
+    }
+
+    /// The unit's name: `hermes-gateway-P.service` or `hermes-agent-P.service`.
+    pub fn unit_name(&self) -> String {
+        self.role.unit_name(self.profile.name())
     }
 
     /// The runtime directory a system unit's token locks live in, which systemd creates owned
@@ -158,14 +191,36 @@ impl UnitSpec {
             return Err(RenderError::ParentDirInPath(env_file));
         }
         let profile = self.profile.name().as_str();
-        let body = Body {
+        let body = match &self.role {
+            Role::Gateway => self.gateway_body(&env_file)?,
+            Role::Agent { .. } => self.agent_body()?,
+        };
+        // The blank line after the header belongs to the hashed body, so the body is exactly
+        // what follows the hash line.
+        let body = format!("\n{body}\n");
+        let hash = body_hash(&body);
+        let header = Header {
+            version: env!("CARGO_PKG_VERSION"),
+            profile,
+            scope_flag: self.scope.systemctl_flag(),
+            unit: &self.unit_name(),
+            settable: self.role == Role::Gateway,
+            hash: &hash,
+        }
+        .render()?;
+        Ok(format!("{header}\n{body}"))
+    }
+
+    fn gateway_body(&self, env_file: &Path) -> Result<String, RenderError> {
+        let profile = self.profile.name().as_str();
+        Ok(Body {
             profile,
             exec_start: escape::exec_line(&self.argv()?)?,
             hermes_home: escape::env_assignment(
                 "HERMES_HOME",
                 path_str(self.profile.hermes_home())?,
             )?,
-            env_file: escape::value("EnvironmentFile", path_str(&env_file)?)?,
+            env_file: escape::value("EnvironmentFile", path_str(env_file)?)?,
             user: self.run_as.as_deref(),
             read_write_home: match self.scope {
                 Scope::System => Some(escape::path_word(path_str(&self.profile.home())?)?),
@@ -188,20 +243,36 @@ impl UnitSpec {
             memory_max: MEMORY_MAX,
             wanted_by: self.scope.wanted_by(),
         }
-        .render()?;
-        // The blank line after the header belongs to the hashed body, so the body is exactly
-        // what follows the hash line.
-        let body = format!("\n{body}\n");
-        let hash = body_hash(&body);
-        let header = Header {
-            version: env!("CARGO_PKG_VERSION"),
-            profile,
-            scope_flag: self.scope.systemctl_flag(),
-            unit: &self.profile.unit_name(),
-            hash: &hash,
+        .render()?)
+    }
+
+    /// The agent's body: no sandbox beyond the umask, since Hermes runs the tools its user
+    /// gives it (a shell among them), which a sandbox made for the gateway would break.
+    fn agent_body(&self) -> Result<String, RenderError> {
+        let secret = crate::agent::secret::path(&self.profile);
+        let secret = path_str(&secret)?;
+        if let Some(why) = crate::systemd::dropin::credential_path(secret) {
+            return Err(RenderError::CredentialPath {
+                path: secret.to_owned(),
+                why,
+            });
         }
-        .render()?;
-        Ok(format!("{header}\n{body}"))
+        Ok(AgentBody {
+            profile: self.profile.name().as_str(),
+            gateway: Role::Gateway.unit_name(self.profile.name()),
+            exec_start: escape::exec_line(&self.argv()?)?,
+            hermes_home: escape::env_assignment(
+                "HERMES_HOME",
+                path_str(self.profile.hermes_home())?,
+            )?,
+            user: self.run_as.as_deref(),
+            secret: secret.to_owned(),
+            restart_sec: RESTART_SEC,
+            timeout_stop_sec: AGENT_TIMEOUT_STOP_SEC,
+            start_limit_interval_sec: START_LIMIT_INTERVAL_SEC,
+            start_limit_burst: START_LIMIT_BURST,
+        }
+        .render()?)
     }
 }
 
@@ -249,6 +320,7 @@ mod tests {
             scope,
             exec: "/usr/local/bin/hermes-svc".into(),
             run_as: run_as.map(str::to_owned),
+            role: crate::service::role::Role::Gateway,
         }
     }
 

@@ -195,17 +195,7 @@ impl Rig {
     fn hermes_home(&self) -> PathBuf {
         let home = self.home.path().join("hermes-home");
         fs::create_dir_all(&home).unwrap();
-        let config = format!(
-            "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{}/v1\n\
-             \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n\
-             platform_toolsets: {{relay: [], api_server: []}}\n\
-             security: {{tirith_enabled: false}}\n\
-             display: {{busy_ack_enabled: false}}\n\
-             gateway:\n  delivery_ledger: false\n  api_server:\n    max_concurrent_runs: 2\n\
-             onboarding:\n  profile_build: \"off\"\n  seen: {{profile_build_offered: true, busy_input_prompt: true}}\n",
-            self.model_port()
-        );
-        fs::write(home.join("config.yaml"), config).unwrap();
+        fs::write(home.join("config.yaml"), config_yaml(self.model_port())).unwrap();
         home
     }
 
@@ -303,10 +293,25 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(25)..].join("\n")
 }
 
+/// Hermes's config.yaml: the fake model on `model_port`, no tools, no busy answers, no
+/// delivery ledger (docs/agent.md says why each).
+pub(crate) fn config_yaml(model_port: u16) -> String {
+    format!(
+        "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{}/v1\n\
+         \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n\
+         platform_toolsets: {{relay: [], api_server: []}}\n\
+         security: {{tirith_enabled: false}}\n\
+         display: {{busy_ack_enabled: false}}\n\
+         gateway:\n  delivery_ledger: false\n  api_server:\n    max_concurrent_runs: 2\n\
+         onboarding:\n  profile_build: \"off\"\n  seen: {{profile_build_offered: true, busy_input_prompt: true}}\n",
+    model_port
+    )
+}
+
 pub(crate) const API_KEY: &str = "ha-api-key-0123456789abcdef";
 
 /// The fake model, on a port it picks; its request log goes to `log`.
-fn start_model(log: &Path) -> (Child, u16) {
+pub(crate) fn start_model(log: &Path) -> (Child, u16) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/hermes/fake_llm.py");
     let mut child = Command::new(venv().join("bin/python"))
         .arg(script)

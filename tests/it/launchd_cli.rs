@@ -441,3 +441,49 @@ fn a_credential_is_refused_under_launchd_and_nothing_is_touched() {
     assert!(mac.take_calls().is_empty());
     assert!(!mac.plist("coder").exists());
 }
+
+/// `install --agent hermes` under launchd: a second job, `ai.hermes.agent.<profile>`, running
+/// `hermes-svc agent run` with the profile and the Hermes program, logging beside the
+/// gateway's; `uninstall` takes both away.
+#[test]
+fn the_agent_job_is_installed_beside_the_gateway_and_uninstalled_with_it() {
+    let mac = Mac::new();
+    let home = mac.home.path().join(".hermes/profiles/coder");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join("gateway.toml"),
+        "[agent]\nkind = \"hermes-relay\"\n",
+    )
+    .unwrap();
+    let hermes = mac.home.path().join("hermes");
+    std::fs::write(&hermes, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&hermes, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let hermes = hermes.to_str().unwrap();
+    mac.ok(&[
+        "install",
+        "--profile",
+        "coder",
+        "--agent",
+        "hermes",
+        "--agent-exec",
+        hermes,
+    ]);
+    let agent = mac.agents().join("ai.hermes.agent.coder.plist");
+    let job = hermes_svc::launchd::plist::Job::parse(&std::fs::read(&agent).unwrap()).unwrap();
+    assert_eq!(job.label.as_deref(), Some("ai.hermes.agent.coder"));
+    assert_eq!(
+        &job.arguments[1..],
+        ["agent", "run", "--profile", "coder", "--hermes", hermes]
+    );
+    let calls = mac.take_calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| c == &format!("bootstrap gui/0 {}", agent.display())),
+        "{calls:?}"
+    );
+    assert!(mac.loaded("ai.hermes.agent.coder") && mac.loaded(LABEL));
+    mac.ok(&["uninstall", "--profile", "coder"]);
+    assert!(!agent.exists() && !mac.plist("coder").exists());
+    assert!(!mac.loaded("ai.hermes.agent.coder") && !mac.loaded(LABEL));
+}

@@ -3,6 +3,7 @@
 mod adapter;
 mod adapter_rig;
 mod adapter_send;
+mod agent_unit;
 mod api;
 mod api_cli;
 mod api_load;

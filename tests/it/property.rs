@@ -212,6 +212,7 @@ fn write_case(
         scope: Scope::User,
         exec: PathBuf::from(&case.exec),
         run_as: None,
+        role: hermes_svc::service::role::Role::Gateway,
     };
     let dropin = DropIn {
         env: case.env.clone(),

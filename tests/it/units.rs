@@ -16,6 +16,7 @@ fn sample(scope: Scope, run_as: Option<&str>, home: &str) -> String {
         scope,
         exec: "/usr/local/bin/hermes-svc".into(),
         run_as: run_as.map(str::to_owned),
+        role: hermes_svc::service::role::Role::Gateway,
     }
     .render()
     .unwrap()
@@ -71,6 +72,7 @@ fn rendered_units_pass_systemd_analyze_verify() {
             scope,
             exec: exe.into(),
             run_as: run_as.map(str::to_owned),
+            role: hermes_svc::service::role::Role::Gateway,
         }
         .render()
         .unwrap();

@@ -128,6 +128,7 @@ pub(crate) fn rendered(p: &str) -> String {
         scope: Scope::User,
         exec: "/usr/bin/hermes-svc".into(),
         run_as: None,
+        role: crate::service::role::Role::Gateway,
     }
     .render()
     .unwrap()

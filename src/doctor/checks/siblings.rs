@@ -214,6 +214,7 @@ fn migrate_steps(u: &UnitSnap, profile: &ProfileName, now: u64) -> Option<Vec<St
             scope,
             exec: PathBuf::from("/usr/bin/hermes-svc"),
             run_as: None,
+            role: crate::service::role::Role::Gateway,
         },
         settings: Settings::default(),
         start: false,

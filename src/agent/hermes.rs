@@ -1,0 +1,245 @@
+//! Hermes in the agent unit (`install --agent hermes`): the environment Hermes's own gateway
+//! runs with, made from the profile and checked, for `hermes-svc agent run` to exec.
+//!
+//! Hermes never holds a platform: the gateway is the one program connected to each platform,
+//! and two pollers on one Telegram token is the first field report again. So every variable
+//! Hermes's own adapters read a platform credential from is left out of its environment, and
+//! a Hermes home whose `.env` names one is refused (Hermes loads `$HERMES_HOME/.env` over its
+//! environment). Hermes's home for a profile is its own directory, `PROFILE_HOME/agent/hermes`,
+//! never the profile home, whose `.env` holds the gateway's secrets.
+
+use std::path::{Path, PathBuf};
+
+use crate::agent::secret;
+use crate::bounded_read::{Owner, ReadError};
+use crate::config::{self, Bridge, ConfigError};
+use crate::profile::Profile;
+
+/// The variables Hermes 0.19.0's own adapters read a platform's credential from
+/// (`gateway/config.py`), by Hermes's platform name, for the platforms a hermes-svc gateway
+/// holds. Hermes reads others (WhatsApp, Signal, ...) for platforms hermes-svc does not serve.
+pub const PLATFORM_CREDENTIALS: [(&str, &[&str]); 7] = [
+    ("telegram", &["TELEGRAM_BOT_TOKEN"]),
+    ("discord", &["DISCORD_BOT_TOKEN"]),
+    ("feishu", &["FEISHU_APP_ID", "FEISHU_APP_SECRET"]),
+    ("qqbot", &["QQ_APP_ID", "QQ_CLIENT_SECRET"]),
+    ("weixin", &["WEIXIN_TOKEN", "WEIXIN_ACCOUNT_ID"]),
+    ("slack", &["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"]),
+    ("matrix", &["MATRIX_ACCESS_TOKEN", "MATRIX_PASSWORD"]),
+];
+
+fn is_platform_credential(name: &str) -> bool {
+    PLATFORM_CREDENTIALS
+        .iter()
+        .any(|(_, names)| names.contains(&name))
+}
+
+/// Hermes's home for `profile`: its config.yaml (the model) and its own `.env` (the model's
+/// key, never a platform's).
+pub fn home(profile: &Profile) -> PathBuf {
+    profile.home().join("agent").join("hermes")
+}
+
+/// Where the agent unit's `LoadCredential=relay-secret:` puts the secret.
+const CREDENTIAL: &str = "relay-secret";
+
+/// Why Hermes is not started. [`LaunchError::is_temporary`] ones are worth a restart.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{}: the agent unit runs Hermes against the gateway's Relay, which this file does not serve; add\n[agent]\nkind = \"hermes-relay\"\nor uninstall the agent (hermes-svc uninstall removes both units)", config.display())]
+    NotRelay { config: PathBuf },
+    #[error(transparent)]
+    Secret(#[from] secret::SecretError),
+    #[error("the relay secret {} does not exist yet: the gateway makes it when it starts with [agent] kind = \"hermes-relay\"", path.display())]
+    NoSecret { path: PathBuf },
+    #[error("{}: {key} is a platform credential, and Hermes would connect the platform itself beside the gateway (two sessions on one token); remove it from this file: the gateway holds the platforms, Hermes only its Relay", file.display())]
+    PlatformCredential { file: PathBuf, key: String },
+    #[error("cannot read Hermes's .env")]
+    EnvFile(#[from] ReadError),
+    #[error("cannot create Hermes's home {}", path.display())]
+    Home {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl LaunchError {
+    /// The secret appears once the gateway has started: worth trying again. Everything else
+    /// needs a person.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, LaunchError::NoSecret { .. })
+    }
+}
+
+/// Hermes, ready to be exec'd.
+#[derive(Debug)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub args: [&'static str; 3],
+    /// Set in Hermes's environment.
+    pub set: Vec<(String, String)>,
+    /// Left out of Hermes's environment.
+    pub remove: Vec<String>,
+    /// The Relay's port, which the gateway listens on before its READY=1.
+    pub port: u16,
+}
+
+/// What Hermes runs with for `profile`, given the process's own environment `env` and, under
+/// systemd, `credentials` (`$CREDENTIALS_DIRECTORY`).
+pub fn prepare(
+    profile: &Profile,
+    hermes: &Path,
+    env: impl Iterator<Item = (String, String)>,
+    credentials: Option<&Path>,
+) -> Result<Launch, LaunchError> {
+    let config_path = profile.config_file();
+    let config = config::load::<crate::platform::Protocol>(&config_path)?;
+    let port = match config.agent.map(|a| a.bridge) {
+        Some(Bridge::HermesRelay { port }) => port,
+        _ => {
+            return Err(LaunchError::NotRelay {
+                config: config_path,
+            })
+        }
+    };
+    let secret = read_secret(profile, credentials)?;
+    let home = home(profile);
+    create_home(&home)?;
+    let env_file = home.join(".env");
+    if let Some(text) = crate::env_file::read(&env_file, Owner::SelfOrRoot)? {
+        let (vars, _) = crate::env_file::parse(&text);
+        if let Some((key, _)) = vars.iter().find(|(k, _)| is_platform_credential(k)) {
+            return Err(LaunchError::PlatformCredential {
+                file: env_file,
+                key: key.clone(),
+            });
+        }
+    }
+    let remove = env
+        .map(|(k, _)| k)
+        .filter(|k| is_platform_credential(k))
+        .collect();
+    let set = [
+        ("HERMES_HOME", home.display().to_string()),
+        ("GATEWAY_RELAY_URL", format!("http://127.0.0.1:{port}")),
+        ("GATEWAY_RELAY_ID", secret::relay_id(profile)),
+        ("GATEWAY_RELAY_SECRET", secret),
+        // No "no home channel" notice before each new chat's first answer.
+        ("RELAY_HOME_CHANNEL", "hermes-svc".to_owned()),
+        // Hermes's busy answer blocks its one reader for up to 30 s; the connector never sends
+        // a busy chat a message anyway.
+        ("HERMES_GATEWAY_BUSY_ACK_ENABLED", "false".to_owned()),
+        // The connector re-delivers an interrupted turn's message; Hermes must not answer it
+        // again by itself.
+        ("HERMES_AUTO_CONTINUE_FRESHNESS", "1".to_owned()),
+        // Restart pacing is the service manager's.
+        ("HERMES_GATEWAY_MAX_STARTS", "0".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    Ok(Launch {
+        program: hermes.to_owned(),
+        args: ["gateway", "run", "--external-supervisor"],
+        set,
+        remove,
+        port,
+    })
+}
+
+/// The secret from systemd's credential, else (launchd, a foreground run) from its file.
+fn read_secret(profile: &Profile, credentials: Option<&Path>) -> Result<String, LaunchError> {
+    let path = match credentials {
+        Some(dir) if dir.join(CREDENTIAL).exists() => dir.join(CREDENTIAL),
+        _ => secret::path(profile),
+    };
+    if !path.exists() {
+        return Err(LaunchError::NoSecret { path });
+    }
+    Ok(secret::load_or_create(&path)?)
+}
+
+fn create_home(home: &Path) -> Result<(), LaunchError> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(home)
+        .map_err(|source| LaunchError::Home {
+            path: home.to_owned(),
+            source,
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::ProfileName;
+
+    fn profile(dir: &Path) -> Profile {
+        Profile::new(ProfileName::parse("coder").unwrap(), dir.to_owned()).unwrap()
+    }
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    #[test]
+    fn hermes_gets_the_relay_and_no_platform_credential() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        write(
+            &p.config_file(),
+            "[agent]\nkind = \"hermes-relay\"\nport = 9123\n",
+        );
+        secret::load_or_create(&secret::path(&p)).unwrap();
+        let env = [
+            ("TELEGRAM_BOT_TOKEN", "x"),
+            ("PATH", "/usr/bin"),
+            ("FEISHU_APP_SECRET", "y"),
+        ]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()));
+        let launch = prepare(&p, Path::new("/bin/hermes"), env.into_iter(), None).unwrap();
+        assert_eq!(launch.remove, ["TELEGRAM_BOT_TOKEN", "FEISHU_APP_SECRET"]);
+        let set: std::collections::HashMap<_, _> = launch.set.iter().cloned().collect();
+        assert_eq!(set["GATEWAY_RELAY_URL"], "http://127.0.0.1:9123");
+        assert_eq!(set["GATEWAY_RELAY_ID"], "hermes-svc-coder");
+        assert_eq!(set["GATEWAY_RELAY_SECRET"].len(), 64);
+        assert_eq!(set["HERMES_HOME"], home(&p).display().to_string());
+        assert!(home(&p).is_dir(), "Hermes's home is made");
+    }
+
+    #[test]
+    fn a_platform_token_in_hermess_env_is_refused_by_name_not_value() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        write(&p.config_file(), "[agent]\nkind = \"hermes-relay\"\n");
+        secret::load_or_create(&secret::path(&p)).unwrap();
+        write(
+            &home(&p).join(".env"),
+            "OPENAI_API_KEY=sk-1\nDISCORD_BOT_TOKEN=dc-secret-value\n",
+        );
+        let err = prepare(&p, Path::new("/bin/hermes"), std::iter::empty(), None).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("DISCORD_BOT_TOKEN"), "{text}");
+        assert!(text.contains("agent/hermes/.env"), "{text}");
+        assert!(!text.contains("dc-secret-value"), "{text}");
+        assert!(!err.is_temporary());
+    }
+
+    #[test]
+    fn without_the_relay_or_its_secret_hermes_waits_or_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        write(&p.config_file(), "");
+        let err = prepare(&p, Path::new("/bin/hermes"), std::iter::empty(), None).unwrap_err();
+        assert!(matches!(err, LaunchError::NotRelay { .. }), "{err}");
+        write(&p.config_file(), "[agent]\nkind = \"hermes-relay\"\n");
+        let err = prepare(&p, Path::new("/bin/hermes"), std::iter::empty(), None).unwrap_err();
+        assert!(err.is_temporary(), "{err}");
+    }
+}
