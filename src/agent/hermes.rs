@@ -40,6 +40,90 @@ pub fn home(profile: &Profile) -> PathBuf {
     profile.home().join("agent").join("hermes")
 }
 
+/// What a Hermes home says about the platforms Hermes connects there: the platform
+/// credentials its `.env` names (by name: Hermes would connect those platforms when it starts),
+/// and the platforms its running gateway reports in `gateway_state.json`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    pub home: PathBuf,
+    /// `(platform, variable)` for each credential `.env` names.
+    pub env_credentials: Vec<(String, String)>,
+    /// `(platform, state)` for each platform a live Hermes reports other than its Relay and
+    /// API server, and not given up (`connected`, `connecting`, `retrying`, ...).
+    pub connecting: Vec<(String, String)>,
+    /// The live Hermes gateway's pid, when `gateway_state.json` names one that runs.
+    pub pid: Option<u32>,
+}
+
+impl Seen {
+    /// The platforms this Hermes connects or would connect, each once.
+    pub fn platforms(&self) -> Vec<&str> {
+        let mut all: Vec<&str> = self
+            .env_credentials
+            .iter()
+            .chain(&self.connecting)
+            .map(|(p, _)| p.as_str())
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all
+    }
+}
+
+/// Look at the Hermes home `home`: bounded reads, nothing written. `None` when it holds
+/// neither a `.env` nor a `gateway_state.json`.
+pub fn look(home: &Path) -> Option<Seen> {
+    let env_text = crate::env_file::read(&home.join(".env"), Owner::SelfRootOrDirectory)
+        .ok()
+        .flatten();
+    let state = crate::bounded_read::read_to_string(
+        &home.join("gateway_state.json"),
+        crate::bounded_read::LIMIT,
+        Owner::SelfRootOrDirectory,
+    )
+    .ok()
+    .flatten();
+    if env_text.is_none() && state.is_none() {
+        return None;
+    }
+    let env_credentials = env_text
+        .map(|t| crate::env_file::parse(&t).0)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, _)| {
+            let (platform, _) = PLATFORM_CREDENTIALS
+                .iter()
+                .find(|(_, names)| names.contains(&k.as_str()))?;
+            Some(((*platform).to_owned(), k))
+        })
+        .collect();
+    let state: serde_json::Value = state
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default();
+    let pid = state["pid"]
+        .as_u64()
+        .and_then(|p| u32::try_from(p).ok())
+        .filter(|p| *p > 0 && crate::process_probe::exists(*p));
+    let connecting = match (pid, state["platforms"].as_object()) {
+        (Some(_), Some(platforms)) => platforms
+            .iter()
+            .filter_map(|(name, p)| {
+                let state = p["state"].as_str().unwrap_or("unknown");
+                let given_up = matches!(state, "disconnected" | "stopped" | "fatal" | "failed");
+                let ours = matches!(name.as_str(), "relay" | "api_server" | "webhook" | "local");
+                (!given_up && !ours).then(|| (name.clone(), state.to_owned()))
+            })
+            .collect(),
+        _ => vec![],
+    };
+    Some(Seen {
+        home: home.to_owned(),
+        env_credentials,
+        connecting,
+        pid,
+    })
+}
+
 /// Where the agent unit's `LoadCredential=relay-secret:` puts the secret.
 const CREDENTIAL: &str = "relay-secret";
 

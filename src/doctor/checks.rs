@@ -57,7 +57,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 23] = [
+pub(crate) const CHECKS: [Check; 24] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -81,6 +81,7 @@ pub(crate) const CHECKS: [Check; 23] = [
     secrets::SECRET_IN_UNIT,
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
     on_homes!(agent::AGENT_IDLE),
+    on_homes!(agent::HERMES_HOLDS_PLATFORM),
 ];
 
 /// Every finding in `s`, in id order.

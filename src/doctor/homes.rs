@@ -127,6 +127,13 @@ pub(crate) struct ProfileSnap {
     /// How long messages may wait for the agent before it is a finding (`[agent] idle-alarm`),
     /// when the profile has an agent.
     pub(crate) agent_idle_alarm: Option<std::time::Duration>,
+    /// `(adapter, kind)` for every adapter in `gateway.toml`: the platforms its gateway holds.
+    pub(crate) held: Vec<(String, &'static str)>,
+    /// The Hermes homes of this profile that connect, or would connect, a platform themselves:
+    /// the agent unit's (its `.env` and its running gateway) and Hermes's own profile of the
+    /// same name, which is the profile home (its running gateway only: the `.env` there is the
+    /// gateway's).
+    pub(crate) hermes: Vec<crate::agent::hermes::Seen>,
 }
 
 /// Every profile home under `homes`, read for the profile checks. `main_pids` are the pids the
@@ -183,11 +190,31 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         .as_deref()
         .map(|t| crate::env_file::parse(t).0)
         .unwrap_or_default();
-    let config = config::load_with(&config_path, Owner::SelfRootOrDirectory);
+    let config =
+        config::load_with::<crate::platform::Protocol>(&config_path, Owner::SelfRootOrDirectory);
     let agent_idle_alarm = config
         .as_ref()
         .ok()
         .and_then(|c| c.agent.as_ref().map(|a| a.idle_alarm));
+    let held = config
+        .as_ref()
+        .map(|c| {
+            c.adapters
+                .iter()
+                .map(|a| (a.name.clone(), a.protocol.kind()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let hermes = [(crate::agent::hermes::home(p), true), (p.home(), false)]
+        .into_iter()
+        .filter_map(|(home, read_env)| {
+            let mut seen = crate::agent::hermes::look(&home)?;
+            if !read_env {
+                seen.env_credentials.clear();
+            }
+            (!seen.platforms().is_empty()).then_some(seen)
+        })
+        .collect();
     let (config_error, token_hashes, questions, secret_vars) = match config {
         Err(e) => (
             Some(redact(&crate::error_chain::one_line(&e), &vars)),
@@ -248,6 +275,8 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         secret_vars,
         lock_holder: locks.holder(&p.lock_file()),
         agent_idle_alarm,
+        held,
+        hermes,
     };
     (snap, questions)
 }

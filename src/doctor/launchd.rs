@@ -29,7 +29,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 15] = [
+pub(crate) const CHECKS: [LaunchdCheck; 16] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -45,6 +45,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 15] = [
     on_homes!(bot_account::PLATFORM_REFUSES),
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
     on_homes!(agent::AGENT_IDLE),
+    on_homes!(agent::HERMES_HOLDS_PLATFORM),
 ];
 
 /// Every finding in `s`, in id order.

@@ -12,6 +12,7 @@ use std::time::Duration;
 use hermes_svc::mock_platform::MockConfig;
 use serde_json::json;
 
+use crate::doctor::{doctor, findings};
 use crate::harness::{scratch_dir, wait_for, Manager};
 use crate::hermes_rig::{config_yaml, free_port, start_model, venv};
 use crate::mock_runtime::{mock_runtime, start_mock};
@@ -144,6 +145,15 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
         );
     }
 
+    // doctor: a Hermes that connects only its Relay is no finding (HSV024's near miss).
+    let hsv024 = |m: &Manager| -> Vec<serde_json::Value> {
+        findings(&doctor(m, &["--json"]))
+            .into_iter()
+            .filter(|f| f["id"] == "HSV024")
+            .collect()
+    };
+    assert_eq!(hsv024(m), Vec::<serde_json::Value>::new());
+
     // Stopped with the gateway: SIGTERM ends Hermes with 1, a clean stop.
     m.hermes_ok(&["stop", "--profile", PROFILE]);
     wait_for(Duration::from_secs(60), "the agent to stop", || {
@@ -173,6 +183,13 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
         "the refusal names the key and the file:\n{log}"
     );
     assert!(!log.contains(TOKEN), "never the value");
+    let found = hsv024(m);
+    assert_eq!(found.len(), 1, "{found:?}");
+    let text = found[0].to_string();
+    assert!(
+        text.contains("DISCORD_BOT_TOKEN") && text.contains("adapter dc") && !text.contains(TOKEN),
+        "{text}"
+    );
     fs::remove_file(agent_home.join(".env")).unwrap();
 
     // A Hermes that exits 75 is restarted: a stand-in program, since Hermes exits 75 only when

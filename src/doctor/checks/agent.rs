@@ -82,6 +82,83 @@ fn agent_idle(s: &Homes) -> Vec<Finding> {
     out
 }
 
+/// HSV024: a Hermes gateway of the profile connects a platform the profile's gateway holds.
+pub(crate) const HERMES_HOLDS_PLATFORM: Check<Homes> = Check {
+    id: "HSV024",
+    find: hermes_holds_platform,
+    fix: |p, f| {
+        p.skip(
+            f,
+            "Hermes's configuration is a person's: they remove the credential, then restart it",
+        )
+    },
+};
+
+fn hermes_holds_platform(s: &Homes) -> Vec<Finding> {
+    let mut out = vec![];
+    for p in &s.profiles {
+        for seen in &p.hermes {
+            for platform in seen.platforms() {
+                let adapters: Vec<&str> = p
+                    .held
+                    .iter()
+                    .filter(|(_, kind)| *kind == platform)
+                    .map(|(name, _)| name.as_str())
+                    .collect();
+                if adapters.is_empty() {
+                    continue;
+                }
+                let vars: Vec<&str> = seen
+                    .env_credentials
+                    .iter()
+                    .filter(|(p, _)| p == platform)
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                let running = seen
+                    .connecting
+                    .iter()
+                    .find(|(p, _)| p == platform)
+                    .map(|(_, state)| state.as_str());
+                let env_file = seen.home.join(".env");
+                let how = match (running, vars.is_empty()) {
+                    (Some(state), _) => format!(
+                        "its running gateway (pid {}) reports {platform} {state}",
+                        seen.pid.unwrap_or(0)
+                    ),
+                    (None, _) => format!(
+                        "{} in {} makes it connect {platform} when it starts",
+                        vars.join(", "),
+                        env_file.display()
+                    ),
+                };
+                let fix = if vars.is_empty() {
+                    format!(
+                        "remove the {platform} credential from that Hermes's environment and config, and restart it; it reaches {platform} through the gateway's [agent] (docs/agent.md)"
+                    )
+                } else {
+                    format!(
+                        "remove {} from {}, and restart that Hermes; it reaches {platform} through the gateway's [agent] (docs/agent.md)",
+                        vars.join(", "),
+                        env_file.display()
+                    )
+                };
+                out.push(profile_finding(
+                    HERMES_HOLDS_PLATFORM.id,
+                    Severity::Error,
+                    p,
+                    format!(
+                        "The Hermes agent at {} connects {platform} itself, which adapter {} of this gateway holds: {how}; two sessions of one bot answer twice or take each other's messages",
+                        seen.home.display(),
+                        adapters.join(", ")
+                    ),
+                    fix,
+                ));
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
@@ -144,5 +221,59 @@ mod tests {
         );
         assert!(agent_idle(&with_agent(true, Some(Duration::from_secs(60)))).is_empty());
         assert!(agent_idle(&with_agent(true, None)).is_empty());
+    }
+
+    fn with_hermes(seen: crate::agent::hermes::Seen) -> Homes {
+        let mut p = profile("coder");
+        p.held = vec![("tg".into(), "telegram"), ("dc".into(), "discord")];
+        p.hermes = vec![seen];
+        homes(&[], vec![p])
+    }
+
+    #[test]
+    fn hsv024_a_hermes_that_holds_a_platform_of_the_gateway() {
+        use crate::agent::hermes::Seen;
+        let home = std::path::PathBuf::from("/h/profiles/coder/agent/hermes");
+        let by_env = with_hermes(Seen {
+            home: home.clone(),
+            env_credentials: vec![("telegram".into(), "TELEGRAM_BOT_TOKEN".into())],
+            ..Seen::default()
+        });
+        let found = hermes_holds_platform(&by_env);
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].severity, Severity::Error);
+        assert!(
+            found[0].message.contains("adapter tg"),
+            "{}",
+            found[0].message
+        );
+        assert!(
+            found[0]
+                .fix
+                .contains("remove TELEGRAM_BOT_TOKEN from /h/profiles/coder/agent/hermes/.env"),
+            "{}",
+            found[0].fix
+        );
+        let running = with_hermes(Seen {
+            home: home.clone(),
+            connecting: vec![("discord".into(), "connected".into())],
+            pid: Some(77),
+            ..Seen::default()
+        });
+        let found = hermes_holds_platform(&running);
+        assert!(
+            found[0]
+                .message
+                .contains("pid 77) reports discord connected"),
+            "{}",
+            found[0].message
+        );
+        // A platform the gateway does not hold is Hermes's business.
+        let other = with_hermes(Seen {
+            home,
+            env_credentials: vec![("slack".into(), "SLACK_BOT_TOKEN".into())],
+            ..Seen::default()
+        });
+        assert!(hermes_holds_platform(&other).is_empty());
     }
 }
