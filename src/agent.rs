@@ -47,6 +47,25 @@ pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
     normaliser.message(e).filter(|m| !m.said.sender.is_bot)
 }
 
+/// How often a running turn asks for the platform's typing indicator again: within the
+/// shortest time one lasts (Telegram's 5 s); the outbox's worker sends it no more often than
+/// each platform needs.
+pub const TYPING_EVERY: Duration = Duration::from_secs(4);
+
+/// Show that the agent is working on `m`, where its platform has an indicator for that.
+pub fn typing(outbox: Option<&crate::gateway::outbox::Outbox>, m: &Message) {
+    if let (Some(outbox), Some(reply)) = (outbox, &m.reply) {
+        outbox.typing(&reply.adapter, &reply.target);
+    }
+}
+
+/// A tick every [`TYPING_EVERY`], for a select over the turns that are running.
+pub fn typing_ticks() -> tokio::time::Interval {
+    let mut ticks = tokio::time::interval(TYPING_EVERY);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticks
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum BridgeError {
     #[error("cannot listen for the agent on 127.0.0.1:{port}; set another [agent] port in {}", config.display())]

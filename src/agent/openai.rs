@@ -134,6 +134,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
     let mut chats: Chats<Pending> = Chats::default();
     let mut running: JoinSet<(String, String)> = JoinSet::new();
     let mut appended = b.appended.clone();
+    let mut typing = super::typing_ticks();
     loop {
         // Seen before reading, so that an append during the read wakes the wait.
         appended.borrow_and_update();
@@ -163,11 +164,17 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
         }
         for session in started {
             if let Some(p) = chats.in_turn(&session) {
+                super::typing(turns.outbox.as_deref(), &p.message);
                 running.spawn(turn(turns.clone(), session.clone(), p.clone()));
             }
         }
         b.link.waiting(b.feed.oldest_waiting());
         tokio::select! {
+            _ = typing.tick(), if !running.is_empty() => {
+                for (_, p) in chats.turns() {
+                    super::typing(turns.outbox.as_deref(), &p.message);
+                }
+            }
             Some(done) = running.join_next() => {
                 let (session, buffer) = done.map_err(|e| format!("an agent turn panicked: {e}"))?;
                 chats.end(&session);

@@ -329,6 +329,7 @@ async fn session(
         unread: true,
     };
     let mut lines = Lines::default();
+    let mut typing = super::typing_ticks();
     let end = loop {
         if s.platform.is_some() && !s.idle {
             // Seen before reading, so that an append during the read wakes the wait; one not
@@ -373,6 +374,11 @@ async fn session(
                 }
             }
             () = turn_over => s.give_up(Instant::now()),
+            _ = typing.tick(), if deadline.is_some() => {
+                for (_, d) in s.turns.turns() {
+                    super::typing(s.relay.outbox.as_deref(), &d.message);
+                }
+            }
             changed = appended.changed(), if s.platform.is_some() && !s.idle => {
                 s.unread = true;
                 if changed.is_err() {
@@ -536,6 +542,7 @@ impl Session<'_> {
             d.deadline = Some(deadline);
             self.seen.saw(&chat, &d.message);
             let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
+            super::typing(self.relay.outbox.as_deref(), &d.message);
             self.send(frame).await?;
         }
         self.relay.link.waiting(self.relay.feed.oldest_waiting());

@@ -20,7 +20,7 @@ pub(crate) mod message;
 mod tests;
 pub(crate) mod worker;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -211,6 +211,9 @@ pub struct Outbox {
     routes: HashMap<String, Route>,
     /// Bumped whenever a message is queued, so idle workers look again.
     changed: watch::Sender<u64>,
+    /// Targets, by adapter, where an agent's turn runs and the platform's typing indicator is
+    /// wanted: ephemeral, never journalled, shown by the adapter's worker between messages.
+    typing: Mutex<HashMap<String, BTreeSet<String>>>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -239,7 +242,40 @@ impl Outbox {
             synced: tokio::sync::Mutex::new(0),
             routes,
             changed: watch::Sender::new(0),
+            typing: Mutex::default(),
         })
+    }
+
+    /// Ask `adapter`'s worker to show the typing indicator in `target` (as `--to` spells it),
+    /// if its platform has one: an agent's turn runs there.
+    pub fn typing(&self, adapter: &str, target: &str) {
+        if !self.routes.contains_key(adapter) {
+            return;
+        }
+        let mut typing = self.typing.lock().unwrap_or_else(|p| p.into_inner());
+        if typing
+            .entry(adapter.to_owned())
+            .or_default()
+            .insert(target.to_owned())
+        {
+            drop(typing);
+            self.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// The targets where `adapter`'s typing indicator is wanted, forgotten as they are taken.
+    pub(crate) fn take_typing(&self, adapter: &str) -> BTreeSet<String> {
+        let mut typing = self.typing.lock().unwrap_or_else(|p| p.into_inner());
+        typing.remove(adapter).unwrap_or_default()
+    }
+
+    /// A message went to `target`: the platform clears the indicator there itself, and one
+    /// asked for before it would show typing after the answer.
+    pub(crate) fn typed(&self, adapter: &str, target: &str) {
+        let mut typing = self.typing.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(targets) = typing.get_mut(adapter) {
+            targets.remove(target);
+        }
     }
 
     fn err(&self, op: &'static str) -> impl FnOnce(io::Error) -> OutboxError + '_ {

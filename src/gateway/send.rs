@@ -64,6 +64,17 @@ pub trait Post: Send + Sync + 'static {
         &self,
         msg: &Outgoing<Self::Target>,
     ) -> impl Future<Output = (Answer, Option<Duration>)> + Send;
+
+    /// How long the platform shows a typing indicator after one request for it, when it has
+    /// one: an agent's turn asks for it again before it lapses.
+    const TYPING_LASTS: Option<Duration> = None;
+
+    /// Show that the bot is typing in `target`. Best effort: nothing is recorded and nothing
+    /// retried, and a platform without an indicator ([`Post::TYPING_LASTS`] `None`) does
+    /// nothing. Whether it worked, for the log.
+    fn typing(&self, _target: &Self::Target) -> impl Future<Output = Result<(), String>> + Send {
+        std::future::ready(Ok(()))
+    }
 }
 
 /// How a platform counts a text's length.

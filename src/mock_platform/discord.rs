@@ -59,6 +59,14 @@ impl Side for Discord {
             });
             return Some(at_once(Reply::Answer(answer)));
         }
+        if let Some(channel) = send::typing_endpoint(head) {
+            return Some(at_once(send::typing(
+                &self.gateway,
+                &self.posts,
+                channel,
+                head,
+            )));
+        }
         let channel_id = send::endpoint(head)?;
         let (gateway, posts) = (&self.gateway, &self.posts);
         let reply = send::handle(gateway, posts, self.nonce_window, channel_id, head, body);

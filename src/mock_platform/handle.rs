@@ -70,6 +70,12 @@ impl MockPlatform {
         self.posts.posts()
     }
 
+    /// Every typing indicator asked for (Telegram's `sendChatAction` with `typing`, Discord's
+    /// Trigger Typing Indicator), in order: the platform, the chat or channel, and when.
+    pub fn typing(&self) -> Vec<(Platform, String, std::time::Instant)> {
+        self.posts.typings()
+    }
+
     /// Every request to a send endpoint and its answer, accepted or not, in order of
     /// answer.
     pub fn send_attempts(&self) -> Vec<SendAttempt> {

@@ -199,8 +199,11 @@ pub(super) async fn read_body(
 }
 
 fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) -> String {
+    // RFC 9110: a 204 response cannot contain content.
+    let body = if status == 204 { "" } else { body };
     let reason = match status {
         200 => "OK",
+        204 => "No Content",
         400 => "Bad Request",
         401 => "Unauthorized",
         403 => "Forbidden",

@@ -36,6 +36,8 @@ struct Inner {
     /// Once-only keys already used, by (key, seq).
     used: HashSet<(String, u64)>,
     next_message: u64,
+    /// Typing indicators asked for: `(platform, chat or channel, when)`.
+    typing: Vec<(Platform, String, Instant)>,
 }
 
 struct Armed {
@@ -203,6 +205,15 @@ impl PostRecord {
 
     pub(crate) fn record_attempt(&self, attempt: SendAttempt) {
         self.lock().attempts.push(attempt);
+    }
+
+    /// A typing indicator was asked for in `target`.
+    pub(crate) fn typing(&self, platform: Platform, target: String) {
+        self.lock().typing.push((platform, target, Instant::now()));
+    }
+
+    pub(crate) fn typings(&self) -> Vec<(Platform, String, Instant)> {
+        self.lock().typing.clone()
     }
 
     pub(crate) fn posts(&self) -> Vec<Post> {

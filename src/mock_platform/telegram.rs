@@ -87,6 +87,7 @@ impl Telegram {
             "getwebhookinfo" => webhook::info(state),
             "setwebhook" => webhook::set(&params, state),
             "deletewebhook" => webhook::delete(&params, state),
+            "sendchataction" => send::chat_action(&params, &self.posts),
             _ => answers::error(404, NOT_FOUND),
         };
         Reply::Answer(answer)

@@ -122,6 +122,15 @@ fn hermes_through_the_relay_answers_every_platform_once_across_kills() {
     );
     let three = rig.wait_post("echo: busy three");
     let one = rig.wait_post("echo: slow:2 busy one");
+    // The chat showed Telegram's typing indicator while its turns ran (Hermes sends none
+    // through the Relay; the connector does, from the turn).
+    let typing = rig.mock.typing();
+    assert!(
+        typing.iter().any(|(p, chat, at)| *p == Platform::Telegram
+            && *chat == tg_chat.to_string()
+            && *at < one[0].received_at),
+        "{typing:?}"
+    );
     let two = rig.wait_post("echo: busy two");
     let other = rig.wait_post("echo: meanwhile");
     assert!(one[0].received_at < two[0].received_at && two[0].received_at < three[0].received_at);
@@ -209,6 +218,14 @@ fn hermes_through_its_api_server_answers_every_platform_once() {
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     each_platform_is_answered_once(&rig, "a1");
+    // Discord's typing indicator in the channel while its turn ran.
+    let typing = rig.discord.typing();
+    assert!(
+        typing
+            .iter()
+            .any(|(p, channel, _)| *p == Platform::Discord && channel == "2001"),
+        "{typing:?}"
+    );
 
     // More turns at once than Hermes runs (max_concurrent_runs = 2): the ones it refuses with
     // 429 are asked again, and every chat is answered.

@@ -36,6 +36,7 @@ pub(crate) async fn run<S: Post>(
 ) {
     let mut queued = outbox.subscribe();
     let mut targets = Targets::default();
+    let mut typed = Typed::default();
     loop {
         if *shutdown.borrow() {
             return;
@@ -44,6 +45,7 @@ pub(crate) async fn run<S: Post>(
             // Boxed: a send's state (the HTTP exchange) is large and lives only while it runs,
             // while this loop idles for good in each of a thousand adapters' workers.
             Next::Send(message) => {
+                outbox.typed(&adapter, &message.target);
                 match Box::pin(deliver(&sender, &outbox, &mut targets, *message)).await {
                     Ok(None) => continue,
                     // The platform asked for a pause before the next request (a rate-limit
@@ -55,8 +57,14 @@ pub(crate) async fn run<S: Post>(
                     }
                 }
             }
-            Next::Wait(at) => Some(at),
-            Next::Idle => None,
+            Next::Wait(at) => {
+                typed.show(&sender, &outbox, &adapter).await;
+                Some(at)
+            }
+            Next::Idle => {
+                typed.show(&sender, &outbox, &adapter).await;
+                None
+            }
         };
         let nap = async {
             match wake {
@@ -75,6 +83,38 @@ pub(crate) async fn run<S: Post>(
             _ = queued.changed() => {}
             Some(()) = reconnected => outbox.retry_now(&adapter),
             _ = until_shutdown(&mut shutdown) => return,
+        }
+    }
+}
+
+/// When each target that got a typing indicator may get the next: half the time it lasts
+/// later (Discord's lasts 10 s, and an agent's turn asks every few seconds).
+#[derive(Default)]
+struct Typed(HashMap<String, Instant>);
+
+impl Typed {
+    /// Show the indicators asked for since the last look, between messages: a reply ready to
+    /// go never waits for one.
+    async fn show<S: Post>(&mut self, sender: &S, outbox: &Outbox, adapter: &str) {
+        let asked = outbox.take_typing(adapter);
+        let Some(lasts) = S::TYPING_LASTS else {
+            return;
+        };
+        let now = Instant::now();
+        self.0.retain(|_, next| *next > now);
+        for target in asked {
+            if self.0.contains_key(&target) {
+                continue;
+            }
+            let Ok(parsed) = target.parse::<S::Target>() else {
+                continue;
+            };
+            match sender.typing(&parsed).await {
+                Ok(()) => {
+                    self.0.insert(target, now + lasts / 2);
+                }
+                Err(why) => tracing::debug!(adapter, %why, "the typing indicator was not shown"),
+            }
         }
     }
 }

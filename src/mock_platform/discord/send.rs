@@ -35,6 +35,31 @@ pub(crate) fn endpoint(head: &RequestHead) -> Option<String> {
     }
 }
 
+/// The channel a Trigger Typing Indicator request (`POST /channels/{channel.id}/typing`)
+/// names, if it is one.
+pub(crate) fn typing_endpoint(head: &RequestHead) -> Option<String> {
+    let parts: Vec<&str> = head.path.trim_start_matches('/').split('/').collect();
+    match (head.method.as_str(), parts.as_slice()) {
+        ("POST", ["channels", id, "typing"]) if !id.is_empty() => Some((*id).to_owned()),
+        _ => None,
+    }
+}
+
+/// Trigger Typing Indicator (`resources/channel.md`): "Returns a 204 empty response on
+/// success", with the bot's authorisation.
+pub(crate) fn typing(
+    gateway: &Gateway,
+    posts: &PostRecord,
+    channel: String,
+    head: &RequestHead,
+) -> Reply {
+    if !authorized(gateway, head.header("authorization").unwrap_or_default()) {
+        return Reply::Answer(discord_error(401, 0, "401: Unauthorized"));
+    }
+    posts.typing(Platform::Discord, channel);
+    Reply::Answer(Answer::new(204, serde_json::Value::Null))
+}
+
 /// Enforced nonces are remembered for `nonce_window`.
 pub(crate) fn handle(
     gateway: &Gateway,

@@ -149,3 +149,30 @@ fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> 
         reply_to,
     })
 }
+
+/// sendChatAction (https://core.telegram.org/bots/api#sendchataction): `chat_id` and `action`
+/// required, `action` one of the documented kinds; answers `true`.
+pub(crate) fn chat_action(params: &Params<'_>, posts: &PostRecord) -> Answer {
+    const ACTIONS: [&str; 10] = [
+        "typing",
+        "upload_photo",
+        "record_video",
+        "upload_video",
+        "record_voice",
+        "upload_voice",
+        "upload_document",
+        "choose_sticker",
+        "find_location",
+        "record_video_note",
+    ];
+    let (Some(chat), Some(action)) = (params.get("chat_id"), params.get("action")) else {
+        return answers::error(400, "Bad Request: chat_id and action are required");
+    };
+    if !ACTIONS.contains(&action.as_str()) {
+        return answers::error(400, "Bad Request: wrong parameter action in request");
+    }
+    if action == "typing" {
+        posts.typing(Platform::Telegram, chat.to_string());
+    }
+    answers::ok(serde_json::json!(true))
+}

@@ -44,25 +44,52 @@ impl Post for Sender {
     }
 
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
-        let channel = &msg.target.0;
-        let Ok(mut auth) = HeaderValue::from_str(&format!("Bot {}", self.token.expose())) else {
+        let Some(auth) = self.auth() else {
             let m = "the bot token holds a character an HTTP header cannot carry";
             return (Answer::Failed(local(m)), None);
         };
-        auth.set_sensitive(true);
-        let url = format!(
-            "{}/channels/{channel}/messages",
-            self.api_base.trim_end_matches('/')
-        );
         let request = self
             .http
-            .post(url)
+            .post(self.channel_url(&msg.target, "messages"))
             .header(AUTHORIZATION, auth)
             .json(&body(msg));
         match exchange(request).await {
             Ok(r) => classify(r.status, &r.headers, &r.body),
             Err(answer) => (answer, None),
         }
+    }
+
+    /// Trigger Typing Indicator (`resources/channel.md`): "expires after 10 seconds".
+    const TYPING_LASTS: Option<Duration> = Some(Duration::from_secs(10));
+
+    /// `POST /channels/{channel.id}/typing`, answered 204 with no body.
+    async fn typing(&self, target: &Target) -> Result<(), String> {
+        let auth = self.auth().ok_or("the bot token cannot be a header")?;
+        let request = self
+            .http
+            .post(self.channel_url(target, "typing"))
+            .header(AUTHORIZATION, auth);
+        match exchange(request).await {
+            Ok(r) if (200..300).contains(&r.status) => Ok(()),
+            Ok(r) => Err(format!("HTTP {}", r.status)),
+            Err(answer) => Err(format!("{answer:?}")),
+        }
+    }
+}
+
+impl Sender {
+    fn auth(&self) -> Option<HeaderValue> {
+        let mut auth = HeaderValue::from_str(&format!("Bot {}", self.token.expose())).ok()?;
+        auth.set_sensitive(true);
+        Some(auth)
+    }
+
+    fn channel_url(&self, target: &Target, what: &str) -> String {
+        format!(
+            "{}/channels/{}/{what}",
+            self.api_base.trim_end_matches('/'),
+            target.0
+        )
     }
 }
 

@@ -54,6 +54,30 @@ impl Post for Sender {
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
         (self.post(msg).await, None)
     }
+
+    /// sendChatAction: "The status is set for 5 seconds or less (when a message arrives from
+    /// your bot, Telegram clients clear its typing status)".
+    const TYPING_LASTS: Option<Duration> = Some(Duration::from_secs(5));
+
+    async fn typing(&self, target: &Target) -> Result<(), String> {
+        let body = json!({"chat_id": chat_id(&target.0), "action": "typing"});
+        let url = format!(
+            "{}/bot{}/sendChatAction",
+            self.api_base,
+            self.token.expose()
+        );
+        match exchange(self.http.post(url).json(&body)).await {
+            Ok(r) if r.status == 200 => Ok(()),
+            Ok(r) => Err(format!("HTTP {}", r.status)),
+            Err(answer) => Err(format!("{answer:?}")),
+        }
+    }
+}
+
+/// A numeric chat id goes as a number, a channel's @username as a string.
+fn chat_id(chat: &str) -> serde_json::Value {
+    chat.parse::<i64>()
+        .map_or_else(|_| json!(chat), |n| json!(n))
 }
 
 impl Sender {
@@ -75,10 +99,7 @@ impl Sender {
                 return Answer::Failed(local("reply_to is not a Telegram message id (an integer)"))
             }
         };
-        // A numeric chat id goes as a number, a channel's @username as a string.
-        let chat_id = chat
-            .parse::<i64>()
-            .map_or_else(|_| json!(chat), |n| json!(n));
+        let chat_id = chat_id(chat);
         let pieces = pieces(&msg.text, PIECE, TextUnit::Utf16);
         let (done, mut first) = self.progress(&msg.id);
         for (i, piece) in pieces.iter().enumerate().skip(done) {
