@@ -57,12 +57,13 @@ pub(crate) async fn run<S: Post>(
                     }
                 }
             }
+            // Boxed like a send: the typing request's state lives only while it runs.
             Next::Wait(at) => {
-                typed.show(&sender, &outbox, &adapter).await;
+                Box::pin(typed.show(&sender, &outbox, &adapter)).await;
                 Some(at)
             }
             Next::Idle => {
-                typed.show(&sender, &outbox, &adapter).await;
+                Box::pin(typed.show(&sender, &outbox, &adapter)).await;
                 None
             }
         };
