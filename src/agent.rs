@@ -47,13 +47,26 @@ pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
     normaliser.message(e).filter(|m| !m.said.sender.is_bot)
 }
 
-/// How often a running turn asks for the platform's typing indicator again: within the
-/// shortest time one lasts (Telegram's 5 s); the outbox's worker sends it no more often than
-/// each platform needs.
-pub const TYPING_EVERY: Duration = Duration::from_secs(4);
+/// A turn shows the platform's typing indicator once it has run this long: an answer that
+/// comes sooner needs none, and asking for one would double the requests to the platform
+/// (measured: an echo agent at 100 messages a second then waited behind them, p99 115 ms).
+pub const TYPING_AFTER: Duration = Duration::from_secs(1);
 
-/// Show that the agent is working on `m`, where its platform has an indicator for that.
-pub fn typing(outbox: Option<&crate::gateway::outbox::Outbox>, m: &Message) {
+/// How often the running turns are looked at for [`TYPING_AFTER`]. The outbox's worker sends
+/// each chat's indicator no more often than half the time it lasts (Telegram's 5 s, Discord's
+/// 10 s).
+pub const TYPING_EVERY: Duration = Duration::from_secs(1);
+
+/// Show that the agent is working on `m`, where its platform has an indicator for that, if
+/// its turn started [`TYPING_AFTER`] ago or longer.
+pub fn typing(
+    outbox: Option<&crate::gateway::outbox::Outbox>,
+    m: &Message,
+    started: tokio::time::Instant,
+) {
+    if started.elapsed() < TYPING_AFTER {
+        return;
+    }
     if let (Some(outbox), Some(reply)) = (outbox, &m.reply) {
         outbox.typing(&reply.adapter, &reply.target);
     }

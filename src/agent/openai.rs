@@ -135,6 +135,9 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
     let mut running: JoinSet<(String, String)> = JoinSet::new();
     let mut appended = b.appended.clone();
     let mut typing = super::typing_ticks();
+    // When each running turn started, for its typing indicator.
+    let mut started_at: std::collections::HashMap<String, tokio::time::Instant> =
+        Default::default();
     loop {
         // Seen before reading, so that an append during the read wakes the wait.
         appended.borrow_and_update();
@@ -164,20 +167,23 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
         }
         for session in started {
             if let Some(p) = chats.in_turn(&session) {
-                super::typing(turns.outbox.as_deref(), &p.message);
+                started_at.insert(session.clone(), tokio::time::Instant::now());
                 running.spawn(turn(turns.clone(), session.clone(), p.clone()));
             }
         }
         b.link.waiting(b.feed.oldest_waiting());
         tokio::select! {
             _ = typing.tick(), if !running.is_empty() => {
-                for (_, p) in chats.turns() {
-                    super::typing(turns.outbox.as_deref(), &p.message);
+                for (session, p) in chats.turns() {
+                    if let Some(at) = started_at.get(session) {
+                        super::typing(turns.outbox.as_deref(), &p.message, *at);
+                    }
                 }
             }
             Some(done) = running.join_next() => {
                 let (session, buffer) = done.map_err(|e| format!("an agent turn panicked: {e}"))?;
                 chats.end(&session);
+                started_at.remove(&session);
                 take(&mut b.feed, &b.link, &buffer)?;
             }
             changed = appended.changed() => {

@@ -375,8 +375,11 @@ async fn session(
             }
             () = turn_over => s.give_up(Instant::now()),
             _ = typing.tick(), if deadline.is_some() => {
+                let timeout = s.relay.turn_timeout;
                 for (_, d) in s.turns.turns() {
-                    super::typing(s.relay.outbox.as_deref(), &d.message);
+                    if let Some(started) = d.deadline.and_then(|at| at.checked_sub(timeout)) {
+                        super::typing(s.relay.outbox.as_deref(), &d.message, started);
+                    }
                 }
             }
             changed = appended.changed(), if s.platform.is_some() && !s.idle => {
@@ -542,7 +545,6 @@ impl Session<'_> {
             d.deadline = Some(deadline);
             self.seen.saw(&chat, &d.message);
             let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
-            super::typing(self.relay.outbox.as_deref(), &d.message);
             self.send(frame).await?;
         }
         self.relay.link.waiting(self.relay.feed.oldest_waiting());

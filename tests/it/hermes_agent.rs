@@ -218,12 +218,19 @@ fn hermes_through_its_api_server_answers_every_platform_once() {
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     each_platform_is_answered_once(&rig, "a1");
-    // Discord's typing indicator in the channel while its turn ran.
+    // Discord's typing indicator in the channel while a longer turn ran.
+    rig.discord.emit_dispatch(
+        "MESSAGE_CREATE",
+        "d-slow",
+        json!({"id": "1177", "channel_id": "2002", "guild_id": "3001",
+               "author": {"id": "4001", "username": "ann"}, "content": "slow:3 think"}),
+    );
+    let answer = rig.wait_post("echo: slow:3 think");
     let typing = rig.discord.typing();
     assert!(
-        typing
-            .iter()
-            .any(|(p, channel, _)| *p == Platform::Discord && channel == "2001"),
+        typing.iter().any(|(p, channel, at)| *p == Platform::Discord
+            && channel == "2002"
+            && *at < answer[0].received_at),
         "{typing:?}"
     );
 

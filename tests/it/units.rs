@@ -5,21 +5,32 @@
 use std::path::{Path, PathBuf};
 
 use hermes_svc::profile::{Profile, ProfileName};
+use hermes_svc::service::role::Role;
 use hermes_svc::service::settings::Directive;
 use hermes_svc::systemd::dropin::DropIn;
 use hermes_svc::systemd::scope::Scope;
 use hermes_svc::systemd::unit_file::UnitSpec;
 
 fn sample(scope: Scope, run_as: Option<&str>, home: &str) -> String {
+    sample_of(Role::Gateway, scope, run_as, home)
+}
+
+fn sample_of(role: Role, scope: Scope, run_as: Option<&str>, home: &str) -> String {
     UnitSpec {
         profile: Profile::new(ProfileName::parse("coder").unwrap(), PathBuf::from(home)).unwrap(),
         scope,
         exec: "/usr/local/bin/hermes-svc".into(),
         run_as: run_as.map(str::to_owned),
-        role: hermes_svc::service::role::Role::Gateway,
+        role,
     }
     .render()
     .unwrap()
+}
+
+fn hermes() -> Role {
+    Role::Agent {
+        hermes: "/opt/hermes/bin/hermes".into(),
+    }
 }
 
 fn sample_dropin() -> String {
@@ -58,32 +69,57 @@ fn reference_units_match_the_renderer() {
         "hermes-gateway-coder.service.d/50-hermes-svc.conf",
         &sample_dropin(),
     );
+    check(
+        "hermes-agent-coder.service",
+        &sample_of(hermes(), Scope::User, None, "/home/alice/.hermes"),
+    );
+    check(
+        "system/hermes-agent-coder.service",
+        &sample_of(
+            hermes(),
+            Scope::System,
+            Some("hermes"),
+            "/var/lib/hermes/.hermes",
+        ),
+    );
 }
 
-/// Both scopes pass `systemd-analyze verify` with no output at all.
+/// Both scopes pass `systemd-analyze verify` with no output at all, the gateway's unit and
+/// the agent's beside it.
 #[test]
 fn rendered_units_pass_systemd_analyze_verify() {
     let dir = crate::harness::scratch_dir("verify");
     let exe = crate::harness::BIN;
+    // Any executable will do for the agent's Hermes: verify checks that it exists.
+    let agent = Role::Agent {
+        hermes: "/bin/true".into(),
+    };
     for (scope, run_as) in [(Scope::System, Some("root")), (Scope::User, None)] {
-        let text = UnitSpec {
-            profile: Profile::new(ProfileName::parse("verify").unwrap(), dir.path().join("h"))
-                .unwrap(),
-            scope,
-            exec: exe.into(),
-            run_as: run_as.map(str::to_owned),
-            role: hermes_svc::service::role::Role::Gateway,
-        }
-        .render()
-        .unwrap();
-        let path = dir.path().join("hermes-gateway-verify.service");
-        std::fs::write(&path, text).unwrap();
+        let paths: Vec<PathBuf> = [Role::Gateway, agent.clone()]
+            .into_iter()
+            .map(|role| {
+                let unit = UnitSpec {
+                    profile: Profile::new(
+                        ProfileName::parse("verify").unwrap(),
+                        dir.path().join("h"),
+                    )
+                    .unwrap(),
+                    scope,
+                    exec: exe.into(),
+                    run_as: run_as.map(str::to_owned),
+                    role,
+                };
+                let path = dir.path().join(unit.unit_name());
+                std::fs::write(&path, unit.render().unwrap()).unwrap();
+                path
+            })
+            .collect();
         let mut cmd = std::process::Command::new("systemd-analyze");
         if scope == Scope::User {
             // Offline verification of a user unit still needs a runtime dir to exist.
             let m = crate::harness::Manager::boot();
             cmd.envs(m.env()).arg("--user");
-            let out = cmd.arg("verify").arg(&path).output().unwrap();
+            let out = cmd.arg("verify").args(&paths).output().unwrap();
             assert_eq!(
                 String::from_utf8_lossy(&out.stdout).to_string()
                     + &String::from_utf8_lossy(&out.stderr),
@@ -92,8 +128,8 @@ fn rendered_units_pass_systemd_analyze_verify() {
             );
             continue;
         }
-        let out = cmd.arg("verify").arg(&path).output().unwrap();
-        assert!(out.status.success());
+        let out = cmd.arg("verify").args(&paths).output().unwrap();
+        assert!(out.status.success(), "{out:?}");
         assert_eq!(
             String::from_utf8_lossy(&out.stdout).to_string()
                 + &String::from_utf8_lossy(&out.stderr),
