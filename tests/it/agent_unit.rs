@@ -14,7 +14,7 @@ use serde_json::json;
 
 use crate::doctor::{doctor, findings};
 use crate::harness::{scratch_dir, wait_for, Manager};
-use crate::hermes_rig::{config_yaml, free_port, start_model, venv};
+use crate::hermes_rig::{config_yaml, free_port, start_model, venv, Proc};
 use crate::mock_runtime::{mock_runtime, start_mock};
 use crate::profile_builder::ProfileTest;
 use crate::unit_props::n_restarts;
@@ -32,7 +32,9 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     let rt = mock_runtime();
     let mock = start_mock(&rt, MockConfig::default());
     let scratch = scratch_dir("au-model");
-    let (mut model, model_port) = start_model(&scratch.path().join("model.log"));
+    let (model, model_port) = start_model(&scratch.path().join("model.log"));
+    // Killed when the test ends, however it ends.
+    let _model = Proc(model);
     let port = free_port();
     let toml = format!(
         "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"DISCORD_BOT_TOKEN\"\n\
@@ -225,6 +227,4 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     m.hermes_ok(&["uninstall", "--profile", PROFILE]);
     assert!(!m.unit_dir().join(&agent).exists());
     assert!(!m.unit_dir().join(&gateway).exists());
-    let _ = model.kill();
-    let _ = model.wait();
 }
