@@ -18,12 +18,8 @@ use crate::systemd::scope::Scope;
 pub(crate) const NEEDS_LOGIN: Check<Homes> = Check {
     id: "HSV019",
     find: needs_login,
-    fix: |p, f| {
-        // The fix is `hermes-svc login KIND ...`: the platform says what its login needs.
-        let kind = f.fix.split_whitespace().nth(2).unwrap_or_default();
-        let needs = crate::platform::login_needs(kind).unwrap_or("a person");
-        p.skip(f, format!("a new login needs {needs}"))
-    },
+    // What the login needs is in the finding's message, said by the platform.
+    fix: |p, f| p.skip(f, "a new login needs a person, as the finding says"),
 };
 
 fn needs_login(s: &Homes) -> Vec<Finding> {
@@ -47,8 +43,10 @@ fn needs_login(s: &Homes) -> Vec<Finding> {
                 Severity::Error,
                 p,
                 format!(
-                    "Adapter {} ({}) needs a new login: the platform ended its session, so it hears and sends nothing until someone logs it in again.{last}",
-                    c.name, c.kind
+                    "Adapter {} ({}) needs a new login: the platform ended its session, so it hears and sends nothing until someone logs it in again (a new login needs {}).{last}",
+                    c.name,
+                    c.kind,
+                    crate::platform::login_needs(&c.kind).unwrap_or("a person")
                 ),
                 format!(
                     "hermes-svc login {} --profile {} --adapter {}{}",
