@@ -88,6 +88,12 @@ pub trait Platform {
         None
     }
 
+    /// The variables the Hermes agent's own adapter for this platform reads its credential
+    /// from (hermes-agent 0.19.0, `gateway/config.py`; Hermes names the platform as
+    /// [`Platform::KIND`]). The Hermes beside the gateway is given none of them
+    /// (`agent::hermes`): the gateway holds the platform.
+    const HERMES_CREDENTIALS: &'static [&'static str] = &[];
+
     /// What a new login needs, for a platform whose adapter can wait for one
     /// (`needs-login`): said when doctor finds one waiting.
     const LOGIN: Option<&'static str> = None;
@@ -271,6 +277,17 @@ macro_rules! registry {
                     <$wing::$platform as Platform>::log_in(&spec, timeout).await
                 })+
             }
+        }
+
+        /// Each platform with the variables the Hermes agent's own adapter for it reads a
+        /// credential from ([`Platform::HERMES_CREDENTIALS`]).
+        pub fn hermes_credentials() -> Vec<(&'static str, &'static [&'static str])> {
+            let mut out = vec![];
+            $(let names = <$wing::$platform as Platform>::HERMES_CREDENTIALS;
+            if !names.is_empty() {
+                out.push((<$wing::$platform as Platform>::KIND, names));
+            })+
+            out
         }
 
         /// What a new login on the platform of `kind` needs, if it has logins.

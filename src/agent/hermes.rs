@@ -15,23 +15,15 @@ use crate::bounded_read::{Owner, ReadError};
 use crate::config::{self, Bridge, ConfigError};
 use crate::profile::Profile;
 
-/// The variables Hermes 0.19.0's own adapters read a platform's credential from
-/// (`gateway/config.py`), by Hermes's platform name, for the platforms a hermes-svc gateway
-/// holds. Hermes reads others (WhatsApp, Signal, ...) for platforms hermes-svc does not serve.
-pub const PLATFORM_CREDENTIALS: [(&str, &[&str]); 7] = [
-    ("telegram", &["TELEGRAM_BOT_TOKEN"]),
-    ("discord", &["DISCORD_BOT_TOKEN"]),
-    ("feishu", &["FEISHU_APP_ID", "FEISHU_APP_SECRET"]),
-    ("qqbot", &["QQ_APP_ID", "QQ_CLIENT_SECRET"]),
-    ("weixin", &["WEIXIN_TOKEN", "WEIXIN_ACCOUNT_ID"]),
-    ("slack", &["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"]),
-    ("matrix", &["MATRIX_ACCESS_TOKEN", "MATRIX_PASSWORD"]),
-];
-
-fn is_platform_credential(name: &str) -> bool {
-    PLATFORM_CREDENTIALS
-        .iter()
-        .any(|(_, names)| names.contains(&name))
+/// The platform (as Hermes and the gateway both name it) whose credential Hermes reads from
+/// the variable `name`, for the platforms a hermes-svc gateway holds (each wing says which,
+/// `Platform::HERMES_CREDENTIALS`). Hermes reads others (WhatsApp, Signal, ...) for platforms
+/// hermes-svc does not serve, which Hermes may well connect itself.
+fn platform_of_credential(name: &str) -> Option<&'static str> {
+    crate::platform::hermes_credentials()
+        .into_iter()
+        .find(|(_, names)| names.contains(&name))
+        .map(|(kind, _)| kind)
 }
 
 /// Hermes's home for `profile`: its config.yaml (the model) and its own `.env` (the model's
@@ -90,12 +82,7 @@ pub fn look(home: &Path) -> Option<Seen> {
         .map(|t| crate::env_file::parse(&t).0)
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|(k, _)| {
-            let (platform, _) = PLATFORM_CREDENTIALS
-                .iter()
-                .find(|(_, names)| names.contains(&k.as_str()))?;
-            Some(((*platform).to_owned(), k))
-        })
+        .filter_map(|(k, _)| Some((platform_of_credential(&k)?.to_owned(), k)))
         .collect();
     let state: serde_json::Value = state
         .and_then(|t| serde_json::from_str(&t).ok())
@@ -195,7 +182,10 @@ pub fn prepare(
     let env_file = home.join(".env");
     if let Some(text) = crate::env_file::read(&env_file, Owner::SelfOrRoot)? {
         let (vars, _) = crate::env_file::parse(&text);
-        if let Some((key, _)) = vars.iter().find(|(k, _)| is_platform_credential(k)) {
+        if let Some((key, _)) = vars
+            .iter()
+            .find(|(k, _)| platform_of_credential(k).is_some())
+        {
             return Err(LaunchError::PlatformCredential {
                 file: env_file,
                 key: key.clone(),
@@ -204,7 +194,7 @@ pub fn prepare(
     }
     let remove = env
         .map(|(k, _)| k)
-        .filter(|k| is_platform_credential(k))
+        .filter(|k| platform_of_credential(k).is_some())
         .collect();
     let set = [
         ("HERMES_HOME", home.display().to_string()),

@@ -21,6 +21,7 @@ pub struct Discord;
 
 impl Platform for Discord {
     const KIND: &'static str = "discord";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["DISCORD_BOT_TOKEN"];
     const KEYS: &'static [&'static str] =
         &["token-env", "api-base", "gateway-url", "intents", "ws-ping"];
     type Config = Config;

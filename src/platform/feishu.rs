@@ -21,6 +21,7 @@ pub struct Feishu;
 
 impl Platform for Feishu {
     const KIND: &'static str = "feishu";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["FEISHU_APP_ID", "FEISHU_APP_SECRET"];
     const KEYS: &'static [&'static str] = &["domain", "app-id", "secret-env", "api-base"];
     type Config = Config;
     type Sender = Sender;

@@ -23,6 +23,7 @@ pub struct QqBot;
 
 impl Platform for QqBot {
     const KIND: &'static str = "qqbot";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["QQ_APP_ID", "QQ_CLIENT_SECRET"];
     const KEYS: &'static [&'static str] = &[
         "app-id",
         "secret-env",

@@ -20,6 +20,7 @@ pub struct Telegram;
 
 impl Platform for Telegram {
     const KIND: &'static str = "telegram";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["TELEGRAM_BOT_TOKEN"];
     const KEYS: &'static [&'static str] = &[
         "token-env",
         "api-base",

@@ -27,6 +27,7 @@ pub struct Weixin;
 
 impl Platform for Weixin {
     const KIND: &'static str = "weixin";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["WEIXIN_TOKEN", "WEIXIN_ACCOUNT_ID"];
     const KEYS: &'static [&'static str] = &["api-base", "poll-timeout", "poll-grace"];
     type Config = Config;
     type Sender = Sender;
