@@ -53,8 +53,8 @@ pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
 pub const TYPING_AFTER: Duration = Duration::from_secs(1);
 
 /// How often the running turns are looked at for [`TYPING_AFTER`]. The outbox's worker sends
-/// each chat's indicator no more often than half the time it lasts (Telegram's 5 s, Discord's
-/// 10 s).
+/// each chat's indicator no more often than half the time it lasts (each platform's
+/// `Post::TYPING_LASTS`).
 pub const TYPING_EVERY: Duration = Duration::from_secs(1);
 
 /// Show that the agent is working on `m`, where its platform has an indicator for that, if

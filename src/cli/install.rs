@@ -34,9 +34,37 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         None => None,
     };
     let _lock = edit_lock(&spec, args.dry_run).await?;
+    install_job(spec, settings, args.migrate, true, &args).await?;
+    // After the gateway, whose Relay the agent dials: its unit is ordered after the gateway's
+    // anyway, and starting it starts the gateway. Its unit takes no settings of ours, and
+    // other gateway units are no siblings of it.
+    if let Some(agent) = agent {
+        install_job(agent, Settings::default(), false, false, &args).await?;
+    }
+    Ok(crate::exit_code::OK)
+}
+
+/// Observe, plan, carry out and report the install of one job. `gateway` says whether it is
+/// the profile's gateway: only its siblings conflict with it, and only it shows its start's
+/// progress and the linger hint.
+async fn install_job(
+    spec: service::Spec,
+    settings: Settings,
+    migrate: bool,
+    gateway: bool,
+    args: &InstallArgs,
+) -> Result<(), CliError> {
     let mut service = spec.connect(args.dry_run).await?;
-    service.watch_jobs(args.wait.timeout, super::progress::watcher(args.json));
-    let observed = service.observe(Siblings::Find).await?;
+    let watcher = gateway
+        .then(|| super::progress::watcher(args.json))
+        .flatten();
+    service.watch_jobs(args.wait.timeout, watcher);
+    let siblings = if gateway {
+        Siblings::Find
+    } else {
+        Siblings::Skip
+    };
+    let observed = service.observe(siblings).await?;
     let verb = if observed.text.is_none() {
         "installed"
     } else {
@@ -50,34 +78,16 @@ pub(super) async fn install(args: InstallArgs) -> Result<u8, CliError> {
         settings,
         !args.no_start,
         args.force,
-        args.migrate,
+        migrate,
         now(),
         &observed,
     )?;
-    let linger = linger_for(service.scope()).await;
-    let code = carry_out(&plan, &service, verb, out, linger).await?;
-    let Some(agent) = agent else {
-        return Ok(code);
+    let linger = match gateway {
+        true => linger_for(service.scope()).await,
+        false => None,
     };
-    // After the gateway, whose Relay the agent dials: its unit is ordered after the gateway's
-    // anyway, and starting it starts the gateway.
-    let mut service = agent.connect(args.dry_run).await?;
-    service.watch_jobs(args.wait.timeout, None);
-    let observed = service.observe(Siblings::Skip).await?;
-    let verb = if observed.text.is_none() {
-        "installed"
-    } else {
-        "updated"
-    };
-    let plan = service.plan_install(
-        Settings::default(),
-        !args.no_start,
-        args.force,
-        false,
-        now(),
-        &observed,
-    )?;
-    carry_out(&plan, &service, verb, out, None).await
+    carry_out(&plan, &service, verb, out, linger).await?;
+    Ok(())
 }
 
 /// Uninstall the profile's agent first, if it has one (it is part of the gateway and would

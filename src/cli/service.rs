@@ -79,7 +79,7 @@ pub(super) fn spec_for(manager: Manager, scope: Scope, profile: Profile) -> Resu
             scope,
             exec: PathBuf::new(),
             run_as: None,
-            role: crate::service::role::Role::Gateway,
+            role: Role::Gateway,
         }),
         Manager::Launchd => Spec::LaunchAgent(LaunchAgent::new(profile, exec_path(None)?)),
     })

@@ -89,7 +89,7 @@ pub(crate) async fn run<S: Post>(
 }
 
 /// When each target that got a typing indicator may get the next: half the time it lasts
-/// later (Discord's lasts 10 s, and an agent's turn asks every few seconds).
+/// (`Post::TYPING_LASTS`) later, since an agent's turn asks every second.
 #[derive(Default)]
 struct Typed(HashMap<String, Instant>);
 
