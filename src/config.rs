@@ -10,6 +10,7 @@
 
 mod adapter;
 mod agent;
+mod cluster;
 mod cron;
 mod error;
 mod gateway;
@@ -30,6 +31,7 @@ use crate::bounded_read::{self, Owner};
 
 pub use adapter::{AdapterSpec, Timing};
 pub use agent::{AgentSpec, Bridge, Busy, OpenAiSpec, DEFAULT_RELAY_PORT};
+pub use cluster::{ClusterSpec, ClusterTls};
 pub use cron::{CronSchedule, CronSpec, Deliver};
 pub use error::ConfigError;
 pub use gateway::GatewayConfig;
@@ -43,6 +45,7 @@ pub use value::MAX_DURATION;
 
 use adapter::{adapter, RawAdapter};
 use agent::{agent, RawAgent};
+use cluster::{cluster, RawCluster};
 use cron::{cron, RawCron};
 use gateway::{gateway, RawGateway};
 use value::Ctx;
@@ -57,6 +60,7 @@ struct RawFile {
     #[serde(default)]
     cron: Vec<Spanned<RawCron>>,
     agent: Option<Spanned<RawAgent>>,
+    cluster: Option<Spanned<RawCluster>>,
 }
 
 /// Load `path` for the gateway, which acts on it: the file must belong to the user the
@@ -97,6 +101,7 @@ pub fn parse<P: Platforms>(path: &Path, text: &str) -> Result<GatewayConfig<P>, 
     let raw = RawFile::deserialize(toml::de::Deserializer::from(doc)).map_err(invalid)?;
     let mut config = gateway(&ctx, &raw.gateway)?;
     config.agent = raw.agent.as_ref().map(|a| agent(&ctx, a)).transpose()?;
+    config.cluster = raw.cluster.as_ref().map(|c| cluster(&ctx, c)).transpose()?;
     let mut names = BTreeSet::new();
     for (a, table) in raw.adapter.iter().zip(tables) {
         let spec = adapter(&ctx, a, table)?;

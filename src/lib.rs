@@ -7,6 +7,7 @@ pub mod api;
 pub mod atomic_file;
 pub mod bounded_read;
 pub mod cli;
+pub(crate) mod cluster;
 pub mod config;
 pub mod demo;
 pub mod doctor;

@@ -48,4 +48,4 @@ pub use handle::MockPlatform;
 pub use opcode_gateway::frames;
 pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
-pub use stats::MockStats;
+pub use stats::{ConnectionSpan, MockStats};

@@ -27,20 +27,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use crate::config::{self, ConfigError, Secret};
+use crate::config::{self, ClusterSpec, ConfigError, Secret};
 use crate::gateway::adapter::{self, AdapterExit};
 use crate::gateway::cron::CronContext;
 use crate::gateway::exit::{self, Outcome, Requested};
 use crate::gateway::flock::{self, Holder, LockError, Owner};
-use crate::gateway::health::State;
+use crate::gateway::health::{Snapshot, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::{Spool, SpoolError};
 use crate::gateway::state_file::FrontendHealth;
-use crate::gateway::state_file::StateFile;
+use crate::gateway::state_file::{ClusterHealth, StateFile};
 use crate::gateway::token_lock::TokenLockError;
 use crate::launchd::plist::WATCHDOG_ENV;
 use crate::logging::Component;
@@ -50,7 +51,7 @@ use crate::service::manager::{Manager, UnknownManager};
 use components::{Components, Ended};
 pub(crate) use frontend::{Frontend, FrontendError, Started, Stores};
 use outbound::Outbound;
-use ownership::{LocalOwnership, Ownership};
+use ownership::{ClusterOwnership, LocalOwnership, Ownership};
 use watchdog::{BadWatchdogEnv, Watchdog};
 
 /// The longest interval between ticks (state file, STATUS=, self-watchdog).
@@ -85,6 +86,8 @@ pub(crate) enum GatewayError {
     WatchdogEnv(#[from] BadWatchdogEnv),
     #[error(transparent)]
     Frontend(#[from] FrontendError),
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::ClusterError),
     #[error("cannot open the spool in {}", dir.display())]
     Spool {
         dir: std::path::PathBuf,
@@ -103,7 +106,10 @@ impl GatewayError {
             | GatewayError::AdapterFatal { .. }
             | GatewayError::Profile(_)
             | GatewayError::Manager(_)
-            | GatewayError::WatchdogEnv(_) => Outcome::StayDown,
+            | GatewayError::WatchdogEnv(_)
+            // A TLS file or an endpoint only a person can fix; an etcd that is down is
+            // waited for as a standby, never an error.
+            | GatewayError::Cluster(_) => Outcome::StayDown,
             GatewayError::TokenLock(e) if e.is_conflict() => Outcome::StayDown,
             // A path only a person can fix: restarting would meet it again.
             GatewayError::Frontend(e) if e.needs_a_fix => Outcome::StayDown,
@@ -145,7 +151,7 @@ enum Event {
     Signal(&'static str),
     /// A component's task ended: how, or its panic.
     Exited(Ended),
-    /// The profile or a credential is no longer this run's.
+    /// The profile or a credential is no longer this run's (a cluster's lease may be gone).
     Lost(String),
     /// Time to write the state file and decide on the watchdog.
     Tick,
@@ -154,8 +160,13 @@ enum Event {
 /// Why the loop ended.
 enum Stop {
     Signal(&'static str),
-    Fatal { adapter: String, reason: String },
+    Fatal {
+        adapter: String,
+        reason: String,
+    },
     Restart(String),
+    /// The cluster's lease may be gone: stop acting at once, with no drain.
+    Fenced(String),
 }
 
 /// Run until SIGTERM or SIGINT (Ok), or until something ends the run with an error, whose
@@ -183,11 +194,11 @@ async fn run_owned(
         pid: std::process::id(),
         profile: profile.name().to_string(),
     };
-    let mut ownership = LocalOwnership::new(profile, me.clone());
-    ownership.claim_profile()?;
+    let mut local = LocalOwnership::new(profile, me.clone());
+    local.claim_profile()?;
     // Only while owning the profile: the state file belongs to its owner, so a second
     // instance refused above must not write it.
-    let result = serve(profile, &me, &mut ownership, frontends).await;
+    let result = serve(profile, &me, &mut local, frontends).await;
     if let Err(e) = &result {
         let status = exit::status(manager, e.outcome());
         let last_words = StateFile::exited(profile.name().as_str(), status, manager, &reason(e));
@@ -202,10 +213,18 @@ async fn run_owned(
 async fn serve(
     profile: &Profile,
     me: &Holder,
-    ownership: &mut dyn Ownership,
+    local: &mut LocalOwnership,
     frontends: Vec<Box<dyn Frontend>>,
 ) -> Result<Requested, GatewayError> {
     let plan = Plan::read(profile)?;
+    let mut across_hosts;
+    let ownership: &mut dyn Ownership = match plan.config.cluster.clone() {
+        Some(spec) => {
+            across_hosts = ClusterOwnership::new(local, spec);
+            &mut across_hosts
+        }
+        None => local,
+    };
     // Signals first: from here on a SIGTERM is a clean stop, never the default's kill.
     let mut supervision = Supervision::new(&plan)?;
     let identities: Vec<(String, String)> = plan
@@ -225,9 +244,13 @@ async fn serve(
             })?,
         );
     let syncer = spool.spawn_syncer(Duration::from_millis(100));
-    let shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
+    let mut shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    shared.fence = ownership.fence();
     let mut outbound = outbound::open(profile, &plan.adapters, &shared);
+    if let Some(outbox) = outbound.outbox() {
+        outbox.set_fence(ownership.fence());
+    }
 
     // The front end, then the components.
     let mut components = Components::new();
@@ -249,26 +272,37 @@ async fn serve(
             frontend_health.push(health);
         }
     }
-    let mut cron_ctx = CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
-    cron_ctx.outbox = outbound.outbox().cloned();
-    cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
-    components.start_cron(&plan.config.cron, cron_ctx);
-    let ready_deadline = components.start_adapters(plan.adapters.clone(), &spool, &shared);
-    components.start_workers(&mut outbound);
+    let senders = outbound.take_senders();
+    let tick = Tick {
+        name: profile.name().to_string(),
+        state_path: profile.state_file(),
+        outbound: &outbound,
+        cron: &plan.config.cron,
+        frontend_health: &frontend_health,
+    };
 
-    let early_stop = supervision
-        .wait_ready(&components, ready_deadline, me)
-        .await;
+    // In a cluster, nothing connects to a platform until this run is the active.
+    let standby_stop = supervision
+        .stand_by(ownership, &components, plan.config.cluster.as_ref(), &tick)
+        .await?;
+    let early_stop = match standby_stop {
+        Some(signal) => Some(signal),
+        None => {
+            let mut cron_ctx =
+                CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
+            cron_ctx.outbox = outbound.outbox().cloned();
+            cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
+            components.start_cron(&plan.config.cron, cron_ctx);
+            let ready_deadline = components.start_adapters(plan.adapters.clone(), &spool, &shared);
+            components.start_workers(&outbound, senders);
+            supervision
+                .wait_ready(&components, ready_deadline, me)
+                .await
+        }
+    };
     let stop = match early_stop {
         Some(signal) => Stop::Signal(signal),
         None => {
-            let tick = Tick {
-                name: profile.name().to_string(),
-                state_path: profile.state_file(),
-                outbound: &outbound,
-                cron: &plan.config.cron,
-                frontend_health: &frontend_health,
-            };
             supervision
                 .run_loop(&mut components, ownership, &tick)
                 .await
@@ -279,17 +313,27 @@ async fn serve(
         Stop::Signal(s) => format!("stopping on {s}"),
         Stop::Fatal { adapter, reason } => format!("stopping: adapter {adapter}: {reason}"),
         Stop::Restart(r) => format!("restarting: {r}"),
+        Stop::Fenced(r) => format!("fenced: {r}"),
     };
     // A stop nobody asked for is an error worth finding in the log (launchd's
     // `gateway.err.log`), the self-watchdog's reason above all.
     match &stop {
         Stop::Signal(_) => tracing::info!(reason = %why, "draining"),
         Stop::Fatal { .. } | Stop::Restart(_) => tracing::error!(reason = %why, "draining"),
+        Stop::Fenced(_) => tracing::error!(reason = %why, "closing every platform connection"),
     }
     supervision.send(&format!("STOPPING=1\n{}", notify::status_line(&why)));
-    components
-        .drain(|left| supervision.send(&format!("EXTEND_TIMEOUT_USEC={}", left.as_micros())))
-        .await;
+    if let Stop::Fenced(_) = stop {
+        // The fence has closed, so nothing more is sent; the connections close now, before
+        // another host may take over, not after a drain.
+        components.abort();
+    } else {
+        components
+            .drain(|left| supervision.send(&format!("EXTEND_TIMEOUT_USEC={}", left.as_micros())))
+            .await;
+        // Only once nothing here acts any more: a standby may take over at once.
+        ownership.release().await;
+    }
     syncer.abort();
     if let Err(e) = spool.sync().await {
         tracing::warn!(error = %e, "failed to sync the spool");
@@ -298,6 +342,8 @@ async fn serve(
         Stop::Signal(signal) => Ok(Requested(signal)),
         Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
         Stop::Restart(r) => Err(GatewayError::Restart(r)),
+        // Campaign again, as a new run: under a manager, its restart.
+        Stop::Fenced(r) => Err(GatewayError::Restart(format!("fenced: {r}"))),
     }
 }
 
@@ -368,6 +414,19 @@ struct Tick<'a> {
     outbound: &'a Outbound,
     cron: &'a [CronSpec],
     frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
+}
+
+impl Tick<'_> {
+    fn write(&self, snapshot: &Snapshot, stale_after: Duration, cluster: Option<ClusterHealth>) {
+        let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
+            .with_outbox(self.outbound.stats())
+            .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
+            .with_frontends(self.frontend_health.iter().map(|health| health()))
+            .with_cluster(cluster);
+        if let Err(e) = state.write(&self.state_path) {
+            tracing::warn!(error = %e, "failed to write the state file");
+        }
+    }
 }
 
 /// The run's dealings with its service manager: `READY=1`, `STATUS=`, the watchdog, and the
@@ -447,6 +506,55 @@ impl Supervision {
         None
     }
 
+    /// In a cluster, campaign until this run is the active: meanwhile it is a standby, ready
+    /// (`READY=1`, `STATUS=standby (active: NODE since TIME)`), feeding the watchdog and
+    /// writing the state file, with nothing connected. A signal meanwhile is a stop.
+    async fn stand_by(
+        &mut self,
+        ownership: &mut dyn Ownership,
+        components: &Components,
+        spec: Option<&ClusterSpec>,
+        tick: &Tick<'_>,
+    ) -> Result<Option<&'static str>, GatewayError> {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
+        let (report, mut standing) = watch::channel(None);
+        let mut campaign = ownership.campaign(&report);
+        let mut ticks = tokio::time::interval(self.tick_every);
+        let mut ready = false;
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.sigterm.recv() => return Ok(Some("SIGTERM")),
+                _ = self.sigint.recv() => return Ok(Some("SIGINT")),
+                won = &mut campaign => return won.map(|()| None),
+                Ok(()) = standing.changed() => {
+                    let Some(now) = standing.borrow_and_update().clone() else { continue };
+                    let line = notify::status_line(&now.describe());
+                    if ready {
+                        self.send(&line);
+                    } else {
+                        self.send(&format!("READY=1\n{line}"));
+                        ready = true;
+                    }
+                    let health = ownership::standby_health(spec, &now);
+                    tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                }
+                _ = ticks.tick() => {
+                    if ready && self.watchdog.is_some() {
+                        self.send("WATCHDOG=1");
+                    }
+                    if let Some(now) = standing.borrow().clone() {
+                        let health = ownership::standby_health(spec, &now);
+                        tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                    }
+                }
+            }
+        }
+    }
+
     /// The run loop: until a signal, a component's fatal end or crash, the loss of
     /// ownership, or a tick's decision to restart.
     async fn run_loop(
@@ -475,7 +583,11 @@ impl Supervision {
             };
             let stop = match event {
                 Event::Signal(signal) => Some(Stop::Signal(signal)),
-                Event::Lost(why) => Some(Stop::Restart(format!("ownership lost: {why}"))),
+                Event::Lost(why) => {
+                    // Tests hold the loop here, to see that nothing else acts meanwhile.
+                    crate::test_hook::stall("fence-noticed").await;
+                    Some(Stop::Fenced(why))
+                }
                 Event::Exited(Ok((adapter, AdapterExit::Fatal(reason)))) => {
                     Some(Stop::Fatal { adapter, reason })
                 }
@@ -486,7 +598,9 @@ impl Supervision {
                 // Only an abort, which the run does only once it is stopping, ends a task
                 // this way: a panic was caught by `component::supervised`.
                 Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),
-                Event::Tick => self.on_tick(components, &mut dog, tick, stale_after),
+                Event::Tick => {
+                    self.on_tick(components, &mut dog, tick, stale_after, ownership.health())
+                }
             };
             if let Some(stop) = stop {
                 return stop;
@@ -501,16 +615,11 @@ impl Supervision {
         dog: &mut Watchdog,
         tick: &Tick<'_>,
         stale_after: Duration,
+        cluster: Option<ClusterHealth>,
     ) -> Option<Stop> {
         let _watchdog = Component::Watchdog.span().entered();
         let snapshot = components.registry.snapshot();
-        let state = StateFile::from_snapshot(&snapshot, &tick.name, stale_after)
-            .with_outbox(tick.outbound.stats())
-            .with_deliveries(outbound::cron_deliveries(tick.outbound, tick.cron))
-            .with_frontends(tick.frontend_health.iter().map(|health| health()));
-        if let Err(e) = state.write(&tick.state_path) {
-            tracing::warn!(error = %e, "failed to write the state file");
-        }
+        tick.write(&snapshot, stale_after, cluster);
         let decision = dog.on_tick(&snapshot);
         if decision.feed {
             self.send("WATCHDOG=1");

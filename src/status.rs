@@ -441,6 +441,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         };
         let stray = |service: Option<&str>, health| Unmanaged {
             profile: ProfileName::parse("b").unwrap(),

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::Ctx;
-use super::{AdapterSpec, AgentSpec, ConfigError, CronSpec, Platforms};
+use super::{AdapterSpec, AgentSpec, ClusterSpec, ConfigError, CronSpec, Platforms};
 
 /// The whole configuration of one gateway, with the platforms `P` (the registry's).
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +21,8 @@ pub struct GatewayConfig<P: Platforms> {
     pub cron: Vec<CronSpec<P::Target>>,
     /// The agent behind the gateway, and the bridge to it (`[agent]`).
     pub agent: Option<AgentSpec>,
+    /// The profile's gateways on other hosts, one active at a time (`[cluster]`).
+    pub cluster: Option<ClusterSpec>,
 }
 
 impl<P: Platforms> Default for GatewayConfig<P> {
@@ -31,6 +33,7 @@ impl<P: Platforms> Default for GatewayConfig<P> {
             adapters: vec![],
             cron: vec![],
             agent: None,
+            cluster: None,
         }
     }
 }
@@ -54,5 +57,6 @@ pub(super) fn gateway<P: Platforms>(
         adapters: vec![],
         cron: vec![],
         agent: None,
+        cluster: None,
     })
 }

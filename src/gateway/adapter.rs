@@ -165,6 +165,7 @@ impl<C: Connector> Transport for WebSocket<C> {
             heartbeat: &hb,
             spool: &link.deps.spool,
             proxies: &link.deps.shared.proxies,
+            fence: &link.deps.shared.fence,
             identify: &self.identify,
             outlet: self.outlet.as_deref(),
         };

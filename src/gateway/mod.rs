@@ -3,6 +3,7 @@
 pub mod adapter;
 pub(crate) mod cron;
 pub(crate) mod exit;
+pub(crate) mod fence;
 pub(crate) mod flock;
 pub mod health;
 pub(crate) mod notify;

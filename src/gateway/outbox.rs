@@ -29,6 +29,7 @@ use std::time::SystemTime;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
+use crate::gateway::fence::Fence;
 use crate::gateway::send::{PlatformReply, Post, TargetError, TextUnit};
 use crate::trusted_dir::TrustError;
 use book::Book;
@@ -214,6 +215,9 @@ pub struct Outbox {
     /// Targets, by adapter, where an agent's turn runs and the platform's typing indicator is
     /// wanted: ephemeral, never journalled, shown by the adapter's worker between messages.
     typing: Mutex<HashMap<String, BTreeSet<String>>>,
+    /// Whether this process may send now (a cluster's active, until its lease could be
+    /// gone); always, unless [`Outbox::set_fence`] says otherwise.
+    fence: std::sync::OnceLock<Fence>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -243,7 +247,19 @@ impl Outbox {
             routes,
             changed: watch::Sender::new(0),
             typing: Mutex::default(),
+            fence: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Send only while `fence` holds. Set once, before the workers start.
+    pub(crate) fn set_fence(&self, fence: Fence) {
+        let _ = self.fence.set(fence);
+    }
+
+    /// May a worker send now? Asked right before each request goes out, so that a process
+    /// that wakes after its lease is gone sends nothing, whatever its loop has yet to notice.
+    pub(crate) fn may_send(&self) -> bool {
+        self.fence.get().is_none_or(Fence::holds)
     }
 
     /// Ask `adapter`'s worker to show the typing indicator in `target` (as `--to` spells it),

@@ -59,6 +59,25 @@ pub struct StateFile {
     /// Not a health input: an agent that is down makes messages wait in the spool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent: Option<AgentHealth>,
+    /// This gateway's place in its profile's cluster (`[cluster]`), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cluster: Option<ClusterHealth>,
+}
+
+/// A cluster member at a glance (cluster/, docs/cluster.md).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClusterHealth {
+    /// `active` or `standby`.
+    pub(crate) role: String,
+    /// This gateway's node name.
+    pub(crate) node: String,
+    /// The active, `NODE since TIME`; for a standby that cannot reach etcd, none.
+    pub(crate) active: Option<String>,
+    /// The active's own view: how long ago it last renewed its lease.
+    pub(crate) lease_age_ms: Option<u64>,
+    pub(crate) lease_ttl_ms: u64,
+    /// Why a standby is not active, as `STATUS=` says it.
+    pub(crate) standing: Option<String>,
 }
 
 /// A front end's health, as the state file shows it.
@@ -196,6 +215,7 @@ impl StateFile {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         }
     }
 
@@ -211,6 +231,11 @@ impl StateFile {
 
     pub(crate) fn with_outbox(mut self, stats: Stats) -> Self {
         self.outbox = Some(stats);
+        self
+    }
+
+    pub(crate) fn with_cluster(mut self, cluster: Option<ClusterHealth>) -> Self {
+        self.cluster = cluster;
         self
     }
 
@@ -235,6 +260,7 @@ impl StateFile {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         }
     }
 
@@ -376,6 +402,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         }
     }
 

@@ -28,6 +28,35 @@ pub struct MockStats {
     pub connection_times: Vec<std::time::Instant>,
     /// WebSocket-level pings received from clients.
     pub ws_pings: u64,
+    /// Each WebSocket connection's life, in the order they were accepted: what a test reads
+    /// to check that two clients never acted at once.
+    pub spans: Vec<ConnectionSpan>,
+}
+
+/// One connection: when it was accepted, when the client sent its first and its last frame
+/// (a session acts on the platform only by sending), and when it closed.
+#[derive(Clone, Copy, Debug)]
+pub struct ConnectionSpan {
+    pub conn: u64,
+    pub opened: std::time::Instant,
+    pub first_frame: Option<std::time::Instant>,
+    pub last_frame: Option<std::time::Instant>,
+    pub closed: Option<std::time::Instant>,
+}
+
+impl ConnectionSpan {
+    /// Did the clients of `self` and `other` both send frames within one stretch of time?
+    pub fn acted_together(&self, other: &ConnectionSpan) -> bool {
+        match (
+            self.first_frame,
+            self.last_frame,
+            other.first_frame,
+            other.last_frame,
+        ) {
+            (Some(a0), Some(a1), Some(b0), Some(b1)) => a0 <= b1 && b0 <= a1,
+            _ => false,
+        }
+    }
 }
 
 /// Monotonic counters kept outside the state mutex because the hot paths (acks, dispatch

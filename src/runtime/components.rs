@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::component;
-use super::outbound::Outbound;
+use super::outbound::{Outbound, Senders};
 use crate::config::Secret;
 use crate::gateway::adapter::{self, AdapterExit, Shared};
 use crate::gateway::cron::{self, CronContext};
@@ -141,11 +141,11 @@ impl Components {
 
     /// One delivery worker per adapter that can send, named `outbox:ADAPTER`, watching its
     /// adapter's connection; none when the outbox is unavailable.
-    pub(super) fn start_workers(&mut self, outbound: &mut Outbound) {
-        let Outbound::Open { outbox, senders } = outbound else {
+    pub(super) fn start_workers(&mut self, outbound: &Outbound, senders: Senders) {
+        let Some(outbox) = outbound.outbox() else {
             return;
         };
-        for (adapter, sender) in std::mem::take(senders) {
+        for (adapter, sender) in senders {
             let name = format!("outbox:{adapter}");
             let (outbox, rx) = (outbox.clone(), self.shutdown());
             let connected = self.registry.get(&adapter).map(|hb| hb.connections());
@@ -160,6 +160,13 @@ impl Components {
     /// The next component to end, if any still runs.
     pub(super) async fn next_ended(&mut self) -> Option<Ended> {
         self.tasks.join_next().await
+    }
+
+    /// Stop every component now, with no drain: what a fenced run does, whose connections
+    /// must close before another host may take over.
+    pub(super) fn abort(&mut self) {
+        let _ = self.shutdown.send(true);
+        self.tasks.abort_all();
     }
 
     /// Tell every component to stop, wait for them up to [`DRAIN_TIMEOUT`] (saying so with

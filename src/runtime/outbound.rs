@@ -15,7 +15,7 @@ use crate::platform::{AdapterSpec, CronSpec, Sender};
 use crate::profile::Profile;
 
 /// Each adapter that can send, by name, with its sender.
-type Senders = Vec<(String, Sender)>;
+pub(super) type Senders = Vec<(String, Sender)>;
 
 /// The outbox as this run has it.
 pub(super) enum Outbound {
@@ -40,6 +40,14 @@ impl Outbound {
         match self {
             Outbound::Open { outbox, .. } => Ok(outbox.clone()),
             Outbound::Unavailable(why) => Err(why.clone()),
+        }
+    }
+
+    /// The senders, for the workers to take: once the outbox is open they are all it needs.
+    pub(super) fn take_senders(&mut self) -> Senders {
+        match self {
+            Outbound::Open { senders, .. } => std::mem::take(senders),
+            Outbound::Unavailable(_) => vec![],
         }
     }
 

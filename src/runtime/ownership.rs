@@ -1,18 +1,24 @@
 //! Who owns the profile, and each bot credential it uses, while a run lasts.
 //!
 //! Two gateways on one profile or one bot token fight (the first field report), so a run
-//! starts only once it owns both, and stops as soon as it no longer does. Today ownership is
-//! the kernel's: flocks on this machine ([`LocalOwnership`]), which a dead process never
-//! leaves stale and a live one never loses. Owners that can lose their claim (a lease in a
-//! coordination service, across hosts) say so through [`Ownership::lost`], which the run
-//! loop waits on like any other event.
+//! starts only once it owns both, and stops as soon as it no longer does. On one machine
+//! ownership is the kernel's: flocks ([`LocalOwnership`]), which a dead process never leaves
+//! stale and a live one never loses. Across hosts (`[cluster]`) it is also an etcd lease
+//! ([`ClusterOwnership`]): the run then campaigns before it connects anything, and says
+//! through [`Ownership::lost`], which the run loop waits on like any other event, once the
+//! lease could be gone. The [`Fence`] says, at every send, whether the run may still act.
 
 use std::path::Path;
 
 use futures_util::future::BoxFuture;
+use tokio::sync::watch;
 
 use super::GatewayError;
+use crate::cluster::{self, Claim, Keys, Standing, Term};
+use crate::config::ClusterSpec;
+use crate::gateway::fence::Fence;
 use crate::gateway::flock::{HeldLock, Holder, LockError};
+use crate::gateway::state_file::ClusterHealth;
 use crate::gateway::token_lock;
 use crate::profile::Profile;
 
@@ -30,8 +36,24 @@ pub(crate) trait Ownership: Send {
         identities: &[(String, String)],
     ) -> Result<(), GatewayError>;
 
+    /// Resolves once this run may act on the platforms, saying meanwhile in `report` how it
+    /// stands (a standby); at once for an owner with no one to wait for.
+    fn campaign<'a>(
+        &'a mut self,
+        report: &'a watch::Sender<Option<Standing>>,
+    ) -> BoxFuture<'a, Result<(), GatewayError>>;
+
+    /// Whether the run may act now: checked before every send.
+    fn fence(&self) -> Fence;
+
     /// Resolves, with why, once the claim is lost; never, for an owner that cannot lose it.
     fn lost(&mut self) -> BoxFuture<'_, String>;
+
+    /// Give the claim up at once, for another host to take (a clean stop).
+    fn release(&mut self) -> BoxFuture<'_, ()>;
+
+    /// The run's place in its cluster, for the state file; none on one machine.
+    fn health(&self) -> Option<ClusterHealth>;
 }
 
 /// Ownership on this machine: the profile's instance lock (`gateway.lock`) and one token lock
@@ -82,8 +104,133 @@ impl Ownership for LocalOwnership {
         Ok(())
     }
 
+    fn campaign<'a>(
+        &'a mut self,
+        _report: &'a watch::Sender<Option<Standing>>,
+    ) -> BoxFuture<'a, Result<(), GatewayError>> {
+        Box::pin(std::future::ready(Ok(())))
+    }
+
+    fn fence(&self) -> Fence {
+        Fence::open()
+    }
+
     /// A flock is held until the process ends: it is never lost.
     fn lost(&mut self) -> BoxFuture<'_, String> {
         Box::pin(std::future::pending())
+    }
+
+    /// The kernel releases the flocks when the process ends.
+    fn release(&mut self) -> BoxFuture<'_, ()> {
+        Box::pin(std::future::ready(()))
+    }
+
+    fn health(&self) -> Option<ClusterHealth> {
+        None
+    }
+}
+
+/// Ownership across hosts: this machine's flocks first, then a term in the profile's etcd
+/// cluster (crate::cluster), which a standby waits for and the active can lose.
+pub(crate) struct ClusterOwnership<'a> {
+    local: &'a mut LocalOwnership,
+    spec: ClusterSpec,
+    keys: Option<Keys>,
+    fence: Fence,
+    term: Option<Term>,
+}
+
+impl<'a> ClusterOwnership<'a> {
+    pub(crate) fn new(local: &'a mut LocalOwnership, spec: ClusterSpec) -> Self {
+        Self {
+            local,
+            spec,
+            keys: None,
+            fence: Fence::closed(),
+            term: None,
+        }
+    }
+}
+
+impl Ownership for ClusterOwnership<'_> {
+    fn claim_profile(&mut self) -> Result<(), GatewayError> {
+        self.local.claim_profile()
+    }
+
+    fn claim_credentials(
+        &mut self,
+        config_path: &Path,
+        identities: &[(String, String)],
+    ) -> Result<(), GatewayError> {
+        self.local.claim_credentials(config_path, identities)?;
+        self.keys = Some(Keys::new(&self.local.profile, identities));
+        Ok(())
+    }
+
+    fn campaign<'a>(
+        &'a mut self,
+        report: &'a watch::Sender<Option<Standing>>,
+    ) -> BoxFuture<'a, Result<(), GatewayError>> {
+        Box::pin(async move {
+            let keys = self
+                .keys
+                .clone()
+                .unwrap_or_else(|| Keys::new(&self.local.profile, &[]));
+            let claim = Claim::now(&self.spec.node, &self.local.profile);
+            let mut client = cluster::connect(&self.spec).await?;
+            let term =
+                cluster::campaign(&mut client, &self.spec, &keys, &claim, &self.fence, report)
+                    .await;
+            self.term = Some(term);
+            Ok(())
+        })
+    }
+
+    fn fence(&self) -> Fence {
+        self.fence.clone()
+    }
+
+    fn lost(&mut self) -> BoxFuture<'_, String> {
+        match &mut self.term {
+            Some(term) => Box::pin(term.lost()),
+            None => Box::pin(std::future::pending()),
+        }
+    }
+
+    fn release(&mut self) -> BoxFuture<'_, ()> {
+        self.fence.close();
+        let term = self.term.take();
+        Box::pin(async move {
+            if let Some(term) = term {
+                term.release().await;
+            }
+        })
+    }
+
+    fn health(&self) -> Option<ClusterHealth> {
+        let term = self.term.as_ref()?;
+        Some(ClusterHealth {
+            role: "active".into(),
+            node: self.spec.node.clone(),
+            active: Some(term.claim().describe()),
+            lease_age_ms: Some(term.lease_age().as_millis() as u64),
+            lease_ttl_ms: self.spec.lease_ttl.as_millis() as u64,
+            standing: None,
+        })
+    }
+}
+
+/// The state file's view of a standby, from what its campaign last reported.
+pub(crate) fn standby_health(spec: &ClusterSpec, standing: &Standing) -> ClusterHealth {
+    ClusterHealth {
+        role: "standby".into(),
+        node: spec.node.clone(),
+        active: match standing {
+            Standing::Standby { active } => Some(active.describe()),
+            Standing::Unreachable(_) => None,
+        },
+        lease_age_ms: None,
+        lease_ttl_ms: spec.lease_ttl.as_millis() as u64,
+        standing: Some(standing.describe()),
     }
 }

@@ -12,14 +12,14 @@ use serde::Serialize;
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
-    AgentHealth, ApiHealth, ComponentState, Delivery, Stale, StateFile,
+    AgentHealth, ApiHealth, ClusterHealth, ComponentState, Delivery, Stale, StateFile,
 };
 use crate::launchd::launchctl::JobState;
 use crate::safe_text::visible;
 
 mod lines;
 
-use lines::{agent_line, api_line, component_line, delivery_line, outbox_line};
+use lines::{agent_line, api_line, cluster_line, component_line, delivery_line, outbox_line};
 
 /// The process a snapshot should come from: a current one carries its pid, and the words on
 /// one that is not say why in terms of it.
@@ -164,6 +164,9 @@ pub(crate) struct Health {
     pub(crate) api: Option<ApiHealth>,
     /// The agent link (`[agent]`); `null` without one.
     pub(crate) agent: Option<AgentHealth>,
+    /// The gateway's place in its cluster (`[cluster]`); `null` without one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) cluster: Option<ClusterHealth>,
 }
 
 impl Health {
@@ -193,6 +196,7 @@ impl Health {
             deliveries: state.deliveries,
             api: state.api,
             agent: state.agent,
+            cluster: state.cluster,
         }))
     }
 
@@ -228,6 +232,9 @@ impl Health {
                 "{pad:<16} health: STALE snapshot from {} ({age}); {why}; states below are not current\n",
                 visible(&self.updated_at),
             ));
+        }
+        if let Some(cluster) = &self.cluster {
+            s.push_str(&format!("{pad:<16} {}\n", cluster_line(cluster)));
         }
         for c in &self.components {
             s.push_str(&format!("{pad:<16} {}\n", component_line(c, self.stale)));
@@ -292,6 +299,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -318,6 +326,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -368,6 +377,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(!text.contains("STALE"), "{text}");
@@ -397,6 +407,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         };
         let job = |state, pid| Writer::Job { state, pid };
         for (writer, want, says) in [
@@ -443,6 +454,7 @@ pub(super) mod tests {
                 deliveries: vec![],
                 api: None,
                 agent: None,
+                cluster: None,
             };
             let text = h.to_text(writer);
             assert!(text.contains(says), "{says:?} missing in {text}");

@@ -9,6 +9,7 @@ mod api_cli;
 mod api_load;
 mod api_openapi;
 mod api_rig;
+mod cluster;
 mod completions;
 mod crashes_and_races;
 mod credentials;

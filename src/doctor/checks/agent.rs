@@ -182,6 +182,7 @@ mod tests {
             outbox: None,
             deliveries: vec![],
             api: None,
+            cluster: None,
             agent: Some(AgentHealth {
                 kind: "hermes-relay".into(),
                 endpoint: "ws://127.0.0.1:8765/relay".into(),

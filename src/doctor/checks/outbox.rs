@@ -69,6 +69,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            cluster: None,
         });
         let mut s = homes(&[], vec![p]);
         s.now = SystemTime::now();

@@ -33,6 +33,7 @@ use super::outcome::{Outcome, SessionEnd};
 use super::outlet::{self, Outlet};
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::platform_number::{self, HEARTBEAT_INTERVAL};
 use crate::gateway::spool::{Event, Spool};
@@ -47,6 +48,8 @@ pub(crate) struct Session<'a> {
     pub(crate) heartbeat: &'a Heartbeat,
     pub(crate) spool: &'a Spool,
     pub(crate) proxies: &'a ProxyEnv,
+    /// Nothing is written once it closes: a cluster's lease may be gone.
+    pub(crate) fence: &'a Fence,
     /// The credential's session start limit, which every Identify books a slot in.
     pub(crate) identify: &'a IdentifyQueue,
     /// A plain socket that can send: where its sender's frames come from.
@@ -363,6 +366,11 @@ impl Live<'_> {
     /// Queue several frames and flush once, under one write deadline.
     async fn send_all(&mut self, msgs: Vec<Message>) -> Result<(), SessionEnd> {
         let adapter = self.s.adapter;
+        if !self.s.fence.holds() {
+            return Err(SessionEnd::Failed(
+                "fenced: the cluster's lease may be gone".into(),
+            ));
+        }
         let write_timeout = self.write_timeout;
         let ws = &mut self.ws;
         let write = async move {

@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 use super::identify_queue::IdentifyQueues;
 use super::outlet::Outlets;
 use super::proxy;
+use crate::gateway::fence::Fence;
 
 /// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
 /// proxy settings, the platforms' session start limits, and a bound on setup requests in
@@ -27,6 +28,9 @@ pub struct Shared {
     /// connection.
     pub(crate) outlets: Outlets,
     pub(super) setup_permits: Arc<Semaphore>,
+    /// Whether this process may act on the platforms now (a cluster's active, until its
+    /// lease could be gone): checked before every frame a session writes.
+    pub(crate) fence: Fence,
     /// What each platform keeps for all its adapters and senders, one value per type
     /// ([`Shared::keep`]).
     kept: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
@@ -56,6 +60,7 @@ impl Shared {
             identify: IdentifyQueues::default(),
             outlets: Outlets::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
+            fence: Fence::open(),
             kept: Arc::default(),
         })
     }

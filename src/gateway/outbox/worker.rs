@@ -21,6 +21,8 @@ pub(crate) const DEADLINE: Duration = Duration::from_secs(24 * 3600);
 const RETRY_MIN: Duration = Duration::from_secs(1);
 /// Kept short, so that the first message after an outage goes out soon after it ends.
 const RETRY_MAX: Duration = Duration::from_secs(30);
+/// A fenced worker looks again this much later (its run ends first).
+const FENCED_PAUSE: Duration = Duration::from_secs(1);
 /// After the journal itself failed, wait this long before trying the next step.
 const JOURNAL_PAUSE: Duration = Duration::from_secs(1);
 
@@ -171,6 +173,11 @@ async fn attempt<S: Post>(
             )),
         };
         return done(outbox.finish(&id, Finish::Failed(error)).await);
+    }
+    if !outbox.may_send() {
+        // A cluster's lease may be gone: nothing is sent, and the run is ending.
+        tracing::warn!(id = %id, adapter = %message.adapter, "fenced: not sending");
+        return Ok((false, Some(FENCED_PAUSE)));
     }
     outbox.begin(&id).await?;
     crate::test_hook::kill_at("outbox-sending", &message.idempotency_key);

@@ -240,6 +240,7 @@ impl Connection {
     }
 
     fn on_message(&mut self, message: Message) -> Flow {
+        self.shared.client_frame(self.conn_id);
         match message {
             Message::Text(text) => self.on_payload(text.as_bytes()),
             Message::Binary(bytes) => self.on_payload(&bytes),

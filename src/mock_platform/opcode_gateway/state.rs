@@ -16,7 +16,7 @@ use tokio_tungstenite::tungstenite::Utf8Bytes;
 
 use super::super::config::MockConfig;
 use super::super::fault::{Fault, FaultSwitch};
-use super::super::stats::{bump, Counters, MockStats};
+use super::super::stats::{bump, ConnectionSpan, Counters, MockStats};
 use super::command::{Command, Outgoing};
 use super::frames;
 use super::session::{Attachment, Session};
@@ -51,6 +51,7 @@ struct Inner {
     access_tokens: HashSet<String>,
     identify_times: Vec<std::time::Instant>,
     connection_times: Vec<std::time::Instant>,
+    spans: Vec<ConnectionSpan>,
 }
 
 impl Gateway {
@@ -77,6 +78,7 @@ impl Gateway {
                 access_tokens: HashSet::new(),
                 identify_times: Vec::new(),
                 connection_times: Vec::new(),
+                spans: Vec::new(),
             }),
         }
     }
@@ -170,16 +172,42 @@ impl Gateway {
         let conn_id = self.counters.next_conn_id.fetch_add(1, Ordering::Relaxed);
         let mut inner = self.lock();
         inner.conns.insert(conn_id, tx);
-        inner.connection_times.push(std::time::Instant::now());
+        let now = std::time::Instant::now();
+        inner.connection_times.push(now);
+        inner.spans.push(ConnectionSpan {
+            conn: conn_id,
+            opened: now,
+            first_frame: None,
+            last_frame: None,
+            closed: None,
+        });
         drop(inner);
         bump(&self.counters.connections);
         bump(&self.counters.live_connections);
         conn_id
     }
 
+    /// The client of `conn_id` sent a frame.
+    pub(super) fn client_frame(&self, conn_id: u64) {
+        let now = std::time::Instant::now();
+        if let Some(span) = self
+            .lock()
+            .spans
+            .iter_mut()
+            .rev()
+            .find(|s| s.conn == conn_id)
+        {
+            span.first_frame.get_or_insert(now);
+            span.last_frame = Some(now);
+        }
+    }
+
     pub(super) fn unregister(&self, conn_id: u64, session_id: Option<&str>) {
         let mut inner = self.lock();
         inner.conns.remove(&conn_id);
+        if let Some(span) = inner.spans.iter_mut().rev().find(|s| s.conn == conn_id) {
+            span.closed = Some(std::time::Instant::now());
+        }
         if let Some(sid) = session_id {
             inner.detach(conn_id, sid);
         }
@@ -301,6 +329,7 @@ impl Gateway {
             token_rejections: load(&c.token_rejections),
             connection_times: inner.connection_times.clone(),
             ws_pings: load(&c.ws_pings),
+            spans: inner.spans.clone(),
         }
     }
 }

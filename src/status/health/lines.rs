@@ -5,7 +5,9 @@
 use std::time::SystemTime;
 
 use crate::gateway::outbox::Stats;
-use crate::gateway::state_file::{AgentHealth, ApiCondition, ApiHealth, ComponentState, Delivery};
+use crate::gateway::state_file::{
+    AgentHealth, ApiCondition, ApiHealth, ClusterHealth, ComponentState, Delivery,
+};
 use crate::safe_text::visible;
 
 /// One line on a component: its state (marked when it, or the whole snapshot, is not
@@ -31,6 +33,24 @@ pub(super) fn component_line(c: &ComponentState, snapshot_stale: bool) -> String
         line.push_str(&format!(", last error: {}", visible(e)));
     }
     line
+}
+
+/// One line on the gateway's place in its cluster: active, with its lease's age, or standby,
+/// with who is active (or why it cannot tell).
+pub(super) fn cluster_line(c: &ClusterHealth) -> String {
+    let ttl = crate::gateway::health::short(std::time::Duration::from_millis(c.lease_ttl_ms));
+    match (c.role.as_str(), c.lease_age_ms) {
+        ("active", Some(age)) => format!(
+            "cluster    {}: active, lease renewed {:.1}s ago (ttl {ttl})",
+            visible(&c.node),
+            age as f64 / 1000.0,
+        ),
+        _ => format!(
+            "cluster    {}: {}",
+            visible(&c.node),
+            visible(c.standing.as_deref().unwrap_or(&c.role)),
+        ),
+    }
 }
 
 /// One line on a delivering cron job: how its last delivery ended, or that it has none yet.
@@ -138,6 +158,30 @@ pub(super) fn outbox_line(o: &Stats) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_cluster_line_says_the_role_and_the_active() {
+        let mut c = ClusterHealth {
+            role: "active".into(),
+            node: "server-1".into(),
+            active: Some("server-1 since 2026-12-03T09:00:00Z".into()),
+            lease_age_ms: Some(1_200),
+            lease_ttl_ms: 10_000,
+            standing: None,
+        };
+        assert_eq!(
+            cluster_line(&c),
+            "cluster    server-1: active, lease renewed 1.2s ago (ttl 10s)"
+        );
+        c.role = "standby".into();
+        c.node = "laptop".into();
+        c.lease_age_ms = None;
+        c.standing = Some("standby (active: server-1 since 2026-12-03T09:00:00Z)".into());
+        assert_eq!(
+            cluster_line(&c),
+            "cluster    laptop: standby (active: server-1 since 2026-12-03T09:00:00Z)"
+        );
+    }
 
     #[test]
     fn the_agent_line_says_whether_it_is_there_and_what_waits() {

@@ -1,0 +1,99 @@
+//! What the active owns in etcd, and what it writes there.
+//!
+//! `/hermes-svc/v1/profile/NAME/active` says who is active; `/hermes-svc/v1/credential/HASH`
+//! holds each bot credential the profile uses, named by a keyed hash (HMAC-SHA256 keyed with
+//! the credential itself), so that two profiles with one token conflict across hosts too,
+//! while etcd never holds the token, and its readers can test a guess only by holding it.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+const PREFIX: &str = "/hermes-svc/v1/";
+
+/// Every key of one profile's term.
+#[derive(Clone, Debug)]
+pub(crate) struct Keys {
+    pub(crate) active: String,
+    pub(crate) credentials: Vec<String>,
+}
+
+impl Keys {
+    /// `identities` as the runtime claims them locally: (adapter name, identity).
+    pub(crate) fn new(profile: &str, identities: &[(String, String)]) -> Keys {
+        Keys {
+            active: format!("{PREFIX}profile/{profile}/active"),
+            credentials: identities
+                .iter()
+                .map(|(_, identity)| format!("{PREFIX}credential/{}", keyed_hash(identity)))
+                .collect(),
+        }
+    }
+
+    pub(crate) fn all(&self) -> impl Iterator<Item = &String> {
+        std::iter::once(&self.active).chain(&self.credentials)
+    }
+
+    /// Where a standby watches for keys going: every key of the cluster.
+    pub(crate) fn watch_prefix() -> &'static str {
+        PREFIX
+    }
+}
+
+fn keyed_hash(identity: &str) -> String {
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, identity.as_bytes());
+    let tag = ring::hmac::sign(&key, b"hermes-svc cluster credential v1");
+    tag.as_ref()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The value of every key of a term: who holds it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Claim {
+    pub(crate) node: String,
+    pub(crate) profile: String,
+    pub(crate) pid: u32,
+    /// When the term began, seconds since the epoch.
+    pub(crate) since: u64,
+}
+
+impl Claim {
+    pub(crate) fn now(node: &str, profile: &str) -> Claim {
+        Claim {
+            node: node.to_owned(),
+            profile: profile.to_owned(),
+            pid: std::process::id(),
+            since: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        }
+    }
+
+    /// `NODE since TIME`, as `STATUS=` and `status` show the active.
+    pub(crate) fn describe(&self) -> String {
+        let since = UNIX_EPOCH + std::time::Duration::from_secs(self.since);
+        format!(
+            "{} since {}",
+            self.node,
+            humantime::format_rfc3339_seconds(since)
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn credential_keys_hold_no_secret_and_agree_across_hosts() {
+        let ids = [("a".to_string(), "discord:SECRET-TOKEN".to_string())];
+        let (one, two) = (Keys::new("coder", &ids), Keys::new("other", &ids));
+        assert_eq!(one.credentials, two.credentials);
+        assert!(!one.credentials[0].contains("SECRET"));
+        assert_eq!(one.active, "/hermes-svc/v1/profile/coder/active");
+        let other = Keys::new("coder", &[("a".into(), "discord:ANOTHER".into())]);
+        assert_ne!(one.credentials, other.credentials);
+    }
+}
