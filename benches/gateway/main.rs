@@ -1,18 +1,25 @@
 //! Gateway figures: zombie detection latency, detection-to-RESUMED time, the Feishu
 //! adapter's detection latency, Telegram's and Weixin's hung-poll detection and loss, the cost
 //! of 1,000 connections, loss under injected faults, sending through the outbox and the agent
-//! API, and the latency the agent bridge adds. `cargo bench --bench gateway` prints Markdown
+//! API, the latency the agent bridge adds, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- poll`, `-- loss`,
-//! `-- thousand`, `-- outbox`, `-- agent`), and the scratch directories they share.
+//! `-- thousand`, `-- outbox`, `-- agent`, `-- cluster`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
 mod agent;
 mod binary;
+mod cluster;
+#[allow(dead_code)]
+#[path = "../../tests/it/cluster_rig.rs"]
+mod cluster_rig;
 mod detection;
 mod feishu;
+// The tests' helpers, for the cluster section's rig.
+#[path = "../../tests/it/harness.rs"]
+mod harness;
 mod independent;
 mod long_poll;
 mod loss;
@@ -61,4 +68,8 @@ fn main() {
             agent::agent_figures().await;
         }
     });
+    // Processes and blocking waits: outside the runtime, which serves the mock meanwhile.
+    if only.as_deref().is_none_or(|o| o == "cluster") {
+        cluster::cluster_figures(&rt);
+    }
 }

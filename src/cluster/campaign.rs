@@ -92,6 +92,8 @@ async fn attempt(
     let ttl = spec.lease_ttl;
     let asked = Instant::now();
     let lease = client.lease_grant(ttl.as_secs() as i64, None).await?.id();
+    // The term begins now, if it begins: not when the campaign did.
+    let claim = &Claim::now(&claim.node, &claim.profile);
     let value = serde_json::to_vec(claim).expect("a claim serialises");
     let free: Vec<Compare> = keys
         .all()

@@ -218,7 +218,7 @@ mod tests {
         );
         let m = message("[cluster]\nendpoints = [\"http://etcd:2379\"]\n");
         assert!(
-            m.contains("line 2") && m.contains("only to loopback"),
+            m.contains("gateway.toml:2:") && m.contains("only to loopback"),
             "{m}"
         );
         let m = message("[cluster]\nendpoints = [\"https://etcd:2379\"]\n");
@@ -226,11 +226,14 @@ mod tests {
         let m =
             message("[cluster]\nendpoints = [\"https://e:2379\"]\nca = \"/a\"\ncert = \"/c\"\n");
         assert!(
-            m.contains("line 4") && m.contains("cert and key go together"),
+            m.contains("gateway.toml:4:") && m.contains("cert and key go together"),
             "{m}"
         );
         let m = message("[cluster]\nendpoints = [\"http://[::1]:2379\"]\nlease-ttl = \"1s\"\n");
-        assert!(m.contains("line 3") && m.contains("3s to 5m"), "{m}");
+        assert!(
+            m.contains("gateway.toml:3:") && m.contains("3s to 5m"),
+            "{m}"
+        );
         let m = message("[cluster]\nendpoints = [\"http://[::1]:2379\"]\nnode = \"a b\"\n");
         assert!(m.contains("not a node name"), "{m}");
         let m = message("[cluster]\nendpoints = [\"http://[::1]:2379\"]\nleader = true\n");

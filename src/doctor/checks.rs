@@ -11,6 +11,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod bot_account;
+pub(crate) mod cluster;
 mod machine;
 pub(crate) mod outbox;
 pub(crate) mod profile_home;
@@ -57,7 +58,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 24] = [
+pub(crate) const CHECKS: [Check; 25] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -82,6 +83,7 @@ pub(crate) const CHECKS: [Check; 24] = [
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
     on_homes!(agent::AGENT_IDLE),
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
+    on_homes!(cluster::CLUSTER_UNREACHABLE),
 ];
 
 /// Every finding in `s`, in id order.

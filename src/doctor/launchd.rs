@@ -15,7 +15,7 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use crate::doctor::checks::{agent, bot_account, on_homes, outbox, profile_home, Check};
+use crate::doctor::checks::{agent, bot_account, cluster, on_homes, outbox, profile_home, Check};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -29,7 +29,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 16] = [
+pub(crate) const CHECKS: [LaunchdCheck; 17] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -46,6 +46,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 16] = [
     on_homes!(outbox::OUTBOX_UNAVAILABLE),
     on_homes!(agent::AGENT_IDLE),
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
+    on_homes!(cluster::CLUSTER_UNREACHABLE),
 ];
 
 /// Every finding in `s`, in id order.

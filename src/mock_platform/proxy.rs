@@ -62,6 +62,21 @@ impl BlackholeProxy {
         );
     }
 
+    /// Every connection, open or yet to come, goes dark: a network partition, where nothing
+    /// arrives and nothing says so.
+    pub fn partition(&self) {
+        self.cutoff.send_replace(u64::MAX);
+        tracing::info!("blackhole proxy partitioned");
+    }
+
+    /// New connections pass again; those that went dark stay dark, as after a real partition
+    /// heals.
+    pub fn heal(&self) {
+        let next = self.next_id.load(Ordering::SeqCst);
+        self.cutoff.send_replace(next);
+        tracing::info!("blackhole proxy healed");
+    }
+
     pub(crate) fn connections(&self) -> usize {
         self.open.load(Ordering::SeqCst)
     }

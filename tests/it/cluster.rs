@@ -5,316 +5,14 @@
 //! What is asserted is what a platform would see: which connection identified, when each one
 //! sent its first and last frame (no two ever overlap), and which messages were posted.
 
-use std::fs;
-use std::io::Write;
-use std::net::TcpListener;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixDatagram, UnixStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hermes_svc::mock_platform::{MockConfig, MockPlatform, MockStats};
+use hermes_svc::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats};
 use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
 
-use crate::harness::{scratch_dir, wait_for, TempDir, BIN};
+use crate::cluster_rig::{config, Etcd, Host};
+use crate::harness::{scratch_dir, wait_for, TempDir};
 use crate::mock_runtime::{mock_runtime, start_mock};
-
-const PROFILE: &str = "cl";
-const TOKEN: &str = "cluster-bot-token";
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A real etcd cluster of three members on loopback, each its own process and data directory.
-pub(crate) struct Etcd {
-    dir: PathBuf,
-    members: Vec<Member>,
-    cluster: String,
-}
-
-struct Member {
-    name: String,
-    client: u16,
-    peer: u16,
-    child: Option<Child>,
-}
-
-impl Etcd {
-    pub(crate) fn start(dir: &Path) -> Etcd {
-        let members: Vec<Member> = (1..=3)
-            .map(|i| Member {
-                name: format!("e{i}"),
-                client: free_port(),
-                peer: free_port(),
-                child: None,
-            })
-            .collect();
-        let cluster = members
-            .iter()
-            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
-            .collect::<Vec<_>>()
-            .join(",");
-        let mut etcd = Etcd {
-            dir: dir.to_owned(),
-            members,
-            cluster,
-        };
-        for i in 0..3 {
-            etcd.start_member(i);
-        }
-        etcd.wait_healthy();
-        etcd
-    }
-
-    fn start_member(&mut self, i: usize) {
-        let m = &self.members[i];
-        let data = self.dir.join(&m.name);
-        let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
-        let client = format!("http://127.0.0.1:{}", m.client);
-        let peer = format!("http://127.0.0.1:{}", m.peer);
-        let child = Command::new("etcd")
-            .args(["--name", &m.name, "--data-dir"])
-            .arg(&data)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args([
-                "--initial-cluster",
-                &self.cluster,
-                "--initial-cluster-state",
-                "new",
-            ])
-            .args(["--initial-cluster-token", "hermes-svc-test"])
-            // Loopback: elections in a second, not the WAN defaults.
-            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("etcd runs (scripts/ensure-deps installs etcd-server)");
-        self.members[i].child = Some(child);
-    }
-
-    pub(crate) fn endpoints(&self) -> Vec<String> {
-        self.members
-            .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client))
-            .collect()
-    }
-
-    /// Every running member answers `/health` with `"health":"true"` (it has a leader).
-    fn wait_healthy(&self) {
-        for m in self.members.iter().filter(|m| m.child.is_some()) {
-            wait_for(Duration::from_secs(30), "an etcd member's health", || {
-                http_get(m.client, "/health").filter(|b| b.contains("\"true\""))
-            });
-        }
-    }
-
-    /// The member that leads now, by its `/v3/maintenance/status` answer.
-    fn leader(&self) -> usize {
-        wait_for(Duration::from_secs(10), "an etcd leader", || {
-            self.members.iter().position(|m| {
-                m.child.is_some()
-                    && http_post(m.client, "/v3/maintenance/status", "{}").is_some_and(|b| {
-                        let v: serde_json::Value = serde_json::from_str(&b).unwrap_or_default();
-                        v["leader"] == v["header"]["member_id"] && !v["leader"].is_null()
-                    })
-            })
-        })
-    }
-
-    fn kill(&mut self, i: usize) {
-        if let Some(mut c) = self.members[i].child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn restart(&mut self, i: usize) {
-        self.start_member(i);
-    }
-}
-
-impl Drop for Etcd {
-    fn drop(&mut self) {
-        for i in 0..self.members.len() {
-            self.kill(i);
-        }
-    }
-}
-
-/// A one-request HTTP/1.0 exchange with etcd's gateway; the body, on a 200.
-fn http(port: u16, request: &str) -> Option<String> {
-    use std::io::Read;
-    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    s.write_all(request.as_bytes()).ok()?;
-    let mut answer = String::new();
-    s.read_to_string(&mut answer).ok()?;
-    let (head, body) = answer.split_once("\r\n\r\n")?;
-    head.lines()
-        .next()?
-        .contains(" 200 ")
-        .then(|| body.to_owned())
-}
-
-fn http_get(port: u16, path: &str) -> Option<String> {
-    http(port, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n"))
-}
-
-fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
-    http(
-        port,
-        &format!(
-            "POST {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ),
-    )
-}
-
-/// One host's gateway for the profile: its own home, lock directory, notify socket and log.
-struct Host {
-    node: String,
-    home: PathBuf,
-    log: PathBuf,
-    notify: UnixDatagram,
-    child: Child,
-}
-
-/// The profile's `gateway.toml`: one Discord adapter on the mock, and the cluster.
-fn config(mock: &MockPlatform, etcd: &Etcd, node: &str, ttl: &str) -> String {
-    let endpoints = etcd
-        .endpoints()
-        .iter()
-        .map(|e| format!("{e:?}"))
-        .collect::<Vec<_>>()
-        .join(", ");
-    format!(
-        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
-         api-base = \"{}\"\n\n[cluster]\nendpoints = [{endpoints}]\nnode = \"{node}\"\n\
-         lease-ttl = \"{ttl}\"\ntakeover-delay = \"0s\"\n",
-        mock.http_base()
-    )
-}
-
-impl Host {
-    fn start(dir: &Path, node: &str, gateway_toml: &str, faults: &str) -> Host {
-        let root = dir.join(node);
-        let home = root.join("hermes/profiles").join(PROFILE);
-        fs::create_dir_all(&home).unwrap();
-        fs::create_dir_all(root.join("locks")).unwrap();
-        fs::write(home.join("gateway.toml"), gateway_toml).unwrap();
-        let env = home.join(".env");
-        fs::write(&env, format!("CL_TOKEN={TOKEN}\n")).unwrap();
-        fs::set_permissions(&env, fs::Permissions::from_mode(0o600)).unwrap();
-        let sock_path = root.join("notify.sock");
-        let _ = fs::remove_file(&sock_path);
-        let notify = UnixDatagram::bind(&sock_path).unwrap();
-        notify.set_nonblocking(true).unwrap();
-        let log = root.join("gateway.log");
-        let child = Command::new(BIN)
-            .args(["gateway", "run", "--profile", PROFILE])
-            .env("HERMES_HOME", root.join("hermes"))
-            .env("HERMES_LOCK_DIR", root.join("locks"))
-            .env("NOTIFY_SOCKET", &sock_path)
-            .env("RUST_LOG", "info")
-            .env("HERMES_TEST_FAULT", faults)
-            .env_remove("WATCHDOG_USEC")
-            .env_remove("WATCHDOG_PID")
-            .env_remove("CL_TOKEN")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(fs::File::create(&log).unwrap())
-            .spawn()
-            .unwrap();
-        Host {
-            node: node.into(),
-            home,
-            log,
-            notify,
-            child,
-        }
-    }
-
-    fn pid(&self) -> Pid {
-        Pid::from_raw(self.child.id() as i32)
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Every notification sent since the last look, in order.
-    fn notifications(&self) -> Vec<String> {
-        let mut out = vec![];
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = self.notify.recv(&mut buf) {
-            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
-        }
-        out
-    }
-
-    /// The state file's `cluster` object, once it has one.
-    fn cluster_state(&self) -> Option<serde_json::Value> {
-        let text = fs::read_to_string(self.home.join("state/gateway.json")).ok()?;
-        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
-        Some(v["cluster"].clone()).filter(|c| !c.is_null())
-    }
-
-    fn role(&self) -> Option<String> {
-        self.cluster_state()?["role"].as_str().map(str::to_owned)
-    }
-
-    /// Wait for its exit, up to `within`; how it exited.
-    fn exited(&mut self, within: Duration) -> std::process::ExitStatus {
-        wait_for(within, &format!("{} to exit", self.node), || {
-            self.child.try_wait().unwrap()
-        })
-    }
-
-    /// Post `text` to the chat through this host's local API, without waiting for an answer
-    /// (the host may be frozen: the request then waits in its socket).
-    fn post_message(&self, text: &str) -> UnixStream {
-        let body = serde_json::json!({
-            "adapter": "dc", "target": "channel:4242", "text": text, "idempotency_key": text,
-        })
-        .to_string();
-        let mut s = UnixStream::connect(self.home.join("state/api/agent.sock")).unwrap();
-        write!(
-            s,
-            "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        s
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        let _ = kill(self.pid(), Signal::SIGCONT);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn stats(rt: &tokio::runtime::Runtime, mock: &MockPlatform) -> MockStats {
     let _guard = rt.enter();
@@ -360,7 +58,7 @@ impl Rig {
 
     /// A host with `HERMES_TEST_FAULT=faults`.
     fn host_with(&self, node: &str, ttl: &str, faults: &str) -> Host {
-        let toml = config(&self.mock, &self.etcd, node, ttl);
+        let toml = config(&self.mock.http_base(), &self.etcd.endpoints(), node, ttl);
         Host::start(self.dir.path(), node, &toml, faults)
     }
 
@@ -493,17 +191,84 @@ fn a_frozen_active_wakes_fenced_and_sends_nothing() {
     never_two_at_once(&rig.stats());
 }
 
+/// An active cut off from etcd (every packet to it lost, through a proxy that goes dark) while
+/// it still reaches the platform fences itself before its lease can expire; the standby takes
+/// over after the lease, and the two never act at once. Once the partition heals, the old
+/// active's next run stands by.
+#[test]
+fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
+    let rig = Rig::new("clpart");
+    let proxies: Vec<BlackholeProxy> = rig
+        .etcd
+        .endpoints()
+        .iter()
+        .map(|e| {
+            let addr = e.trim_start_matches("http://").parse().unwrap();
+            rig.rt.block_on(BlackholeProxy::start(addr)).unwrap()
+        })
+        .collect();
+    let through: Vec<String> = proxies
+        .iter()
+        .map(|p| format!("http://{}", p.addr()))
+        .collect();
+    let toml = config(&rig.mock.http_base(), &through, "host-a", "5s");
+    let mut a = Host::start(rig.dir.path(), "host-a", &toml, "");
+    rig.identified(1, Duration::from_secs(30));
+    let b = rig.host("host-b", "5s");
+    wait_for(Duration::from_secs(20), "host-b standing by", || {
+        b.notifications()
+            .join("\n")
+            .contains("STATUS=standby (active: host-a since ")
+            .then_some(())
+    });
+    let cut = Instant::now();
+    for p in &proxies {
+        p.partition();
+    }
+    let status = a.exited(Duration::from_secs(10));
+    let fenced = cut.elapsed();
+    let log = a.log_text();
+    assert_eq!(status.code(), Some(75), "{log}");
+    assert!(
+        log.contains("fenced: the etcd lease was not renewed"),
+        "{log}"
+    );
+    let took = rig
+        .identified(2, Duration::from_secs(15))
+        .duration_since(cut);
+    // The lease outlives the active's last renewal by at least 5 s; the active stopped with a
+    // third of it left at least, so before the standby could take over.
+    assert!(
+        fenced < took,
+        "fenced after {fenced:?}, taken over after {took:?}"
+    );
+    never_two_at_once(&rig.stats());
+    drop(a);
+    for p in &proxies {
+        p.heal();
+    }
+    let a = Host::start(rig.dir.path(), "host-a", &toml, "");
+    wait_for(Duration::from_secs(30), "host-a standing by", || {
+        a.notifications()
+            .join("\n")
+            .contains("STATUS=standby (active: host-b since ")
+            .then_some(())
+    });
+    assert_eq!(b.role().as_deref(), Some("active"));
+    never_two_at_once(&rig.stats());
+}
+
 /// Losing the etcd leader is no failover; losing quorum fences the active within its lease,
 /// and a new run waits as a standby (no exit, no restart loop) until quorum returns, then
 /// takes over again.
 #[test]
 fn etcd_faults_fence_only_when_quorum_is_lost() {
     let mut rig = Rig::new("clquorum");
-    let mut a = rig.host("host-a", "5s");
+    let mut a = rig.host("host-a", "10s");
     rig.identified(1, Duration::from_secs(30));
     let leader = rig.etcd.leader();
     rig.etcd.kill(leader);
-    // Two leases' worth: the active renews through the new leader and stays.
+    // A lease's worth: the active renews through the new leader and stays.
     let calm = Instant::now() + Duration::from_secs(10);
     while Instant::now() < calm {
         assert!(a.child.try_wait().unwrap().is_none(), "{}", a.log_text());
@@ -515,7 +280,7 @@ fn etcd_faults_fence_only_when_quorum_is_lost() {
     let second = (0..3).find(|&i| i != leader).unwrap();
     let lost = Instant::now();
     rig.etcd.kill(second);
-    let status = a.exited(Duration::from_secs(10));
+    let status = a.exited(Duration::from_secs(15));
     let fenced_after = lost.elapsed();
     let log = a.log_text();
     assert_eq!(status.code(), Some(75), "{log}");
@@ -523,27 +288,40 @@ fn etcd_faults_fence_only_when_quorum_is_lost() {
         log.contains("fenced: the etcd lease was not renewed"),
         "{log}"
     );
+    // Within the TTL.
     assert!(
-        fenced_after < Duration::from_secs(5),
+        fenced_after < Duration::from_secs(10),
         "fenced after {fenced_after:?}"
     );
     let spans = rig.stats().spans;
     let closed = spans[0].closed.expect("the fenced run's connection closed");
-    assert!(closed.duration_since(lost) < Duration::from_secs(5));
+    assert!(closed.duration_since(lost) < Duration::from_secs(10));
     // What its manager does next: run it again. It stands by, ready, and does not exit.
     drop(a);
-    let b = rig.host("host-a", "5s");
+    let b = rig.host("host-a", "10s");
     wait_for(Duration::from_secs(20), "a standby with no quorum", || {
         let said = b.notifications().join("\n");
         (said.contains("READY=1") && said.contains("STATUS=standby (campaigning: etcd at "))
             .then_some(())
     });
+    // doctor says what the manager cannot see: no active this host can find.
+    let found = wait_for(Duration::from_secs(20), "doctor's HSV025", || {
+        b.doctor().into_iter().find(|f| f["id"] == "HSV025")
+    });
+    assert_eq!(found["severity"], "error", "{found}");
+    assert!(
+        found["message"].as_str().unwrap().contains("node host-a"),
+        "{found}"
+    );
     rig.etcd.restart(second);
     rig.etcd.restart(leader);
     rig.identified(2, Duration::from_secs(30));
     let mut b = b;
     assert!(b.child.try_wait().unwrap().is_none(), "{}", b.log_text());
     assert_eq!(rig.stats().identifies, 2);
+    wait_for(Duration::from_secs(10), "doctor without HSV025", || {
+        (!b.doctor().iter().any(|f| f["id"] == "HSV025")).then_some(())
+    });
     never_two_at_once(&rig.stats());
 }
 

@@ -10,6 +10,7 @@ mod api_load;
 mod api_openapi;
 mod api_rig;
 mod cluster;
+mod cluster_rig;
 mod completions;
 mod crashes_and_races;
 mod credentials;

@@ -1,0 +1,337 @@
+//! The parts of a cluster test or bench: a real three-member etcd cluster on loopback
+//! (Debian's etcd-server), and one "host" per gateway process (its own home, lock directory,
+//! notify socket and log) for one profile with a Discord adapter. Included by
+//! benches/gateway with `#[path]`.
+
+use std::fs;
+use std::io::Write;
+use std::net::TcpListener;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixDatagram, UnixStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+use crate::harness::{wait_for, BIN};
+
+pub(crate) const PROFILE: &str = "cl";
+pub(crate) const TOKEN: &str = "cluster-bot-token";
+
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A real etcd cluster of three members on loopback, each its own process and data directory.
+pub(crate) struct Etcd {
+    dir: PathBuf,
+    members: Vec<Member>,
+    cluster: String,
+}
+
+struct Member {
+    name: String,
+    client: u16,
+    peer: u16,
+    child: Option<Child>,
+}
+
+impl Etcd {
+    pub(crate) fn start(dir: &Path) -> Etcd {
+        fs::create_dir_all(dir).unwrap();
+        let members: Vec<Member> = (1..=3)
+            .map(|i| Member {
+                name: format!("e{i}"),
+                client: free_port(),
+                peer: free_port(),
+                child: None,
+            })
+            .collect();
+        let cluster = members
+            .iter()
+            .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut etcd = Etcd {
+            dir: dir.to_owned(),
+            members,
+            cluster,
+        };
+        for i in 0..3 {
+            etcd.start_member(i);
+        }
+        etcd.wait_healthy();
+        etcd
+    }
+
+    fn start_member(&mut self, i: usize) {
+        let m = &self.members[i];
+        let data = self.dir.join(&m.name);
+        let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
+        let client = format!("http://127.0.0.1:{}", m.client);
+        let peer = format!("http://127.0.0.1:{}", m.peer);
+        let child = Command::new("etcd")
+            .args(["--name", &m.name, "--data-dir"])
+            .arg(&data)
+            .args([
+                "--listen-client-urls",
+                &client,
+                "--advertise-client-urls",
+                &client,
+            ])
+            .args([
+                "--listen-peer-urls",
+                &peer,
+                "--initial-advertise-peer-urls",
+                &peer,
+            ])
+            .args([
+                "--initial-cluster",
+                &self.cluster,
+                "--initial-cluster-state",
+                "new",
+            ])
+            .args(["--initial-cluster-token", "hermes-svc-test"])
+            // Loopback: elections in a second, not the WAN defaults.
+            .args(["--heartbeat-interval", "100", "--election-timeout", "1000"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("etcd runs (scripts/ensure-deps installs etcd-server)");
+        self.members[i].child = Some(child);
+    }
+
+    pub(crate) fn endpoints(&self) -> Vec<String> {
+        self.members
+            .iter()
+            .map(|m| format!("http://127.0.0.1:{}", m.client))
+            .collect()
+    }
+
+    /// Every running member answers `/health` with `"health":"true"` (it has a leader).
+    pub(crate) fn wait_healthy(&self) {
+        for m in self.members.iter().filter(|m| m.child.is_some()) {
+            wait_for(Duration::from_secs(30), "an etcd member's health", || {
+                http_get(m.client, "/health").filter(|b| b.contains("\"true\""))
+            });
+        }
+    }
+
+    /// The member that leads now, by its `/v3/maintenance/status` answer.
+    pub(crate) fn leader(&self) -> usize {
+        wait_for(Duration::from_secs(10), "an etcd leader", || {
+            self.members.iter().position(|m| {
+                m.child.is_some()
+                    && http_post(m.client, "/v3/maintenance/status", "{}").is_some_and(|b| {
+                        let v: serde_json::Value = serde_json::from_str(&b).unwrap_or_default();
+                        v["leader"] == v["header"]["member_id"] && !v["leader"].is_null()
+                    })
+            })
+        })
+    }
+
+    pub(crate) fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.members[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    pub(crate) fn restart(&mut self, i: usize) {
+        self.start_member(i);
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+    }
+}
+
+/// A one-request HTTP/1.0 exchange with etcd's gateway; the body, on a 200.
+fn http(port: u16, request: &str) -> Option<String> {
+    use std::io::Read;
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(request.as_bytes()).ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    head.lines()
+        .next()?
+        .contains(" 200 ")
+        .then(|| body.to_owned())
+}
+
+fn http_get(port: u16, path: &str) -> Option<String> {
+    http(port, &format!("GET {path} HTTP/1.0\r\nHost: x\r\n\r\n"))
+}
+
+fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
+    http(
+        port,
+        &format!(
+            "POST {path} HTTP/1.0\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
+    )
+}
+
+/// One host's gateway for the profile: its own home, lock directory, notify socket and log.
+pub(crate) struct Host {
+    pub(crate) node: String,
+    pub(crate) home: PathBuf,
+    pub(crate) log: PathBuf,
+    pub(crate) notify: UnixDatagram,
+    pub(crate) child: Child,
+}
+
+/// The profile's `gateway.toml`: one Discord adapter on the platform at `api_base`, and the
+/// cluster.
+pub(crate) fn config(api_base: &str, endpoints: &[String], node: &str, ttl: &str) -> String {
+    let endpoints = endpoints
+        .iter()
+        .map(|e| format!("{e:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
+         api-base = \"{api_base}\"\n\n[cluster]\nendpoints = [{endpoints}]\nnode = \"{node}\"\n\
+         lease-ttl = \"{ttl}\"\ntakeover-delay = \"0s\"\n"
+    )
+}
+
+impl Host {
+    pub(crate) fn start(dir: &Path, node: &str, gateway_toml: &str, faults: &str) -> Host {
+        let root = dir.join(node);
+        let home = root.join("hermes/profiles").join(PROFILE);
+        fs::create_dir_all(&home).unwrap();
+        fs::create_dir_all(root.join("locks")).unwrap();
+        fs::write(home.join("gateway.toml"), gateway_toml).unwrap();
+        let env = home.join(".env");
+        fs::write(&env, format!("CL_TOKEN={TOKEN}\n")).unwrap();
+        fs::set_permissions(&env, fs::Permissions::from_mode(0o600)).unwrap();
+        let sock_path = root.join("notify.sock");
+        let _ = fs::remove_file(&sock_path);
+        let notify = UnixDatagram::bind(&sock_path).unwrap();
+        notify.set_nonblocking(true).unwrap();
+        let log = root.join("gateway.log");
+        let child = Command::new(BIN)
+            .args(["gateway", "run", "--profile", PROFILE])
+            .env("HERMES_HOME", root.join("hermes"))
+            .env("HERMES_LOCK_DIR", root.join("locks"))
+            .env("NOTIFY_SOCKET", &sock_path)
+            .env("RUST_LOG", "info")
+            .env("HERMES_TEST_FAULT", faults)
+            .env_remove("WATCHDOG_USEC")
+            .env_remove("WATCHDOG_PID")
+            .env_remove("CL_TOKEN")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(fs::File::create(&log).unwrap())
+            .spawn()
+            .unwrap();
+        Host {
+            node: node.into(),
+            home,
+            log,
+            notify,
+            child,
+        }
+    }
+
+    pub(crate) fn pid(&self) -> Pid {
+        Pid::from_raw(self.child.id() as i32)
+    }
+
+    pub(crate) fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Every notification sent since the last look, in order.
+    pub(crate) fn notifications(&self) -> Vec<String> {
+        let mut out = vec![];
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = self.notify.recv(&mut buf) {
+            out.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+        }
+        out
+    }
+
+    /// The state file's `cluster` object, once it has one.
+    pub(crate) fn cluster_state(&self) -> Option<serde_json::Value> {
+        let text = fs::read_to_string(self.home.join("state/gateway.json")).ok()?;
+        let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+        Some(v["cluster"].clone()).filter(|c| !c.is_null())
+    }
+
+    pub(crate) fn role(&self) -> Option<String> {
+        self.cluster_state()?["role"].as_str().map(str::to_owned)
+    }
+
+    /// `doctor --json`'s findings about this host's profile (no manager is asked: the bus
+    /// addresses lead nowhere, which doctor reports as HSV000 and goes on).
+    pub(crate) fn doctor(&self) -> Vec<serde_json::Value> {
+        let hermes_home = self.home.parent().unwrap().parent().unwrap();
+        let out = Command::new(BIN)
+            .args(["doctor", "--json"])
+            .env("HERMES_HOME", hermes_home)
+            .env(
+                "DBUS_SYSTEM_BUS_ADDRESS",
+                "unix:path=/nonexistent/cl-system-bus",
+            )
+            .env(
+                "DBUS_SESSION_BUS_ADDRESS",
+                "unix:path=/nonexistent/cl-user-bus",
+            )
+            .env("XDG_RUNTIME_DIR", "/nonexistent/cl-runtime")
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("{e}: {text}\n{}", String::from_utf8_lossy(&out.stderr)));
+        v["findings"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// Wait for its exit, up to `within`; how it exited.
+    pub(crate) fn exited(&mut self, within: Duration) -> std::process::ExitStatus {
+        wait_for(within, &format!("{} to exit", self.node), || {
+            self.child.try_wait().unwrap()
+        })
+    }
+
+    /// Post `text` to the chat through this host's local API, without waiting for an answer
+    /// (the host may be frozen: the request then waits in its socket).
+    pub(crate) fn post_message(&self, text: &str) -> UnixStream {
+        let body = serde_json::json!({
+            "adapter": "dc", "target": "channel:4242", "text": text, "idempotency_key": text,
+        })
+        .to_string();
+        let mut s = UnixStream::connect(self.home.join("state/api/agent.sock")).unwrap();
+        write!(
+            s,
+            "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+             content-length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        s
+    }
+}
+
+impl Drop for Host {
+    fn drop(&mut self) {
+        let _ = kill(self.pid(), Signal::SIGCONT);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
