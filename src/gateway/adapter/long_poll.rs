@@ -119,6 +119,11 @@ impl<P: Poll> Transport for Polling<P> {
             if *link.deps.shutdown.borrow() {
                 break Step::Shutdown;
             }
+            // A poll takes the platform's updates, and its offset confirms the last batch: a
+            // deposed cluster member must do neither (docs/cluster.md).
+            if !link.deps.shared.fence.holds() {
+                break failed(name, "fenced: the cluster's lease may be gone".into());
+            }
             let deadline = self.poller.deadline();
             // A poll may take its whole deadline and a backoff may follow it; silent for
             // longer than both, the adapter itself is stuck and the watchdog should see it.

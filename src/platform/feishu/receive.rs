@@ -86,6 +86,7 @@ impl Transport for LongConnection {
             heartbeat: &hb,
             spool: &link.deps.spool,
             proxies: &link.deps.shared.proxies,
+            fence: &link.deps.shared.fence,
         };
         let out = session.run(&mut link.deps.shutdown).await;
         self.config = out.config;

@@ -31,6 +31,7 @@ use crate::gateway::adapter::connect::{self, ConnectError, Socket};
 use crate::gateway::adapter::inbox::Inbox;
 use crate::gateway::adapter::liveness::{self, Action, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
 use crate::platform::feishu::pbbp2::{header, message_type, Frame, FrameKind};
@@ -45,6 +46,9 @@ pub(super) struct Session<'a> {
     pub(super) heartbeat: &'a Heartbeat,
     pub(super) spool: &'a Spool,
     pub(super) proxies: &'a ProxyEnv,
+    /// Nothing is written (no ping, no acknowledgement) once it closes: a cluster's lease may
+    /// be gone.
+    pub(super) fence: &'a Fence,
 }
 
 /// How a connection ended.
@@ -351,6 +355,11 @@ impl Live<'_> {
     /// Write one frame under the write deadline: a write that cannot finish is a dead write
     /// path, whatever the reads say.
     async fn send(&mut self, msg: Message) -> Result<(), End> {
+        if !self.s.fence.holds() {
+            return Err(End::Failed(
+                "fenced: the cluster's lease may be gone".into(),
+            ));
+        }
         match timeout(self.write_timeout, self.ws.send(msg)).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => {
