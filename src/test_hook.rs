@@ -15,7 +15,9 @@
 //! - `stall:POINT:MS` makes the first task that reaches POINT wait MS milliseconds there, as
 //!   one slow write to disk would, while the rest of the process runs on;
 //! - `ask-manager` makes every unit's properties come from the systemd manager, never from
-//!   its files (see [`switched`]).
+//!   its files (see [`switched`]);
+//! - `machine-id:ID` makes the process take ID for this machine's identity (its cluster
+//!   claims'), so that two processes on one machine can stand for two machines.
 //!
 //! In release builds every hook says no, so no environment variable can wedge or pause a
 //! production binary.
@@ -125,6 +127,19 @@ pub(crate) async fn stall(point: &str) {
 
 #[cfg(not(debug_assertions))]
 pub(crate) async fn stall(_point: &str) {}
+
+/// The machine identity a test asked for with `machine-id:ID`.
+#[cfg(debug_assertions)]
+pub(crate) fn machine_id() -> Option<String> {
+    faults()
+        .iter()
+        .find_map(|f| f.strip_prefix("machine-id:").map(str::to_owned))
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn machine_id() -> Option<String> {
+    None
+}
 
 /// How far tests have moved the wall clock forward, in milliseconds (debug builds only).
 #[cfg(debug_assertions)]

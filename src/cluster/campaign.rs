@@ -15,8 +15,9 @@ use crate::gateway::fence::Fence;
 /// How a cluster member stands while it is not active.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Standing {
-    /// Another gateway holds the keys (`active`, the first held key's claim).
-    Standby { active: Claim },
+    /// Another gateway holds the keys (`active`, the first held key's claim). `clash`: it is
+    /// another machine that goes by this node's name.
+    Standby { active: Claim, clash: bool },
     /// etcd could not be asked: why, naming the endpoints.
     Unreachable(String),
 }
@@ -25,7 +26,19 @@ impl Standing {
     /// For `STATUS=` and the state file.
     pub(crate) fn describe(&self) -> String {
         match self {
-            Standing::Standby { active } => format!("standby (active: {})", active.describe()),
+            Standing::Standby {
+                active,
+                clash: false,
+            } => {
+                format!("standby (active: {})", active.describe())
+            }
+            Standing::Standby {
+                active,
+                clash: true,
+            } => format!(
+                "standby (active: {}; another machine has this node's name)",
+                active.describe()
+            ),
             Standing::Unreachable(why) => format!("standby (campaigning: {why})"),
         }
     }
@@ -60,8 +73,12 @@ pub(crate) async fn campaign(
             Ok(Attempt::Won(term)) => return *term,
             Ok(Attempt::Held { active, revision }) => {
                 backoff = Duration::from_millis(250);
+                let clash = active.clashes_with(&claim.node);
+                if clash {
+                    tracing::error!(node = %claim.node, "another machine has this node's name; give each host its own [cluster] node");
+                }
                 tracing::info!(active = %active.describe(), "standing by");
-                report.send_replace(Some(Standing::Standby { active }));
+                report.send_replace(Some(Standing::Standby { active, clash }));
                 // Re-asked at least once a lease, so a missed event costs one lease at most.
                 let gone =
                     tokio::time::timeout(spec.lease_ttl, keys_gone(client, keys, revision + 1))
@@ -148,6 +165,7 @@ async fn attempt(
             profile: String::new(),
             pid: 0,
             since: 0,
+            machine: String::new(),
         });
     Ok(Attempt::Held { active, revision })
 }

@@ -49,6 +49,23 @@ fn keyed_hash(identity: &str) -> String {
         .collect()
 }
 
+/// This machine, as a short hash of systemd's machine id (`/etc/machine-id`, the D-Bus one
+/// where that is missing), or of the host name where neither exists (macOS).
+fn machine() -> String {
+    use sha2::{Digest, Sha256};
+    let id = crate::test_hook::machine_id()
+        .or_else(|| std::fs::read_to_string("/etc/machine-id").ok())
+        .or_else(|| std::fs::read_to_string("/var/lib/dbus/machine-id").ok())
+        .or_else(|| {
+            nix::unistd::gethostname()
+                .ok()
+                .and_then(|h| h.into_string().ok())
+        })
+        .unwrap_or_default();
+    let digest = Sha256::digest(id.trim().as_bytes());
+    digest[..6].iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The value of every key of a term: who holds it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Claim {
@@ -57,6 +74,10 @@ pub(crate) struct Claim {
     pub(crate) pid: u32,
     /// When the term began, seconds since the epoch.
     pub(crate) since: u64,
+    /// A hash of the machine's identity: two claims with one `node` and two machines are two
+    /// hosts that were given one name.
+    #[serde(default)]
+    pub(crate) machine: String,
 }
 
 impl Claim {
@@ -68,7 +89,13 @@ impl Claim {
             since: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            machine: machine(),
         }
+    }
+
+    /// Is `self` another machine's claim under `node`'s name?
+    pub(crate) fn clashes_with(&self, node: &str) -> bool {
+        self.node == node && !self.machine.is_empty() && self.machine != machine()
     }
 
     /// `NODE since TIME`, as `STATUS=` and `status` show the active.

@@ -58,7 +58,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 25] = [
+pub(crate) const CHECKS: [Check; 26] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -84,6 +84,7 @@ pub(crate) const CHECKS: [Check; 25] = [
     on_homes!(agent::AGENT_IDLE),
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
     on_homes!(cluster::CLUSTER_UNREACHABLE),
+    on_homes!(cluster::NODE_NAME_CLASH),
 ];
 
 /// Every finding in `s`, in id order.

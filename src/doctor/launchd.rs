@@ -29,7 +29,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 17] = [
+pub(crate) const CHECKS: [LaunchdCheck; 18] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -47,6 +47,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 17] = [
     on_homes!(agent::AGENT_IDLE),
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
     on_homes!(cluster::CLUSTER_UNREACHABLE),
+    on_homes!(cluster::NODE_NAME_CLASH),
 ];
 
 /// Every finding in `s`, in id order.

@@ -78,6 +78,9 @@ pub struct ClusterHealth {
     pub(crate) lease_ttl_ms: u64,
     /// Why a standby is not active, as `STATUS=` says it.
     pub(crate) standing: Option<String>,
+    /// The active is another machine that goes by this node's name.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub(crate) name_clash: bool,
 }
 
 /// A front end's health, as the state file shows it.

@@ -216,6 +216,7 @@ impl Ownership for ClusterOwnership<'_> {
             lease_age_ms: Some(term.lease_age().as_millis() as u64),
             lease_ttl_ms: self.spec.lease_ttl.as_millis() as u64,
             standing: None,
+            name_clash: false,
         })
     }
 }
@@ -226,11 +227,12 @@ pub(crate) fn standby_health(spec: &ClusterSpec, standing: &Standing) -> Cluster
         role: "standby".into(),
         node: spec.node.clone(),
         active: match standing {
-            Standing::Standby { active } => Some(active.describe()),
+            Standing::Standby { active, .. } => Some(active.describe()),
             Standing::Unreachable(_) => None,
         },
         lease_age_ms: None,
         lease_ttl_ms: spec.lease_ttl.as_millis() as u64,
         standing: Some(standing.describe()),
+        name_clash: matches!(standing, Standing::Standby { clash: true, .. }),
     }
 }

@@ -342,3 +342,46 @@ fn a_cluster_ca_that_cannot_be_read_is_refused_naming_it() {
         "{log}"
     );
 }
+
+/// Two machines given one node name: the standby says so in `STATUS=` and doctor warns
+/// (HSV026); a second process of the active's own machine under that name does not.
+#[test]
+fn two_machines_with_one_node_name_are_named_and_one_machine_is_not() {
+    let rig = Rig::new("cltwin");
+    let toml = config(&rig.mock.http_base(), &rig.etcd.endpoints(), "twin", "5s");
+    let root = rig.dir.path();
+    let _a = Host::start(&root.join("one"), "twin", &toml, "machine-id:one");
+    rig.identified(1, Duration::from_secs(30));
+    let b = Host::start(&root.join("two"), "twin", &toml, "machine-id:two");
+    wait_for(Duration::from_secs(20), "the clash said", || {
+        b.notifications()
+            .join("\n")
+            .contains("STATUS=standby (active: twin since ")
+            .then(|| b.cluster_state())
+            .flatten()
+            .filter(|c| c["name_clash"] == true)
+    });
+    let said = b.cluster_state().unwrap()["standing"].clone();
+    assert!(
+        said.as_str()
+            .unwrap()
+            .ends_with("; another machine has this node's name)"),
+        "{said}"
+    );
+    let found = wait_for(Duration::from_secs(20), "doctor's HSV026", || {
+        b.doctor().into_iter().find(|f| f["id"] == "HSV026")
+    });
+    assert_eq!(found["severity"], "warn", "{found}");
+    let c = Host::start(&root.join("three"), "twin", &toml, "machine-id:one");
+    wait_for(
+        Duration::from_secs(20),
+        "the same machine's standby",
+        || {
+            c.cluster_state()
+                .filter(|s| s["role"] == "standby" && s["active"].is_string())
+        },
+    );
+    let state = c.cluster_state().unwrap();
+    assert!(state.get("name_clash").is_none(), "{state}");
+    assert!(!c.doctor().iter().any(|f| f["id"] == "HSV026"));
+}

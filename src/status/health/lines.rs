@@ -168,6 +168,7 @@ mod tests {
             lease_age_ms: Some(1_200),
             lease_ttl_ms: 10_000,
             standing: None,
+            name_clash: false,
         };
         assert_eq!(
             cluster_line(&c),
