@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hermes_svc::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats};
 use nix::sys::signal::{kill, Signal};
 
-use crate::cluster_rig::{config, Etcd, Host};
+use crate::cluster_rig::{config, with_cluster, Etcd, Host};
 use crate::harness::{scratch_dir, wait_for, TempDir};
 use crate::mock_runtime::{mock_runtime, start_mock};
 
@@ -384,4 +384,51 @@ fn two_machines_with_one_node_name_are_named_and_one_machine_is_not() {
     let state = c.cluster_state().unwrap();
     assert!(state.get("name_clash").is_none(), "{state}");
     assert!(!c.doctor().iter().any(|f| f["id"] == "HSV026"));
+}
+
+/// A frozen Telegram active: the new active's first poll ends the frozen one's held poll with
+/// 409, as Telegram does. When it wakes, with its run loop held 6 s, it polls no more (a poll
+/// would take the updates and confirm the last batch): the mock sees no conflict after that.
+#[test]
+fn a_frozen_telegram_active_wakes_fenced_and_polls_no_more() {
+    let rig = Rig::new("cltgfreeze");
+    let toml = |node: &str| {
+        let telegram = format!(
+            "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"CL_TOKEN\"\n\
+             api-base = \"{}\"\npoll-timeout = \"30s\"\n",
+            rig.mock.http_base()
+        );
+        with_cluster(&telegram, &rig.etcd.endpoints(), node, "5s")
+    };
+    let telegram = || {
+        let _g = rig.rt.enter();
+        rig.mock.telegram_stats()
+    };
+    let dir = rig.dir.path();
+    let mut a = Host::start(dir, "host-a", &toml("host-a"), "stall:fence-noticed:6000");
+    wait_for(Duration::from_secs(30), "host-a polling", || {
+        (a.role().as_deref() == Some("active") && telegram().polls >= 2).then_some(())
+    });
+    let b = Host::start(dir, "host-b", &toml("host-b"), "");
+    wait_for(Duration::from_secs(20), "host-b standing by", || {
+        (b.role().as_deref() == Some("standby")).then_some(())
+    });
+    assert_eq!(telegram().conflicts, 0);
+    kill(a.pid(), Signal::SIGSTOP).unwrap();
+    // The new active's poll ends the frozen one's.
+    let conflicts = wait_for(Duration::from_secs(20), "host-b's first poll", || {
+        let c = telegram().conflicts;
+        (b.role().as_deref() == Some("active") && c >= 1).then_some(c)
+    });
+    kill(a.pid(), Signal::SIGCONT).unwrap();
+    let status = a.exited(Duration::from_secs(15));
+    let log = a.log_text();
+    assert_eq!(status.code(), Some(75), "{log}");
+    assert!(log.contains("fenced"), "{log}");
+    assert_eq!(
+        telegram().conflicts,
+        conflicts,
+        "the deposed active polled: {log}"
+    );
+    assert_eq!(b.role().as_deref(), Some("active"));
 }

@@ -18,7 +18,8 @@ use nix::unistd::Pid;
 use crate::harness::{wait_for, BIN};
 
 pub(crate) const PROFILE: &str = "cl";
-pub(crate) const TOKEN: &str = "cluster-bot-token";
+/// The bot token every host uses: the one the mock's Bot API honours (its Discord takes any).
+pub(crate) const TOKEN: &str = "123456:mock-telegram-token";
 
 pub(crate) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -198,14 +199,22 @@ pub(crate) struct Host {
 /// The profile's `gateway.toml`: one Discord adapter on the platform at `api_base`, and the
 /// cluster.
 pub(crate) fn config(api_base: &str, endpoints: &[String], node: &str, ttl: &str) -> String {
+    let discord = format!(
+        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
+         api-base = \"{api_base}\"\n"
+    );
+    with_cluster(&discord, endpoints, node, ttl)
+}
+
+/// `adapters` (tables whose token is `CL_TOKEN`) and the `[cluster]` table.
+pub(crate) fn with_cluster(adapters: &str, endpoints: &[String], node: &str, ttl: &str) -> String {
     let endpoints = endpoints
         .iter()
         .map(|e| format!("{e:?}"))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
-         api-base = \"{api_base}\"\n\n[cluster]\nendpoints = [{endpoints}]\nnode = \"{node}\"\n\
+        "{adapters}\n[cluster]\nendpoints = [{endpoints}]\nnode = \"{node}\"\n\
          lease-ttl = \"{ttl}\"\ntakeover-delay = \"0s\"\n"
     )
 }
