@@ -115,12 +115,12 @@ mod tests {
 
     #[test]
     fn credential_keys_hold_no_secret_and_agree_across_hosts() {
-        let ids = [("a".to_string(), "discord:SECRET-TOKEN".to_string())];
+        let ids = [("a".to_string(), "kind:SECRET-TOKEN".to_string())];
         let (one, two) = (Keys::new("coder", &ids), Keys::new("other", &ids));
         assert_eq!(one.credentials, two.credentials);
         assert!(!one.credentials[0].contains("SECRET"));
         assert_eq!(one.active, "/hermes-svc/v1/profile/coder/active");
-        let other = Keys::new("coder", &[("a".into(), "discord:ANOTHER".into())]);
+        let other = Keys::new("coder", &[("a".into(), "kind:ANOTHER".into())]);
         assert_ne!(one.credentials, other.credentials);
     }
 }
