@@ -7,13 +7,16 @@
 //! platform checks a fencing token, so the active fences itself: it renews the lease, and
 //! once it has not renewed it with a third of its time left it stops acting (the [`Fence`]
 //! closes, then the run ends and its connections close) before etcd can hand the keys to
-//! anyone else. A clean stop revokes the lease, which frees the keys at once.
+//! anyone else. A clean stop revokes the lease, which frees the keys at once. What a successor
+//! needs to receive on where the active stopped is in etcd too, outside the lease, written
+//! only by the current term (`replica`).
 //!
 //! [`Fence`]: crate::gateway::fence::Fence
 
 mod campaign;
 mod connect;
 mod keys;
+mod replica;
 mod term;
 
 use std::path::PathBuf;

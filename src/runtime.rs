@@ -288,6 +288,9 @@ async fn serve(
     let early_stop = match standby_stop {
         Some(signal) => Some(signal),
         None => {
+            if let Some(replica) = ownership.replica() {
+                spool.set_replica(replica);
+            }
             let mut cron_ctx =
                 CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
             cron_ctx.outbox = outbound.outbox().cloned();

@@ -137,9 +137,11 @@ async fn attempt(
         }
     };
     if answer.succeeded() {
+        let revision = answer.header().map_or(0, |h| h.revision());
         let term = Term::begin(
             client.clone(),
             lease,
+            revision,
             ttl,
             asked,
             claim.clone(),

@@ -4,6 +4,8 @@
 //! holds each bot credential the profile uses, named by a keyed hash (HMAC-SHA256 keyed with
 //! the credential itself), so that two profiles with one token conflict across hosts too,
 //! while etcd never holds the token, and its readers can test a guess only by holding it.
+//! `/hermes-svc/v1/profile/NAME/inbound/ADAPTER` is the adapter's inbound position
+//! (`replica.rs`), which outlives every term.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -16,6 +18,9 @@ const PREFIX: &str = "/hermes-svc/v1/";
 pub(crate) struct Keys {
     pub(crate) active: String,
     pub(crate) credentials: Vec<String>,
+    /// Where each adapter's inbound position is kept (`inbound/ADAPTER` under the profile),
+    /// outside the lease: it outlives every term.
+    pub(crate) inbound: String,
 }
 
 impl Keys {
@@ -23,6 +28,7 @@ impl Keys {
     pub(crate) fn new(profile: &str, identities: &[(String, String)]) -> Keys {
         Keys {
             active: format!("{PREFIX}profile/{profile}/active"),
+            inbound: format!("{PREFIX}profile/{profile}/inbound/"),
             credentials: identities
                 .iter()
                 .map(|(_, identity)| format!("{PREFIX}credential/{}", keyed_hash(identity)))

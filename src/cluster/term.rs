@@ -7,26 +7,33 @@ use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::Claim;
+use super::replica::EtcdReplica;
+use super::{Claim, Keys};
 use crate::gateway::fence::Fence;
 
 /// The active's hold on its keys, until it is lost or released.
 pub(crate) struct Term {
     client: Client,
     lease: i64,
+    /// The revision the term's keys were created at: what its writes compare.
+    revision: i64,
     claim: Claim,
     fence: Fence,
     lost: watch::Receiver<Option<String>>,
+    /// What ends the term, for the replica to end it too.
+    tell: watch::Sender<Option<String>>,
     renewed: Arc<Mutex<Instant>>,
     keeper: JoinHandle<()>,
 }
 
 impl Term {
-    /// Keep `lease` alive from now on; `granted` is when its grant was asked for, which is
-    /// no later than etcd started counting it.
+    /// Keep `lease`, under which the keys were created at `revision`, alive from now on;
+    /// `granted` is when its grant was asked for, which is no later than etcd started
+    /// counting it.
     pub(crate) fn begin(
         client: Client,
         lease: i64,
+        revision: i64,
         ttl: Duration,
         granted: Instant,
         claim: Claim,
@@ -41,14 +48,16 @@ impl Term {
             ttl,
             fence.clone(),
             renewed.clone(),
-            tell,
+            tell.clone(),
         ));
         Term {
             client,
             lease,
+            revision,
             claim,
             fence,
             lost,
+            tell,
             renewed,
             keeper,
         }
@@ -80,6 +89,18 @@ impl Term {
             }
             Err(_) => tracing::warn!("revoking the lease timed out; the keys expire with it"),
         }
+    }
+
+    /// The inbound replica this term may write, under `keys`.
+    pub(crate) fn replica(&self, keys: &Keys) -> EtcdReplica {
+        EtcdReplica::new(
+            self.client.clone(),
+            keys.inbound.clone(),
+            keys.active.clone(),
+            self.revision,
+            self.fence.clone(),
+            self.tell.clone(),
+        )
     }
 
     pub(crate) fn claim(&self) -> &Claim {

@@ -124,6 +124,10 @@ struct WebSocket<C> {
 }
 
 impl<C: Connector> Transport for WebSocket<C> {
+    fn inherit(&mut self, session: ResumeState) {
+        self.resume = Some(session);
+    }
+
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
         let name = link.name;
         let hb = link.deps.heartbeat.clone();

@@ -10,6 +10,7 @@ pub(crate) mod notify;
 pub mod outbox;
 pub mod pid_file;
 pub mod platform_number;
+pub(crate) mod replica;
 pub mod send;
 pub mod spool;
 pub mod state_file;

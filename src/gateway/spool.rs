@@ -33,7 +33,7 @@ use std::fs::File;
 use std::io::{self, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, OnceLock, Weak};
 use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Serialize};
@@ -43,9 +43,11 @@ use tokio::time::MissedTickBehavior;
 use tracing::{debug, info, warn, Instrument};
 
 pub use reader::read;
-use window::{dedupe_key, load_window, Window};
+use window::{dedupe_key, load_window, DedupeKey, Window};
 
 use crate::bounded_read::Owner;
+use crate::gateway::adapter::inbox::ResumeState;
+use crate::gateway::replica::Replica;
 use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// The current spool file, in the spool directory.
@@ -99,6 +101,12 @@ impl Event {
             data,
         }
     }
+}
+
+/// `event`'s dedupe key as a replica stores it: a hash of its adapter and id, so that a
+/// platform's ids, however long or hostile, are never copied anywhere.
+pub(crate) fn dedupe_tag(event: &Event) -> String {
+    dedupe_key(&event.adapter, &event.id).tag()
 }
 
 /// The current time as [`Event::received_at`] stores it.
@@ -191,6 +199,9 @@ pub struct Spool {
     inner: Mutex<Inner>,
     /// Counts new lines, so that a waiting reader wakes instead of polling the file.
     appended: watch::Sender<u64>,
+    /// Where a cluster's active also records what it stored, for its successor on another
+    /// host ([`Replica`]); set once it is the active.
+    replica: OnceLock<Arc<dyn Replica>>,
 }
 
 impl Spool {
@@ -236,7 +247,50 @@ impl Spool {
             }),
             options,
             appended: watch::Sender::new(0),
+            replica: OnceLock::new(),
         })
+    }
+
+    /// Record what is stored in `replica` too, from now on. Set once, when the run becomes
+    /// its cluster's active and before any adapter starts.
+    pub(crate) fn set_replica(&self, replica: Arc<dyn Replica>) {
+        let _ = self.replica.set(replica);
+    }
+
+    /// What the previous active left for `adapter`, with the keys of what it stored taken
+    /// into the dedupe window; nothing without a replica.
+    pub(crate) async fn inherit(&self, adapter: &str) -> Result<Option<ResumeState>, String> {
+        let Some(replica) = self.replica.get() else {
+            return Ok(None);
+        };
+        let inherited = replica.load(adapter).await?;
+        self.remember(&inherited.stored).await;
+        Ok(inherited.resume)
+    }
+
+    /// Tell the replica, if there is one, that `adapter` stored `events` and stands at
+    /// `resume`: after the append, before anything is acknowledged. An error means nothing
+    /// more may be acknowledged.
+    pub(crate) async fn replicate(
+        &self,
+        adapter: &str,
+        resume: Option<&ResumeState>,
+        events: &[Event],
+    ) -> Result<(), String> {
+        let Some(replica) = self.replica.get() else {
+            return Ok(());
+        };
+        let stored: Vec<String> = events.iter().map(dedupe_tag).collect();
+        replica.record(adapter, resume, &stored).await
+    }
+
+    /// Treat the events with these dedupe keys ([`dedupe_tag`]) as stored already: what a
+    /// cluster's previous active stored on its host. A tag that is not one is ignored.
+    async fn remember(&self, tags: &[String]) {
+        let mut inner = self.inner.lock().await;
+        for key in tags.iter().filter_map(|t| DedupeKey::from_tag(t)) {
+            inner.seen.insert(&key);
+        }
     }
 
     /// Changes after every event written (not after a duplicate). Mark it seen before

@@ -22,6 +22,8 @@ pub struct MockStats {
     pub last_resume_seq: Option<u64>,
     /// When each Identify arrived, in order.
     pub identify_times: Vec<std::time::Instant>,
+    /// When each successful Resume arrived, in order.
+    pub resume_times: Vec<std::time::Instant>,
     /// Connections closed with 4004 because their token was wrong or stale.
     pub token_rejections: u64,
     /// When each WebSocket connection was accepted, in order.

@@ -9,6 +9,7 @@
 //! lease could be gone. The [`Fence`] says, at every send, whether the run may still act.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
@@ -18,6 +19,7 @@ use crate::cluster::{self, Claim, Keys, Standing, Term};
 use crate::config::ClusterSpec;
 use crate::gateway::fence::Fence;
 use crate::gateway::flock::{HeldLock, Holder, LockError};
+use crate::gateway::replica::Replica;
 use crate::gateway::state_file::ClusterHealth;
 use crate::gateway::token_lock;
 use crate::profile::Profile;
@@ -54,6 +56,10 @@ pub(crate) trait Ownership: Send {
 
     /// The run's place in its cluster, for the state file; none on one machine.
     fn health(&self) -> Option<ClusterHealth>;
+
+    /// Where the active records what its adapters stored, for a successor on another host;
+    /// none on one machine, where the spool is all of it.
+    fn replica(&self) -> Option<Arc<dyn Replica>>;
 }
 
 /// Ownership on this machine: the profile's instance lock (`gateway.lock`) and one token lock
@@ -126,6 +132,10 @@ impl Ownership for LocalOwnership {
     }
 
     fn health(&self) -> Option<ClusterHealth> {
+        None
+    }
+
+    fn replica(&self) -> Option<Arc<dyn Replica>> {
         None
     }
 }
@@ -218,6 +228,11 @@ impl Ownership for ClusterOwnership<'_> {
             standing: None,
             name_clash: false,
         })
+    }
+
+    fn replica(&self) -> Option<Arc<dyn Replica>> {
+        let (term, keys) = (self.term.as_ref()?, self.keys.as_ref()?);
+        Some(Arc::new(term.replica(keys)))
     }
 }
 

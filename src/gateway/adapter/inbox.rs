@@ -1,6 +1,7 @@
 //! Inbound events go into the spool before the platform hears that they arrived. Every
 //! transport acknowledges through a cursor (the gateway seq a heartbeat reports, the update
-//! offset a long poll commits), and the cursor here moves only after the append.
+//! offset a long poll commits), and the cursor here moves only after the append (and, in a
+//! cluster, after the replica has it too: `gateway/replica.rs`).
 
 use serde_json::Value;
 
@@ -8,7 +9,7 @@ use crate::gateway::spool::{Event, Spool};
 
 /// What a resume needs, carried from one connection to the next: the session, and the cursor
 /// that says how far it has been stored.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub(crate) struct ResumeState {
     pub(crate) session_id: String,
     pub(crate) seq: u64,
@@ -70,14 +71,30 @@ impl<'a> Inbox<'a> {
         Event::new(id, self.adapter, kind, seq, data)
     }
 
-    /// Spool first, then advance the cursor: an event is acknowledged (by the seq we report)
-    /// only once it is stored, so a crash in between means a replay, never a loss. The error
-    /// is the spool's, and nothing more may be acknowledged after it.
+    /// Spool first, then the replica, then advance the cursor: an event is acknowledged (by
+    /// the seq we report) only once it is stored, so a crash in between means a replay, never
+    /// a loss. The error is the spool's or the replica's, and nothing more may be
+    /// acknowledged after it.
     pub(crate) async fn append(&mut self, event: &Event) -> Result<(), String> {
         self.spool.append(event).await.map_err(|e| e.to_string())?;
+        let mut at = self.resume.clone();
+        if let (Some(seq), Some(r)) = (event.seq, at.as_mut()) {
+            r.seq = r.seq.max(seq);
+        }
+        self.spool
+            .replicate(self.adapter, at.as_ref(), std::slice::from_ref(event))
+            .await?;
         self.stored += 1;
-        self.advance(event.seq);
+        self.resume = at;
         Ok(())
+    }
+
+    /// The session is ready (READY or RESUMED): in a cluster, record where it stands, so that
+    /// a successor resumes it even if nothing arrives before this host goes.
+    pub(crate) async fn settle(&self) -> Result<(), String> {
+        self.spool
+            .replicate(self.adapter, self.resume.as_ref(), &[])
+            .await
     }
 
     /// The resume state for the next connection, and how many events this one stored.

@@ -156,7 +156,7 @@ impl<P: Poll> Transport for Polling<P> {
             if stalled.is_none() {
                 link.backoff.reset();
             }
-            if let Err(e) = store(link.deps, &events).await {
+            if let Err(e) = store(name, link.deps, &events).await {
                 break failed(name, e);
             }
             if let Err(e) = self.poller.commit() {
@@ -207,9 +207,9 @@ fn failed(name: &str, why: String) -> Step {
     Step::again(why, Pace::Backoff)
 }
 
-/// Spool every event of a batch, in order. The first failure stops the batch: nothing after
-/// it may be acknowledged.
-async fn store(deps: &Deps, events: &[Event]) -> Result<(), String> {
+/// Spool every event of a batch, in order, then tell the replica (in a cluster). The first
+/// failure stops the batch: nothing after it may be acknowledged.
+async fn store(name: &str, deps: &Deps, events: &[Event]) -> Result<(), String> {
     for event in events {
         crate::test_hook::kill_at("poll-received", &event.id);
         deps.spool
@@ -217,7 +217,10 @@ async fn store(deps: &Deps, events: &[Event]) -> Result<(), String> {
             .await
             .map_err(|e| format!("the spool refused an event: {e}"))?;
     }
-    Ok(())
+    if events.is_empty() {
+        return Ok(());
+    }
+    deps.spool.replicate(name, None, events).await
 }
 
 /// One poll request's answer, or why none came: the transport part both platforms share.

@@ -511,6 +511,9 @@ impl Live<'_> {
                 Step::Continue
             }
             Effect::Connected => {
+                if let Err(e) = self.inbox.settle().await {
+                    return Step::End(SessionEnd::Spool(e));
+                }
                 self.connected();
                 test_hook::hang_if_wedged(self.s.adapter).await;
                 Step::Continue

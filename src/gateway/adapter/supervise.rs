@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
+use super::inbox::ResumeState;
 use super::{AdapterExit, Deps};
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
@@ -43,6 +44,10 @@ pub(crate) trait Transport: Send {
     ) -> impl Future<Output = bool> + Send {
         async { false }
     }
+
+    /// Resume `session`, which a cluster's previous active left, rather than start afresh;
+    /// a transport without sessions has nothing to resume.
+    fn inherit(&mut self, _session: ResumeState) {}
 }
 
 /// What a transport works with during one connection.
@@ -142,6 +147,16 @@ pub(crate) async fn supervise<T: Transport>(
     let mut backoff = Backoff::new(timing.backoff_min, timing.backoff_max);
     let retry_deadline = retry_deadline(timing, backoff.max().max(Duration::from_secs(60)));
     let mut delay: Option<Duration> = None;
+    match deps.spool.inherit(name).await {
+        Ok(Some(session)) => {
+            tracing::info!(adapter = %name, seq = session.seq, "resuming the session the cluster's previous active left");
+            transport.inherit(session);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(adapter = %name, error = %e, "cannot read what the cluster's previous active left; starting afresh");
+        }
+    }
     loop {
         if let Some(d) = delay.take() {
             hb.enter(State::Retrying);

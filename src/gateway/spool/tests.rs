@@ -94,6 +94,27 @@ async fn a_duplicate_id_is_written_once_even_across_a_reopen() {
     let _ = fs::remove_dir_all(dir);
 }
 
+/// What a cluster's previous active stored elsewhere comes as tags: those events are
+/// duplicates here, and a tag that is not one (a hand-edited record) changes nothing.
+#[tokio::test]
+async fn remembered_tags_make_their_events_duplicates() {
+    let dir = temp_dir("remembered");
+    let spool = Spool::open(&dir).unwrap();
+    let tag = dedupe_tag(&event("m1"));
+    assert_eq!(tag.len(), 32);
+    assert!(!tag.contains("m1"));
+    spool
+        .remember(&[tag, "not a tag".into(), "zz".repeat(16), "é".repeat(16)])
+        .await;
+    assert_eq!(
+        spool.append(&event("m1")).await.unwrap(),
+        Appended::Duplicate
+    );
+    assert_eq!(spool.append(&event("m2")).await.unwrap(), Appended::New);
+    assert_eq!(ids(&read(&dir, None).unwrap()), ["m2"]);
+    let _ = fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn the_same_id_from_two_adapters_is_two_events() {
     let dir = temp_dir("two-adapters");

@@ -36,6 +36,25 @@ pub(super) fn dedupe_key(adapter: &str, id: &str) -> DedupeKey {
     DedupeKey(key)
 }
 
+impl DedupeKey {
+    /// As a replica stores it: 32 hex digits.
+    pub(super) fn tag(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    /// Read back from [`DedupeKey::tag`]; `None` for anything else.
+    pub(super) fn from_tag(tag: &str) -> Option<DedupeKey> {
+        if tag.len() != 32 || !tag.is_ascii() {
+            return None;
+        }
+        let mut key = [0; 16];
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&tag[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(DedupeKey(key))
+    }
+}
+
 /// The last `cap` keys, in arrival order. The set answers "seen?", the queue says which key to
 /// forget next, so memory stays at the window size however many events flow.
 #[derive(Debug)]

@@ -50,6 +50,7 @@ struct Inner {
     /// QQ access tokens the platform still honours.
     access_tokens: HashSet<String>,
     identify_times: Vec<std::time::Instant>,
+    resume_times: Vec<std::time::Instant>,
     connection_times: Vec<std::time::Instant>,
     spans: Vec<ConnectionSpan>,
 }
@@ -77,6 +78,7 @@ impl Gateway {
                 last_resume_seq: None,
                 access_tokens: HashSet::new(),
                 identify_times: Vec::new(),
+                resume_times: Vec::new(),
                 connection_times: Vec::new(),
                 spans: Vec::new(),
             }),
@@ -259,6 +261,7 @@ impl Gateway {
             );
         }
         inner.last_resume_seq = Some(seq);
+        inner.resume_times.push(std::time::Instant::now());
         Some((missed, resumed))
     }
 
@@ -326,6 +329,7 @@ impl Gateway {
             http_requests: load(&c.http_requests),
             last_resume_seq: inner.last_resume_seq,
             identify_times: inner.identify_times.clone(),
+            resume_times: inner.resume_times.clone(),
             token_rejections: load(&c.token_rejections),
             connection_times: inner.connection_times.clone(),
             ws_pings: load(&c.ws_pings),

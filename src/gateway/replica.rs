@@ -1,0 +1,42 @@
+//! Where a cluster's active keeps what its successor on another host needs to receive on from
+//! where it stopped: each adapter's resume state (session, seq, resume URL) and the keys of
+//! the events it stored last.
+//!
+//! The active's spool is on its own disk, which a standby cannot read. So once an event is
+//! in the spool, and before the platform may hear that it arrived (the seq a heartbeat
+//! reports, the offset of the next poll, a Feishu ack), its dedupe key and the adapter's
+//! position are written to the replica too, as one write that only the current owner can
+//! make (docs/cluster.md). A new active then resumes the old session where the platform
+//! allows it (QQ Bot and Discord replay what was missed), and drops what the old one stored
+//! already. One machine alone has no replica: its spool is all of it.
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+use crate::gateway::adapter::inbox::ResumeState;
+
+/// What the previous active left for one adapter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Inherited {
+    /// The session to resume, when the adapter's platform has one.
+    pub(crate) resume: Option<ResumeState>,
+    /// The dedupe keys ([`crate::gateway::spool::dedupe_tag`]) of the events it stored last,
+    /// oldest first.
+    pub(crate) stored: Vec<String>,
+}
+
+/// The replica of every adapter's position.
+pub(crate) trait Replica: Send + Sync + std::fmt::Debug {
+    /// What the previous active left for `adapter` (nothing, when it never stored anything).
+    fn load<'a>(&'a self, adapter: &'a str) -> BoxFuture<'a, Result<Inherited, String>>;
+
+    /// `adapter` has stored the events with dedupe keys `stored` in the spool, and stands at
+    /// `resume`. An error means it must acknowledge nothing more: the replica could not be
+    /// written, or another gateway owns the profile now.
+    fn record<'a>(
+        &'a self,
+        adapter: &'a str,
+        resume: Option<&'a ResumeState>,
+        stored: &'a [String],
+    ) -> BoxFuture<'a, Result<(), String>>;
+}
