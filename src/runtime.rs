@@ -250,6 +250,9 @@ async fn serve(
     let mut outbound = outbound::open(profile, &plan.adapters, &shared);
     if let Some(outbox) = outbound.outbox() {
         outbox.set_fence(ownership.fence());
+        if plan.config.cluster.is_some() {
+            outbox.join_cluster();
+        }
     }
 
     // The front end, then the components.
@@ -286,25 +289,27 @@ async fn serve(
         .stand_by(ownership, &components, plan.config.cluster.as_ref(), &tick)
         .await?;
     let early_stop = match standby_stop {
-        Some(signal) => Some(signal),
-        None => {
-            if let Some(replica) = ownership.replica() {
-                spool.set_replica(replica);
+        Some(signal) => Some(Stop::Signal(signal)),
+        None => match take_over(ownership, &spool, outbound.outbox()).await {
+            Err(why) => Some(Stop::Restart(why)),
+            Ok(()) => {
+                let mut cron_ctx =
+                    CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
+                cron_ctx.outbox = outbound.outbox().cloned();
+                cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
+                components.start_cron(&plan.config.cron, cron_ctx);
+                let ready_deadline =
+                    components.start_adapters(plan.adapters.clone(), &spool, &shared);
+                components.start_workers(&outbound, senders);
+                supervision
+                    .wait_ready(&components, ready_deadline, me)
+                    .await
+                    .map(Stop::Signal)
             }
-            let mut cron_ctx =
-                CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
-            cron_ctx.outbox = outbound.outbox().cloned();
-            cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
-            components.start_cron(&plan.config.cron, cron_ctx);
-            let ready_deadline = components.start_adapters(plan.adapters.clone(), &spool, &shared);
-            components.start_workers(&outbound, senders);
-            supervision
-                .wait_ready(&components, ready_deadline, me)
-                .await
-        }
+        },
     };
     let stop = match early_stop {
-        Some(signal) => Stop::Signal(signal),
+        Some(stop) => stop,
         None => {
             supervision
                 .run_loop(&mut components, ownership, &tick)
@@ -348,6 +353,28 @@ async fn serve(
         // Campaign again, as a new run: under a manager, its restart.
         Stop::Fenced(r) => Err(GatewayError::Restart(format!("fenced: {r}"))),
     }
+}
+
+/// A cluster's new active goes on from what its predecessor left in the replica: each
+/// adapter's position, and the outbox's messages. Nothing to take on one machine.
+async fn take_over(
+    ownership: &dyn Ownership,
+    spool: &Spool,
+    outbox: Option<&Arc<crate::gateway::outbox::Outbox>>,
+) -> Result<(), String> {
+    let Some(replica) = ownership.replica() else {
+        return Ok(());
+    };
+    spool.set_replica(replica.clone());
+    if let Some(outbox) = outbox {
+        outbox.inherit(replica).await.map_err(|e| {
+            format!(
+                "cannot take the cluster's outbox: {}",
+                crate::error_chain::one_line(&e)
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// What the run is asked to do, read before anything is claimed or written: the config, each

@@ -203,12 +203,12 @@ fn required(
 
 /// The outbox's refusal as an answer: its own code and words; a 4xx when the request was at
 /// fault (409 for a key already used for another message), a 500 when the gateway was, and a
-/// 503 when it has no outbox this run.
+/// 503 when it has no outbox this run or is not its cluster's active.
 fn refused(r: Refused) -> Problem {
     let status = match (r.client_error, r.code) {
         (true, "idempotency_key_reused") => StatusCode::CONFLICT,
         (true, _) => StatusCode::BAD_REQUEST,
-        (false, "outbox_unavailable") => StatusCode::SERVICE_UNAVAILABLE,
+        (false, "outbox_unavailable" | "not_active") => StatusCode::SERVICE_UNAVAILABLE,
         (false, _) => StatusCode::INTERNAL_SERVER_ERROR,
     };
     let problem = Problem::new(status, r.code, r.message);

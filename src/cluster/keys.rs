@@ -5,7 +5,7 @@
 //! the credential itself), so that two profiles with one token conflict across hosts too,
 //! while etcd never holds the token, and its readers can test a guess only by holding it.
 //! `/hermes-svc/v1/profile/NAME/inbound/ADAPTER` is the adapter's inbound position
-//! (`replica.rs`), which outlives every term.
+//! and `.../outbox/HASH` one outbox message (`replica.rs`): both outlive every term.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -21,6 +21,9 @@ pub(crate) struct Keys {
     /// Where each adapter's inbound position is kept (`inbound/ADAPTER` under the profile),
     /// outside the lease: it outlives every term.
     pub(crate) inbound: String,
+    /// Where the outbox's messages are kept (`outbox/KEY-HASH` under the profile), outside
+    /// the lease too.
+    pub(crate) outbox: String,
 }
 
 impl Keys {
@@ -29,6 +32,7 @@ impl Keys {
         Keys {
             active: format!("{PREFIX}profile/{profile}/active"),
             inbound: format!("{PREFIX}profile/{profile}/inbound/"),
+            outbox: format!("{PREFIX}profile/{profile}/outbox/"),
             credentials: identities
                 .iter()
                 .map(|(_, identity)| format!("{PREFIX}credential/{}", keyed_hash(identity)))

@@ -7,20 +7,25 @@
 //! acknowledges nothing the replica refused, it cannot acknowledge either. A refusal closes
 //! the fence at once and ends the term, whatever the lease's keeper still believes.
 //!
-//! The value holds the adapter's resume state and the dedupe keys of the last [`KEPT`] events
+//! An inbound value holds the adapter's resume state and the dedupe keys of the last [`KEPT`] events
 //! it stored: enough for a successor to drop what a resume replays twice (the one event in
 //! flight when the old active went) and what a platform redelivers (Feishu's unacknowledged
 //! events). It holds no event's content and no secret.
+//!
+//! The outbox's messages are under `outbox/`, one key per idempotency key (a hash of it), so
+//! that a key is taken once across every host: a submit creates its key in the same
+//! transaction that checks the owner, and finds the first message when the key exists.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use etcd_client::{Client, Compare, CompareOp, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
 use crate::gateway::adapter::inbox::ResumeState;
 use crate::gateway::fence::Fence;
+use crate::gateway::outbox::Message;
 use crate::gateway::replica::{Inherited, Replica};
 
 /// Dedupe keys kept per adapter: far more than a resume replays twice or a platform
@@ -34,6 +39,8 @@ pub(crate) struct EtcdReplica {
     client: Client,
     /// `.../profile/NAME/inbound/`, to which the adapter's name is added.
     prefix: String,
+    /// `.../profile/NAME/outbox/`, to which a hash of the idempotency key is added.
+    outbox: String,
     /// The profile's active key, and the revision this term created it at.
     owner: String,
     revision: i64,
@@ -57,6 +64,7 @@ impl EtcdReplica {
     pub(crate) fn new(
         client: Client,
         prefix: String,
+        outbox: String,
         owner: String,
         revision: i64,
         fence: Fence,
@@ -65,11 +73,56 @@ impl EtcdReplica {
         Self {
             client,
             prefix,
+            outbox,
             owner,
             revision,
             fence,
             deposed,
             windows: Mutex::default(),
+        }
+    }
+
+    /// The condition of every write: the profile's active key is still this term's.
+    fn ours(&self) -> Compare {
+        Compare::create_revision(self.owner.as_str(), CompareOp::Equal, self.revision)
+    }
+
+    fn message_key(&self, idempotency_key: &str) -> String {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(idempotency_key.as_bytes());
+        let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}{hex}", self.outbox)
+    }
+
+    /// Run `txn`, unless the fence has closed; an error names etcd.
+    async fn run(&self, txn: Txn) -> Result<TxnResponse, String> {
+        if !self.fence.holds() {
+            return Err("fenced: the cluster's lease may be gone".into());
+        }
+        let mut client = self.client.clone();
+        client
+            .txn(txn)
+            .await
+            .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))
+    }
+
+    /// A write this term may no longer make: another gateway owns the profile. The fence
+    /// closes and the term ends.
+    fn deposed(&self) -> String {
+        self.fence.close();
+        let _ = self.deposed.send(Some(DEPOSED.into()));
+        format!("fenced: {DEPOSED}")
+    }
+
+    /// Write `value` at `key` if this term still owns the profile.
+    async fn put_owned(&self, key: String, value: Vec<u8>) -> Result<(), String> {
+        let txn = Txn::new()
+            .when([self.ours()])
+            .and_then([TxnOp::put(key, value, None)]);
+        if self.run(txn).await?.succeeded() {
+            Ok(())
+        } else {
+            Err(self.deposed())
         }
     }
 
@@ -112,9 +165,6 @@ impl Replica for EtcdReplica {
         stored: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
-            if !self.fence.holds() {
-                return Err("fenced: the cluster's lease may be gone".into());
-            }
             let value = {
                 let mut windows = self.windows();
                 let window = windows.entry(adapter.to_owned()).or_default();
@@ -128,23 +178,85 @@ impl Replica for EtcdReplica {
                 })
                 .map_err(|e| e.to_string())?
             };
-            let key = format!("{}{adapter}", self.prefix);
-            let ours =
-                Compare::create_revision(self.owner.as_str(), CompareOp::Equal, self.revision);
+            self.put_owned(format!("{}{adapter}", self.prefix), value)
+                .await
+        })
+    }
+
+    fn submit<'a>(
+        &'a self,
+        message: &'a Message,
+    ) -> BoxFuture<'a, Result<Option<Message>, String>> {
+        Box::pin(async move {
+            let key = self.message_key(&message.idempotency_key);
+            let value = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+            let free = Compare::create_revision(key.as_str(), CompareOp::Equal, 0);
             let txn = Txn::new()
-                .when([ours])
-                .and_then([TxnOp::put(key, value, None)]);
+                .when([self.ours(), free])
+                .and_then([TxnOp::put(key.as_str(), value, None)])
+                .or_else([TxnOp::get(key.as_str(), None)]);
+            let answer = self.run(txn).await?;
+            if answer.succeeded() {
+                return Ok(None);
+            }
+            let first = answer.op_responses().into_iter().find_map(|r| match r {
+                TxnOpResponse::Get(get) => get.kvs().first().map(|kv| kv.value().to_vec()),
+                _ => None,
+            });
+            match first {
+                // The key was free, so the owner check failed.
+                None => Err(self.deposed()),
+                Some(value) => serde_json::from_slice(&value)
+                    .map(Some)
+                    .map_err(|e| format!("the cluster's message at {key} is unreadable: {e}")),
+            }
+        })
+    }
+
+    fn update<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let value = serde_json::to_vec(message).map_err(|e| e.to_string())?;
+            self.put_owned(self.message_key(&message.idempotency_key), value)
+                .await
+        })
+    }
+
+    fn messages(&self) -> BoxFuture<'_, Result<Vec<Message>, String>> {
+        Box::pin(async move {
             let mut client = self.client.clone();
             let answer = client
-                .txn(txn)
+                .get(self.outbox.as_str(), Some(GetOptions::new().with_prefix()))
                 .await
                 .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))?;
-            if answer.succeeded() {
-                return Ok(());
+            let mut messages = vec![];
+            for kv in answer.kvs() {
+                match serde_json::from_slice(kv.value()) {
+                    Ok(m) => messages.push(m),
+                    Err(e) => tracing::warn!(
+                        key = %String::from_utf8_lossy(kv.key()),
+                        error = %e,
+                        "the cluster's message is unreadable; skipped"
+                    ),
+                }
             }
-            self.fence.close();
-            let _ = self.deposed.send(Some(DEPOSED.into()));
-            Err(format!("fenced: {DEPOSED}"))
+            Ok(messages)
+        })
+    }
+
+    fn forget<'a>(&'a self, messages: &'a [Message]) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            // etcd takes 128 operations per transaction by default.
+            for chunk in messages.chunks(100) {
+                let deletes: Vec<TxnOp> = chunk
+                    .iter()
+                    .map(|m| TxnOp::delete(self.message_key(&m.idempotency_key), None))
+                    .collect();
+                let txn = Txn::new().when([self.ours()]).and_then(deletes);
+                if !self.run(txn).await?.succeeded() {
+                    return Err(self.deposed());
+                }
+            }
+            Ok(())
         })
     }
 }

@@ -96,6 +96,7 @@ impl Term {
         EtcdReplica::new(
             self.client.clone(),
             keys.inbound.clone(),
+            keys.outbox.clone(),
             keys.active.clone(),
             self.revision,
             self.fence.clone(),

@@ -12,6 +12,13 @@
 //!
 //! The same idempotency key is accepted once: a second submit returns the first message.
 //! Syncs are shared: concurrent submits wait for one fsync that covers all of them.
+//!
+//! In a cluster (`[cluster]`) the journal is this host's copy, and the cluster's replica
+//! (`gateway/replica.rs`, etcd) is what a successor on another host goes on from: a submit is
+//! accepted only by the active and only once the replica holds the message, each `sending`
+//! is in the replica before the request goes out (refused to a deposed active), and every
+//! other change follows it there. A standby, or an active that has lost its term, refuses
+//! submits (`not_active`): what it queued no other host could deliver.
 
 mod book;
 mod journal;
@@ -23,13 +30,14 @@ pub(crate) mod worker;
 use std::collections::{BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::gateway::fence::Fence;
+use crate::gateway::replica::Replica;
 use crate::gateway::send::{PlatformReply, Post, TargetError, TextUnit};
 use crate::trusted_dir::TrustError;
 use book::Book;
@@ -105,6 +113,8 @@ pub enum SubmitError {
     BadKey,
     #[error("idempotency_key {key:?} was already used for a different message ({id})")]
     KeyReused { key: String, id: String },
+    #[error("this gateway is not its cluster's active, so it queues nothing; send through the active host (`hermes-svc status` names it)")]
+    NotActive,
     #[error(transparent)]
     Outbox(#[from] OutboxError),
 }
@@ -120,13 +130,14 @@ impl SubmitError {
             SubmitError::MissingKey => "missing_idempotency_key",
             SubmitError::BadKey => "bad_idempotency_key",
             SubmitError::KeyReused { .. } => "idempotency_key_reused",
+            SubmitError::NotActive => "not_active",
             SubmitError::Outbox(_) => "outbox_write_failed",
         }
     }
 
     /// The caller's mistake (4xx), rather than ours (5xx).
     pub fn is_client_error(&self) -> bool {
-        !matches!(self, SubmitError::Outbox(_))
+        !matches!(self, SubmitError::Outbox(_) | SubmitError::NotActive)
     }
 }
 
@@ -136,6 +147,9 @@ pub enum OutboxError {
     /// someone else's, or writable by others; or one that could not be opened at all.
     #[error("outbox: cannot open the journal")]
     Open(#[source] TrustError),
+    /// The cluster's replica (etcd) refused or could not be asked.
+    #[error("outbox: cannot {op}: {why}")]
+    Replica { op: &'static str, why: String },
     #[error("outbox {}: cannot {op}", dir.display())]
     Io {
         op: &'static str,
@@ -218,6 +232,11 @@ pub struct Outbox {
     /// Whether this process may send now (a cluster's active, until its lease could be
     /// gone); always, unless [`Outbox::set_fence`] says otherwise.
     fence: std::sync::OnceLock<Fence>,
+    /// In a cluster: the replica, once this run is the active ([`Outbox::inherit`]).
+    cluster: std::sync::OnceLock<std::sync::OnceLock<Arc<dyn Replica>>>,
+    /// Submits in a cluster go one at a time: a reply's number is fixed before the replica
+    /// is asked, and two submits of one key must not both find it free here.
+    cluster_submits: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Outbox {
@@ -248,7 +267,83 @@ impl Outbox {
             changed: watch::Sender::new(0),
             typing: Mutex::default(),
             fence: std::sync::OnceLock::new(),
+            cluster: std::sync::OnceLock::new(),
+            cluster_submits: tokio::sync::Mutex::new(()),
         })
+    }
+
+    /// This run is a cluster member: it accepts submits only once [`Outbox::inherit`] has
+    /// made it the active's outbox. Set before the API starts.
+    pub(crate) fn join_cluster(&self) {
+        let _ = self.cluster.set(std::sync::OnceLock::new());
+    }
+
+    /// This run is its cluster's active: take the replica's messages (what the previous
+    /// active left, as it left them) into this host's journal, and from now on keep the
+    /// replica up to date. This host's own messages the replica lacks (queued before the
+    /// cluster was configured) go into it.
+    pub(crate) async fn inherit(&self, replica: Arc<dyn Replica>) -> Result<(), OutboxError> {
+        let op = "read the cluster's messages from etcd";
+        let held = replica
+            .messages()
+            .await
+            .map_err(|why| OutboxError::Replica { op, why })?;
+        let held_ids: std::collections::HashSet<&str> =
+            held.iter().map(|m| m.id.as_str()).collect();
+        let (taken, own) = {
+            let mut inner = self.lock();
+            let mut taken = 0;
+            for message in &held {
+                if inner.book.get(&message.id) != Some(message) {
+                    let record = Record::Put {
+                        message: message.clone(),
+                    };
+                    self.append(&mut inner, &record)?;
+                    taken += 1;
+                }
+            }
+            let own: Vec<Message> = inner
+                .book
+                .pending()
+                .filter(|m| !held_ids.contains(m.id.as_str()))
+                .cloned()
+                .collect();
+            (taken, own)
+        };
+        for message in &own {
+            replica
+                .submit(message)
+                .await
+                .map_err(|why| OutboxError::Replica {
+                    op: "queue this host's messages in etcd",
+                    why,
+                })?;
+        }
+        let pos = self.lock().appended;
+        self.sync_to(pos).await?;
+        if let Some(slot) = self.cluster.get() {
+            let _ = slot.set(replica);
+        }
+        tracing::info!(
+            held = held.len(),
+            taken,
+            added = own.len(),
+            "the outbox took the cluster's messages"
+        );
+        self.changed.send_modify(|n| *n += 1);
+        Ok(())
+    }
+
+    /// The replica this run writes to, if it is a cluster's member; refused when it is not
+    /// (or no longer) the active.
+    fn replica(&self) -> Result<Option<&Arc<dyn Replica>>, SubmitError> {
+        let Some(slot) = self.cluster.get() else {
+            return Ok(None);
+        };
+        match slot.get() {
+            Some(replica) if self.may_send() => Ok(Some(replica)),
+            _ => Err(SubmitError::NotActive),
+        }
     }
 
     /// Send only while `fence` holds. Set once, before the workers start.
@@ -312,6 +407,9 @@ impl Outbox {
     /// message instead.
     pub async fn submit(&self, req: Request) -> Result<Submitted, SubmitError> {
         let address = self.validate(&req)?;
+        if let Some(replica) = self.replica()? {
+            return self.submit_in_cluster(replica, req, address).await;
+        }
         let (submitted, pos) = {
             let mut inner = self.lock();
             if let Some(first) = inner.book.by_key(&req.idempotency_key) {
@@ -330,27 +428,7 @@ impl Outbox {
                     inner.appended,
                 )
             } else {
-                let now = now_rfc3339();
-                // Only a reply to a target whose platform numbers replies gets a number; any
-                // other message takes none, so it gets none to show.
-                let numbered = address.numbers_replies && req.reply_to.is_some();
-                let seq = numbered.then(|| inner.book.next_seq());
-                let message = Message {
-                    id: new_id(),
-                    idempotency_key: req.idempotency_key,
-                    adapter: req.adapter,
-                    target: address.target,
-                    text: req.text,
-                    reply_to: req.reply_to,
-                    seq,
-                    policy: req.policy,
-                    state: State::Queued,
-                    attempts: 0,
-                    queued_at: now.clone(),
-                    updated_at: now,
-                    platform_id: None,
-                    last_error: None,
-                };
+                let message = new_message(&inner.book, req, address);
                 let record = Record::Put {
                     message: message.clone(),
                 };
@@ -367,6 +445,71 @@ impl Outbox {
         if submitted.new {
             crate::test_hook::kill_at("outbox-appended", &submitted.message.idempotency_key);
         }
+        drop(wake);
+        Ok(submitted)
+    }
+
+    /// A submit in a cluster: the replica first, where the key is taken once across every
+    /// host, then this host's journal (the first message too, when the key was taken).
+    async fn submit_in_cluster(
+        &self,
+        replica: &Arc<dyn Replica>,
+        req: Request,
+        address: Address,
+    ) -> Result<Submitted, SubmitError> {
+        let _one_at_a_time = self.cluster_submits.lock().await;
+        let candidate = {
+            let inner = self.lock();
+            match inner.book.by_key(&req.idempotency_key) {
+                Some(first) if !same_request(first, &req, &address.target) => {
+                    return Err(SubmitError::KeyReused {
+                        key: req.idempotency_key,
+                        id: first.id.clone(),
+                    })
+                }
+                // Synced before its own submit was answered: one at a time.
+                Some(first) => {
+                    return Ok(Submitted {
+                        message: first.clone(),
+                        new: false,
+                    })
+                }
+                None => new_message(&inner.book, req.clone(), address.clone()),
+            }
+        };
+        let first = replica
+            .submit(&candidate)
+            .await
+            .map_err(|why| OutboxError::Replica {
+                op: "queue the message in etcd",
+                why,
+            })?;
+        let submitted = match first {
+            None => Submitted {
+                message: candidate,
+                new: true,
+            },
+            Some(first) if !same_request(&first, &req, &address.target) => {
+                return Err(SubmitError::KeyReused {
+                    key: req.idempotency_key,
+                    id: first.id,
+                })
+            }
+            Some(first) => Submitted {
+                message: first,
+                new: false,
+            },
+        };
+        let pos = {
+            let mut inner = self.lock();
+            let record = Record::Put {
+                message: submitted.message.clone(),
+            };
+            self.append(&mut inner, &record)?;
+            inner.appended
+        };
+        let wake = WakeWorker(&self.changed);
+        self.sync_to(pos).await?;
         drop(wake);
         Ok(submitted)
     }
@@ -491,13 +634,44 @@ impl Outbox {
         }
     }
 
-    /// Record, durably, that a request for `id` is about to go out.
+    /// Record, durably, that a request for `id` is about to go out; in a cluster, in the
+    /// replica too, and only while this run owns the profile. When the replica refuses, the
+    /// message is queued again and nothing may go out.
     pub(crate) async fn begin(&self, id: &str) -> Result<(), OutboxError> {
         self.record(Record::Sending {
             id: id.to_owned(),
             at: now_rfc3339(),
         })
-        .await
+        .await?;
+        let Err(e) = self.replicate(id, "record a send in etcd").await else {
+            return Ok(());
+        };
+        let error = PlatformReply {
+            status: None,
+            code: None,
+            message: format!("not sent: {}", crate::error_chain::one_line(&e)),
+        };
+        self.record(Record::Retry {
+            id: id.to_owned(),
+            at: now_rfc3339(),
+            error,
+        })
+        .await?;
+        Err(e)
+    }
+
+    /// Write `id` as it stands to the replica, if there is one.
+    async fn replicate(&self, id: &str, op: &'static str) -> Result<(), OutboxError> {
+        let Some(replica) = self.cluster.get().and_then(std::sync::OnceLock::get) else {
+            return Ok(());
+        };
+        let Some(message) = self.get(id) else {
+            return Ok(());
+        };
+        replica
+            .update(&message)
+            .await
+            .map_err(|why| OutboxError::Replica { op, why })
     }
 
     /// Record how an attempt ended.
@@ -521,13 +695,28 @@ impl Outbox {
                 };
                 self.record(record).await?;
                 self.lock().book.defer(&id, not_before, asked);
-                return Ok(());
+                return self.replicate(&id, "record a retry in etcd").await;
             }
             Finish::Failed(error) => Record::Failed { id, at, error },
             Finish::Unknown(error) => Record::Unknown { id, at, error },
         };
+        let id = record_id(&record).to_owned();
         self.record(record).await?;
-        self.compact_if_due()
+        self.replicate(&id, "record how a send ended in etcd")
+            .await?;
+        let forgotten = self.compact_if_due()?;
+        match self.cluster.get().and_then(std::sync::OnceLock::get) {
+            Some(replica) if !forgotten.is_empty() => {
+                replica
+                    .forget(&forgotten)
+                    .await
+                    .map_err(|why| OutboxError::Replica {
+                        op: "forget finished messages in etcd",
+                        why,
+                    })
+            }
+            _ => Ok(()),
+        }
     }
 
     async fn record(&self, record: Record) -> Result<(), OutboxError> {
@@ -539,12 +728,13 @@ impl Outbox {
         self.sync_to(pos).await
     }
 
-    fn compact_if_due(&self) -> Result<(), OutboxError> {
+    /// Compact the journal once it is due; the finished messages it no longer retains.
+    fn compact_if_due(&self) -> Result<Vec<Message>, OutboxError> {
         let mut inner = self.lock();
         if !inner.journal.wants_compaction() {
-            return Ok(());
+            return Ok(vec![]);
         }
-        let keep = inner.book.retain_for_compaction();
+        let (keep, forgotten) = inner.book.retain_for_compaction();
         let kept = keep.len();
         inner
             .journal
@@ -555,7 +745,7 @@ impl Outbox {
             held = inner.book.len(),
             "outbox journal compacted"
         );
-        Ok(())
+        Ok(forgotten)
     }
 }
 
@@ -579,6 +769,42 @@ fn same_request(m: &Message, req: &Request, target: &str) -> bool {
         && m.text == req.text
         && m.reply_to == req.reply_to
         && m.policy == req.policy
+}
+
+/// A new message for `req`, queued now. Only a reply to a target whose platform numbers
+/// replies gets a number; any other message takes none, so it gets none to show.
+fn new_message(book: &Book, req: Request, address: Address) -> Message {
+    let now = now_rfc3339();
+    let numbered = address.numbers_replies && req.reply_to.is_some();
+    let seq = numbered.then(|| book.next_seq());
+    Message {
+        id: new_id(),
+        idempotency_key: req.idempotency_key,
+        adapter: req.adapter,
+        target: address.target,
+        text: req.text,
+        reply_to: req.reply_to,
+        seq,
+        policy: req.policy,
+        state: State::Queued,
+        attempts: 0,
+        queued_at: now.clone(),
+        updated_at: now,
+        platform_id: None,
+        last_error: None,
+    }
+}
+
+/// The message a record changes.
+fn record_id(record: &Record) -> &str {
+    match record {
+        Record::Put { message } => &message.id,
+        Record::Sending { id, .. }
+        | Record::Sent { id, .. }
+        | Record::Retry { id, .. }
+        | Record::Failed { id, .. }
+        | Record::Unknown { id, .. } => id,
+    }
 }
 
 /// Unique, sortable by time, and short enough to be a platform's client key (some take 25

@@ -1,6 +1,6 @@
-//! Where a cluster's active keeps what its successor on another host needs to receive on from
+//! Where a cluster's active keeps what its successor on another host needs to go on from
 //! where it stopped: each adapter's resume state (session, seq, resume URL) and the keys of
-//! the events it stored last.
+//! the events it stored last, and the outbox's messages.
 //!
 //! The active's spool is on its own disk, which a standby cannot read. So once an event is
 //! in the spool, and before the platform may hear that it arrived (the seq a heartbeat
@@ -8,12 +8,20 @@
 //! position are written to the replica too, as one write that only the current owner can
 //! make (docs/cluster.md). A new active then resumes the old session where the platform
 //! allows it (QQ Bot and Discord replay what was missed), and drops what the old one stored
-//! already. One machine alone has no replica: its spool is all of it.
+//! already.
+//!
+//! Likewise a message is accepted (202) only once the replica holds it, and each of its state
+//! changes is written there before the local journal's is acted on: `sending` before the
+//! request goes out, and only by the current owner, so a deposed active cannot send. A new
+//! active takes the replica's messages into its own outbox and delivers what is left, by
+//! each message's policy. One machine alone has no replica: its spool and journal are all of
+//! it.
 
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 use crate::gateway::adapter::inbox::ResumeState;
+use crate::gateway::outbox::Message;
 
 /// What the previous active left for one adapter.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -39,4 +47,18 @@ pub(crate) trait Replica: Send + Sync + std::fmt::Debug {
         resume: Option<&'a ResumeState>,
         stored: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Hold `message`, a new one, unless its idempotency key was used: then the message
+    /// first queued under it.
+    fn submit<'a>(&'a self, message: &'a Message)
+        -> BoxFuture<'a, Result<Option<Message>, String>>;
+
+    /// `message` as it stands now. An error means the change must not be acted on.
+    fn update<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Every message held.
+    fn messages(&self) -> BoxFuture<'_, Result<Vec<Message>, String>>;
+
+    /// Forget finished `messages`, which the outbox no longer retains.
+    fn forget<'a>(&'a self, messages: &'a [Message]) -> BoxFuture<'a, Result<(), String>>;
 }

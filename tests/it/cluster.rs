@@ -511,3 +511,77 @@ fn a_new_active_resumes_the_old_session_and_loses_no_event() {
     assert!(on_b.len() > 20, "host-b stored {} events", on_b.len());
     never_two_at_once(&s);
 }
+
+/// The outbox is the cluster's: a standby refuses to queue (503, `not_active`); messages the
+/// active accepted and had not sent when it died are posted by its successor, once each; a
+/// message whose answer the dead active never read (the platform had posted it) is sent
+/// again under its Discord nonce, which the platform dedupes; and a retried submit finds the
+/// first message on whichever host it reaches.
+#[test]
+fn the_outbox_survives_the_active_and_posts_every_message_once() {
+    use hermes_svc::mock_platform::{Platform, SendFault};
+    let rig = Rig::new("cloutbox");
+    let (a, b) = rig.active_then_standby("5s");
+    let (status, body) = b.submit("to the standby");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(body["error"]["code"], "not_active", "{body}");
+
+    let posted = |text: &str| {
+        let _g = rig.rt.enter();
+        rig.mock
+            .posts()
+            .iter()
+            .filter(|p| p.content == text)
+            .count()
+    };
+    let arm = |fault| {
+        let _g = rig.rt.enter();
+        rig.mock.set_send_fault(Platform::Discord, fault);
+    };
+    // Posted, then never answered: host-a's message stays `sending`.
+    arm(SendFault::HangAfterProcessing(1));
+    let (status, first) = a.submit("answer lost");
+    assert_eq!(status, 202, "{first}");
+    wait_for(
+        Duration::from_secs(10),
+        "the post whose answer hangs",
+        || (posted("answer lost") == 1).then_some(()),
+    );
+    // Behind it in the channel's lane: these wait in host-a's outbox.
+    let mut ids = vec![];
+    for i in 0..4 {
+        let (status, m) = a.submit(&format!("queued {i}"));
+        assert_eq!(status, 202, "{m}");
+        ids.push(m["id"].as_str().unwrap().to_owned());
+    }
+    kill(a.pid(), Signal::SIGKILL).unwrap();
+    wait_for(Duration::from_secs(15), "host-b active", || {
+        (b.role().as_deref() == Some("active")).then_some(())
+    });
+    // A retried submit, on the other host, finds the first message.
+    let (status, again) = b.submit("queued 0");
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["id"], ids[0].as_str(), "{again}");
+    for (i, id) in ids.iter().enumerate() {
+        let m = wait_for(Duration::from_secs(15), "host-b to send it", || {
+            let m = b.message(id);
+            (m["state"] == "sent").then_some(m)
+        });
+        assert_eq!(m["text"], format!("queued {i}"));
+    }
+    let m = wait_for(Duration::from_secs(15), "the lost answer's message", || {
+        let m = b.message(first["id"].as_str().unwrap());
+        (m["state"] == "sent").then_some(m)
+    });
+    assert_eq!(m["text"], "answer lost");
+    for text in [
+        "answer lost",
+        "queued 0",
+        "queued 1",
+        "queued 2",
+        "queued 3",
+    ] {
+        assert_eq!(posted(text), 1, "{text} posted once");
+    }
+    never_two_at_once(&rig.stats());
+}

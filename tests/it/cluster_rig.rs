@@ -329,11 +329,44 @@ impl Host {
         write!(
             s,
             "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\n\r\n{body}",
+             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
             body.len()
         )
         .unwrap();
         s
+    }
+
+    /// Submit `text` (its own idempotency key) through this host's API: the answer's status
+    /// and body.
+    pub(crate) fn submit(&self, text: &str) -> (u16, serde_json::Value) {
+        use std::io::Read;
+        let mut s = self.post_message(text);
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status in {answer:?}"));
+        (status, serde_json::from_str(body).unwrap_or_default())
+    }
+
+    /// A message as this host's API shows it.
+    pub(crate) fn message(&self, id: &str) -> serde_json::Value {
+        use std::io::Read;
+        let mut s = UnixStream::connect(self.home.join("state/api/agent.sock")).unwrap();
+        write!(
+            s,
+            "GET /v1/messages/{id} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"
+        )
+        .unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = String::new();
+        s.read_to_string(&mut answer).unwrap();
+        let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
+        serde_json::from_str(body).unwrap_or_default()
     }
 }
 

@@ -268,7 +268,7 @@ impl Book {
 
     /// What a compacted journal holds: every message not yet final, and the newest
     /// [`RETAIN_FINISHED`] finished ones, in submit order. Drops the rest from memory too.
-    pub(super) fn retain_for_compaction(&mut self) -> Vec<Message> {
+    pub(super) fn retain_for_compaction(&mut self) -> (Vec<Message>, Vec<Message>) {
         let finished: Vec<u64> = self
             .order
             .iter()
@@ -276,18 +276,30 @@ impl Book {
             .map(|(o, _)| *o)
             .collect();
         let drop_count = finished.len().saturating_sub(RETAIN_FINISHED);
+        let mut forgotten = Vec::with_capacity(drop_count);
         for ordinal in &finished[..drop_count] {
             if let Some(id) = self.order.remove(ordinal) {
                 if let Some(e) = self.entries.remove(&id) {
                     self.keys.remove(&e.message.idempotency_key);
                     count(&mut self.finished, e.message.state, -1);
+                    forgotten.push(e.message);
                 }
             }
         }
-        self.order
+        let kept = self
+            .order
             .values()
             .map(|id| self.entries[id].message.clone())
-            .collect()
+            .collect();
+        (kept, forgotten)
+    }
+
+    /// Every message not yet final.
+    pub(super) fn pending(&self) -> impl Iterator<Item = &Message> {
+        self.order
+            .values()
+            .map(|id| &self.entries[id].message)
+            .filter(|m| !m.state.is_final())
     }
 }
 

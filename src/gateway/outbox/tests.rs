@@ -269,7 +269,7 @@ async fn compaction_keeps_what_is_pending_and_the_newest_finished() {
     }
     {
         let mut inner = outbox.lock();
-        let keep = inner.book.retain_for_compaction();
+        let (keep, _) = inner.book.retain_for_compaction();
         inner.journal.compact(keep).unwrap();
     }
     drop(outbox);
