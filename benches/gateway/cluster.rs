@@ -3,14 +3,22 @@
 //! and no takeover delay, and a Discord platform, the built-in mock and then the
 //! independent server. A failover is timed from the active's SIGKILL to the platform's next
 //! Identify or Resume, a handover from its SIGTERM to the same.
+//!
+//! Traffic flows both ways throughout: the platform dispatches an event every 100 ms in its
+//! session, and an agent submits a message every 200 ms through whichever host takes it (a
+//! standby's 503, or no answer, sends it to the other host under the same key). At the end
+//! every event the platform dispatched is looked for in the two hosts' spools, and every
+//! accepted message among the platform's posts.
 
-use std::path::Path;
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 use nix::sys::signal::{kill, Signal};
 
-use crate::cluster_rig::{config, Etcd, Host};
+use crate::cluster_rig::{config, submit, Etcd, Host, PROFILE};
 use crate::harness::wait_for;
 use crate::independent::Independent;
 use crate::scratch;
@@ -18,6 +26,11 @@ use crate::scratch;
 const FAILOVERS: usize = 20;
 const HANDOVERS: usize = 10;
 const TTL: &str = "10s";
+const DISPATCH_EVERY: Duration = Duration::from_millis(100);
+const SUBMIT_EVERY: Duration = Duration::from_millis(200);
+const NODES: [&str; 2] = ["host-a", "host-b"];
+/// Between a takeover and the next kill.
+const STEADY: Duration = Duration::from_secs(3);
 
 /// How the bench reads the platform's sessions so far.
 enum Platform<'a> {
@@ -38,6 +51,46 @@ impl Platform<'_> {
                 s["identifies"].as_u64().unwrap_or(0) + s["resumes"].as_u64().unwrap_or(0)
             }
         }
+    }
+
+    /// Every event the platform dispatched, and its sessions: (events, identifies, resumes).
+    fn dispatched(&self) -> (u64, u64, u64) {
+        match self {
+            Platform::Mock(m, rt) => {
+                let _g = rt.enter();
+                let s = m.stats();
+                (s.events_generated, s.identifies, s.resumes)
+            }
+            Platform::Independent(i, rt) => {
+                let s = rt.block_on(i.stats());
+                let n = |k: &str| s[k].as_u64().unwrap_or(0);
+                (n("dispatched"), n("identifies"), n("resumes"))
+            }
+        }
+    }
+
+    /// How many times the platform posted each text.
+    fn posted(&self) -> HashMap<String, usize> {
+        let texts: Vec<String> = match self {
+            Platform::Mock(m, rt) => {
+                let _g = rt.enter();
+                m.posts().into_iter().map(|p| p.content).collect()
+            }
+            Platform::Independent(i, rt) => rt.block_on(i.posts())["posts"]
+                .as_array()
+                .map(|posts| {
+                    posts
+                        .iter()
+                        .filter_map(|p| p["content"].as_str().map(str::to_owned))
+                        .collect()
+                })
+                .unwrap_or_default(),
+        };
+        let mut counts = HashMap::new();
+        for t in texts {
+            *counts.entry(t).or_default() += 1;
+        }
+        counts
     }
 
     fn base(&self) -> String {
@@ -62,11 +115,127 @@ fn standing_by(host: &Host) {
     });
 }
 
+/// What the trials measured.
+struct Trials {
+    /// Milliseconds, sorted.
+    failover: Vec<f64>,
+    handover: Vec<f64>,
+    /// Events the platform dispatched, and sessions begun (identified, resumed).
+    dispatched: u64,
+    identifies: u64,
+    resumes: u64,
+    /// Distinct events in the two spools, and how many were in both.
+    stored: usize,
+    on_both: usize,
+    /// Messages the agent had accepted, and how many were posted once, never, twice or more.
+    accepted: usize,
+    posted_once: usize,
+    never: usize,
+    more: usize,
+}
+
+/// The agent: a message every `SUBMIT_EVERY` until `stop`, each through whichever host takes
+/// it, under one key until one does. The texts accepted.
+fn agent(dir: &Path, stop: &AtomicBool) -> Vec<String> {
+    let sockets: Vec<PathBuf> = NODES
+        .iter()
+        .map(|n| {
+            dir.join(n)
+                .join("hermes/profiles")
+                .join(PROFILE)
+                .join("state/api/agent.sock")
+        })
+        .collect();
+    let (mut accepted, mut at) = (vec![], 0);
+    for n in 0.. {
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
+        let text = format!("churn {n}");
+        let give_up = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < give_up {
+            let r = submit(&sockets[at], &text);
+            if let Some((200 | 202, _)) = r {
+                accepted.push(text);
+                break;
+            }
+            at = 1 - at;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        std::thread::sleep(SUBMIT_EVERY);
+    }
+    accepted
+}
+
+/// The ids in a host's spool.
+fn spool_ids(dir: &Path, node: &str) -> Vec<String> {
+    let inbox = dir
+        .join(node)
+        .join("hermes/profiles")
+        .join(PROFILE)
+        .join("inbox");
+    hermes_svc::gateway::spool::read(&inbox, None)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
 /// `FAILOVERS` SIGKILLs then `HANDOVERS` SIGTERMs of whichever host is active, the killed one
-/// started again as the next standby each time; milliseconds, sorted.
-fn trials(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<f64>) {
+/// started again as the next standby each time, with traffic both ways throughout.
+fn trials(platform: &Platform, etcd: &Etcd, dir: &Path) -> Trials {
+    let stop = AtomicBool::new(false);
+    let (failover, handover, hosts, accepted) = std::thread::scope(|s| {
+        let agent = s.spawn(|| agent(dir, &stop));
+        let (failover, handover, hosts) = kill_in_turn(platform, etcd, dir);
+        stop.store(true, Ordering::Relaxed);
+        (failover, handover, hosts, agent.join().unwrap())
+    });
+    // Everything accepted is posted by the last active, eventually.
+    let posted = wait_for(
+        Duration::from_secs(120),
+        "every accepted message posted",
+        || {
+            let posted = platform.posted();
+            accepted
+                .iter()
+                .all(|t| posted.contains_key(t))
+                .then_some(posted)
+        },
+    );
+    let (dispatched, identifies, resumes) = platform.dispatched();
+    // The last events reach the active's spool within moments.
+    std::thread::sleep(Duration::from_secs(2));
+    let (on_a, on_b) = (spool_ids(dir, NODES[0]), spool_ids(dir, NODES[1]));
+    let a: HashSet<&String> = on_a.iter().collect();
+    let b: HashSet<&String> = on_b.iter().collect();
+    let count = |want: usize| {
+        accepted
+            .iter()
+            .filter(|t| posted.get(*t).copied().unwrap_or(0) == want)
+            .count()
+    };
+    drop(hosts);
+    Trials {
+        failover,
+        handover,
+        dispatched,
+        identifies,
+        resumes,
+        stored: a.union(&b).count(),
+        on_both: a.intersection(&b).count(),
+        accepted: accepted.len(),
+        posted_once: count(1),
+        never: count(0),
+        more: accepted.len() - count(1) - count(0),
+    }
+}
+
+/// The kills, in turn: failover and handover milliseconds, sorted, and the two hosts, still
+/// running.
+fn kill_in_turn(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<f64>, [Host; 2]) {
     let toml = |node: &str| config(&platform.base(), &etcd.endpoints(), node, TTL);
-    let nodes = ["host-a", "host-b"];
+    let nodes = NODES;
     let mut active = Host::start(dir, nodes[0], &toml(nodes[0]), "");
     platform.next_session(0);
     let mut standby = Host::start(dir, nodes[1], &toml(nodes[1]), "");
@@ -94,10 +263,12 @@ fn trials(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<f64>) 
         active = standby;
         standby = Host::start(dir, &node, &toml(&node), "");
         standing_by(&standby);
+        // Traffic through the new active before the next kill.
+        std::thread::sleep(STEADY);
     }
     failover.sort_by(f64::total_cmp);
     handover.sort_by(f64::total_cmp);
-    (failover, handover)
+    (failover, handover, [active, standby])
 }
 
 /// Nearest-rank percentile of sorted values.
@@ -108,17 +279,20 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {
     let dir = scratch("cluster");
-    let etcd = Etcd::start(&dir.join("etcd"));
     let mock = rt
-        .block_on(MockPlatform::start(MockConfig::default()))
+        .block_on(MockPlatform::start(MockConfig {
+            dispatch_every: Some(DISPATCH_EVERY),
+            ..MockConfig::default()
+        }))
         .unwrap();
     let python = Independent::python();
-    let independent = Independent::start(
+    let independent = Independent::start_dispatching(
         &python,
         Duration::from_millis(41_250),
+        DISPATCH_EVERY,
         &dir.join("independent.log"),
     );
-    let mut rows = vec![];
+    let (mut timing, mut traffic) = (vec![], vec![]);
     for (name, platform, sub) in [
         ("built-in mock", Platform::Mock(&mock, rt), "mock"),
         (
@@ -129,15 +303,30 @@ pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {
     ] {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).unwrap();
-        let (failover, handover) = trials(&platform, &etcd, &d);
-        rows.push(format!(
+        // Each platform its own etcd: what one run left there is not the next run's.
+        let etcd = Etcd::start(&d.join("etcd"));
+        let t = trials(&platform, &etcd, &d);
+        timing.push(format!(
             "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
-            percentile(&failover, 50.0),
-            percentile(&failover, 99.0),
-            failover[failover.len() - 1],
-            percentile(&handover, 50.0),
-            percentile(&handover, 99.0),
-            handover[handover.len() - 1],
+            percentile(&t.failover, 50.0),
+            percentile(&t.failover, 99.0),
+            t.failover[t.failover.len() - 1],
+            percentile(&t.handover, 50.0),
+            percentile(&t.handover, 99.0),
+            t.handover[t.handover.len() - 1],
+        ));
+        traffic.push(format!(
+            "| {name} | {} | {} | {} | {} | {} / {} | {} | {} | {} | {} |",
+            t.dispatched,
+            t.stored,
+            t.dispatched.saturating_sub(t.stored as u64),
+            t.on_both,
+            t.identifies,
+            t.resumes,
+            t.accepted,
+            t.posted_once,
+            t.never,
+            t.more,
         ));
     }
     println!(
@@ -148,7 +337,21 @@ pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {
         "| Discord platform | failover p50 ms | p99 ms | max ms | handover p50 ms | p99 ms | max ms |"
     );
     println!("|---|---|---|---|---|---|---|");
-    for r in rows {
+    for r in timing {
+        println!("{r}");
+    }
+    println!();
+    println!(
+        "Traffic throughout: an event dispatched every {} ms, a message submitted every {} ms \
+         through whichever host takes it.\n",
+        DISPATCH_EVERY.as_millis(),
+        SUBMIT_EVERY.as_millis()
+    );
+    println!(
+        "| Discord platform | events dispatched | stored | lost | on both hosts | sessions identified / resumed | messages accepted | posted once | never | twice or more |"
+    );
+    println!("|---|---|---|---|---|---|---|---|---|---|");
+    for r in traffic {
         println!("{r}");
     }
     println!();

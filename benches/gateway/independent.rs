@@ -40,6 +40,28 @@ impl Independent {
         )
     }
 
+    /// Like [`Independent::start`], and every session dispatches a message every `every`.
+    pub(crate) fn start_dispatching(
+        python: &str,
+        interval: Duration,
+        every: Duration,
+        log: &Path,
+    ) -> Self {
+        let interval = interval.as_millis().to_string();
+        let every = every.as_millis().to_string();
+        Self::spawn(
+            python,
+            "qq_discord_server.py",
+            &[
+                "--heartbeat-interval-ms",
+                &interval,
+                "--dispatch-every-ms",
+                &every,
+            ],
+            log,
+        )
+    }
+
     /// benches/independent/poll_server.py (Telegram and Weixin long polls) with `args`.
     pub(crate) fn start_poll(python: &str, args: &[&str], log: &Path) -> Self {
         Self::spawn(python, "poll_server.py", args, log)

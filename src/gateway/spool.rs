@@ -257,6 +257,12 @@ impl Spool {
         let _ = self.replica.set(replica);
     }
 
+    /// Whether a successor on another host goes on from what is stored here (a cluster's
+    /// active): sessions are then left resumable when they close.
+    pub(crate) fn hands_over(&self) -> bool {
+        self.replica.get().is_some()
+    }
+
     /// What the previous active left for `adapter`, with the keys of what it stored taken
     /// into the dedupe window; nothing without a replica.
     pub(crate) async fn inherit(&self, adapter: &str) -> Result<Option<ResumeState>, String> {

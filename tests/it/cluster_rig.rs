@@ -321,42 +321,23 @@ impl Host {
     /// Post `text` to the chat through this host's local API, without waiting for an answer
     /// (the host may be frozen: the request then waits in its socket).
     pub(crate) fn post_message(&self, text: &str) -> UnixStream {
-        let body = serde_json::json!({
-            "adapter": "dc", "target": "channel:4242", "text": text, "idempotency_key": text,
-        })
-        .to_string();
-        let mut s = UnixStream::connect(self.home.join("state/api/agent.sock")).unwrap();
-        write!(
-            s,
-            "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
-             connection: close\r\ncontent-length: {}\r\n\r\n{body}",
-            body.len()
-        )
-        .unwrap();
-        s
+        post_message(&self.api_socket(), text).unwrap()
     }
 
     /// Submit `text` (its own idempotency key) through this host's API: the answer's status
     /// and body.
     pub(crate) fn submit(&self, text: &str) -> (u16, serde_json::Value) {
-        use std::io::Read;
-        let mut s = self.post_message(text);
-        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut answer = String::new();
-        s.read_to_string(&mut answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-        let status = head
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or_else(|| panic!("no status in {answer:?}"));
-        (status, serde_json::from_str(body).unwrap_or_default())
+        submit(&self.api_socket(), text).expect("the API answers")
+    }
+
+    pub(crate) fn api_socket(&self) -> PathBuf {
+        self.home.join("state/api/agent.sock")
     }
 
     /// A message as this host's API shows it.
     pub(crate) fn message(&self, id: &str) -> serde_json::Value {
         use std::io::Read;
-        let mut s = UnixStream::connect(self.home.join("state/api/agent.sock")).unwrap();
+        let mut s = UnixStream::connect(self.api_socket()).unwrap();
         write!(
             s,
             "GET /v1/messages/{id} HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n"
@@ -368,6 +349,36 @@ impl Host {
         let body = answer.split_once("\r\n\r\n").map_or("", |(_, b)| b);
         serde_json::from_str(body).unwrap_or_default()
     }
+}
+
+/// Write a submit of `text` (its own idempotency key) for the Discord adapter into the API
+/// at `socket`, without waiting for the answer.
+pub(crate) fn post_message(socket: &Path, text: &str) -> std::io::Result<UnixStream> {
+    let body = serde_json::json!({
+        "adapter": "dc", "target": "channel:4242", "text": text, "idempotency_key": text,
+    })
+    .to_string();
+    let mut s = UnixStream::connect(socket)?;
+    write!(
+        s,
+        "POST /v1/messages HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        body.len()
+    )?;
+    Ok(s)
+}
+
+/// Submit `text` through the API at `socket`: the answer's status and body; `None` when no
+/// answer came (no API there, or it went away).
+pub(crate) fn submit(socket: &Path, text: &str) -> Option<(u16, serde_json::Value)> {
+    use std::io::Read;
+    let mut s = post_message(socket, text).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut answer = String::new();
+    s.read_to_string(&mut answer).ok()?;
+    let (head, body) = answer.split_once("\r\n\r\n")?;
+    let status = head.split(' ').nth(1)?.parse().ok()?;
+    Some((status, serde_json::from_str(body).unwrap_or_default()))
 }
 
 impl Drop for Host {

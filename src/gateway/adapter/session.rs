@@ -295,7 +295,7 @@ impl Live<'_> {
             let step = tokio::select! {
                 biased;
                 _ = &mut stop => {
-                    let close = CloseFrame { code: CloseCode::Away, reason: "shutting down".into() };
+                    let close = self.closing_frame();
                     let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(Some(close)))).await;
                     Step::End(SessionEnd::Shutdown)
                 }
@@ -328,6 +328,24 @@ impl Live<'_> {
             deadline: Instant::now() + self.s.timing.hello_timeout,
         };
         Ok(())
+    }
+
+    /// The close frame of a clean stop. 1001 (going away) ends an op-code session on the
+    /// platform (Discord's gateway docs: 1000 and 1001 invalidate it), which is right when
+    /// nobody will resume it. In a cluster the next active resumes it from the replica, so
+    /// the session is closed with 4000 instead, which leaves it resumable.
+    fn closing_frame(&self) -> CloseFrame {
+        if matches!(self.s.dialect, Dialect::Gateway(_)) && self.s.spool.hands_over() {
+            CloseFrame {
+                code: CloseCode::Library(4000),
+                reason: "handing over to the cluster's next active".into(),
+            }
+        } else {
+            CloseFrame {
+                code: CloseCode::Away,
+                reason: "shutting down".into(),
+            }
+        }
     }
 
     fn connected(&mut self) {

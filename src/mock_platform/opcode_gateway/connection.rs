@@ -250,6 +250,14 @@ impl Connection {
                 bump(&self.shared.counters.ws_pings);
                 Flow::Continue
             }
+            // Discord's gateway docs: a client that closes with 1000 or 1001 ends its session
+            // (the bot goes offline); any other code leaves it resumable.
+            Message::Close(Some(frame)) if matches!(u16::from(frame.code), 1000 | 1001) => {
+                if let Some(sid) = &self.session {
+                    self.shared.end_session(sid);
+                }
+                Flow::Continue
+            }
             Message::Pong(_) | Message::Close(_) | Message::Frame(_) => Flow::Continue,
         }
     }

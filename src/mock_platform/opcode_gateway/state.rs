@@ -219,6 +219,11 @@ impl Gateway {
             .fetch_sub(1, Ordering::Relaxed);
     }
 
+    /// The client closed with 1000 or 1001: its session can no longer be resumed.
+    pub(super) fn end_session(&self, session_id: &str) {
+        self.lock().sessions.remove(session_id);
+    }
+
     pub(super) fn detach(&self, conn_id: u64, session_id: &str) {
         self.lock().detach(conn_id, session_id);
     }
