@@ -23,10 +23,9 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpRespo
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
-use crate::gateway::adapter::inbox::ResumeState;
 use crate::gateway::fence::Fence;
 use crate::gateway::outbox::Message;
-use crate::gateway::replica::{Inherited, Replica};
+use crate::gateway::replica::{Inherited, Position, Replica};
 
 /// Dedupe keys kept per adapter: far more than a resume replays twice or a platform
 /// redelivers, and a value of about 8 KiB.
@@ -49,6 +48,9 @@ pub(crate) struct EtcdReplica {
     deposed: watch::Sender<Option<String>>,
     /// Each adapter's last dedupe keys, oldest first.
     windows: Mutex<HashMap<String, VecDeque<String>>>,
+    /// Each adapter's last value written: an idle long poll's unchanged cursor is not
+    /// written again.
+    written: Mutex<HashMap<String, Vec<u8>>>,
 }
 
 impl std::fmt::Debug for EtcdReplica {
@@ -79,6 +81,7 @@ impl EtcdReplica {
             fence,
             deposed,
             windows: Mutex::default(),
+            written: Mutex::default(),
         }
     }
 
@@ -161,7 +164,7 @@ impl Replica for EtcdReplica {
     fn record<'a>(
         &'a self,
         adapter: &'a str,
-        resume: Option<&'a ResumeState>,
+        at: Position<'a>,
         stored: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>> {
         Box::pin(async move {
@@ -173,13 +176,29 @@ impl Replica for EtcdReplica {
                     window.pop_front();
                 }
                 serde_json::to_vec(&Inherited {
-                    resume: resume.cloned(),
+                    resume: at.session.cloned(),
+                    cursor: at.cursor.map(str::to_owned),
                     stored: window.iter().cloned().collect(),
                 })
                 .map_err(|e| e.to_string())?
             };
-            self.put_owned(format!("{}{adapter}", self.prefix), value)
-                .await
+            let unchanged =
+                |written: &HashMap<String, Vec<u8>>| written.get(adapter) == Some(&value);
+            if unchanged(
+                &self
+                    .written
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+            ) {
+                return Ok(());
+            }
+            self.put_owned(format!("{}{adapter}", self.prefix), value.clone())
+                .await?;
+            self.written
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(adapter.to_owned(), value);
+            Ok(())
         })
     }
 

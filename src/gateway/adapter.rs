@@ -48,6 +48,7 @@ use tokio::time::Instant;
 
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::replica::Inherited;
 use crate::gateway::spool::Spool;
 use close_code::CloseAction;
 use dialect::Dialect;
@@ -124,8 +125,10 @@ struct WebSocket<C> {
 }
 
 impl<C: Connector> Transport for WebSocket<C> {
-    fn inherit(&mut self, session: ResumeState) {
-        self.resume = Some(session);
+    fn inherit(&mut self, inherited: Inherited) {
+        if let Some(session) = inherited.resume {
+            self.resume = Some(session);
+        }
     }
 
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {

@@ -28,9 +28,22 @@ use crate::gateway::outbox::Message;
 pub(crate) struct Inherited {
     /// The session to resume, when the adapter's platform has one.
     pub(crate) resume: Option<ResumeState>,
+    /// The long poll's cursor, when the platform leaves it to the client (Weixin's
+    /// `get_updates_buf`; Telegram keeps its offset on the server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) cursor: Option<String>,
     /// The dedupe keys ([`crate::gateway::spool::dedupe_tag`]) of the events it stored last,
     /// oldest first.
     pub(crate) stored: Vec<String>,
+}
+
+/// Where an adapter stands, as a successor would go on from it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Position<'a> {
+    /// An op-code session: its id, seq and resume URL.
+    pub(crate) session: Option<&'a ResumeState>,
+    /// A long poll's cursor that the client keeps.
+    pub(crate) cursor: Option<&'a str>,
 }
 
 /// The replica of every adapter's position.
@@ -38,13 +51,13 @@ pub(crate) trait Replica: Send + Sync + std::fmt::Debug {
     /// What the previous active left for `adapter` (nothing, when it never stored anything).
     fn load<'a>(&'a self, adapter: &'a str) -> BoxFuture<'a, Result<Inherited, String>>;
 
-    /// `adapter` has stored the events with dedupe keys `stored` in the spool, and stands at
-    /// `resume`. An error means it must acknowledge nothing more: the replica could not be
+    /// `adapter` has stored the events with dedupe keys `stored` in the spool, and stands
+    /// `at`. An error means it must acknowledge nothing more: the replica could not be
     /// written, or another gateway owns the profile now.
     fn record<'a>(
         &'a self,
         adapter: &'a str,
-        resume: Option<&'a ResumeState>,
+        at: Position<'a>,
         stored: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>>;
 

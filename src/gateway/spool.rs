@@ -46,8 +46,7 @@ pub use reader::read;
 use window::{dedupe_key, load_window, DedupeKey, Window};
 
 use crate::bounded_read::Owner;
-use crate::gateway::adapter::inbox::ResumeState;
-use crate::gateway::replica::Replica;
+use crate::gateway::replica::{Inherited, Position, Replica};
 use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// The current spool file, in the spool directory.
@@ -265,29 +264,29 @@ impl Spool {
 
     /// What the previous active left for `adapter`, with the keys of what it stored taken
     /// into the dedupe window; nothing without a replica.
-    pub(crate) async fn inherit(&self, adapter: &str) -> Result<Option<ResumeState>, String> {
+    pub(crate) async fn inherit(&self, adapter: &str) -> Result<Option<Inherited>, String> {
         let Some(replica) = self.replica.get() else {
             return Ok(None);
         };
-        let inherited = replica.load(adapter).await?;
-        self.remember(&inherited.stored).await;
-        Ok(inherited.resume)
+        let mut inherited = replica.load(adapter).await?;
+        self.remember(&std::mem::take(&mut inherited.stored)).await;
+        Ok(Some(inherited))
     }
 
-    /// Tell the replica, if there is one, that `adapter` stored `events` and stands at
-    /// `resume`: after the append, before anything is acknowledged. An error means nothing
-    /// more may be acknowledged.
+    /// Tell the replica, if there is one, that `adapter` stored `events` and stands `at`:
+    /// after the append, before anything is acknowledged. An error means nothing more may be
+    /// acknowledged.
     pub(crate) async fn replicate(
         &self,
         adapter: &str,
-        resume: Option<&ResumeState>,
+        at: Position<'_>,
         events: &[Event],
     ) -> Result<(), String> {
         let Some(replica) = self.replica.get() else {
             return Ok(());
         };
         let stored: Vec<String> = events.iter().map(dedupe_tag).collect();
-        replica.record(adapter, resume, &stored).await
+        replica.record(adapter, at, &stored).await
     }
 
     /// Treat the events with these dedupe keys ([`dedupe_tag`]) as stored already: what a

@@ -40,9 +40,13 @@ struct Rig {
 
 impl Rig {
     fn new(tag: &str) -> Rig {
+        Rig::with_mock(tag, MockConfig::default())
+    }
+
+    fn with_mock(tag: &str, config: MockConfig) -> Rig {
         let dir = scratch_dir(tag);
         let rt = mock_runtime();
-        let mock = start_mock(&rt, MockConfig::default());
+        let mock = start_mock(&rt, config);
         let etcd = Etcd::start(dir.path());
         Rig {
             rt,
@@ -607,4 +611,91 @@ fn the_outbox_survives_the_active_and_posts_every_message_once() {
         assert_eq!(posted(text), 1, "{text} posted once");
     }
     never_two_at_once(&rig.stats());
+}
+
+/// A Weixin long poll's cursor (`get_updates_buf`) is the client's to keep: the active keeps
+/// it in etcd too, and its successor polls from it. The mock answers a cursor it never gave
+/// from the start of its log, so a successor polling from its own (none) would store again
+/// what the old active stored: more than the 256 inherited dedupe keys could drop.
+#[test]
+fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
+    use hermes_svc::config::Secret;
+    use hermes_svc::mock_platform::weixin::WeixinConfig;
+    use hermes_svc::platform::weixin::WeixinLogin;
+    let rig = Rig::with_mock(
+        "clweixin",
+        MockConfig {
+            weixin: WeixinConfig {
+                longpolling_timeout_ms: 1000,
+                ..WeixinConfig::default()
+            },
+            ..MockConfig::default()
+        },
+    );
+    let base = rig.mock.http_base();
+    let start = |node: &str| {
+        let weixin = format!(
+            "[[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{base}\"\n\
+             poll-timeout = \"1s\"\npoll-grace = \"1s\"\n"
+        );
+        let home = rig.dir.path().join(node).join("hermes/profiles/cl");
+        std::fs::create_dir_all(&home).unwrap();
+        WeixinLogin::new(
+            Secret::new(WeixinConfig::default().token),
+            base.clone(),
+            "mockbot@im.bot".into(),
+            "mockuser@im.wechat".into(),
+        )
+        .write(&home.join("weixin/wx.json"))
+        .unwrap();
+        let toml = with_cluster(&weixin, &rig.etcd.endpoints(), node, "5s");
+        Host::start(rig.dir.path(), node, &toml, "")
+    };
+    let emit = |n| {
+        let _g = rig.rt.enter();
+        rig.mock.weixin_emit(n)
+    };
+    let a = start("host-a");
+    wait_for(Duration::from_secs(30), "host-a active", || {
+        (a.role().as_deref() == Some("active")).then_some(())
+    });
+    let first = emit(300);
+    wait_for(
+        Duration::from_secs(30),
+        "host-a to store 300 messages",
+        || {
+            let stored = spool_ids(&a);
+            first.iter().all(|id| stored.contains(id)).then_some(())
+        },
+    );
+    let b = start("host-b");
+    wait_for(Duration::from_secs(20), "host-b standing by", || {
+        (b.role().as_deref() == Some("standby")).then_some(())
+    });
+    kill(a.pid(), Signal::SIGKILL).unwrap();
+    wait_for(Duration::from_secs(20), "host-b active", || {
+        (b.role().as_deref() == Some("active")).then_some(())
+    });
+    let later = emit(5);
+    let on_b = wait_for(
+        Duration::from_secs(20),
+        "host-b to store the new ones",
+        || {
+            let stored = spool_ids(&b);
+            later.iter().all(|id| stored.contains(id)).then_some(stored)
+        },
+    );
+    assert!(
+        b.log_text()
+            .contains("polling from the cursor the cluster's previous active left"),
+        "{}",
+        b.log_text()
+    );
+    let again: Vec<&String> = on_b.iter().filter(|id| first.contains(id)).collect();
+    assert!(
+        again.is_empty(),
+        "stored again on host-b: {} of them",
+        again.len()
+    );
+    assert_eq!(on_b.len(), later.len(), "{on_b:?}");
 }

@@ -5,6 +5,7 @@
 
 use serde_json::Value;
 
+use crate::gateway::replica::Position;
 use crate::gateway::spool::{Event, Spool};
 
 /// What a resume needs, carried from one connection to the next: the session, and the cursor
@@ -14,6 +15,14 @@ pub(crate) struct ResumeState {
     pub(crate) session_id: String,
     pub(crate) seq: u64,
     pub(crate) resume_url: Option<String>,
+}
+
+/// Where a session stands, for the replica.
+fn position(session: Option<&ResumeState>) -> Position<'_> {
+    Position {
+        session,
+        cursor: None,
+    }
 }
 
 /// The spool as one connection sees it, with the resume state whose cursor acknowledges what
@@ -82,7 +91,11 @@ impl<'a> Inbox<'a> {
             r.seq = r.seq.max(seq);
         }
         self.spool
-            .replicate(self.adapter, at.as_ref(), std::slice::from_ref(event))
+            .replicate(
+                self.adapter,
+                position(at.as_ref()),
+                std::slice::from_ref(event),
+            )
             .await?;
         self.stored += 1;
         self.resume = at;
@@ -93,7 +106,7 @@ impl<'a> Inbox<'a> {
     /// a successor resumes it even if nothing arrives before this host goes.
     pub(crate) async fn settle(&self) -> Result<(), String> {
         self.spool
-            .replicate(self.adapter, self.resume.as_ref(), &[])
+            .replicate(self.adapter, position(self.resume.as_ref()), &[])
             .await
     }
 

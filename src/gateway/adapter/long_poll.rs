@@ -28,6 +28,7 @@ use super::supervise::{supervise, wait, Ended, Link, Pace, Step, Transport};
 use super::{AdapterExit, Deps};
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::replica::{Inherited, Position};
 use crate::gateway::spool::Event;
 
 /// How one poll ended, as the loop acts on it.
@@ -56,6 +57,16 @@ pub(crate) trait Poll: Send {
 
     /// The last batch is in the spool: acknowledge it.
     fn commit(&mut self) -> Result<(), String>;
+
+    /// The cursor [`Poll::commit`] will keep, for a cluster's replica; none where the
+    /// platform keeps it (Telegram's offset is confirmed on the server).
+    fn next_cursor(&self) -> Option<&str> {
+        None
+    }
+
+    /// Poll from `cursor`, which a cluster's previous active kept, rather than from this
+    /// host's own.
+    fn inherit_cursor(&mut self, _cursor: String) {}
 
     /// Why the last batch made no progress (updates that cannot be confirmed), if so.
     fn stalled(&mut self) -> Option<String> {
@@ -156,7 +167,7 @@ impl<P: Poll> Transport for Polling<P> {
             if stalled.is_none() {
                 link.backoff.reset();
             }
-            if let Err(e) = store(name, link.deps, &events).await {
+            if let Err(e) = store(name, link.deps, &events, self.poller.next_cursor()).await {
                 break failed(name, e);
             }
             if let Err(e) = self.poller.commit() {
@@ -180,6 +191,12 @@ impl<P: Poll> Transport for Polling<P> {
 
     async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
         self.poller.await_login(hb, shutdown).await
+    }
+
+    fn inherit(&mut self, inherited: Inherited) {
+        if let Some(cursor) = inherited.cursor {
+            self.poller.inherit_cursor(cursor);
+        }
     }
 }
 
@@ -207,9 +224,15 @@ fn failed(name: &str, why: String) -> Step {
     Step::again(why, Pace::Backoff)
 }
 
-/// Spool every event of a batch, in order, then tell the replica (in a cluster). The first
-/// failure stops the batch: nothing after it may be acknowledged.
-async fn store(name: &str, deps: &Deps, events: &[Event]) -> Result<(), String> {
+/// Spool every event of a batch, in order, then tell the replica (in a cluster) of them and of
+/// the `cursor` that will acknowledge them. The first failure stops the batch: nothing after
+/// it may be acknowledged.
+async fn store(
+    name: &str,
+    deps: &Deps,
+    events: &[Event],
+    cursor: Option<&str>,
+) -> Result<(), String> {
     for event in events {
         crate::test_hook::kill_at("poll-received", &event.id);
         deps.spool
@@ -217,10 +240,14 @@ async fn store(name: &str, deps: &Deps, events: &[Event]) -> Result<(), String> 
             .await
             .map_err(|e| format!("the spool refused an event: {e}"))?;
     }
-    if events.is_empty() {
+    if events.is_empty() && cursor.is_none() {
         return Ok(());
     }
-    deps.spool.replicate(name, None, events).await
+    let at = Position {
+        session: None,
+        cursor,
+    };
+    deps.spool.replicate(name, at, events).await
 }
 
 /// One poll request's answer, or why none came: the transport part both platforms share.

@@ -25,10 +25,10 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::backoff::Backoff;
-use super::inbox::ResumeState;
 use super::{AdapterExit, Deps};
 use crate::config::Timing;
 use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::replica::Inherited;
 
 /// One platform connection at a time, for one adapter.
 pub(crate) trait Transport: Send {
@@ -45,9 +45,9 @@ pub(crate) trait Transport: Send {
         async { false }
     }
 
-    /// Resume `session`, which a cluster's previous active left, rather than start afresh;
-    /// a transport without sessions has nothing to resume.
-    fn inherit(&mut self, _session: ResumeState) {}
+    /// Go on from where a cluster's previous active left off (its session, its cursor)
+    /// rather than start afresh; a transport with neither has nothing to take.
+    fn inherit(&mut self, _inherited: Inherited) {}
 }
 
 /// What a transport works with during one connection.
@@ -148,9 +148,14 @@ pub(crate) async fn supervise<T: Transport>(
     let retry_deadline = retry_deadline(timing, backoff.max().max(Duration::from_secs(60)));
     let mut delay: Option<Duration> = None;
     match deps.spool.inherit(name).await {
-        Ok(Some(session)) => {
-            tracing::info!(adapter = %name, seq = session.seq, "resuming the session the cluster's previous active left");
-            transport.inherit(session);
+        Ok(Some(inherited)) => {
+            if let Some(session) = &inherited.resume {
+                tracing::info!(adapter = %name, seq = session.seq, "resuming the session the cluster's previous active left");
+            }
+            if inherited.cursor.is_some() {
+                tracing::info!(adapter = %name, "polling from the cursor the cluster's previous active left");
+            }
+            transport.inherit(inherited);
         }
         Ok(None) => {}
         Err(e) => {

@@ -254,6 +254,17 @@ impl Poll for Weixin {
         Ok(())
     }
 
+    fn next_cursor(&self) -> Option<&str> {
+        Some(self.pending.as_deref().unwrap_or(&self.cursor)).filter(|c| !c.is_empty())
+    }
+
+    /// Written here too at the next commit: this host's file then agrees.
+    fn inherit_cursor(&mut self, cursor: String) {
+        if cursor.len() <= MAX_CURSOR {
+            self.cursor = cursor;
+        }
+    }
+
     fn deadline(&self) -> Duration {
         self.poll.deadline(self.server_timeout)
     }
