@@ -16,6 +16,8 @@
 mod campaign;
 mod connect;
 mod keys;
+mod membership;
+mod presence;
 mod replica;
 mod term;
 
@@ -24,6 +26,8 @@ use std::path::PathBuf;
 pub(crate) use campaign::{campaign, Standing};
 pub(crate) use connect::connect;
 pub(crate) use keys::{Claim, Keys};
+pub(crate) use membership::Membership;
+pub(crate) use presence::{Peers, Presence};
 pub(crate) use term::Term;
 
 #[derive(Debug, thiserror::Error)]

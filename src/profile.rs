@@ -121,6 +121,10 @@ impl Profile {
     pub(crate) fn state_file(&self) -> PathBuf {
         self.home().join("state").join("gateway.json")
     }
+    /// The note that this profile's gateway runs in an etcd cluster (cluster/membership.rs).
+    pub(crate) fn cluster_membership(&self) -> PathBuf {
+        self.home().join("state").join("cluster.json")
+    }
     /// The local agent API's Unix socket, in a directory of its own so that the directory's
     /// mode (0700) alone keeps other users out.
     pub fn api_socket(&self) -> PathBuf {

@@ -21,38 +21,34 @@ mod components;
 mod frontend;
 mod outbound;
 mod ownership;
+mod supervision;
 mod watchdog;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::signal::unix::{signal, Signal, SignalKind};
-use tokio::sync::watch;
-use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::config::{self, ClusterSpec, ConfigError, Secret};
-use crate::gateway::adapter::{self, AdapterExit};
+use crate::gateway::adapter;
 use crate::gateway::cron::CronContext;
 use crate::gateway::exit::{self, Outcome, Requested};
 use crate::gateway::flock::{self, Holder, LockError, Owner};
-use crate::gateway::health::{Snapshot, State};
-use crate::gateway::notify::{self, Notifier};
+use crate::gateway::notify;
 use crate::gateway::pid_file::{PidFile, PidRecord};
 use crate::gateway::spool::{Spool, SpoolError};
-use crate::gateway::state_file::FrontendHealth;
-use crate::gateway::state_file::{ClusterHealth, StateFile};
+use crate::gateway::state_file::StateFile;
 use crate::gateway::token_lock::TokenLockError;
 use crate::launchd::plist::WATCHDOG_ENV;
 use crate::logging::Component;
-use crate::platform::{AdapterSpec, CronSpec, GatewayConfig};
+use crate::platform::{AdapterSpec, GatewayConfig};
 use crate::profile::Profile;
 use crate::service::manager::{Manager, UnknownManager};
-use components::{Components, Ended};
+use components::Components;
 pub(crate) use frontend::{Frontend, FrontendError, Started, Stores};
-use outbound::Outbound;
 use ownership::{ClusterOwnership, LocalOwnership, Ownership};
-use watchdog::{BadWatchdogEnv, Watchdog};
+use supervision::{Stop, Supervision, Tick};
+use watchdog::BadWatchdogEnv;
 
 /// The longest interval between ticks (state file, STATUS=, self-watchdog).
 const MAX_TICK: Duration = Duration::from_secs(5);
@@ -146,29 +142,6 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> GatewayError {
     move |source| GatewayError::Io { what, source }
 }
 
-/// What woke the run loop.
-enum Event {
-    Signal(&'static str),
-    /// A component's task ended: how, or its panic.
-    Exited(Ended),
-    /// The profile or a credential is no longer this run's (a cluster's lease may be gone).
-    Lost(String),
-    /// Time to write the state file and decide on the watchdog.
-    Tick,
-}
-
-/// Why the loop ended.
-enum Stop {
-    Signal(&'static str),
-    Fatal {
-        adapter: String,
-        reason: String,
-    },
-    Restart(String),
-    /// The cluster's lease may be gone: stop acting at once, with no drain.
-    Fenced(String),
-}
-
 /// Run until SIGTERM or SIGINT (Ok), or until something ends the run with an error, whose
 /// reason is then also left in the state file, for `status` to show. `frontend` is the
 /// agent's way in (the local API), started once the stores are open.
@@ -234,6 +207,7 @@ async fn serve(
         .collect();
     ownership.claim_credentials(&profile.config_file(), &identities)?;
     let _pid_file = write_pid_file(profile, me)?;
+    note_membership(profile, plan.config.cluster.as_ref());
 
     // The stores.
     let spool =
@@ -355,6 +329,29 @@ async fn serve(
     }
 }
 
+/// Leave the note that this profile runs in a cluster, or warn that it did and its config no
+/// longer says so: this run would then act beside the cluster's active.
+fn note_membership(profile: &Profile, spec: Option<&ClusterSpec>) {
+    let path = profile.cluster_membership();
+    match spec {
+        Some(spec) => {
+            if let Err(e) = crate::cluster::Membership::of(spec).write(&path) {
+                tracing::warn!(path = %path.display(), error = %e, "failed to note the cluster membership");
+            }
+        }
+        None => {
+            if let Some(was) = crate::cluster::Membership::read(&path) {
+                tracing::warn!(
+                    endpoints = %was.endpoints.join(", "),
+                    node = %was.node,
+                    note = %path.display(),
+                    "this profile ran in an etcd cluster and gateway.toml has no [cluster] now: if the other hosts still run it there, this gateway runs the bot beside their active; add the same [cluster] table back, or remove the note once the profile has left the cluster"
+                );
+            }
+        }
+    }
+}
+
 /// A cluster's new active goes on from what its predecessor left in the replica: each
 /// adapter's position, and the outbox's messages. Nothing to take on one machine.
 async fn take_over(
@@ -435,232 +432,4 @@ fn write_pid_file(profile: &Profile, me: &Holder) -> Result<PidFile, GatewayErro
         },
     )
     .map_err(io(format!("write {}", profile.pid_file().display())))
-}
-
-/// What each tick writes into the state file.
-struct Tick<'a> {
-    name: String,
-    state_path: std::path::PathBuf,
-    outbound: &'a Outbound,
-    cron: &'a [CronSpec],
-    frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
-}
-
-impl Tick<'_> {
-    fn write(&self, snapshot: &Snapshot, stale_after: Duration, cluster: Option<ClusterHealth>) {
-        let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
-            .with_outbox(self.outbound.stats())
-            .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
-            .with_frontends(self.frontend_health.iter().map(|health| health()))
-            .with_cluster(cluster);
-        if let Err(e) = state.write(&self.state_path) {
-            tracing::warn!(error = %e, "failed to write the state file");
-        }
-    }
-}
-
-/// The run's dealings with its service manager: `READY=1`, `STATUS=`, the watchdog, and the
-/// signals it stops on.
-struct Supervision {
-    notifier: Notifier,
-    sigterm: Signal,
-    sigint: Signal,
-    watchdog: Option<Duration>,
-    self_watchdog: Duration,
-    max_outage: Duration,
-    tick_every: Duration,
-}
-
-impl Supervision {
-    fn new(plan: &Plan) -> Result<Self, GatewayError> {
-        Ok(Self {
-            notifier: Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?,
-            sigterm: signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?,
-            sigint: signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?,
-            watchdog: plan.watchdog,
-            self_watchdog: plan.self_watchdog,
-            max_outage: plan.config.max_outage,
-            tick_every: plan.tick_every(),
-        })
-    }
-
-    fn send(&self, state: &str) {
-        if let Err(e) = self.notifier.send(state) {
-            tracing::warn!(error = %e, "failed to notify systemd");
-        }
-    }
-
-    /// Wait until every adapter has reported in (connected, retrying or failed) or
-    /// `deadline` (never more than 60 s away) passes, then send `READY=1`. Meanwhile
-    /// `STATUS=` says what the start waits for, for `start` (and `systemctl status`) to show,
-    /// twice a second at most and only when it changed. A signal meanwhile is a stop, at once.
-    async fn wait_ready(
-        &mut self,
-        components: &Components,
-        deadline: Instant,
-        me: &Holder,
-    ) -> Option<&'static str> {
-        let deadline = deadline.min(Instant::now() + Duration::from_secs(60));
-        let (mut told, mut next_status) = (String::new(), Instant::now());
-        let registry = &components.registry;
-        loop {
-            let snapshot = registry.snapshot();
-            let starting = snapshot.components.iter().any(|c| {
-                c.kind.is_adapter()
-                    && matches!(
-                        c.state,
-                        State::Starting | State::Connecting | State::Identifying | State::Resuming
-                    )
-            });
-            if !starting || Instant::now() >= deadline {
-                break;
-            }
-            if Instant::now() >= next_status {
-                let summary = format!("starting: {}", snapshot.summary());
-                if summary != told {
-                    self.send(&notify::status_line(&summary));
-                    told = summary;
-                }
-                next_status = Instant::now() + Duration::from_millis(500);
-            }
-            tokio::select! {
-                _ = self.sigterm.recv() => return Some("SIGTERM"),
-                _ = self.sigint.recv() => return Some("SIGINT"),
-                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
-            }
-        }
-        let summary = registry.snapshot().summary();
-        self.send(&format!("READY=1\n{}", notify::status_line(&summary)));
-        let (watchdog, self_watchdog) = (self.watchdog, self.self_watchdog);
-        tracing::info!(profile = %me.profile, pid = me.pid, ?watchdog, ?self_watchdog, %summary, "gateway ready");
-        None
-    }
-
-    /// In a cluster, campaign until this run is the active: meanwhile it is a standby, ready
-    /// (`READY=1`, `STATUS=standby (active: NODE since TIME)`), feeding the watchdog and
-    /// writing the state file, with nothing connected. A signal meanwhile is a stop.
-    async fn stand_by(
-        &mut self,
-        ownership: &mut dyn Ownership,
-        components: &Components,
-        spec: Option<&ClusterSpec>,
-        tick: &Tick<'_>,
-    ) -> Result<Option<&'static str>, GatewayError> {
-        let Some(spec) = spec else {
-            return Ok(None);
-        };
-        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
-        let (report, mut standing) = watch::channel(None);
-        let mut campaign = ownership.campaign(&report);
-        let mut ticks = tokio::time::interval(self.tick_every);
-        let mut ready = false;
-        loop {
-            tokio::select! {
-                biased;
-                _ = self.sigterm.recv() => return Ok(Some("SIGTERM")),
-                _ = self.sigint.recv() => return Ok(Some("SIGINT")),
-                won = &mut campaign => return won.map(|()| None),
-                Ok(()) = standing.changed() => {
-                    let Some(now) = standing.borrow_and_update().clone() else { continue };
-                    let line = notify::status_line(&now.describe());
-                    if ready {
-                        self.send(&line);
-                    } else {
-                        self.send(&format!("READY=1\n{line}"));
-                        ready = true;
-                    }
-                    let health = ownership::standby_health(spec, &now);
-                    tick.write(&components.registry.snapshot(), stale_after, Some(health));
-                }
-                _ = ticks.tick() => {
-                    if ready && self.watchdog.is_some() {
-                        self.send("WATCHDOG=1");
-                    }
-                    if let Some(now) = standing.borrow().clone() {
-                        let health = ownership::standby_health(spec, &now);
-                        tick.write(&components.registry.snapshot(), stale_after, Some(health));
-                    }
-                }
-            }
-        }
-    }
-
-    /// The run loop: until a signal, a component's fatal end or crash, the loss of
-    /// ownership, or a tick's decision to restart.
-    async fn run_loop(
-        &mut self,
-        components: &mut Components,
-        ownership: &mut dyn Ownership,
-        tick: &Tick<'_>,
-    ) -> Stop {
-        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
-        let mut ticks = tokio::time::interval(self.tick_every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut dog = Watchdog::new(
-            self.watchdog.is_some(),
-            self.self_watchdog,
-            self.max_outage,
-            components.registry.snapshot().summary(),
-        );
-        loop {
-            let event = tokio::select! {
-                biased;
-                _ = self.sigterm.recv() => Event::Signal("SIGTERM"),
-                _ = self.sigint.recv() => Event::Signal("SIGINT"),
-                why = ownership.lost() => Event::Lost(why),
-                Some(ended) = components.next_ended() => Event::Exited(ended),
-                _ = ticks.tick() => Event::Tick,
-            };
-            let stop = match event {
-                Event::Signal(signal) => Some(Stop::Signal(signal)),
-                Event::Lost(why) => {
-                    // Tests hold the loop here, to see that nothing else acts meanwhile.
-                    crate::test_hook::stall("fence-noticed").await;
-                    Some(Stop::Fenced(why))
-                }
-                Event::Exited(Ok((adapter, AdapterExit::Fatal(reason)))) => {
-                    Some(Stop::Fatal { adapter, reason })
-                }
-                Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
-                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => Some(Stop::Restart(
-                    format!("component {component} panicked: {what}"),
-                )),
-                // Only an abort, which the run does only once it is stopping, ends a task
-                // this way: a panic was caught by `component::supervised`.
-                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),
-                Event::Tick => {
-                    self.on_tick(components, &mut dog, tick, stale_after, ownership.health())
-                }
-            };
-            if let Some(stop) = stop {
-                return stop;
-            }
-        }
-    }
-
-    /// Write the state file and decide on the watchdog; a restart when it says so.
-    fn on_tick(
-        &self,
-        components: &Components,
-        dog: &mut Watchdog,
-        tick: &Tick<'_>,
-        stale_after: Duration,
-        cluster: Option<ClusterHealth>,
-    ) -> Option<Stop> {
-        let _watchdog = Component::Watchdog.span().entered();
-        let snapshot = components.registry.snapshot();
-        tick.write(&snapshot, stale_after, cluster);
-        let decision = dog.on_tick(&snapshot);
-        if decision.feed {
-            self.send("WATCHDOG=1");
-        }
-        if !decision.stale.is_empty() {
-            let (stale, summary) = (&decision.stale, &decision.summary);
-            tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
-        }
-        if decision.send_status {
-            self.send(&notify::status_line(&decision.summary));
-        }
-        decision.restart.map(Stop::Restart)
-    }
 }

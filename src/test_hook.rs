@@ -17,7 +17,9 @@
 //! - `ask-manager` makes every unit's properties come from the systemd manager, never from
 //!   its files (see [`switched`]);
 //! - `machine-id:ID` makes the process take ID for this machine's identity (its cluster
-//!   claims'), so that two processes on one machine can stand for two machines.
+//!   claims'), so that two processes on one machine can stand for two machines;
+//! - `clock-skew:MS` makes the process tell its cluster's members a wall clock MS
+//!   milliseconds (negative: behind) off the machine's, as a host whose NTP failed would.
 //!
 //! In release builds every hook says no, so no environment variable can wedge or pause a
 //! production binary.
@@ -139,6 +141,20 @@ pub(crate) fn machine_id() -> Option<String> {
 #[cfg(not(debug_assertions))]
 pub(crate) fn machine_id() -> Option<String> {
     None
+}
+
+/// How far off this process tells its cluster its wall clock is, in milliseconds.
+#[cfg(debug_assertions)]
+pub(crate) fn cluster_clock_skew_ms() -> i64 {
+    faults()
+        .iter()
+        .find_map(|f| f.strip_prefix("clock-skew:").and_then(|ms| ms.parse().ok()))
+        .unwrap_or(0)
+}
+
+#[cfg(not(debug_assertions))]
+pub(crate) fn cluster_clock_skew_ms() -> i64 {
+    0
 }
 
 /// How far tests have moved the wall clock forward, in milliseconds (debug builds only).

@@ -6,6 +6,7 @@
 //! while etcd never holds the token, and its readers can test a guess only by holding it.
 //! `/hermes-svc/v1/profile/NAME/inbound/ADAPTER` is the adapter's inbound position
 //! and `.../outbox/HASH` one outbox message (`replica.rs`): both outlive every term.
+//! `.../node/NODE` is a member's record (`presence.rs`).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -24,6 +25,9 @@ pub(crate) struct Keys {
     /// Where the outbox's messages are kept (`outbox/KEY-HASH` under the profile), outside
     /// the lease too.
     pub(crate) outbox: String,
+    /// Where each member keeps its record (`node/NODE` under the profile), under a lease of
+    /// its own.
+    pub(crate) nodes: String,
 }
 
 impl Keys {
@@ -33,6 +37,7 @@ impl Keys {
             active: format!("{PREFIX}profile/{profile}/active"),
             inbound: format!("{PREFIX}profile/{profile}/inbound/"),
             outbox: format!("{PREFIX}profile/{profile}/outbox/"),
+            nodes: format!("{PREFIX}profile/{profile}/node/"),
             credentials: identities
                 .iter()
                 .map(|(_, identity)| format!("{PREFIX}credential/{}", keyed_hash(identity)))

@@ -58,7 +58,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 26] = [
+pub(crate) const CHECKS: [Check; 28] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -85,6 +85,8 @@ pub(crate) const CHECKS: [Check; 26] = [
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
     on_homes!(cluster::CLUSTER_UNREACHABLE),
     on_homes!(cluster::NODE_NAME_CLASH),
+    on_homes!(cluster::CLOCK_SKEW),
+    on_homes!(cluster::LEFT_THE_CLUSTER),
 ];
 
 /// Every finding in `s`, in id order.

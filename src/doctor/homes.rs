@@ -127,6 +127,10 @@ pub(crate) struct ProfileSnap {
     /// How long messages may wait for the agent before it is a finding (`[agent] idle-alarm`),
     /// when the profile has an agent.
     pub(crate) agent_idle_alarm: Option<std::time::Duration>,
+    /// Whether gateway.toml has a `[cluster]` (none when it cannot be read), and the note a
+    /// gateway that ran in a cluster left (cluster/membership.rs).
+    pub(crate) clustered: Option<bool>,
+    pub(crate) membership: Option<crate::cluster::Membership>,
     /// `(adapter, kind)` for every adapter in `gateway.toml`: the platforms its gateway holds.
     pub(crate) held: Vec<(String, &'static str)>,
     /// The Hermes homes of this profile that connect, or would connect, a platform themselves:
@@ -196,6 +200,7 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         .as_ref()
         .ok()
         .and_then(|c| c.agent.as_ref().map(|a| a.idle_alarm));
+    let clustered = config.as_ref().ok().map(|c| c.cluster.is_some());
     let held = config
         .as_ref()
         .map(|c| {
@@ -275,6 +280,8 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         secret_vars,
         lock_holder: locks.holder(&p.lock_file()),
         agent_idle_alarm,
+        clustered,
+        membership: crate::cluster::Membership::read(&p.cluster_membership()),
         held,
         hermes,
     };

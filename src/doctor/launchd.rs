@@ -29,7 +29,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 18] = [
+pub(crate) const CHECKS: [LaunchdCheck; 20] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -48,6 +48,8 @@ pub(crate) const CHECKS: [LaunchdCheck; 18] = [
     on_homes!(agent::HERMES_HOLDS_PLATFORM),
     on_homes!(cluster::CLUSTER_UNREACHABLE),
     on_homes!(cluster::NODE_NAME_CLASH),
+    on_homes!(cluster::CLOCK_SKEW),
+    on_homes!(cluster::LEFT_THE_CLUSTER),
 ];
 
 /// Every finding in `s`, in id order.

@@ -281,7 +281,8 @@ impl Outbox {
     /// This run is its cluster's active: take the replica's messages (what the previous
     /// active left, as it left them) into this host's journal, and from now on keep the
     /// replica up to date. This host's own messages the replica lacks (queued before the
-    /// cluster was configured) go into it.
+    /// cluster was configured) go into it, and so does how a message ended here when the
+    /// replica still has it unfinished (this host died between its journal and etcd).
     pub(crate) async fn inherit(&self, replica: Arc<dyn Replica>) -> Result<(), OutboxError> {
         let op = "read the cluster's messages from etcd";
         let held = replica
@@ -290,16 +291,23 @@ impl Outbox {
             .map_err(|why| OutboxError::Replica { op, why })?;
         let held_ids: std::collections::HashSet<&str> =
             held.iter().map(|m| m.id.as_str()).collect();
-        let (taken, own) = {
+        let (taken, own, ahead) = {
             let mut inner = self.lock();
-            let mut taken = 0;
+            let (mut taken, mut ahead) = (0, vec![]);
             for message in &held {
-                if inner.book.get(&message.id) != Some(message) {
-                    let record = Record::Put {
-                        message: message.clone(),
-                    };
-                    self.append(&mut inner, &record)?;
-                    taken += 1;
+                match inner.book.get(&message.id) {
+                    Some(mine) if mine == message => {}
+                    // This host finished it and went before etcd heard: it is further on.
+                    Some(mine) if mine.state.is_final() && !message.state.is_final() => {
+                        ahead.push(mine.clone());
+                    }
+                    _ => {
+                        let record = Record::Put {
+                            message: message.clone(),
+                        };
+                        self.append(&mut inner, &record)?;
+                        taken += 1;
+                    }
                 }
             }
             let own: Vec<Message> = inner
@@ -308,16 +316,20 @@ impl Outbox {
                 .filter(|m| !held_ids.contains(m.id.as_str()))
                 .cloned()
                 .collect();
-            (taken, own)
+            (taken, own, ahead)
         };
+        let failed = |op| move |why| OutboxError::Replica { op, why };
         for message in &own {
             replica
                 .submit(message)
                 .await
-                .map_err(|why| OutboxError::Replica {
-                    op: "queue this host's messages in etcd",
-                    why,
-                })?;
+                .map_err(failed("queue this host's messages in etcd"))?;
+        }
+        for message in &ahead {
+            replica
+                .update(message)
+                .await
+                .map_err(failed("record how this host's sends ended in etcd"))?;
         }
         let pos = self.lock().appended;
         self.sync_to(pos).await?;
@@ -328,6 +340,7 @@ impl Outbox {
             held = held.len(),
             taken,
             added = own.len(),
+            finished_here = ahead.len(),
             "the outbox took the cluster's messages"
         );
         self.changed.send_modify(|n| *n += 1);

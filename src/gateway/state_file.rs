@@ -81,6 +81,20 @@ pub struct ClusterHealth {
     /// The active is another machine that goes by this node's name.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub(crate) name_clash: bool,
+    /// The profile's other members, as their records in etcd last said.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) peers: Vec<PeerHealth>,
+}
+
+/// Another member of the profile's cluster (cluster/presence.rs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PeerHealth {
+    pub(crate) node: String,
+    /// A short hash of its machine's identity.
+    pub(crate) machine: String,
+    /// How far its wall clock is ahead of this host's (negative: behind), as measured when
+    /// its last record arrived; none until one has.
+    pub(crate) skew_ms: Option<i64>,
 }
 
 /// A front end's health, as the state file shows it.

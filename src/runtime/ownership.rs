@@ -15,7 +15,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
 use super::GatewayError;
-use crate::cluster::{self, Claim, Keys, Standing, Term};
+use crate::cluster::{self, Claim, Keys, Peers, Presence, Standing, Term};
 use crate::config::ClusterSpec;
 use crate::gateway::fence::Fence;
 use crate::gateway::flock::{HeldLock, Holder, LockError};
@@ -60,6 +60,9 @@ pub(crate) trait Ownership: Send {
     /// Where the active records what its adapters stored, for a successor on another host;
     /// none on one machine, where the spool is all of it.
     fn replica(&self) -> Option<Arc<dyn Replica>>;
+
+    /// The cluster's other members, kept up to date from campaign on; none on one machine.
+    fn peers(&self) -> Option<Peers>;
 }
 
 /// Ownership on this machine: the profile's instance lock (`gateway.lock`) and one token lock
@@ -138,6 +141,10 @@ impl Ownership for LocalOwnership {
     fn replica(&self) -> Option<Arc<dyn Replica>> {
         None
     }
+
+    fn peers(&self) -> Option<Peers> {
+        None
+    }
 }
 
 /// Ownership across hosts: this machine's flocks first, then a term in the profile's etcd
@@ -148,6 +155,9 @@ pub(crate) struct ClusterOwnership<'a> {
     keys: Option<Keys>,
     fence: Fence,
     term: Option<Term>,
+    peers: Peers,
+    /// This member's record in etcd, from campaign on.
+    presence: Option<Presence>,
 }
 
 impl<'a> ClusterOwnership<'a> {
@@ -158,6 +168,8 @@ impl<'a> ClusterOwnership<'a> {
             keys: None,
             fence: Fence::closed(),
             term: None,
+            peers: Peers::default(),
+            presence: None,
         }
     }
 }
@@ -188,6 +200,13 @@ impl Ownership for ClusterOwnership<'_> {
                 .unwrap_or_else(|| Keys::new(&self.local.profile, &[]));
             let claim = Claim::now(&self.spec.node, &self.local.profile);
             let mut client = cluster::connect(&self.spec).await?;
+            self.presence = Some(Presence::start(
+                client.clone(),
+                &keys,
+                &claim,
+                self.spec.lease_ttl,
+                self.peers.clone(),
+            ));
             let term =
                 cluster::campaign(&mut client, &self.spec, &keys, &claim, &self.fence, report)
                     .await;
@@ -227,6 +246,7 @@ impl Ownership for ClusterOwnership<'_> {
             lease_ttl_ms: self.spec.lease_ttl.as_millis() as u64,
             standing: None,
             name_clash: false,
+            peers: self.peers.snapshot(),
         })
     }
 
@@ -234,10 +254,18 @@ impl Ownership for ClusterOwnership<'_> {
         let (term, keys) = (self.term.as_ref()?, self.keys.as_ref()?);
         Some(Arc::new(term.replica(keys)))
     }
+
+    fn peers(&self) -> Option<Peers> {
+        Some(self.peers.clone())
+    }
 }
 
 /// The state file's view of a standby, from what its campaign last reported.
-pub(crate) fn standby_health(spec: &ClusterSpec, standing: &Standing) -> ClusterHealth {
+pub(crate) fn standby_health(
+    spec: &ClusterSpec,
+    standing: &Standing,
+    peers: Option<&Peers>,
+) -> ClusterHealth {
     ClusterHealth {
         role: "standby".into(),
         node: spec.node.clone(),
@@ -249,5 +277,6 @@ pub(crate) fn standby_health(spec: &ClusterSpec, standing: &Standing) -> Cluster
         lease_ttl_ms: spec.lease_ttl.as_millis() as u64,
         standing: Some(standing.describe()),
         name_clash: matches!(standing, Standing::Standby { clash: true, .. }),
+        peers: peers.map(Peers::snapshot).unwrap_or_default(),
     }
 }

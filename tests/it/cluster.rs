@@ -699,3 +699,61 @@ fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
     );
     assert_eq!(on_b.len(), later.len(), "{on_b:?}");
 }
+
+/// Every member keeps a record in etcd with its wall-clock time, and watches the others': a
+/// host whose clock is 5 s ahead (a test fault stands in for its failed time service) is named
+/// by doctor on the other host (HSV027), and the state file lists it as a peer.
+#[test]
+fn a_member_whose_clock_is_off_is_named_by_doctor_on_the_others() {
+    let rig = Rig::new("clskew");
+    let (_a, b) = rig.active_then_standby_with("3s", "clock-skew:5000");
+    let found = wait_for(Duration::from_secs(20), "doctor's HSV027 on host-b", || {
+        b.doctor().into_iter().find(|f| f["id"] == "HSV027")
+    });
+    assert_eq!(found["severity"], "warn", "{found}");
+    let message = found["message"].as_str().unwrap();
+    assert!(
+        message.contains("node host-a is 5.0s ahead of this host's (host-b)")
+            || message.contains("node host-a is 4.9s ahead of this host's (host-b)"),
+        "{found}"
+    );
+    let peers = b.cluster_state().unwrap()["peers"].clone();
+    assert_eq!(peers[0]["node"], "host-a", "{peers}");
+}
+
+/// A profile's gateway that ran in a cluster leaves a note on its host; once someone removes
+/// `[cluster]` from that host's gateway.toml, doctor warns that its gateway would run the bot
+/// beside the cluster's active (HSV028), naming the endpoints and the note.
+#[test]
+fn a_host_whose_config_left_the_cluster_is_warned_about() {
+    let rig = Rig::new("clleft");
+    let mut a = rig.host("host-a", "5s");
+    wait_for(Duration::from_secs(30), "host-a active", || {
+        (a.role().as_deref() == Some("active")).then_some(())
+    });
+    assert!(!a.doctor().iter().any(|f| f["id"] == "HSV028"));
+    kill(a.pid(), Signal::SIGTERM).unwrap();
+    assert!(a.exited(Duration::from_secs(10)).success());
+    let toml = a.home.join("gateway.toml");
+    let text = std::fs::read_to_string(&toml).unwrap();
+    let (adapters, _) = text.split_once("[cluster]").unwrap();
+    std::fs::write(&toml, adapters).unwrap();
+    let found = a
+        .doctor()
+        .into_iter()
+        .find(|f| f["id"] == "HSV028")
+        .expect("doctor's HSV028");
+    assert_eq!(found["severity"], "warn", "{found}");
+    let message = found["message"].as_str().unwrap();
+    assert!(
+        message.contains(&rig.etcd.endpoints()[0]) && message.contains("as node host-a"),
+        "{found}"
+    );
+    assert!(
+        found["fix"]
+            .as_str()
+            .unwrap()
+            .contains("state/cluster.json"),
+        "{found}"
+    );
+}

@@ -85,6 +85,8 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         lock_holder: None,
         outbox_journal: home.join("outbox/journal.jsonl"),
         agent_idle_alarm: None,
+        clustered: Some(false),
+        membership: None,
         held: vec![],
         hermes: vec![],
         home,

@@ -169,6 +169,7 @@ mod tests {
             lease_ttl_ms: 10_000,
             standing: None,
             name_clash: false,
+            peers: vec![],
         };
         assert_eq!(
             cluster_line(&c),

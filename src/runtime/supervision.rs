@@ -1,0 +1,276 @@
+//! The run's dealings with its service manager and its own loop: `READY=1` once the
+//! adapters have reported in, `STATUS=`, a cluster standby's wait, the watchdog fed from the
+//! components' health on every tick (which also writes the state file), and the signals,
+//! component ends and loss of ownership that end the run, each as a [`Stop`].
+
+use std::time::Duration;
+
+use tokio::signal::unix::{signal, Signal, SignalKind};
+use tokio::sync::watch;
+use tokio::time::Instant;
+
+use super::components::{Components, Ended};
+use super::outbound::{self, Outbound};
+use super::ownership::{self, Ownership};
+use super::watchdog::Watchdog;
+use super::{io, GatewayError, Plan};
+use crate::config::ClusterSpec;
+use crate::gateway::adapter::AdapterExit;
+use crate::gateway::flock::Holder;
+use crate::gateway::health::{Snapshot, State};
+use crate::gateway::notify::{self, Notifier};
+use crate::gateway::state_file::{ClusterHealth, FrontendHealth, StateFile};
+use crate::logging::Component;
+use crate::platform::CronSpec;
+
+/// What woke the run loop.
+enum Event {
+    Signal(&'static str),
+    /// A component's task ended: how, or its panic.
+    Exited(Ended),
+    /// The profile or a credential is no longer this run's (a cluster's lease may be gone).
+    Lost(String),
+    /// Time to write the state file and decide on the watchdog.
+    Tick,
+}
+
+/// Why the loop ended.
+pub(super) enum Stop {
+    Signal(&'static str),
+    Fatal {
+        adapter: String,
+        reason: String,
+    },
+    Restart(String),
+    /// The cluster's lease may be gone: stop acting at once, with no drain.
+    Fenced(String),
+}
+
+/// What each tick writes into the state file.
+pub(super) struct Tick<'a> {
+    pub(super) name: String,
+    pub(super) state_path: std::path::PathBuf,
+    pub(super) outbound: &'a Outbound,
+    pub(super) cron: &'a [CronSpec],
+    pub(super) frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
+}
+
+impl Tick<'_> {
+    fn write(&self, snapshot: &Snapshot, stale_after: Duration, cluster: Option<ClusterHealth>) {
+        let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
+            .with_outbox(self.outbound.stats())
+            .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
+            .with_frontends(self.frontend_health.iter().map(|health| health()))
+            .with_cluster(cluster);
+        if let Err(e) = state.write(&self.state_path) {
+            tracing::warn!(error = %e, "failed to write the state file");
+        }
+    }
+}
+
+/// The run's dealings with its service manager: `READY=1`, `STATUS=`, the watchdog, and the
+/// signals it stops on.
+pub(super) struct Supervision {
+    notifier: Notifier,
+    sigterm: Signal,
+    sigint: Signal,
+    watchdog: Option<Duration>,
+    self_watchdog: Duration,
+    max_outage: Duration,
+    tick_every: Duration,
+}
+
+impl Supervision {
+    pub(super) fn new(plan: &Plan) -> Result<Self, GatewayError> {
+        Ok(Self {
+            notifier: Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?,
+            sigterm: signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?,
+            sigint: signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?,
+            watchdog: plan.watchdog,
+            self_watchdog: plan.self_watchdog,
+            max_outage: plan.config.max_outage,
+            tick_every: plan.tick_every(),
+        })
+    }
+
+    pub(super) fn send(&self, state: &str) {
+        if let Err(e) = self.notifier.send(state) {
+            tracing::warn!(error = %e, "failed to notify systemd");
+        }
+    }
+
+    /// Wait until every adapter has reported in (connected, retrying or failed) or
+    /// `deadline` (never more than 60 s away) passes, then send `READY=1`. Meanwhile
+    /// `STATUS=` says what the start waits for, for `start` (and `systemctl status`) to show,
+    /// twice a second at most and only when it changed. A signal meanwhile is a stop, at once.
+    pub(super) async fn wait_ready(
+        &mut self,
+        components: &Components,
+        deadline: Instant,
+        me: &Holder,
+    ) -> Option<&'static str> {
+        let deadline = deadline.min(Instant::now() + Duration::from_secs(60));
+        let (mut told, mut next_status) = (String::new(), Instant::now());
+        let registry = &components.registry;
+        loop {
+            let snapshot = registry.snapshot();
+            let starting = snapshot.components.iter().any(|c| {
+                c.kind.is_adapter()
+                    && matches!(
+                        c.state,
+                        State::Starting | State::Connecting | State::Identifying | State::Resuming
+                    )
+            });
+            if !starting || Instant::now() >= deadline {
+                break;
+            }
+            if Instant::now() >= next_status {
+                let summary = format!("starting: {}", snapshot.summary());
+                if summary != told {
+                    self.send(&notify::status_line(&summary));
+                    told = summary;
+                }
+                next_status = Instant::now() + Duration::from_millis(500);
+            }
+            tokio::select! {
+                _ = self.sigterm.recv() => return Some("SIGTERM"),
+                _ = self.sigint.recv() => return Some("SIGINT"),
+                _ = tokio::time::sleep(Duration::from_millis(20)) => {}
+            }
+        }
+        let summary = registry.snapshot().summary();
+        self.send(&format!("READY=1\n{}", notify::status_line(&summary)));
+        let (watchdog, self_watchdog) = (self.watchdog, self.self_watchdog);
+        tracing::info!(profile = %me.profile, pid = me.pid, ?watchdog, ?self_watchdog, %summary, "gateway ready");
+        None
+    }
+
+    /// In a cluster, campaign until this run is the active: meanwhile it is a standby, ready
+    /// (`READY=1`, `STATUS=standby (active: NODE since TIME)`), feeding the watchdog and
+    /// writing the state file, with nothing connected. A signal meanwhile is a stop.
+    pub(super) async fn stand_by(
+        &mut self,
+        ownership: &mut dyn Ownership,
+        components: &Components,
+        spec: Option<&ClusterSpec>,
+        tick: &Tick<'_>,
+    ) -> Result<Option<&'static str>, GatewayError> {
+        let Some(spec) = spec else {
+            return Ok(None);
+        };
+        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
+        let (report, mut standing) = watch::channel(None);
+        let peers = ownership.peers();
+        let mut campaign = ownership.campaign(&report);
+        let mut ticks = tokio::time::interval(self.tick_every);
+        let mut ready = false;
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.sigterm.recv() => return Ok(Some("SIGTERM")),
+                _ = self.sigint.recv() => return Ok(Some("SIGINT")),
+                won = &mut campaign => return won.map(|()| None),
+                Ok(()) = standing.changed() => {
+                    let Some(now) = standing.borrow_and_update().clone() else { continue };
+                    let line = notify::status_line(&now.describe());
+                    if ready {
+                        self.send(&line);
+                    } else {
+                        self.send(&format!("READY=1\n{line}"));
+                        ready = true;
+                    }
+                    let health = ownership::standby_health(spec, &now, peers.as_ref());
+                    tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                }
+                _ = ticks.tick() => {
+                    if ready && self.watchdog.is_some() {
+                        self.send("WATCHDOG=1");
+                    }
+                    if let Some(now) = standing.borrow().clone() {
+                        let health = ownership::standby_health(spec, &now, peers.as_ref());
+                        tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The run loop: until a signal, a component's fatal end or crash, the loss of
+    /// ownership, or a tick's decision to restart.
+    pub(super) async fn run_loop(
+        &mut self,
+        components: &mut Components,
+        ownership: &mut dyn Ownership,
+        tick: &Tick<'_>,
+    ) -> Stop {
+        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
+        let mut ticks = tokio::time::interval(self.tick_every);
+        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut dog = Watchdog::new(
+            self.watchdog.is_some(),
+            self.self_watchdog,
+            self.max_outage,
+            components.registry.snapshot().summary(),
+        );
+        loop {
+            let event = tokio::select! {
+                biased;
+                _ = self.sigterm.recv() => Event::Signal("SIGTERM"),
+                _ = self.sigint.recv() => Event::Signal("SIGINT"),
+                why = ownership.lost() => Event::Lost(why),
+                Some(ended) = components.next_ended() => Event::Exited(ended),
+                _ = ticks.tick() => Event::Tick,
+            };
+            let stop = match event {
+                Event::Signal(signal) => Some(Stop::Signal(signal)),
+                Event::Lost(why) => {
+                    // Tests hold the loop here, to see that nothing else acts meanwhile.
+                    crate::test_hook::stall("fence-noticed").await;
+                    Some(Stop::Fenced(why))
+                }
+                Event::Exited(Ok((adapter, AdapterExit::Fatal(reason)))) => {
+                    Some(Stop::Fatal { adapter, reason })
+                }
+                Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
+                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => Some(Stop::Restart(
+                    format!("component {component} panicked: {what}"),
+                )),
+                // Only an abort, which the run does only once it is stopping, ends a task
+                // this way: a panic was caught by `component::supervised`.
+                Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),
+                Event::Tick => {
+                    self.on_tick(components, &mut dog, tick, stale_after, ownership.health())
+                }
+            };
+            if let Some(stop) = stop {
+                return stop;
+            }
+        }
+    }
+
+    /// Write the state file and decide on the watchdog; a restart when it says so.
+    fn on_tick(
+        &self,
+        components: &Components,
+        dog: &mut Watchdog,
+        tick: &Tick<'_>,
+        stale_after: Duration,
+        cluster: Option<ClusterHealth>,
+    ) -> Option<Stop> {
+        let _watchdog = Component::Watchdog.span().entered();
+        let snapshot = components.registry.snapshot();
+        tick.write(&snapshot, stale_after, cluster);
+        let decision = dog.on_tick(&snapshot);
+        if decision.feed {
+            self.send("WATCHDOG=1");
+        }
+        if !decision.stale.is_empty() {
+            let (stale, summary) = (&decision.stale, &decision.summary);
+            tracing::warn!(?stale, %summary, "component stale; not feeding the watchdog");
+        }
+        if decision.send_status {
+            self.send(&notify::status_line(&decision.summary));
+        }
+        decision.restart.map(Stop::Restart)
+    }
+}
