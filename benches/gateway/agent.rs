@@ -38,7 +38,7 @@ use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 use crate::binary::{gateway_bin, spawn_gateway, Gateway, BIN};
 use crate::independent::Independent;
 use crate::proc::{cpu_ns, machine_ticks, wait_for_quiet_machine};
-use crate::scratch;
+use crate::{percentile, scratch};
 
 /// Messages a second, over all chats.
 const RATE: u32 = 100;
@@ -687,15 +687,6 @@ fn fsync_times(dir: &Path, n: usize) -> Vec<f64> {
         .collect();
     let _ = std::fs::remove_file(path);
     times
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 /// p50 / p99 / max of sorted milliseconds, for a table cell.

@@ -22,7 +22,7 @@ use nix::sys::signal::{kill, Signal};
 use crate::cluster_rig::{config, submit, Etcd, Host, PROFILE};
 use crate::harness::wait_for;
 use crate::independent::Independent;
-use crate::scratch;
+use crate::{percentile, scratch};
 
 const FAILOVERS: usize = 20;
 const HANDOVERS: usize = 10;
@@ -283,12 +283,6 @@ fn kill_in_turn(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<
     failover.sort_by(f64::total_cmp);
     handover.sort_by(f64::total_cmp);
     (failover, handover, [active, standby])
-}
-
-/// Nearest-rank percentile of sorted values.
-fn percentile(sorted: &[f64], p: f64) -> f64 {
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
 pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {

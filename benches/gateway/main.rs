@@ -35,6 +35,15 @@ pub(crate) fn scratch(tag: &str) -> PathBuf {
     d
 }
 
+/// Nearest-rank percentile of sorted values; NaN for none.
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
 fn main() {
     // This binary is also the bare client of the 1,000-connection section's floor.
     thousand::bare::run_if_asked();

@@ -23,6 +23,7 @@ use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpRespo
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
+use super::Keys;
 use crate::gateway::fence::Fence;
 use crate::gateway::outbox::Message;
 use crate::gateway::replica::{Inherited, Position, Replica};
@@ -63,20 +64,19 @@ impl std::fmt::Debug for EtcdReplica {
 }
 
 impl EtcdReplica {
+    /// The replica under `keys`, for the term that created the profile's key at `revision`.
     pub(crate) fn new(
         client: Client,
-        prefix: String,
-        outbox: String,
-        owner: String,
+        keys: &Keys,
         revision: i64,
         fence: Fence,
         deposed: watch::Sender<Option<String>>,
     ) -> Self {
         Self {
             client,
-            prefix,
-            outbox,
-            owner,
+            prefix: keys.inbound.clone(),
+            outbox: keys.outbox.clone(),
+            owner: keys.active.clone(),
             revision,
             fence,
             deposed,

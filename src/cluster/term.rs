@@ -95,9 +95,7 @@ impl Term {
     pub(crate) fn replica(&self, keys: &Keys) -> EtcdReplica {
         EtcdReplica::new(
             self.client.clone(),
-            keys.inbound.clone(),
-            keys.outbox.clone(),
-            keys.active.clone(),
+            keys,
             self.revision,
             self.fence.clone(),
             self.tell.clone(),

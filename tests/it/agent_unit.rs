@@ -13,8 +13,9 @@ use hermes_svc::mock_platform::MockConfig;
 use serde_json::json;
 
 use crate::doctor::{doctor, findings};
+use crate::harness::free_port;
 use crate::harness::{scratch_dir, wait_for, Manager};
-use crate::hermes_rig::{config_yaml, free_port, start_model, venv, Proc};
+use crate::hermes_rig::{config_yaml, start_model, venv, Proc};
 use crate::mock_runtime::{mock_runtime, start_mock};
 use crate::profile_builder::ProfileTest;
 use crate::unit_props::n_restarts;

@@ -5,7 +5,6 @@
 
 use std::fs;
 use std::io::Write;
-use std::net::TcpListener;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
@@ -15,19 +14,11 @@ use std::time::Duration;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
-use crate::harness::{wait_for, BIN};
+use crate::harness::{free_port, wait_for, BIN};
 
 pub(crate) const PROFILE: &str = "cl";
 /// The bot token every host uses: the one the mock's Bot API honours (its Discord takes any).
 pub(crate) const TOKEN: &str = "123456:mock-telegram-token";
-
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A real etcd cluster of three members on loopback, each its own process and data directory.
 pub(crate) struct Etcd {

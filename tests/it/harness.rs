@@ -36,6 +36,15 @@ pub fn unit(profile: &str) -> String {
     format!("hermes-gateway-{profile}.service")
 }
 
+/// A loopback port free at the moment of asking, for a server the test starts next.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
 pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + timeout;

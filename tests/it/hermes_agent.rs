@@ -11,8 +11,9 @@ use hermes_svc::mock_platform::{FeishuMessage, Platform, Post};
 use nix::sys::signal::Signal;
 use serde_json::json;
 
+use crate::harness::free_port;
 use crate::harness::wait_for;
-use crate::hermes_rig::{free_port, signal, stop, Rig, WX_PEER};
+use crate::hermes_rig::{signal, stop, Rig, WX_PEER};
 
 /// One message from each platform, each answered once in its chat. Returns nothing; panics
 /// with the logs when an answer does not come.

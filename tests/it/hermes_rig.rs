@@ -356,14 +356,6 @@ impl Drop for Proc {
     }
 }
 
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 pub(crate) fn signal(child: &mut Child, sig: Signal) {
     let _ = kill(Pid::from_raw(child.id() as i32), sig);
     if sig == Signal::SIGKILL {

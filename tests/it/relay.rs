@@ -14,18 +14,11 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
+use crate::harness::free_port;
 use crate::harness::wait_for;
 use crate::outbox_rig::{sigkill, sigterm, Rig};
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 /// A Hermes-like client: frames are JSON lines, possibly several per message.
 struct Agent {

@@ -255,12 +255,3 @@ pub(super) async fn submit_all(client: &Client, bodies: Vec<SendBody>, concurren
         t.await.unwrap();
     }
 }
-
-/// Nearest-rank percentile of sorted values.
-pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
-}

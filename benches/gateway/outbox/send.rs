@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use crate::proc::{cpu_ns, machine_ticks};
 
-use super::rig::{body, percentile, submit_all, Clock, Rig, Server};
+use super::rig::{body, submit_all, Clock, Rig, Server};
+use crate::percentile;
 
 /// Which adapters a throughput run has, and the (adapter, target) pairs its messages go to in
 /// turn.
