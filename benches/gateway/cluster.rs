@@ -1,5 +1,6 @@
-//! Failover and handover across "hosts" (tests/it/cluster_rig.rs): a real three-member etcd
-//! cluster on loopback, two gateway processes for one profile with the default lease (10 s)
+//! Failover and handover across "hosts" (tests/it/cluster_rig.rs, each in a network namespace
+//! of its own, tests/it/netns.rs): a real three-member etcd cluster on its network, two
+//! gateway processes for one profile with the default lease (10 s)
 //! and no takeover delay, and a Discord platform, the built-in mock and then the
 //! independent server. A failover is timed from the active's SIGKILL to the platform's next
 //! Identify or Resume, a handover from its SIGTERM to the same.
@@ -14,6 +15,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
@@ -22,6 +24,8 @@ use nix::sys::signal::{kill, Signal};
 use crate::cluster_rig::{config, submit, Etcd, Host, PROFILE};
 use crate::harness::wait_for;
 use crate::independent::Independent;
+use crate::netns::{Lan, Netns};
+use crate::tls::{Certs, TlsFront};
 use crate::{percentile, scratch};
 
 const FAILOVERS: usize = 20;
@@ -92,13 +96,6 @@ impl Platform<'_> {
             *counts.entry(t).or_default() += 1;
         }
         counts
-    }
-
-    fn base(&self) -> String {
-        match self {
-            Platform::Mock(m, _) => m.http_base(),
-            Platform::Independent(i, _) => i.base(),
-        }
     }
 
     /// Wait for the session after `before`; when it was seen.
@@ -190,13 +187,22 @@ fn spooled(dir: &Path, node: &str) -> Vec<(String, u64)> {
         .collect()
 }
 
+/// Where the hosts run and what they reach: their networks, the CA they trust, the platform
+/// (its TLS front, at `base`) and etcd.
+struct Site<'a> {
+    lan: &'a Lan,
+    ca: &'a Path,
+    base: String,
+    etcd: &'a Etcd,
+}
+
 /// `FAILOVERS` SIGKILLs then `HANDOVERS` SIGTERMs of whichever host is active, the killed one
 /// started again as the next standby each time, with traffic both ways throughout.
-fn trials(platform: &Platform, etcd: &Etcd, dir: &Path) -> Trials {
+fn trials(platform: &Platform, site: &Site, dir: &Path) -> Trials {
     let stop = AtomicBool::new(false);
     let (failover, handover, hosts, accepted) = std::thread::scope(|s| {
         let agent = s.spawn(|| agent(dir, &stop));
-        let (failover, handover, hosts) = kill_in_turn(platform, etcd, dir);
+        let (failover, handover, hosts) = kill_in_turn(platform, site, dir);
         stop.store(true, Ordering::Relaxed);
         (failover, handover, hosts, agent.join().unwrap())
     });
@@ -247,12 +253,15 @@ fn trials(platform: &Platform, etcd: &Etcd, dir: &Path) -> Trials {
 
 /// The kills, in turn: failover and handover milliseconds, sorted, and the two hosts, still
 /// running.
-fn kill_in_turn(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<f64>, [Host; 2]) {
-    let toml = |node: &str| config(&platform.base(), &etcd.endpoints(), node, TTL);
+fn kill_in_turn(platform: &Platform, site: &Site, dir: &Path) -> (Vec<f64>, Vec<f64>, [Host; 2]) {
+    let start = |net: Arc<Netns>, node: &str| {
+        let toml = config(&site.base, site.etcd, node, TTL);
+        Host::start(net, Some(site.ca), dir, node, &toml, "")
+    };
     let nodes = NODES;
-    let mut active = Host::start(dir, nodes[0], &toml(nodes[0]), "");
+    let mut active = start(Arc::new(site.lan.host()), nodes[0]);
     platform.next_session(0);
-    let mut standby = Host::start(dir, nodes[1], &toml(nodes[1]), "");
+    let mut standby = start(Arc::new(site.lan.host()), nodes[1]);
     standing_by(&standby);
     let (mut failover, mut handover) = (vec![], vec![]);
     for trial in 0..FAILOVERS + HANDOVERS {
@@ -271,11 +280,12 @@ fn kill_in_turn(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<
         } else {
             handover.push(ms);
         }
-        let node = active.node.clone();
+        let (node, net) = (active.node.clone(), active.net.clone());
         let _ = active.exited(Duration::from_secs(30));
         drop(active);
         active = standby;
-        standby = Host::start(dir, &node, &toml(&node), "");
+        // The node's next run, on the same host.
+        standby = start(net, &node);
         standing_by(&standby);
         // Traffic through the new active before the next kill.
         std::thread::sleep(STEADY);
@@ -287,33 +297,56 @@ fn kill_in_turn(platform: &Platform, etcd: &Etcd, dir: &Path) -> (Vec<f64>, Vec<
 
 pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {
     let dir = scratch("cluster");
+    let lan = Lan::new();
+    let certs = Certs::issue(
+        &dir.join("certs"),
+        &format!("IP:{},IP:{}", lan.platform_ip(), lan.etcd_ip()),
+    );
+    // Each platform behind a TLS front on the platform's network, as across real hosts.
+    let front = || rt.block_on(TlsFront::bind(&certs, (lan.platform_ip(), 0).into()));
+    let _g = rt.enter();
     let mock = rt
         .block_on(MockPlatform::start(MockConfig {
             dispatch_every: Some(DISPATCH_EVERY),
             ..MockConfig::default()
         }))
         .unwrap();
+    let mock_front = front();
+    let mock_at = mock_front.addr();
+    mock_front.forward_to(mock.addr());
+    mock.set_advertised_ws_url(format!("wss://{mock_at}/ws"));
     let python = Independent::python();
+    let independent_front = front();
+    let independent_at = independent_front.addr();
     let independent = Independent::start_dispatching(
         &python,
         Duration::from_millis(41_250),
         DISPATCH_EVERY,
+        &format!("wss://{independent_at}"),
         &dir.join("independent.log"),
     );
+    independent_front.forward_to(independent.addr());
     let (mut timing, mut traffic) = (vec![], vec![]);
-    for (name, platform, sub) in [
-        ("built-in mock", Platform::Mock(&mock, rt), "mock"),
+    for (name, platform, at, sub) in [
+        ("built-in mock", Platform::Mock(&mock, rt), mock_at, "mock"),
         (
             "independent server",
             Platform::Independent(&independent, rt),
+            independent_at,
             "independent",
         ),
     ] {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).unwrap();
         // Each platform its own etcd: what one run left there is not the next run's.
-        let etcd = Etcd::start(&d.join("etcd"));
-        let t = trials(&platform, &etcd, &d);
+        let etcd = Etcd::start(&d.join("etcd"), lan.etcd_ip(), &certs);
+        let site = Site {
+            lan: &lan,
+            ca: &certs.ca,
+            base: format!("https://{at}"),
+            etcd: &etcd,
+        };
+        let t = trials(&platform, &site, &d);
         timing.push(format!(
             "| {name} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} | {:.0} |",
             percentile(&t.failover, 50.0),
@@ -338,7 +371,8 @@ pub(crate) fn cluster_figures(rt: &tokio::runtime::Runtime) {
         ));
     }
     println!(
-        "### Failover and handover across hosts (3-member etcd on loopback, lease-ttl 10 s, \
+        "### Failover and handover across hosts (each in a network namespace, TLS to a \
+         3-member etcd and to the platform, lease-ttl 10 s, \
          takeover-delay 0 s; {FAILOVERS} SIGKILLs and {HANDOVERS} SIGTERMs of the active)\n"
     );
     println!(

@@ -40,11 +40,13 @@ impl Independent {
         )
     }
 
-    /// Like [`Independent::start`], and every session dispatches a message every `every`.
+    /// Like [`Independent::start`], and every session dispatches a message every `every`;
+    /// clients reach it through a front at `public_ws` (`wss://HOST:PORT`).
     pub(crate) fn start_dispatching(
         python: &str,
         interval: Duration,
         every: Duration,
+        public_ws: &str,
         log: &Path,
     ) -> Self {
         let interval = interval.as_millis().to_string();
@@ -57,6 +59,8 @@ impl Independent {
                 &interval,
                 "--dispatch-every-ms",
                 &every,
+                "--public-ws",
+                public_ws,
             ],
             log,
         )
@@ -96,6 +100,10 @@ impl Independent {
             port,
             http: reqwest::Client::new(),
         }
+    }
+
+    pub(crate) fn addr(&self) -> std::net::SocketAddr {
+        ([127, 0, 0, 1], self.port).into()
     }
 
     pub(crate) fn base(&self) -> String {

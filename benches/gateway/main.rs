@@ -23,9 +23,14 @@ mod harness;
 mod independent;
 mod long_poll;
 mod loss;
+#[allow(dead_code)]
+#[path = "../../tests/it/netns.rs"]
+mod netns;
 mod outbox;
 mod proc;
 mod thousand;
+#[path = "../../tests/it/tls.rs"]
+mod tls;
 mod zombie;
 
 pub(crate) fn scratch(tag: &str) -> PathBuf {

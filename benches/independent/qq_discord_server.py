@@ -306,11 +306,15 @@ class Platform:
 
     @property
     def qq_ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/websocket"
+        return f"{self.public_ws}/websocket"
 
     @property
     def discord_ws_url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}"
+        return self.public_ws
+
+    @property
+    def public_ws(self) -> str:
+        return self.args.public_ws or f"ws://127.0.0.1:{self.port}"
 
     # ----------------------------------------------------------- WebSocket
     async def websocket(self, req: web.Request) -> web.StreamResponse:
@@ -539,6 +543,8 @@ class Platform:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--public-ws", default=None,
+                   help="the gateway URLs' base when clients reach it through a front (wss://HOST:PORT)")
     p.add_argument("--heartbeat-interval-ms", type=int, default=41250, help="op 10 heartbeat_interval")
     p.add_argument("--dispatch-every-ms", type=int, default=None, help="per-session test dispatch period")
     p.add_argument("--expected-secret", default=None, help="reject other clientSecrets with code 100016")

@@ -1,18 +1,25 @@
-//! One profile on several "hosts" (each its own home, lock directory and process), one active
-//! at a time, against a real three-member etcd cluster on loopback (Debian's etcd-server) and
-//! the mock platform, which records every connection's frames and every post.
+//! One profile on several "hosts" (each its own network namespace, home, lock directory and
+//! process), one active at a time, against a real three-member etcd cluster (Debian's
+//! etcd-server) and the mock platform, which records every connection's frames and every post.
+//! The platform and etcd are on two networks, so a host can lose one and keep the other, and
+//! both speak TLS (a private CA), as across real hosts.
 //!
 //! What is asserted is what a platform would see: which connection identified, when each one
 //! sent its first and last frame (no two ever overlap), and which messages were posted.
 
 use std::time::{Duration, Instant};
 
-use hermes_svc::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats};
+use std::path::Path;
+use std::sync::Arc;
+
+use hermes_svc::mock_platform::{MockConfig, MockPlatform, MockStats};
 use nix::sys::signal::{kill, Signal};
 
 use crate::cluster_rig::{config, with_cluster, Etcd, Host};
 use crate::harness::{scratch_dir, wait_for, TempDir};
 use crate::mock_runtime::{mock_runtime, start_mock};
+use crate::netns::Lan;
+use crate::tls::{Certs, TlsFront};
 
 fn stats(rt: &tokio::runtime::Runtime, mock: &MockPlatform) -> MockStats {
     let _guard = rt.enter();
@@ -34,8 +41,14 @@ fn never_two_at_once(stats: &MockStats) {
 struct Rig {
     rt: tokio::runtime::Runtime,
     mock: MockPlatform,
+    /// The platform's TLS front on its network, and its base URL there.
+    front: std::net::SocketAddr,
+    base: String,
     etcd: Etcd,
+    certs: Certs,
     dir: TempDir,
+    /// Last: the processes on its networks go first.
+    lan: Lan,
 }
 
 impl Rig {
@@ -45,14 +58,30 @@ impl Rig {
 
     fn with_mock(tag: &str, config: MockConfig) -> Rig {
         let dir = scratch_dir(tag);
+        let lan = Lan::new();
+        let certs = Certs::issue(
+            &dir.path().join("certs"),
+            &format!("IP:{},IP:{}", lan.platform_ip(), lan.etcd_ip()),
+        );
         let rt = mock_runtime();
         let mock = start_mock(&rt, config);
-        let etcd = Etcd::start(dir.path());
+        let front = rt.block_on(async {
+            let front = TlsFront::bind(&certs, (lan.platform_ip(), 0).into()).await;
+            let at = front.addr();
+            front.forward_to(mock.addr());
+            at
+        });
+        mock.set_advertised_ws_url(format!("wss://{front}/ws"));
+        let etcd = Etcd::start(dir.path(), lan.etcd_ip(), &certs);
         Rig {
             rt,
             mock,
+            front,
+            base: format!("https://{front}"),
             etcd,
+            certs,
             dir,
+            lan,
         }
     }
 
@@ -62,8 +91,14 @@ impl Rig {
 
     /// A host with `HERMES_TEST_FAULT=faults`.
     fn host_with(&self, node: &str, ttl: &str, faults: &str) -> Host {
-        let toml = config(&self.mock.http_base(), &self.etcd.endpoints(), node, ttl);
-        Host::start(self.dir.path(), node, &toml, faults)
+        let toml = config(&self.base, &self.etcd, node, ttl);
+        self.start(self.dir.path(), node, &toml, faults)
+    }
+
+    /// A host of its own under `root`, on this rig's networks.
+    fn start(&self, root: &Path, node: &str, toml: &str, faults: &str) -> Host {
+        let net = Arc::new(self.lan.host());
+        Host::start(net, Some(&self.certs.ca), root, node, toml, faults)
     }
 
     fn stats(&self) -> MockStats {
@@ -220,28 +255,14 @@ fn a_frozen_active_wakes_fenced_and_sends_nothing() {
     never_two_at_once(&rig.stats());
 }
 
-/// An active cut off from etcd (every packet to it lost, through a proxy that goes dark) while
-/// it still reaches the platform fences itself before its lease can expire; the standby takes
-/// over after the lease, and the two never act at once. Once the partition heals, the old
-/// active's next run stands by.
+/// An active whose namespace is cut off from etcd (its link to etcd's network down: every
+/// packet lost, no error to either side) while it still reaches the platform fences itself
+/// before its lease can expire; the standby takes over after the lease, and the two never act
+/// at once. Once the partition heals, the old active's next run, on the same host, stands by.
 #[test]
 fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
     let rig = Rig::new("clpart");
-    let proxies: Vec<BlackholeProxy> = rig
-        .etcd
-        .endpoints()
-        .iter()
-        .map(|e| {
-            let addr = e.trim_start_matches("http://").parse().unwrap();
-            rig.rt.block_on(BlackholeProxy::start(addr)).unwrap()
-        })
-        .collect();
-    let through: Vec<String> = proxies
-        .iter()
-        .map(|p| format!("http://{}", p.addr()))
-        .collect();
-    let toml = config(&rig.mock.http_base(), &through, "host-a", "5s");
-    let mut a = Host::start(rig.dir.path(), "host-a", &toml, "");
+    let mut a = rig.host("host-a", "5s");
     rig.identified(1, Duration::from_secs(30));
     let b = rig.host("host-b", "5s");
     wait_for(Duration::from_secs(20), "host-b standing by", || {
@@ -251,11 +272,15 @@ fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
             .then_some(())
     });
     let cut = Instant::now();
-    for p in &proxies {
-        p.partition();
-    }
+    a.net.cut_from_etcd();
     let status = a.exited(Duration::from_secs(10));
     let fenced = cut.elapsed();
+    // The partition is etcd's alone: host-a's namespace still reaches the platform.
+    let etcd: std::net::SocketAddr = rig.etcd.endpoints()[0]
+        .trim_start_matches("https://")
+        .parse()
+        .unwrap();
+    assert!(a.net.reaches(rig.front) && !a.net.reaches(etcd));
     let log = a.log_text();
     assert_eq!(status.code(), Some(75), "{log}");
     assert!(
@@ -272,11 +297,18 @@ fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
         "fenced after {fenced:?}, taken over after {took:?}"
     );
     never_two_at_once(&rig.stats());
+    let host_a = a.net.clone();
     drop(a);
-    for p in &proxies {
-        p.heal();
-    }
-    let a = Host::start(rig.dir.path(), "host-a", &toml, "");
+    host_a.heal();
+    let toml = config(&rig.base, &rig.etcd, "host-a", "5s");
+    let a = Host::start(
+        host_a,
+        Some(&rig.certs.ca),
+        rig.dir.path(),
+        "host-a",
+        &toml,
+        "",
+    );
     wait_for(Duration::from_secs(30), "host-a standing by", || {
         a.notifications()
             .join("\n")
@@ -367,7 +399,9 @@ fn a_cluster_ca_that_cannot_be_read_is_refused_naming_it() {
     let toml = "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
                 api-base = \"http://127.0.0.1:9\"\n\n[cluster]\n\
                 endpoints = [\"https://127.0.0.1:9\"]\nca = \"/nonexistent/etcd-ca.pem\"\n";
-    let mut host = Host::start(dir.path(), "host-x", toml, "");
+    let lan = Lan::new();
+    let net = Arc::new(lan.host());
+    let mut host = Host::start(net, None, dir.path(), "host-x", toml, "");
     let status = host.exited(Duration::from_secs(10));
     let log = host.log_text();
     assert_eq!(status.code(), Some(78), "{log}");
@@ -382,11 +416,11 @@ fn a_cluster_ca_that_cannot_be_read_is_refused_naming_it() {
 #[test]
 fn two_machines_with_one_node_name_are_named_and_one_machine_is_not() {
     let rig = Rig::new("cltwin");
-    let toml = config(&rig.mock.http_base(), &rig.etcd.endpoints(), "twin", "5s");
+    let toml = config(&rig.base, &rig.etcd, "twin", "5s");
     let root = rig.dir.path();
-    let _a = Host::start(&root.join("one"), "twin", &toml, "machine-id:one");
+    let _a = rig.start(&root.join("one"), "twin", &toml, "machine-id:one");
     rig.identified(1, Duration::from_secs(30));
-    let b = Host::start(&root.join("two"), "twin", &toml, "machine-id:two");
+    let b = rig.start(&root.join("two"), "twin", &toml, "machine-id:two");
     wait_for(Duration::from_secs(20), "the clash said", || {
         b.notifications()
             .join("\n")
@@ -406,7 +440,7 @@ fn two_machines_with_one_node_name_are_named_and_one_machine_is_not() {
         b.doctor().into_iter().find(|f| f["id"] == "HSV026")
     });
     assert_eq!(found["severity"], "warn", "{found}");
-    let c = Host::start(&root.join("three"), "twin", &toml, "machine-id:one");
+    let c = rig.start(&root.join("three"), "twin", &toml, "machine-id:one");
     wait_for(
         Duration::from_secs(20),
         "the same machine's standby",
@@ -430,20 +464,20 @@ fn a_frozen_telegram_active_wakes_fenced_and_polls_no_more() {
         let telegram = format!(
             "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"CL_TOKEN\"\n\
              api-base = \"{}\"\npoll-timeout = \"30s\"\n",
-            rig.mock.http_base()
+            rig.base
         );
-        with_cluster(&telegram, &rig.etcd.endpoints(), node, "5s")
+        with_cluster(&telegram, &rig.etcd, node, "5s")
     };
     let telegram = || {
         let _g = rig.rt.enter();
         rig.mock.telegram_stats()
     };
     let dir = rig.dir.path();
-    let mut a = Host::start(dir, "host-a", &toml("host-a"), "stall:fence-noticed:6000");
+    let mut a = rig.start(dir, "host-a", &toml("host-a"), "stall:fence-noticed:6000");
     wait_for(Duration::from_secs(30), "host-a polling", || {
         (a.role().as_deref() == Some("active") && telegram().polls >= 2).then_some(())
     });
-    let b = Host::start(dir, "host-b", &toml("host-b"), "");
+    let b = rig.start(dir, "host-b", &toml("host-b"), "");
     wait_for(Duration::from_secs(20), "host-b standing by", || {
         (b.role().as_deref() == Some("standby")).then_some(())
     });
@@ -632,7 +666,7 @@ fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
             ..MockConfig::default()
         },
     );
-    let base = rig.mock.http_base();
+    let base = rig.base.clone();
     let start = |node: &str| {
         let weixin = format!(
             "[[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{base}\"\n\
@@ -648,8 +682,8 @@ fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
         )
         .write(&home.join("weixin/wx.json"))
         .unwrap();
-        let toml = with_cluster(&weixin, &rig.etcd.endpoints(), node, "5s");
-        Host::start(rig.dir.path(), node, &toml, "")
+        let toml = with_cluster(&weixin, &rig.etcd, node, "5s");
+        rig.start(rig.dir.path(), node, &toml, "")
     };
     let emit = |n| {
         let _g = rig.rt.enter();

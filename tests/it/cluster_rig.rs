@@ -1,28 +1,39 @@
-//! The parts of a cluster test or bench: a real three-member etcd cluster on loopback
-//! (Debian's etcd-server), and one "host" per gateway process (its own home, lock directory,
-//! notify socket and log) for one profile with a Discord adapter. Included by
-//! benches/gateway with `#[path]`.
+//! The parts of a cluster test or bench: a real three-member etcd cluster (Debian's
+//! etcd-server) on its network's address, and one "host" per gateway process (its own network
+//! namespace, home, lock directory, notify socket and log) for one profile with a Discord
+//! adapter. Included by benches/gateway with `#[path]`.
 
 use std::fs;
 use std::io::Write;
+use std::net::Ipv4Addr;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixDatagram, UnixStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
 use crate::harness::{free_port, wait_for, BIN};
+use crate::netns::Netns;
+use crate::tls::Certs;
 
 pub(crate) const PROFILE: &str = "cl";
 /// The bot token every host uses: the one the mock's Bot API honours (its Discord takes any).
 pub(crate) const TOKEN: &str = "123456:mock-telegram-token";
 
-/// A real etcd cluster of three members on loopback, each its own process and data directory.
+/// A real etcd cluster of three members, each its own process and data directory. Clients
+/// reach them over TLS on one address (etcd's network's); their peers, and the test's own
+/// look at their health, on loopback.
 pub(crate) struct Etcd {
     dir: PathBuf,
+    ip: Ipv4Addr,
+    /// The CA that signed the members' certificate, which clients trust.
+    ca: PathBuf,
+    chain: PathBuf,
+    key: PathBuf,
     members: Vec<Member>,
     cluster: String,
 }
@@ -35,7 +46,8 @@ struct Member {
 }
 
 impl Etcd {
-    pub(crate) fn start(dir: &Path) -> Etcd {
+    /// Serving `certs`' certificate, which must name `ip`.
+    pub(crate) fn start(dir: &Path, ip: Ipv4Addr, certs: &Certs) -> Etcd {
         fs::create_dir_all(dir).unwrap();
         let members: Vec<Member> = (1..=3)
             .map(|i| Member {
@@ -52,6 +64,10 @@ impl Etcd {
             .join(",");
         let mut etcd = Etcd {
             dir: dir.to_owned(),
+            ip,
+            ca: certs.ca.clone(),
+            chain: certs.chain.clone(),
+            key: certs.key.clone(),
             members,
             cluster,
         };
@@ -66,17 +82,22 @@ impl Etcd {
         let m = &self.members[i];
         let data = self.dir.join(&m.name);
         let log = fs::File::create(self.dir.join(format!("{}.log", m.name))).unwrap();
-        let client = format!("http://127.0.0.1:{}", m.client);
+        let client = format!("https://{}:{}", self.ip, m.client);
+        let listen = format!("{client},http://127.0.0.1:{}", m.client);
         let peer = format!("http://127.0.0.1:{}", m.peer);
         let child = Command::new("etcd")
             .args(["--name", &m.name, "--data-dir"])
             .arg(&data)
             .args([
                 "--listen-client-urls",
-                &client,
+                &listen,
                 "--advertise-client-urls",
                 &client,
             ])
+            .arg("--cert-file")
+            .arg(&self.chain)
+            .arg("--key-file")
+            .arg(&self.key)
             .args([
                 "--listen-peer-urls",
                 &peer,
@@ -103,7 +124,7 @@ impl Etcd {
     pub(crate) fn endpoints(&self) -> Vec<String> {
         self.members
             .iter()
-            .map(|m| format!("http://127.0.0.1:{}", m.client))
+            .map(|m| format!("https://{}:{}", self.ip, m.client))
             .collect()
     }
 
@@ -178,9 +199,12 @@ fn http_post(port: u16, path: &str, body: &str) -> Option<String> {
     )
 }
 
-/// One host's gateway for the profile: its own home, lock directory, notify socket and log.
+/// One host's gateway for the profile: its own network namespace, home, lock directory,
+/// notify socket and log.
 pub(crate) struct Host {
     pub(crate) node: String,
+    /// Shared with the host's next run, which a test starts in the same namespace.
+    pub(crate) net: Arc<Netns>,
     pub(crate) home: PathBuf,
     pub(crate) log: PathBuf,
     pub(crate) notify: UnixDatagram,
@@ -189,29 +213,40 @@ pub(crate) struct Host {
 
 /// The profile's `gateway.toml`: one Discord adapter on the platform at `api_base`, and the
 /// cluster.
-pub(crate) fn config(api_base: &str, endpoints: &[String], node: &str, ttl: &str) -> String {
+pub(crate) fn config(api_base: &str, etcd: &Etcd, node: &str, ttl: &str) -> String {
     let discord = format!(
         "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"CL_TOKEN\"\n\
          api-base = \"{api_base}\"\n"
     );
-    with_cluster(&discord, endpoints, node, ttl)
+    with_cluster(&discord, etcd, node, ttl)
 }
 
-/// `adapters` (tables whose token is `CL_TOKEN`) and the `[cluster]` table.
-pub(crate) fn with_cluster(adapters: &str, endpoints: &[String], node: &str, ttl: &str) -> String {
-    let endpoints = endpoints
+/// `adapters` (tables whose token is `CL_TOKEN`) and the `[cluster]` table for `etcd`.
+pub(crate) fn with_cluster(adapters: &str, etcd: &Etcd, node: &str, ttl: &str) -> String {
+    let endpoints = etcd
+        .endpoints()
         .iter()
         .map(|e| format!("{e:?}"))
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "{adapters}\n[cluster]\nendpoints = [{endpoints}]\nnode = \"{node}\"\n\
-         lease-ttl = \"{ttl}\"\ntakeover-delay = \"0s\"\n"
+        "{adapters}\n[cluster]\nendpoints = [{endpoints}]\nca = {:?}\nnode = \"{node}\"\n\
+         lease-ttl = \"{ttl}\"\ntakeover-delay = \"0s\"\n",
+        etcd.ca.display().to_string()
     )
 }
 
 impl Host {
-    pub(crate) fn start(dir: &Path, node: &str, gateway_toml: &str, faults: &str) -> Host {
+    /// A gateway in `net` that trusts the CA at `trust` for the platform's TLS (the system's
+    /// store when `None`).
+    pub(crate) fn start(
+        net: Arc<Netns>,
+        trust: Option<&Path>,
+        dir: &Path,
+        node: &str,
+        gateway_toml: &str,
+        faults: &str,
+    ) -> Host {
         let root = dir.join(node);
         let home = root.join("hermes/profiles").join(PROFILE);
         fs::create_dir_all(&home).unwrap();
@@ -225,7 +260,11 @@ impl Host {
         let notify = UnixDatagram::bind(&sock_path).unwrap();
         notify.set_nonblocking(true).unwrap();
         let log = root.join("gateway.log");
-        let child = Command::new(BIN)
+        let mut command = net.command(BIN);
+        if let Some(ca) = trust {
+            command.env("SSL_CERT_FILE", ca).env_remove("SSL_CERT_DIR");
+        }
+        let child = command
             .args(["gateway", "run", "--profile", PROFILE])
             .env("HERMES_HOME", root.join("hermes"))
             .env("HERMES_LOCK_DIR", root.join("locks"))
@@ -242,6 +281,7 @@ impl Host {
             .unwrap();
         Host {
             node: node.into(),
+            net,
             home,
             log,
             notify,

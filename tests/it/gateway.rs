@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::harness::{scratch_dir, wait_for, BIN};
 use crate::mock_runtime::{mock_runtime, start_mock};
+use crate::tls::{Certs, TlsFront};
 
 fn gateway(home: &std::path::Path, profile: &str) -> Command {
     let mut cmd = Command::new(BIN);
@@ -172,68 +173,6 @@ fn a_stale_component_does_not_hold_up_a_stop() {
     assert!(!profile_home.join("gateway.pid").exists());
 }
 
-/// A private CA (as an intercepting proxy or an in-house platform would use) and a
-/// `localhost` certificate it signs, made with openssl(1). Returns (CA, chain, key) paths.
-fn private_ca(
-    dir: &std::path::Path,
-) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
-    let sh = |script: &str| {
-        let out = Command::new("sh")
-            .arg("-ec")
-            .arg(script)
-            .current_dir(dir)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "openssl: {out:?}");
-    };
-    sh("openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-          -keyout ca.key -out ca.pem -days 2 -subj /CN=hsv-test-ca \
-          -addext basicConstraints=critical,CA:TRUE -addext keyUsage=critical,keyCertSign 2>/dev/null
-        openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
-          -keyout srv.key -out srv.csr -subj /CN=localhost 2>/dev/null
-        printf 'subjectAltName=DNS:localhost\\nbasicConstraints=CA:FALSE\\nextendedKeyUsage=serverAuth\\n' > ext
-        openssl x509 -req -in srv.csr -CA ca.pem -CAkey ca.key -CAcreateserial \
-          -out srv.pem -days 2 -extfile ext 2>/dev/null");
-    (dir.join("ca.pem"), dir.join("srv.pem"), dir.join("srv.key"))
-}
-
-/// Terminates TLS with `chain`/`key` and passes the plaintext on to `upstream`, like a load
-/// balancer in front of a platform. Returns its port.
-async fn tls_front(
-    chain: &std::path::Path,
-    key: &std::path::Path,
-    upstream: std::net::SocketAddr,
-) -> u16 {
-    use tokio_rustls::rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
-    let certs: Vec<CertificateDer> = CertificateDer::pem_file_iter(chain)
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
-    let key = PrivateKeyDer::from_pem_file(key).unwrap();
-    let config = tokio_rustls::rustls::ServerConfig::builder()
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(config));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move {
-        while let Ok((tcp, _)) = listener.accept().await {
-            let acceptor = acceptor.clone();
-            tokio::spawn(async move {
-                let Ok(mut tls) = acceptor.accept(tcp).await else {
-                    return;
-                };
-                if let Ok(mut plain) = tokio::net::TcpStream::connect(upstream).await {
-                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
-                }
-            });
-        }
-    });
-    port
-}
-
 /// The WebSocket trusts what the system trusts, as the HTTPS requests do: a private CA that
 /// `SSL_CERT_FILE` names is accepted (the adapter connects over wss://), and without it the
 /// same certificate is refused with a certificate error, not connected.
@@ -242,10 +181,16 @@ fn wss_is_verified_against_the_system_trust_store() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let rt = mock_runtime();
     let mock = start_mock(&rt, hermes_svc::mock_platform::MockConfig::default());
-    let certs = scratch_dir("gw-tls-ca");
-    let (ca, chain, key) = private_ca(certs.path());
-    let port = rt.block_on(tls_front(&chain, &key, mock.addr()));
+    let dir = scratch_dir("gw-tls-ca");
+    let certs = Certs::issue(dir.path(), "DNS:localhost");
+    let port = rt.block_on(async {
+        let front = TlsFront::bind(&certs, ([127, 0, 0, 1], 0).into()).await;
+        let port = front.addr().port();
+        front.forward_to(mock.addr());
+        port
+    });
     mock.set_advertised_ws_url(format!("wss://localhost:{port}/ws"));
+    let ca = certs.ca;
     let base = mock.http_base();
 
     // Run a gateway until its adapter's state satisfies `done`; return that state.
