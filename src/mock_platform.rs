@@ -14,6 +14,7 @@
 //! count deliveries and check a client's retries against the platform's dedupe rules and
 //! rate-limit waits. `registry.rs` is the one place that names every platform.
 
+mod ack_timer;
 mod config;
 mod discord;
 mod fault;

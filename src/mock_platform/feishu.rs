@@ -39,6 +39,7 @@ pub use events::FeishuMessage;
 pub use faults::{code, FeishuFault, Refusal};
 pub use record::{FeishuAck, FeishuEventRecord, FeishuStats};
 
+use super::ack_timer;
 use super::http::RequestHead;
 #[cfg(doc)]
 use super::post::Platform;
@@ -109,7 +110,7 @@ impl Side for Feishu {
         self: Arc<Self>,
         shutdown: watch::Receiver<bool>,
     ) -> Option<BoxFuture<'static, ()>> {
-        Some(Box::pin(redelivery::run(self.state.clone(), shutdown)))
+        Some(Box::pin(ack_timer::run(self.state.clone(), shutdown)))
     }
 }
 
