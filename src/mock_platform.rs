@@ -1,7 +1,8 @@
 //! A loopback chat platform with fault switches, used by the tests, the benchmarks and
 //! `hermes-svc demo`: QQ Bot and Discord (their shared op-code WebSocket gateway, token,
-//! discovery and send endpoints), Feishu/Lark (its protobuf long connection), Telegram's Bot
-//! API and Weixin's iLink (their long polls), all on one port on 127.0.0.1, because that is
+//! discovery and send endpoints), Feishu/Lark (its protobuf long connection), Slack (Socket
+//! Mode and the Web API a Socket Mode bot calls), Telegram's Bot API and Weixin's iLink (their
+//! long polls), all on one port on 127.0.0.1, because that is
 //! how the real platforms look from a client: discover a URL over HTTP, then hold a WebSocket
 //! or a long poll.
 //!
@@ -32,6 +33,7 @@ mod send_attempt;
 mod server;
 mod shutdown;
 mod side;
+pub mod slack;
 mod stats;
 pub mod telegram;
 #[cfg(test)]
@@ -49,4 +51,5 @@ pub use handle::MockPlatform;
 pub use opcode_gateway::frames;
 pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
+pub use slack::{OpenRefusal, SlackConfig, SlackEventRecord, SlackFault, SlackStats};
 pub use stats::{ConnectionSpan, MockStats};

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::feishu::config::FeishuConfig;
+use super::slack::config::SlackConfig;
 use super::telegram::config::TelegramConfig;
 use super::weixin::config::WeixinConfig;
 
@@ -39,6 +40,8 @@ pub struct MockConfig {
     pub telegram: TelegramConfig,
     /// The Weixin (iLink) bot and its long poll.
     pub weixin: WeixinConfig,
+    /// The Slack app, its tokens and the platform's timers.
+    pub slack: SlackConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -74,6 +77,7 @@ impl Default for MockConfig {
             resume_gateway_url: None,
             nonce_window: Duration::from_secs(5 * 60),
             feishu: FeishuConfig::default(),
+            slack: SlackConfig::default(),
             telegram: TelegramConfig::default(),
             weixin: WeixinConfig::default(),
         }

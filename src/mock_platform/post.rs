@@ -12,6 +12,7 @@ pub enum Platform {
     Feishu,
     Telegram,
     Weixin,
+    Slack,
 }
 
 impl Platform {
@@ -22,6 +23,7 @@ impl Platform {
             Platform::Feishu => "feishu",
             Platform::Telegram => "telegram",
             Platform::Weixin => "weixin",
+            Platform::Slack => "slack",
         }
     }
 }
@@ -35,7 +37,8 @@ pub enum Target {
     Group,
     /// QQ `POST /v2/users/{openid}/messages` (C2C).
     User,
-    /// QQ `POST /channels/{channel_id}/messages`, Discord `POST /channels/{channel.id}/messages`.
+    /// QQ `POST /channels/{channel_id}/messages`, Discord `POST /channels/{channel.id}/messages`,
+    /// Slack `chat.postMessage` to a `channel`.
     Channel,
     /// QQ `POST /dms/{guild_id}/messages`.
     Dm,

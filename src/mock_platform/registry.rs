@@ -18,6 +18,7 @@ use super::post_record::PostRecord;
 use super::qqbot::QqBot;
 use super::server::{self, Server};
 use super::side::Sides;
+use super::slack::Slack;
 use super::stats::Counters;
 use super::telegram::Telegram;
 use super::weixin::Weixin;
@@ -42,7 +43,12 @@ impl MockPlatform {
         )));
         sides.register(Arc::new(Discord::new(&config, gateway, posts.clone())));
         let ws_base = format!("ws://{addr}");
-        sides.register(Arc::new(Feishu::new(config.feishu, ws_base, posts.clone())));
+        sides.register(Arc::new(Feishu::new(
+            config.feishu,
+            ws_base.clone(),
+            posts.clone(),
+        )));
+        sides.register(Arc::new(Slack::new(config.slack, ws_base, posts.clone())));
         sides.register(Arc::new(Telegram::new(config.telegram, posts.clone())));
         sides.register(Arc::new(Weixin::new(config.weixin, posts.clone())));
 

@@ -28,6 +28,7 @@ mod messages;
 mod protocol;
 mod proxy;
 mod send_faults;
+mod slack;
 mod telegram;
 mod weixin;
 

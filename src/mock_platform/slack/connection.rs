@@ -1,0 +1,148 @@
+//! One Socket Mode connection: `hello` first, then the envelopes the state pushes; the
+//! client's text frames are acks (`{"envelope_id": …}`, with or without `payload`), and its
+//! WebSocket pings are answered by tungstenite while the socket is read.
+//!
+//! Commands from the state are handled before the socket is read again, so a test that sets a
+//! fault and then pings never races it.
+
+use std::sync::Arc;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::Value;
+use tokio::sync::{mpsc, watch};
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use super::super::shutdown::stopped;
+use super::super::websocket::{close, hold_silently, Ws};
+use super::faults::SlackFault;
+use super::state::{disconnect, Admitted, ConnCommand, SlackState};
+
+/// The close Slack sends a refreshed connection (java-slack-sdk#860: `onClose … code 1000`).
+const CLOSE_NORMAL: u16 = 1000;
+
+/// Unregisters in Drop, so an aborted task is unregistered too.
+struct Registration {
+    state: Arc<SlackState>,
+    conn_id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        self.state.unregister(self.conn_id);
+    }
+}
+
+enum End {
+    Gone,
+    Close,
+    Silence,
+}
+
+pub(crate) async fn run(
+    ws: Ws,
+    state: Arc<SlackState>,
+    mut shutdown: watch::Receiver<bool>,
+    debug_reconnects: bool,
+) {
+    let (tx, mut commands) = mpsc::unbounded_channel();
+    let (mut sink, mut stream) = ws.split();
+    let (conn_id, num_connections) = match state.register(tx) {
+        Admitted::Open {
+            conn_id,
+            num_connections,
+        } => (conn_id, num_connections),
+        Admitted::Refused(reason) => {
+            state.disconnect_sent();
+            if sink.send(Message::text(disconnect(reason))).await.is_ok() {
+                close(sink, stream, CLOSE_NORMAL).await;
+            }
+            return;
+        }
+    };
+    let registration = Registration {
+        state: state.clone(),
+        conn_id,
+    };
+    tracing::debug!(conn_id, "mock slack connection opened");
+    let hello = state.hello(num_connections, debug_reconnects);
+    let mut ping = state.config.server_ping.map(|every| {
+        let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ping
+    });
+    // Deaf: events still go out, but nothing is read, so no pong and no ack.
+    let mut deaf = false;
+    let end = if sink.send(Message::text(hello)).await.is_err() {
+        End::Gone
+    } else {
+        loop {
+            let tick = async {
+                match ping.as_mut() {
+                    Some(ping) => ping.tick().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = stopped(&mut shutdown) => break End::Gone,
+                command = commands.recv() => match command {
+                    Some(ConnCommand::Push(frame)) => {
+                        if sink.send(Message::text(frame)).await.is_err() {
+                            break End::Gone;
+                        }
+                    }
+                    Some(ConnCommand::Fault(SlackFault::Silence)) => break End::Silence,
+                    Some(ConnCommand::Fault(SlackFault::Deaf)) => deaf = true,
+                    Some(ConnCommand::Fault(SlackFault::CloseAll)) => break End::Close,
+                    Some(ConnCommand::Fault(SlackFault::Disconnect(reason))) => {
+                        state.disconnect_sent();
+                        if sink.send(Message::text(disconnect(&reason))).await.is_err() {
+                            break End::Gone;
+                        }
+                    }
+                    None => break End::Gone,
+                },
+                _ = tick => {
+                    if sink.send(Message::Ping(Bytes::from_static(b"mock-slack"))).await.is_err() {
+                        break End::Gone;
+                    }
+                }
+                message = stream.next(), if !deaf => match message {
+                    Some(Ok(Message::Text(text))) => on_text(&state, conn_id, &text),
+                    Some(Ok(Message::Ping(_))) => state.on_ping(),
+                    Some(Ok(Message::Close(_))) | None => break End::Gone,
+                    Some(Ok(_)) => {}
+                    Some(Err(error)) => {
+                        tracing::debug!(conn_id, %error, "mock slack connection read failed");
+                        break End::Gone;
+                    }
+                },
+            }
+        }
+    };
+    match end {
+        End::Gone => {}
+        End::Close => close(sink, stream, CLOSE_NORMAL).await,
+        End::Silence => {
+            tracing::info!(conn_id, "mock slack connection went half-open");
+            commands.close();
+            // Still registered: envelopes sent its way are lost, as on a ghost registration
+            // (python-slack-sdk#1940), until the client's FIN frees it.
+            if let Ok(ws) = stream.reunite(sink) {
+                hold_silently(ws, &mut shutdown).await;
+            }
+        }
+    }
+    drop(registration);
+    tracing::debug!(conn_id, "mock slack connection closed");
+}
+
+/// A client text frame: an ack names its envelope; anything else is ignored, as Slack ignores
+/// what it does not expect on the socket.
+fn on_text(state: &SlackState, conn_id: u64, text: &str) {
+    let ack = serde_json::from_str::<Value>(text).ok();
+    match ack.as_ref().and_then(|v| v["envelope_id"].as_str()) {
+        Some(envelope_id) => state.on_ack(envelope_id),
+        None => tracing::warn!(conn_id, "mock slack got a frame that is not an ack"),
+    }
+}
