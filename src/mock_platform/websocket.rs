@@ -1,5 +1,6 @@
 //! What every WebSocket the mock serves needs at its end, whichever platform's protocol it
-//! speaks: a close that lets the close code arrive, and a silence that keeps the socket open.
+//! speaks: a close that lets the close code arrive, a silence that keeps the socket open, and
+//! a registration with the platform's state that is given up however the task ends.
 
 use std::time::Duration;
 
@@ -54,6 +55,53 @@ pub(super) async fn hold_silently(mut ws: Ws, shutdown: &mut watch::Receiver<boo
                 Ok(0) | Err(_) => return,
                 Ok(_) => {}
             },
+        }
+    }
+}
+
+/// How a connection's loop ended, and so what its socket gets.
+pub(super) enum End {
+    /// The socket is gone, or the mock is stopping: nothing.
+    Gone,
+    /// A close frame with this code.
+    Close(u16),
+    /// Half-open: nothing more is written or read, and the socket stays open until the client
+    /// goes away.
+    Silence,
+}
+
+/// Carries out `end` on the socket's two halves.
+pub(super) async fn finish(
+    end: End,
+    sink: SplitSink<Ws, Message>,
+    stream: SplitStream<Ws>,
+    shutdown: &mut watch::Receiver<bool>,
+) {
+    match end {
+        End::Gone => {}
+        End::Close(code) => close(sink, stream, code).await,
+        End::Silence => {
+            if let Ok(ws) = stream.reunite(sink) {
+                hold_silently(ws, shutdown).await;
+            }
+        }
+    }
+}
+
+/// Runs its closure when dropped: a connection unregisters from its platform's state even
+/// when its task is aborted.
+pub(super) struct Registration<F: FnOnce()>(Option<F>);
+
+impl<F: FnOnce()> Registration<F> {
+    pub(super) fn new(unregister: F) -> Self {
+        Registration(Some(unregister))
+    }
+}
+
+impl<F: FnOnce()> Drop for Registration<F> {
+    fn drop(&mut self) {
+        if let Some(unregister) = self.0.take() {
+            unregister();
         }
     }
 }

@@ -14,31 +14,13 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::platform::feishu::pbbp2::{message_type, Frame, FrameKind};
 
 use super::super::shutdown::stopped;
-use super::super::websocket::{close, hold_silently, Ws};
+use super::super::websocket::{finish, End, Registration, Ws};
 use super::state::ConnCommand;
 use super::state::FeishuState;
 use super::ticket::Ticket;
 
 /// The close code of the `CloseAll` fault: a plain normal closure.
 const CLOSE_NORMAL: u16 = 1000;
-
-/// Unregisters in Drop, so an aborted task is unregistered too.
-struct Registration {
-    state: Arc<FeishuState>,
-    conn_id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.state.unregister(self.conn_id);
-    }
-}
-
-enum End {
-    Gone,
-    Close,
-    Silence,
-}
 
 pub(crate) async fn run(
     ws: Ws,
@@ -48,10 +30,8 @@ pub(crate) async fn run(
 ) {
     let (tx, mut commands) = mpsc::unbounded_channel();
     let conn_id = state.register(tx, ticket.service);
-    let registration = Registration {
-        state: state.clone(),
-        conn_id,
-    };
+    let unregister = state.clone();
+    let registration = Registration::new(move || unregister.unregister(conn_id));
     tracing::debug!(conn_id, device_id = %ticket.device_id, "mock feishu connection opened");
     let (mut sink, mut stream) = ws.split();
     let end = loop {
@@ -72,7 +52,7 @@ pub(crate) async fn run(
                     }
                 }
                 Some(ConnCommand::Silence) => break End::Silence,
-                Some(ConnCommand::Close) => break End::Close,
+                Some(ConnCommand::Close) => break End::Close(CLOSE_NORMAL),
                 None => break End::Gone,
             },
             message = stream.next() => match message {
@@ -94,17 +74,11 @@ pub(crate) async fn run(
             },
         }
     };
-    match end {
-        End::Gone => {}
-        End::Close => close(sink, stream, CLOSE_NORMAL).await,
-        End::Silence => {
-            tracing::info!(conn_id, "mock feishu connection went half-open");
-            commands.close();
-            if let Ok(ws) = stream.reunite(sink) {
-                hold_silently(ws, &mut shutdown).await;
-            }
-        }
+    if matches!(end, End::Silence) {
+        tracing::info!(conn_id, "mock feishu connection went half-open");
+        commands.close();
     }
+    finish(end, sink, stream, &mut shutdown).await;
     drop(registration);
     tracing::debug!(conn_id, "mock feishu connection closed");
 }

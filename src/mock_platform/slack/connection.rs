@@ -13,30 +13,12 @@ use tokio::sync::{mpsc, watch};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::super::shutdown::stopped;
-use super::super::websocket::{close, hold_silently, Ws};
+use super::super::websocket::{close, finish, End, Registration, Ws};
 use super::faults::SlackFault;
 use super::state::{disconnect, Admitted, ConnCommand, SlackState};
 
 /// The close Slack sends a refreshed connection (java-slack-sdk#860: `onClose … code 1000`).
 const CLOSE_NORMAL: u16 = 1000;
-
-/// Unregisters in Drop, so an aborted task is unregistered too.
-struct Registration {
-    state: Arc<SlackState>,
-    conn_id: u64,
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        self.state.unregister(self.conn_id);
-    }
-}
-
-enum End {
-    Gone,
-    Close,
-    Silence,
-}
 
 pub(crate) async fn run(
     ws: Ws,
@@ -59,10 +41,8 @@ pub(crate) async fn run(
             return;
         }
     };
-    let registration = Registration {
-        state: state.clone(),
-        conn_id,
-    };
+    let unregister = state.clone();
+    let registration = Registration::new(move || unregister.unregister(conn_id));
     tracing::debug!(conn_id, "mock slack connection opened");
     let hello = state.hello(num_connections, debug_reconnects);
     let mut ping = state.config.server_ping.map(|every| {
@@ -93,7 +73,7 @@ pub(crate) async fn run(
                     }
                     Some(ConnCommand::Fault(SlackFault::Silence)) => break End::Silence,
                     Some(ConnCommand::Fault(SlackFault::Deaf)) => deaf = true,
-                    Some(ConnCommand::Fault(SlackFault::CloseAll)) => break End::Close,
+                    Some(ConnCommand::Fault(SlackFault::CloseAll)) => break End::Close(CLOSE_NORMAL),
                     Some(ConnCommand::Fault(SlackFault::Disconnect(reason))) => {
                         state.disconnect_sent();
                         if sink.send(Message::text(disconnect(&reason))).await.is_err() {
@@ -120,19 +100,13 @@ pub(crate) async fn run(
             }
         }
     };
-    match end {
-        End::Gone => {}
-        End::Close => close(sink, stream, CLOSE_NORMAL).await,
-        End::Silence => {
-            tracing::info!(conn_id, "mock slack connection went half-open");
-            commands.close();
-            // Still registered: envelopes sent its way are lost, as on a ghost registration
-            // (python-slack-sdk#1940), until the client's FIN frees it.
-            if let Ok(ws) = stream.reunite(sink) {
-                hold_silently(ws, &mut shutdown).await;
-            }
-        }
+    if matches!(end, End::Silence) {
+        tracing::info!(conn_id, "mock slack connection went half-open");
+        // Still registered: envelopes sent its way are lost, as on a ghost registration
+        // (python-slack-sdk#1940), until the client's FIN frees it.
+        commands.close();
     }
+    finish(end, sink, stream, &mut shutdown).await;
     drop(registration);
     tracing::debug!(conn_id, "mock slack connection closed");
 }
