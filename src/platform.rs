@@ -5,14 +5,8 @@
 //! a kind of adapter: a variant of [`Protocol`], which is what the configuration
 //! ([`config::Platforms`]) and everything above it hold, and a word in every list of kinds.
 
-pub mod discord;
-pub mod feishu;
 pub mod message;
-pub mod qqbot;
 pub mod standing;
-pub mod telegram;
-pub mod websocket;
-pub mod weixin;
 
 use std::fmt;
 use std::future::Future;
@@ -150,6 +144,9 @@ pub type CronSpec = config::CronSpec<Target>;
 
 macro_rules! registry {
     ($($variant:ident => $wing:ident :: $platform:ident,)+) => {
+        // The wings: each line of the registry is its platform's whole mention here.
+        $(pub mod $wing;)+
+
         /// One adapter's platform, with that platform's settings.
         #[derive(Clone, Debug, PartialEq)]
         pub enum Protocol {
