@@ -383,6 +383,7 @@ registry! {
     QqBot => qqbot::QqBot,
     Discord => discord::Discord,
     Feishu => feishu::Feishu,
+    Slack => slack::Slack,
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,

@@ -54,6 +54,7 @@ mod property;
 mod property_toml;
 mod relay;
 mod sandbox;
+mod slack;
 mod start_progress;
 mod status_table;
 mod status_unmanaged;

@@ -63,7 +63,7 @@ fn errors_name_file_line_and_fix() {
     let cases = [
         ("[gateway]\nmax-outgae = \"1m\"\n", "gateway.toml:2", "unknown field `max-outgae`"),
         ("[[adapter]]\nname = \"a\"\nkind = \"qqbot\"\nsecret-env = \"S\"\n", "gateway.toml:1", "add app-id"),
-        ("[[adapter]]\nname = \"a\"\nkind = \"irc\"\n", "gateway.toml:3", "use qqbot, discord, feishu, telegram, weixin or"),
+        ("[[adapter]]\nname = \"a\"\nkind = \"irc\"\n", "gateway.toml:3", "unknown kind \"irc\"; use qqbot, discord, feishu, "),
         ("[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"ws://example.com\"\n", "gateway.toml:4", "only to loopback"),
         ("[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\nping-interval = \"often\"\n", "gateway.toml:5", "not a duration"),
         ("[[adapter]]\nname = \"a\"\nkind = \"discord\"\ntoken-env = \"T\"\napp-id = \"1\"\n", "gateway.toml:1", "app-id does not apply"),

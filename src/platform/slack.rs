@@ -1,0 +1,66 @@
+//! Slack: events over Socket Mode (`apps.connections.open`, then a WebSocket of envelopes),
+//! messages through `chat.postMessage` with the bot token (docs/research/slack-socket-mode.md).
+
+mod config;
+mod normalise;
+mod receive;
+mod send;
+mod target;
+
+pub use config::Config;
+pub use send::Sender;
+pub use target::Target;
+
+use super::Platform;
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
+
+pub struct Slack;
+
+impl Platform for Slack {
+    const KIND: &'static str = "slack";
+    const KEYS: &'static [&'static str] =
+        &["app-token-env", "bot-token-env", "api-base", "ping-interval"];
+    type Config = Config;
+    type Sender = Sender;
+
+    fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+        config::parse(keys)
+    }
+
+    /// The app-level token first (Socket Mode), then the bot token (the Web API).
+    fn credential_envs(config: &Config) -> Vec<&str> {
+        vec![&config.app_token_env, &config.bot_token_env]
+    }
+
+    /// Slack spreads an app's events over all its open connections, so its identity is the
+    /// app-level token: two profiles with one app would each lose the events the other took.
+    fn identity(_config: &Config, secrets: &[Secret]) -> String {
+        format!("slack:{}", super::first(secrets))
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
+        normalise::normalise(kind, data)
+    }
+
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let app_token = secrets
+            .into_iter()
+            .next()
+            .unwrap_or_else(|| Secret::new(String::new()));
+        receive::run(spec, app_token, deps).await
+    }
+
+    fn sender(
+        config: &Config,
+        _adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        Some(Sender {
+            http: shared.http.clone(),
+            api_base: config.api_base.clone(),
+            token: Secret::new(secrets.get(1)?.expose().to_owned()),
+        })
+    }
+}

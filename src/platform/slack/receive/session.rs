@@ -1,0 +1,328 @@
+//! One Socket Mode connection, from the upgrade to its end: `hello`, WebSocket pings with a
+//! pong deadline, envelopes into the spool and only then acknowledged, and every way it ends
+//! (docs/research/slack-socket-mode.md §2–§5).
+//!
+//! An `events_api` envelope's event is appended to the spool under its `event_id`, which Slack
+//! keeps across redeliveries (a redelivered envelope may carry a new `envelope_id`), so the
+//! spool drops a repeat; then the envelope is acknowledged with `{"envelope_id": …}`, within
+//! Slack's 3 s. Nothing is acknowledged before it is stored, so a crash in between means a
+//! redelivery, never a loss. Other envelopes (slash commands, interactivity) are acknowledged
+//! and not stored: this gateway serves chat.
+//!
+//! Liveness is the runtime's tracker (`liveness`), strict: Slack answers a ping at once, so
+//! one pong missing past its deadline, after draining whatever was readable, is a dead
+//! connection even while events still arrive. A half-open socket, or stopped pongs, are
+//! dropped within the ping interval plus the pong deadline; a FIN is a closed connection at
+//! once.
+
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::{sleep_until, timeout, Instant};
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use crate::config::Timing;
+use crate::gateway::adapter::connect::{self, Socket};
+use crate::gateway::adapter::inbox::Inbox;
+use crate::gateway::adapter::liveness::{self, Action, Liveness, Zombie};
+use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::fence::Fence;
+use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::spool::{Event, Spool};
+
+/// One connection attempt's inputs.
+pub(super) struct Session<'a> {
+    pub(super) adapter: &'a str,
+    /// Holds the connection's ticket: never logged.
+    pub(super) url: &'a str,
+    pub(super) ping_interval: Duration,
+    pub(super) timing: &'a Timing,
+    pub(super) heartbeat: &'a Heartbeat,
+    pub(super) spool: &'a Spool,
+    pub(super) proxies: &'a ProxyEnv,
+    /// Nothing is written (no ping, no ack) once it closes: a cluster's lease may be gone.
+    pub(super) fence: &'a Fence,
+}
+
+/// How a connection ended.
+#[derive(Debug, PartialEq)]
+pub(super) enum End {
+    Shutdown,
+    /// Could not connect, or no `hello` in time.
+    Failed(String),
+    Zombie(Zombie),
+    Closed(Option<u16>),
+    /// `disconnect` with this reason.
+    Disconnect(String),
+    /// The spool could not store an event: nothing more may be acknowledged.
+    Spool(String),
+}
+
+/// A connection's result, for the runner.
+pub(super) struct Outcome {
+    pub(super) end: End,
+    /// How long it was up, once `hello` came.
+    pub(super) connected_for: Option<Duration>,
+    /// Events stored over it.
+    pub(super) stored: u64,
+}
+
+struct Live<'a> {
+    s: &'a Session<'a>,
+    ws: Socket,
+    inbox: Inbox<'a>,
+    live: Liveness,
+    write_timeout: Duration,
+}
+
+enum Step {
+    Continue,
+    End(End),
+}
+
+impl Session<'_> {
+    pub(super) async fn run(&self, shutdown: &mut watch::Receiver<bool>) -> Outcome {
+        let failed = |end| Outcome {
+            end,
+            connected_for: None,
+            stored: 0,
+        };
+        self.heartbeat.enter(State::Connecting);
+        self.heartbeat.attempt();
+        let ack = self
+            .timing
+            .ack_timeout
+            .unwrap_or_else(|| liveness::default_ack_timeout(self.ping_interval));
+        let connect = connect::connect(self.url, None, self.proxies, self.timing.connect_timeout, ack * 2);
+        let mut ws = tokio::select! {
+            r = connect => match r {
+                Ok(ws) => ws,
+                Err(e) => return failed(End::Failed(e.to_string())),
+            },
+            _ = crate::gateway::until_shutdown(shutdown) => return failed(End::Shutdown),
+        };
+        // Connected is `hello`, not the upgrade: a socket that never says it is no
+        // connection.
+        match timeout(self.timing.hello_timeout, hello(&mut ws)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(end)) => return failed(end),
+            Err(_) => {
+                let m = format!("no hello within {:?}", self.timing.hello_timeout);
+                return failed(End::Failed(m));
+            }
+        }
+        let since = Instant::now();
+        let live = Liveness::new(since, self.ping_interval, ack, 0.0, false, true).strict();
+        let mut conn = Live {
+            s: self,
+            ws,
+            inbox: Inbox::new(self.adapter, self.spool, None),
+            live,
+            write_timeout: ack.max(Duration::from_millis(500)),
+        };
+        self.heartbeat.set_deadline(conn.live.liveness_deadline());
+        self.heartbeat.enter(State::Connected);
+        tracing::info!(adapter = %self.adapter, "socket mode connection up");
+        let end = conn.drive(shutdown).await;
+        let (_, stored) = conn.inbox.finish();
+        Outcome {
+            end,
+            connected_for: Some(since.elapsed()),
+            stored,
+        }
+    }
+}
+
+/// Reads up to `hello`; a `disconnect` before it (Socket Mode off, too many connections) ends
+/// the connection with its reason.
+async fn hello(ws: &mut Socket) -> Result<(), End> {
+    loop {
+        match ws.next().await {
+            Some(Ok(Message::Text(text))) => {
+                let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+                match v["type"].as_str() {
+                    Some("hello") => return Ok(()),
+                    Some("disconnect") => return Err(End::Disconnect(reason(&v))),
+                    _ => {}
+                }
+            }
+            Some(Ok(Message::Close(frame))) => {
+                return Err(End::Closed(frame.map(|f| u16::from(f.code))))
+            }
+            Some(Ok(_)) => {}
+            Some(Err(e)) => return Err(End::Failed(e.to_string())),
+            None => return Err(End::Closed(None)),
+        }
+    }
+}
+
+fn reason(v: &Value) -> String {
+    v["reason"].as_str().unwrap_or("unknown").to_owned()
+}
+
+impl Live<'_> {
+    async fn drive(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
+        let stop = crate::gateway::until_shutdown(shutdown);
+        tokio::pin!(stop);
+        let timer = sleep_until(Instant::now());
+        tokio::pin!(timer);
+        loop {
+            let wake = self.live.next_wakeup();
+            if timer.deadline() != wake || timer.is_elapsed() {
+                timer.as_mut().reset(wake);
+            }
+            let step = tokio::select! {
+                biased;
+                _ = &mut stop => {
+                    let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
+                    Step::End(End::Shutdown)
+                }
+                _ = &mut timer => self.on_timer().await,
+                frame = self.ws.next() => match frame {
+                    Some(Ok(msg)) => self.on_message(msg).await,
+                    Some(Err(e)) => {
+                        tracing::debug!(adapter = %self.s.adapter, error = %e, "read failed");
+                        Step::End(End::Closed(None))
+                    }
+                    None => Step::End(End::Closed(None)),
+                },
+            };
+            if let Step::End(end) = step {
+                return end;
+            }
+        }
+    }
+
+    async fn on_timer(&mut self) -> Step {
+        if self.live.overdue_with_traffic(Instant::now()) {
+            // A pong may be queued behind envelopes already readable: read them first.
+            if let Some(end) = self.drain_readable().await {
+                return Step::End(end);
+            }
+        }
+        while let Some(action) = self.live.poll(Instant::now()) {
+            match action {
+                Action::Dead(z) => return Step::End(End::Zombie(z)),
+                Action::SendHeartbeat | Action::SendPing => {
+                    let ping = Message::Ping(Bytes::from_static(b"hermes-svc"));
+                    if let Err(end) = self.send(ping).await {
+                        return Step::End(end);
+                    }
+                }
+            }
+        }
+        Step::Continue
+    }
+
+    /// Handle every frame already readable, for at most one pong deadline; a reader that
+    /// could not catch up tells the tracker, which then excuses the flood.
+    async fn drain_readable(&mut self) -> Option<End> {
+        use futures_util::FutureExt;
+        let budget = self.live.ack_timeout();
+        let started = Instant::now();
+        loop {
+            if started.elapsed() >= budget {
+                self.live.fell_behind(Instant::now());
+                return None;
+            }
+            match self.ws.next().now_or_never() {
+                None => return None,
+                Some(Some(Ok(msg))) => {
+                    if let Step::End(end) = self.on_message(msg).await {
+                        return Some(end);
+                    }
+                }
+                Some(Some(Err(_)) | None) => return Some(End::Closed(None)),
+            }
+        }
+    }
+
+    async fn on_message(&mut self, msg: Message) -> Step {
+        let now = Instant::now();
+        let text = match msg {
+            Message::Text(text) => text,
+            Message::Pong(_) => {
+                self.live.on_pong(now);
+                self.s.heartbeat.beat();
+                return Step::Continue;
+            }
+            Message::Close(frame) => {
+                return Step::End(End::Closed(frame.map(|f| u16::from(f.code))))
+            }
+            // Pings (answered by the library) and binary frames: the read path works, and
+            // that is all they say.
+            _ => {
+                self.live.on_inbound(now);
+                return Step::Continue;
+            }
+        };
+        self.live.on_inbound(now);
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        if v["type"] == "disconnect" {
+            return Step::End(End::Disconnect(reason(&v)));
+        }
+        let Some(envelope_id) = v["envelope_id"].as_str().map(str::to_owned) else {
+            tracing::debug!(adapter = %self.s.adapter, kind = ?v["type"].as_str(), "ignoring a frame that is no envelope");
+            return Step::Continue;
+        };
+        self.s.heartbeat.beat();
+        if v["type"] == "events_api" {
+            let event = event(self.s.adapter, &envelope_id, &v["payload"]);
+            if let Err(e) = self.inbox.append(&event).await {
+                return Step::End(End::Spool(e));
+            }
+            crate::test_hook::kill_at("slack-stored", &event.id);
+        }
+        let ack = json!({ "envelope_id": envelope_id }).to_string();
+        match self.send(Message::text(ack)).await {
+            Ok(()) => Step::Continue,
+            Err(end) => Step::End(end),
+        }
+    }
+
+    /// Write one frame under the write deadline: a write that cannot finish is a dead write
+    /// path, whatever the reads say.
+    async fn send(&mut self, msg: Message) -> Result<(), End> {
+        if !self.s.fence.holds() {
+            return Err(End::Failed("fenced: the cluster's lease may be gone".into()));
+        }
+        match timeout(self.write_timeout, self.ws.send(msg)).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                tracing::debug!(adapter = %self.s.adapter, error = %e, "write failed");
+                Err(End::Closed(None))
+            }
+            Err(_) => Err(End::Zombie(Zombie::WritePathDead)),
+        }
+    }
+}
+
+/// The spool's record of an `events_api` payload: its id is `event_id` (the same on every
+/// delivery; the envelope's id stands in for a payload without one), its kind the inner
+/// event's type, its data the inner event with the payload's `event_id` and `team_id`.
+fn event(adapter: &str, envelope_id: &str, payload: &Value) -> Event {
+    let id = payload["event_id"]
+        .as_str()
+        .filter(|e| !e.is_empty())
+        .unwrap_or(envelope_id)
+        .to_owned();
+    let inner = &payload["event"];
+    let kind = inner["type"].as_str().unwrap_or("event").to_owned();
+    Event::new(id, adapter, kind, None, inner.clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_is_named_by_its_event_id_and_typed_by_its_inner_event() {
+        let payload = json!({"event_id": "Ev1", "event": {"type": "message", "text": "hi"}});
+        let e = event("sl", "env1", &payload);
+        assert_eq!((e.id.as_str(), e.kind.as_str()), ("Ev1", "message"));
+        assert_eq!(e.data["text"], "hi");
+        assert_eq!(event("sl", "env2", &json!({})).id, "env2");
+    }
+}

@@ -1,0 +1,194 @@
+//! A real gateway process with a Slack adapter (Socket Mode) against the mock Slack in this
+//! process (the outbox rig's, with an `sl` adapter added): stored before acked across a kill,
+//! a redelivered envelope stored once, a half-open connection replaced, a planned refresh,
+//! Socket Mode turned off, and a reply through the agent API into a thread. Profile names
+//! start with `sl`.
+
+use std::process::Child;
+use std::time::{Duration, Instant};
+
+use hermes_svc::gateway::outbox::{Policy, State};
+use hermes_svc::gateway::spool;
+use hermes_svc::mock_platform::{MockConfig, Platform, SlackConfig, SlackFault};
+
+use crate::harness::wait_for;
+use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
+
+const APP_VAR: &str = "SL_APP_TOKEN";
+const BOT_VAR: &str = "SL_BOT_TOKEN";
+
+/// The outbox rig with a Slack adapter `sl` pinging every second, against a mock Slack that
+/// redelivers after `ack_timeout`.
+fn rig(profile: &str, ack_timeout: Duration) -> Rig {
+    let extra = format!(
+        "[[adapter]]\nname = \"sl\"\nkind = \"slack\"\napp-token-env = \"{APP_VAR}\"\n\
+         bot-token-env = \"{BOT_VAR}\"\napi-base = \"{{base}}\"\nping-interval = \"1s\"\n\
+         ack-timeout = \"500ms\"\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n"
+    );
+    let slack = SlackConfig {
+        ack_timeout,
+        ..SlackConfig::default()
+    };
+    Rig::with_mock(
+        profile,
+        &extra,
+        MockConfig {
+            slack,
+            ..MockConfig::default()
+        },
+    )
+}
+
+fn gateway(rig: &Rig, faults: &str) -> Child {
+    let config = SlackConfig::default();
+    let mut env = vec![
+        (APP_VAR, config.app_token.as_str()),
+        (BOT_VAR, config.bot_token.as_str()),
+    ];
+    if !faults.is_empty() {
+        env.push(("HERMES_TEST_FAULT", faults));
+    }
+    rig.gateway_with_env(&env)
+}
+
+/// Wait for a connection after the first `before`, live.
+fn connected(rig: &Rig, before: u64) -> Instant {
+    wait_for(
+        Duration::from_secs(20),
+        "the Socket Mode connection",
+        || {
+            let s = rig.mock.slack_stats();
+            (s.connections > before && s.live_connections >= 1).then(Instant::now)
+        },
+    )
+}
+
+/// The `sl` adapter's stored events, as the spool's lines have them.
+fn events(rig: &Rig) -> Vec<serde_json::Value> {
+    spool::read(&rig.profile_home().join("inbox"), None)
+        .unwrap()
+        .into_iter()
+        .map(|e| serde_json::to_value(e).unwrap())
+        .filter(|e| e["adapter"] == "sl")
+        .collect()
+}
+
+fn stored(rig: &Rig) -> Vec<String> {
+    events(rig)
+        .into_iter()
+        .map(|e| e["id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[test]
+fn killed_between_the_spool_append_and_the_ack_the_event_comes_again_and_is_stored_once() {
+    let rig = rig("slkill", Duration::from_secs(1));
+    let mut gw = gateway(&rig, "kill:slack-stored");
+    connected(&rig, 0);
+    let id = rig.mock.slack_emit(1).remove(0);
+    killed_by_fault(&mut gw, Duration::from_secs(20));
+    assert_eq!(stored(&rig), vec![id.clone()], "{}", rig.log());
+    assert!(rig.mock.slack_events()[0].acked_at.is_none());
+
+    let before = rig.mock.slack_stats().connections;
+    let mut gw = gateway(&rig, "");
+    connected(&rig, before);
+    wait_for(Duration::from_secs(20), "the redelivery acked", || {
+        rig.mock.slack_events()[0].acked_at.map(|_| ())
+    });
+    let event = &rig.mock.slack_events()[0];
+    // Redelivered under a new envelope id, with the same event id.
+    assert!(event.deliveries.len() >= 2, "{event:?}");
+    assert_ne!(event.deliveries[0].0, event.deliveries[1].0);
+    assert_eq!(stored(&rig), vec![id], "stored once");
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_half_open_connection_is_replaced_and_what_it_lost_comes_again() {
+    let rig = rig("slhalf", Duration::from_secs(1));
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    rig.mock.slack_set_fault(SlackFault::Silence);
+    // Sent into the silence: lost there, delivered again on the next connection.
+    let lost = rig.mock.slack_emit(1).remove(0);
+    connected(&rig, 1);
+    assert!(
+        rig.log().contains("socket mode connection lost"),
+        "{}",
+        rig.log()
+    );
+    let later = rig.mock.slack_emit(3);
+    wait_for(Duration::from_secs(20), "every event stored", || {
+        let s = stored(&rig);
+        (s.contains(&lost) && later.iter().all(|id| s.contains(id))).then_some(())
+    });
+    assert_eq!(stored(&rig).len(), 4, "each once");
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_refresh_opens_the_next_connection_at_once_and_link_disabled_exits_78() {
+    let rig = rig("slrefresh", Duration::from_secs(3));
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    rig.mock
+        .slack_set_fault(SlackFault::Disconnect("refresh_requested".into()));
+    connected(&rig, 1);
+    let id = rig.mock.slack_emit(1).remove(0);
+    wait_for(Duration::from_secs(10), "the event stored", || {
+        stored(&rig).contains(&id).then_some(())
+    });
+    rig.mock
+        .slack_set_fault(SlackFault::Disconnect("link_disabled".into()));
+    let status = wait_for(Duration::from_secs(20), "the gateway to exit", || {
+        gw.try_wait().unwrap()
+    });
+    let log = rig.log();
+    assert_eq!(status.code(), Some(78), "{log}");
+    assert!(log.contains("Settings › Socket Mode"), "{log}");
+    // Each URL came from apps.connections.open, one per connection.
+    let s = rig.mock.slack_stats();
+    assert_eq!(
+        (s.urls_issued, s.tickets_refused),
+        (s.connections, 0),
+        "{s:?}"
+    );
+}
+
+#[test]
+fn a_reply_goes_into_the_thread_and_comes_back_as_the_bots_own() {
+    let rig = rig("slreply", Duration::from_secs(3));
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    assert!(rig.wait_api(&mut gw));
+    let channel = SlackConfig::default().channels[0].clone();
+    let thread = "1700000000.000100";
+    let message = rig
+        .submit(
+            "sl-reply-1",
+            ("sl", &format!("channel:{channel}")),
+            "on it",
+            Some(thread),
+            Policy::AtMostOnce,
+        )
+        .unwrap();
+    rig.wait_drained(&gw, Duration::from_secs(20));
+    let m = rig.message(&message.id);
+    assert_eq!(m.state, State::Sent, "{m:?}");
+    let posts = rig.posts();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        (posts[0].platform, posts[0].reply_to.as_deref()),
+        (Platform::Slack, Some(thread))
+    );
+    assert_eq!(m.platform_id.as_deref(), Some(posts[0].message_id.as_str()));
+    // The echo is stored, as the bot's own.
+    wait_for(Duration::from_secs(10), "the echo stored", || {
+        events(&rig)
+            .into_iter()
+            .find(|e| e["data"]["bot_id"] == SlackConfig::default().bot_id)
+            .map(|_| ())
+    });
+    sigterm(&mut gw);
+}
