@@ -2,6 +2,7 @@
 //! messages through `chat.postMessage` with the bot token (docs/research/slack-socket-mode.md).
 
 mod config;
+mod doctor;
 mod normalise;
 mod receive;
 mod send;
@@ -49,6 +50,16 @@ impl Platform for Slack {
             .next()
             .unwrap_or_else(|| Secret::new(String::new()));
         receive::run(spec, app_token, deps).await
+    }
+
+    fn question(
+        adapter: &str,
+        config: &Config,
+        secrets: &[Secret],
+        config_path: &std::path::Path,
+    ) -> Option<crate::platform::standing::Question> {
+        let (app, bot) = (secrets.first()?.clone(), secrets.get(1)?.clone());
+        Some(doctor::question(adapter, config, app, bot, config_path))
     }
 
     fn sender(

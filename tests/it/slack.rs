@@ -192,3 +192,72 @@ fn a_reply_goes_into_the_thread_and_comes_back_as_the_bots_own() {
     });
     sigterm(&mut gw);
 }
+
+/// doctor's findings for the rig's profile, with the tokens in its `.env` (no manager is
+/// asked: the bus addresses lead nowhere, which doctor reports as HSV000 and goes on).
+fn doctor(rig: &Rig) -> Vec<serde_json::Value> {
+    use std::os::unix::fs::PermissionsExt;
+    let config = SlackConfig::default();
+    let env = rig.profile_home().join(".env");
+    let text = format!(
+        "{APP_VAR}={}\n{BOT_VAR}={}\nOB_DC_TOKEN=dc\nOB_QQ_SECRET=qq\n",
+        config.app_token, config.bot_token
+    );
+    std::fs::write(&env, text).unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = rig
+        .hermes()
+        .args(["doctor", "--json"])
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            "unix:path=/nonexistent/sl-system-bus",
+        )
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/sl-user-bus",
+        )
+        .env("XDG_RUNTIME_DIR", "/nonexistent/sl-runtime")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    v["findings"].as_array().cloned().unwrap_or_default()
+}
+
+fn hsv020(findings: &[serde_json::Value]) -> Vec<String> {
+    findings
+        .iter()
+        .filter(|f| f["id"] == "HSV020")
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn doctor_names_a_revoked_token_and_socket_mode_turned_off_with_the_fix() {
+    let rig = rig("sldoctor", Duration::from_secs(3));
+    assert!(hsv020(&doctor(&rig)).is_empty(), "{:?}", doctor(&rig));
+    rig.mock
+        .slack_refuse_open(Some(hermes_svc::mock_platform::OpenRefusal::Error(
+            "socket_mode_not_enabled".into(),
+        )));
+    let found = hsv020(&doctor(&rig));
+    assert!(
+        found.iter().any(|f| f.contains("Settings › Socket Mode")),
+        "{found:?}"
+    );
+    rig.mock.slack_clear_faults();
+    rig.mock.slack_revoke_tokens();
+    let found = hsv020(&doctor(&rig));
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("token_revoked") && f.contains("bot-token-env")),
+        "{found:?}"
+    );
+    // No token in any finding.
+    let all = doctor(&rig);
+    let text = serde_json::to_string(&all).unwrap();
+    assert!(!text.contains(&SlackConfig::default().bot_token), "{text}");
+    assert!(!text.contains(&SlackConfig::default().app_token), "{text}");
+}

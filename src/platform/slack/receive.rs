@@ -21,6 +21,11 @@ use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
 use session::{End, Session};
 
+/// What to do about `apps.connections.open`'s refusal `error`, when no retry helps.
+pub(super) fn refusal_fix(error: &str) -> Option<&'static str> {
+    open::fatal(error)
+}
+
 /// Run a Slack adapter until shutdown or a fatal refusal.
 pub(super) async fn run(spec: AdapterSpec<Config>, app_token: Secret, deps: Deps) -> AdapterExit {
     let transport = SocketMode {

@@ -11,7 +11,7 @@ use crate::gateway::adapter::Shared;
 const OPEN_PATH: &str = "/api/apps.connections.open";
 
 /// The app-level token's refusals that no retry helps, each with its fix.
-fn fatal(error: &str) -> Option<&'static str> {
+pub(crate) fn fatal(error: &str) -> Option<&'static str> {
     Some(match error {
         "not_authed" | "invalid_auth" | "token_revoked" | "token_expired" | "account_inactive" => {
             "the app-level token (app-token-env) is not valid any more: make a new one under \
