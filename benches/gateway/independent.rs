@@ -66,6 +66,11 @@ impl Independent {
         )
     }
 
+    /// benches/independent/slack_server.py (Socket Mode and the Web API), with its defaults.
+    pub(crate) fn start_slack(python: &str, log: &Path) -> Self {
+        Self::spawn(python, "slack_server.py", &[], log)
+    }
+
     /// benches/independent/poll_server.py (Telegram and Weixin long polls) with `args`.
     pub(crate) fn start_poll(python: &str, args: &[&str], log: &Path) -> Self {
         Self::spawn(python, "poll_server.py", args, log)

@@ -4,7 +4,7 @@
 //! API, the latency the agent bridge adds, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- poll`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack`, `-- poll`, `-- loss`,
 //! `-- thousand`, `-- outbox`, `-- agent`, `-- cluster`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -28,6 +28,7 @@ mod loss;
 mod netns;
 mod outbox;
 mod proc;
+mod slack;
 mod thousand;
 #[path = "../../tests/it/tls.rs"]
 mod tls;
@@ -65,6 +66,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "feishu") {
             feishu::feishu_detection().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "slack") {
+            slack::slack_detection().await;
         }
         if only.as_deref().is_none_or(|o| o == "poll") {
             long_poll::long_poll_figures().await;
