@@ -37,6 +37,14 @@ async fn start(extra: &str) -> Rig {
 async fn start_with(client_config: ClientConfig, extra: &str) -> Rig {
     let rig = Rig::start("feishu", mock(client_config), false, extra).await;
     rig.connected().await;
+    // The adapter is connected once its upgrade is answered, a moment before the mock's
+    // side registers the connection; a fault set in between would reach no connection.
+    rig.until(
+        Duration::from_secs(10),
+        "the mock's side of the connection",
+        |r| (r.mock.feishu_stats().live_connections >= 1).then_some(()),
+    )
+    .await;
     rig
 }
 
