@@ -23,6 +23,7 @@ pub(crate) mod backoff;
 pub mod batch;
 pub(crate) mod close_code;
 pub(crate) mod connect;
+pub(crate) mod cursor_file;
 pub(crate) mod dialect;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;

@@ -254,6 +254,8 @@ async fn store(
 pub(crate) enum Exchange {
     Answer {
         status: u16,
+        /// Where a platform says how long to wait (`Retry-After`) when its body does not.
+        headers: reqwest::header::HeaderMap,
         body: Vec<u8>,
     },
     /// No answer within the deadline.
@@ -272,6 +274,7 @@ pub(crate) async fn exchange(request: reqwest::RequestBuilder, deadline: Duratio
     let work = async {
         let mut resp = request.timeout(deadline).send().await.map_err(text)?;
         let status = resp.status().as_u16();
+        let headers = std::mem::take(resp.headers_mut());
         let mut body = Vec::new();
         while let Some(chunk) = resp.chunk().await.map_err(text)? {
             if body.len() + chunk.len() > MAX_POLL_BODY {
@@ -279,11 +282,15 @@ pub(crate) async fn exchange(request: reqwest::RequestBuilder, deadline: Duratio
             }
             body.extend_from_slice(&chunk);
         }
-        Ok((status, body))
+        Ok((status, headers, body))
     };
     let secs = deadline.as_secs_f64();
     match tokio::time::timeout(deadline, work).await {
-        Ok(Ok((status, body))) => Exchange::Answer { status, body },
+        Ok(Ok((status, headers, body))) => Exchange::Answer {
+            status,
+            headers,
+            body,
+        },
         Ok(Err((true, _))) | Err(_) => Exchange::Dead(format!(
             "no answer to a poll within {secs:.1}s (its timeout plus grace): a dead connection"
         )),

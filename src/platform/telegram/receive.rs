@@ -112,7 +112,7 @@ impl Telegram {
         }
         let (status, answer) =
             match exchange(self.request("getUpdates", &body), self.deadline()).await {
-                Exchange::Answer { status, body } => (status, body),
+                Exchange::Answer { status, body, .. } => (status, body),
                 Exchange::Dead(e) => return Polled::Dead(e),
                 Exchange::Failed(e) => return Polled::Failed(format!("getUpdates: {e}")),
             };
@@ -268,7 +268,9 @@ impl Poll for Telegram {
         )
         .await;
         let url = match info {
-            Exchange::Answer { status: 200, body } => serde_json::from_slice::<Value>(&body)
+            Exchange::Answer {
+                status: 200, body, ..
+            } => serde_json::from_slice::<Value>(&body)
                 .ok()
                 .and_then(|v| v["result"]["url"].as_str().map(str::to_owned)),
             _ => None,

@@ -15,7 +15,7 @@
 //! Source: the public client this replaces, NousResearch/hermes-agent
 //! `gateway/platforms/weixin.py` (endpoints, body and answer fields, codes -14 and -2).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -23,13 +23,12 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use super::account::{rate_limited, said, session_expired, WeixinAccount};
-use crate::bounded_read::Owner;
 use crate::config::PollTiming;
 use crate::gateway::adapter::batch::{self, Batch, Item};
+use crate::gateway::adapter::cursor_file::{CursorFile, MAX_CURSOR};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
-use crate::trusted_dir::TrustedDir;
 
 /// After iLink's frequency limit, the public client waits 30 s; so does this.
 const RATE_LIMIT_WAIT: Duration = Duration::from_secs(30);
@@ -39,8 +38,6 @@ const MIN_SERVER_TIMEOUT: Duration = Duration::from_secs(1);
 const MAX_SERVER_TIMEOUT: Duration = Duration::from_secs(120);
 /// How often a `needs-login` adapter reads the login file.
 const LOGIN_CHECK: Duration = Duration::from_secs(2);
-/// The longest cursor kept; iLink's are a few hundred bytes.
-const MAX_CURSOR: usize = 64 * 1024;
 /// `message_type` of a message the bot itself sent.
 const FROM_BOT: i64 = 2;
 
@@ -51,39 +48,12 @@ pub(crate) struct Weixin {
     poll: PollTiming,
     /// How long the server will hold the next poll.
     server_timeout: Duration,
-    cursor: String,
+    /// The cursor polls send, kept on disk.
+    cursor: CursorFile,
     /// The cursor that acknowledges the batch being stored.
     pending: Option<String>,
-    cursor_file: PathBuf,
     /// Whether the adapter has reported in since it started ([`Weixin::report_in`]).
     reported_in: bool,
-}
-
-/// The kept cursor, or none: polling from no cursor only brings back what the spool already
-/// has (it drops it by id), so a cursor that cannot be read costs nothing but that. The read
-/// is bounded and checked ([`TrustedDir::read`]): a FIFO there would otherwise hang the
-/// adapter's start, a huge file cost its size, and a cursor someone else put there steer the
-/// polls. Anything but a missing file is worth a warning that names it.
-fn read_cursor(adapter: &str, path: &Path) -> String {
-    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
-        return String::new();
-    };
-    let read = TrustedDir::open(dir, Owner::SelfOrRoot)
-        .and_then(|dir| dir.map(|d| d.read(name, MAX_CURSOR as u64)).transpose());
-    match read {
-        Ok(bytes) => bytes
-            .flatten()
-            .and_then(|b| String::from_utf8(b).ok())
-            .unwrap_or_default(),
-        Err(e) => {
-            tracing::warn!(
-                adapter = %adapter,
-                error = %crate::error_chain::one_line(&e),
-                "the kept Weixin cursor cannot be used; polling from the start of what the platform keeps"
-            );
-            String::new()
-        }
-    }
 }
 
 impl Weixin {
@@ -94,7 +64,7 @@ impl Weixin {
         poll: PollTiming,
         cursor_file: PathBuf,
     ) -> Self {
-        let cursor = read_cursor(adapter, &cursor_file);
+        let cursor = CursorFile::open(adapter, cursor_file);
         Self {
             adapter: adapter.to_owned(),
             http,
@@ -103,7 +73,6 @@ impl Weixin {
             server_timeout: poll.timeout,
             cursor,
             pending: None,
-            cursor_file,
             reported_in: false,
         }
     }
@@ -129,7 +98,9 @@ impl Weixin {
             .request(&self.http, &format!("ilink/bot/{endpoint}"), body)
             .map_err(|e| Polled::NeedsLogin(crate::error_chain::one_line(&e)))?;
         let answer = match exchange(request, deadline).await {
-            Exchange::Answer { status: 200, body } => body,
+            Exchange::Answer {
+                status: 200, body, ..
+            } => body,
             Exchange::Answer { status, .. } => {
                 return Err(Polled::Failed(format!("{endpoint}: HTTP {status}")))
             }
@@ -164,7 +135,7 @@ impl Weixin {
     }
 
     async fn long_poll(&mut self) -> Polled {
-        let body = json!({ "get_updates_buf": self.cursor });
+        let body = json!({ "get_updates_buf": self.cursor.current() });
         let Batch { envelope: v, items } =
             match self.call("getupdates", body, self.deadline()).await {
                 Ok(batch) => batch,
@@ -237,32 +208,18 @@ impl Poll for Weixin {
 
     /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).
     fn commit(&mut self) -> Result<(), String> {
-        let Some(next) = self.pending.take() else {
-            return Ok(());
-        };
-        if next == self.cursor {
-            return Ok(());
+        match self.pending.take() {
+            Some(next) => self.cursor.keep(&next),
+            None => Ok(()),
         }
-        crate::atomic_file::write_with(
-            &self.cursor_file,
-            next.as_bytes(),
-            0o600,
-            crate::atomic_file::Sync::Replace,
-        )
-        .map_err(|e| format!("cannot write {}: {e}", self.cursor_file.display()))?;
-        self.cursor = next;
-        Ok(())
     }
 
     fn next_cursor(&self) -> Option<&str> {
-        Some(self.pending.as_deref().unwrap_or(&self.cursor)).filter(|c| !c.is_empty())
+        Some(self.pending.as_deref().unwrap_or(self.cursor.current())).filter(|c| !c.is_empty())
     }
 
-    /// Written here too at the next commit: this host's file then agrees.
     fn inherit_cursor(&mut self, cursor: String) {
-        if cursor.len() <= MAX_CURSOR {
-            self.cursor = cursor;
-        }
+        self.cursor.inherit(cursor);
     }
 
     fn deadline(&self) -> Duration {
