@@ -384,6 +384,7 @@ registry! {
     Discord => discord::Discord,
     Feishu => feishu::Feishu,
     Slack => slack::Slack,
+    Matrix => matrix::Matrix,
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,

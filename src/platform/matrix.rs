@@ -1,0 +1,92 @@
+//! Matrix: events by the client-server API's `/sync` long poll, messages by
+//! `PUT /rooms/{roomId}/send/m.room.message/{txnId}` (docs/research/matrix-client-server.md).
+
+mod api;
+mod config;
+mod doctor;
+mod normalise;
+mod receive;
+mod send;
+mod target;
+
+pub use config::Config;
+pub use send::Sender;
+pub use target::Target;
+
+use super::{first, Platform};
+use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
+use crate::gateway::adapter::long_poll;
+use crate::gateway::adapter::{AdapterExit, Deps, Shared};
+
+pub struct Matrix;
+
+impl Platform for Matrix {
+    const KIND: &'static str = "matrix";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["MATRIX_ACCESS_TOKEN", "MATRIX_PASSWORD"];
+    const KEYS: &'static [&'static str] = &[
+        "homeserver",
+        "user-id",
+        "token-env",
+        "rooms",
+        "poll-timeout",
+        "poll-grace",
+    ];
+    type Config = Config;
+    type Sender = Sender;
+
+    fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
+        config::parse(keys)
+    }
+
+    fn credential_envs(config: &Config) -> Vec<&str> {
+        vec![&config.token_env]
+    }
+
+    /// The account, not the token: two gateways syncing as one user (with one token or two)
+    /// would each receive every message and both answer.
+    fn identity(config: &Config, _secrets: &[Secret]) -> String {
+        format!("matrix:{}:{}", config.homeserver, config.user_id)
+    }
+
+    fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
+        normalise::normalise(kind, data)
+    }
+
+    async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
+        let c = &spec.protocol;
+        let token = Secret::new(first(&secrets).to_owned());
+        let poller = receive::Matrix::new(receive::MatrixConfig {
+            adapter: &spec.name,
+            api: api::Api::new(deps.shared.http.clone(), &c.homeserver, &token),
+            user_id: &c.user_id,
+            token_env: &c.token_env,
+            rooms: &c.rooms,
+            poll: c.poll,
+            cursor_file: deps.spool.dir().join("cursors").join(&spec.name),
+            heartbeat: deps.heartbeat.clone(),
+        });
+        long_poll::run(&spec.name, &spec.timing, poller, deps).await
+    }
+
+    fn question(
+        adapter: &str,
+        config: &Config,
+        secrets: &[Secret],
+        config_path: &std::path::Path,
+    ) -> Option<crate::platform::standing::Question> {
+        let token = secrets.first()?.clone();
+        Some(doctor::question(adapter, config, token, config_path))
+    }
+
+    fn sender(
+        config: &Config,
+        _adapter: &str,
+        secrets: &[Secret],
+        shared: &Shared,
+    ) -> Option<Sender> {
+        let token = Secret::new(first(secrets).to_owned());
+        Some(Sender {
+            api: api::Api::new(shared.http.clone(), &config.homeserver, &token),
+        })
+    }
+}

@@ -1,0 +1,360 @@
+//! Matrix, receiving: the `/sync` long poll (docs/research/matrix-client-server.md §2–§4, §6).
+//!
+//! Each poll sends `since` (the `next_batch` of the last batch stored), `timeout` (how long the
+//! server may hold it), an inline filter and `set_presence=offline`. `next_batch` is written
+//! to `inbox/cursors/ADAPTER` only after the batch's events are in the spool, so a crash in
+//! between syncs from the old position and the spool drops what it already has, by event id.
+//!
+//! What the SDKs get wrong, and what this does instead:
+//! - The poll's client deadline, its timeout plus `poll-grace`, covers the whole answer, for
+//!   the first poll too: a server that sends half a body and stalls is a dead connection.
+//! - A **limited** timeline (more new events than the filter's limit, after the gateway was
+//!   away) is filled from `/rooms/{roomId}/messages`, back from its `prev_batch` to the
+//!   position the sync started at, before the cursor moves, so a gap loses nothing.
+//! - `M_UNKNOWN_TOKEN` is a login to renew (`needs-login`, in status and doctor), not a
+//!   request loop; a 429 waits `Retry-After`, else `retry_after_ms`; a 5xx backs off.
+//! - A server that no longer takes the kept `since` (400) gets a fresh sync, whose
+//!   timelines are stored (the spool drops what it has); only a first sync ever, with no
+//!   cursor, is a baseline: its timelines are history, not messages to answer.
+//!
+//! Encrypted rooms are not read (the gateway holds no keys): their events are counted and
+//! said in status. The bot's own messages are stored marked as its own
+//! ([`super::normalise::OWN`]).
+
+mod backfill;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{json, Value};
+use tokio::sync::watch;
+
+use super::api::{Api, Refusal};
+use super::normalise::OWN;
+use crate::config::PollTiming;
+use crate::gateway::adapter::cursor_file::CursorFile;
+use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
+use crate::gateway::health::Heartbeat;
+use crate::gateway::spool::Event;
+use crate::safe_text::clip;
+
+/// The event types the bot is shown. Encryption and membership are state that changes inside
+/// a sync's window and so shows only in `timeline` (note §3): they are asked for, and read
+/// for what they say about the room, never stored.
+const TIMELINE_TYPES: &[&str] = &[
+    "m.room.message",
+    "m.room.encrypted",
+    "m.room.encryption",
+];
+/// Events per room per sync before the server says `limited`; the gap is then paged.
+const TIMELINE_LIMIT: u32 = 50;
+/// How often a `needs-login` adapter asks whether its token works again.
+const LOGIN_CHECK: Duration = Duration::from_secs(30);
+
+pub(crate) struct Matrix {
+    adapter: String,
+    api: Api,
+    user_id: String,
+    token_env: String,
+    poll: PollTiming,
+    /// The inline `/sync` filter.
+    filter: String,
+    cursor: CursorFile,
+    /// The `next_batch` that acknowledges the batch being stored.
+    pending: Option<String>,
+    /// Whether the last poll was answered. Until one is, polls ask the server not to wait
+    /// (`timeout=0`): the adapter reports in at once, not after a quiet room's 30 s.
+    answered: bool,
+    /// The server refused the kept cursor: the next sync from none is a catch-up, not a
+    /// baseline.
+    catch_up: bool,
+    heartbeat: Heartbeat,
+    /// Encrypted rooms, and how many of their events could not be read.
+    encrypted: BTreeMap<String, u64>,
+}
+
+pub(crate) struct MatrixConfig<'a> {
+    pub(crate) adapter: &'a str,
+    pub(crate) api: Api,
+    pub(crate) user_id: &'a str,
+    pub(crate) token_env: &'a str,
+    pub(crate) rooms: &'a [String],
+    pub(crate) poll: PollTiming,
+    pub(crate) cursor_file: PathBuf,
+    pub(crate) heartbeat: Heartbeat,
+}
+
+impl Matrix {
+    pub(crate) fn new(c: MatrixConfig) -> Self {
+        Matrix {
+            adapter: c.adapter.to_owned(),
+            api: c.api,
+            user_id: c.user_id.to_owned(),
+            token_env: c.token_env.to_owned(),
+            poll: c.poll,
+            filter: filter(c.rooms).to_string(),
+            cursor: CursorFile::open(c.adapter, c.cursor_file),
+            pending: None,
+            answered: false,
+            catch_up: false,
+            heartbeat: c.heartbeat,
+            encrypted: BTreeMap::new(),
+        }
+    }
+
+    /// How long the server may hold the next poll.
+    fn timeout(&self) -> Duration {
+        if self.answered && !self.cursor.current().is_empty() {
+            self.poll.timeout
+        } else {
+            Duration::ZERO
+        }
+    }
+
+    async fn sync(&mut self) -> Polled {
+        let since = self.cursor.current().to_owned();
+        let timeout = self.timeout();
+        let timeout_ms = timeout.as_millis().to_string();
+        let mut query = vec![
+            ("filter", self.filter.as_str()),
+            ("timeout", timeout_ms.as_str()),
+            ("set_presence", "offline"),
+        ];
+        if !since.is_empty() {
+            query.push(("since", since.as_str()));
+        }
+        let Some(request) = self.api.request(Method::GET, &["sync"], &query) else {
+            return Polled::Fatal(self.unusable_token());
+        };
+        match exchange(request, self.poll.deadline(timeout)).await {
+            Exchange::Answer {
+                status: 200, body, ..
+            } => self.batch(&since, &body).await,
+            Exchange::Answer {
+                status,
+                headers,
+                body,
+            } => self.refused(&since, Refusal::read(status, &headers, &body)),
+            Exchange::Dead(e) => Polled::Dead(e),
+            Exchange::Failed(e) => Polled::Failed(format!("/sync: {e}")),
+        }
+    }
+
+    /// A sync's answer as spool events: each joined room's gap filled first (when its
+    /// timeline is limited), then its timeline, oldest first.
+    async fn batch(&mut self, since: &str, body: &[u8]) -> Polled {
+        let Ok(v) = serde_json::from_slice::<Value>(body) else {
+            return Polled::Failed("/sync answered 200 with a body that is not JSON".into());
+        };
+        let Some(next) = v["next_batch"].as_str().filter(|n| !n.is_empty()) else {
+            return Polled::Failed("/sync answered without next_batch".into());
+        };
+        let baseline = since.is_empty() && !std::mem::take(&mut self.catch_up);
+        let mut events = Vec::new();
+        for (room, joined) in v["rooms"]["join"].as_object().into_iter().flatten() {
+            self.note_encryption(room, &joined["state"]["events"]);
+            let timeline = &joined["timeline"];
+            let mut room_events = Vec::new();
+            if timeline["limited"] == true && !since.is_empty() {
+                if let Some(prev) = timeline["prev_batch"].as_str() {
+                    match backfill::gap(&self.api, room, prev, since, &self.timeline_filter())
+                        .await
+                    {
+                        Ok(gap) => room_events = gap,
+                        Err(polled) => return polled,
+                    }
+                }
+            }
+            room_events.extend(timeline["events"].as_array().into_iter().flatten().cloned());
+            self.note_encryption(room, &Value::Array(room_events.clone()));
+            if !baseline {
+                events.extend(room_events.into_iter().filter_map(|e| self.event(room, e)));
+            }
+        }
+        if baseline {
+            tracing::info!(adapter = %self.adapter, "first sync: the rooms' history so far is not stored; messages from now on are");
+        }
+        self.pending = Some(next.to_owned());
+        self.say_encrypted();
+        Polled::Batch(events)
+    }
+
+    /// One timeline event as a spool event, or none: only messages are stored, and one with
+    /// no usable id cannot be deduplicated, so it is skipped (and said).
+    fn event(&mut self, room: &str, mut e: Value) -> Option<Event> {
+        let kind = e["type"].as_str()?.to_owned();
+        if kind == "m.room.encrypted" {
+            *self.encrypted.entry(room.to_owned()).or_default() += 1;
+            return None;
+        }
+        if kind != "m.room.message" {
+            return None;
+        }
+        let Some(id) = e["event_id"].as_str().filter(|id| !id.is_empty() && id.len() <= 255)
+        else {
+            tracing::warn!(adapter = %self.adapter, room = %clip(room, 80), "a message with no usable event_id; skipped");
+            return None;
+        };
+        let id = id.to_owned();
+        let own = e["sender"] == self.user_id.as_str();
+        if let Some(o) = e.as_object_mut() {
+            o.insert("room_id".into(), json!(room));
+            if own {
+                o.insert(OWN.into(), json!(true));
+            }
+        }
+        Some(Event::new(id, &self.adapter, kind, None, e))
+    }
+
+    /// A room is encrypted from its `m.room.encryption` state, in the sync's state or inside
+    /// the timeline (switched on mid-session).
+    fn note_encryption(&mut self, room: &str, events: &Value) {
+        let on = events
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["type"] == "m.room.encryption");
+        if on {
+            self.encrypted.entry(room.to_owned()).or_default();
+        }
+    }
+
+    /// Encrypted rooms in status: the gateway cannot read them, and a person should know.
+    fn say_encrypted(&self) {
+        let unread: u64 = self.encrypted.values().sum();
+        if self.encrypted.is_empty() {
+            return;
+        }
+        let rooms: Vec<String> = self.encrypted.keys().map(|r| clip(r, 80)).collect();
+        self.heartbeat.error(format!(
+            "{} encrypted room(s) not read ({}): {unread} event(s) skipped; end-to-end \
+             encryption is not supported",
+            rooms.len(),
+            rooms.join(", ")
+        ));
+    }
+
+    fn refused(&mut self, since: &str, r: Refusal) -> Polled {
+        let said = format!("/sync: {r}");
+        if r.token_refused() {
+            return Polled::NeedsLogin(format!("{said}: {}", r.token_fix(&self.token_env)));
+        }
+        if r.rate_limited() {
+            return Polled::Wait(r.wait(), said);
+        }
+        if r.status == 400 && !since.is_empty() && !r.is("M_NOT_JSON") && !r.is("M_BAD_JSON") {
+            // Synapse's answer to a since it cannot read ("Invalid stream token", M_UNKNOWN).
+            tracing::warn!(adapter = %self.adapter, reason = %said, "the homeserver no longer takes the kept sync position; syncing afresh and storing what it sends");
+            self.cursor.forget();
+            self.catch_up = true;
+            return Polled::Failed(format!("{said}; syncing afresh"));
+        }
+        match r.status {
+            400..=499 if r.status != 408 => Polled::Fatal(format!(
+                "{said}: the homeserver refuses the sync request; check that homeserver in \
+                 gateway.toml is the client-server API's base URL (what \
+                 /.well-known/matrix/client names)"
+            )),
+            _ => Polled::Failed(said),
+        }
+    }
+
+    fn unusable_token(&self) -> String {
+        format!(
+            "the access token in {} holds a character an HTTP header cannot carry; put the \
+             token alone in the profile's .env",
+            self.token_env
+        )
+    }
+
+    /// The RoomEventFilter for paging a gap: the timeline's own.
+    fn timeline_filter(&self) -> String {
+        json!({"types": TIMELINE_TYPES}).to_string()
+    }
+}
+
+/// The inline filter (note §3): no presence, account data or ephemeral events; the rooms'
+/// state only for what says a room is encrypted; the timeline's types, `rooms` when given.
+fn filter(rooms: &[String]) -> Value {
+    let none = json!({"not_types": ["*"]});
+    let mut room = json!({
+        "include_leave": false,
+        "ephemeral": none,
+        "account_data": none,
+        "state": {"types": ["m.room.encryption"], "lazy_load_members": true},
+        "timeline": {"types": TIMELINE_TYPES, "limit": TIMELINE_LIMIT},
+    });
+    if !rooms.is_empty() {
+        room["rooms"] = json!(rooms);
+    }
+    json!({"presence": none, "account_data": none, "room": room})
+}
+
+impl Poll for Matrix {
+    async fn poll(&mut self) -> Polled {
+        let polled = self.sync().await;
+        self.answered = matches!(polled, Polled::Batch(_));
+        polled
+    }
+
+    /// Every event of the last batch is stored: sync on from its `next_batch`.
+    fn commit(&mut self) -> Result<(), String> {
+        match self.pending.take() {
+            Some(next) => self.cursor.keep(&next),
+            None => Ok(()),
+        }
+    }
+
+    fn next_cursor(&self) -> Option<&str> {
+        Some(self.pending.as_deref().unwrap_or(self.cursor.current())).filter(|c| !c.is_empty())
+    }
+
+    fn inherit_cursor(&mut self, cursor: String) {
+        self.cursor.inherit(cursor);
+    }
+
+    fn deadline(&self) -> Duration {
+        self.poll.deadline(self.timeout())
+    }
+
+    fn longest_poll(&self) -> Duration {
+        self.poll.deadline(self.poll.timeout)
+    }
+
+    /// Ask `whoami` now and then, beating, until the token works again (a soft logout the
+    /// server lifted) or shutdown; a new token in `.env` comes with a restart.
+    async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
+        loop {
+            hb.beat();
+            tokio::select! {
+                _ = tokio::time::sleep(LOGIN_CHECK) => {}
+                _ = crate::gateway::until_shutdown(shutdown) => return true,
+            }
+            let Some(request) = self.api.request(Method::GET, &["account", "whoami"], &[]) else {
+                continue;
+            };
+            if let Exchange::Answer { status: 200, .. } = exchange(request, self.poll.grace).await
+            {
+                tracing::info!(adapter = %self.adapter, "the homeserver takes the access token again");
+                return false;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_filter_asks_only_for_the_timeline_and_the_named_rooms() {
+        let all = filter(&[]);
+        assert_eq!(all["room"]["timeline"]["limit"], TIMELINE_LIMIT);
+        assert!(all["room"].get("rooms").is_none());
+        assert_eq!(all["presence"]["not_types"][0], "*");
+        let some = filter(&["!a:hs".into()]);
+        assert_eq!(some["room"]["rooms"], json!(["!a:hs"]));
+    }
+}

@@ -1,0 +1,112 @@
+//! Matrix: `PUT /rooms/{roomId}/send/m.room.message/{txnId}` with the outbox message's id as
+//! the transaction id (docs/research/matrix-client-server.md §5).
+//!
+//! The homeserver treats a request with the same path and transaction id from the same device
+//! as the first one again and answers with the first event's id (spec, "Transaction
+//! identifiers"; Synapse keeps them 24 h across restarts). So a send whose answer was lost is
+//! sent again whatever the message's policy, and posts once.
+//!
+//! A reply is a rich reply, `m.relates_to.m.in_reply_to`, with no quoted fallback in the body
+//! (MSC2781 removed it).
+
+use std::time::Duration;
+
+use reqwest::header::HeaderMap;
+use reqwest::Method;
+use serde_json::{json, Value};
+
+use super::api::{Api, Refusal};
+use super::Target;
+use crate::gateway::send::classify::{self, local};
+use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::{Answer, Outgoing, Post};
+
+/// The spec limits a whole event to 65,536 bytes of JSON; a text of 16,000 characters stays
+/// under it in any script.
+const MAX_TEXT: usize = 16_000;
+
+pub struct Sender {
+    pub(super) api: Api,
+}
+
+impl Post for Sender {
+    type Target = Target;
+
+    fn max_text(&self) -> usize {
+        MAX_TEXT
+    }
+
+    /// Always: the transaction id makes a repeat the same event.
+    fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
+        true
+    }
+
+    async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        let mut content = json!({"msgtype": "m.text", "body": msg.text});
+        if let Some(event_id) = &msg.reply_to {
+            content["m.relates_to"] = json!({"m.in_reply_to": {"event_id": event_id}});
+        }
+        let path = ["rooms", &msg.target.0, "send", "m.room.message", &msg.id];
+        let Some(request) = self.api.request(Method::PUT, &path, &[]) else {
+            let m = "the access token holds a character an HTTP header cannot carry";
+            return (Answer::Failed(local(m)), None);
+        };
+        match exchange(request.json(&content)).await {
+            Ok(r) => (classify(r.status, &r.headers, &r.body), None),
+            Err(answer) => (answer, None),
+        }
+    }
+}
+
+fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> Answer {
+    if (200..300).contains(&status) {
+        let v: Value = classify::json(body);
+        return Answer::Sent {
+            platform_id: v["event_id"].as_str().map(str::to_owned),
+        };
+    }
+    let refusal = Refusal::read(status, headers, body);
+    let reply = classify::reply(status, None, Some(&refusal.to_string()));
+    if refusal.rate_limited() {
+        return Answer::Retry {
+            after: Some(refusal.wait()),
+            reply,
+        };
+    }
+    match status {
+        // The transaction id makes any repeat safe, a gateway timeout's included.
+        408 | 500..=599 => Answer::Retry { after: None, reply },
+        _ => Answer::Failed(reply),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(status: u16, body: Value) -> Answer {
+        classify(status, &HeaderMap::new(), body.to_string().as_bytes())
+    }
+
+    #[test]
+    fn matrix_answers_are_read_by_status_and_errcode() {
+        let sent = answer(200, json!({"event_id": "$e1"}));
+        assert_eq!(sent, Answer::Sent { platform_id: Some("$e1".into()) });
+        let limited = answer(429, json!({"errcode": "M_LIMIT_EXCEEDED", "error": "x", "retry_after_ms": 2000}));
+        assert_eq!(
+            limited,
+            Answer::Retry {
+                after: Some(Duration::from_secs(2)),
+                reply: classify::reply(429, None, Some("HTTP 429 M_LIMIT_EXCEEDED: x")),
+            }
+        );
+        assert!(matches!(answer(504, Value::Null), Answer::Retry { .. }));
+        assert!(matches!(answer(502, Value::Null), Answer::Retry { .. }));
+        for (status, code) in [(403, "M_FORBIDDEN"), (401, "M_UNKNOWN_TOKEN"), (400, "M_BAD_JSON")] {
+            match answer(status, json!({"errcode": code, "error": "no"})) {
+                Answer::Failed(reply) => assert!(reply.to_string().contains(code), "{reply}"),
+                other => panic!("{code}: {other:?}"),
+            }
+        }
+    }
+}
