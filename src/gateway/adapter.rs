@@ -25,6 +25,7 @@ pub(crate) mod close_code;
 pub(crate) mod connect;
 pub(crate) mod cursor_file;
 pub(crate) mod dialect;
+pub(crate) mod frame_loop;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;

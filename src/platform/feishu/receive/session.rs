@@ -9,27 +9,28 @@
 //! `{"code":200}` and a `biz_rt` header, as the SDKs do. Nothing is acknowledged before it is
 //! stored, so a crash in between means a redelivery, never a loss.
 //!
-//! Liveness is the runtime's tracker (`liveness`), strict: the server answers a ping at once,
+//! The loop itself, reads, pings and writes under a deadline, is the shared `frame_loop`;
+//! this file says what Feishu's frames mean. Liveness is the runtime's tracker (`liveness`), strict: the server answers a ping at once,
 //! so one pong missing past its deadline, after draining whatever was readable, is a dead
 //! connection even while events still arrive. A half-open socket or stopped pongs are
 //! dropped within PingInterval plus the pong deadline.
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
 use prost::Message as _;
 use serde_json::Value;
 use tokio::sync::watch;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
 use super::discovery::ClientConfig;
 use super::handshake::{self, Refusal};
 use super::reassembly::{Part, Reassembly};
 use crate::config::Timing;
-use crate::gateway::adapter::connect::{self, ConnectError, Socket};
+use crate::gateway::adapter::connect::{self, ConnectError};
+use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
-use crate::gateway::adapter::liveness::{self, Action, Liveness, Zombie};
+use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
@@ -79,16 +80,25 @@ pub(super) struct Outcome {
 /// The SDKs' acknowledgement payload (`NewResponseByCode(http.StatusOK)`).
 const ACK_PAYLOAD: &[u8] = br#"{"code":200}"#;
 
+/// What Feishu's frames mean, over the shared loop ([`frame_loop`]).
 struct Live<'a> {
     s: &'a Session<'a>,
-    ws: Socket,
     inbox: Inbox<'a>,
-    live: Liveness,
     config: ClientConfig,
     parts: Reassembly,
     /// The connect URL's `service_id`, which every ping carries.
     service: i32,
-    write_timeout: Duration,
+}
+
+impl From<Ended> for End {
+    fn from(ended: Ended) -> End {
+        match ended {
+            Ended::Shutdown => End::Shutdown,
+            Ended::Closed(code) => End::Closed(code),
+            Ended::Zombie(z) => End::Zombie(z),
+            Ended::Fenced => End::Failed("fenced: the cluster's lease may be gone".into()),
+        }
+    }
 }
 
 impl Session<'_> {
@@ -115,24 +125,22 @@ impl Session<'_> {
         let since = Instant::now();
         // The SDKs ping at once on connecting: the first pong proves the connection.
         let live = Liveness::new(since, self.config.ping_interval, ack, 0.0, true, false).strict();
+        let mut wire = Wire::new(self.adapter, ws, live, self.fence);
         let mut conn = Live {
             s: self,
-            ws,
             inbox: Inbox::new(self.adapter, self.spool, None),
-            live,
             config: self.config,
             parts: Reassembly::new(),
             service: service_id(self.url),
-            write_timeout: ack.max(Duration::from_millis(500)),
         };
-        self.heartbeat.set_deadline(conn.live.liveness_deadline());
+        self.heartbeat.set_deadline(wire.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
         tracing::info!(
             adapter = %self.adapter,
             ping_interval_s = self.config.ping_interval.as_secs(),
             "long connection up"
         );
-        let end = conn.drive(shutdown).await;
+        let end = wire.drive(&mut conn, shutdown).await;
         if !matches!(end, End::Shutdown | End::Closed(_)) {
             tracing::debug!(adapter = %self.adapter, ?end, "dropping connection");
         }
@@ -166,106 +174,27 @@ fn service_id(url: &str) -> i32 {
         .unwrap_or(0)
 }
 
-enum Step {
-    Continue,
-    End(End),
-}
+impl Frames for Live<'_> {
+    type End = End;
 
-impl Live<'_> {
-    async fn drive(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
-        let stop = crate::gateway::until_shutdown(shutdown);
-        tokio::pin!(stop);
-        let timer = sleep_until(Instant::now());
-        tokio::pin!(timer);
-        loop {
-            let wake = self.live.next_wakeup();
-            if timer.deadline() != wake || timer.is_elapsed() {
-                timer.as_mut().reset(wake);
-            }
-            let step = tokio::select! {
-                biased;
-                _ = &mut stop => {
-                    let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
-                    Step::End(End::Shutdown)
-                }
-                _ = &mut timer => self.on_timer().await,
-                frame = self.ws.next() => match frame {
-                    Some(Ok(msg)) => self.on_message(msg).await,
-                    Some(Err(e)) => {
-                        tracing::debug!(adapter = %self.s.adapter, error = %e, "read failed");
-                        Step::End(End::Closed(None))
-                    }
-                    None => Step::End(End::Closed(None)),
-                },
-            };
-            if let Step::End(end) = step {
-                return end;
-            }
-        }
+    fn probe(&self) -> Message {
+        Message::Binary(Frame::ping(self.service).encode_to_vec().into())
     }
 
-    async fn on_timer(&mut self) -> Step {
-        if self.live.overdue_with_traffic(Instant::now()) {
-            // A pong may be queued behind events already readable: read them first.
-            if let Some(end) = self.drain_readable().await {
-                return Step::End(end);
-            }
-        }
-        let now = Instant::now();
+    fn on_tick(&mut self, now: Instant) {
         self.parts.expire(now);
-        while let Some(action) = self.live.poll(now) {
-            match action {
-                Action::Dead(z) => return Step::End(End::Zombie(z)),
-                Action::SendHeartbeat | Action::SendPing => {
-                    let ping = Frame::ping(self.service).encode_to_vec();
-                    if let Err(end) = self.send(Message::Binary(ping.into())).await {
-                        return Step::End(end);
-                    }
-                }
-            }
-        }
-        Step::Continue
     }
 
-    /// Handle every frame already readable, for at most one pong deadline; a reader that
-    /// could not catch up tells the tracker, which then excuses the flood.
-    async fn drain_readable(&mut self) -> Option<End> {
-        use futures_util::FutureExt;
-        let budget = self.live.ack_timeout();
-        let started = Instant::now();
-        loop {
-            if started.elapsed() >= budget {
-                self.live.fell_behind(Instant::now());
-                return None;
-            }
-            match self.ws.next().now_or_never() {
-                None => return None,
-                Some(Some(Ok(msg))) => {
-                    if let Step::End(end) = self.on_message(msg).await {
-                        return Some(end);
-                    }
-                }
-                Some(Some(Err(_)) | None) => return Some(End::Closed(None)),
-            }
-        }
-    }
-
-    async fn on_message(&mut self, msg: Message) -> Step {
+    async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
         let now = Instant::now();
-        let bytes = match msg {
-            Message::Binary(b) => b,
-            Message::Close(frame) => {
-                return Step::End(End::Closed(frame.map(|f| u16::from(f.code))))
-            }
+        let Message::Binary(bytes) = msg else {
             // WebSocket pings (answered by the library), pongs and text: the read path works,
             // and that is all they say.
-            _ => {
-                self.live.on_inbound(now);
-                return Step::Continue;
-            }
+            wire.live.on_inbound(now);
+            return Step::Continue;
         };
         let Ok(frame) = Frame::decode(bytes.as_ref()) else {
-            self.live.on_inbound(now);
+            wire.live.on_inbound(now);
             tracing::debug!(
                 adapter = %self.s.adapter,
                 "ignoring a frame that is not pbbp2"
@@ -274,34 +203,35 @@ impl Live<'_> {
         };
         match frame.kind() {
             Some(FrameKind::Control) if frame.message_type() == Some(message_type::PONG) => {
-                self.live.on_ack(now);
+                wire.live.on_ack(now);
                 self.s.heartbeat.beat();
-                self.on_pong(now, frame.payload_bytes());
+                self.on_pong(wire, now, frame.payload_bytes());
                 Step::Continue
             }
             Some(FrameKind::Data) => {
-                self.live.on_inbound(now);
+                wire.live.on_inbound(now);
                 self.s.heartbeat.beat();
-                self.on_data(now, frame).await
+                self.on_data(wire, now, frame).await
             }
             _ => {
-                self.live.on_inbound(now);
+                wire.live.on_inbound(now);
                 Step::Continue
             }
         }
     }
+}
 
+impl Live<'_> {
     /// A pong's ClientConfig applies at once: a new interval reschedules the next ping and
     /// moves the heartbeat's deadline with it.
-    fn on_pong(&mut self, now: Instant, payload: &[u8]) {
+    fn on_pong(&mut self, wire: &mut Wire<'_>, now: Instant, payload: &[u8]) {
         let Some(config) = self.config.updated_by_pong(payload) else {
             return;
         };
         if config.ping_interval != self.config.ping_interval {
             let ack = self.s.ack_timeout(config.ping_interval);
-            self.live.set_interval(now, config.ping_interval, ack);
-            self.write_timeout = ack.max(Duration::from_millis(500));
-            self.s.heartbeat.set_deadline(self.live.liveness_deadline());
+            wire.set_interval(now, config.ping_interval, ack);
+            self.s.heartbeat.set_deadline(wire.live.liveness_deadline());
             tracing::info!(
                 adapter = %self.s.adapter,
                 from_s = self.config.ping_interval.as_secs(),
@@ -313,7 +243,7 @@ impl Live<'_> {
     }
 
     /// An event (or a part of one): whole, it goes into the spool and is then acknowledged.
-    async fn on_data(&mut self, now: Instant, mut frame: Frame) -> Step {
+    async fn on_data(&mut self, wire: &mut Wire<'_>, now: Instant, mut frame: Frame) -> Step<End> {
         if frame.message_type() != Some(message_type::EVENT) {
             // Card callbacks and anything newer: the SDKs leave them unanswered too.
             tracing::debug!(adapter = %self.s.adapter, kind = ?frame.message_type(), "ignoring a data frame that is not an event");
@@ -343,30 +273,12 @@ impl Live<'_> {
             value: started.elapsed().as_millis().to_string(),
         });
         frame.payload = Some(ACK_PAYLOAD.to_vec());
-        match self
+        match wire
             .send(Message::Binary(frame.encode_to_vec().into()))
             .await
         {
             Ok(()) => Step::Continue,
-            Err(end) => Step::End(end),
-        }
-    }
-
-    /// Write one frame under the write deadline: a write that cannot finish is a dead write
-    /// path, whatever the reads say.
-    async fn send(&mut self, msg: Message) -> Result<(), End> {
-        if !self.s.fence.holds() {
-            return Err(End::Failed(
-                "fenced: the cluster's lease may be gone".into(),
-            ));
-        }
-        match timeout(self.write_timeout, self.ws.send(msg)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::debug!(adapter = %self.s.adapter, error = %e, "write failed");
-                Err(End::Closed(None))
-            }
-            Err(_) => Err(End::Zombie(Zombie::WritePathDead)),
+            Err(end) => Step::End(end.into()),
         }
     }
 }

@@ -9,7 +9,9 @@
 //! redelivery, never a loss. Other envelopes (slash commands, interactivity) are acknowledged
 //! and not stored: this gateway serves chat.
 //!
-//! Liveness is the runtime's tracker (`liveness`), strict: Slack answers a ping at once, so
+//! The loop itself, reads, pings and writes under a deadline, is the shared `frame_loop`;
+//! this file says what Socket Mode's frames mean. Liveness is the runtime's tracker
+//! (`liveness`), strict: Slack answers a ping at once, so
 //! one pong missing past its deadline, after draining whatever was readable, is a dead
 //! connection even while events still arrive. A half-open socket, or stopped pongs, are
 //! dropped within the ping interval plus the pong deadline; a FIN is a closed connection at
@@ -17,16 +19,17 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use tokio::sync::watch;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use crate::config::Timing;
 use crate::gateway::adapter::connect::{self, Socket};
+use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
-use crate::gateway::adapter::liveness::{self, Action, Liveness, Zombie};
+use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
@@ -69,17 +72,21 @@ pub(super) struct Outcome {
     pub(super) stored: u64,
 }
 
+/// What Socket Mode's frames mean, over the shared loop ([`frame_loop`]).
 struct Live<'a> {
     s: &'a Session<'a>,
-    ws: Socket,
     inbox: Inbox<'a>,
-    live: Liveness,
-    write_timeout: Duration,
 }
 
-enum Step {
-    Continue,
-    End(End),
+impl From<Ended> for End {
+    fn from(ended: Ended) -> End {
+        match ended {
+            Ended::Shutdown => End::Shutdown,
+            Ended::Closed(code) => End::Closed(code),
+            Ended::Zombie(z) => End::Zombie(z),
+            Ended::Fenced => End::Failed("fenced: the cluster's lease may be gone".into()),
+        }
+    }
 }
 
 impl Session<'_> {
@@ -115,17 +122,15 @@ impl Session<'_> {
         }
         let since = Instant::now();
         let live = Liveness::new(since, self.ping_interval, ack, 0.0, false, true).strict();
+        let mut wire = Wire::new(self.adapter, ws, live, self.fence);
         let mut conn = Live {
             s: self,
-            ws,
             inbox: Inbox::new(self.adapter, self.spool, None),
-            live,
-            write_timeout: ack.max(Duration::from_millis(500)),
         };
-        self.heartbeat.set_deadline(conn.live.liveness_deadline());
+        self.heartbeat.set_deadline(wire.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
         tracing::info!(adapter = %self.adapter, "socket mode connection up");
-        let end = conn.drive(shutdown).await;
+        let end = wire.drive(&mut conn, shutdown).await;
         let (_, stored) = conn.inbox.finish();
         Outcome {
             end,
@@ -162,103 +167,30 @@ fn reason(v: &Value) -> String {
     v["reason"].as_str().unwrap_or("unknown").to_owned()
 }
 
-impl Live<'_> {
-    async fn drive(&mut self, shutdown: &mut watch::Receiver<bool>) -> End {
-        let stop = crate::gateway::until_shutdown(shutdown);
-        tokio::pin!(stop);
-        let timer = sleep_until(Instant::now());
-        tokio::pin!(timer);
-        loop {
-            let wake = self.live.next_wakeup();
-            if timer.deadline() != wake || timer.is_elapsed() {
-                timer.as_mut().reset(wake);
-            }
-            let step = tokio::select! {
-                biased;
-                _ = &mut stop => {
-                    let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
-                    Step::End(End::Shutdown)
-                }
-                _ = &mut timer => self.on_timer().await,
-                frame = self.ws.next() => match frame {
-                    Some(Ok(msg)) => self.on_message(msg).await,
-                    Some(Err(e)) => {
-                        tracing::debug!(adapter = %self.s.adapter, error = %e, "read failed");
-                        Step::End(End::Closed(None))
-                    }
-                    None => Step::End(End::Closed(None)),
-                },
-            };
-            if let Step::End(end) = step {
-                return end;
-            }
-        }
+impl Frames for Live<'_> {
+    type End = End;
+
+    fn probe(&self) -> Message {
+        Message::Ping(Bytes::from_static(b"hermes-svc"))
     }
 
-    async fn on_timer(&mut self) -> Step {
-        if self.live.overdue_with_traffic(Instant::now()) {
-            // A pong may be queued behind envelopes already readable: read them first.
-            if let Some(end) = self.drain_readable().await {
-                return Step::End(end);
-            }
-        }
-        while let Some(action) = self.live.poll(Instant::now()) {
-            match action {
-                Action::Dead(z) => return Step::End(End::Zombie(z)),
-                Action::SendHeartbeat | Action::SendPing => {
-                    let ping = Message::Ping(Bytes::from_static(b"hermes-svc"));
-                    if let Err(end) = self.send(ping).await {
-                        return Step::End(end);
-                    }
-                }
-            }
-        }
-        Step::Continue
-    }
-
-    /// Handle every frame already readable, for at most one pong deadline; a reader that
-    /// could not catch up tells the tracker, which then excuses the flood.
-    async fn drain_readable(&mut self) -> Option<End> {
-        use futures_util::FutureExt;
-        let budget = self.live.ack_timeout();
-        let started = Instant::now();
-        loop {
-            if started.elapsed() >= budget {
-                self.live.fell_behind(Instant::now());
-                return None;
-            }
-            match self.ws.next().now_or_never() {
-                None => return None,
-                Some(Some(Ok(msg))) => {
-                    if let Step::End(end) = self.on_message(msg).await {
-                        return Some(end);
-                    }
-                }
-                Some(Some(Err(_)) | None) => return Some(End::Closed(None)),
-            }
-        }
-    }
-
-    async fn on_message(&mut self, msg: Message) -> Step {
+    async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
         let now = Instant::now();
         let text = match msg {
             Message::Text(text) => text,
             Message::Pong(_) => {
-                self.live.on_pong(now);
+                wire.live.on_pong(now);
                 self.s.heartbeat.beat();
                 return Step::Continue;
-            }
-            Message::Close(frame) => {
-                return Step::End(End::Closed(frame.map(|f| u16::from(f.code))))
             }
             // Pings (answered by the library) and binary frames: the read path works, and
             // that is all they say.
             _ => {
-                self.live.on_inbound(now);
+                wire.live.on_inbound(now);
                 return Step::Continue;
             }
         };
-        self.live.on_inbound(now);
+        wire.live.on_inbound(now);
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if v["type"] == "disconnect" {
             return Step::End(End::Disconnect(reason(&v)));
@@ -276,25 +208,9 @@ impl Live<'_> {
             crate::test_hook::kill_at("slack-stored", &event.id);
         }
         let ack = json!({ "envelope_id": envelope_id }).to_string();
-        match self.send(Message::text(ack)).await {
+        match wire.send(Message::text(ack)).await {
             Ok(()) => Step::Continue,
-            Err(end) => Step::End(end),
-        }
-    }
-
-    /// Write one frame under the write deadline: a write that cannot finish is a dead write
-    /// path, whatever the reads say.
-    async fn send(&mut self, msg: Message) -> Result<(), End> {
-        if !self.s.fence.holds() {
-            return Err(End::Failed("fenced: the cluster's lease may be gone".into()));
-        }
-        match timeout(self.write_timeout, self.ws.send(msg)).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                tracing::debug!(adapter = %self.s.adapter, error = %e, "write failed");
-                Err(End::Closed(None))
-            }
-            Err(_) => Err(End::Zombie(Zombie::WritePathDead)),
+            Err(end) => Step::End(end.into()),
         }
     }
 }
