@@ -2,7 +2,8 @@
 //! `hermes-svc demo`: QQ Bot and Discord (their shared op-code WebSocket gateway, token,
 //! discovery and send endpoints), Feishu/Lark (its protobuf long connection), Slack (Socket
 //! Mode and the Web API a Socket Mode bot calls), Telegram's Bot API and Weixin's iLink (their
-//! long polls), all on one port on 127.0.0.1, because that is
+//! long polls), and a Matrix homeserver's client-server API (its `/sync` long poll and
+//! idempotent sends), all on one port on 127.0.0.1, because that is
 //! how the real platforms look from a client: discover a URL over HTTP, then hold a WebSocket
 //! or a long poll.
 //!
@@ -22,6 +23,7 @@ mod fault;
 pub mod feishu;
 mod handle;
 mod http;
+pub mod matrix;
 mod opcode_gateway;
 mod post;
 mod post_record;
@@ -48,6 +50,7 @@ pub use feishu::{
     FeishuStats, Refusal,
 };
 pub use handle::MockPlatform;
+pub use matrix::{MatrixConfig, MatrixFault, MatrixStats};
 pub use opcode_gateway::frames;
 pub use post::{Platform, Post, SendAttempt, Target};
 pub use proxy::BlackholeProxy;

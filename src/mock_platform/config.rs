@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use super::feishu::config::FeishuConfig;
+use super::matrix::config::MatrixConfig;
 use super::slack::config::SlackConfig;
 use super::telegram::config::TelegramConfig;
 use super::weixin::config::WeixinConfig;
@@ -42,6 +43,8 @@ pub struct MockConfig {
     pub weixin: WeixinConfig,
     /// The Slack app, its tokens and the platform's timers.
     pub slack: SlackConfig,
+    /// The Matrix homeserver's bot account, its rooms and the `/sync` cap.
+    pub matrix: MatrixConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -80,6 +83,7 @@ impl Default for MockConfig {
             slack: SlackConfig::default(),
             telegram: TelegramConfig::default(),
             weixin: WeixinConfig::default(),
+            matrix: MatrixConfig::default(),
         }
     }
 }

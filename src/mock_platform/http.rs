@@ -11,7 +11,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{sleep, timeout, timeout_at, Instant};
 
-use super::reply::{Answer, Reply};
+use super::reply::{Answer, Body, Reply};
 use super::shutdown::stopped;
 
 const MAX_HEAD: usize = 16 * 1024;
@@ -156,11 +156,30 @@ pub(super) async fn respond(
         Reply::Answer(answer) => answer,
         Reply::Hang => return hold(stream, shutdown).await,
         Reply::Reset => return reset(stream),
+        Reply::Partial { answer, sent } => return stall(stream, &answer, sent, shutdown).await,
     };
     tracing::debug!(method = %head.method, path = %head.path, status = answer.status, "mock http request");
-    let response = render_response(answer.status, &answer.headers, &answer.body.to_string());
+    let response = render_answer(&answer);
     if stream.write_all(response.as_bytes()).await.is_ok() {
         finish(stream).await;
+    }
+}
+
+/// `Reply::Partial`: the head (declaring the whole body's length) and the first `sent` bytes
+/// of the body, then silence until the client gives up or the mock stops.
+async fn stall(
+    mut stream: TcpStream,
+    answer: &Answer,
+    sent: usize,
+    shutdown: watch::Receiver<bool>,
+) {
+    let response = render_answer(answer);
+    let head_len = find(response.as_bytes(), b"\r\n\r\n").map_or(0, |end| end + 4);
+    let cut = head_len.saturating_add(sent).min(response.len());
+    tracing::debug!(status = answer.status, sent, "mock http answer stalled");
+    if stream.write_all(&response.as_bytes()[..cut]).await.is_ok() {
+        let _ = stream.flush().await;
+        hold(stream, shutdown).await;
     }
 }
 
@@ -198,7 +217,26 @@ pub(super) async fn read_body(
     Ok(Some(bytes.split_off(head.len)))
 }
 
-fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) -> String {
+fn render_answer(answer: &Answer) -> String {
+    match &answer.body {
+        Body::Json(value) => render_response(
+            answer.status,
+            &answer.headers,
+            Some("application/json"),
+            &value.to_string(),
+        ),
+        Body::Raw { content_type, text } => {
+            render_response(answer.status, &answer.headers, *content_type, text)
+        }
+    }
+}
+
+fn render_response(
+    status: u16,
+    headers: &[(&'static str, String)],
+    content_type: Option<&str>,
+    body: &str,
+) -> String {
     // RFC 9110: a 204 response cannot contain content.
     let body = if status == 204 { "" } else { body };
     let reason = match status {
@@ -208,20 +246,25 @@ fn render_response(status: u16, headers: &[(&'static str, String)], body: &str) 
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
         409 => "Conflict",
         413 => "Payload Too Large",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
         502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
         _ => "Unknown",
     };
+    let content_type = content_type
+        .map(|value| format!("Content-Type: {value}\r\n"))
+        .unwrap_or_default();
     let extra: String = headers
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
     format!(
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status} {reason}\r\n{content_type}Content-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )
 }
@@ -235,7 +278,7 @@ pub(super) async fn answer_consumed(mut stream: TcpStream, head: &RequestHead, a
     {
         return;
     }
-    let response = render_response(answer.status, &answer.headers, &answer.body.to_string());
+    let response = render_answer(answer);
     if stream.write_all(response.as_bytes()).await.is_ok() {
         finish(stream).await;
     }
@@ -301,10 +344,25 @@ mod tests {
 
     #[test]
     fn response_declares_the_exact_body_length() {
-        let response = render_response(200, &[("Retry-After", "2".into())], "{\"a\":\"é\"}");
+        let response = render_response(
+            200,
+            &[("Retry-After", "2".into())],
+            Some("application/json"),
+            "{\"a\":\"é\"}",
+        );
         let (head, body) = response.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert!(head.contains("Connection: close"));
         assert!(head.contains("\r\nRetry-After: 2\r\n"));
+    }
+
+    #[test]
+    fn a_raw_body_is_sent_as_is_with_its_own_content_type_or_none() {
+        let page = render_answer(&Answer::raw(502, Some("text/html"), "<html/>".into()));
+        assert!(page.starts_with("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"));
+        assert!(page.ends_with("\r\n\r\n<html/>"));
+        let empty = render_answer(&Answer::raw(503, None, String::new()));
+        assert!(!empty.contains("Content-Type"), "{empty}");
+        assert!(empty.contains("Content-Length: 0\r\n"));
     }
 }

@@ -13,6 +13,7 @@ pub enum Platform {
     Telegram,
     Weixin,
     Slack,
+    Matrix,
 }
 
 impl Platform {
@@ -24,6 +25,7 @@ impl Platform {
             Platform::Telegram => "telegram",
             Platform::Weixin => "weixin",
             Platform::Slack => "slack",
+            Platform::Matrix => "matrix",
         }
     }
 }
@@ -52,6 +54,8 @@ pub enum Target {
     Chat,
     /// Weixin `ilink/bot/sendmessage` to a `to_user_id`.
     Peer,
+    /// Matrix `PUT /_matrix/client/v3/rooms/{roomId}/send/{eventType}/{txnId}`.
+    Room,
 }
 
 impl Target {
@@ -66,6 +70,7 @@ impl Target {
             Target::Reply => "reply",
             Target::Chat => "chat",
             Target::Peer => "peer",
+            Target::Room => "room",
         }
     }
 }
@@ -76,16 +81,19 @@ pub struct Post {
     pub platform: Platform,
     pub target: Target,
     /// The id in the path: group openid, user openid, channel id or DM guild id; Feishu's
-    /// `receive_id` (chat_id or open_id), or for a reply the message replied to.
+    /// `receive_id` (chat_id or open_id), or for a reply the message replied to; Matrix's
+    /// room id.
     pub target_id: String,
     /// The text; for a Feishu message that is not text, its `content` JSON as sent.
     pub content: String,
     /// QQ `msg_id` (which makes the post a passive reply); Discord
-    /// `message_reference.message_id`; the message a Feishu reply answers.
+    /// `message_reference.message_id`; the message a Feishu reply answers; Matrix's
+    /// `m.relates_to.m.in_reply_to.event_id`.
     pub reply_to: Option<String>,
     /// QQ `msg_seq` as sent (the platform reads a missing one as 1).
     pub msg_seq: Option<u64>,
-    /// Discord `nonce` as sent, integers in their decimal form; Feishu `uuid`.
+    /// Discord `nonce` as sent, integers in their decimal form; Feishu `uuid`; Matrix's
+    /// transaction id (`txnId` in the path).
     pub nonce: Option<String>,
     /// The id the mock gave the message, as its answer carried it.
     pub message_id: String,

@@ -12,6 +12,7 @@ use super::discord::Discord;
 use super::fault::FaultSwitch;
 use super::feishu::Feishu;
 use super::handle::MockPlatform;
+use super::matrix::Matrix;
 use super::opcode_gateway::state::Gateway;
 use super::opcode_gateway::WS_PATH;
 use super::post_record::PostRecord;
@@ -51,6 +52,7 @@ impl MockPlatform {
         sides.register(Arc::new(Slack::new(config.slack, ws_base, posts.clone())));
         sides.register(Arc::new(Telegram::new(config.telegram, posts.clone())));
         sides.register(Arc::new(Weixin::new(config.weixin, posts.clone())));
+        sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

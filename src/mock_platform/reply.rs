@@ -1,14 +1,26 @@
-//! What an endpoint hands the server to send back: an answer, or one of the two ways a send
-//! fault withholds it. Every platform's endpoints return these and only the server writes
-//! them, so they sit below both.
+//! What an endpoint hands the server to send back: an answer, or one of the ways a fault
+//! withholds it (in full or in part). Every platform's endpoints return these and only the
+//! server writes them, so they sit below both.
 
 use serde_json::{json, Value};
 
-/// An HTTP answer: status, extra headers and a JSON body.
+/// What an answer carries after its head.
+pub(super) enum Body {
+    /// JSON, sent as `application/json`: what every platform's own API answers.
+    Json(Value),
+    /// Anything else, as is: a proxy's HTML error page, or nothing at all. `content_type`
+    /// `None` sends no `Content-Type` header.
+    Raw {
+        content_type: Option<&'static str>,
+        text: String,
+    },
+}
+
+/// An HTTP answer: status, extra headers and a body.
 pub(super) struct Answer {
     pub(crate) status: u16,
     pub(crate) headers: Vec<(&'static str, String)>,
-    pub(crate) body: Value,
+    pub(crate) body: Body,
 }
 
 impl Answer {
@@ -16,7 +28,17 @@ impl Answer {
         Answer {
             status,
             headers: Vec::new(),
-            body,
+            body: Body::Json(body),
+        }
+    }
+
+    /// An answer whose body is not JSON: what a reverse proxy in front of a platform sends
+    /// when the platform itself is away.
+    pub(crate) fn raw(status: u16, content_type: Option<&'static str>, text: String) -> Answer {
+        Answer {
+            status,
+            headers: Vec::new(),
+            body: Body::Raw { content_type, text },
         }
     }
 
@@ -34,4 +56,11 @@ pub(super) enum Reply {
     Hang,
     /// Close the connection with a reset and no answer.
     Reset,
+    /// Send the answer's head, which declares the whole body's length, and only the first
+    /// `sent` bytes of the body; then keep the connection open and silent, as a server (or a
+    /// middlebox) that stalled in the middle of an answer.
+    Partial {
+        answer: Answer,
+        sent: usize,
+    },
 }

@@ -47,7 +47,7 @@ pub(super) fn attempted(
     };
     let reply = process(&mut attempt);
     attempt.status = match &reply {
-        Reply::Answer(answer) => Some(answer.status),
+        Reply::Answer(answer) | Reply::Partial { answer, .. } => Some(answer.status),
         Reply::Hang | Reply::Reset => None,
     };
     tracing::debug!(

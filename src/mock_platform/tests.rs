@@ -24,6 +24,7 @@ mod feishu_faults;
 mod feishu_send;
 mod http;
 mod lifecycle;
+mod matrix;
 mod messages;
 mod protocol;
 mod proxy;

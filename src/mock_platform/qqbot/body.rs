@@ -57,9 +57,12 @@ pub(crate) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
                 return Err(empty());
             }
         }
-        Target::ChatId | Target::OpenId | Target::Reply | Target::Chat | Target::Peer => {
-            return Err(invalid())
-        }
+        Target::ChatId
+        | Target::OpenId
+        | Target::Reply
+        | Target::Chat
+        | Target::Peer
+        | Target::Room => return Err(invalid()),
         Target::Channel | Target::Dm => {
             let other = ["embed", "ark", "image", "markdown"];
             let has_other = other
@@ -97,7 +100,8 @@ pub(crate) fn qq_message(post: &Post) -> Value {
         | Target::OpenId
         | Target::Reply
         | Target::Chat
-        | Target::Peer => json!({
+        | Target::Peer
+        | Target::Room => json!({
             "id": post.message_id,
             "timestamp": post.received_unix_ms / 1000,
         }),
