@@ -41,6 +41,7 @@ mod launchd_plist;
 mod launchd_status;
 mod line_counter;
 mod logs;
+mod matrix;
 mod mock_runtime;
 mod netns;
 mod odd_text;
