@@ -35,7 +35,7 @@ pub struct SlackConfig {
     /// 360 with `debug_reconnects=true`).
     pub approximate_connection_time: u64,
     /// WebSocket pings the server sends on every connection, if any (Slack's period is not
-    /// documented).
+    /// documented); a connection that answers none of its last two is dropped.
     pub server_ping: Option<Duration>,
 }
 

@@ -2,6 +2,11 @@
 //! client's text frames are acks (`{"envelope_id": …}`, with or without `payload`), and its
 //! WebSocket pings are answered by tungstenite while the socket is read.
 //!
+//! With `server_ping` set, the server pings too, as Slack does (docs/research/slack-socket-mode.md
+//! §4, item 11), and a connection that has answered none of its last two pings is dropped: a
+//! client that vanished without a FIN (a ghost registration) stops being chosen for
+//! deliveries, and what was sent its way is redelivered on the client's other connections.
+//!
 //! Commands from the state are handled before the socket is read again, so a test that sets a
 //! fault and then pings never races it.
 
@@ -45,7 +50,9 @@ pub(crate) async fn run(
     let registration = Registration::new(move || unregister.unregister(conn_id));
     tracing::debug!(conn_id, "mock slack connection opened");
     let hello = state.hello(num_connections, debug_reconnects);
-    let mut ping = state.config.server_ping.map(|every| {
+    let every = state.config.server_ping;
+    let mut last_pong = tokio::time::Instant::now();
+    let mut ping = every.map(|every| {
         let mut ping = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         ping.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ping
@@ -83,6 +90,10 @@ pub(crate) async fn run(
                     None => break End::Gone,
                 },
                 _ = tick => {
+                    if every.is_some_and(|every| last_pong.elapsed() > every * 2) {
+                        tracing::info!(conn_id, "mock slack dropped a connection that answers no pings");
+                        break End::Gone;
+                    }
                     if sink.send(Message::Ping(Bytes::from_static(b"mock-slack"))).await.is_err() {
                         break End::Gone;
                     }
@@ -90,6 +101,7 @@ pub(crate) async fn run(
                 message = stream.next(), if !deaf => match message {
                     Some(Ok(Message::Text(text))) => on_text(&state, conn_id, &text),
                     Some(Ok(Message::Ping(_))) => state.on_ping(),
+                    Some(Ok(Message::Pong(_))) => last_pong = tokio::time::Instant::now(),
                     Some(Ok(Message::Close(_))) | None => break End::Gone,
                     Some(Ok(_)) => {}
                     Some(Err(error)) => {

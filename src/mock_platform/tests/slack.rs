@@ -212,6 +212,26 @@ async fn a_silenced_connection_answers_no_ping_and_loses_what_is_sent_to_it() {
 }
 
 #[tokio::test]
+async fn a_connection_that_answers_no_server_ping_is_dropped_and_its_events_go_elsewhere() {
+    let mock = slack_mock(SlackConfig {
+        server_ping: Some(Duration::from_millis(100)),
+        ..fast()
+    })
+    .await;
+    // Never read again, so it never pongs: a client gone without a FIN.
+    let (_ghost, _) = slack_connect(&mock).await;
+    within("the ghost dropped", async {
+        while mock.slack_stats().live_connections > 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    let (mut live, _) = slack_connect(&mock).await;
+    let id = mock.slack_emit(1).remove(0);
+    assert_eq!(next_json(&mut live).await["payload"]["event_id"], id);
+}
+
+#[tokio::test]
 async fn a_deaf_connection_still_sends_events_but_reads_no_ack() {
     let mock = slack_mock(fast()).await;
     let (mut ws, _) = slack_connect(&mock).await;
