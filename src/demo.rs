@@ -1,14 +1,14 @@
 //! `hermes-svc demo`: the gateway's resilience, shown end to end with no credentials.
 //!
-//! It starts a mock QQ Bot / Discord / Feishu / Telegram / Weixin platform on loopback behind
-//! a TCP proxy, runs a real gateway process for a temporary profile (five adapters and a cron
-//! job, written by `profile`), and plays systemd for it: it receives `READY=1`, `STATUS=` and
+//! It starts a mock QQ Bot / Discord / Feishu / Slack / Telegram / Weixin / Matrix platform on
+//! loopback behind a TCP proxy, runs a real gateway process for a temporary profile (seven
+//! adapters and a cron job, written by `profile`), and plays systemd for it: it receives `READY=1`, `STATUS=` and
 //! `WATCHDOG=1` on a notify socket of its own (`observe` collects them and the log). Then it
 //! makes the proxy swallow every byte in both directions without a FIN (a half-open
 //! connection, the field's 18-hour outage), and shows the gateway detect it on every
-//! connection, resume QQ and Discord with the last seq, open a new Feishu long connection
-//! (Feishu has no resume: the platform pushes again what was not acked), drop the Telegram and
-//! Weixin polls at their deadlines and poll again, and lose no event. Behind the gateway an
+//! connection, resume QQ and Discord with the last seq, open new Feishu and Slack connections
+//! (neither has a resume: the platform pushes again what was not acked), drop the Telegram,
+//! Weixin and Matrix polls at their deadlines and poll again, and lose no event. Behind the gateway an
 //! echo agent (`echo_agent`, on the OpenAI bridge) answers every message: a message said during
 //! the fault is answered in its chat once the gateway is back, and no message is answered twice.
 
@@ -26,7 +26,7 @@ use anyhow::Context;
 use crate::exit_code;
 use crate::gateway::spool;
 use crate::mock_platform::weixin::WeixinConfig;
-use crate::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats};
+use crate::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats, SlackConfig};
 use observe::{
     collect_log, collect_notes, lines, print_status, Clock, Gateway, Lines, Notify, Scratch,
 };
@@ -85,7 +85,7 @@ pub(crate) async fn run(flow: Duration) -> anyhow::Result<u8> {
         watchdogs: notify.watchdogs,
         cron_runs,
         resumed: fault.resumed.is_some(),
-        reconnected: fault.reconnected.is_some(),
+        reconnected: fault.reconnected.is_some() && fault.slack_reconnected.is_some(),
         status,
     };
     summary.print();
@@ -106,6 +106,12 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
             longpolling_timeout_ms: profile::POLL_TIMEOUT_S * 1000,
             ..WeixinConfig::default()
         },
+        // Slack pings its clients and drops one that stops answering; a socket the fault cut
+        // is then no longer given events (each of which it would lose until redelivered).
+        slack: SlackConfig {
+            server_ping: Some(HEARTBEAT),
+            ..SlackConfig::default()
+        },
         ..MockConfig::default()
     })
     .await
@@ -115,6 +121,7 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
         .context("failed to start the proxy")?;
     mock.set_advertised_ws_url(format!("ws://{}/ws", proxy.addr()));
     mock.set_feishu_ws_base(format!("ws://{}", proxy.addr()));
+    mock.set_slack_ws_base(format!("ws://{}", proxy.addr()));
     Ok((mock, proxy))
 }
 
@@ -122,10 +129,10 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
 fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path, agent: &str) {
     println!(
         "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu + \
-         Telegram + Weixin platform"
+         Slack + Telegram + Weixin + Matrix platform"
     );
     println!(
-        "  mock platform  {} (heartbeat and Feishu ping interval {:?})",
+        "  mock platform  {} (heartbeat, Feishu and Slack ping interval {:?})",
         mock.http_base(),
         HEARTBEAT
     );
@@ -136,8 +143,8 @@ fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path,
     println!("  profile home   {}", profile_home.display());
     println!("  agent          {agent}: a built-in echo agent, behind the OpenAI bridge");
     println!(
-        "  adapters       qq (qqbot), dc (discord), fs (feishu), tg (telegram), wx (weixin); \
-         cron job 'tick' every 2 s\n"
+        "  adapters       qq (qqbot), dc (discord), fs (feishu), sl (slack), tg (telegram), \
+         wx (weixin), mx (matrix); cron job 'tick' every 2 s\n"
     );
 }
 
@@ -186,6 +193,8 @@ struct Fault {
     before: MockStats,
     resumed: Option<Instant>,
     reconnected: Option<Instant>,
+    /// When Slack's next Socket Mode connection came up.
+    slack_reconnected: Option<Instant>,
 }
 
 impl Fault {
@@ -202,6 +211,7 @@ impl Fault {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let before = mock.stats();
         let feishu_before = mock.feishu_stats().connections;
+        let slack_before = mock.slack_stats().connections;
         let at = Instant::now();
         proxy.blackhole_existing();
         clock.say(
@@ -211,7 +221,7 @@ impl Fault {
         clock.say(format!(
             "a person says {GREETING:?} to the bot on tg (chat {CHAT}) while the connection is dead"
         ));
-        let (mut resumed, mut reconnected) = (None, None);
+        let (mut resumed, mut reconnected, mut slack_reconnected) = (None, None, None);
         let end = Instant::now() + flow.max(Duration::from_secs(3));
         while Instant::now() < end {
             emit_one(mock);
@@ -221,6 +231,9 @@ impl Fault {
             if reconnected.is_none() && mock.feishu_stats().connections > feishu_before {
                 reconnected = Some(Instant::now());
             }
+            if slack_reconnected.is_none() && mock.slack_stats().connections > slack_before {
+                slack_reconnected = Some(Instant::now());
+            }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         Self {
@@ -228,6 +241,7 @@ impl Fault {
             before,
             resumed,
             reconnected,
+            slack_reconnected,
         }
     }
 
@@ -248,6 +262,12 @@ impl Fault {
                 r.duration_since(self.at).as_secs_f64()
             ));
         }
+        if let Some(r) = self.slack_reconnected {
+            clock.say(format!(
+                "sl: a new Socket Mode connection {:.2} s after the fault; Slack delivers again what was not acked",
+                r.duration_since(self.at).as_secs_f64()
+            ));
+        }
     }
 }
 
@@ -259,7 +279,7 @@ fn detections(log: &Lines, since: Instant) -> Vec<(Instant, String)> {
             *t >= since
                 && (l.contains("connection is dead")
                     || l.contains("dead connection")
-                    || (l.contains("long connection lost") && l.contains("half-open")))
+                    || (l.contains("connection lost") && l.contains("half-open")))
         })
         .cloned()
         .collect()
@@ -274,7 +294,7 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         .and_then(|r| r.split_whitespace().next())
         .unwrap_or("?");
     let took = t.duration_since(fault_at).as_secs_f64();
-    if matches!(adapter, "tg" | "wx") {
+    if matches!(adapter, "tg" | "wx" | "mx") {
         clock.say(format!(
             "{adapter}: hung poll detected after {took:.2} s (its deadline: {} s timeout + {} s \
              grace), poll dropped and sent again",
@@ -283,7 +303,11 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         ));
         return;
     }
-    let probe = if adapter == "fs" { "ping" } else { "heartbeat" };
+    let probe = if matches!(adapter, "fs" | "sl") {
+        "ping"
+    } else {
+        "heartbeat"
+    };
     clock.say(format!(
         "{adapter}: half-open detected after {took:.2} s ({:.2} {probe} intervals), socket dropped without a close handshake",
         took / HEARTBEAT.as_secs_f64()
@@ -310,9 +334,11 @@ impl Tally {
         generated.extend(mock.feishu_events().into_iter().map(|e| e.event_id));
         generated.extend(mock.telegram_update_ids().iter().map(i64::to_string));
         generated.extend(mock.weixin_message_ids());
+        generated.extend(mock.slack_events().into_iter().map(|e| e.event_id));
+        generated.extend(mock.matrix_message_ids());
         let inbox = profile_home.join("inbox");
         let deadline = Instant::now() + Duration::from_secs(10);
-        let (stored, unique) = wait_for_spool(&inbox, &generated, deadline).await;
+        let (stored, unique, missing) = wait_for_spool(&inbox, &generated, deadline).await;
         // An ack follows its event's spool append, so the last one may still be on its way.
         while !mock.feishu_unacked().is_empty() && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -321,7 +347,7 @@ impl Tally {
         Self {
             generated: generated.len(),
             unique,
-            lost: generated.len().saturating_sub(unique),
+            lost: missing,
             duplicated: stored - unique,
             feishu_events: feishu_events.len(),
             feishu_unacked: mock.feishu_unacked().len(),
@@ -331,8 +357,13 @@ impl Tally {
 }
 
 /// Wait until every generated event is in the spool, or `deadline`; returns how many events
-/// the spool holds, and how many distinct ones.
-async fn wait_for_spool(inbox: &Path, generated: &[String], deadline: Instant) -> (usize, usize) {
+/// the spool holds, how many distinct ones (the bots' own echoes among them), and how many
+/// generated ones it lacks.
+async fn wait_for_spool(
+    inbox: &Path,
+    generated: &[String],
+    deadline: Instant,
+) -> (usize, usize, usize) {
     loop {
         let events = spool::read(inbox, None).unwrap_or_default();
         let mut ids: Vec<&str> = events.iter().map(|e| e.id.as_str()).collect();
@@ -345,7 +376,7 @@ async fn wait_for_spool(inbox: &Path, generated: &[String], deadline: Instant) -
             .filter(|g| !have.contains(g.as_str()))
             .count();
         if missing == 0 || Instant::now() > deadline {
-            return (total, ids.len());
+            return (total, ids.len(), missing);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -457,7 +488,7 @@ struct Summary {
 }
 
 impl Summary {
-    /// Nothing lost or stored twice, every Feishu event acked, all five adapters found the
+    /// Nothing lost or stored twice, every Feishu event acked, all seven adapters found the
     /// fault, QQ and Discord resumed, Feishu connected afresh, and the gateway stopped cleanly.
     fn ok(&self) -> bool {
         let t = &self.tally;
@@ -465,7 +496,7 @@ impl Summary {
             && t.duplicated == 0
             && self.conversation.ok()
             && t.feishu_unacked == 0
-            && self.detections >= 5
+            && self.detections >= 7
             && self.resumed
             && self.reconnected
             && self.status.code() == Some(0)
@@ -506,4 +537,6 @@ fn emit_one(mock: &MockPlatform) {
     mock.feishu_emit(1);
     mock.telegram_emit(1);
     mock.weixin_emit(1);
+    mock.slack_emit(1);
+    mock.matrix_emit(1);
 }

@@ -1,12 +1,13 @@
-//! The demo's profile: five adapters against the mock (QQ Bot, Discord and Feishu on their
-//! long connections, Telegram and Weixin long polling through the fault proxy), a cron job,
+//! The demo's profile: seven adapters against the mock (QQ Bot, Discord, Feishu and Slack on
+//! their long connections, Telegram, Weixin and Matrix long polling through the fault proxy),
+//! a cron job,
 //! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
 
 use std::path::{Path, PathBuf};
 
 use crate::config::Secret;
 use crate::mock_platform::weixin::WeixinConfig;
-use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig};
+use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
 use crate::platform::weixin::WeixinLogin;
 
 /// The long polls are short in the demo (a real profile keeps the defaults, 30 s and 35 s),
@@ -23,12 +24,14 @@ pub(super) fn write(
     agent: &str,
 ) -> anyhow::Result<PathBuf> {
     let feishu = FeishuConfig::default();
+    let slack = SlackConfig::default();
+    let matrix = MatrixConfig::default();
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
     std::fs::write(
         profile_home.join("gateway.toml"),
         format!(
-            r#"# Written by `hermes-svc demo`: five adapters against the built-in mock platform.
+            r#"# Written by `hermes-svc demo`: seven adapters against the built-in mock platform.
 [gateway]
 max-outage = "5m"
 
@@ -57,6 +60,15 @@ api-base = "{base}"
 backoff-min = "200ms"
 
 [[adapter]]
+name = "sl"
+kind = "slack"
+app-token-env = "DEMO_SLACK_APP_TOKEN"
+bot-token-env = "DEMO_SLACK_BOT_TOKEN"
+api-base = "{base}"
+ping-interval = "1s"
+backoff-min = "200ms"
+
+[[adapter]]
 name = "tg"
 kind = "telegram"
 token-env = "DEMO_TELEGRAM_TOKEN"
@@ -73,6 +85,16 @@ poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
 
+[[adapter]]
+name = "mx"
+kind = "matrix"
+homeserver = "{proxied}"
+user-id = "{matrix_user}"
+token-env = "DEMO_MATRIX_TOKEN"
+poll-timeout = "{POLL_TIMEOUT_S}s"
+poll-grace = "{POLL_GRACE_S}s"
+backoff-min = "200ms"
+
 [agent]
 kind = "openai"
 url = "{agent}"
@@ -83,16 +105,21 @@ schedule = "*/2 * * * * *"
 command = ["/bin/sh", "-c", "echo tick"]
 timeout = "10s"
 "#,
-            app_id = feishu.app_id
+            app_id = feishu.app_id,
+            matrix_user = matrix.user_id,
         ),
     )?;
     crate::atomic_file::write(
         &profile_home.join(".env"),
         format!(
             "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
-             DEMO_TELEGRAM_TOKEN={}\n",
+             DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
+             DEMO_MATRIX_TOKEN={}\n",
             feishu.app_secret,
-            TelegramConfig::default().token
+            TelegramConfig::default().token,
+            slack.app_token,
+            slack.bot_token,
+            matrix.access_token,
         )
         .as_bytes(),
         0o600,

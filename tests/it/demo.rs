@@ -1,7 +1,7 @@
-//! `hermes-svc demo` end to end: its gateway detects the half-open fault on all five
-//! connections (QQ and Discord resume, Feishu connects afresh and is pushed again what it had
-//! not acked, Telegram and Weixin drop a hung poll and poll again), loses nothing, and the demo
-//! says so in a few lines.
+//! `hermes-svc demo` end to end: its gateway detects the half-open fault on all seven
+//! connections (QQ and Discord resume, Feishu and Slack connect afresh and are pushed again
+//! what they had not acked, Telegram, Weixin and Matrix drop a hung poll and poll again),
+//! loses nothing, and the demo says so in a few lines.
 
 use std::process::Command;
 
@@ -21,14 +21,14 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("STATUS=5/5 adapters ready"), "{stdout}");
-    for adapter in ["qq", "dc", "fs"] {
+    assert!(stdout.contains("STATUS=7/7 adapters ready"), "{stdout}");
+    for adapter in ["qq", "dc", "fs", "sl"] {
         assert!(
             stdout.contains(&format!("{adapter}: half-open detected after")),
             "{adapter}: {stdout}"
         );
     }
-    for adapter in ["tg", "wx"] {
+    for adapter in ["tg", "wx", "mx"] {
         assert!(
             stdout.contains(&format!("{adapter}: hung poll detected after")),
             "{adapter}: {stdout}"
@@ -36,6 +36,10 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
     }
     assert!(stdout.contains("qq and dc RESUMED"), "{stdout}");
     assert!(stdout.contains("fs: a new long connection"), "{stdout}");
+    assert!(
+        stdout.contains("sl: a new Socket Mode connection"),
+        "{stdout}"
+    );
     assert!(stdout.contains("(lost 0, duplicated 0)"), "{stdout}");
     // The conversation: said during the fault, answered in its chat once, nothing twice.
     assert!(
@@ -65,8 +69,10 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}"
     );
     assert!(
-        // Three lines more since the conversation: the agent, the greeting and its answer.
-        stdout.lines().count() <= 48,
+        // Three lines more since the conversation: the agent, the greeting and its answer;
+        // seven since Slack and Matrix: two detections, Slack's new connection, and their
+        // rows in the two status tables.
+        stdout.lines().count() <= 55,
         "the demo stays short: {stdout}"
     );
     assert!(!stdout.contains('\x1b'), "plain through a pipe: {stdout:?}");
