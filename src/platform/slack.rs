@@ -20,6 +20,7 @@ pub struct Slack;
 
 impl Platform for Slack {
     const KIND: &'static str = "slack";
+    const HERMES_CREDENTIALS: &'static [&'static str] = &["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"];
     const KEYS: &'static [&'static str] =
         &["app-token-env", "bot-token-env", "api-base", "ping-interval"];
     type Config = Config;
