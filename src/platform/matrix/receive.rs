@@ -50,8 +50,6 @@ const TIMELINE_TYPES: &[&str] = &[
 ];
 /// Events per room per sync before the server says `limited`; the gap is then paged.
 const TIMELINE_LIMIT: u32 = 50;
-/// How often a `needs-login` adapter asks whether its token works again.
-const LOGIN_CHECK: Duration = Duration::from_secs(30);
 
 pub(crate) struct Matrix {
     adapter: String,
@@ -323,13 +321,14 @@ impl Poll for Matrix {
         self.poll.deadline(self.poll.timeout)
     }
 
-    /// Ask `whoami` now and then, beating, until the token works again (a soft logout the
-    /// server lifted) or shutdown; a new token in `.env` comes with a restart.
+    /// Ask `whoami` once a long poll's time, beating, until the token works again (a soft
+    /// logout the server lifted) or shutdown: no more requests than syncing makes, and none
+    /// that loops. A new token in `.env` comes with a restart.
     async fn await_login(&mut self, hb: &Heartbeat, shutdown: &mut watch::Receiver<bool>) -> bool {
         loop {
             hb.beat();
             tokio::select! {
-                _ = tokio::time::sleep(LOGIN_CHECK) => {}
+                _ = tokio::time::sleep(self.longest_poll()) => {}
                 _ = crate::gateway::until_shutdown(shutdown) => return true,
             }
             let Some(request) = self.api.request(Method::GET, &["account", "whoami"], &[]) else {
