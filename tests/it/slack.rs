@@ -128,17 +128,33 @@ fn a_half_open_connection_is_replaced_and_what_it_lost_comes_again() {
 }
 
 #[test]
-fn a_refresh_opens_the_next_connection_at_once_and_link_disabled_exits_78() {
+fn a_refresh_opens_the_next_connection_before_closing_the_old_and_link_disabled_exits_78() {
     let rig = rig("slrefresh", Duration::from_secs(3));
     let mut gw = gateway(&rig, "");
     connected(&rig, 0);
     rig.mock
         .slack_set_fault(SlackFault::Disconnect("refresh_requested".into()));
     connected(&rig, 1);
+    // The old connection was still open when the new one said hello, and is closed now.
+    wait_for(Duration::from_secs(10), "the old connection closed", || {
+        (rig.mock.slack_stats().live_connections == 1).then_some(())
+    });
+    let s = rig.mock.slack_stats();
+    assert_eq!((s.connections, s.peak_connections), (2, 2), "{s:?}");
     let id = rig.mock.slack_emit(1).remove(0);
     wait_for(Duration::from_secs(10), "the event stored", || {
         stored(&rig).contains(&id).then_some(())
     });
+    // A planned refresh is no outage: the adapter never reconnected.
+    let state = rig.state().unwrap();
+    let sl = state["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "sl")
+        .unwrap()
+        .clone();
+    assert_eq!(sl["reconnects"], 0, "{sl}");
     rig.mock
         .slack_set_fault(SlackFault::Disconnect("link_disabled".into()));
     let status = wait_for(Duration::from_secs(20), "the gateway to exit", || {

@@ -32,6 +32,9 @@ pub struct SlackStats {
     pub connections: u64,
     pub tickets_refused: u64,
     pub live_connections: u64,
+    /// The most connections the app held at once (a client that opens its next connection
+    /// before closing the one Slack asked to refresh holds two).
+    pub peak_connections: u64,
     /// Envelope frames written, first deliveries and retries alike.
     pub envelopes_sent: u64,
     pub redeliveries: u64,

@@ -177,6 +177,7 @@ impl SlackState {
         inner.stats.connections += 1;
         inner.stats.connection_times.push(Instant::now());
         let num_connections = inner.conns.len();
+        inner.stats.peak_connections = inner.stats.peak_connections.max(num_connections as u64);
         // Pushed after `hello`: the connection writes `hello` before it reads its commands.
         while let Some(event) = inner.waiting.pop_front() {
             self.deliver(&mut inner, event, 0, None);

@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
@@ -35,11 +35,28 @@ use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
 
+/// What a session tells the runner while it runs, so that a refresh can open the next
+/// connection before this one closes.
+#[derive(Debug, PartialEq)]
+pub(super) enum Signal {
+    /// `hello` came: the connection is up.
+    Up,
+    /// Slack asked for a new connection (`disconnect` with `refresh_requested` or
+    /// `warning`); this one goes on reading and acknowledging until it is stopped.
+    Refresh(String),
+}
+
 /// One connection attempt's inputs.
 pub(super) struct Session<'a> {
     pub(super) adapter: &'a str,
     /// Holds the connection's ticket: never logged.
-    pub(super) url: &'a str,
+    pub(super) url: String,
+    /// Tells the runner of `hello` and of a refresh, tagged with `generation`.
+    pub(super) signals: mpsc::UnboundedSender<(u64, Signal)>,
+    pub(super) generation: u64,
+    /// Opened beside a live connection that Slack asked to refresh: the adapter is connected
+    /// meanwhile, and is not said to be connecting.
+    pub(super) successor: bool,
     pub(super) ping_interval: Duration,
     pub(super) timing: &'a Timing,
     pub(super) heartbeat: &'a Heartbeat,
@@ -59,6 +76,8 @@ pub(super) enum End {
     Closed(Option<u16>),
     /// `disconnect` with this reason.
     Disconnect(String),
+    /// `apps.connections.open` refused the app-level token in a way no retry helps: the fix.
+    Refused(String),
     /// The spool could not store an event: nothing more may be acknowledged.
     Spool(String),
 }
@@ -72,10 +91,23 @@ pub(super) struct Outcome {
     pub(super) stored: u64,
 }
 
+impl Outcome {
+    /// A connection that ended before it was up.
+    pub(super) fn ended(end: End) -> Outcome {
+        Outcome {
+            end,
+            connected_for: None,
+            stored: 0,
+        }
+    }
+}
+
 /// What Socket Mode's frames mean, over the shared loop ([`frame_loop`]).
 struct Live<'a> {
     s: &'a Session<'a>,
     inbox: Inbox<'a>,
+    /// A refresh was asked (once is enough).
+    refreshing: bool,
 }
 
 impl From<Ended> for End {
@@ -91,18 +123,16 @@ impl From<Ended> for End {
 
 impl Session<'_> {
     pub(super) async fn run(&self, shutdown: &mut watch::Receiver<bool>) -> Outcome {
-        let failed = |end| Outcome {
-            end,
-            connected_for: None,
-            stored: 0,
-        };
-        self.heartbeat.enter(State::Connecting);
-        self.heartbeat.attempt();
+        let failed = Outcome::ended;
+        if !self.successor {
+            self.heartbeat.enter(State::Connecting);
+            self.heartbeat.attempt();
+        }
         let ack = self
             .timing
             .ack_timeout
             .unwrap_or_else(|| liveness::default_ack_timeout(self.ping_interval));
-        let connect = connect::connect(self.url, None, self.proxies, self.timing.connect_timeout, ack * 2);
+        let connect = connect::connect(&self.url, None, self.proxies, self.timing.connect_timeout, ack * 2);
         let mut ws = tokio::select! {
             r = connect => match r {
                 Ok(ws) => ws,
@@ -126,10 +156,12 @@ impl Session<'_> {
         let mut conn = Live {
             s: self,
             inbox: Inbox::new(self.adapter, self.spool, None),
+            refreshing: false,
         };
         self.heartbeat.set_deadline(wire.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
-        tracing::info!(adapter = %self.adapter, "socket mode connection up");
+        let _ = self.signals.send((self.generation, Signal::Up));
+        tracing::info!(adapter = %self.adapter, successor = self.successor, "socket mode connection up");
         let end = wire.drive(&mut conn, shutdown).await;
         let (_, stored) = conn.inbox.finish();
         Outcome {
@@ -193,7 +225,14 @@ impl Frames for Live<'_> {
         wire.live.on_inbound(now);
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if v["type"] == "disconnect" {
-            return Step::End(End::Disconnect(reason(&v)));
+            let reason = reason(&v);
+            if !matches!(reason.as_str(), "refresh_requested" | "warning") {
+                return Step::End(End::Disconnect(reason));
+            }
+            if !std::mem::replace(&mut self.refreshing, true) {
+                let _ = self.s.signals.send((self.s.generation, Signal::Refresh(reason)));
+            }
+            return Step::Continue;
         }
         let Some(envelope_id) = v["envelope_id"].as_str().map(str::to_owned) else {
             tracing::debug!(adapter = %self.s.adapter, kind = ?v["type"].as_str(), "ignoring a frame that is no envelope");
