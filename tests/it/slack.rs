@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::outbox::{Policy, State};
 use hermes_svc::gateway::spool;
-use hermes_svc::mock_platform::{MockConfig, Platform, SlackConfig, SlackFault};
+use hermes_svc::mock_platform::{MockConfig, Platform, SendFault, SlackConfig, SlackFault};
 
 use crate::harness::wait_for;
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
@@ -206,6 +206,93 @@ fn a_reply_goes_into_the_thread_and_comes_back_as_the_bots_own() {
             .find(|e| e["data"]["bot_id"] == SlackConfig::default().bot_id)
             .map(|_| ())
     });
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_429_is_waited_out_and_a_lost_answer_follows_the_messages_policy() {
+    let rig = rig("slpolicy", Duration::from_secs(3));
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    assert!(rig.wait_api(&mut gw));
+    let to = format!("channel:{}", SlackConfig::default().channels[0]);
+    let send = |key: &str, text: &str, policy| {
+        let m = rig.submit(key, ("sl", &to), text, None, policy).unwrap();
+        rig.wait_drained(&gw, Duration::from_secs(20));
+        rig.message(&m.id)
+    };
+    let posted = |text: &str| rig.posts().iter().filter(|p| p.content == text).count();
+    // A 429 with Retry-After: nothing sent again before it is over, then sent once.
+    let wait = Duration::from_secs(1);
+    rig.mock.set_send_fault(
+        Platform::Slack,
+        SendFault::RateLimited {
+            posts: 1,
+            retry_after: wait,
+        },
+    );
+    let m = send("sl-429", "after the wait", Policy::AtMostOnce);
+    assert_eq!(
+        (m.state, posted("after the wait")),
+        (State::Sent, 1),
+        "{m:?}"
+    );
+    let tries: Vec<_> = rig
+        .mock
+        .send_attempts()
+        .into_iter()
+        .filter(|a| a.platform == Platform::Slack)
+        .collect();
+    assert_eq!(tries.len(), 2, "{tries:?}");
+    assert!(
+        tries[1].received_at - tries[0].received_at >= wait,
+        "{tries:?}"
+    );
+    // Posted, and the answer lost: Slack has no idempotency key, so the policy decides.
+    rig.mock
+        .set_send_fault(Platform::Slack, SendFault::ResetAfterProcessing(1));
+    let m = send("sl-amo", "at most once", Policy::AtMostOnce);
+    assert_eq!(
+        (m.state, posted("at most once")),
+        (State::Unknown, 1),
+        "{m:?}"
+    );
+    rig.mock
+        .set_send_fault(Platform::Slack, SendFault::ResetAfterProcessing(1));
+    let m = send("sl-alo", "at least once", Policy::AtLeastOnce);
+    assert_eq!(
+        (m.state, posted("at least once")),
+        (State::Sent, 2),
+        "{m:?}"
+    );
+    sigterm(&mut gw);
+}
+
+#[test]
+fn every_kind_of_connection_fault_in_turn_loses_and_repeats_nothing() {
+    let rig = rig("slcycle", Duration::from_secs(1));
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    let faults = [
+        SlackFault::Silence,
+        SlackFault::Deaf,
+        SlackFault::CloseAll,
+        SlackFault::Disconnect("refresh_requested".into()),
+        SlackFault::Disconnect("warning".into()),
+    ];
+    let mut ids = vec![];
+    for fault in faults.iter().cycle().take(10) {
+        let before = rig.mock.slack_stats().connections;
+        rig.mock.slack_set_fault(fault.clone());
+        ids.extend(rig.mock.slack_emit(10));
+        connected(&rig, before);
+        rig.mock.slack_clear_faults();
+    }
+    wait_for(Duration::from_secs(30), "every event stored", || {
+        let s = stored(&rig);
+        ids.iter().all(|id| s.contains(id)).then_some(())
+    });
+    assert_eq!(stored(&rig).len(), ids.len(), "each once");
     sigterm(&mut gw);
 }
 

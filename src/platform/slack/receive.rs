@@ -219,6 +219,12 @@ fn disconnected(name: &str, reason: &str) -> Step {
              turn it on under the app's Settings › Socket Mode"
                 .into(),
         ),
+        "too_many_websockets" => Step::again(
+            "Slack sent disconnect: too_many_websockets (the app already holds the ten Socket \
+             Mode connections Slack allows: another gateway or program runs this app; stop it, \
+             or give this profile an app of its own)",
+            Pace::Backoff,
+        ),
         other => Step::again(format!("Slack sent disconnect: {other}"), Pace::Backoff),
     }
 }
