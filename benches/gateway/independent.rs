@@ -71,6 +71,11 @@ impl Independent {
         Self::spawn(python, "slack_server.py", &[], log)
     }
 
+    /// benches/independent/matrix_server.py (the client-server API), with its defaults.
+    pub(crate) fn start_matrix(python: &str, log: &Path) -> Self {
+        Self::spawn(python, "matrix_server.py", &[], log)
+    }
+
     /// benches/independent/poll_server.py (Telegram and Weixin long polls) with `args`.
     pub(crate) fn start_poll(python: &str, args: &[&str], log: &Path) -> Self {
         Self::spawn(python, "poll_server.py", args, log)

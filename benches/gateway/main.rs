@@ -4,7 +4,7 @@
 //! API, the latency the agent bridge adds, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack`, `-- poll`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- loss`,
 //! `-- thousand`, `-- outbox`, `-- agent`, `-- cluster`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -23,6 +23,7 @@ mod harness;
 mod independent;
 mod long_poll;
 mod loss;
+mod matrix;
 #[allow(dead_code)]
 #[path = "../../tests/it/netns.rs"]
 mod netns;
@@ -70,8 +71,17 @@ fn main() {
         if only.as_deref().is_none_or(|o| o == "slack") {
             slack::slack_detection().await;
         }
+        if only
+            .as_deref()
+            .is_none_or(|o| o == "slack" || o == "slack-flood")
+        {
+            slack::slack_flood().await;
+        }
         if only.as_deref().is_none_or(|o| o == "poll") {
             long_poll::long_poll_figures().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "matrix") {
+            matrix::matrix_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "loss") {
             loss::faults_and_loss().await;

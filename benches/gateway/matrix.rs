@@ -1,0 +1,346 @@
+//! Matrix (issue 31): how long a hung `/sync` takes to be dropped, against its deadline, and
+//! what 1,000 messages under 20 injected faults (a limited timeline among them) leave in the
+//! spool. The adapter runs in this process against the built-in mock and against the
+//! independent server (benches/independent/matrix_server.py, written from the research note
+//! and the spec, not from the adapter).
+//!
+//! A hung sync is made as the long-poll section makes one: the server reads the request and
+//! never answers. The fault is armed while a sync is held; one message then answers the held
+//! sync, the adapter stores it and syncs again, and that sync hangs. Detection is timed from
+//! the server counting the hung sync to the adapter leaving `connected`; the bound is the
+//! sync's deadline, `poll-timeout` + `poll-grace`.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hermes_svc::gateway::health::State;
+use hermes_svc::gateway::spool;
+use hermes_svc::mock_platform::{MatrixConfig, MatrixFault, MockConfig, MockPlatform};
+use serde_json::json;
+
+use crate::detection::{row, Running};
+use crate::independent::Independent;
+use crate::scratch;
+
+const TIMEOUT_S: u64 = 2;
+const GRACE_S: u64 = 1;
+const TRIALS: usize = 30;
+const AT_ONCE: usize = 10;
+/// benches/independent/matrix_server.py's defaults.
+const INDEPENDENT_TOKEN: &str = "mx-indep-token";
+const INDEPENDENT_USER: &str = "@bot:indep.test";
+
+/// The faults a flood cycles through, with the messages said under each.
+#[derive(Clone, Copy, Debug)]
+enum Fault {
+    Hang,
+    ServerError,
+    RateLimit,
+    RepeatBatch,
+    /// A hung sync, and more messages meanwhile than a sync carries (the adapter's filter
+    /// asks for 50): the next sync's timeline is limited, and the gap is paged.
+    Limited,
+}
+
+const FAULTS: [(Fault, usize); 5] = [
+    (Fault::Hang, 40),
+    (Fault::ServerError, 40),
+    (Fault::RateLimit, 40),
+    (Fault::RepeatBatch, 40),
+    (Fault::Limited, 90),
+];
+
+enum Server {
+    Mock(Arc<MockPlatform>),
+    Independent(Independent),
+}
+
+impl Server {
+    async fn start(independent: Option<&str>, dir: &Path) -> Server {
+        std::fs::create_dir_all(dir).unwrap();
+        match independent {
+            None => Server::Mock(Arc::new(
+                MockPlatform::start(MockConfig::default()).await.unwrap(),
+            )),
+            Some(python) => {
+                Server::Independent(Independent::start_matrix(python, &dir.join("server.log")))
+            }
+        }
+    }
+
+    fn adapter(&self, dir: &Path) -> Running {
+        let (base, user, token) = match self {
+            Server::Mock(m) => {
+                let c = MatrixConfig::default();
+                (m.http_base(), c.user_id, c.access_token)
+            }
+            Server::Independent(i) => (
+                i.base(),
+                INDEPENDENT_USER.to_owned(),
+                INDEPENDENT_TOKEN.to_owned(),
+            ),
+        };
+        let toml = format!(
+            "[[adapter]]\nname = \"m\"\nkind = \"matrix\"\nhomeserver = \"{base}\"\n\
+             user-id = \"{user}\"\ntoken-env = \"MX\"\npoll-timeout = \"{TIMEOUT_S}s\"\n\
+             poll-grace = \"{GRACE_S}s\"\nbackoff-min = \"100ms\"\nbackoff-max = \"1s\"\n"
+        );
+        Running::start(&toml, Some(&token), dir)
+    }
+
+    async fn emit(&self, n: usize) -> Vec<String> {
+        match self {
+            Server::Mock(m) => m.matrix_emit(n),
+            Server::Independent(i) => {
+                let answer = i.control("emit", json!({"n": n})).await;
+                answer["event_ids"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect()
+            }
+        }
+    }
+
+    /// Arm `fault` for the next sync, or (`lasting`) until [`Server::clear`].
+    async fn arm(&self, fault: Fault, lasting: bool) {
+        match self {
+            Server::Mock(m) => {
+                let f = match fault {
+                    Fault::Hang | Fault::Limited => MatrixFault::HangSyncs,
+                    Fault::ServerError => MatrixFault::ServerError {
+                        status: 502,
+                        html: true,
+                    },
+                    Fault::RateLimit => MatrixFault::RateLimited {
+                        retry_after_ms: Some(1000),
+                        header_secs: None,
+                    },
+                    Fault::RepeatBatch => MatrixFault::RepeatBatch,
+                };
+                match lasting {
+                    true => m.matrix_set_fault(f),
+                    false => m.matrix_set_fault_for(f, 1),
+                }
+            }
+            Server::Independent(i) => {
+                let mut body = match fault {
+                    Fault::Hang | Fault::Limited => json!({"fault": "hang"}),
+                    Fault::ServerError => json!({"fault": "5xx", "status": 502, "html": true}),
+                    Fault::RateLimit => {
+                        json!({"fault": "429", "retry_after_ms": 1000, "header_secs": null})
+                    }
+                    Fault::RepeatBatch => json!({"fault": "repeat_batch"}),
+                };
+                if !lasting {
+                    body["count"] = json!(1);
+                }
+                i.control("fault", body).await;
+            }
+        }
+    }
+
+    async fn clear(&self) {
+        match self {
+            Server::Mock(m) => m.matrix_clear_fault(),
+            Server::Independent(i) => {
+                i.control("clear", json!({})).await;
+            }
+        }
+    }
+
+    async fn hung(&self) -> u64 {
+        match self {
+            Server::Mock(m) => m.matrix_stats().hung,
+            Server::Independent(i) => i.stats().await["hung"].as_u64().unwrap_or(0),
+        }
+    }
+
+    async fn syncs(&self) -> u64 {
+        match self {
+            Server::Mock(m) => m.matrix_stats().syncs,
+            Server::Independent(i) => i.stats().await["syncs"].as_u64().unwrap_or(0),
+        }
+    }
+
+    async fn limited(&self) -> u64 {
+        match self {
+            Server::Mock(m) => m.matrix_stats().limited,
+            Server::Independent(i) => i.stats().await["limited"].as_u64().unwrap_or(0),
+        }
+    }
+}
+
+fn stored(dir: &Path) -> Vec<String> {
+    spool::read(&dir.join("inbox"), None)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| e.id)
+        .collect()
+}
+
+async fn wait_stored(dir: &Path, ids: &[String], limit: Duration) {
+    let end = Instant::now() + limit;
+    loop {
+        let s = stored(dir);
+        if ids.iter().all(|id| s.contains(id)) {
+            return;
+        }
+        assert!(Instant::now() < end, "{} not all stored", dir.display());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The adapter is past its first sync (a baseline, which stores nothing) and holds a cursor.
+async fn past_baseline(server: &Server, dir: &Path, run: &Running) -> Vec<String> {
+    run.until(|v| v.state == State::Connected).await;
+    let end = Instant::now() + Duration::from_secs(20);
+    while server.syncs().await < 2 {
+        assert!(Instant::now() < end, "no second sync");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let first = server.emit(1).await;
+    wait_stored(dir, &first, Duration::from_secs(20)).await;
+    first
+}
+
+/// One hung-sync trial: seconds from the server holding the sync it will never answer to the
+/// adapter dropping it, and whether the reason given was a dead connection.
+async fn hung_sync(independent: Option<String>, dir: &Path) -> (f64, bool) {
+    let server = Server::start(independent.as_deref(), dir).await;
+    let run = server.adapter(dir);
+    let first = past_baseline(&server, dir, &run).await;
+    tokio::time::sleep(Duration::from_millis(100 + fastrand::u64(0..1000))).await;
+    server.arm(Fault::Hang, true).await;
+    let hung = server.hung().await;
+    let second = server.emit(1).await;
+    let released = loop {
+        if server.hung().await > hung {
+            break Instant::now();
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let dropped = run.until(|v| v.state != State::Connected).await;
+    let error = run.view().last_error.unwrap_or_default();
+    server.clear().await;
+    let third = server.emit(1).await;
+    let all: Vec<String> = [first, second, third].concat();
+    wait_stored(dir, &all, Duration::from_secs(20)).await;
+    assert_eq!(stored(dir), all, "each message once, in order");
+    run.stop().await;
+    (
+        (dropped - released).as_secs_f64(),
+        error.contains("dead connection"),
+    )
+}
+
+/// 1,000 messages in twenty batches, each with the next fault of [`FAULTS`] armed for one
+/// sync; then what the spool holds: (stored, lost, duplicated, in order, limited timelines
+/// answered, seconds).
+async fn flood(independent: Option<String>, dir: &Path) -> (usize, usize, usize, bool, u64, f64) {
+    let server = Server::start(independent.as_deref(), dir).await;
+    let run = server.adapter(dir);
+    let mut ids = past_baseline(&server, dir, &run).await;
+    let started = Instant::now();
+    for i in 0..20 {
+        let (fault, n) = FAULTS[i % FAULTS.len()];
+        let syncs = server.syncs().await;
+        server.arm(fault, false).await;
+        if matches!(fault, Fault::Limited) {
+            // The hung sync is held before the messages come, so they pile up past it.
+            let hung = server.hung().await;
+            server.emit(1).await.into_iter().for_each(|id| ids.push(id));
+            while server.hung().await == hung {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            ids.extend(server.emit(n - 1).await);
+        } else {
+            ids.extend(server.emit(n).await);
+        }
+        // Let the fault strike (two more syncs) before the next is armed over it.
+        let end = Instant::now() + Duration::from_secs(60);
+        while server.syncs().await < syncs + 2 && Instant::now() < end {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    wait_stored(dir, &ids, Duration::from_secs(120)).await;
+    let took = started.elapsed().as_secs_f64();
+    let limited = server.limited().await;
+    let s = stored(dir);
+    run.stop().await;
+    let unique: std::collections::HashSet<&String> = s.iter().collect();
+    let lost = ids.iter().filter(|id| !unique.contains(id)).count();
+    (
+        s.len(),
+        lost,
+        s.len() - unique.len(),
+        s == ids,
+        limited,
+        took,
+    )
+}
+
+pub(crate) async fn matrix_figures() {
+    let python = Independent::python();
+    let dir = scratch("matrix");
+    println!(
+        "### Matrix: hung-sync detection ({TRIALS} trials each, poll-timeout {TIMEOUT_S} s + \
+         poll-grace {GRACE_S} s = a {} s deadline)\n",
+        TIMEOUT_S + GRACE_S
+    );
+    println!("| server | p50, s | p99, s | max, s | target |");
+    println!("|---|---|---|---|---|");
+    let mut reasons = vec![];
+    for (independent, name) in [(false, "built-in mock"), (true, "independent server")] {
+        let (mut took, mut right) = (vec![], 0);
+        let at_once = if independent { 1 } else { AT_ONCE };
+        for round in 0..TRIALS / at_once {
+            let trials: Vec<_> = (0..at_once)
+                .map(|i| {
+                    let d = dir.join(format!("{independent}-{round}-{i}"));
+                    let py = independent.then(|| python.clone());
+                    tokio::spawn(async move { hung_sync(py, &d).await })
+                })
+                .collect();
+            for t in trials {
+                let (s, reason) = t.await.unwrap();
+                took.push(s);
+                right += usize::from(reason);
+            }
+        }
+        row(
+            name,
+            &took,
+            3,
+            &format!("every trial ≤ {}.05", TIMEOUT_S + GRACE_S),
+        );
+        reasons.push(format!("{name} {right}/{TRIALS}"));
+    }
+    println!(
+        "\nDropped as \"a dead connection\": {}.\n",
+        reasons.join(", ")
+    );
+
+    println!("### Matrix: 1,000 messages under 20 injected faults\n");
+    println!("| server | stored | lost | duplicated | in order | limited timelines | took, s |");
+    println!("|---|---|---|---|---|---|---|");
+    for (independent, name) in [(false, "built-in mock"), (true, "independent server")] {
+        let d = dir.join(format!("flood-{independent}"));
+        let py = independent.then(|| python.clone());
+        let (stored, lost, dup, order, limited, took) = flood(py, &d).await;
+        // The first message (before the faults) is stored too.
+        println!(
+            "| {name} | {} | {lost} | {dup} | {order} | {limited} | {took:.1} |",
+            stored - 1
+        );
+    }
+    println!(
+        "\nFaults, cycled four times each: a hung sync (40 messages), a 502 with a proxy's HTML \
+         page (40), a 429 M_LIMIT_EXCEEDED with retry_after_ms 1000 (40), the previous batch \
+         answered again (40), and a hung sync while 90 messages came, more than the 50 a sync \
+         carries, so the next timeline is limited and the gap is paged from /messages.\n"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
