@@ -274,7 +274,8 @@ impl Platform {
     }
 }
 
-fn stored(dir: &Path) -> Vec<String> {
+/// The spool's event ids in `dir`, in order.
+pub(crate) fn stored(dir: &Path) -> Vec<String> {
     spool::read(&dir.join("inbox"), None)
         .unwrap_or_default()
         .into_iter()
@@ -282,7 +283,8 @@ fn stored(dir: &Path) -> Vec<String> {
         .collect()
 }
 
-async fn wait_stored(dir: &Path, ids: &[String], limit: Duration) {
+/// Wait until every one of `ids` is in the spool in `dir`; panics after `limit`.
+pub(crate) async fn wait_stored(dir: &Path, ids: &[String], limit: Duration) {
     let end = Instant::now() + limit;
     loop {
         let s = stored(dir);

@@ -15,12 +15,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::health::State;
-use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::{MatrixConfig, MatrixFault, MockConfig, MockPlatform};
 use serde_json::json;
 
 use crate::detection::{row, Running};
 use crate::independent::Independent;
+use crate::long_poll::{stored, wait_stored};
 use crate::scratch;
 
 const TIMEOUT_S: u64 = 2;
@@ -170,26 +170,6 @@ impl Server {
             Server::Mock(m) => m.matrix_stats().limited,
             Server::Independent(i) => i.stats().await["limited"].as_u64().unwrap_or(0),
         }
-    }
-}
-
-fn stored(dir: &Path) -> Vec<String> {
-    spool::read(&dir.join("inbox"), None)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| e.id)
-        .collect()
-}
-
-async fn wait_stored(dir: &Path, ids: &[String], limit: Duration) {
-    let end = Instant::now() + limit;
-    loop {
-        let s = stored(dir);
-        if ids.iter().all(|id| s.contains(id)) {
-            return;
-        }
-        assert!(Instant::now() < end, "{} not all stored", dir.display());
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

@@ -10,7 +10,6 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::outbox::{Policy, State};
-use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::{MatrixConfig, MatrixFault, MockConfig, Platform, SendFault};
 
 use crate::harness::wait_for;
@@ -45,21 +44,12 @@ fn gateway(rig: &Rig, faults: &str) -> Child {
     rig.gateway_with_env(&env)
 }
 
-/// The `mx` adapter's stored events, as the spool's lines have them.
 fn events(rig: &Rig) -> Vec<serde_json::Value> {
-    spool::read(&rig.profile_home().join("inbox"), None)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["adapter"] == "mx")
-        .collect()
+    rig.events("mx")
 }
 
 fn stored(rig: &Rig) -> Vec<String> {
-    events(rig)
-        .into_iter()
-        .map(|e| e["id"].as_str().unwrap().to_owned())
-        .collect()
+    rig.stored("mx")
 }
 
 fn wait_stored(rig: &Rig, ids: &[String], timeout: Duration) {

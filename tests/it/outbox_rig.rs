@@ -136,6 +136,24 @@ impl Rig {
         })
     }
 
+    /// Adapter `adapter`'s stored events, as the spool's lines have them.
+    pub(crate) fn events(&self, adapter: &str) -> Vec<serde_json::Value> {
+        hermes_svc::gateway::spool::read(&self.profile_home().join("inbox"), None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .filter(|e| e["adapter"] == adapter)
+            .collect()
+    }
+
+    /// Adapter `adapter`'s stored event ids, in the spool's order.
+    pub(crate) fn stored(&self, adapter: &str) -> Vec<String> {
+        self.events(adapter)
+            .into_iter()
+            .map(|e| e["id"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
     pub(crate) fn posts(&self) -> Vec<Post> {
         self.mock.posts()
     }

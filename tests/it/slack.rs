@@ -8,7 +8,6 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::outbox::{Policy, State};
-use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::{MockConfig, Platform, SendFault, SlackConfig, SlackFault};
 
 use crate::harness::wait_for;
@@ -63,21 +62,12 @@ fn connected(rig: &Rig, before: u64) -> Instant {
     )
 }
 
-/// The `sl` adapter's stored events, as the spool's lines have them.
 fn events(rig: &Rig) -> Vec<serde_json::Value> {
-    spool::read(&rig.profile_home().join("inbox"), None)
-        .unwrap()
-        .into_iter()
-        .map(|e| serde_json::to_value(e).unwrap())
-        .filter(|e| e["adapter"] == "sl")
-        .collect()
+    rig.events("sl")
 }
 
 fn stored(rig: &Rig) -> Vec<String> {
-    events(rig)
-        .into_iter()
-        .map(|e| e["id"].as_str().unwrap().to_owned())
-        .collect()
+    rig.stored("sl")
 }
 
 #[test]

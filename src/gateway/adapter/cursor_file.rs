@@ -17,6 +17,8 @@ pub(crate) struct CursorFile {
     current: String,
     /// The cursor on disk.
     on_disk: String,
+    /// The cursor that acknowledges the batch being stored, kept at [`CursorFile::commit`].
+    pending: Option<String>,
 }
 
 impl CursorFile {
@@ -39,12 +41,31 @@ impl CursorFile {
             path,
             current: on_disk.clone(),
             on_disk,
+            pending: None,
         }
     }
 
     /// The cursor polls go from; empty when there is none.
     pub(crate) fn current(&self) -> &str {
         &self.current
+    }
+
+    /// `next` acknowledges the batch just polled: kept once that batch is stored.
+    pub(crate) fn stage(&mut self, next: String) {
+        self.pending = Some(next);
+    }
+
+    /// The batch is stored: keep the cursor that acknowledges it.
+    pub(crate) fn commit(&mut self) -> Result<(), String> {
+        match self.pending.take() {
+            Some(next) => self.keep(&next),
+            None => Ok(()),
+        }
+    }
+
+    /// The cursor a commit would keep (for a cluster's replica), or none.
+    pub(crate) fn next(&self) -> Option<&str> {
+        Some(self.pending.as_deref().unwrap_or(&self.current)).filter(|c| !c.is_empty())
     }
 
     /// Poll from `cursor`, which a cluster's previous active kept; written here at the next
@@ -64,7 +85,7 @@ impl CursorFile {
 
     /// Keep `next` (whole, by rename) and poll from it; nothing is written when it is
     /// already on disk.
-    pub(crate) fn keep(&mut self, next: &str) -> Result<(), String> {
+    fn keep(&mut self, next: &str) -> Result<(), String> {
         next.clone_into(&mut self.current);
         if next == self.on_disk {
             return Ok(());

@@ -60,8 +60,6 @@ pub(crate) struct Matrix {
     /// The inline `/sync` filter.
     filter: String,
     cursor: CursorFile,
-    /// The `next_batch` that acknowledges the batch being stored.
-    pending: Option<String>,
     /// Whether the last poll was answered. Until one is, polls ask the server not to wait
     /// (`timeout=0`): the adapter reports in at once, not after a quiet room's 30 s.
     answered: bool,
@@ -94,7 +92,6 @@ impl Matrix {
             poll: c.poll,
             filter: filter(c.rooms).to_string(),
             cursor: CursorFile::open(c.adapter, c.cursor_file),
-            pending: None,
             answered: false,
             catch_up: false,
             heartbeat: c.heartbeat,
@@ -174,7 +171,7 @@ impl Matrix {
         if baseline {
             tracing::info!(adapter = %self.adapter, "first sync: the rooms' history so far is not stored; messages from now on are");
         }
-        self.pending = Some(next.to_owned());
+        self.cursor.stage(next.to_owned());
         self.say_encrypted();
         Polled::Batch(events)
     }
@@ -299,14 +296,11 @@ impl Poll for Matrix {
 
     /// Every event of the last batch is stored: sync on from its `next_batch`.
     fn commit(&mut self) -> Result<(), String> {
-        match self.pending.take() {
-            Some(next) => self.cursor.keep(&next),
-            None => Ok(()),
-        }
+        self.cursor.commit()
     }
 
     fn next_cursor(&self) -> Option<&str> {
-        Some(self.pending.as_deref().unwrap_or(self.cursor.current())).filter(|c| !c.is_empty())
+        self.cursor.next()
     }
 
     fn inherit_cursor(&mut self, cursor: String) {

@@ -50,8 +50,6 @@ pub(crate) struct Weixin {
     server_timeout: Duration,
     /// The cursor polls send, kept on disk.
     cursor: CursorFile,
-    /// The cursor that acknowledges the batch being stored.
-    pending: Option<String>,
     /// Whether the adapter has reported in since it started ([`Weixin::report_in`]).
     reported_in: bool,
 }
@@ -72,7 +70,6 @@ impl Weixin {
             poll,
             server_timeout: poll.timeout,
             cursor,
-            pending: None,
             reported_in: false,
         }
     }
@@ -147,7 +144,7 @@ impl Weixin {
         }
         if let Some(buf) = v["get_updates_buf"].as_str() {
             if !buf.is_empty() && buf.len() <= MAX_CURSOR {
-                self.pending = Some(buf.to_owned());
+                self.cursor.stage(buf.to_owned());
             }
         }
         let events = items
@@ -208,14 +205,11 @@ impl Poll for Weixin {
 
     /// The batch is stored: the cursor that acknowledges it is written (whole, by rename).
     fn commit(&mut self) -> Result<(), String> {
-        match self.pending.take() {
-            Some(next) => self.cursor.keep(&next),
-            None => Ok(()),
-        }
+        self.cursor.commit()
     }
 
     fn next_cursor(&self) -> Option<&str> {
-        Some(self.pending.as_deref().unwrap_or(self.cursor.current())).filter(|c| !c.is_empty())
+        self.cursor.next()
     }
 
     fn inherit_cursor(&mut self, cursor: String) {
