@@ -143,10 +143,14 @@ impl Transport for SocketMode {
                     }
                 }
                 Woke::Shutdown => {
+                    // Each closes its socket with a close frame (a second at most) and
+                    // flushes what it stored.
                     let _ = current.stop.send(true);
-                    if let Some(n) = next.take() {
+                    if let Some(mut n) = next.take() {
                         let _ = n.stop.send(true);
+                        stored += n.run.as_mut().await.stored;
                     }
+                    stored += current.run.as_mut().await.stored;
                     break End::Shutdown;
                 }
             }
