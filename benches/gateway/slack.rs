@@ -39,23 +39,30 @@ enum Server {
     Independent(Arc<Independent>),
 }
 
-async fn slack_trial(server: Server, fault: Fault, dir: &Path) -> Detection {
+/// A mock of its own (for a mock run), and the adapter's `gateway.toml` and app-level token
+/// against the server.
+async fn adapter(server: &Server) -> (Option<Arc<MockPlatform>>, String, String) {
     let mock = match server {
         Server::Mock => Some(Arc::new(
             MockPlatform::start(MockConfig::default()).await.unwrap(),
         )),
         Server::Independent(_) => None,
     };
-    let (base, token) = match (&mock, &server) {
+    let (base, token) = match (&mock, server) {
         (Some(m), _) => (m.http_base(), SlackConfig::default().app_token),
         (None, Server::Independent(i)) => (i.base(), INDEPENDENT_APP_TOKEN.to_owned()),
-        (None, Server::Mock) => unreachable!("a mock trial has its mock"),
+        (None, Server::Mock) => unreachable!("a mock run has its mock"),
     };
-    let text = format!(
+    let toml = format!(
         "[[adapter]]\nname = \"s\"\nkind = \"slack\"\napp-token-env = \"A\"\n\
          bot-token-env = \"B\"\napi-base = \"{base}\"\nping-interval = \"{PING_S}s\"\n\
-         backoff-min = \"100ms\"\n"
+         backoff-min = \"100ms\"\nbackoff-max = \"1s\"\n"
     );
+    (mock, toml, token)
+}
+
+async fn slack_trial(server: Server, fault: Fault, dir: &Path) -> Detection {
+    let (mock, text, token) = adapter(&server).await;
     // With pongs stopped, envelopes keep coming (about 50 a second): the connection is not
     // silent, so only the pong deadline can tell.
     let chatter = (fault == Fault::NoPong).then(|| {
@@ -212,22 +219,7 @@ const FLOOD_FAULTS: [&str; 5] = ["silence", "deaf", "close", "refresh_requested"
 /// sent into a dead connection comes again (a redelivered envelope, under a new
 /// `envelope_id` on the mock). Returns (stored, lost, duplicated, redeliveries, seconds).
 async fn flood(server: Server, dir: &Path) -> (usize, usize, usize, u64, f64) {
-    let mock = match server {
-        Server::Mock => Some(Arc::new(
-            MockPlatform::start(MockConfig::default()).await.unwrap(),
-        )),
-        Server::Independent(_) => None,
-    };
-    let (base, token) = match (&mock, &server) {
-        (Some(m), _) => (m.http_base(), SlackConfig::default().app_token),
-        (None, Server::Independent(i)) => (i.base(), INDEPENDENT_APP_TOKEN.to_owned()),
-        (None, Server::Mock) => unreachable!("a mock run has its mock"),
-    };
-    let toml = format!(
-        "[[adapter]]\nname = \"s\"\nkind = \"slack\"\napp-token-env = \"A\"\n\
-         bot-token-env = \"B\"\napi-base = \"{base}\"\nping-interval = \"{PING_S}s\"\n\
-         backoff-min = \"100ms\"\nbackoff-max = \"1s\"\n"
-    );
+    let (mock, toml, token) = adapter(&server).await;
     let run = crate::detection::Running::start(&toml, Some(&token), dir);
     run.until(|v| v.state == State::Connected).await;
     let started = std::time::Instant::now();
