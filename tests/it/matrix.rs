@@ -242,10 +242,15 @@ fn a_429_waits_what_it_names_and_server_errors_back_off() {
     });
     let took = started.elapsed();
     wait_stored(&rig, &ids, Duration::from_secs(10));
-    let requests = rig.mock.matrix_stats().sync_times.len() - before;
+    let times = rig.mock.matrix_stats().sync_times;
+    let requests = times.len() - before;
     assert!(requests <= 13, "{requests} syncs in {took:?}");
-    // The backoff doubles from 200 ms to its 1 s cap: ten failures take seconds.
-    assert!(took >= Duration::from_secs(4), "{took:?}");
+    // Each 502 is followed by a jittered backoff of at least `backoff-min` (200 ms), never
+    // an at-once retry: ten failures in a row make at least nine such gaps (the jitter
+    // decides how long each is, so their sum is not asserted).
+    let gaps: Vec<Duration> = times[before..].windows(2).map(|w| w[1] - w[0]).collect();
+    let backed_off = gaps.iter().filter(|g| **g >= Duration::from_millis(190)).count();
+    assert!(backed_off >= 9, "gaps between syncs: {gaps:?}");
     sigterm(&mut gw);
 }
 
