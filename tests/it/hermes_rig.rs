@@ -256,6 +256,29 @@ impl Rig {
         all
     }
 
+    /// One line on what happened, for the first line of a failure (CI shows a failure's
+    /// first lines and its last, and cuts the logs between).
+    fn brief(&self) -> String {
+        let asked: Vec<String> = self
+            .model_calls()
+            .iter()
+            .filter(|c| c["kind"] == "chat")
+            .filter_map(|c| c["last_user"].as_str().map(str::to_owned))
+            .collect();
+        let posted: Vec<String> = self.posts().into_iter().map(|p| p.content).collect();
+        let log = self.log();
+        let warned: Vec<&str> = log
+            .lines()
+            .filter(|l| l.contains(" WARN ") || l.contains(" ERROR "))
+            .collect();
+        format!(
+            "the model was last asked {:?}; last posts {:?}; gateway warnings: {:?}",
+            &asked[asked.len().saturating_sub(4)..],
+            &posted[posted.len().saturating_sub(4)..],
+            &warned[warned.len().saturating_sub(3)..],
+        )
+    }
+
     /// Wait until a post whose text contains `text` is made, and return every such post.
     pub(crate) fn wait_post(&self, text: &str) -> Vec<Post> {
         let deadline = std::time::Instant::now() + Duration::from_secs(60);
@@ -270,7 +293,8 @@ impl Rig {
             }
             assert!(
                 std::time::Instant::now() < deadline,
-                "no post with {text:?} in 60 s\n--- gateway:\n{}\n--- hermes:\n{}\n--- model:\n{}",
+                "no post with {text:?} in 60 s; {}\n--- gateway:\n{}\n--- hermes:\n{}\n--- model:\n{}",
+                self.brief(),
                 tail(&self.log()),
                 tail(&self.hermes_log()),
                 tail(&fs::read_to_string(&self.model_log).unwrap_or_default()),

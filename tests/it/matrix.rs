@@ -249,7 +249,10 @@ fn a_429_waits_what_it_names_and_server_errors_back_off() {
     // an at-once retry: ten failures in a row make at least nine such gaps (the jitter
     // decides how long each is, so their sum is not asserted).
     let gaps: Vec<Duration> = times[before..].windows(2).map(|w| w[1] - w[0]).collect();
-    let backed_off = gaps.iter().filter(|g| **g >= Duration::from_millis(190)).count();
+    let backed_off = gaps
+        .iter()
+        .filter(|g| **g >= Duration::from_millis(190))
+        .count();
     assert!(backed_off >= 9, "gaps between syncs: {gaps:?}");
     sigterm(&mut gw);
 }
