@@ -250,17 +250,23 @@ async fn serve(
         }
     }
     let senders = outbound.take_senders();
-    let tick = Tick {
+    let mut tick = Tick {
         name: profile.name().to_string(),
         state_path: profile.state_file(),
         outbound: &outbound,
         cron: &plan.config.cron,
         frontend_health: &frontend_health,
+        written: None,
     };
 
     // In a cluster, nothing connects to a platform until this run is the active.
     let standby_stop = supervision
-        .stand_by(ownership, &components, plan.config.cluster.as_ref(), &tick)
+        .stand_by(
+            ownership,
+            &components,
+            plan.config.cluster.as_ref(),
+            &mut tick,
+        )
         .await?;
     let early_stop = match standby_stop {
         Some(signal) => Some(Stop::Signal(signal)),
@@ -286,7 +292,7 @@ async fn serve(
         Some(stop) => stop,
         None => {
             supervision
-                .run_loop(&mut components, ownership, &tick)
+                .run_loop(&mut components, ownership, &mut tick)
                 .await
         }
     };
@@ -411,11 +417,13 @@ impl Plan {
         })
     }
 
-    /// How often the state file is written and the watchdog decided: half the watchdog's
-    /// interval, at most [`MAX_TICK`].
+    /// How often the state file is considered and the watchdog decided, at most
+    /// [`MAX_TICK`]: under systemd's watchdog two fifths of `WatchdogSec`, so that no gap
+    /// between two `WATCHDOG=1` reaches the half systemd asks for, however late a tick runs
+    /// by a few milliseconds; else half the self-watchdog's.
     fn tick_every(&self) -> Duration {
         self.watchdog
-            .map_or(self.self_watchdog / 2, |w| w / 2)
+            .map_or(self.self_watchdog / 2, |w| w * 2 / 5)
             .min(MAX_TICK)
             .max(Duration::from_millis(100))
     }

@@ -236,6 +236,29 @@ impl StateFile {
         }
     }
 
+    /// Whether this snapshot says what `other` says, apart from the clock: when each was
+    /// written and the ages that grow by themselves. The gateway need not rewrite such a file
+    /// until its age asks for it (docs/health.md, "When the file is written").
+    pub(crate) fn says_the_same_as(&self, other: &StateFile) -> bool {
+        self.timeless() == other.timeless()
+    }
+
+    fn timeless(&self) -> StateFile {
+        let mut t = self.clone();
+        t.updated_at.clear();
+        for c in &mut t.components {
+            c.last_beat_age_ms = 0;
+            c.outage_ms = c.outage_ms.map(|_| 0);
+        }
+        if let Some(outbox) = &mut t.outbox {
+            outbox.oldest_queued_secs = outbox.oldest_queued_secs.map(|_| 0);
+        }
+        if let Some(cluster) = &mut t.cluster {
+            cluster.lease_age_ms = cluster.lease_age_ms.map(|_| 0);
+        }
+        t
+    }
+
     pub(crate) fn with_frontends(mut self, health: impl Iterator<Item = FrontendHealth>) -> Self {
         for h in health {
             match h {

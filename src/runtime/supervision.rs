@@ -53,17 +53,34 @@ pub(super) struct Tick<'a> {
     pub(super) outbound: &'a Outbound,
     pub(super) cron: &'a [CronSpec],
     pub(super) frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
+    /// What the file says now, and when it was written.
+    pub(super) written: Option<(StateFile, Instant)>,
 }
 
 impl Tick<'_> {
-    fn write(&self, snapshot: &Snapshot, stale_after: Duration, cluster: Option<ClusterHealth>) {
+    /// Rewrite the state file when what it says changed, and otherwise once it is half
+    /// `stale_after` old: a reader never finds a live gateway's file stale, and an idle
+    /// gateway writes its disk every other tick instead of every tick.
+    fn write(
+        &mut self,
+        snapshot: &Snapshot,
+        stale_after: Duration,
+        cluster: Option<ClusterHealth>,
+    ) {
         let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
             .with_outbox(self.outbound.stats())
             .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
             .with_frontends(self.frontend_health.iter().map(|health| health()))
             .with_cluster(cluster);
-        if let Err(e) = state.write(&self.state_path) {
-            tracing::warn!(error = %e, "failed to write the state file");
+        let now = Instant::now();
+        if let Some((last, at)) = &self.written {
+            if state.says_the_same_as(last) && now.duration_since(*at) < stale_after / 2 {
+                return;
+            }
+        }
+        match state.write(&self.state_path) {
+            Ok(()) => self.written = Some((state, now)),
+            Err(e) => tracing::warn!(error = %e, "failed to write the state file"),
         }
     }
 }
@@ -153,7 +170,7 @@ impl Supervision {
         ownership: &mut dyn Ownership,
         components: &Components,
         spec: Option<&ClusterSpec>,
-        tick: &Tick<'_>,
+        tick: &mut Tick<'_>,
     ) -> Result<Option<&'static str>, GatewayError> {
         let Some(spec) = spec else {
             return Ok(None);
@@ -201,7 +218,7 @@ impl Supervision {
         &mut self,
         components: &mut Components,
         ownership: &mut dyn Ownership,
-        tick: &Tick<'_>,
+        tick: &mut Tick<'_>,
     ) -> Stop {
         let stale_after = self.tick_every * 3 + Duration::from_secs(1);
         let mut ticks = tokio::time::interval(self.tick_every);
@@ -253,7 +270,7 @@ impl Supervision {
         &self,
         components: &Components,
         dog: &mut Watchdog,
-        tick: &Tick<'_>,
+        tick: &mut Tick<'_>,
         stale_after: Duration,
         cluster: Option<ClusterHealth>,
     ) -> Option<Stop> {

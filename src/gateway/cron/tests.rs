@@ -7,7 +7,7 @@ use tokio::sync::watch;
 
 use super::job::{run_job_inner, Outcome};
 use super::schedule::{Poll, Schedule, MISSED_COUNT_CAP};
-use super::ticker::{Ticker, TICK};
+use super::ticker::{Ticker, BEAT};
 use super::CronSpec;
 use super::*;
 use crate::config::CronSchedule;
@@ -85,7 +85,12 @@ fn weekday_and_month_patterns_resolve_in_utc() {
 fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
     let start = t(2024, 1, 1, 0, 0, 0);
     let mut ticker = Ticker::new(
-        vec![spec("every2", "*/2 * * * * *", &["true"], TICK)],
+        vec![spec(
+            "every2",
+            "*/2 * * * * *",
+            &["true"],
+            Duration::from_secs(1),
+        )],
         start,
     );
     let mut runs = 0;
@@ -96,6 +101,36 @@ fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
         }
     }
     assert_eq!(runs, 10);
+}
+
+#[test]
+fn the_ticker_sleeps_until_the_next_job_and_never_past_a_beat() {
+    let start = t(2024, 1, 1, 0, 0, 0);
+    let hourly = Ticker::new(
+        vec![spec(
+            "hourly",
+            "0 * * * *",
+            &["true"],
+            Duration::from_secs(1),
+        )],
+        start,
+    );
+    assert_eq!(hourly.sleep_for(&start), BEAT, "nothing due soon: one beat");
+    let soon = Ticker::new(
+        vec![
+            spec("hourly", "0 * * * *", &["true"], Duration::from_secs(1)),
+            spec("every2", "*/2 * * * * *", &["true"], Duration::from_secs(1)),
+        ],
+        start,
+    );
+    let d = soon.sleep_for(&start);
+    assert!(
+        d > Duration::from_secs(2) && d < Duration::from_millis(2100),
+        "{d:?}"
+    );
+    assert_eq!(Ticker::<Utc>::new(vec![], start).sleep_for(&start), BEAT);
+    // Already past due (the clock stepped): at once.
+    assert!(soon.sleep_for(&plus(start, 3)) < Duration::from_millis(10));
 }
 
 #[test]
@@ -153,8 +188,8 @@ fn a_job_still_running_is_skipped_not_queued() {
     let start = t(2024, 1, 1, 0, 0, 0);
     let mut ticker = Ticker::new(
         vec![
-            spec("slow", "* * * * * *", &["true"], TICK),
-            spec("fast", "* * * * * *", &["true"], TICK),
+            spec("slow", "* * * * * *", &["true"], Duration::from_secs(1)),
+            spec("fast", "* * * * * *", &["true"], Duration::from_secs(1)),
         ],
         start,
     );
@@ -177,7 +212,15 @@ fn a_job_still_running_is_skipped_not_queued() {
 fn bad_schedules_are_disabled_not_fatal() {
     assert!(CronSchedule::parse("not a schedule").is_err());
     let start = t(2024, 1, 1, 0, 0, 0);
-    let mut ticker = Ticker::new(vec![spec("never", "0 0 30 2 *", &["true"], TICK)], start);
+    let mut ticker = Ticker::new(
+        vec![spec(
+            "never",
+            "0 0 30 2 *",
+            &["true"],
+            Duration::from_secs(1),
+        )],
+        start,
+    );
     assert_eq!(ticker.jobs.len(), 1);
     assert!(ticker.jobs[0].schedule.next_due().is_none());
     assert!(ticker.due(plus(start, 400 * 86_400)).is_empty());
@@ -195,7 +238,7 @@ async fn the_heartbeat_stays_fresh_across_ticks() {
         let s = registry.snapshot();
         assert!(s.all_fresh(), "{}", s.summary());
         assert_eq!(s.components[0].state, State::Idle);
-        assert!(s.components[0].last_beat_age <= TICK);
+        assert!(s.components[0].last_beat_age <= BEAT);
     }
     assert_eq!(
         registry.snapshot().summary(),
@@ -222,9 +265,10 @@ async fn a_wedged_ticker_goes_stale() {
     let (_stop, shutdown) = watch::channel(false);
     let task = tokio::spawn(run(vec![], hb, context(&dir, NAME), shutdown));
 
-    tokio::time::sleep(DEADLINE - TICK).await;
+    // Wedged at its first wake: fresh until the deadline, stale after it.
+    tokio::time::sleep(DEADLINE - Duration::from_secs(1)).await;
     assert!(registry.snapshot().all_fresh());
-    tokio::time::sleep(2 * TICK).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
     let s = registry.snapshot();
     assert!(!s.all_fresh());
     assert_eq!(
@@ -328,7 +372,12 @@ async fn a_missing_program_is_an_error_not_a_crash() {
     let registry = Registry::new();
     let hb = registry.register("cron-missing-test", ComponentKind::Cron, DEADLINE);
     let ctx = context(&dir, "cron-missing-test");
-    let job = spec("ghost", "* * * * *", &["/nonexistent/hermes-job"], TICK);
+    let job = spec(
+        "ghost",
+        "* * * * *",
+        &["/nonexistent/hermes-job"],
+        Duration::from_secs(1),
+    );
     let (_stop, shutdown) = watch::channel(false);
     let outcome = run_job_inner(&job, &ctx, &hb, shutdown).await.outcome;
     assert!(matches!(outcome, Outcome::Failed), "{outcome:?}");

@@ -1,5 +1,6 @@
-//! The ticker: one task that wakes every [`TICK`], beats the cron heartbeat and starts the
-//! jobs that are due, each on a task of its own, so a long job never delays a beat.
+//! The ticker: one task that wakes when the next job is due, and at least every [`BEAT`] to
+//! beat the cron heartbeat, and starts the jobs that are due, each on a task of its own, so a
+//! long job never delays a beat.
 
 use std::cmp::Ordering;
 use std::collections::HashMap;
@@ -10,7 +11,6 @@ use std::time::Duration;
 use croner::CronDateTime;
 use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
-use tokio::time::MissedTickBehavior;
 use tracing::{error, info, warn, Instrument};
 
 use super::job::{run_job, CronContext};
@@ -19,10 +19,13 @@ use super::CronSpec;
 use crate::gateway::health::{Heartbeat, State};
 use crate::test_hook;
 
-/// How often the ticker wakes, beats and checks for due jobs.
-pub(crate) const TICK: Duration = Duration::from_secs(1);
-/// The deadline the runtime registers the cron component with (a few ticks of slack).
+/// The longest the ticker sleeps: it beats at least this often, and a wall clock that stepped
+/// while it slept is read again within it.
+pub(crate) const BEAT: Duration = Duration::from_millis(2500);
+/// The deadline the runtime registers the cron component with (two beats).
 pub(crate) const DEADLINE: Duration = Duration::from_secs(5);
+/// Past a due time, so that a timer that fires on the millisecond finds the job due.
+const PAST_DUE: Duration = Duration::from_millis(5);
 
 pub(super) struct Job<T> {
     spec: Arc<CronSpec>,
@@ -97,6 +100,23 @@ impl<T: CronDateTime + fmt::Display> Ticker<T> {
         }
     }
 
+    /// How long the ticker may sleep after `now`: until the next job is due, and never past a
+    /// [`BEAT`], so a ticker with nothing due wakes a few times a minute, not every second.
+    pub(super) fn sleep_for(&self, now: &T) -> Duration
+    where
+        T: std::ops::Sub<T, Output = chrono::TimeDelta>,
+    {
+        self.jobs
+            .iter()
+            .filter_map(|j| j.schedule.next_due())
+            .map(|due| {
+                (due.clone() - now.clone())
+                    .to_std()
+                    .map_or(Duration::ZERO, |d| d + PAST_DUE)
+            })
+            .fold(BEAT, Duration::min)
+    }
+
     pub(super) fn any_running(&self) -> bool {
         self.jobs.iter().any(|j| j.running)
     }
@@ -120,8 +140,7 @@ pub(crate) async fn run(
     let mut ticker = Ticker::new(jobs, wall_now());
     info!(jobs = ticker.jobs.len(), "cron ticker started");
 
-    let mut interval = tokio::time::interval(TICK);
-    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    let mut wake = tokio::time::Instant::now();
     let mut tasks: JoinSet<()> = JoinSet::new();
     let mut task_jobs: HashMap<Id, usize> = HashMap::new();
 
@@ -153,13 +172,15 @@ pub(crate) async fn run(
                 }
                 continue;
             }
-            _ = interval.tick() => {}
+            () = tokio::time::sleep_until(wake) => {}
         }
 
         test_hook::hang_if_wedged(&ctx.name).await;
         heartbeat.beat();
 
-        let due = ticker.due(wall_now());
+        let now = wall_now();
+        let due = ticker.due(now);
+        wake = tokio::time::Instant::now() + ticker.sleep_for(&now);
         if due.is_empty() {
             continue;
         }
