@@ -78,6 +78,16 @@ fn newest_file(dir: &Path) -> Option<(std::time::SystemTime, PathBuf)> {
 }
 
 pub(crate) fn spawn_gateway(home: &Path, profile: &str, notify: Option<&Path>) -> Gateway {
+    spawn_gateway_with(home, profile, notify, &[])
+}
+
+/// [`spawn_gateway`] with more environment: `WATCHDOG_USEC`, say, as systemd would set it.
+pub(crate) fn spawn_gateway_with(
+    home: &Path,
+    profile: &str,
+    notify: Option<&Path>,
+    env: &[(&str, &str)],
+) -> Gateway {
     let mut cmd = Command::new(gateway_bin());
     cmd.args(["gateway", "run", "--profile", profile])
         .env("HERMES_HOME", home)
@@ -93,5 +103,6 @@ pub(crate) fn spawn_gateway(home: &Path, profile: &str, notify: Option<&Path>) -
         Some(path) => cmd.env("NOTIFY_SOCKET", path),
         None => cmd.env_remove("NOTIFY_SOCKET"),
     };
+    cmd.envs(env.iter().copied());
     Gateway(cmd.spawn().unwrap())
 }

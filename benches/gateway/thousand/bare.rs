@@ -17,9 +17,11 @@ use tokio_tungstenite::tungstenite::Message;
 use crate::independent::Independent;
 use crate::proc::{proc_status, schedstat};
 
-/// Set to `URL N` to make this process the bare client instead of the bench.
+/// Set to `URL N` (or `URL N INTERVAL_MS`) to make this process the bare client instead of
+/// the bench.
 const ASKED: &str = "HSV_BENCH_BARE_CLIENT";
 
+/// The heartbeat interval unless the ask names one.
 const INTERVAL: Duration = Duration::from_secs(5);
 
 /// If this process was started as the bare client, be it and never return.
@@ -27,8 +29,14 @@ pub(crate) fn run_if_asked() {
     let Ok(ask) = std::env::var(ASKED) else {
         return;
     };
-    let (url, n) = ask.split_once(' ').expect("HSV_BENCH_BARE_CLIENT=URL N");
+    let mut words = ask.split(' ');
+    let (Some(url), Some(n)) = (words.next(), words.next()) else {
+        panic!("HSV_BENCH_BARE_CLIENT=URL N [INTERVAL_MS]");
+    };
     let n: usize = n.parse().expect("a connection count");
+    let interval = words.next().map_or(INTERVAL, |ms| {
+        Duration::from_millis(ms.parse().expect("an interval in ms"))
+    });
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -39,7 +47,8 @@ pub(crate) fn run_if_asked() {
             tokio::spawn(connection(
                 url.to_owned(),
                 origin,
-                INTERVAL.mul_f64(i as f64 / n as f64),
+                interval,
+                interval.mul_f64(i as f64 / n as f64),
             ));
             if i % 8 == 7 {
                 tokio::task::yield_now().await;
@@ -51,8 +60,12 @@ pub(crate) fn run_if_asked() {
 }
 
 /// Round up onto the shared grid, as the gateway's `session::coalesce` does.
-fn on_grid(origin: tokio::time::Instant, at: tokio::time::Instant) -> tokio::time::Instant {
-    let grid = (INTERVAL / 50).as_nanos();
+fn on_grid(
+    origin: tokio::time::Instant,
+    interval: Duration,
+    at: tokio::time::Instant,
+) -> tokio::time::Instant {
+    let grid = (interval / 50).as_nanos();
     let slots = at
         .saturating_duration_since(origin)
         .as_nanos()
@@ -60,7 +73,12 @@ fn on_grid(origin: tokio::time::Instant, at: tokio::time::Instant) -> tokio::tim
     origin + Duration::from_nanos((slots * grid) as u64)
 }
 
-async fn connection(url: String, origin: tokio::time::Instant, phase: Duration) {
+async fn connection(
+    url: String,
+    origin: tokio::time::Instant,
+    interval: Duration,
+    phase: Duration,
+) {
     // The gateway's buffers, so that both pay the same per read and write.
     let config = WebSocketConfig::default()
         .read_buffer_size(4 << 10)
@@ -69,15 +87,15 @@ async fn connection(url: String, origin: tokio::time::Instant, phase: Duration) 
         .await
         .expect("the bare client connects");
     let mut next = tokio::time::Instant::now() + phase;
-    let timer = sleep_until(on_grid(origin, next));
+    let timer = sleep_until(on_grid(origin, interval, next));
     tokio::pin!(timer);
     loop {
         tokio::select! {
             biased;
             _ = &mut timer => {
                 ws.send(Message::text(r#"{"op":1,"d":null}"#)).await.expect("a heartbeat goes out");
-                next += INTERVAL;
-                timer.as_mut().reset(on_grid(origin, next));
+                next += interval;
+                timer.as_mut().reset(on_grid(origin, interval, next));
             }
             frame = ws.next() => match frame {
                 Some(Ok(_)) => {}
@@ -85,6 +103,16 @@ async fn connection(url: String, origin: tokio::time::Instant, phase: Duration) 
             },
         }
     }
+}
+
+/// Start the bare client (this bench binary again) with `n` connections to `url`,
+/// heartbeating every `interval`.
+pub(crate) fn spawn(url: &str, n: usize, interval: Duration) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().unwrap())
+        .env(ASKED, format!("{url} {n} {}", interval.as_millis()))
+        .stdin(std::process::Stdio::null())
+        .spawn()
+        .expect("start the bare client")
 }
 
 /// What the bare client cost over the window.
@@ -101,11 +129,7 @@ pub(super) struct Floor {
 /// from two heartbeat intervals after every connection is up.
 pub(super) async fn measure(server: Independent, n: usize, window: Duration) -> Floor {
     let url = format!("ws://127.0.0.1:{}/websocket", server.port);
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .env(ASKED, format!("{url} {n}"))
-        .stdin(std::process::Stdio::null())
-        .spawn()
-        .expect("start the bare client");
+    let mut child = spawn(&url, n, INTERVAL);
     let pid = child.id();
     let up = Instant::now() + Duration::from_secs(60);
     while server.stats().await["connections"].as_u64().unwrap_or(0) < n as u64 {
