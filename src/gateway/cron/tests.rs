@@ -24,6 +24,9 @@ fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> Cron
     }
 }
 
+/// A job timeout for tests whose jobs end at once.
+const TIMEOUT: Duration = Duration::from_secs(1);
+
 /// Tests evaluate schedules in UTC, so results do not depend on the machine's zone.
 type Utc = chrono::DateTime<chrono::Utc>;
 
@@ -85,12 +88,7 @@ fn weekday_and_month_patterns_resolve_in_utc() {
 fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
     let start = t(2024, 1, 1, 0, 0, 0);
     let mut ticker = Ticker::new(
-        vec![spec(
-            "every2",
-            "*/2 * * * * *",
-            &["true"],
-            Duration::from_secs(1),
-        )],
+        vec![spec("every2", "*/2 * * * * *", &["true"], TIMEOUT)],
         start,
     );
     let mut runs = 0;
@@ -106,20 +104,12 @@ fn a_seconds_schedule_runs_n_times_over_2n_seconds() {
 #[test]
 fn the_ticker_sleeps_until_the_next_job_and_never_past_a_beat() {
     let start = t(2024, 1, 1, 0, 0, 0);
-    let hourly = Ticker::new(
-        vec![spec(
-            "hourly",
-            "0 * * * *",
-            &["true"],
-            Duration::from_secs(1),
-        )],
-        start,
-    );
+    let hourly = Ticker::new(vec![spec("hourly", "0 * * * *", &["true"], TIMEOUT)], start);
     assert_eq!(hourly.sleep_for(&start), BEAT, "nothing due soon: one beat");
     let soon = Ticker::new(
         vec![
-            spec("hourly", "0 * * * *", &["true"], Duration::from_secs(1)),
-            spec("every2", "*/2 * * * * *", &["true"], Duration::from_secs(1)),
+            spec("hourly", "0 * * * *", &["true"], TIMEOUT),
+            spec("every2", "*/2 * * * * *", &["true"], TIMEOUT),
         ],
         start,
     );
@@ -188,8 +178,8 @@ fn a_job_still_running_is_skipped_not_queued() {
     let start = t(2024, 1, 1, 0, 0, 0);
     let mut ticker = Ticker::new(
         vec![
-            spec("slow", "* * * * * *", &["true"], Duration::from_secs(1)),
-            spec("fast", "* * * * * *", &["true"], Duration::from_secs(1)),
+            spec("slow", "* * * * * *", &["true"], TIMEOUT),
+            spec("fast", "* * * * * *", &["true"], TIMEOUT),
         ],
         start,
     );
@@ -212,15 +202,7 @@ fn a_job_still_running_is_skipped_not_queued() {
 fn bad_schedules_are_disabled_not_fatal() {
     assert!(CronSchedule::parse("not a schedule").is_err());
     let start = t(2024, 1, 1, 0, 0, 0);
-    let mut ticker = Ticker::new(
-        vec![spec(
-            "never",
-            "0 0 30 2 *",
-            &["true"],
-            Duration::from_secs(1),
-        )],
-        start,
-    );
+    let mut ticker = Ticker::new(vec![spec("never", "0 0 30 2 *", &["true"], TIMEOUT)], start);
     assert_eq!(ticker.jobs.len(), 1);
     assert!(ticker.jobs[0].schedule.next_due().is_none());
     assert!(ticker.due(plus(start, 400 * 86_400)).is_empty());
@@ -372,12 +354,7 @@ async fn a_missing_program_is_an_error_not_a_crash() {
     let registry = Registry::new();
     let hb = registry.register("cron-missing-test", ComponentKind::Cron, DEADLINE);
     let ctx = context(&dir, "cron-missing-test");
-    let job = spec(
-        "ghost",
-        "* * * * *",
-        &["/nonexistent/hermes-job"],
-        Duration::from_secs(1),
-    );
+    let job = spec("ghost", "* * * * *", &["/nonexistent/hermes-job"], TIMEOUT);
     let (_stop, shutdown) = watch::channel(false);
     let outcome = run_job_inner(&job, &ctx, &hb, shutdown).await.outcome;
     assert!(matches!(outcome, Outcome::Failed), "{outcome:?}");
