@@ -1,6 +1,6 @@
 //! doctor against 100 and 1,000 sibling units on a real, private systemd user manager, with
 //! the manager holding the units loaded and not: wall time next to `systemctl --user show`
-//! looped over the same units, and the number of D-Bus messages doctor sends.
+//! looped over the same units, and the calls doctor makes to the manager.
 //! `cargo bench --bench doctor` prints Markdown (`-- 100` runs only the 100-unit rows).
 //!
 //! The units are what `hermes-svc render` prints, written straight into the unit directory
@@ -8,6 +8,8 @@
 //! Not loaded: the files alone, which is what a disabled profile looks like. Loaded: the same
 //! files enabled (linked into `default.target.wants/`), which the manager loads at reload.
 
+#[path = "support/bus_calls.rs"]
+mod bus_calls;
 #[path = "../tests/it/harness.rs"]
 mod harness;
 
@@ -29,7 +31,7 @@ fn ms(d: Duration) -> String {
 fn main() {
     let only_small = std::env::args().any(|a| a == "100");
     let m = Manager::boot();
-    println!("| units | loaded | `hermes-svc doctor --json` median | p90 | `systemctl --user show` loop median | p90 | speed-up | D-Bus messages |");
+    println!("| units | loaded | `hermes-svc doctor --json` median | p90 | `systemctl --user show` loop median | p90 | speed-up | calls to the manager |");
     println!("|---|---|---|---|---|---|---|---|");
     let mut written = 0;
     for n in [100usize, 1000] {
@@ -80,7 +82,7 @@ fn write_units(m: &Manager, from: usize, to: usize) -> Vec<String> {
 }
 
 /// One row of the table: doctor's wall time next to the `systemctl show` loop's, in the same
-/// run, and the messages doctor writes to the bus.
+/// run, and the calls doctor makes to the manager.
 fn measure(m: &Manager, units: &[String], label: &str) {
     // doctor's exit code is 0 or 1 depending on findings; either way it must have run.
     let doctor = || {
@@ -113,33 +115,7 @@ fn measure(m: &Manager, units: &[String], label: &str) {
             || m.loaded_units("hermes-gateway-*").is_empty().then_some(()),
         );
     }
-    // Each sendmsg is one D-Bus message (method calls, plus the Hello and the auth handshake).
-    let strace = m
-        .command("strace")
-        .args([
-            "-f",
-            "-qq",
-            "-e",
-            "trace=sendmsg",
-            "-o",
-            "/dev/stdout",
-            BIN,
-            "doctor",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .output();
-    let messages = strace
-        .ok()
-        .filter(|o| o.status.code().is_some_and(|c| c <= 1))
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| l.contains("sendmsg("))
-                .count()
-                .to_string()
-        })
-        .unwrap_or_else(|| "strace not available".into());
+    let messages = bus_calls::to_the_manager(m, doctor);
     let ((dm, dp), (lm, lp)) = (median(d), median(l));
     println!(
         "| {} | {label} | {} | {} | {} | {} | {:.1}x | {messages} |",

@@ -4,8 +4,11 @@
 //! the wall time of `install` (warm binary) and of `status --json` over 20 installed profiles,
 //! next to a loop of `systemctl --user show` over the same units, all in one run; and
 //! `status --json` next to one `busctl` call of `ListUnitsByPatterns`, for 20 profiles not
-//! loaded, loaded but not started, and running.
+//! loaded, loaded but not started, and running, with the method calls one `status` makes to
+//! the manager.
 
+#[path = "support/bus_calls.rs"]
+mod bus_calls;
 #[path = "../tests/it/harness.rs"]
 mod harness;
 
@@ -43,7 +46,7 @@ fn ms(d: Duration) -> String {
 
 /// `status --json` over `PROFILES` units, interleaved with a single `busctl` process asking
 /// the manager for the same units with `ListUnitsByPatterns`: the least any status can cost.
-fn status_next_to_busctl(m: &Manager) -> (Stats, Stats) {
+fn status_next_to_busctl(m: &Manager) -> (Stats, Stats, usize) {
     let (mut status, mut busctl) = (vec![], vec![]);
     for _ in 0..REPS {
         status.push(time(|| {
@@ -71,12 +74,15 @@ fn status_next_to_busctl(m: &Manager) -> (Stats, Stats) {
             assert!(out.status.success(), "{out:?}");
         }));
     }
-    (stats(status), stats(busctl))
+    let calls = bus_calls::to_the_manager(m, || {
+        m.hermes_ok(&["status", "--json"]);
+    });
+    (stats(status), stats(busctl), calls)
 }
 
-fn ratio_row(label: &str, (s, b): &(Stats, Stats)) {
+fn ratio_row(label: &str, (s, b, calls): &(Stats, Stats, usize)) {
     println!(
-        "| {label} | {} | {} | {} | {} | {:.2}x |",
+        "| {label} | {} | {} | {} | {} | {:.2}x | {calls} |",
         ms(s.median),
         ms(s.p90),
         ms(b.median),
@@ -185,8 +191,8 @@ fn main() {
         l.median.as_secs_f64() / s.median.as_secs_f64()
     );
     let running = status_next_to_busctl(&m);
-    println!("\n| {PROFILES} profiles, {REPS} interleaved runs | `status --json` median | p90 | one `busctl --user call ... ListUnitsByPatterns` median | p90 | status / busctl |");
-    println!("|---|---|---|---|---|---|");
+    println!("\n| {PROFILES} profiles, {REPS} interleaved runs | `status --json` median | p90 | one `busctl --user call ... ListUnitsByPatterns` median | p90 | status / busctl | calls to the manager |");
+    println!("|---|---|---|---|---|---|---|");
     ratio_row("not loaded (unit files only)", &not_loaded);
     ratio_row("loaded, not started", &loaded_idle);
     ratio_row("running", &running);

@@ -21,7 +21,7 @@ use crate::status::health::{HealthSection, Writer};
 use crate::systemd::linger::Linger;
 use crate::systemd::scope::Scope;
 use crate::systemd::unit_file;
-use crate::systemd::{Systemd, SystemdError, UnitProperties};
+use crate::systemd::{Fact, Systemd, SystemdError, UnitProperties};
 
 /// One profile's unit as the manager and the disk see it. This is the `--json` schema
 /// (docs/status.md); fields are only ever added.
@@ -200,6 +200,17 @@ fn unit_status(profile: ProfileName, unit: String, scope: Scope, p: UnitProperti
     }
 }
 
+/// What status shows of a unit that only the manager knows: not when it last started (doctor's
+/// HSV017) nor the watchdog it runs with (HSV005), which would cost a message per unit each.
+const SHOWN: [Fact; 6] = [
+    Fact::NeedDaemonReload,
+    Fact::InvocationId,
+    Fact::MainPid,
+    Fact::NRestarts,
+    Fact::Result,
+    Fact::StatusText,
+];
+
 /// Collect the status of every `hermes-gateway-*.service` (or just `only`'s).
 pub(crate) async fn gather(
     systemd: &Systemd,
@@ -211,7 +222,7 @@ pub(crate) async fn gather(
         None => format!("{UNIT_PREFIX}*{UNIT_SUFFIX}"),
     };
     let mut units: Vec<(ProfileName, String, UnitProperties)> = vec![];
-    for (unit, props) in systemd.describe(&[pattern.as_str()]).await? {
+    for (unit, props) in systemd.describe(&[pattern.as_str()], &SHOWN).await? {
         let Some(profile) = profile_of_unit(&unit).filter(|p| only.is_none_or(|o| o == p)) else {
             continue;
         };

@@ -19,4 +19,4 @@ mod unit_syntax;
 pub use bus::unit_object_path;
 pub(crate) use bus::{Systemd, SystemdError};
 pub(crate) use job::{Job, JobWatch};
-pub(crate) use properties::UnitProperties;
+pub(crate) use properties::{Fact, UnitProperties};

@@ -16,7 +16,7 @@ use crate::service::served_profile::{served_profile, unit_hermes_home, ServedPro
 use crate::systemd::linger::Linger;
 use crate::systemd::observed::GATEWAY_UNIT_PATTERNS;
 use crate::systemd::scope::Scope;
-use crate::systemd::{Systemd, SystemdError, UnitProperties};
+use crate::systemd::{Fact, Systemd, SystemdError, UnitProperties};
 
 /// A gateway unit as one manager reports it.
 #[derive(Clone, Debug, Default)]
@@ -175,7 +175,7 @@ async fn units_of(
     default_home: Option<&Path>,
 ) -> Result<(Vec<UnitSnap>, Vec<BusProblem>), SystemdError> {
     let systemd = Systemd::connect(scope).await?;
-    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS).await?;
+    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS, &Fact::ALL).await?;
     let (mut out, mut unreadable) = (vec![], vec![]);
     let mut seen = BTreeSet::new();
     for (name, props) in described {

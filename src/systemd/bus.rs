@@ -1,10 +1,9 @@
 //! The systemd manager, spoken to over D-Bus: unit lifecycle, unit files and properties.
 //!
-//! One bus connection serves a whole command. Property reads for many units are issued
-//! concurrently on it, so `status` over twenty profiles costs one connection and one round-trip
+//! One bus connection serves a whole command. Property reads for many units are sent together
+//! on it (`describe`), so `status` over twenty profiles costs one connection and one round-trip
 //! time rather than twenty `systemctl` processes.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures_util::StreamExt;
@@ -12,14 +11,13 @@ use zbus::{Connection, OwnedObjectPath, OwnedVariant};
 use zbus_systemd::systemd1::ManagerProxy;
 
 use crate::systemd::job::{Job, JobEnd, JobWatch, JOB_TIMEOUT, WATCH_EVERY};
-use crate::systemd::properties::{Listed, UnitProperties};
+use crate::systemd::properties::{UnitProperties, SERVICE_IFACE, UNIT_IFACE};
 use crate::systemd::scope::Scope;
-use crate::systemd::unit_on_disk::{self, SearchPath};
+
+mod describe;
 
 const SYSTEMD: &str = "org.freedesktop.systemd1";
 const PROPERTIES: &str = "org.freedesktop.DBus.Properties";
-const UNIT_IFACE: &str = "org.freedesktop.systemd1.Unit";
-const SERVICE_IFACE: &str = "org.freedesktop.systemd1.Service";
 
 /// Why talking to systemd failed, phrased for the person who has to act on it.
 #[derive(Debug, thiserror::Error)]
@@ -329,111 +327,6 @@ impl Systemd {
                 seen: self.job_end(unit).await,
             }),
         }
-    }
-
-    /// Units currently loaded in the manager whose names match any of `patterns`.
-    async fn list_units(&self, patterns: &[&str]) -> Result<Vec<Listed>, SystemdError> {
-        let patterns = patterns.iter().map(|p| p.to_string()).collect();
-        let units = self
-            .manager
-            .list_units_by_patterns(vec![], patterns)
-            .await
-            .map_err(|e| self.call_error("list units", "", e))?;
-        Ok(units
-            .into_iter()
-            .map(|u| Listed {
-                name: u.0,
-                load_state: u.2,
-                active_state: u.3,
-                sub_state: u.4,
-            })
-            .collect())
-    }
-
-    /// The manager's unit search path, each directory listed once.
-    ///
-    /// Read over the bus and listed here, rather than asked with `ListUnitFilesByPatterns`,
-    /// which works out each file's enablement by reading every `.wants/` directory and with
-    /// 100 enabled units blocks the (single-threaded) manager for about 50 ms.
-    async fn search_path(&self) -> Result<SearchPath, SystemdError> {
-        let dirs = self
-            .manager
-            .unit_path()
-            .await
-            .map_err(|e| self.call_error("read the unit search path", "", e))?;
-        Ok(SearchPath::read(dirs))
-    }
-
-    /// Every unit matching `patterns` that the manager has loaded or that has a file on its
-    /// search path, each with its properties or why they could not be read.
-    ///
-    /// A unit the manager has not loaded is read from its files (`unit_on_disk`): asking the
-    /// manager would make it load the unit, which costs milliseconds a unit, only to drop it
-    /// again. A loaded unit that is inactive is read from its files too, when the manager says
-    /// they have not changed since it loaded them, plus the four facts only the manager has
-    /// (four small `Get`s: a `GetAll` costs as much as ten of them). Where the files say
-    /// something that reader cannot reproduce, and for a unit that runs or failed, the manager
-    /// is asked for all of it.
-    pub(crate) async fn describe(
-        &self,
-        patterns: &[&str],
-    ) -> Result<Vec<(String, Result<UnitProperties, SystemdError>)>, SystemdError> {
-        let (loaded, search) = tokio::join!(self.list_units(patterns), self.search_path());
-        let (loaded, search) = (loaded?, search?);
-        let mut names: BTreeMap<String, Option<Listed>> = search
-            .unit_names(patterns)
-            .into_iter()
-            .map(|n| (n, None))
-            .collect();
-        names.extend(loaded.into_iter().map(|l| (l.name.clone(), Some(l))));
-        crate::test_hook::pause("units-listed");
-        let manager = unit_on_disk::manager_specifiers(self.scope);
-        let files = !crate::test_hook::switched("ask-manager");
-        let read = names.into_iter().map(|(name, listed)| {
-            let idle = files && listed.as_ref().is_none_or(Listed::idle);
-            let on_disk = idle.then(|| unit_on_disk::read(&search, &manager, &name).ok());
-            async move {
-                let props = match (listed, on_disk.flatten()) {
-                    (None, Some(p)) => Ok(p),
-                    // It loads now, inactive: one message.
-                    (None, None) => self.properties_as(&name, false).await,
-                    (Some(l), Some(p)) => self.with_runtime(&name, l, p).await,
-                    (Some(l), None) => self.properties_as(&name, l.may_run()).await,
-                };
-                (name, props)
-            }
-        });
-        Ok(futures_util::future::join_all(read).await)
-    }
-
-    /// `files`, what a loaded, inactive unit's files say, completed with what only the
-    /// manager knows of it; or the manager's whole view, when its files changed since it
-    /// loaded them (the manager holds the older ones until a reload).
-    async fn with_runtime(
-        &self,
-        unit: &str,
-        listed: Listed,
-        mut files: UnitProperties,
-    ) -> Result<UnitProperties, SystemdError> {
-        let path = unit_object_path(unit);
-        let get = |iface, name| self.property(&path, iface, name);
-        let (reload, invocation, restarts, status) = tokio::join!(
-            get(UNIT_IFACE, "NeedDaemonReload"),
-            get(UNIT_IFACE, "InvocationID"),
-            get(SERVICE_IFACE, "NRestarts"),
-            get(SERVICE_IFACE, "StatusText"),
-        );
-        let reload: Option<bool> = reload.and_then(|v| v.try_into().ok());
-        if reload != Some(false) {
-            return self.properties_as(unit, false).await;
-        }
-        files.need_daemon_reload = reload;
-        files.load_state = Some(listed.load_state);
-        files.sub_state = Some(listed.sub_state);
-        files.invocation_id = invocation.and_then(|v| v.try_into().ok());
-        files.n_restarts = restarts.and_then(|v| v.try_into().ok());
-        files.status_text = status.and_then(|v| v.try_into().ok());
-        Ok(files)
     }
 
     /// The unit's properties, read as for a running unit (see [`Systemd::properties_as`]).

@@ -143,7 +143,8 @@ async fn foreign_units(
     profile: &Profile,
     ours: &str,
 ) -> Result<Vec<ForeignUnit>, ObserveError> {
-    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS).await?;
+    // Whether a unit runs, its files and its enablement are all it is judged by: no fact.
+    let described = systemd.describe(&GATEWAY_UNIT_PATTERNS, &[]).await?;
     let sticky = sticky_profile(profile.hermes_home());
     let default_home =
         crate::profile::default_hermes_home().unwrap_or_else(|_| profile.hermes_home().to_owned());
