@@ -26,6 +26,7 @@ pub(crate) mod connect;
 pub(crate) mod cursor_file;
 pub(crate) mod dialect;
 pub(crate) mod frame_loop;
+pub(crate) mod grid;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;
@@ -175,6 +176,7 @@ impl<C: Connector> Transport for WebSocket<C> {
             spool: &link.deps.spool,
             proxies: &link.deps.shared.proxies,
             fence: &link.deps.shared.fence,
+            grid: &link.deps.shared.grid,
             identify: &self.identify,
             outlet: self.outlet.as_deref(),
         };

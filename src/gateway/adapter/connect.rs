@@ -54,6 +54,10 @@ pub(crate) enum ConnectError {
     Tls(String),
 }
 
+/// How much a WebSocket read asks for at most: a heartbeat's answer is tens of bytes, an event
+/// a few KiB, and a connection's buffer starts at this size.
+const READ_CHUNK: usize = 1 << 10;
+
 /// One TLS configuration for every WebSocket, verified the way the HTTPS client verifies (the
 /// system's trust store, which `SSL_CERT_FILE` and `SSL_CERT_DIR` can point elsewhere), and
 /// shared: built per connection, a thousand connections would carry a thousand root stores.
@@ -116,10 +120,13 @@ pub(crate) async fn connect(
             None => direct(&host, port, user_timeout).await?,
         };
         // Small buffers: a gateway may hold a thousand mostly idle connections, and the 128 KiB
-        // default read buffer alone would cost 128 MiB for them. The small write buffer lets a
-        // heartbeat and its WS ping leave in one write (frames are flushed explicitly).
+        // default read buffer alone would cost 128 MiB for them. tungstenite also zeroes up to
+        // this much before every read, which at a thousand connections was 8% of the gateway's
+        // CPU at 4 KiB (docs/benchmarks.md); a larger frame reserves room for itself and is
+        // read in more chunks. The small write buffer lets a heartbeat and its WS ping leave in
+        // one write (frames are flushed explicitly).
         let config = WebSocketConfig::default()
-            .read_buffer_size(4 << 10)
+            .read_buffer_size(READ_CHUNK)
             .write_buffer_size(256)
             .max_write_buffer_size(1 << 20)
             .max_message_size(Some(16 << 20))

@@ -13,10 +13,11 @@ use std::time::Duration;
 
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::watch;
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::connect::Socket;
+use super::grid::Grid;
 use super::liveness::{Action, Liveness, Zombie};
 use crate::gateway::fence::Fence;
 
@@ -62,10 +63,17 @@ pub(crate) struct Wire<'a> {
     /// A write that cannot finish in this long is a dead write path, whatever reads say.
     pub(crate) write_timeout: Duration,
     fence: &'a Fence,
+    grid: &'a Grid,
 }
 
 impl<'a> Wire<'a> {
-    pub(crate) fn new(adapter: &'a str, ws: Socket, live: Liveness, fence: &'a Fence) -> Self {
+    pub(crate) fn new(
+        adapter: &'a str,
+        ws: Socket,
+        live: Liveness,
+        fence: &'a Fence,
+        grid: &'a Grid,
+    ) -> Self {
         let write_timeout = write_timeout(live.ack_timeout());
         Wire {
             adapter,
@@ -73,6 +81,7 @@ impl<'a> Wire<'a> {
             live,
             write_timeout,
             fence,
+            grid,
         }
     }
 
@@ -91,12 +100,11 @@ impl<'a> Wire<'a> {
     ) -> F::End {
         let stop = crate::gateway::until_shutdown(shutdown);
         tokio::pin!(stop);
-        let timer = sleep_until(Instant::now());
-        tokio::pin!(timer);
+        let mut timer = self.grid.deadline(Instant::now());
         loop {
             let wake = self.live.next_wakeup();
             if timer.deadline() != wake || timer.is_elapsed() {
-                timer.as_mut().reset(wake);
+                timer.reset(wake);
             }
             let step = tokio::select! {
                 biased;
@@ -104,7 +112,7 @@ impl<'a> Wire<'a> {
                     let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
                     Step::End(Ended::Shutdown.into())
                 }
-                _ = &mut timer => self.on_timer(frames).await,
+                _ = timer.elapsed() => self.on_timer(frames).await,
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_message(frames, msg).await,
                     Some(Err(e)) => {

@@ -26,6 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 use super::answer_batch::Outstanding;
 use super::connect::{self, Socket};
 use super::dialect::{self, Dialect, Gateway, GatewayFrame, Handshake};
+use super::grid::Grid;
 use super::identify_queue::IdentifyQueue;
 use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
@@ -50,6 +51,8 @@ pub(crate) struct Session<'a> {
     pub(crate) proxies: &'a ProxyEnv,
     /// Nothing is written once it closes: a cluster's lease may be gone.
     pub(crate) fence: &'a Fence,
+    /// What its deadlines are on.
+    pub(crate) grid: &'a Grid,
     /// The credential's session start limit, which every Identify books a slot in.
     pub(crate) identify: &'a IdentifyQueue,
     /// A plain socket that can send: where its sender's frames come from.
@@ -276,8 +279,7 @@ impl Live<'_> {
         // thousand connections.
         let stop = crate::gateway::until_shutdown(shutdown);
         tokio::pin!(stop);
-        let timer = sleep_until(Instant::now());
-        tokio::pin!(timer);
+        let mut timer = self.s.grid.deadline(Instant::now());
         loop {
             let wake = match self.phase {
                 Phase::Queued {
@@ -290,7 +292,7 @@ impl Live<'_> {
             let wake = coalesce(wake, interval);
             self.probes_out.set(self.live.outstanding());
             if timer.deadline() != wake || timer.is_elapsed() {
-                timer.as_mut().reset(wake);
+                timer.reset(wake);
             }
             let step = tokio::select! {
                 biased;
@@ -299,7 +301,7 @@ impl Live<'_> {
                     let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(Some(close)))).await;
                     Step::End(SessionEnd::Shutdown)
                 }
-                _ = &mut timer => self.on_timer().await,
+                _ = timer.elapsed() => self.on_timer().await,
                 frame = outlet::next(&mut self.outgoing) => self.write_outgoing(frame).await,
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_frame(msg).await,

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
+use super::grid::Grid;
 use super::identify_queue::IdentifyQueues;
 use super::outlet::Outlets;
 use super::proxy;
@@ -31,6 +32,8 @@ pub struct Shared {
     /// Whether this process may act on the platforms now (a cluster's active, until its
     /// lease could be gone): checked before every frame a session writes.
     pub(crate) fence: Fence,
+    /// The one timer every connection's deadlines are on.
+    pub(crate) grid: Grid,
     /// What each platform keeps for all its adapters and senders, one value per type
     /// ([`Shared::keep`]).
     kept: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
@@ -61,6 +64,7 @@ impl Shared {
             outlets: Outlets::default(),
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
             fence: Fence::open(),
+            grid: Grid::default(),
             kept: Arc::default(),
         })
     }

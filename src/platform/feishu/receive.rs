@@ -87,6 +87,7 @@ impl Transport for LongConnection {
             spool: &link.deps.spool,
             proxies: &link.deps.shared.proxies,
             fence: &link.deps.shared.fence,
+            grid: &link.deps.shared.grid,
         };
         let out = session.run(&mut link.deps.shutdown).await;
         self.config = out.config;

@@ -86,6 +86,7 @@ impl Transport for SocketMode {
                     spool: &deps.spool,
                     proxies: &deps.shared.proxies,
                     fence: &deps.shared.fence,
+                    grid: &deps.shared.grid,
                 };
                 session.run(&mut stopped).await
             });

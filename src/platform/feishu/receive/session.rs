@@ -32,6 +32,7 @@ use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
 use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::adapter::grid::Grid;
 use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
@@ -50,6 +51,7 @@ pub(super) struct Session<'a> {
     /// Nothing is written (no ping, no acknowledgement) once it closes: a cluster's lease may
     /// be gone.
     pub(super) fence: &'a Fence,
+    pub(super) grid: &'a Grid,
 }
 
 /// How a connection ended.
@@ -125,7 +127,7 @@ impl Session<'_> {
         let since = Instant::now();
         // The SDKs ping at once on connecting: the first pong proves the connection.
         let live = Liveness::new(since, self.config.ping_interval, ack, 0.0, true, false).strict();
-        let mut wire = Wire::new(self.adapter, ws, live, self.fence);
+        let mut wire = Wire::new(self.adapter, ws, live, self.fence, self.grid);
         let mut conn = Live {
             s: self,
             inbox: Inbox::new(self.adapter, self.spool, None),

@@ -31,6 +31,7 @@ use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
 use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::adapter::grid::Grid;
 use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
@@ -64,6 +65,7 @@ pub(super) struct Session<'a> {
     pub(super) proxies: &'a ProxyEnv,
     /// Nothing is written (no ping, no ack) once it closes: a cluster's lease may be gone.
     pub(super) fence: &'a Fence,
+    pub(super) grid: &'a Grid,
 }
 
 /// How a connection ended.
@@ -152,7 +154,7 @@ impl Session<'_> {
         }
         let since = Instant::now();
         let live = Liveness::new(since, self.ping_interval, ack, 0.0, false, true).strict();
-        let mut wire = Wire::new(self.adapter, ws, live, self.fence);
+        let mut wire = Wire::new(self.adapter, ws, live, self.fence, self.grid);
         let mut conn = Live {
             s: self,
             inbox: Inbox::new(self.adapter, self.spool, None),
