@@ -13,10 +13,11 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 /// The gateway's grid: cheap to clone, one per gateway ([`super::Shared`]). Its driver is
 /// spawned on the runtime of the first deadline polled, and ends with that runtime.
@@ -90,18 +91,28 @@ impl Grid {
     }
 
     /// The driver: sleeps on one tokio timer until the earliest slot, wakes it, and so on.
+    ///
+    /// A later slot gets a new tokio timer rather than the old one moved: tokio moves a timer
+    /// later lazily, leaving it in its wheel at the old instant, where it would still wake
+    /// the thread. An answer deadline emptied by its answer is that case every heartbeat.
     async fn drive(self) {
-        let sleep = tokio::time::sleep_until(Instant::now());
-        tokio::pin!(sleep);
+        let mut sleep: Option<Pin<Box<Sleep>>> = None;
         let mut woken = vec![];
         std::future::poll_fn(|cx| loop {
             let Some(next) = self.fire(Instant::now(), cx.waker(), &mut woken) else {
+                sleep = None;
                 return Poll::<()>::Pending;
             };
-            if sleep.deadline() != next || sleep.is_elapsed() {
-                sleep.as_mut().reset(next);
-            }
-            if sleep.as_mut().poll(cx).is_pending() {
+            let timer = match &mut sleep {
+                Some(s) if s.deadline() == next || next < s.deadline() || s.is_elapsed() => {
+                    if s.deadline() != next {
+                        s.as_mut().reset(next);
+                    }
+                    s
+                }
+                _ => sleep.insert(Box::pin(tokio::time::sleep_until(next))),
+            };
+            if timer.as_mut().poll(cx).is_pending() {
                 return Poll::Pending;
             }
         })
@@ -146,6 +157,15 @@ impl Grid {
             if slot.is_empty() {
                 if let Some(slot) = slots.due.remove(&at) {
                     slots.spare.push(slot);
+                }
+                // The driver sleeps for nothing now: it sleeps until the next slot instead.
+                if let Driver::Running { waker, until } = &mut slots.driver {
+                    if *until == Some(at) {
+                        *until = None;
+                        if let Some(w) = waker.take() {
+                            w.wake();
+                        }
+                    }
                 }
             }
         }
