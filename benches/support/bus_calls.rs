@@ -22,18 +22,7 @@ pub fn to_the_manager(m: &Manager, run: impl FnOnce()) -> usize {
         .read_line(&mut said)
         .unwrap();
     run();
-    let marker = m
-        .command("busctl")
-        .args([
-            "--user",
-            "call",
-            "org.freedesktop.DBus",
-            "/org/freedesktop/DBus",
-            "org.freedesktop.DBus",
-            "GetId",
-        ])
-        .output()
-        .unwrap();
+    let marker = m.call_bus_daemon("GetId");
     assert!(marker.status.success(), "{marker:?}");
     let calls = BufReader::new(monitor.stdout.take().unwrap())
         .lines()

@@ -111,19 +111,23 @@ impl Manager {
         let tmp = file.with_extension("tmp");
         std::fs::write(&tmp, busconfig(policy)).unwrap();
         std::fs::rename(&tmp, &file).unwrap();
-        let out = self
-            .command("busctl")
+        let out = self.call_bus_daemon("ReloadConfig");
+        assert!(out.status.success(), "ReloadConfig: {out:?}");
+    }
+
+    /// `method` of the bus daemon itself (no arguments), called with `busctl`.
+    pub fn call_bus_daemon(&self, method: &str) -> std::process::Output {
+        self.command("busctl")
             .args([
                 "--user",
                 "call",
                 "org.freedesktop.DBus",
                 "/org/freedesktop/DBus",
                 "org.freedesktop.DBus",
-                "ReloadConfig",
+                method,
             ])
             .output()
-            .unwrap();
-        assert!(out.status.success(), "ReloadConfig: {out:?}");
+            .unwrap()
     }
 
     fn boot_in(dir: TempDir) -> Manager {

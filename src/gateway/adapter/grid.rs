@@ -20,7 +20,8 @@ use std::task::{Context, Poll, Waker};
 use tokio::time::{Instant, Sleep};
 
 /// The gateway's grid: cheap to clone, one per gateway ([`super::Shared`]). Its driver is
-/// spawned on the runtime of the first deadline polled, and ends with that runtime.
+/// spawned on the runtime of the first deadline polled, and again on the next one's if that
+/// runtime ended (a test's, say).
 #[derive(Clone, Default)]
 pub(crate) struct Grid(Arc<Mutex<Slots>>);
 
@@ -44,6 +45,7 @@ enum Driver {
     Running {
         waker: Option<Waker>,
         until: Option<Instant>,
+        task: tokio::task::AbortHandle,
     },
 }
 
@@ -79,10 +81,10 @@ impl Grid {
                 slots.spare.push(slot);
             }
             let next = slots.due.keys().next().copied();
-            slots.driver = Driver::Running {
-                waker: Some(driver.clone()),
-                until: next,
-            };
+            if let Driver::Running { waker, until, .. } = &mut slots.driver {
+                *waker = Some(driver.clone());
+                *until = next;
+            }
             next
         };
         // Outside the lock: a woken task on another thread may register at once.
@@ -122,8 +124,8 @@ impl Grid {
     /// Put `id`'s waker in the slot at `at`, and the driver on its way if `at` is sooner
     /// than it sleeps.
     fn register(&self, id: u64, at: Instant, waker: &Waker) {
-        let mut guard = self.slots();
-        let slots = &mut *guard;
+        let mut slots = self.slots();
+        let slots = &mut *slots;
         let spare = &mut slots.spare;
         let slot = slots
             .due
@@ -131,15 +133,19 @@ impl Grid {
             .or_insert_with(|| spare.pop().unwrap_or_default());
         slot.push((id, waker.clone()));
         match &mut slots.driver {
+            Driver::Running { task, .. } if task.is_finished() => slots.driver = Driver::NotSpawned,
+            _ => {}
+        }
+        match &mut slots.driver {
             Driver::NotSpawned => {
+                let task = tokio::spawn(self.clone().drive()).abort_handle();
                 slots.driver = Driver::Running {
                     waker: None,
                     until: None,
+                    task,
                 };
-                drop(guard);
-                tokio::spawn(self.clone().drive());
             }
-            Driver::Running { waker, until } => {
+            Driver::Running { waker, until, .. } => {
                 if until.is_none_or(|u| at < u) {
                     *until = Some(at);
                     if let Some(w) = waker.take() {
@@ -159,7 +165,7 @@ impl Grid {
                     slots.spare.push(slot);
                 }
                 // The driver sleeps for nothing now: it sleeps until the next slot instead.
-                if let Driver::Running { waker, until } = &mut slots.driver {
+                if let Driver::Running { waker, until, .. } = &mut slots.driver {
                     if *until == Some(at) {
                         *until = None;
                         if let Some(w) = waker.take() {
@@ -290,5 +296,24 @@ mod tests {
         let mut soon = grid.deadline(start + Duration::from_secs(2));
         soon.elapsed().await;
         assert_eq!(Instant::now(), start + Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_grid_outliving_its_drivers_runtime_gets_a_driver_on_the_next() {
+        let grid = Grid::default();
+        for _ in 0..2 {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let start = Instant::now();
+                grid.deadline(start + Duration::from_secs(3))
+                    .elapsed()
+                    .await;
+                assert_eq!(Instant::now(), start + Duration::from_secs(3));
+            });
+        }
     }
 }
