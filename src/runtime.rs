@@ -266,6 +266,7 @@ async fn serve(
             &components,
             plan.config.cluster.as_ref(),
             &mut tick,
+            &shared.grid,
         )
         .await?;
     let early_stop = match standby_stop {
@@ -292,7 +293,7 @@ async fn serve(
         Some(stop) => stop,
         None => {
             supervision
-                .run_loop(&mut components, ownership, &mut tick)
+                .run_loop(&mut components, ownership, &mut tick, &shared.grid)
                 .await
         }
     };

@@ -26,7 +26,6 @@ pub(crate) mod connect;
 pub(crate) mod cursor_file;
 pub(crate) mod dialect;
 pub(crate) mod frame_loop;
-pub(crate) mod grid;
 pub(crate) mod identify_queue;
 pub(crate) mod inbox;
 pub(crate) mod liveness;

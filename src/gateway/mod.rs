@@ -5,6 +5,7 @@ pub(crate) mod cron;
 pub(crate) mod exit;
 pub(crate) mod fence;
 pub(crate) mod flock;
+pub(crate) mod grid;
 pub mod health;
 pub(crate) mod notify;
 pub mod outbox;

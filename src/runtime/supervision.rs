@@ -17,6 +17,7 @@ use super::{io, GatewayError, Plan};
 use crate::config::ClusterSpec;
 use crate::gateway::adapter::AdapterExit;
 use crate::gateway::flock::Holder;
+use crate::gateway::grid::Grid;
 use crate::gateway::health::{Snapshot, State};
 use crate::gateway::notify::{self, Notifier};
 use crate::gateway::state_file::{ClusterHealth, FrontendHealth, StateFile};
@@ -171,6 +172,7 @@ impl Supervision {
         components: &Components,
         spec: Option<&ClusterSpec>,
         tick: &mut Tick<'_>,
+        grid: &Grid,
     ) -> Result<Option<&'static str>, GatewayError> {
         let Some(spec) = spec else {
             return Ok(None);
@@ -179,7 +181,7 @@ impl Supervision {
         let (report, mut standing) = watch::channel(None);
         let peers = ownership.peers();
         let mut campaign = ownership.campaign(&report);
-        let mut ticks = tokio::time::interval(self.tick_every);
+        let mut ticks = grid.ticker(self.tick_every);
         let mut ready = false;
         loop {
             tokio::select! {
@@ -219,10 +221,10 @@ impl Supervision {
         components: &mut Components,
         ownership: &mut dyn Ownership,
         tick: &mut Tick<'_>,
+        grid: &Grid,
     ) -> Stop {
         let stale_after = self.tick_every * 3 + Duration::from_secs(1);
-        let mut ticks = tokio::time::interval(self.tick_every);
-        ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut ticks = grid.ticker(self.tick_every);
         let mut dog = Watchdog::new(
             self.watchdog.is_some(),
             self.self_watchdog,

@@ -17,9 +17,9 @@ use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::Message;
 
 use super::connect::Socket;
-use super::grid::Grid;
 use super::liveness::{Action, Liveness, Zombie};
 use crate::gateway::fence::Fence;
+use crate::gateway::grid::Grid;
 
 /// How the loop itself ended a connection.
 #[derive(Debug, PartialEq)]
@@ -103,9 +103,7 @@ impl<'a> Wire<'a> {
         let mut timer = self.grid.deadline(Instant::now());
         loop {
             let wake = self.live.next_wakeup();
-            if timer.deadline() != wake || timer.is_elapsed() {
-                timer.reset(wake);
-            }
+            timer.reset(wake);
             let step = tokio::select! {
                 biased;
                 _ = &mut stop => {

@@ -26,7 +26,6 @@ use tokio_tungstenite::tungstenite::Message;
 use super::answer_batch::Outstanding;
 use super::connect::{self, Socket};
 use super::dialect::{self, Dialect, Gateway, GatewayFrame, Handshake};
-use super::grid::Grid;
 use super::identify_queue::IdentifyQueue;
 use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
@@ -35,6 +34,7 @@ use super::outlet::{self, Outlet};
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::fence::Fence;
+use crate::gateway::grid::Grid;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::platform_number::{self, HEARTBEAT_INTERVAL};
 use crate::gateway::spool::{Event, Spool};
@@ -291,9 +291,7 @@ impl Live<'_> {
             };
             let wake = coalesce(wake, interval);
             self.probes_out.set(self.live.outstanding());
-            if timer.deadline() != wake || timer.is_elapsed() {
-                timer.reset(wake);
-            }
+            timer.reset(wake);
             let step = tokio::select! {
                 biased;
                 _ = &mut stop => {

@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use tokio::sync::Semaphore;
 
-use super::grid::Grid;
 use super::identify_queue::IdentifyQueues;
 use super::outlet::Outlets;
 use super::proxy;
 use crate::gateway::fence::Fence;
+use crate::gateway::grid::Grid;
 
 /// What every adapter of one gateway shares: one HTTP client with a small idle pool, the
 /// proxy settings, the platforms' session start limits, and a bound on setup requests in

@@ -32,7 +32,7 @@ use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
 use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
 use crate::gateway::adapter::proxy::ProxyEnv;
-use crate::gateway::adapter::grid::Grid;
+use crate::gateway::grid::Grid;
 use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};

@@ -1,5 +1,5 @@
-//! One timer for the deadlines of every connection in a gateway: heartbeats, answer
-//! deadlines, idle and handshake deadlines.
+//! One timer for the deadlines of a gateway: every connection's heartbeats, answer, idle and
+//! handshake deadlines, and the run's own tick (state file, watchdog).
 //!
 //! Each connection has one deadline at a time, and moves it twice per heartbeat (to the
 //! answer's deadline once the probe is out, then to the next probe once answered). On a tokio
@@ -7,17 +7,22 @@
 //! through three of its levels before it fires: at a thousand connections that wheel was the
 //! largest single item of the gateway's CPU profile (docs/benchmarks.md). Deadlines are
 //! already rounded onto a grid shared by all connections (`session::coalesce`), so here the
-//! connections due at one instant share one entry, and one tokio timer (the driver's) sleeps
-//! until the earliest: a move is a `BTreeMap` update, and a slot that comes due wakes its
-//! connections together.
+//! connections due at one instant share one entry, and one timer (the driver's, [`alarm`])
+//! sleeps until the earliest: a move is a `BTreeMap` update, and a slot that comes due wakes
+//! its connections together. At rest that timer is a kernel timer, which wakes the process
+//! once per deadline where tokio's wheel wakes it about three times.
+
+mod alarm;
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Instant;
+
+use alarm::{Alarm, Clock};
 
 /// The gateway's grid: cheap to clone, one per gateway ([`super::Shared`]). Its driver is
 /// spawned on the runtime of the first deadline polled, and again on the next one's if that
@@ -34,6 +39,7 @@ struct Slots {
     spare: Vec<Vec<(u64, Waker)>>,
     next_id: u64,
     driver: Driver,
+    clock: Clock,
 }
 
 #[derive(Default)]
@@ -50,9 +56,26 @@ enum Driver {
 }
 
 impl Grid {
+    /// A grid whose driver sleeps on `clock`; a gateway's takes the default, the kernel's.
+    #[cfg(test)]
+    fn on(clock: Clock) -> Self {
+        Self(Arc::new(Mutex::new(Slots {
+            clock,
+            ..Slots::default()
+        })))
+    }
+
     fn slots(&self) -> MutexGuard<'_, Slots> {
         // A panic while holding the lock leaves the map whole (every update is one call).
         self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A deadline that comes round every `every`, the first at once ([`Ticker::tick`]).
+    pub(crate) fn ticker(&self, every: Duration) -> Ticker {
+        Ticker {
+            deadline: self.deadline(Instant::now()),
+            every,
+        }
     }
 
     /// A deadline on this grid, at `at`.
@@ -92,29 +115,16 @@ impl Grid {
         next
     }
 
-    /// The driver: sleeps on one tokio timer until the earliest slot, wakes it, and so on.
-    ///
-    /// A later slot gets a new tokio timer rather than the old one moved: tokio moves a timer
-    /// later lazily, leaving it in its wheel at the old instant, where it would still wake
-    /// the thread. An answer deadline emptied by its answer is that case every heartbeat.
+    /// The driver: sleeps on one timer until the earliest slot, wakes it, and so on.
     async fn drive(self) {
-        let mut sleep: Option<Pin<Box<Sleep>>> = None;
+        let mut alarm = Alarm::new(self.slots().clock);
         let mut woken = vec![];
         std::future::poll_fn(|cx| loop {
             let Some(next) = self.fire(Instant::now(), cx.waker(), &mut woken) else {
-                sleep = None;
+                alarm.disarm();
                 return Poll::<()>::Pending;
             };
-            let timer = match &mut sleep {
-                Some(s) if s.deadline() == next || next < s.deadline() || s.is_elapsed() => {
-                    if s.deadline() != next {
-                        s.as_mut().reset(next);
-                    }
-                    s
-                }
-                _ => sleep.insert(Box::pin(tokio::time::sleep_until(next))),
-            };
-            if timer.as_mut().poll(cx).is_pending() {
+            if alarm.poll_at(next, cx).is_pending() {
                 return Poll::Pending;
             }
         })
@@ -194,10 +204,6 @@ impl Deadline {
         self.at
     }
 
-    pub(crate) fn is_elapsed(&self) -> bool {
-        Instant::now() >= self.at
-    }
-
     pub(crate) fn reset(&mut self, at: Instant) {
         if at != self.at {
             self.leave_slot();
@@ -235,6 +241,24 @@ impl Deadline {
     }
 }
 
+/// A deadline that comes round: [`Grid::ticker`].
+pub(crate) struct Ticker {
+    deadline: Deadline,
+    every: Duration,
+}
+
+impl Ticker {
+    /// Ready at the next tick: `every` after the last one was due, so a tick taken late does
+    /// not move the ones after it; after a whole interval missed, `every` after now.
+    /// Cancel-safe: a tick not waited out is still the next.
+    pub(crate) async fn tick(&mut self) {
+        self.deadline.elapsed().await;
+        let (due, now) = (self.deadline.deadline() + self.every, Instant::now());
+        self.deadline
+            .reset(if due > now { due } else { now + self.every });
+    }
+}
+
 impl Drop for Deadline {
     fn drop(&mut self) {
         self.leave_slot();
@@ -244,7 +268,6 @@ impl Drop for Deadline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     #[tokio::test(start_paused = true)]
     async fn deadlines_fire_at_their_instant_and_a_moved_one_at_its_new_one() {
@@ -296,6 +319,67 @@ mod tests {
         let mut soon = grid.deadline(start + Duration::from_secs(2));
         soon.elapsed().await;
         assert_eq!(Instant::now(), start + Duration::from_secs(2));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_ticker_ticks_at_once_then_every_interval_keeping_its_cadence_through_a_late_tick() {
+        let grid = Grid::default();
+        let start = Instant::now();
+        let every = Duration::from_secs(5);
+        let mut ticks = grid.ticker(every);
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start);
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start + every);
+        // Taken 2 s late: the next keeps the cadence.
+        tokio::time::sleep(Duration::from_secs(7)).await;
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(12));
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(15));
+        // Taken at 26, with the one at 25 missed whole too: the next is 5 s after this one.
+        tokio::time::sleep(Duration::from_secs(11)).await;
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(26));
+        ticks.tick().await;
+        assert_eq!(Instant::now(), start + Duration::from_secs(31));
+    }
+
+    /// The kernel timer follows the real clock, so this waits for real, for tens of
+    /// milliseconds; the bounds only say that nothing fired early and nothing was lost.
+    #[tokio::test]
+    async fn on_the_kernel_timer_deadlines_fire_no_earlier_than_due_and_a_sooner_one_first() {
+        assert!(
+            matches!(Alarm::new(Clock::Kernel), Alarm::Kernel(_)),
+            "Linux has timerfd"
+        );
+        let grid = Grid::on(Clock::Kernel);
+        let start = Instant::now();
+        let at = |ms| start + Duration::from_millis(ms);
+        let mut late = grid.deadline(at(60_000));
+        tokio::select! {
+            _ = late.elapsed() => panic!("not due"),
+            _ = tokio::time::sleep(Duration::from_millis(1)) => {}
+        }
+        let (mut a, mut b) = (grid.deadline(at(40)), grid.deadline(at(20)));
+        let first = tokio::time::timeout(Duration::from_secs(10), async {
+            tokio::select! {
+                _ = a.elapsed() => "a",
+                _ = b.elapsed() => "b",
+            }
+        })
+        .await
+        .expect("the sooner deadline fires");
+        assert_eq!(first, "b");
+        assert!(Instant::now() >= at(20));
+        // Moved later while its old instant's timer may still be armed: not woken early.
+        a.reset(at(80));
+        tokio::time::timeout(Duration::from_secs(10), a.elapsed())
+            .await
+            .expect("the moved deadline fires");
+        assert!(Instant::now() >= at(80));
+        drop(late);
+        assert!(grid.slots().due.is_empty(), "no slot left behind");
     }
 
     #[test]
