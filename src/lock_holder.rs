@@ -25,6 +25,16 @@ pub(crate) struct LockHolder {
     pub(crate) unit: Option<String>,
 }
 
+impl LockHolder {
+    fn of(pid: u32) -> Self {
+        Self {
+            pid,
+            cmdline: cmdline(pid).unwrap_or_default(),
+            unit: service_of(pid),
+        }
+    }
+}
+
 /// Who holds a profile's instance lock, asking the kernel's lock table only when it matters.
 pub(crate) struct LockLookup {
     /// Every unit's `MainPID`: a holder among them needs no look at the table.
@@ -45,12 +55,15 @@ impl LockLookup {
     /// `None` when nobody holds it (or, on macOS, when no unit's main process does: there is
     /// no lock table to ask).
     pub(crate) fn holder(&self, lock_file: &Path) -> Option<LockHolder> {
+        self.holder_pid(lock_file).map(LockHolder::of)
+    }
+
+    /// The process holding `lock_file` unless it is one of the main pids: a gateway its unit
+    /// runs, which the caller knows already, and whose command line and cgroup are then not
+    /// read (two `/proc` files a profile, most of `status`'s own time over running units).
+    pub(crate) fn other_holder(&self, lock_file: &Path) -> Option<LockHolder> {
         let pid = self.holder_pid(lock_file)?;
-        Some(LockHolder {
-            pid,
-            cmdline: cmdline(pid).unwrap_or_default(),
-            unit: service_of(pid),
-        })
+        (!self.main_pids.contains(&pid)).then(|| LockHolder::of(pid))
     }
 
     fn holder_pid(&self, lock_file: &Path) -> Option<u32> {

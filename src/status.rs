@@ -143,7 +143,8 @@ fn unmanaged(
             let Ok(profile) = Profile::new(name, home.clone()) else {
                 continue;
             };
-            let Some(holder) = locks.holder(&profile.lock_file()) else {
+            // A unit's main process is that unit's gateway, managed.
+            let Some(holder) = locks.other_holder(&profile.lock_file()) else {
                 continue;
             };
             let managed = holder
