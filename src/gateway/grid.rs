@@ -57,7 +57,7 @@ enum Driver {
 
 impl Grid {
     /// A grid whose driver sleeps on `clock`; a gateway's takes the default, the kernel's.
-    #[cfg(test)]
+    #[cfg(all(test, target_os = "linux"))]
     fn on(clock: Clock) -> Self {
         Self(Arc::new(Mutex::new(Slots {
             clock,
@@ -347,6 +347,7 @@ mod tests {
 
     /// The kernel timer follows the real clock, so this waits for real, for tens of
     /// milliseconds; the bounds only say that nothing fired early and nothing was lost.
+    #[cfg(target_os = "linux")]
     #[tokio::test]
     async fn on_the_kernel_timer_deadlines_fire_no_earlier_than_due_and_a_sooner_one_first() {
         assert!(
