@@ -47,7 +47,26 @@ struct Member {
 
 impl Etcd {
     /// Serving `certs`' certificate, which must name `ip`.
+    ///
+    /// Its ports come from [`free_port`], and another test may bind one before etcd does: a
+    /// member that exits before the cluster is healthy has the whole cluster started again on
+    /// fresh ports, at most three times.
     pub(crate) fn start(dir: &Path, ip: Ipv4Addr, certs: &Certs) -> Etcd {
+        for attempt in 1.. {
+            let mut etcd = Etcd::on_fresh_ports(&dir.join(format!("try{attempt}")), ip, certs);
+            for i in 0..3 {
+                etcd.start_member(i);
+            }
+            match etcd.healthy() {
+                Ok(()) => return etcd,
+                Err(exited) if attempt < 3 => eprintln!("etcd, attempt {attempt}: {exited}"),
+                Err(exited) => panic!("etcd, attempt {attempt}: {exited}"),
+            }
+        }
+        unreachable!()
+    }
+
+    fn on_fresh_ports(dir: &Path, ip: Ipv4Addr, certs: &Certs) -> Etcd {
         fs::create_dir_all(dir).unwrap();
         let members: Vec<Member> = (1..=3)
             .map(|i| Member {
@@ -62,7 +81,7 @@ impl Etcd {
             .map(|m| format!("{}=http://127.0.0.1:{}", m.name, m.peer))
             .collect::<Vec<_>>()
             .join(",");
-        let mut etcd = Etcd {
+        Etcd {
             dir: dir.to_owned(),
             ip,
             ca: certs.ca.clone(),
@@ -70,12 +89,7 @@ impl Etcd {
             key: certs.key.clone(),
             members,
             cluster,
-        };
-        for i in 0..3 {
-            etcd.start_member(i);
         }
-        etcd.wait_healthy();
-        etcd
     }
 
     fn start_member(&mut self, i: usize) {
@@ -128,13 +142,27 @@ impl Etcd {
             .collect()
     }
 
-    /// Every running member answers `/health` with `"health":"true"` (it has a leader).
-    pub(crate) fn wait_healthy(&self) {
-        for m in self.members.iter().filter(|m| m.child.is_some()) {
+    /// Every running member answers `/health` with `"health":"true"` (it has a leader); or
+    /// which member exited meanwhile, with the end of its log.
+    fn healthy(&mut self) -> Result<(), String> {
+        for m in self.members.iter_mut() {
+            let Some(child) = m.child.as_mut() else {
+                continue;
+            };
+            let (name, port) = (&m.name, m.client);
+            let log = self.dir.join(format!("{name}.log"));
             wait_for(Duration::from_secs(30), "an etcd member's health", || {
-                http_get(m.client, "/health").filter(|b| b.contains("\"true\""))
-            });
+                if let Ok(Some(status)) = child.try_wait() {
+                    let text = fs::read_to_string(&log).unwrap_or_default();
+                    let tail: Vec<&str> = text.lines().rev().take(5).collect();
+                    return Some(Err(format!("member {name} exited ({status}): {tail:?}")));
+                }
+                http_get(port, "/health")
+                    .filter(|b| b.contains("\"true\""))
+                    .map(Ok)
+            })?;
         }
+        Ok(())
     }
 
     /// The member that leads now, by its `/v3/maintenance/status` answer.
