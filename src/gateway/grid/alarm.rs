@@ -141,8 +141,8 @@ mod kernel {
                     if wait.is_zero() {
                         return Ok(Poll::Ready(()));
                     }
-                    // Relative to now, which is no later than the `now` above: it expires at
-                    // `at` or after, never before.
+                    // Relative to the kernel's now at this call, which is no earlier than
+                    // the `now` read above: it expires at `at` or after, never before.
                     let when = Expiration::OneShot(TimeSpec::from_duration(wait));
                     self.fd.get_ref().0.set(when, TimerSetTimeFlags::empty())?;
                     self.armed = Some(at);
