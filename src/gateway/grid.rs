@@ -24,9 +24,9 @@ use tokio::time::Instant;
 
 use alarm::{Alarm, Clock};
 
-/// The gateway's grid: cheap to clone, one per gateway ([`super::Shared`]). Its driver is
-/// spawned on the runtime of the first deadline polled, and again on the next one's if that
-/// runtime ended (a test's, say).
+/// The gateway's grid: cheap to clone, one per gateway (in
+/// [`crate::gateway::adapter::Shared`]). Its driver is spawned on the runtime of the first
+/// deadline polled, and again on the next one's if that runtime ended (a test's, say).
 #[derive(Clone, Default)]
 pub(crate) struct Grid(Arc<Mutex<Slots>>);
 
