@@ -8,7 +8,8 @@
 //! - `GET /link/?ticket=…&app_id=…` (upgrade): the connection. `hello` first, then
 //!   `events_api` envelopes, spread over the app's connections in turn; an envelope not acked
 //!   within `ack_timeout` is delivered again (`retry_attempt` + 1, `retry_reason: timeout`,
-//!   a new `envelope_id` by default, the same `event_id`), up to `max_retries` times.
+//!   a new `envelope_id` by default, the same `event_id`), up to `max_retries` times, each
+//!   retry waiting twice as long as the one before.
 //! - `POST /api/auth.test` and `POST /api/chat.postMessage` (bot token). An accepted post is
 //!   recorded with the other platforms' posts and comes back as an event with the bot's
 //!   `bot_id`, as Slack echoes a bot's own messages.

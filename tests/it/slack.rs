@@ -278,10 +278,17 @@ fn every_kind_of_connection_fault_in_turn_loses_and_repeats_nothing() {
         connected(&rig, before);
         rig.mock.slack_clear_faults();
     }
-    wait_for(Duration::from_secs(30), "every event stored", || {
-        let s = stored(&rig);
-        ids.iter().all(|id| s.contains(id)).then_some(())
-    });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !ids.iter().all(|id| stored(&rig).contains(id)) {
+        if Instant::now() > deadline {
+            let s = stored(&rig);
+            let missing: Vec<_> = (rig.mock.slack_events().into_iter())
+                .filter(|e| ids.contains(&e.event_id) && !s.contains(&e.event_id))
+                .collect();
+            panic!("not stored after 30 s: {missing:#?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(stored(&rig).len(), ids.len(), "each once");
     sigterm(&mut gw);
 }

@@ -21,7 +21,8 @@ pub struct SlackConfig {
     /// The user `emit`'s messages come from.
     pub user_id: String,
     /// How long an envelope waits for its ack before it is delivered again: "within 3
-    /// seconds", a Slack platform specialist (python-slack-sdk#1280).
+    /// seconds", a Slack platform specialist (python-slack-sdk#1280). Each retry waits twice as
+    /// long as the one before ("we'll retry three times, backing off exponentially").
     pub ack_timeout: Duration,
     /// Redeliveries after the first delivery ("we'll retry three times").
     pub max_retries: u32,
@@ -37,6 +38,13 @@ pub struct SlackConfig {
     /// WebSocket pings the server sends on every connection, if any (Slack's period is not
     /// documented); a connection that answers none of its last two is dropped.
     pub server_ping: Option<Duration>,
+}
+
+impl SlackConfig {
+    /// How long delivery `attempt` (0 for the first) waits for its ack.
+    pub(crate) fn ack_wait(&self, attempt: u32) -> Duration {
+        self.ack_timeout.saturating_mul(1 << attempt.min(16))
+    }
 }
 
 impl Default for SlackConfig {

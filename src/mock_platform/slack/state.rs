@@ -285,7 +285,7 @@ impl SlackState {
             Pending {
                 envelope_id,
                 attempt,
-                due: now + self.config.ack_timeout,
+                due: now + self.config.ack_wait(attempt),
             },
         );
         self.wake.notify_one();

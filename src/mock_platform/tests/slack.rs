@@ -149,7 +149,16 @@ async fn an_envelope_never_acked_is_given_up_after_the_retries() {
     assert!(attempts
         .iter()
         .all(|a| a["envelope_id"] == attempts[0]["envelope_id"]));
-    timeout(ACK_TIMEOUT * 3, async {
+    // Backing off: the second retry waited twice as long as the first.
+    let at: Vec<_> = mock.slack_events()[0]
+        .deliveries
+        .iter()
+        .map(|d| d.2)
+        .collect();
+    assert!(at[1] - at[0] >= ACK_TIMEOUT, "{at:?}");
+    assert!(at[2] - at[1] >= ACK_TIMEOUT * 2, "{at:?}");
+    // The last retry waits four timeouts, then the event is given up.
+    timeout(ACK_TIMEOUT * 6, async {
         while !mock.slack_events()[0].dropped {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
