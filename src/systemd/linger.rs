@@ -19,10 +19,18 @@ impl Linger {
     /// Ask logind about `uid`.
     pub(crate) async fn query(uid: u32) -> Linger {
         async fn ask(uid: u32) -> zbus::Result<bool> {
+            use zbus::proxy::CacheProperties;
             let conn = zbus::Connection::system().await?;
             let manager = ManagerProxy::new(&conn).await?;
             let path = manager.get_user(uid).await?;
-            UserProxy::new(&conn, path).await?.linger().await
+            // No property cache: its first read is an `AddMatch` and a `GetAll` of the
+            // user's every property, where one `Get` answers.
+            let user = UserProxy::builder(&conn)
+                .path(path)
+                .cache_properties(CacheProperties::No)
+                .build()
+                .await?;
+            user.linger().await
         }
         match ask(uid).await {
             Ok(true) => Linger::On,

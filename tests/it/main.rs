@@ -40,6 +40,7 @@ mod launchd_cli;
 mod launchd_plist;
 mod launchd_status;
 mod line_counter;
+mod linger;
 mod logs;
 mod matrix;
 mod mock_runtime;
