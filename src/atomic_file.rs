@@ -12,7 +12,7 @@
 //! Now a planted entry is never opened: the name is taken afresh. The rename replaces
 //! whatever is at the target, a link included, without following it.
 //!
-//! [`write`] is for any path (unit files, man pages); [`write_in`] and [`TempFile`] are for
+//! [`write()`] is for any path (unit files, man pages); [`write_in`] and [`TempFile`] are for
 //! a checked directory of a profile home ([`TrustedDir`]).
 
 use std::ffi::{OsStr, OsString};
@@ -49,7 +49,7 @@ pub(crate) enum Sync {
     Replace,
 }
 
-/// [`write`] with a choice of durability.
+/// [`write()`] with a choice of durability.
 pub(crate) fn write_with(path: &Path, contents: &[u8], mode: u32, sync: Sync) -> io::Result<()> {
     let (dir_path, name) = match (path.parent(), path.file_name()) {
         (Some(dir), Some(name)) => (

@@ -1,7 +1,7 @@
 //! `doctor --fix`: the fixes there are, the plan they make, and the state a plan is built in.
 //!
 //! Which finding gets which fix is decided next to its check (see [`crate::doctor::checks`]),
-//! through a [`Planner`]; [`apply`] only does what the plan says. Unit work reuses install's
+//! through a [`Planner`]; [`apply()`] only does what the plan says. Unit work reuses install's
 //! planning (`plan_install` with `migrate`, keeping only the steps about the legacy unit) and
 //! `effects::apply`, so a legacy unit is migrated by `doctor --fix` exactly as by
 //! `install --migrate`. Nothing here kills a process (a unit is stopped through its manager),

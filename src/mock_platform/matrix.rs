@@ -1,5 +1,5 @@
 //! The mock platform's Matrix side: a homeserver's client-server API as a bot uses it,
-//! written from the spec (matrix-org/matrix-spec, https://spec.matrix.org/latest/client-server-api/)
+//! written from the spec (matrix-org/matrix-spec, <https://spec.matrix.org/latest/client-server-api/>)
 //! and Synapse's observed behaviour as docs/research/matrix-client-server.md records them,
 //! not from any adapter.
 //!

@@ -1,6 +1,6 @@
 //! The op-code WebSocket gateway QQ Bot and Discord share: Hello, Identify and Resume,
 //! heartbeats and their ACKs, dispatches with sequence numbers, and the close codes, written
-//! from Discord's gateway docs (which QQ's copy), with the [`Fault`](super::Fault)s that break
+//! from Discord's gateway docs (which QQ's copy), with the [`Fault`]s that break
 //! it. What differs between the two platforms (how a client gets a token, discovery, the send
 //! endpoints) is in `qqbot/` and `discord/`, which both lean on this; neither is named here.
 //!

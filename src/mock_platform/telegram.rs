@@ -1,4 +1,4 @@
-//! The mock platform's Telegram side: the Bot API (https://core.telegram.org/bots/api),
+//! The mock platform's Telegram side: the Bot API (<https://core.telegram.org/bots/api>),
 //! written from its public docs and the public server (tdlib/telegram-bot-api), not from any
 //! adapter.
 //!

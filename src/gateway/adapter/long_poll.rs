@@ -34,7 +34,7 @@ use crate::gateway::spool::Event;
 /// How one poll ended, as the loop acts on it.
 pub(crate) enum Polled {
     /// The server answered: the events to store, in order. The poller holds the cursor that
-    /// acknowledges them until [`Poller::commit`].
+    /// acknowledges them until [`Poll::commit`].
     Batch(Vec<Event>),
     /// Asked to wait (a 429's `retry_after`, a frequency limit).
     Wait(Duration, String),

@@ -1,4 +1,4 @@
-//! The Bot API's answer envelope ("Making requests" in https://core.telegram.org/bots/api):
+//! The Bot API's answer envelope ("Making requests" in <https://core.telegram.org/bots/api>):
 //! `{"ok": true, "result": …}` or `{"ok": false, "error_code", "description"}` with the same
 //! HTTP status, plus `parameters.retry_after` on a flood wait.
 

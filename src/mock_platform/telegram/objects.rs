@@ -1,5 +1,5 @@
 //! The Bot API objects the mock hands out (`User`, `Chat`, `Message`, `Update` in
-//! https://core.telegram.org/bots/api#available-types), trimmed to the fields a text chat has.
+//! <https://core.telegram.org/bots/api#available-types>), trimmed to the fields a text chat has.
 
 use serde_json::{json, Value};
 

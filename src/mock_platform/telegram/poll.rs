@@ -1,4 +1,4 @@
-//! `getUpdates` (https://core.telegram.org/bots/api#getupdates): confirm what the offset
+//! `getUpdates` (<https://core.telegram.org/bots/api#getupdates>): confirm what the offset
 //! confirms, then answer the pending updates at once, or hold the request until one comes or
 //! `timeout` runs out. One poll is held at a time per bot: a new one ends the one held before
 //! with 409, as tdlib/telegram-bot-api does, and a webhook refuses polling altogether.

@@ -1,5 +1,5 @@
-//! `sendMessage` (https://core.telegram.org/bots/api#sendmessage) through the telegram send
-//! machinery: the armed [`SendFault`] in Telegram's shape, the post record and the attempt
+//! `sendMessage` (<https://core.telegram.org/bots/api#sendmessage>) through the telegram send
+//! machinery: the armed [`SendFault`](crate::mock_platform::SendFault) in Telegram's shape, the post record and the attempt
 //! log. Checked as the server checks it: the text (1-4096 characters once leading and
 //! trailing whitespace is stripped), then the chat, then the message replied to
 //! (`reply_parameters`, or the older `reply_to_message_id`), which may be missing only with
@@ -150,7 +150,7 @@ fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> 
     })
 }
 
-/// sendChatAction (https://core.telegram.org/bots/api#sendchataction): `chat_id` and `action`
+/// sendChatAction (<https://core.telegram.org/bots/api#sendchataction>): `chat_id` and `action`
 /// required, `action` one of the documented kinds; answers `true`.
 pub(crate) fn chat_action(params: &Params<'_>, posts: &PostRecord) -> Answer {
     const ACTIONS: [&str; 10] = [

@@ -3,7 +3,7 @@
 //! "queue an update", "confirm an offset" and "take over from the held poll" are atomic with
 //! respect to each other.
 //!
-//! Semantics from https://core.telegram.org/bots/api#getupdates: an update is confirmed (and
+//! Semantics from <https://core.telegram.org/bots/api#getupdates>: an update is confirmed (and
 //! forgotten) once a poll carries an offset above its id; a negative offset keeps only that
 //! many of the newest; `allowed_updates` persists until a call changes it, and the server
 //! never queues an update of a type the bot declined.

@@ -1,5 +1,5 @@
 //! `setWebhook`, `deleteWebhook` and `getWebhookInfo`
-//! (https://core.telegram.org/bots/api#setwebhook). The mock never calls a webhook: while one
+//! (<https://core.telegram.org/bots/api#setwebhook>). The mock never calls a webhook: while one
 //! is set, updates just wait (`pending_update_count`) and `getUpdates` is refused, which is
 //! what a client that forgot to delete a webhook meets.
 

@@ -36,7 +36,7 @@ pub struct WeixinStats {
     /// POSTs whose `X-WECHAT-UIN` repeats the previous POST's: clients draw a new random one per
     /// request.
     pub uin_repeats: u64,
-    /// What the first violations were, as "<path>: <check>".
+    /// What the first violations were, as `"<path>: <check>"`.
     pub violations: Vec<String>,
     /// `get_bot_qrcode` requests.
     pub qr_fetches: u64,

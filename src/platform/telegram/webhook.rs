@@ -1,6 +1,6 @@
 //! Whether a bot token has a webhook set, asked of the Bot API (`getWebhookInfo`) for doctor
 //! (HSV020). Telegram refuses `getUpdates` (409) while a webhook is set
-//! (https://core.telegram.org/bots/api#getupdates), so such an adapter polls and hears nothing,
+//! (<https://core.telegram.org/bots/api#getupdates>), so such an adapter polls and hears nothing,
 //! whatever its unit and its own health say; only the platform can tell. An adapter that
 //! deletes a webhook itself (`delete-webhook = true`) is not asked.
 //!
