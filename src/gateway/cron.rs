@@ -3,8 +3,9 @@
 //! Two clocks are involved on purpose. Ticks run on the monotonic clock, so a wall-clock step
 //! can never stall or flood the heartbeat. Due times are wall-clock times, because a schedule
 //! like "0 9 * * *" means nine o'clock on the calendar, not "some multiple of 24 h since start".
-//! The due-time logic ([`Schedule`](schedule::Schedule), `Ticker`) takes the wall clock as an argument, so it is
-//! tested with synthetic times rather than by waiting for real minutes to pass.
+//! The due-time logic ([`Schedule`](schedule::Schedule), `Ticker`) takes the wall clock as an
+//! argument, so it is tested with synthetic times rather than by waiting for real minutes to
+//! pass.
 //!
 //! `schedule` decides when a job is due, `ticker` wakes every second and starts what is due,
 //! `job` runs one job to its end, and `log` is the file the jobs write to.

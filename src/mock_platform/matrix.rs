@@ -1,7 +1,7 @@
 //! The mock platform's Matrix side: a homeserver's client-server API as a bot uses it,
-//! written from the spec (matrix-org/matrix-spec, <https://spec.matrix.org/latest/client-server-api/>)
-//! and Synapse's observed behaviour as docs/research/matrix-client-server.md records them,
-//! not from any adapter.
+//! written from the spec (matrix-org/matrix-spec,
+//! <https://spec.matrix.org/latest/client-server-api/>) and Synapse's observed behaviour as
+//! docs/research/matrix-client-server.md records them, not from any adapter.
 //!
 //! On the same port as the rest of the mock, every path under `/_matrix/`; JSON answers,
 //! errors as `{"errcode", "error"}` (`errors.rs`), the token as `Authorization: Bearer …` or

@@ -1,9 +1,10 @@
 //! `sendMessage` (<https://core.telegram.org/bots/api#sendmessage>) through the telegram send
-//! machinery: the armed [`SendFault`](crate::mock_platform::SendFault) in Telegram's shape, the post record and the attempt
-//! log. Checked as the server checks it: the text (1-4096 characters once leading and
-//! trailing whitespace is stripped), then the chat, then the message replied to
-//! (`reply_parameters`, or the older `reply_to_message_id`), which may be missing only with
-//! `allow_sending_without_reply`. Telegram has no client dedupe key, so nothing is deduplicated.
+//! machinery: the armed [`SendFault`](crate::mock_platform::SendFault) in Telegram's shape,
+//! the post record and the attempt log. Checked as the server checks it: the text (1-4096
+//! characters once leading and trailing whitespace is stripped), then the chat, then the
+//! message replied to (`reply_parameters`, or the older `reply_to_message_id`), which may be
+//! missing only with `allow_sending_without_reply`. Telegram has no client dedupe key, so
+//! nothing is deduplicated.
 
 use std::time::Duration;
 

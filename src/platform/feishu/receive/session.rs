@@ -82,7 +82,8 @@ pub(super) struct Outcome {
 /// The SDKs' acknowledgement payload (`NewResponseByCode(http.StatusOK)`).
 const ACK_PAYLOAD: &[u8] = br#"{"code":200}"#;
 
-/// What Feishu's frames mean, over the shared loop ([`frame_loop`](crate::gateway::adapter::frame_loop)).
+/// What Feishu's frames mean, over the shared loop
+/// ([`frame_loop`](crate::gateway::adapter::frame_loop)).
 struct Live<'a> {
     s: &'a Session<'a>,
     inbox: Inbox<'a>,

@@ -104,7 +104,8 @@ impl Outcome {
     }
 }
 
-/// What Socket Mode's frames mean, over the shared loop ([`frame_loop`](crate::gateway::adapter::frame_loop)).
+/// What Socket Mode's frames mean, over the shared loop
+/// ([`frame_loop`](crate::gateway::adapter::frame_loop)).
 struct Live<'a> {
     s: &'a Session<'a>,
     inbox: Inbox<'a>,
