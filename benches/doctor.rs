@@ -10,6 +10,8 @@
 
 #[path = "support/bus_calls.rs"]
 mod bus_calls;
+#[path = "../tests/it/bus_monitor.rs"]
+mod bus_monitor;
 #[path = "../tests/it/harness.rs"]
 mod harness;
 

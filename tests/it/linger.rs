@@ -3,28 +3,19 @@
 //! the user's manager), says `on` for a user who lingers and `off` for one who does not, and
 //! asks logind two things for it, with no property cache set up.
 
-use std::io::{BufRead, BufReader};
-use std::process::Stdio;
-
+use crate::bus_monitor::BusMonitor;
 use crate::system_manager::{SystemManager, CONTAINER_BIN};
 
-/// `status --json` of `user`'s own manager, as `user`, and the method calls it made to logind
-/// (`Member=` of each, and any `AddMatch` of its), as `busctl --system monitor` saw them.
+const LOGIND: &str = "org.freedesktop.login1";
+
+/// `status --json` of `user`'s own manager, as `user` in a login session, and the method
+/// calls it made to logind (their `Member=`) and any `AddMatch` of its.
 fn status_as(sm: &SystemManager, user: &str) -> (serde_json::Value, Vec<String>) {
     let uid = sm.run_ok(&["id", "-u", user]).trim().to_owned();
     let runtime = format!("/run/user/{uid}");
-    let mut monitor = sm
-        .command("busctl")
-        .args(["--system", "monitor"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // It says on stderr once it monitors.
-    let mut said = String::new();
-    BufReader::new(monitor.stderr.take().unwrap())
-        .read_line(&mut said)
-        .unwrap();
+    let mut busctl = sm.command("busctl");
+    busctl.args(["--system", "monitor"]);
+    let monitor = BusMonitor::start(busctl);
     let status = format!(
         "env XDG_RUNTIME_DIR={runtime} DBUS_SESSION_BUS_ADDRESS=unix:path={runtime}/bus \
          {CONTAINER_BIN} status --json"
@@ -40,34 +31,19 @@ fn status_as(sm: &SystemManager, user: &str) -> (serde_json::Value, Vec<String>)
         "org.freedesktop.DBus",
         "GetId",
     ]);
-    // (sender, destination, member) of every message on the bus meanwhile.
-    let seen: Vec<[String; 3]> = BufReader::new(monitor.stdout.take().unwrap())
-        .lines()
-        .map_while(Result::ok)
-        .take_while(|l| !l.contains("Member=GetId"))
-        .filter_map(|l| {
-            let field = |key: &str| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix(key))
-                    .map(str::to_owned)
-            };
-            Some([field("Sender=")?, field("Destination=")?, field("Member=")?])
-        })
-        .collect();
+    let seen = monitor.calls_before_get_id();
     // status's connection is the one that asks logind for the user; the login session's
     // own calls (pam_systemd's, the new user manager's) are others'.
     let status = seen
         .iter()
-        .find(|[_, d, m]| d == "org.freedesktop.login1" && m == "GetUser")
-        .map(|[s, _, _]| s.clone())
+        .find(|c| c.destination == LOGIND && c.member == "GetUser")
+        .map(|c| c.sender.clone())
         .unwrap_or_else(|| panic!("no GetUser to logind in {seen:?}"));
     let calls = seen
-        .iter()
-        .filter(|[s, d, m]| *s == status && (d == "org.freedesktop.login1" || m == "AddMatch"))
-        .map(|[_, _, m]| m.clone())
+        .into_iter()
+        .filter(|c| c.sender == status && (c.destination == LOGIND || c.member == "AddMatch"))
+        .map(|c| c.member)
         .collect();
-    let _ = monitor.kill();
-    let _ = monitor.wait();
     (serde_json::from_str(&out).unwrap(), calls)
 }
 

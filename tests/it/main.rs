@@ -9,6 +9,7 @@ mod api_cli;
 mod api_load;
 mod api_openapi;
 mod api_rig;
+mod bus_monitor;
 mod cluster;
 mod cluster_rig;
 mod completions;
