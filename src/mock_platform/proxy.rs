@@ -52,6 +52,9 @@ impl BlackholeProxy {
         self.addr
     }
 
+    /// Every connection open now goes dark, and no byte that reaches the proxy after this
+    /// returns is forwarded on one: a test that cuts a connection and then sends knows its
+    /// frames are lost. Connections opened later pass.
     pub fn blackhole_existing(&self) {
         let cutoff = self.next_id.load(Ordering::SeqCst);
         self.cutoff
@@ -142,9 +145,13 @@ async fn relay(
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
+    // The cutoff first: bytes that arrive after `blackhole_existing` returned wake this task,
+    // which must find the connection dark before it copies them. Unbiased, the copy could win
+    // that poll and a test's frames would pass a connection it had just cut.
     let went_dark = tokio::select! {
-        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
+        biased;
         dark = cutoff.wait_for(|cutoff| *cutoff > id) => dark.is_ok(),
+        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => return,
     };
     if !went_dark {
         return;
