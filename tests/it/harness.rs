@@ -46,14 +46,21 @@ pub fn free_port() -> u16 {
 }
 
 /// Poll `f` until it returns `Some`, or panic with `what` after `timeout`.
-pub fn wait_for<T>(timeout: Duration, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+pub fn wait_for<T>(timeout: Duration, what: &str, f: impl FnMut() -> Option<T>) -> T {
+    try_wait_for(timeout, f)
+        .unwrap_or_else(|| panic!("timed out after {timeout:?} waiting for {what}"))
+}
+
+/// Poll `f` until it returns `Some`; `None` after `timeout`, for a caller that says more
+/// about what it waited for than [`wait_for`] can.
+pub fn try_wait_for<T>(timeout: Duration, mut f: impl FnMut() -> Option<T>) -> Option<T> {
     let deadline = Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
-            return v;
+            return Some(v);
         }
         if Instant::now() > deadline {
-            panic!("timed out after {timeout:?} waiting for {what}");
+            return None;
         }
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use hermes_svc::gateway::outbox::{Policy, State};
 use hermes_svc::mock_platform::{MockConfig, Platform, SendFault, SlackConfig, SlackFault};
 
-use crate::harness::wait_for;
+use crate::harness::{try_wait_for, wait_for};
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
 
 const APP_VAR: &str = "SL_APP_TOKEN";
@@ -278,16 +278,16 @@ fn every_kind_of_connection_fault_in_turn_loses_and_repeats_nothing() {
         connected(&rig, before);
         rig.mock.slack_clear_faults();
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !ids.iter().all(|id| stored(&rig).contains(id)) {
-        if Instant::now() > deadline {
-            let s = stored(&rig);
-            let missing: Vec<_> = (rig.mock.slack_events().into_iter())
-                .filter(|e| ids.contains(&e.event_id) && !s.contains(&e.event_id))
-                .collect();
-            panic!("not stored after 30 s: {missing:#?}");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let all_stored = try_wait_for(Duration::from_secs(30), || {
+        let s = stored(&rig);
+        ids.iter().all(|id| s.contains(id)).then_some(())
+    });
+    if all_stored.is_none() {
+        let s = stored(&rig);
+        let missing: Vec<_> = (rig.mock.slack_events().into_iter())
+            .filter(|e| ids.contains(&e.event_id) && !s.contains(&e.event_id))
+            .collect();
+        panic!("not stored after 30 s: {missing:#?}");
     }
     assert_eq!(stored(&rig).len(), ids.len(), "each once");
     sigterm(&mut gw);
