@@ -8,6 +8,7 @@
 //! One file per section (`gateway`, `adapter`, `cron`); this one reads the file and hands each
 //! section to its parser.
 
+mod access;
 mod adapter;
 mod agent;
 mod cluster;
@@ -29,6 +30,7 @@ use toml::Spanned;
 
 use crate::bounded_read::{self, Owner};
 
+pub use access::{AccessRules, Budget, UnknownDm, DEFAULT_BUDGET};
 pub use adapter::{AdapterSpec, Timing};
 pub use agent::{AgentSpec, Bridge, Busy, OpenAiSpec, DEFAULT_RELAY_PORT};
 pub use cluster::{ClusterSpec, ClusterTls};
@@ -43,6 +45,7 @@ pub use secret::Secret;
 pub(crate) use value::valid_name;
 pub use value::MAX_DURATION;
 
+use access::{access, RawAccess};
 use adapter::{adapter, RawAdapter};
 use agent::{agent, RawAgent};
 use cluster::{cluster, RawCluster};
@@ -60,6 +63,7 @@ struct RawFile {
     #[serde(default)]
     cron: Vec<Spanned<RawCron>>,
     agent: Option<Spanned<RawAgent>>,
+    access: Option<RawAccess>,
     cluster: Option<Spanned<RawCluster>>,
 }
 
@@ -101,6 +105,9 @@ pub fn parse<P: Platforms>(path: &Path, text: &str) -> Result<GatewayConfig<P>, 
     let raw = RawFile::deserialize(toml::de::Deserializer::from(doc)).map_err(invalid)?;
     let mut config = gateway(&ctx, &raw.gateway)?;
     config.agent = raw.agent.as_ref().map(|a| agent(&ctx, a)).transpose()?;
+    if let Some(a) = &raw.access {
+        config.access = access(&ctx, "[access]", a)?;
+    }
     config.cluster = raw.cluster.as_ref().map(|c| cluster(&ctx, c)).transpose()?;
     let mut names = BTreeSet::new();
     for (a, table) in raw.adapter.iter().zip(tables) {

@@ -18,6 +18,7 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use crate::config::{self, AdapterKeys, ConfigError, Secret};
+pub use crate::gateway::adapter::whoami::BotId;
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 use crate::gateway::outbox::{worker, Outbox, Route};
 use crate::gateway::send::{Post, TargetError};
@@ -53,6 +54,24 @@ pub trait Platform {
     /// A stored event of kind `kind` (the platform's event type) with payload `data`, read as
     /// a chat message; `None` for events that are not messages (joins, reactions, edits).
     fn normalise(kind: &str, data: &serde_json::Value) -> Option<message::Said>;
+
+    /// Whether a stored message event addresses the bot: mentions it by the platform's own
+    /// mention (an entity, a mention list, an event type that only a mention brings; never a
+    /// match on the text), or replies to one of its messages. `bot` is what the adapter's
+    /// connection learned of the bot ([`BotId`]); where the platform needs it and nothing is
+    /// known yet, nothing is taken for a mention.
+    fn addressed(_kind: &str, _data: &serde_json::Value, _bot: &BotId) -> bool {
+        false
+    }
+
+    /// Whether a group message must address the bot ([`Platform::addressed`]) to reach the
+    /// agent, unless the adapter's access rules say otherwise: Hermes's own default for the
+    /// platform (docs/config.md, "Who may talk to the agent").
+    const REQUIRE_MENTION: bool = true;
+
+    /// Which of the platform's ids the access rules name a sender by, for the docs and for
+    /// what `pairing list` shows.
+    const SENDER_ID: &'static str = "the platform's user id";
 
     /// Keep the adapter's connection up, its events flowing into the spool, until shutdown
     /// or a fatal error.
@@ -213,10 +232,10 @@ macro_rules! registry {
         ) -> Pin<Box<dyn Future<Output = AdapterExit> + Send>> {
             Box::pin(async move {
                 crate::test_hook::panic_if_asked(&spec.name);
-                let config::AdapterSpec { name, timing, protocol } = spec;
+                let config::AdapterSpec { name, timing, access, protocol } = spec;
                 match protocol {
                     $(Protocol::$variant(c) => {
-                        let spec = config::AdapterSpec { name, timing, protocol: c };
+                        let spec = config::AdapterSpec { name, timing, access, protocol: c };
                         <$wing::$platform as Platform>::receive(spec, secrets, deps).await
                     })+
                 }
@@ -238,6 +257,24 @@ macro_rules! registry {
                 return Some(m);
             })+
             None
+        }
+
+        /// Whether `event`, stored by an adapter of `kind`, addresses its bot `bot`
+        /// ([`Platform::addressed`]).
+        pub fn addressed(kind: &str, event: &Event, bot: &BotId) -> bool {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::addressed(&event.kind, &event.data, bot);
+            })+
+            false
+        }
+
+        /// Whether a group message to an adapter of `kind` must address its bot unless told
+        /// otherwise ([`Platform::REQUIRE_MENTION`]).
+        pub fn requires_mention(kind: &str) -> bool {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::REQUIRE_MENTION;
+            })+
+            true
         }
 
         /// What doctor should ask `spec`'s platform, with the adapter's `secrets`.
@@ -269,6 +306,7 @@ macro_rules! registry {
                     let spec = config::AdapterSpec {
                         name: spec.name.clone(),
                         timing: spec.timing.clone(),
+                        access: spec.access.clone(),
                         protocol: c.clone(),
                     };
                     <$wing::$platform as Platform>::log_in(&spec, timeout).await
@@ -416,6 +454,18 @@ impl Normaliser {
     /// `event` as a message, when its adapter is still configured and the event is one.
     pub fn message(&self, event: &Event) -> Option<Message> {
         normalise(self.kinds.get(&event.adapter)?, event)
+    }
+
+    /// The kind of adapter `adapter`, when it is configured.
+    pub fn kind(&self, adapter: &str) -> Option<&'static str> {
+        self.kinds.get(adapter).copied()
+    }
+
+    /// Whether `event` addresses its adapter's bot `bot` ([`Platform::addressed`]).
+    pub fn addressed(&self, event: &Event, bot: &BotId) -> bool {
+        self.kinds
+            .get(&event.adapter)
+            .is_some_and(|kind| addressed(kind, event, bot))
     }
 }
 

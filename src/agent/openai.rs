@@ -338,6 +338,7 @@ mod tests {
                 id: "5".into(),
                 name: None,
                 is_bot: false,
+                vouched: true,
             },
             thread_id: None,
             message_id: Some("9".into()),

@@ -10,9 +10,10 @@ use serde::Deserialize;
 use toml::de::DeValue;
 use toml::Spanned;
 
+use super::access::{access, RawAccess};
 use super::keys::AdapterKeys;
 use super::value::{valid_name, Ctx};
-use super::{ConfigError, Platforms, Secret};
+use super::{AccessRules, ConfigError, Platforms, Secret};
 
 /// Timeouts and backoff of one adapter. The platform's heartbeat interval comes from Hello.
 #[derive(Clone, Debug, PartialEq)]
@@ -48,6 +49,8 @@ impl Default for Timing {
 pub struct AdapterSpec<P> {
     pub name: String,
     pub timing: Timing,
+    /// Its own access rules (`[adapter.access]`), over the profile's `[access]`.
+    pub access: AccessRules,
     pub protocol: P,
 }
 
@@ -63,6 +66,7 @@ pub(super) struct RawAdapter {
     backoff_min: Option<Spanned<String>>,
     backoff_max: Option<Spanned<String>>,
     stable_after: Option<Spanned<String>>,
+    access: Option<RawAccess>,
 }
 
 /// The keys of [`RawAdapter`], taken out of the table before the platform reads the rest.
@@ -75,6 +79,7 @@ const COMMON_KEYS: &[&str] = &[
     "backoff-min",
     "backoff-max",
     "stable-after",
+    "access",
 ];
 
 /// One `[[adapter]]`: `spanned` is its common keys, `table` the same table as written.
@@ -144,9 +149,14 @@ pub(super) fn adapter<P: Platforms>(
         table,
     };
     let protocol = P::parse(kind, &keys)?;
+    let access = match &a.access {
+        Some(raw) => access(ctx, &format!("adapter {name:?}: [adapter.access]"), raw)?,
+        None => AccessRules::default(),
+    };
     Ok(AdapterSpec {
         name,
         timing,
+        access,
         protocol,
     })
 }

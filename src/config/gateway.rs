@@ -7,7 +7,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::Ctx;
-use super::{AdapterSpec, AgentSpec, ClusterSpec, ConfigError, CronSpec, Platforms};
+use super::{AccessRules, AdapterSpec, AgentSpec, ClusterSpec, ConfigError, CronSpec, Platforms};
 
 /// The whole configuration of one gateway, with the platforms `P` (the registry's).
 #[derive(Clone, Debug, PartialEq)]
@@ -21,6 +21,9 @@ pub struct GatewayConfig<P: Platforms> {
     pub cron: Vec<CronSpec<P::Target>>,
     /// The agent behind the gateway, and the bridge to it (`[agent]`).
     pub agent: Option<AgentSpec>,
+    /// Who may reach the agent, for every adapter unless its own `[adapter.access]` says
+    /// otherwise (`[access]`).
+    pub access: AccessRules,
     /// The profile's gateways on other hosts, one active at a time (`[cluster]`).
     pub cluster: Option<ClusterSpec>,
 }
@@ -33,6 +36,7 @@ impl<P: Platforms> Default for GatewayConfig<P> {
             adapters: vec![],
             cron: vec![],
             agent: None,
+            access: AccessRules::default(),
             cluster: None,
         }
     }
@@ -57,6 +61,7 @@ pub(super) fn gateway<P: Platforms>(
         adapters: vec![],
         cron: vec![],
         agent: None,
+        access: AccessRules::default(),
         cluster: None,
     })
 }

@@ -39,6 +39,7 @@ pub(crate) mod setup;
 mod shared;
 pub(crate) mod supervise;
 pub(crate) mod token_cache;
+pub mod whoami;
 
 pub use shared::Shared;
 

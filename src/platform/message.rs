@@ -90,6 +90,11 @@ pub struct Author {
     /// A bot (this one included, on platforms that echo its own posts): an agent that
     /// answers bots can talk to itself forever.
     pub is_bot: bool,
+    /// The platform vouches that `id` is the account that said it. False where it does not:
+    /// a post on behalf of a chat or a channel (Telegram's `sender_chat`, its anonymous
+    /// group admins), a webhook's made-up author. Such a sender is never taken for a user:
+    /// no allow-list entry and no pairing admits it.
+    pub vouched: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 use super::identify_queue::IdentifyQueues;
 use super::outlet::Outlets;
 use super::proxy;
+use super::whoami::Whoami;
 use crate::gateway::fence::Fence;
 use crate::gateway::grid::Grid;
 
@@ -34,6 +35,8 @@ pub struct Shared {
     pub(crate) fence: Fence,
     /// The one timer every connection's deadlines are on.
     pub(crate) grid: Grid,
+    /// Who each adapter's bot is, as its connection learned it: the access rules read it.
+    pub whoami: Whoami,
     /// What each platform keeps for all its adapters and senders, one value per type
     /// ([`Shared::keep`]).
     kept: Arc<Mutex<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>>,
@@ -65,6 +68,7 @@ impl Shared {
             setup_permits: Arc::new(Semaphore::new(SETUP_CONCURRENCY)),
             fence: Fence::open(),
             grid: Grid::default(),
+            whoami: Whoami::default(),
             kept: Arc::default(),
         })
     }

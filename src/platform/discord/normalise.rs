@@ -51,6 +51,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
                 .or_else(|| text(&author["global_name"]))
                 .or_else(|| text(&author["username"])),
             is_bot: author["bot"].as_bool().unwrap_or(false),
+            vouched: true,
         },
         thread_id: None,
         reply_to_message_id: id(&d["message_reference"]["message_id"]),
@@ -112,6 +113,7 @@ mod tests {
             Author {
                 id: "800000000000000001".into(),
                 name: Some("Ann".into()),
+                vouched: true,
                 is_bot: false
             }
         );

@@ -37,6 +37,7 @@ pub(super) fn normalise(kind: &str, data: &Value) -> Option<Said> {
                 .or_else(|| id(&sender["sender_id"]["user_id"]))?,
             name: None,
             is_bot: sender["sender_type"].as_str() == Some("app"),
+            vouched: true,
         },
         thread_id: text(&message["thread_id"]),
         reply_to_message_id: text(&message["parent_id"]),

@@ -55,6 +55,7 @@ pub(super) fn normalise(kind: &str, e: &Value) -> Option<Said> {
             id: text(&e["sender"])?,
             name: None,
             is_bot: e[OWN] == true,
+            vouched: true,
         },
         thread_id: thread,
         message_id: event_id.clone(),

@@ -59,6 +59,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
             id: sender_id,
             name,
             is_bot: d["author"]["bot"].as_bool().unwrap_or(false),
+            vouched: true,
         },
         thread_id: None,
         reply_to_message_id: id(&d["message_reference"]["message_id"]),

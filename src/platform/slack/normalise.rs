@@ -39,6 +39,7 @@ pub(super) fn normalise(kind: &str, e: &Value) -> Option<Said> {
             id: sender,
             name: text(&e["username"]),
             is_bot,
+            vouched: true,
         },
         thread_id: thread.clone(),
         message_id: ts.clone(),

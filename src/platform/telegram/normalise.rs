@@ -29,6 +29,7 @@ pub(super) fn normalise(kind: &str, update: &Value) -> Option<Said> {
             id: id(&m["from"]["id"])?,
             name: full_name(&m["from"]),
             is_bot: m["from"]["is_bot"].as_bool().unwrap_or(false),
+            vouched: true,
         }
     } else {
         let by = if m["sender_chat"].is_object() {
@@ -39,6 +40,7 @@ pub(super) fn normalise(kind: &str, update: &Value) -> Option<Said> {
         Author {
             id: id(&by["id"])?,
             name: text(&by["title"]).or_else(|| full_name(by)),
+            vouched: true,
             is_bot: false,
         }
     };
@@ -143,6 +145,7 @@ mod tests {
             m.sender,
             Author {
                 id: "42".into(),
+                vouched: true,
                 name: Some("Ann Lee".into()),
                 is_bot: false
             }

@@ -15,6 +15,7 @@ fn spec(protocol: Protocol) -> AdapterSpec {
     AdapterSpec {
         name: "a".into(),
         timing: Timing::default(),
+        access: Default::default(),
         protocol,
     }
 }

@@ -47,6 +47,7 @@ pub(super) fn normalise(kind: &str, m: &Value) -> Option<Said> {
             id: from,
             name: None,
             is_bot: false,
+            vouched: true,
         },
         thread_id: None,
         message_id: id(&m["message_id"]),
@@ -117,6 +118,7 @@ mod tests {
             Author {
                 id: peer.into(),
                 name: None,
+                vouched: true,
                 is_bot: false
             }
         );
