@@ -258,7 +258,7 @@ mod tests {
             ("\u{0430}nn", "not printable ASCII"),
             ("4\u{200b}2", "not printable ASCII"),
         ] {
-            let text = format!("[access]\nallow-users = [\n  \"1\",\n  {id:?},\n]\n");
+            let text = format!("[access]\nallow-users = [\n  \"1\",\n  \"{id}\",\n]\n");
             let e = parse(&text).unwrap_err().to_string();
             assert!(e.contains("gateway.toml:4"), "{e}");
             assert!(e.contains(why), "{id:?}: {e}");
