@@ -41,10 +41,15 @@ impl Bridge {
     }
 }
 
-/// `e` as a message for the agent, or `None`: not a chat message, or a bot's (the bot's own,
-/// echoed back by its platform), since an agent that answers bots can talk to one forever.
+/// `e` as a message for the agent, or `None`: not a chat message, or one the access rules did
+/// not admit when it was stored (`access.rs`). A message stored without a verdict (before the
+/// gateway judged messages) is not sent either: the gateway is the only thing between a
+/// stranger and the agent, so what it did not judge does not pass.
 pub fn for_agent(normaliser: &Normaliser, e: &Event) -> Option<Message> {
-    normaliser.message(e).filter(|m| !m.said.sender.is_bot)
+    if !e.access.as_ref().is_some_and(|v| v.admitted) {
+        return None;
+    }
+    normaliser.message(e)
 }
 
 /// A turn shows the platform's typing indicator once it has run this long: an answer that

@@ -20,6 +20,7 @@ mod install;
 mod lifecycle;
 mod login;
 mod logs;
+mod pairing;
 mod progress;
 mod render;
 mod report;
@@ -86,6 +87,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Send(args) => send::run(args),
         Command::Demo(args) => demo::run(args),
         Command::Login(login) => login::run(login),
+        Command::Pairing(command) => pairing::run(command),
         Command::Install(args) => runtime()?.block_on(install::install(args)),
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),
         Command::Set(args) => runtime()?.block_on(set::set(args)),

@@ -384,7 +384,9 @@ async fn wait_for_spool(
 
 /// The conversation: the demo's one message said during the fault, and the agent's answers.
 const GREETING: &str = "hello, agent";
-const CHAT: i64 = 1001;
+/// The Telegram chat (a direct message: the user id is the chat id) the demo's person writes
+/// from, the one sender its access rules admit.
+pub(crate) const CHAT: i64 = 1001;
 
 /// What the agent answered, as the platform saw it.
 struct Conversation {

@@ -6,6 +6,7 @@
 // name the private items they explain.
 #![allow(rustdoc::private_intra_doc_links)]
 
+pub mod access;
 pub mod agent;
 pub(crate) mod ansi;
 pub mod api;

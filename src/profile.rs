@@ -130,6 +130,10 @@ impl Profile {
     pub fn api_socket(&self) -> PathBuf {
         self.home().join("state").join("api").join("agent.sock")
     }
+    /// The access rules' own files: the pairing store.
+    pub fn access_dir(&self) -> PathBuf {
+        self.home().join("access")
+    }
     pub(crate) fn inbox_dir(&self) -> PathBuf {
         self.home().join("inbox")
     }

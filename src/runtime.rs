@@ -235,6 +235,7 @@ async fn serve(
         config: &plan.config,
         spool: &spool,
         outbox: outbound.for_frontend(),
+        whoami: shared.whoami.clone(),
     };
     let mut frontend_health = vec![];
     for frontend in frontends {

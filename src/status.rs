@@ -453,6 +453,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         };
         let stray = |service: Option<&str>, health| Unmanaged {

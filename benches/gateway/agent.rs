@@ -339,6 +339,7 @@ async fn start_gateway(home: &Path, base: &str, token: &str, agent: &str) -> (Ga
     let toml = format!(
         "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"TG_TOKEN\"\n\
          api-base = \"{base}\"\npoll-timeout = \"30s\"\n\n\
+         [access]\nallow-all = true\nbudget = \"off\"\n\n\
          [agent]\nkind = \"openai\"\nurl = \"{agent}\"\n"
     );
     std::fs::write(profile_home.join("gateway.toml"), toml).unwrap();

@@ -166,7 +166,9 @@ async fn long_poll(
 }
 
 /// `{"events":[...],"next":"..."}`, each event the stored line with `"cursor"` put first and
-/// then, for a chat message, `"message"`, its normalised form (`platform/message.rs`). The
+/// then, for a chat message, `"message"`, its normalised form (`platform/message.rs`), and
+/// the access rules' verdict as stored (`"access"`; one stored before there was a verdict is
+/// said to be `unjudged`, which is never sent to the agent either). The
 /// line is spliced rather than parsed and written again, so an event reads exactly as the
 /// spool has it; a line that would not splice cleanly is written from the parsed event.
 fn render(page: &Page, normaliser: &Normaliser) -> String {
@@ -191,6 +193,9 @@ fn render(page: &Page, normaliser: &Normaliser) -> String {
             body.push_str("\"message\":");
             body.push_str(&serde_json::to_string(&message).expect("a message serialises"));
             body.push(',');
+            if found.event().access.is_none() {
+                body.push_str(UNJUDGED);
+            }
         }
         body.push_str(&line[1..]);
     }
@@ -199,6 +204,9 @@ fn render(page: &Page, normaliser: &Normaliser) -> String {
     body.push('}');
     body
 }
+
+/// The verdict of a chat message stored without one.
+const UNJUDGED: &str = r#""access":{"admitted":false,"rule":"unjudged"},"#;
 
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serialises")

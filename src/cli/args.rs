@@ -59,6 +59,10 @@ pub(super) enum Command {
     /// Look for known ways a setup goes wrong (duplicate units, --replace, shared tokens,
     /// stale pid files, ...) and print the exact fix for each.
     Doctor(DoctorArgs),
+    /// Who may talk to the agent by DM pairing: list the codes strangers were sent, approve
+    /// or deny one, revoke an approved sender.
+    #[command(subcommand)]
+    Pairing(PairingCommand),
     /// Log a bot in to a platform whose login needs a person (a QR code to scan), and store
     /// the login in the profile.
     #[command(subcommand)]
@@ -168,6 +172,46 @@ pub(super) enum GatewayCommand {
     Run {
         #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
         profile: String,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub(super) enum PairingCommand {
+    /// The codes waiting for approval (who asked, when, on which adapter; never a code) and
+    /// the senders approved.
+    List {
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+        profile: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Admit the sender a code was sent to, from their next message.
+    Approve {
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+        profile: String,
+        /// The code the sender was sent (8 characters; case does not matter).
+        #[arg(value_name = "CODE")]
+        code: String,
+    },
+    /// Throw a code away without admitting its sender.
+    Deny {
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+        profile: String,
+        /// The code the sender was sent.
+        #[arg(value_name = "CODE")]
+        code: String,
+    },
+    /// No longer admit an approved sender.
+    Revoke {
+        #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+        profile: String,
+        /// The adapter they were approved on (its name in gateway.toml).
+        #[arg(value_name = "ADAPTER")]
+        adapter: String,
+        /// Their id on the platform, as `pairing list` shows it.
+        #[arg(value_name = "SENDER")]
+        sender: String,
     },
 }
 

@@ -102,6 +102,10 @@ pub(crate) enum CliError {
     /// The demo is a script of many steps, each with its own context; it keeps anyhow.
     #[error(transparent)]
     Demo(anyhow::Error),
+    /// A pairing command that did nothing: a wrong code, a lockout, a sender not approved,
+    /// or a store that cannot be used; one line naming the fix.
+    #[error("{0}")]
+    Pairing(String),
 }
 
 impl CliError {
@@ -135,7 +139,8 @@ impl CliError {
             | CliError::Api(_)
             | CliError::Json(_)
             | CliError::Login(_)
-            | CliError::Demo(_) => exit_code::FAILURE,
+            | CliError::Demo(_)
+            | CliError::Pairing(_) => exit_code::FAILURE,
             CliError::Config(_) => exit_code::USAGE,
         }
     }

@@ -123,7 +123,12 @@ fn print(
             match listing.normaliser.message(&r.event) {
                 Some(m) if r.raw.starts_with('{') => {
                     let m = serde_json::to_string(&m).expect("a message serialises");
-                    writeln!(out, "{{\"message\":{m},{}", &r.raw[1..])
+                    let unjudged = if r.event.access.is_none() {
+                        r#""access":{"admitted":false,"rule":"unjudged"},"#
+                    } else {
+                        ""
+                    };
+                    writeln!(out, "{{\"message\":{m},{unjudged}{}", &r.raw[1..])
                 }
                 _ => writeln!(out, "{}", r.raw),
             }
@@ -135,17 +140,29 @@ fn print(
             let data = e.data.to_string();
             writeln!(
                 out,
-                "{} {} {} {} {}",
+                "{} {} {} {} {}{}",
                 visible(&e.received_at),
                 visible(&e.adapter),
                 visible(&e.kind),
                 visible(&e.id),
+                verdict(e, listing.normaliser),
                 visible(&data)
             )
         }
         .map_err(SpoolError::Output)?;
     }
     out.flush().map_err(SpoolError::Output)
+}
+
+/// A chat message's verdict as a word before its data, `refused:RULE ` or `admitted:RULE `
+/// (docs/config.md lists the rules); nothing for an event that is not a chat message.
+fn verdict(e: &crate::gateway::spool::Event, normaliser: &Normaliser) -> String {
+    match &e.access {
+        Some(v) if v.admitted => format!("admitted:{} ", visible(&v.rule)),
+        Some(v) => format!("refused:{} ", visible(&v.rule)),
+        None if normaliser.message(e).is_some() => "refused:unjudged ".to_owned(),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

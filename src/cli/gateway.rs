@@ -49,6 +49,8 @@ fn serve(profile: &str, manager: Manager) -> Result<Result<Requested, GatewayErr
         .build()
         .map_err(CliError::AsyncRuntime)?;
     let frontends: Vec<Box<dyn runtime::Frontend>> = vec![
+        // First: the spool has its judge before anything could store a message.
+        Box::new(crate::access::Access::new(&profile)),
         Box::new(crate::api::LocalApi::new(&profile)),
         Box::new(crate::agent::Bridge::new(&profile)),
     ];

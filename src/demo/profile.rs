@@ -10,6 +10,8 @@ use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
 use crate::platform::weixin::WeixinLogin;
 
+use super::CHAT;
+
 /// The long polls are short in the demo (a real profile keeps the defaults, 30 s and 35 s),
 /// so a dead one is found in seconds.
 pub(super) const POLL_TIMEOUT_S: u64 = 2;
@@ -76,6 +78,12 @@ api-base = "{proxied}"
 poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
+# Who may reach the agent through tg: the demo's one person (a Telegram user id). Nobody
+# else is admitted anywhere: the gateway refuses by default. The same person also sends the
+# flood that shows nothing is lost, ten messages a second, so they have no budget.
+[adapter.access]
+allow-users = ["{CHAT}"]
+budget = "off"
 
 [[adapter]]
 name = "wx"

@@ -79,6 +79,29 @@ pub struct Event {
     /// RFC 3339 with milliseconds, UTC ("2024-05-01T09:00:00.123Z").
     pub(crate) received_at: String,
     pub(crate) data: serde_json::Value,
+    /// What the access rules decided when the event was stored, for an event that is a chat
+    /// message; absent on anything else, and on what was stored before there were rules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub access: Option<Verdict>,
+}
+
+/// What the access rules decided about a chat message when it was stored ([`Judge`]): kept
+/// with it, so that the agent is sent exactly what they admitted then, whatever they say
+/// later (a sender approved an hour on does not have their refused messages delivered), and
+/// the local API shows why each was refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    pub admitted: bool,
+    /// The rule that decided: what admitted the message, or what refused it.
+    pub rule: String,
+}
+
+/// Decides, as an event is stored, whether it may reach the agent. Called under the spool's
+/// lock, once per event that is not a duplicate, so it must be quick and must not wait:
+/// whatever it has to do besides deciding (answer a stranger, count) goes elsewhere.
+pub trait Judge: Send + Sync + std::fmt::Debug {
+    /// The verdict on `event`, or `None` when it is not a chat message.
+    fn judge(&self, event: &Event) -> Option<Verdict>;
 }
 
 impl Event {
@@ -97,6 +120,7 @@ impl Event {
             seq,
             received_at: now_rfc3339(),
             data,
+            access: None,
         }
     }
 }
@@ -200,6 +224,9 @@ pub struct Spool {
     /// Where a cluster's active also records what it stored, for its successor on another
     /// host ([`Replica`]); set once it is the active.
     replica: OnceLock<Arc<dyn Replica>>,
+    /// What decides whether each chat message may reach the agent; set once, before any
+    /// adapter starts.
+    judge: OnceLock<Arc<dyn Judge>>,
 }
 
 impl Spool {
@@ -246,6 +273,7 @@ impl Spool {
             options,
             appended: watch::Sender::new(0),
             replica: OnceLock::new(),
+            judge: OnceLock::new(),
         })
     }
 
@@ -253,6 +281,11 @@ impl Spool {
     /// its cluster's active and before any adapter starts.
     pub(crate) fn set_replica(&self, replica: Arc<dyn Replica>) {
         let _ = self.replica.set(replica);
+    }
+
+    /// Judge every event stored from now on with `judge`. Set once, before any adapter starts.
+    pub fn set_judge(&self, judge: Arc<dyn Judge>) {
+        let _ = self.judge.set(judge);
     }
 
     /// Whether a successor on another host goes on from what is stored here (a cluster's
@@ -329,6 +362,16 @@ impl Spool {
         let key = dedupe_key(&event.adapter, &event.id);
         if inner.seen.contains(&key) {
             return Ok(Appended::Duplicate);
+        }
+        // Judged under the lock, after the dedupe: a replay is neither judged again nor
+        // counted against its sender, and the verdict is in the same line as the event.
+        if let Some(verdict) = self
+            .judge
+            .get()
+            .filter(|_| event.access.is_none())
+            .and_then(|j| j.judge(event))
+        {
+            with_verdict(&mut line, &verdict);
         }
         let bytes = if inner.needs_newline {
             &line[..]
@@ -450,6 +493,17 @@ impl Spool {
     async fn window_len(&self) -> usize {
         self.inner.lock().await.seen.len()
     }
+}
+
+/// `line` (a newline, an event's JSON object, a newline) with `verdict` as its `access`
+/// field: the object is closed again after it, so nothing else is encoded twice.
+fn with_verdict(line: &mut Vec<u8>, verdict: &Verdict) {
+    debug_assert!(line.ends_with(b"}\n"));
+    line.truncate(line.len() - 2);
+    line.extend_from_slice(b",\"access\":");
+    // A struct of a bool and a string: its encoding cannot fail.
+    let _ = serde_json::to_writer(&mut *line, verdict);
+    line.extend_from_slice(b"}\n");
 }
 
 /// The current spool file, made (0600) if missing. Readable too, so that `open` can check

@@ -59,6 +59,9 @@ pub struct StateFile {
     /// Not a health input: an agent that is down makes messages wait in the spool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) agent: Option<AgentHealth>,
+    /// The access rules: messages admitted and refused, by rule. Not a health input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) access: Option<AccessHealth>,
     /// This gateway's place in its profile's cluster (`[cluster]`), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cluster: Option<ClusterHealth>,
@@ -101,6 +104,17 @@ pub struct PeerHealth {
 pub enum FrontendHealth {
     Api(ApiHealth),
     Agent(AgentHealth),
+    Access(AccessHealth),
+}
+
+/// The access rules at a glance (access.rs): the chat messages judged since the gateway
+/// started, by the rule that decided each.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccessHealth {
+    /// Admitted, by the rule that admitted them (`allow-users`, `pairing`, ...).
+    pub admitted: std::collections::BTreeMap<String, u64>,
+    /// Refused, by the rule that refused them (`unknown-sender`, `budget`, ...).
+    pub refused: std::collections::BTreeMap<String, u64>,
 }
 
 /// The agent bridge at a glance (agent/link.rs).
@@ -232,6 +246,7 @@ impl StateFile {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         }
     }
@@ -264,6 +279,7 @@ impl StateFile {
             match h {
                 FrontendHealth::Api(api) => self.api = Some(api),
                 FrontendHealth::Agent(agent) => self.agent = Some(agent),
+                FrontendHealth::Access(access) => self.access = Some(access),
             }
         }
         self
@@ -300,6 +316,7 @@ impl StateFile {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         }
     }
@@ -442,6 +459,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         }
     }

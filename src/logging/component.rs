@@ -26,6 +26,8 @@ pub(crate) enum Component {
     Api,
     /// The bridge to the agent behind the gateway (`[agent]`).
     Agent,
+    /// The access rules: who may reach the agent, and what strangers are told.
+    Access,
 }
 
 impl Component {
@@ -39,6 +41,7 @@ impl Component {
             Component::Outbox => "outbox",
             Component::Api => "api",
             Component::Agent => "agent",
+            Component::Access => "access",
         }
     }
 

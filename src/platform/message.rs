@@ -93,7 +93,9 @@ pub struct Author {
     /// The platform vouches that `id` is the account that said it. False where it does not:
     /// a post on behalf of a chat or a channel (Telegram's `sender_chat`, its anonymous
     /// group admins), a webhook's made-up author. Such a sender is never taken for a user:
-    /// no allow-list entry and no pairing admits it.
+    /// no allow-list entry and no pairing admits it. A reader of an older gateway's events,
+    /// which did not say, takes it as not vouched.
+    #[serde(default)]
     pub vouched: bool,
 }
 

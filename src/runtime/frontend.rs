@@ -13,6 +13,7 @@ use std::sync::Arc;
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
+use crate::gateway::adapter::whoami::Whoami;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::FrontendHealth;
@@ -27,6 +28,8 @@ pub(crate) struct Stores<'a> {
     pub(crate) spool: &'a Spool,
     /// The outbox, or why this run has none (its journal could not be opened).
     pub(crate) outbox: Result<Arc<Outbox>, String>,
+    /// Who each adapter's bot is, as its connection learns it.
+    pub(crate) whoami: Whoami,
 }
 
 /// A front end that can be started on the run's stores.

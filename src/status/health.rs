@@ -12,14 +12,16 @@ use serde::Serialize;
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
-    AgentHealth, ApiHealth, ClusterHealth, ComponentState, Delivery, Stale, StateFile,
+    AccessHealth, AgentHealth, ApiHealth, ClusterHealth, ComponentState, Delivery, Stale, StateFile,
 };
 use crate::launchd::launchctl::JobState;
 use crate::safe_text::visible;
 
 mod lines;
 
-use lines::{agent_line, api_line, cluster_line, component_line, delivery_line, outbox_line};
+use lines::{
+    access_line, agent_line, api_line, cluster_line, component_line, delivery_line, outbox_line,
+};
 
 /// The process a snapshot should come from: a current one carries its pid, and the words on
 /// one that is not say why in terms of it.
@@ -164,6 +166,9 @@ pub(crate) struct Health {
     pub(crate) api: Option<ApiHealth>,
     /// The agent link (`[agent]`); `null` without one.
     pub(crate) agent: Option<AgentHealth>,
+    /// The access rules: chat messages admitted and refused since the gateway started, by
+    /// rule; `null` from a gateway that did not say.
+    pub(crate) access: Option<AccessHealth>,
     /// The gateway's place in its cluster (`[cluster]`); `null` without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) cluster: Option<ClusterHealth>,
@@ -196,6 +201,7 @@ impl Health {
             deliveries: state.deliveries,
             api: state.api,
             agent: state.agent,
+            access: state.access,
             cluster: state.cluster,
         }))
     }
@@ -251,6 +257,9 @@ impl Health {
                 agent_line(agent, SystemTime::now())
             ));
         }
+        if let Some(access) = &self.access {
+            s.push_str(&format!("{pad:<16} {}\n", access_line(access)));
+        }
         for d in &self.deliveries {
             s.push_str(&format!("{pad:<16} {}\n", delivery_line(d)));
         }
@@ -299,6 +308,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         };
         let text = h.to_text(unit("active", 7));
@@ -326,6 +336,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         };
         for (reason, active_state, main_pid, says) in [
@@ -377,6 +388,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         };
         let text = h.to_text(unit("active", 7));
@@ -407,6 +419,7 @@ pub(super) mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         };
         let job = |state, pid| Writer::Job { state, pid };
@@ -454,6 +467,7 @@ pub(super) mod tests {
                 deliveries: vec![],
                 api: None,
                 agent: None,
+                access: None,
                 cluster: None,
             };
             let text = h.to_text(writer);

@@ -39,8 +39,9 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     let port = free_port();
     let toml = format!(
         "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"DISCORD_BOT_TOKEN\"\n\
-         api-base = \"{}\"\n\n[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
-        mock.http_base()
+         api-base = \"{}\"\n\n{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
+        mock.http_base(),
+        crate::hermes_rig::OPEN
     );
     let hermes = venv().join("bin/hermes");
     let m = &Manager::boot();

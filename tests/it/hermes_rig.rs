@@ -25,6 +25,11 @@ use crate::mock_runtime::{mock_runtime, start_mock};
 pub(crate) const TG_TOKEN: &str = "HA_TG_TOKEN";
 pub(crate) const WX_PEER: &str = "hauser@im.wechat";
 
+/// Access rules that admit every sender, in groups without a mention, with no budget: for the
+/// tests of what the bridges do with a message, not of who may send one (tests/it/access.rs).
+pub(crate) const OPEN: &str =
+    "[access]\nallow-all = true\nrequire-mention = false\nbudget = \"off\"\n\n";
+
 /// The venv with the pinned Hermes: `HERMES_VENV`, or `target/hermes-venv`.
 pub(crate) fn venv() -> PathBuf {
     let venv = std::env::var_os("HERMES_VENV").map_or_else(
@@ -67,6 +72,8 @@ impl Rig {
         let home = scratch_dir(profile);
         let (base, dbase) = (mock.http_base(), discord.http_base());
         let app_id = 100_000 + u32::from(mock.addr().port());
+        // Tests of the bridges admit everyone; tests of the access rules write their own.
+        let access = if agent.contains("[access]") { "" } else { OPEN };
         let toml = format!(
             "[[adapter]]\nname = \"qq\"\nkind = \"qqbot\"\napp-id = \"{app_id}\"\n\
              secret-env = \"HA_QQ_SECRET\"\napi-base = \"{base}\"\n\
@@ -78,7 +85,7 @@ impl Rig {
              [[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"{TG_TOKEN}\"\n\
              api-base = \"{base}\"\npoll-timeout = \"1s\"\npoll-grace = \"1s\"\n\n\
              [[adapter]]\nname = \"wx\"\nkind = \"weixin\"\napi-base = \"{base}\"\n\
-             poll-timeout = \"1s\"\npoll-grace = \"1s\"\n\n{agent}\n",
+             poll-timeout = \"1s\"\npoll-grace = \"1s\"\n\n{access}{agent}\n",
             FeishuConfig::default().app_id
         );
         let profile_home = home.path().join("profiles").join(profile);

@@ -183,6 +183,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             cluster: None,
+            access: None,
             agent: Some(AgentHealth {
                 kind: "hermes-relay".into(),
                 endpoint: "ws://127.0.0.1:8765/relay".into(),

@@ -214,6 +214,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: Some(ClusterHealth {
                 role: "standby".into(),
                 node: "laptop".into(),

@@ -69,6 +69,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         });
         let mut s = homes(&[], vec![p]);

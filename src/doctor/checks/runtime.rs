@@ -306,6 +306,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             agent: None,
+            access: None,
             cluster: None,
         }
     }

@@ -20,6 +20,7 @@ pub(crate) fn event(id: &str) -> Event {
         seq: Some(7),
         received_at: "2024-05-01T09:00:00.123Z".into(),
         data: serde_json::json!({"content": format!("hello {id}"), "n": [1, 2]}),
+        access: None,
     }
 }
 
@@ -250,6 +251,7 @@ async fn many_appends_stay_fast_and_the_window_stays_bounded() {
     for i in 0..100_000 {
         let e = Event {
             data: serde_json::json!({"i": i}),
+            access: None,
             ..event(&format!("id-{i}"))
         };
         assert_eq!(spool.append(&e).await.unwrap(), Appended::New);
@@ -297,6 +299,7 @@ async fn concurrent_appenders_never_interleave() {
             for i in 0..EACH {
                 let e = Event {
                     data: serde_json::json!({"pad": "x".repeat(i * 7 % 3000)}),
+                    access: None,
                     ..event(&format!("t{t}-{i}"))
                 };
                 spool.append(&e).await.unwrap();
@@ -424,4 +427,61 @@ async fn a_spool_someone_else_could_have_written_is_refused_by_the_writer_and_th
     );
     drop(spool);
     let _ = fs::remove_dir_all(home);
+}
+
+/// Admits ids that start with "ok", refuses the rest, counts its calls.
+#[derive(Debug, Default)]
+struct Counting(std::sync::atomic::AtomicUsize);
+
+impl Judge for Counting {
+    fn judge(&self, event: &Event) -> Option<Verdict> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        (event.kind == "MESSAGE_CREATE").then(|| Verdict {
+            admitted: event.id.starts_with("ok"),
+            rule: if event.id.starts_with("ok") {
+                "allow-all".into()
+            } else {
+                "unknown-sender".into()
+            },
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_verdict_is_stored_with_the_event_and_a_replay_is_not_judged_again() {
+    let dir = temp_dir("judged");
+    let spool = Spool::open(&dir).unwrap();
+    let judge = Arc::new(Counting::default());
+    spool.set_judge(judge.clone());
+    let other = Event::new("j1", "qq", "GUILD_CREATE", None, serde_json::json!({}));
+    for e in [event("ok1"), event("no1"), other.clone(), event("ok1")] {
+        spool.append(&e).await.unwrap();
+    }
+    assert_eq!(judge.0.load(std::sync::atomic::Ordering::SeqCst), 3);
+    let back = read(&dir, None).unwrap();
+    assert_eq!(ids(&back), ["ok1", "no1", "j1"]);
+    let verdicts: Vec<_> = back.iter().map(|e| e.access.clone()).collect();
+    assert_eq!(
+        verdicts,
+        [
+            Some(Verdict {
+                admitted: true,
+                rule: "allow-all".into()
+            }),
+            Some(Verdict {
+                admitted: false,
+                rule: "unknown-sender".into()
+            }),
+            None
+        ]
+    );
+    // The rest of the event is as it was given.
+    assert_eq!(
+        Event {
+            access: None,
+            ..back[0].clone()
+        },
+        event("ok1")
+    );
+    let _ = fs::remove_dir_all(&dir);
 }

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
-    AgentHealth, ApiCondition, ApiHealth, ClusterHealth, ComponentState, Delivery,
+    AccessHealth, AgentHealth, ApiCondition, ApiHealth, ClusterHealth, ComponentState, Delivery,
 };
 use crate::safe_text::visible;
 
@@ -127,6 +127,24 @@ pub(super) fn agent_line(a: &AgentHealth, now: SystemTime) -> String {
     }
     if let Some(e) = &a.last_error {
         line.push_str(&format!(" (last error: {})", visible(e)));
+    }
+    line
+}
+
+/// One line on the access rules: how many chat messages were admitted and refused, and the
+/// refusals by rule, most first.
+pub(super) fn access_line(a: &AccessHealth) -> String {
+    let admitted: u64 = a.admitted.values().sum();
+    let refused: u64 = a.refused.values().sum();
+    let mut line = format!("access     {admitted} admitted, {refused} refused");
+    let mut by_rule: Vec<(&String, &u64)> = a.refused.iter().collect();
+    by_rule.sort_by(|x, y| y.1.cmp(x.1).then(x.0.cmp(y.0)));
+    if !by_rule.is_empty() {
+        let each: Vec<String> = by_rule
+            .iter()
+            .map(|(rule, n)| format!("{} {n}", visible(rule)))
+            .collect();
+        line.push_str(&format!(" ({})", each.join(", ")));
     }
     line
 }

@@ -1,0 +1,256 @@
+//! Who may talk to the agent: the access rules, enforced by the gateway as each chat message is
+//! stored (docs/config.md, "Who may talk to the agent").
+//!
+//! The gateway is the only thing between a stranger and the agent. Hermes trusts whatever its
+//! Relay delivers as authorized already (its `delivered_via_upstream_relay`), and its API
+//! server checks only its own key: neither looks at the chat user. So nothing reaches either
+//! bridge unless a rule here admits it, and by default none does.
+//!
+//! The verdict is made once, when the message is stored, and stored with it
+//! ([`crate::gateway::spool::Verdict`]): the bridges send only what was admitted, across
+//! restarts too, and a message refused today is never delivered because a rule changed since;
+//! the local API lists every message with its verdict. Deciding is quick and never waits (it
+//! runs under the spool's lock): what a verdict asks to be said (a pairing code to a stranger,
+//! a notice to a sender over budget) is done by [`answer`], beside it.
+//!
+//! A front end of the run ([`Frontend`]): started on the stores before any adapter, which is
+//! when the spool is given its judge.
+
+pub mod answer;
+pub mod budget;
+pub mod pairing;
+pub mod rules;
+
+use std::collections::{BTreeMap, HashMap};
+use std::os::unix::fs::MetadataExt;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use tokio::sync::{mpsc, watch};
+
+use self::answer::Ask;
+use self::budget::{Budgets, Spent};
+use self::pairing::{Book, Store};
+pub use self::rules::{Rule, Rules};
+use crate::config::UnknownDm;
+use crate::gateway::adapter::whoami::Whoami;
+use crate::gateway::spool::{Event, Judge, Verdict};
+use crate::gateway::state_file::{AccessHealth, FrontendHealth};
+use crate::logging::Component;
+use crate::platform::message::ChatType;
+use crate::platform::{requires_mention, GatewayConfig, Normaliser};
+use crate::profile::Profile;
+use crate::runtime::{Frontend, FrontendError, Started, Stores};
+
+/// Answers waiting to be sent, at most: past it, a flood's answers are dropped rather than
+/// queued (each is a courtesy, and every sender is answered at most once a window anyway).
+const ANSWERS_QUEUED: usize = 256;
+
+/// The access rules of one run, as the spool's [`Judge`].
+#[derive(Debug)]
+pub struct Gate {
+    normaliser: Normaliser,
+    rules: HashMap<String, Rules>,
+    whoami: Whoami,
+    approved: Approved,
+    budgets: Mutex<Budgets>,
+    tally: Mutex<BTreeMap<Rule, u64>>,
+    /// Where answers go; `None` when nothing is said (no `[agent]`, or no outbox).
+    answers: Option<mpsc::Sender<Ask>>,
+}
+
+impl Gate {
+    /// The rules of `config`'s adapters; answers go to `answers` when given.
+    pub fn new(
+        config: &GatewayConfig,
+        store: Store,
+        whoami: Whoami,
+        answers: Option<mpsc::Sender<Ask>>,
+    ) -> Gate {
+        let rules = config
+            .adapters
+            .iter()
+            .map(|a| {
+                let kind = a.protocol.kind();
+                (
+                    a.name.clone(),
+                    Rules::resolve(&a.access, &config.access, requires_mention(kind)),
+                )
+            })
+            .collect();
+        Gate {
+            normaliser: Normaliser::new(config),
+            rules,
+            whoami,
+            approved: Approved::new(store),
+            budgets: Mutex::default(),
+            tally: Mutex::default(),
+            answers,
+        }
+    }
+
+    /// The verdict on `event` at `now`, and what it asks to be said.
+    fn decide(&self, event: &Event, now: Instant) -> Option<(Rule, Option<Ask>)> {
+        let m = self.normaliser.message(event)?;
+        let rules = self.rules.get(&event.adapter)?;
+        let bot = self.whoami.get(&event.adapter);
+        let sender = &m.said.sender;
+        let own = sender.vouched && bot.id.as_deref() == Some(sender.id.as_str());
+        let decided = rules.decide(
+            &m.said,
+            own,
+            || self.normaliser.addressed(event, &bot),
+            || self.approved.contains(&event.adapter, &sender.id),
+        );
+        let in_dm = m.said.chat.chat_type == ChatType::Dm;
+        Some(match decided {
+            Err(Rule::UnknownSender) if in_dm && rules.unknown_dm == UnknownDm::Pair => {
+                (Rule::UnknownSender, Ask::pairing(&m, &event.id))
+            }
+            Err(rule) => (rule, None),
+            Ok(rule) => {
+                let spent = self
+                    .budgets
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .spend(&event.adapter, &sender.id, rules.budget, now);
+                match spent {
+                    Spent::Within => (rule, None),
+                    Spent::Over { notice } => (
+                        Rule::Budget,
+                        notice
+                            .then(|| Ask::over_budget(&m, &event.id, rules.budget))
+                            .flatten(),
+                    ),
+                }
+            }
+        })
+    }
+
+    /// Messages decided since the run started, by rule.
+    pub fn health(&self) -> AccessHealth {
+        let tally = self.tally.lock().unwrap_or_else(PoisonError::into_inner);
+        let (mut admitted, mut refused) = (BTreeMap::new(), BTreeMap::new());
+        for (rule, n) in tally.iter() {
+            let side = if rule.admits() {
+                &mut admitted
+            } else {
+                &mut refused
+            };
+            side.insert(rule.as_str().to_owned(), *n);
+        }
+        AccessHealth { admitted, refused }
+    }
+}
+
+impl Judge for Gate {
+    fn judge(&self, event: &Event) -> Option<Verdict> {
+        let (rule, ask) = self.decide(event, Instant::now())?;
+        *self
+            .tally
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(rule)
+            .or_default() += 1;
+        if let (Some(ask), Some(answers)) = (ask, &self.answers) {
+            if answers.try_send(ask).is_err() {
+                tracing::debug!(adapter = %event.adapter, "too many answers waiting; this one is not sent");
+            }
+        }
+        if !rule.admits() {
+            tracing::debug!(adapter = %event.adapter, event = %event.id, rule = rule.as_str(), "refused");
+        }
+        Some(Verdict {
+            admitted: rule.admits(),
+            rule: rule.as_str().to_owned(),
+        })
+    }
+}
+
+/// The pairing store's approved senders, read again whenever the file changed (a rename by
+/// `pairing approve` is a new inode): an approved sender is admitted from their next
+/// message, and the store is read once per change, not per message.
+#[derive(Debug)]
+struct Approved {
+    store: Store,
+    seen: Mutex<(Option<Stamp>, Book)>,
+}
+
+/// What tells one version of a file from another without reading it.
+type Stamp = (u64, u64, i64, i64, u64);
+
+impl Approved {
+    fn new(store: Store) -> Self {
+        Self {
+            store,
+            seen: Mutex::new((None, Book::default())),
+        }
+    }
+
+    fn contains(&self, adapter: &str, sender: &str) -> bool {
+        let stamp = std::fs::symlink_metadata(self.store.path())
+            .ok()
+            .map(|m| (m.dev(), m.ino(), m.mtime(), m.mtime_nsec(), m.size()));
+        let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
+        if seen.0 != stamp {
+            let book = match stamp {
+                None => Book::default(),
+                Some(_) => self.store.read().unwrap_or_else(|e| {
+                    // Nobody is taken for approved by a store that cannot be trusted.
+                    tracing::warn!(error = %crate::error_chain::one_line(&e), "the pairing store is not read; no paired sender is admitted until it is fixed");
+                    Book::default()
+                }),
+            };
+            *seen = (stamp, book);
+        }
+        seen.1.is_approved(adapter, sender)
+    }
+}
+
+/// The access rules as a front end of the run: the spool's judge from the start, and the
+/// answers it asks for served beside the components.
+pub struct Access {
+    profile: Profile,
+}
+
+impl Access {
+    pub fn new(profile: &Profile) -> Self {
+        Self {
+            profile: profile.clone(),
+        }
+    }
+}
+
+impl Frontend for Access {
+    fn start(
+        self: Box<Self>,
+        stores: Stores<'_>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Result<Option<Started>, FrontendError> {
+        let store = Store::new(&self.profile.access_dir());
+        // Only a gateway with an agent behind it speaks to strangers: without one, the rules
+        // are still judged (the local API shows each verdict), but nobody is told anything.
+        let outbox = stores
+            .outbox
+            .clone()
+            .ok()
+            .filter(|_| stores.config.agent.is_some());
+        let (tx, rx) = mpsc::channel(ANSWERS_QUEUED);
+        let gate = Arc::new(Gate::new(
+            stores.config,
+            store.clone(),
+            stores.whoami.clone(),
+            outbox.is_some().then_some(tx),
+        ));
+        stores.spool.set_judge(gate.clone());
+        let serve = answer::serve(rx, store, outbox, shutdown);
+        Ok(Some(Started {
+            name: Component::Access,
+            serve: Box::pin(async move {
+                serve.await;
+                Ok(())
+            }),
+            health: Box::new(move || FrontendHealth::Access(gate.health())),
+        }))
+    }
+}
