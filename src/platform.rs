@@ -5,6 +5,7 @@
 //! a kind of adapter: a variant of [`Protocol`], which is what the configuration
 //! ([`config::Platforms`]) and everything above it hold, and a word in every list of kinds.
 
+mod bot_lookup;
 pub mod message;
 pub mod standing;
 

@@ -179,6 +179,7 @@ impl<C: Connector> Transport for WebSocket<C> {
             grid: &link.deps.shared.grid,
             identify: &self.identify,
             outlet: self.outlet.as_deref(),
+            whoami: &link.deps.shared.whoami,
         };
         let resuming = self.resume.is_some();
         let outcome = session

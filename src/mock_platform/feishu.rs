@@ -8,6 +8,7 @@
 //!   pbbp2 frames ([`crate::platform::feishu::pbbp2`]); pushes events, answers pings, takes acks, and pushes an
 //!   event again when its ack does not come in time.
 //! - `POST /open-apis/auth/v3/tenant_access_token/internal`: the tenant token.
+//! - `GET /open-apis/bot/v3/info`: who the app's bot is (its `open_id`).
 //! - `POST /open-apis/im/v1/messages` and `…/messages/{message_id}/reply`: sends, recorded
 //!   with the other platforms' posts ([`Platform::Feishu`]).
 //!

@@ -21,6 +21,7 @@ use super::{BlackholeProxy, Fault, MockConfig, MockPlatform};
 mod faults;
 mod feishu;
 mod feishu_faults;
+mod feishu_mentions;
 mod feishu_send;
 mod http;
 mod lifecycle;

@@ -13,7 +13,7 @@ pub use config::Config;
 pub use send::Sender;
 pub use target::Target;
 
-use super::{first, Platform};
+use super::{first, BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
@@ -42,6 +42,14 @@ impl Platform for Discord {
     fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
+
+    /// The bot among `mentions`, or a reply to its message (`normalise.rs`); the bot is READY's
+    /// `user`.
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    const SENDER_ID: &'static str = "the Discord user id (`author.id`, a snowflake)";
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         let discord = connect::Discord {

@@ -1,6 +1,7 @@
 //! Feishu and Lark: events over the long connection (`/callback/ws/endpoint`, pbbp2 frames),
 //! messages through the Open API with a `tenant_access_token`.
 
+mod bot_info;
 mod config;
 mod normalise;
 pub mod pbbp2;
@@ -13,7 +14,7 @@ pub use config::{Config, FeishuDomain};
 pub use send::Sender;
 pub use target::Target;
 
-use super::{first, Platform};
+use super::{first, BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
@@ -44,6 +45,14 @@ impl Platform for Feishu {
     fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
+
+    /// The bot's `open_id` (from `bot/v3/info`) among the message's `mentions`
+    /// (`normalise.rs`).
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    const SENDER_ID: &'static str = "the Feishu open_id (`sender.sender_id.open_id`, `ou_…`)";
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         receive::run(spec, secrets.into_iter().next(), deps).await

@@ -13,7 +13,7 @@ pub use config::Config;
 pub use send::Sender;
 pub use target::Target;
 
-use super::{first, Platform};
+use super::{first, BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::long_poll;
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
@@ -52,8 +52,22 @@ impl Platform for Matrix {
         normalise::normalise(kind, data)
     }
 
+    /// The bot's user id in `m.mentions` (which a rich reply to it carries too), or a pill
+    /// from a client that predates it (`normalise.rs`).
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    const SENDER_ID: &'static str = "the Matrix user id (`sender`, like `@alice:example.org`)";
+
+    /// The bot is the configured `user-id`: known before anything is asked of the homeserver.
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         let c = &spec.protocol;
+        let bot = BotId {
+            id: Some(c.user_id.clone()),
+            handle: None,
+        };
+        deps.shared.whoami.set(&spec.name, bot);
         let token = Secret::new(first(&secrets).to_owned());
         let poller = receive::Matrix::new(receive::MatrixConfig {
             adapter: &spec.name,

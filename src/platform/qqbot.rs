@@ -15,7 +15,7 @@ pub use intents::gated_intents;
 pub use send::Sender;
 pub use target::Target;
 
-use super::{first, Platform};
+use super::{first, BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
@@ -52,6 +52,16 @@ impl Platform for QqBot {
     fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
         normalise::normalise(kind, data)
     }
+
+    /// An @-message by its event type, or a private-domain guild message whose `mentions` hold
+    /// the bot, READY's `user` (`normalise.rs`).
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    const SENDER_ID: &'static str = "the QQ openid the event names its author by \
+        (`author.member_openid` in a group, `author.user_openid` in a direct message, \
+        `author.id` in a guild)";
 
     /// It shares the adapter's access token, one per credential.
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {

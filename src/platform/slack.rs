@@ -12,7 +12,7 @@ pub use config::Config;
 pub use send::Sender;
 pub use target::Target;
 
-use super::Platform;
+use super::{BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
 
@@ -45,12 +45,20 @@ impl Platform for Slack {
         normalise::normalise(kind, data)
     }
 
+    /// Slack's `<@U…>` markup for the bot's user id (from `auth.test`), or a reply in a
+    /// thread the bot started (`normalise.rs`).
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    const SENDER_ID: &'static str = "the Slack user id (`user`, like `U012AB3CD`)";
+
+    /// The app-level token receives; the bot token only asks `auth.test` who the bot is.
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
-        let app_token = secrets
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| Secret::new(String::new()));
-        receive::run(spec, app_token, deps).await
+        let mut secrets = secrets.into_iter();
+        let mut next = || secrets.next().unwrap_or_else(|| Secret::new(String::new()));
+        let (app_token, bot_token) = (next(), next());
+        receive::run(spec, app_token, bot_token, deps).await
     }
 
     fn question(

@@ -11,7 +11,7 @@ pub use config::Config;
 pub use send::Sender;
 pub use target::Target;
 
-use super::{first, Platform};
+use super::{first, BotId, Platform};
 use crate::config::{AdapterKeys, AdapterSpec, ConfigError, Secret};
 use crate::gateway::adapter::long_poll;
 use crate::gateway::adapter::{AdapterExit, Deps, Shared};
@@ -48,6 +48,20 @@ impl Platform for Telegram {
         normalise::normalise(kind, data)
     }
 
+    /// A `mention`, `text_mention` or `/command@bot` entity naming the bot, or a reply to one
+    /// of its messages (`normalise.rs`).
+    fn addressed(kind: &str, data: &serde_json::Value, bot: &BotId) -> bool {
+        normalise::addressed(kind, data, bot)
+    }
+
+    /// Hermes's default for Telegram: a group message needs no mention, since Telegram's own
+    /// privacy mode (on unless turned off in @BotFather) already limits which group messages
+    /// reach a bot at all.
+    const REQUIRE_MENTION: bool = false;
+
+    const SENDER_ID: &'static str =
+        "the Telegram user id (`from.id`, a number; a chat's id when sent on behalf of a chat)";
+
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         let c = &spec.protocol;
         let poller = receive::Telegram::new(
@@ -59,6 +73,7 @@ impl Platform for Telegram {
                 poll: c.poll,
                 allowed_updates: &c.allowed_updates,
                 delete_webhook: c.delete_webhook,
+                whoami: deps.shared.whoami.clone(),
             },
             deps.shared.http.clone(),
         );

@@ -63,6 +63,14 @@ impl Platform for Weixin {
         normalise::normalise(kind, data)
     }
 
+    // `addressed` stays the default, false: the iLink messages we know (`item_list` of text,
+    // image, voice, file and video items, `from_user_id`, `room_id`) carry no mention entity
+    // and no reference to a replied-to message, so nothing but the text could say the bot was
+    // meant, and a name in the text is never taken for a mention. A room then reaches the
+    // agent only where its access rules let a group message in without one.
+
+    const SENDER_ID: &'static str = "the Weixin iLink user id (`from_user_id`)";
+
     /// It shares the adapter's account: its login and the peers' context tokens.
     async fn receive(spec: AdapterSpec<Config>, _secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         let c = &spec.protocol;

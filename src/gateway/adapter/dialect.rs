@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 
 use super::inbox::ResumeState;
 use super::opcode::OpCode;
+use super::whoami::BotId;
 
 /// What the server speaks.
 #[derive(Clone, Debug)]
@@ -52,8 +53,12 @@ pub(super) enum GatewayFrame {
     Reconnect,
     /// op 9: `resumable` says whether a resume may still work.
     InvalidSession { resumable: bool },
-    /// A new session: what a resume needs.
-    Ready(ResumeState),
+    /// A new session: what a resume needs, and who the bot is when READY says (its `user`:
+    /// the connection's own account, which tells a mention of the bot from anyone else's).
+    Ready {
+        resume: ResumeState,
+        bot: Option<BotId>,
+    },
     /// The session resumed, at `seq` if the server says.
     Resumed { seq: Option<u64> },
     Dispatch {
@@ -87,11 +92,14 @@ pub(super) fn read_gateway(text: &str) -> Option<GatewayFrame> {
             match v["t"].as_str().unwrap_or("") {
                 "READY" => {
                     let d = &v["d"];
-                    GatewayFrame::Ready(ResumeState {
-                        session_id: d["session_id"].as_str().unwrap_or_default().to_owned(),
-                        seq: seq.unwrap_or(0),
-                        resume_url: d["resume_gateway_url"].as_str().map(str::to_owned),
-                    })
+                    GatewayFrame::Ready {
+                        resume: ResumeState {
+                            session_id: d["session_id"].as_str().unwrap_or_default().to_owned(),
+                            seq: seq.unwrap_or(0),
+                            resume_url: d["resume_gateway_url"].as_str().map(str::to_owned),
+                        },
+                        bot: ready_user(&d["user"]),
+                    }
                 }
                 "RESUMED" => GatewayFrame::Resumed { seq },
                 kind => GatewayFrame::Dispatch {
@@ -109,6 +117,19 @@ pub(super) fn read_gateway(text: &str) -> Option<GatewayFrame> {
         _ => GatewayFrame::Other,
     };
     Some(frame)
+}
+
+/// READY's `user`, the account the connection is: its `id` and `username`. Nothing when it
+/// has no id, since a name alone tells no mention apart.
+fn ready_user(user: &Value) -> Option<BotId> {
+    let id = user.get("id").and_then(id_string)?;
+    Some(BotId {
+        id: Some(id),
+        handle: user["username"]
+            .as_str()
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned),
+    })
 }
 
 /// The heartbeat interval a Hello frame (op 10) carries: `None` for any other frame, `Some(0)`
@@ -204,11 +225,14 @@ mod tests {
             read_gateway(
                 r#"{"op":0,"s":1,"t":"READY","d":{"session_id":"s","resume_gateway_url":"wss://r"}}"#
             ),
-            Some(GatewayFrame::Ready(ResumeState {
-                session_id: "s".into(),
-                seq: 1,
-                resume_url: Some("wss://r".into()),
-            }))
+            Some(GatewayFrame::Ready {
+                resume: ResumeState {
+                    session_id: "s".into(),
+                    seq: 1,
+                    resume_url: Some("wss://r".into()),
+                },
+                bot: None,
+            })
         );
         assert_eq!(
             read_gateway(r#"{"op":0,"t":"RESUMED"}"#),
@@ -227,6 +251,33 @@ mod tests {
             assert_eq!(read_gateway(other), Some(GatewayFrame::Other), "{other}");
         }
         assert_eq!(read_gateway("not json"), None);
+    }
+
+    #[test]
+    fn ready_names_the_bot_by_its_user() {
+        // Discord's READY (gateway events, "Ready") and QQ's (接入方法, "Ready Event").
+        let discord = r#"{"op":0,"s":1,"t":"READY","d":{"v":10,"session_id":"s",
+            "user":{"id":"1100000000000000001","username":"hermes","discriminator":"0","bot":true}}}"#;
+        let qq = r#"{"op":0,"s":1,"t":"READY","d":{"version":1,"session_id":"s",
+            "user":{"id":"6158788878435714165","username":"群pro测试机器人","bot":true},"shard":[0,0]}}"#;
+        for (text, id, name) in [
+            (discord, "1100000000000000001", "hermes"),
+            (qq, "6158788878435714165", "群pro测试机器人"),
+        ] {
+            let Some(GatewayFrame::Ready { bot, .. }) = read_gateway(text) else {
+                panic!("{text}");
+            };
+            let want = BotId {
+                id: Some(id.into()),
+                handle: Some(name.into()),
+            };
+            assert_eq!(bot, Some(want));
+        }
+        let nameless = r#"{"op":0,"t":"READY","d":{"session_id":"s","user":{"username":"x"}}}"#;
+        assert!(matches!(
+            read_gateway(nameless),
+            Some(GatewayFrame::Ready { bot: None, .. })
+        ));
     }
 
     #[test]

@@ -31,6 +31,7 @@ use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
 use super::outcome::{Outcome, SessionEnd};
 use super::outlet::{self, Outlet};
+use super::whoami::Whoami;
 use crate::config::Timing;
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::fence::Fence;
@@ -57,6 +58,8 @@ pub(crate) struct Session<'a> {
     pub(crate) identify: &'a IdentifyQueue,
     /// A plain socket that can send: where its sender's frames come from.
     pub(crate) outlet: Option<&'a Outlet>,
+    /// Where READY's word on who the bot is goes, under [`Session::adapter`].
+    pub(crate) whoami: &'a Whoami,
 }
 
 enum Step {
@@ -593,7 +596,10 @@ impl Live<'_> {
             GatewayFrame::InvalidSession { resumable } => {
                 Effect::End(SessionEnd::InvalidSession { resumable })
             }
-            GatewayFrame::Ready(resume) => {
+            GatewayFrame::Ready { resume, bot } => {
+                if let Some(bot) = bot {
+                    self.s.whoami.set(self.s.adapter, bot);
+                }
                 self.inbox.begin(resume);
                 Effect::Connected
             }

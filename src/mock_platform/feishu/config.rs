@@ -39,6 +39,10 @@ pub struct FeishuConfig {
     pub app_id: String,
     pub app_secret: String,
     pub tenant_key: String,
+    /// What `GET /open-apis/bot/v3/info` says the app's bot is: its `app_name` and `open_id`
+    /// (the id a mention of it carries).
+    pub bot_name: String,
+    pub bot_open_id: String,
     /// Where `emit` puts its messages unless told otherwise.
     pub chat_id: String,
     pub client_config: ClientConfig,
@@ -59,6 +63,8 @@ impl Default for FeishuConfig {
             app_id: "cli_mock0000000000001".to_owned(),
             app_secret: "mock-app-secret".to_owned(),
             tenant_key: "mock-tenant".to_owned(),
+            bot_name: "Mock Hermes".to_owned(),
+            bot_open_id: "ou_mockbot0000000000000000000000001".to_owned(),
             chat_id: "oc_mockchat00000000000000000000001".to_owned(),
             client_config: ClientConfig::default(),
             ack_timeout: Duration::from_secs(3),

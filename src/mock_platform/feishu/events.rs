@@ -45,14 +45,35 @@ pub(crate) fn hex(digits: usize) -> String {
         .collect()
 }
 
-/// The v2 event JSON of one received text message.
+/// One @-mention in a received message: the placeholder its text holds (`@_user_1`), and who
+/// it names.
+pub(crate) struct Mention<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) open_id: &'a str,
+    pub(crate) name: &'a str,
+}
+
+/// The v2 event JSON of one received text message, with its @-mentions as the event lists
+/// them (`mentions[]`: `key`, `id` with the `open_id`, `name`, `tenant_key`).
 pub(crate) fn receive_v1(
     ids: &EventIds,
     message: &FeishuMessage,
+    mentions: &[Mention<'_>],
     app_id: &str,
     tenant_key: &str,
     unix_ms: u64,
 ) -> Value {
+    let mentions: Vec<Value> = mentions
+        .iter()
+        .map(|m| {
+            json!({
+                "key": m.key,
+                "id": {"open_id": m.open_id, "union_id": "", "user_id": ""},
+                "name": m.name,
+                "tenant_key": tenant_key,
+            })
+        })
+        .collect();
     let content = json!({"text": message.text}).to_string();
     json!({
         "schema": "2.0",
@@ -81,7 +102,7 @@ pub(crate) fn receive_v1(
                 "chat_type": message.chat_type,
                 "message_type": "text",
                 "content": content,
-                "mentions": [],
+                "mentions": mentions,
             },
         },
     })

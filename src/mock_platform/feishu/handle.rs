@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::super::handle::MockPlatform;
 use super::super::post::unix_ms_now;
-use super::events::{self, EventIds, FeishuMessage};
+use super::events::{self, EventIds, FeishuMessage, Mention};
 use super::faults::FeishuFault;
 use super::record::{FeishuAck, FeishuEventRecord, FeishuStats};
 use super::state::FeishuState;
@@ -38,12 +38,35 @@ impl MockPlatform {
 
     /// One message as an `im.message.receive_v1` event; returns its event id.
     pub fn feishu_emit_message(&self, message: FeishuMessage) -> String {
-        self.emit_feishu_message(message, None)
+        self.emit_feishu(message, &[], None)
+    }
+
+    /// A text message from the mock's user in group `chat_id` that @-mentions the app's bot
+    /// as Feishu delivers one: the text `@_user_1 ` then `text`, and the bot (its `open_id` and
+    /// name, as `bot/v3/info` gives them) under `mentions`. Returns its event id.
+    pub fn feishu_emit_mention_of_bot(&self, chat_id: &str, text: &str) -> String {
+        let config = &self.feishu().config;
+        let (open_id, name) = (config.bot_open_id.clone(), config.bot_name.clone());
+        self.feishu_emit_mention_of(chat_id, text, &open_id, &name)
+    }
+
+    /// The same, mentioning the user `open_id`, shown as `name`.
+    pub fn feishu_emit_mention_of(
+        &self,
+        chat_id: &str,
+        text: &str,
+        open_id: &str,
+        name: &str,
+    ) -> String {
+        let key = "@_user_1";
+        let message = FeishuMessage::text(chat_id, &format!("{key} {text}"));
+        let mention = Mention { key, open_id, name };
+        self.emit_feishu(message, &[mention], None)
     }
 
     /// One message pushed in `parts` parts whatever the split fault says; returns its event id.
     pub fn feishu_emit_split(&self, message: FeishuMessage, parts: u32) -> String {
-        self.emit_feishu_message(message, Some(parts.max(1)))
+        self.emit_feishu(message, &[], Some(parts.max(1)))
     }
 
     /// Any JSON as an event payload, however hostile. Its event id is `header.event_id` when
@@ -69,12 +92,17 @@ impl MockPlatform {
         event_id
     }
 
-    fn emit_feishu_message(&self, message: FeishuMessage, parts: Option<u32>) -> String {
+    fn emit_feishu(
+        &self,
+        message: FeishuMessage,
+        mentions: &[Mention<'_>],
+        parts: Option<u32>,
+    ) -> String {
         let config = &self.feishu().config;
         let ids = EventIds::new();
         let now_ms = unix_ms_now();
-        let payload =
-            events::receive_v1(&ids, &message, &config.app_id, &config.tenant_key, now_ms);
+        let (app, tenant) = (&config.app_id, &config.tenant_key);
+        let payload = events::receive_v1(&ids, &message, mentions, app, tenant, now_ms);
         let record = FeishuEventRecord {
             event_id: ids.event_id.clone(),
             message_id: Some(ids.message_id),

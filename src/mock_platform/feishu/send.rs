@@ -116,7 +116,7 @@ fn process(
 }
 
 /// `Authorization: Bearer <tenant_access_token>` the token endpoint issued and still honours.
-fn authorized(auth: &str, state: &FeishuState) -> bool {
+pub(crate) fn authorized(auth: &str, state: &FeishuState) -> bool {
     auth.strip_prefix("Bearer ").is_some_and(|token| {
         state
             .tokens
@@ -125,7 +125,7 @@ fn authorized(auth: &str, state: &FeishuState) -> bool {
 }
 
 /// 99991661 when no token came, 99991663 when it is not one the platform honours.
-fn unauthorized(auth: &str) -> Answer {
+pub(crate) fn unauthorized(auth: &str) -> Answer {
     if auth.trim().is_empty() {
         error(
             400,

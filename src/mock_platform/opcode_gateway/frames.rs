@@ -16,11 +16,13 @@ pub(super) fn hello(heartbeat_interval: Duration) -> Utf8Bytes {
     render(&json!({"op": 10, "d": {"heartbeat_interval": ms}}))
 }
 
+/// READY: the new session, and the bot's own user, as Discord's "Ready" event and QQ's "Ready
+/// Event" both carry it (`id`, `username`, `bot`).
 pub(super) fn ready(seq: u64, session_id: &str, resume_gateway_url: Option<&str>) -> Utf8Bytes {
     let mut d = json!({
         "session_id": session_id,
         "version": 1,
-        "user": {"id": "mock-bot", "username": "mock"},
+        "user": {"id": "mock-bot", "username": "mock", "bot": true},
     });
     if let Some(url) = resume_gateway_url {
         d["resume_gateway_url"] = json!(url);

@@ -1,6 +1,8 @@
 //! The Telegram side of the handle: what a test drives (updates, faults, the webhook) and
 //! reads (update ids, counters). Sends show in the shared `posts()` and `send_attempts()`.
 
+use serde_json::json;
+
 use super::super::handle::MockPlatform;
 use super::faults::{Armed, TelegramFault};
 use super::state::TelegramState;
@@ -29,6 +31,30 @@ impl MockPlatform {
     /// its `update_id`.
     pub fn telegram_emit_text(&self, chat_id: i64, text: &str) -> i64 {
         self.telegram().emit_text(chat_id, text)
+    }
+
+    /// A message from the mock's user in `chat_id` that mentions the bot as Telegram marks a
+    /// mention: `before`, then `@` and the bot's username under a `mention` entity (its offset
+    /// and length in UTF-16 code units, as the Bot API counts them), then `after`. Returns its
+    /// `update_id`.
+    pub fn telegram_emit_mention(&self, chat_id: i64, before: &str, after: &str) -> i64 {
+        let telegram = self.telegram();
+        let mention = format!("@{}", telegram.config.bot_username);
+        let entity = json!({
+            "type": "mention",
+            "offset": utf16_len(before),
+            "length": utf16_len(&mention),
+        });
+        let text = format!("{before}{mention}{after}");
+        telegram.emit(chat_id, &text, vec![entity], None)
+    }
+
+    /// A message from the mock's user in `chat_id` replying to the bot's latest message there;
+    /// `None` (and nothing emitted) while the bot has posted nothing there.
+    pub fn telegram_emit_reply_to_bot(&self, chat_id: i64, text: &str) -> Option<i64> {
+        let telegram = self.telegram();
+        let replied = telegram.last_bot_message(chat_id)?;
+        Some(telegram.emit(chat_id, text, Vec::new(), Some(replied)))
     }
 
     /// Every update generated, in order, delivered or not.
@@ -69,4 +95,9 @@ impl MockPlatform {
     pub fn telegram_stats(&self) -> TelegramStats {
         self.telegram().stats()
     }
+}
+
+/// The length of `text` in UTF-16 code units, Telegram's unit for entity offsets.
+fn utf16_len(text: &str) -> usize {
+    text.encode_utf16().count()
 }

@@ -164,15 +164,33 @@ impl TelegramState {
     /// A text message from the mock's user in `chat_id`, queued as a `message` update (unless
     /// the bot declined messages); returns its `update_id`.
     pub(crate) fn emit_text(&self, chat_id: i64, text: &str) -> i64 {
+        self.emit(chat_id, text, Vec::new(), None)
+    }
+
+    /// The same, with `entities` (Bot API `MessageEntity` objects) and, when `reply_to` names
+    /// a message of the chat, as a reply to it (`reply_to_message`, without its own reply).
+    pub(crate) fn emit(
+        &self,
+        chat_id: i64,
+        text: &str,
+        entities: Vec<Value>,
+        reply_to: Option<i64>,
+    ) -> i64 {
         let mut inner = self.lock();
         let chat = inner.chat(chat_id, &self.config);
         let message_id = chat.next_message_id;
         chat.next_message_id += 1;
         let chat_object = objects::chat(chat_id, chat.username.as_deref());
         let from = objects::user_author(chat_id);
-        let message =
+        let mut message =
             objects::text_message(message_id, from, chat_object, objects::unix_now(), text);
+        if !entities.is_empty() {
+            message["entities"] = Value::Array(entities);
+        }
         chat.messages.insert(message_id, message.clone());
+        if let Some(replied) = reply_to.and_then(|id| chat.messages.get(&id)) {
+            message["reply_to_message"] = replied.clone();
+        }
         let id = inner.next_update_id;
         inner.next_update_id += 1;
         inner.generated.push(id);
@@ -345,6 +363,15 @@ impl TelegramState {
         let inner = self.lock();
         let chat = inner.chats.get(&chat_id);
         chat.is_some_and(|chat| chat.messages.contains_key(&message_id))
+    }
+
+    /// The bot's latest message in `chat_id`, if it has posted there.
+    pub(crate) fn last_bot_message(&self, chat_id: i64) -> Option<i64> {
+        let bot = self.config.bot_id();
+        let inner = self.lock();
+        let messages = &inner.chats.get(&chat_id)?.messages;
+        let by_bot = messages.iter().filter(|(_, m)| m["from"]["id"] == bot);
+        by_bot.map(|(id, _)| *id).max()
     }
 
     /// Stores the bot's message in the chat; returns its id and the `Message` to answer.

@@ -36,7 +36,7 @@ async fn token_answer(
 }
 
 /// A fresh `Authorization` value.
-async fn bearer(http: &reqwest::Client, mock: &MockPlatform) -> String {
+pub(super) async fn bearer(http: &reqwest::Client, mock: &MockPlatform) -> String {
     let config = FeishuConfig::default();
     let body = json!({"app_id": config.app_id, "app_secret": config.app_secret});
     let (status, token) = token_answer(http, mock, body).await;

@@ -8,6 +8,7 @@ use super::*;
 use crate::mock_platform::telegram::{TelegramConfig, TelegramStats};
 
 mod faults;
+mod mentions;
 mod send;
 
 const WEBHOOK_ACTIVE: &str = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first";

@@ -2,12 +2,18 @@
 //! "消息内容结构"): the sender by `open_id`, the chat by `chat_id` (`p2p` or `group`), the
 //! topic by `thread_id`, the message it answers by `parent_id`, and a `content` that is JSON in
 //! a string, shaped by `message_type`. An answer replies to the message, which keeps it in the
-//! message's thread.
+//! message's thread. A sender of `sender_type` `user` named by its `open_id` is an account
+//! Feishu vouches for.
+//!
+//! A message addresses the bot ([`addressed`]) when its `mentions`, the @-mentions Feishu
+//! resolved (each an `@_user_N` placeholder in the text and an `id` with the `open_id`), hold
+//! the bot's `open_id`, which `GET /open-apis/bot/v3/info` names.
 
 use serde_json::Value;
 
 use super::target::Target;
 use crate::platform::message::{id, text, Author, Chat, ChatType, Media, MessageType, Said};
+use crate::platform::BotId;
 
 pub(super) fn normalise(kind: &str, data: &Value) -> Option<Said> {
     if kind != "im.message.receive_v1" {
@@ -37,7 +43,8 @@ pub(super) fn normalise(kind: &str, data: &Value) -> Option<Said> {
                 .or_else(|| id(&sender["sender_id"]["user_id"]))?,
             name: None,
             is_bot: sender["sender_type"].as_str() == Some("app"),
-            vouched: true,
+            vouched: sender["sender_type"] == "user"
+                && id(&sender["sender_id"]["open_id"]).is_some(),
         },
         thread_id: text(&message["thread_id"]),
         reply_to_message_id: text(&message["parent_id"]),
@@ -47,6 +54,21 @@ pub(super) fn normalise(kind: &str, data: &Value) -> Option<Said> {
         answer: Some((Target::Chat(chat).to_string(), message_id.clone())),
         message_id,
     })
+}
+
+/// Whether event `data` of type `kind` @-mentions `bot` (its `open_id`).
+pub(super) fn addressed(kind: &str, data: &Value, bot: &BotId) -> bool {
+    if kind != "im.message.receive_v1" {
+        return false;
+    }
+    let Some(bot_id) = bot.id.as_deref() else {
+        return false;
+    };
+    data["event"]["message"]["mentions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|m| id(&m["id"]["open_id"]).as_deref() == Some(bot_id))
 }
 
 /// The text and the media of a `content`, by its `message_type`.
@@ -205,6 +227,65 @@ mod tests {
             normalise("im.message.receive_v1", &post).unwrap().text,
             "Plan\nstep one"
         );
+    }
+
+    const BOT: &str = "ou_e6e14f667cfe239d7b129b521dce0569";
+
+    fn bot() -> BotId {
+        BotId {
+            id: Some(BOT.into()),
+            handle: Some("Hermes".into()),
+        }
+    }
+
+    fn mention(key: &str, open_id: &str, name: &str) -> Value {
+        json!({"key": key, "id": {"union_id": "on_1", "user_id": "u1", "open_id": open_id},
+            "name": name, "tenant_key": "736588c9260f175e"})
+    }
+
+    fn group_text(text: &str, mentions: Value) -> Value {
+        receive(json!({"message_id": "om_3", "chat_id": "oc_1", "chat_type": "group",
+            "message_type": "text", "content": json!({"text": text}).to_string(),
+            "mentions": mentions}))
+    }
+
+    #[test]
+    fn a_mention_of_the_bots_open_id_addresses_it() {
+        let data = group_text("@_user_1 hello", json!([mention("@_user_1", BOT, "Hermes")]));
+        assert!(addressed("im.message.receive_v1", &data, &bot()));
+        let second = group_text(
+            "@_user_1 @_user_2 hi",
+            json!([mention("@_user_1", "ou_alice", "Alice"), mention("@_user_2", BOT, "Hermes")]),
+        );
+        assert!(addressed("im.message.receive_v1", &second, &bot()));
+        assert!(!addressed("im.chat.member.bot.added_v1", &data, &bot()));
+    }
+
+    #[test]
+    fn the_bots_name_in_the_text_or_someone_elses_mention_is_not_the_bot() {
+        let plain = group_text("@Hermes hello Hermes", json!([]));
+        assert!(!addressed("im.message.receive_v1", &plain, &bot()));
+        // Someone else shown with the bot's name, and an open_id that only starts like it.
+        let other = group_text("@_user_1 hi", json!([mention("@_user_1", "ou_alice", "Hermes")]));
+        assert!(!addressed("im.message.receive_v1", &other, &bot()));
+        let longer = format!("{BOT}0");
+        let look_alike = group_text("@_user_1 hi", json!([mention("@_user_1", &longer, "Hermes")]));
+        assert!(!addressed("im.message.receive_v1", &look_alike, &bot()));
+        let data = group_text("@_user_1 hello", json!([mention("@_user_1", BOT, "Hermes")]));
+        assert!(!addressed("im.message.receive_v1", &data, &BotId::default()));
+    }
+
+    #[test]
+    fn a_user_named_by_open_id_is_vouched_for_and_nothing_else() {
+        let data = group_text("hi", json!([]));
+        assert!(normalise("im.message.receive_v1", &data).unwrap().sender.vouched);
+        let mut app = data.clone();
+        app["event"]["sender"]["sender_type"] = json!("app");
+        assert!(!normalise("im.message.receive_v1", &app).unwrap().sender.vouched);
+        let mut no_open_id = data;
+        no_open_id["event"]["sender"]["sender_id"]["open_id"] = json!("");
+        let said = normalise("im.message.receive_v1", &no_open_id).unwrap();
+        assert_eq!((said.sender.id.as_str(), said.sender.vouched), ("e33ggbyz", false));
     }
 
     #[test]

@@ -14,21 +14,34 @@
 //! which spreads a crowd the server dropped at once); after an attempt the server refused, or
 //! a connection it accepted that failed, at least ReconnectInterval; after one that reached
 //! no server at all, the backoff alone.
+//!
+//! Until Feishu has said who the app's bot is (`bot_info`: its `open_id`, which a mention of it
+//! carries), the adapter asks before a connection and, while connected, beside it
+//! ([`BotLookup`]), never holding the connection up for it.
 
 mod discovery;
 mod handshake;
 mod reassembly;
 mod session;
 
+use std::time::Duration;
+
+use super::bot_info::bot_info;
+use super::token::FeishuToken;
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
 use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::supervise::{self, supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
+use crate::platform::bot_lookup::BotLookup;
 use discovery::ClientConfig;
 use handshake::Refusal;
 use session::{End, Session};
+
+/// The longest a question of who the bot is (a tenant token, then `bot/v3/info`) may take
+/// before a connection.
+const BOT_INFO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Run a Feishu adapter until shutdown or a fatal refusal.
 pub(super) async fn run(
@@ -36,12 +49,17 @@ pub(super) async fn run(
     secret: Option<Secret>,
     deps: Deps,
 ) -> AdapterExit {
+    let c = &spec.protocol;
+    let secret = secret.unwrap_or_else(|| Secret::new(String::new()));
+    let token = FeishuToken::new(&c.api_base, &c.app_id, secret.clone());
     let transport = LongConnection {
-        app_id: spec.protocol.app_id.clone(),
-        api_base: spec.protocol.api_base.clone(),
-        secret: secret.unwrap_or_else(|| Secret::new(String::new())),
+        app_id: c.app_id.clone(),
+        api_base: c.api_base.clone(),
+        secret,
         config: ClientConfig::default(),
         refused: 0,
+        me: BotLookup::new(&spec.name, deps.shared.whoami.clone(), None),
+        token,
     };
     supervise(&spec.name, &spec.timing, transport, deps).await
 }
@@ -55,12 +73,19 @@ struct LongConnection {
     config: ClientConfig,
     /// Attempts in a row that got no connection: compared with the server's ReconnectCount.
     refused: u64,
+    /// `bot/v3/info`, until it is answered, with the tenant token it is asked with.
+    me: BotLookup,
+    token: FeishuToken,
 }
 
 impl Transport for LongConnection {
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
         let (name, hb) = (link.name, link.deps.heartbeat.clone());
         hb.enter(State::Connecting);
+        if self.me.due() {
+            let asked = bot_info(&link.deps.shared, &self.api_base, &self.token);
+            self.me.ask_if_due(BOT_INFO_DEADLINE, asked).await;
+        }
         let endpoint = tokio::select! {
             r = discovery::discover(&link.deps.shared, &self.api_base, &self.app_id, &self.secret, self.config) => r,
             _ = crate::gateway::until_shutdown(&mut link.deps.shutdown) => {
@@ -89,7 +114,12 @@ impl Transport for LongConnection {
             fence: &link.deps.shared.fence,
             grid: &link.deps.shared.grid,
         };
-        let out = session.run(&mut link.deps.shutdown).await;
+        let (shared, api_base, token) = (&link.deps.shared, &self.api_base, &self.token);
+        let run = session.run(&mut link.deps.shutdown);
+        let out = self
+            .me
+            .beside(BOT_INFO_DEADLINE, run, || bot_info(shared, api_base, token))
+            .await;
         self.config = out.config;
         if out.connected_for.is_some() {
             self.refused = 0;

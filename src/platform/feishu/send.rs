@@ -39,7 +39,7 @@ const MAX_TEXT: usize = 30_000;
 
 /// The access token was refused (tenant, app, or any access token invalid, or missing): drop
 /// it, fetch another, and retry.
-const TOKEN_REFUSED: &[i64] = &[99991661, 99991663, 99991664, 99991671];
+pub(super) const TOKEN_REFUSED: &[i64] = &[99991661, 99991663, 99991664, 99991671];
 
 /// Too fast: the gateway's frequency control (99991400) and the messaging API's own limits
 /// (230020; 11232, the peak-hour limit the rate-limit page names).

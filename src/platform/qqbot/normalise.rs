@@ -5,6 +5,15 @@
 //! `MESSAGE_CREATE`) carry the channel and a named author, and a guild direct message
 //! (`DIRECT_MESSAGE_CREATE`) is answered through its `guild_id`. Every answer replies to the
 //! message, which is what makes it a passive (free) reply on QQ.
+//!
+//! Whether a message addresses the bot ([`addressed`]) is mostly its event type: QQ sends
+//! `GROUP_AT_MESSAGE_CREATE` and `AT_MESSAGE_CREATE` only for a message that @-mentions the bot
+//! ("用户发送消息，并且@当前机器人"). `MESSAGE_CREATE` is every message of a private-domain guild
+//! ("代表频道内的全部消息，而不只是 at 机器人的消息"): it addresses the bot when its `mentions`
+//! ("消息中@的人") hold the bot's user, READY's `user.id`. `GROUP_MESSAGE_CREATE`, every
+//! message of a group, names the mentioned by ids of that group that no documented field ties
+//! to READY's id: it is never taken for a mention (the @-message itself comes as
+//! `GROUP_AT_MESSAGE_CREATE`).
 
 use serde_json::Value;
 
@@ -12,6 +21,7 @@ use super::target::Target;
 use crate::platform::message::{
     id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
 };
+use crate::platform::BotId;
 
 pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
     let (chat_type, chat_id, target, sender_id) = match kind {
@@ -69,6 +79,21 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
         answer: Some((target.to_string(), message_id.clone())),
         message_id,
     })
+}
+
+/// Whether message event `d` of type `kind` @-mentions `bot`.
+pub(super) fn addressed(kind: &str, d: &Value, bot: &BotId) -> bool {
+    match kind {
+        "GROUP_AT_MESSAGE_CREATE" | "AT_MESSAGE_CREATE" => true,
+        "MESSAGE_CREATE" => bot.id.as_deref().is_some_and(|bot_id| {
+            d["mentions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|user| id(&user["id"]).as_deref() == Some(bot_id))
+        }),
+        _ => false,
+    }
 }
 
 /// QQ's attachment: a `content_type` (`image/jpeg`, `voice`, `video/mp4`, `file`), a URL and
@@ -180,6 +205,58 @@ mod tests {
         );
         let dm = normalise("DIRECT_MESSAGE_CREATE", &d).unwrap();
         assert_eq!(dm.answer.unwrap().0, "dm:200");
+    }
+
+    fn bot() -> BotId {
+        BotId {
+            id: Some("6158788878435714165".into()),
+            handle: Some("群pro测试机器人".into()),
+        }
+    }
+
+    #[test]
+    fn an_at_message_addresses_the_bot_by_its_event_type() {
+        let group = json!({"author": {"member_openid": "E4F4"}, "content": " 123",
+            "group_openid": "C9F7", "id": "ROBOT1.0_x", "timestamp": "2023-11-06T13:37:18+08:00"});
+        assert!(addressed("GROUP_AT_MESSAGE_CREATE", &group, &bot()));
+        // Known or not, the bot is who QQ sent an @-message to.
+        assert!(addressed("GROUP_AT_MESSAGE_CREATE", &group, &BotId::default()));
+        let guild = json!({"author": {"bot": false, "id": "1234", "username": "abc"},
+            "channel_id": "100010", "content": "<@!6158788878435714165> ndnnd",
+            "guild_id": "18700000000001", "id": "0812345677890abcdef"});
+        assert!(addressed("AT_MESSAGE_CREATE", &guild, &bot()));
+        assert!(!addressed("C2C_MESSAGE_CREATE", &group, &bot()));
+        assert!(!addressed("DIRECT_MESSAGE_CREATE", &guild, &bot()));
+    }
+
+    #[test]
+    fn a_guild_message_addresses_the_bot_only_when_its_mentions_hold_it() {
+        let message = |content: &str, mentions: Value| {
+            json!({"author": {"bot": false, "id": "1234", "username": "abc"},
+                "channel_id": "100010", "guild_id": "18700000000001", "id": "08e0",
+                "content": content, "mentions": mentions})
+        };
+        let me = json!([{"id": "6158788878435714165", "username": "群pro测试机器人", "bot": true}]);
+        assert!(addressed(
+            "MESSAGE_CREATE",
+            &message("<@!6158788878435714165> hi", me),
+            &bot()
+        ));
+        // The bot's id or name in the text, without a mention, is not one.
+        let plain = message("<@!6158788878435714165> 群pro测试机器人", json!([]));
+        assert!(!addressed("MESSAGE_CREATE", &plain, &bot()));
+        let no_list = json!({"author": {"id": "1234"}, "channel_id": "1",
+            "content": "<@!6158788878435714165>", "id": "1"});
+        assert!(!addressed("MESSAGE_CREATE", &no_list, &bot()));
+        let other = json!([{"id": "6158788878435714166", "username": "群pro测试机器人", "bot": true}]);
+        assert!(!addressed(
+            "MESSAGE_CREATE",
+            &message("<@!6158788878435714166> hi", other),
+            &bot()
+        ));
+        let me = json!([{"id": "6158788878435714165"}]);
+        assert!(!addressed("MESSAGE_CREATE", &message("x", me.clone()), &BotId::default()));
+        assert!(!addressed("GROUP_MESSAGE_CREATE", &message("x", me), &bot()));
     }
 
     #[test]

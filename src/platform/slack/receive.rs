@@ -8,7 +8,13 @@
 //! events goes unread; `link_disabled` (Socket Mode turned off) and a token Slack refuses
 //! end the adapter, and the gateway exits 78 with the fix; `too_many_websockets` and anything
 //! else are retried with backoff.
+//!
+//! Before a connection, until Slack has said, the adapter asks who its bot is (`auth.test`
+//! with the bot token: its `user_id`, the id a mention of it is written with), within
+//! [`AUTH_TEST_DEADLINE`]; one that failed is asked again before a later connection, and Slack
+//! replaces every connection within hours ("refresh_requested").
 
+mod me;
 mod open;
 mod session;
 
@@ -22,19 +28,30 @@ use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
+use crate::platform::bot_lookup::BotLookup;
 use session::{End, Outcome, Session, Signal};
+
+/// The longest `auth.test` may hold a connection up.
+const AUTH_TEST_DEADLINE: Duration = Duration::from_secs(5);
 
 /// What to do about `apps.connections.open`'s refusal `error`, when no retry helps.
 pub(super) fn refusal_fix(error: &str) -> Option<&'static str> {
     open::fatal(error)
 }
 
-/// Run a Slack adapter until shutdown or a fatal refusal.
-pub(super) async fn run(spec: AdapterSpec<Config>, app_token: Secret, deps: Deps) -> AdapterExit {
+/// Run a Slack adapter until shutdown or a fatal refusal; `bot_token` only asks who the bot is.
+pub(super) async fn run(
+    spec: AdapterSpec<Config>,
+    app_token: Secret,
+    bot_token: Secret,
+    deps: Deps,
+) -> AdapterExit {
     let transport = SocketMode {
         api_base: spec.protocol.api_base.clone(),
         ping_interval: spec.protocol.ping_interval,
         app_token,
+        me: BotLookup::new(&spec.name, deps.shared.whoami.clone(), None),
+        bot_token,
     };
     supervise(&spec.name, &spec.timing, transport, deps).await
 }
@@ -44,6 +61,9 @@ struct SocketMode {
     api_base: String,
     ping_interval: Duration,
     app_token: Secret,
+    bot_token: Secret,
+    /// `auth.test`, until it is answered.
+    me: BotLookup,
 }
 
 impl Transport for SocketMode {
@@ -53,6 +73,10 @@ impl Transport for SocketMode {
     /// goes to a socket nobody reads. To the supervisor the chain is one connection.
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
         let (name, hb) = (link.name, link.deps.heartbeat.clone());
+        if self.me.due() {
+            let asked = me::auth_test(&link.deps.shared, &self.api_base, &self.bot_token);
+            self.me.ask_if_due(AUTH_TEST_DEADLINE, asked).await;
+        }
         let (signals, mut signalled) = mpsc::unbounded_channel();
         let mut shutdown = link.deps.shutdown.clone();
         let deps = &*link.deps;

@@ -16,6 +16,11 @@
 //!
 //! The token is part of every URL (`/bot<token>/METHOD`), so no URL is ever logged or put in
 //! an error: only the method's name is.
+//!
+//! Before the first poll the bot asks who it is (`getMe`: its `id` and `username`), for the
+//! access rules to tell a mention of it; within [`GET_ME_DEADLINE`], and asked again before a
+//! later poll if that failed ([`BotLookup`]). Meanwhile its id is the token's own: "the part
+//! before `:`" of a bot token is the bot's user id.
 
 use std::time::Duration;
 
@@ -24,9 +29,16 @@ use serde_json::{json, Value};
 use crate::config::{PollTiming, Secret};
 use crate::gateway::adapter::batch::{self, Item};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
+use crate::gateway::adapter::whoami::Whoami;
 use crate::gateway::platform_number::{self, Range};
 use crate::gateway::spool::Event;
+use crate::platform::bot_lookup::BotLookup;
+use crate::platform::BotId;
 use crate::safe_text::clip;
+
+/// The longest `getMe` may take: it goes before a poll, and within the 5 s the poll loop
+/// leaves beyond a poll's deadline and the backoff before the adapter is called stuck.
+const GET_ME_DEADLINE: Duration = Duration::from_secs(4);
 
 /// Without a `retry_after`, a 429 waits this long.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
@@ -57,6 +69,8 @@ pub(crate) struct Telegram {
     /// without waiting out a quiet bot's long poll (which would hold `READY=1`, and `start`,
     /// for 30 s), and a path that works again is known to at once.
     answered: bool,
+    /// `getMe`, until it is answered.
+    me: BotLookup,
 }
 
 /// What the adapter's `[[adapter]]` section says, with its token.
@@ -68,10 +82,17 @@ pub(crate) struct TelegramConfig<'a> {
     pub(crate) poll: PollTiming,
     pub(crate) allowed_updates: &'a [String],
     pub(crate) delete_webhook: bool,
+    /// Where `getMe`'s answer goes.
+    pub(crate) whoami: Whoami,
 }
 
 impl Telegram {
     pub(crate) fn new(config: TelegramConfig, http: reqwest::Client) -> Self {
+        let from_token = BotId {
+            id: token_bot_id(config.token.expose()),
+            handle: None,
+        };
+        let me = BotLookup::new(config.adapter, config.whoami, Some(from_token));
         Self {
             adapter: config.adapter.to_owned(),
             http,
@@ -85,6 +106,7 @@ impl Telegram {
             pending: None,
             stalled: None,
             answered: false,
+            me,
         }
     }
 
@@ -100,6 +122,18 @@ impl Telegram {
     fn request(&self, method: &str, body: &Value) -> reqwest::RequestBuilder {
         let url = format!("{}/bot{}/{method}", self.api_base, self.token.expose());
         self.http.post(url).json(body)
+    }
+
+    /// `getMe`: the bot's user id and username.
+    async fn get_me(&self) -> Result<BotId, String> {
+        let request = self.request("getMe", &json!({}));
+        let (status, body) = match exchange(request, GET_ME_DEADLINE).await {
+            Exchange::Answer { status, body, .. } => (status, body),
+            Exchange::Dead(_) => return Err(format!("getMe: no answer within {GET_ME_DEADLINE:?}")),
+            Exchange::Failed(e) => return Err(format!("getMe: {e}")),
+        };
+        let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        read_me(status, &v)
     }
 
     async fn ask(&mut self) -> Polled {
@@ -228,8 +262,33 @@ impl Telegram {
         }
     }
 }
+/// `getMe`'s answer: the bot's `id`, and its `username` (what a mention is written with).
+fn read_me(status: u16, v: &Value) -> Result<BotId, String> {
+    let me = &v["result"];
+    match (status, v["ok"].as_bool(), crate::platform::message::id(&me["id"])) {
+        (200, Some(true), Some(id)) => Ok(BotId {
+            id: Some(id),
+            handle: me["username"].as_str().map(str::to_owned),
+        }),
+        _ => {
+            let description = clip(v["description"].as_str().unwrap_or("no description"), 200);
+            Err(format!("getMe: HTTP {status}: {description}"))
+        }
+    }
+}
+
+/// The bot's user id as its token names it: the digits before the `:`.
+fn token_bot_id(token: &str) -> Option<String> {
+    let (id, _) = token.split_once(':')?;
+    (!id.is_empty() && id.bytes().all(|b| b.is_ascii_digit())).then(|| id.to_owned())
+}
+
 impl Poll for Telegram {
     async fn poll(&mut self) -> Polled {
+        if self.me.due() {
+            let me = self.get_me().await;
+            self.me.ask_if_due(GET_ME_DEADLINE, async { me }).await;
+        }
         let polled = self.ask().await;
         self.answered = matches!(polled, Polled::Batch(_));
         polled
@@ -284,6 +343,39 @@ impl Poll for Telegram {
             _ => "; stop the other program polling this token (another gateway, on this machine \
                   or another), or give this profile a token of its own"
                 .into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn get_me_names_the_bot_and_a_refusal_says_why() {
+        // The Bot API docs' `User`, as getMe returns it.
+        let me = json!({"ok": true, "result": {"id": 123456789, "is_bot": true,
+            "first_name": "Hermes", "username": "hermes_bot", "can_join_groups": true}});
+        assert_eq!(
+            read_me(200, &me),
+            Ok(BotId {
+                id: Some("123456789".into()),
+                handle: Some("hermes_bot".into())
+            })
+        );
+        let refused = json!({"ok": false, "error_code": 401, "description": "Unauthorized"});
+        assert_eq!(
+            read_me(401, &refused),
+            Err("getMe: HTTP 401: Unauthorized".into())
+        );
+        assert!(read_me(200, &json!({"ok": true, "result": {}})).is_err());
+    }
+
+    #[test]
+    fn a_tokens_bot_id_is_its_digits_before_the_colon() {
+        assert_eq!(token_bot_id("123456:ABC-def"), Some("123456".into()));
+        for bad in ["", ":abc", "12a:abc", "no colon"] {
+            assert_eq!(token_bot_id(bad), None, "{bad}");
         }
     }
 }
