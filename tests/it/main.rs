@@ -1,5 +1,6 @@
 //! Integration tests: the real `hermes-svc` binary against a real systemd user manager.
 
+mod access;
 mod adapter;
 mod adapter_rig;
 mod adapter_send;

@@ -8,14 +8,14 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
-/// The bot's own account on its platform. Either part may be unknown: a platform that names
-/// its bot only by id (Discord) has no handle here, and one whose connection has not said yet
-/// has neither.
+/// The bot's own account on its platform. Either part may be unknown: one whose connection
+/// has not said yet has neither.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BotId {
     /// The platform's stable id of the bot's account (a user id, an open id).
     pub id: Option<String>,
-    /// The name a mention is written with, without its sigil (Telegram's `username`).
+    /// The bot's user name, without a sigil: what a mention is written with where the
+    /// platform mentions by name (Telegram's `username`); elsewhere only for the logs.
     pub handle: Option<String>,
 }
 
