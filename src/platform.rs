@@ -269,6 +269,14 @@ macro_rules! registry {
             false
         }
 
+        /// Which id names a sender to an adapter of `kind` ([`Platform::SENDER_ID`]).
+        pub fn sender_id(kind: &str) -> &'static str {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::SENDER_ID;
+            })+
+            "the platform's user id"
+        }
+
         /// Whether a group message to an adapter of `kind` must address its bot unless told
         /// otherwise ([`Platform::REQUIRE_MENTION`]).
         pub fn requires_mention(kind: &str) -> bool {

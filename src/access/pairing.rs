@@ -325,7 +325,13 @@ impl Store {
 
     /// The book as it is now, without the lock: for reading only. A missing store is empty.
     pub fn read(&self) -> Result<Book, PairingError> {
-        match TrustedDir::open(&self.dir, Owner::SelfOrRoot)? {
+        self.read_as(Owner::SelfOrRoot)
+    }
+
+    /// The same, accepting the files of `owner` (doctor, run by root on another account's
+    /// profile, accepts that account's).
+    pub(crate) fn read_as(&self, owner: Owner) -> Result<Book, PairingError> {
+        match TrustedDir::open(&self.dir, owner)? {
             Some(dir) => self.read_in(&dir),
             None => Ok(Book::default()),
         }

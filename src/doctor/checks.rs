@@ -9,6 +9,7 @@
 //! launchd's registry
 //! (`doctor::launchd`) holds them too, through [`on_homes`].
 
+pub(crate) mod access;
 pub(crate) mod agent;
 pub(crate) mod bot_account;
 pub(crate) mod cluster;
@@ -58,7 +59,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 28] = [
+pub(crate) const CHECKS: [Check; 31] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -87,6 +88,9 @@ pub(crate) const CHECKS: [Check; 28] = [
     on_homes!(cluster::NODE_NAME_CLASH),
     on_homes!(cluster::CLOCK_SKEW),
     on_homes!(cluster::LEFT_THE_CLUSTER),
+    on_homes!(access::ANYONE_CAN_REACH),
+    on_homes!(access::NOBODY_ADMITTED),
+    on_homes!(access::PAIRING_STORE),
 ];
 
 /// Every finding in `s`, in id order.

@@ -138,6 +138,25 @@ pub(crate) struct ProfileSnap {
     /// same name, which is the profile home (its running gateway only: the `.env` there is the
     /// gateway's).
     pub(crate) hermes: Vec<crate::agent::hermes::Seen>,
+    /// Who may reach the agent through each adapter, when the profile has an agent (none
+    /// when `gateway.toml` cannot be read).
+    pub(crate) access: Vec<AdapterAccess>,
+    /// Why the pairing store cannot be used, when it cannot: one another user could write
+    /// (the gateway then admits no paired sender), or one that does not read.
+    pub(crate) pairing_error: Option<String>,
+}
+
+/// What one adapter's access rules let through (`access/rules.rs`), for doctor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AdapterAccess {
+    pub(crate) adapter: String,
+    pub(crate) kind: &'static str,
+    /// `allow-all`: anyone who finds the bot reaches the agent.
+    pub(crate) allow_all: bool,
+    /// Someone is admitted by a rule: a listed sender or chat, or a paired sender.
+    pub(crate) admits_someone: bool,
+    /// Unknown senders' DMs are answered with a pairing code.
+    pub(crate) pairs: bool,
 }
 
 /// Every profile home under `homes`, read for the profile checks. `main_pids` are the pids the
@@ -210,6 +229,12 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
                 .collect()
         })
         .unwrap_or_default();
+    let store = crate::access::pairing::Store::new(&p.access_dir());
+    let (book, pairing_error) = match store.read_as(Owner::SelfRootOrDirectory) {
+        Ok(book) => (book, None),
+        Err(e) => (Default::default(), Some(crate::error_chain::one_line(&e))),
+    };
+    let access = access_of(&config, &book);
     let hermes = [(crate::agent::hermes::home(p), true), (p.home(), false)]
         .into_iter()
         .filter_map(|(home, read_env)| {
@@ -284,8 +309,42 @@ fn profile_snap(p: &Profile, locks: &LockLookup) -> (ProfileSnap, Vec<Question>)
         membership: crate::cluster::Membership::read(&p.cluster_membership()),
         held,
         hermes,
+        access,
+        pairing_error,
     };
     (snap, questions)
+}
+
+/// Each adapter's access rules as doctor judges them, when the profile has an agent.
+fn access_of(
+    config: &Result<crate::platform::GatewayConfig, config::ConfigError>,
+    book: &crate::access::pairing::Book,
+) -> Vec<AdapterAccess> {
+    let Ok(c) = config else { return vec![] };
+    if c.agent.is_none() {
+        return vec![];
+    }
+    c.adapters
+        .iter()
+        .map(|a| {
+            let kind = a.protocol.kind();
+            let rules = crate::access::Rules::resolve(
+                &a.access,
+                &c.access,
+                crate::platform::requires_mention(kind),
+            );
+            AdapterAccess {
+                adapter: a.name.clone(),
+                kind,
+                allow_all: rules.allow_all,
+                admits_someone: rules.allow_all
+                    || !rules.allow_users.is_empty()
+                    || !rules.allow_chats.is_empty()
+                    || book.approved.get(&a.name).is_some_and(|s| !s.is_empty()),
+                pairs: rules.unknown_dm == crate::config::UnknownDm::Pair,
+            }
+        })
+        .collect()
 }
 
 /// The adapter's secrets as `.env` gives them (the last of a name winning, as the unit's

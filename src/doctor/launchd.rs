@@ -15,7 +15,9 @@
 mod checks;
 pub(crate) mod snapshot;
 
-use crate::doctor::checks::{agent, bot_account, cluster, on_homes, outbox, profile_home, Check};
+use crate::doctor::checks::{
+    access, agent, bot_account, cluster, on_homes, outbox, profile_home, Check,
+};
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
 use crate::profile::ProfileName;
@@ -29,7 +31,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 20] = [
+pub(crate) const CHECKS: [LaunchdCheck; 23] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -50,6 +52,9 @@ pub(crate) const CHECKS: [LaunchdCheck; 20] = [
     on_homes!(cluster::NODE_NAME_CLASH),
     on_homes!(cluster::CLOCK_SKEW),
     on_homes!(cluster::LEFT_THE_CLUSTER),
+    on_homes!(access::ANYONE_CAN_REACH),
+    on_homes!(access::NOBODY_ADMITTED),
+    on_homes!(access::PAIRING_STORE),
 ];
 
 /// Every finding in `s`, in id order.

@@ -68,15 +68,20 @@ fn sync(rig: &Rig, tag: &str) {
 
 /// The pairing code in the one code message posted to `target`.
 fn code_sent_to(rig: &Rig, target: &str) -> String {
+    nth_code_sent_to(rig, target, 1)
+}
+
+/// The code in the `n`th code message posted to `target`, once there are `n`.
+fn nth_code_sent_to(rig: &Rig, target: &str, n: usize) -> String {
     let posts = wait_for(Duration::from_secs(30), "a pairing code", || {
         let p: Vec<Post> = posts_with(rig, "Your pairing code: ")
             .into_iter()
             .filter(|p| p.target_id == target)
             .collect();
-        (!p.is_empty()).then_some(p)
+        (p.len() >= n).then_some(p)
     });
-    assert_eq!(posts.len(), 1, "one code message: {posts:?}");
-    let text = &posts[0].content;
+    assert_eq!(posts.len(), n, "{n} code messages: {posts:?}");
+    let text = &posts[n - 1].content;
     assert!(
         !text.contains("hermes-svc") && !text.contains(&rig.profile),
         "nothing about the owner: {text}"
@@ -321,11 +326,25 @@ fn through_the_api_server_a_stranger_is_refused_until_paired() {
     let code = code_sent_to(&rig, &STRANGER.to_string());
     sync(&rig, "api");
     assert!(!model_saw(&rig, "api stranger"));
+
+    // An hour on (the store's clock moved back by hand), the code has expired: approving it
+    // does nothing, and the stranger's next DM gets a new one.
+    let store = rig.profile_home().join("access/pairing.json");
+    let mut book: Value = serde_json::from_slice(&std::fs::read(&store).unwrap()).unwrap();
+    for p in book["pending"].as_array_mut().unwrap() {
+        p["created_at"] = json!(p["created_at"].as_u64().unwrap() - 3601);
+    }
+    std::fs::write(&store, book.to_string()).unwrap();
+    let out = cli(&rig, &["pairing", "approve", "-p", &rig.profile, &code]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    rig.mock.telegram_emit_text(STRANGER, "api stranger again");
+    let code = nth_code_sent_to(&rig, &STRANGER.to_string(), 2);
     let out = cli(&rig, &["pairing", "approve", "-p", &rig.profile, &code]);
     assert!(out.status.success(), "{out:?}");
     rig.mock.telegram_emit_text(STRANGER, "api paired");
     assert_eq!(rig.wait_post("echo: api paired").len(), 1);
     assert!(posts_with(&rig, "echo: api stranger").is_empty());
+    assert!(!model_saw(&rig, "api stranger"));
     stop(&mut hermes);
     signal(&mut gw, Signal::SIGTERM);
     let _ = gw.wait();

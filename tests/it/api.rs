@@ -642,15 +642,21 @@ fn a_chat_message_comes_normalised_with_a_reply_the_api_takes() {
         &json!({
             "platform": "qqbot", "adapter": "qq",
             "chat": {"id": group, "type": "group", "name": null},
-            "sender": {"id": "E4F4AEA3", "name": null, "is_bot": false},
+            "sender": {"id": "E4F4AEA3", "name": null, "is_bot": false, "vouched": true},
             "thread_id": null, "message_id": "ROBOT1.0_abc", "reply_to_message_id": null,
             "message_type": "text", "text": "hi there", "media": [],
             "reply": {"adapter": "qq", "target": format!("group:{group}"), "reply_to": "ROBOT1.0_abc"}
         })
     );
-    // Not a message: its kind says what it is, and it has no "message".
+    // Stored here with no gateway judging it: said to be unjudged, which no agent is sent.
+    assert_eq!(
+        page["events"][0]["access"],
+        json!({"admitted": false, "rule": "unjudged"})
+    );
+    // Not a message: its kind says what it is, and it has no "message" and no verdict.
     assert_eq!(page["events"][1]["kind"], "GROUP_ADD_ROBOT");
     assert!(page["events"][1].get("message").is_none());
+    assert!(page["events"][1].get("access").is_none());
     // The raw payload is still there, as stored.
     assert_eq!(page["events"][0]["data"]["content"], " hi there");
     assert_eq!(page["events"][2]["message"]["reply"]["target"], "chat:5");

@@ -123,7 +123,10 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
     let port = free_port();
     let rig = Rig::new(
         "obrelay",
-        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\nidle-alarm = \"1s\"\n"),
+        &format!(
+            "{}[agent]\nkind = \"hermes-relay\"\nport = {port}\nidle-alarm = \"1s\"\n",
+            crate::hermes_rig::OPEN
+        ),
     );
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw), "{}", rig.log());

@@ -89,6 +89,8 @@ pub(crate) fn profile(name: &str) -> ProfileSnap {
         membership: None,
         held: vec![],
         hermes: vec![],
+        access: vec![],
+        pairing_error: None,
         home,
     }
 }
