@@ -521,3 +521,47 @@ fn an_outbox_journal_another_user_planted_is_never_sent() {
     assert_eq!(gw.try_wait().unwrap(), None, "{}", rig.log());
     crate::outbox_rig::sigterm(&mut gw);
 }
+
+#[test]
+fn a_pairing_store_another_user_planted_admits_nobody() {
+    let who = intruder();
+    let rig = Rig::new("htpair", "");
+    let home = rig.profile_home();
+    std::os::unix::fs::chown(&home, Some(0), Some(who.gid)).unwrap();
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o775)).unwrap();
+    // The intruder approves themselves (Discord user 4001) in a store of their own making.
+    let planted = r#"{"approved":{"dc":{"4001":{"name":"eve","approved_at":0}}}}"#;
+    intruder_sh(
+        "mkdir -m 0700 \"$1/access\"; printf '%s\\n' \"$2\" > \"$1/access/pairing.json\"",
+        &[home.as_os_str(), OsStr::new(planted)],
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    rig.mock.emit_dispatch(
+        "MESSAGE_CREATE",
+        "d-planted",
+        serde_json::json!({"id": "881", "channel_id": "7001",
+                           "author": {"id": "4001", "username": "eve"}, "content": "let me in"}),
+    );
+    let event = wait_for(Duration::from_secs(20), "the DM stored", || {
+        rig.events("dc")
+            .into_iter()
+            .find(|e| e["data"]["content"] == "let me in")
+    });
+    assert_eq!(
+        event["access"],
+        serde_json::json!({"admitted": false, "rule": "unknown-sender"}),
+        "{}",
+        rig.log()
+    );
+    assert!(rig.log().contains("the pairing store is not read"), "{}", rig.log());
+    // The owner's own commands refuse it too, and say whose it is.
+    let out = hermes(rig.home.path(), &["pairing", "list", "-p", "htpair"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        text(&out.stderr).contains(&format!("owned by uid {}", who.uid)),
+        "{}",
+        text(&out.stderr)
+    );
+    crate::outbox_rig::sigterm(&mut gw);
+}
