@@ -254,3 +254,129 @@ impl Frontend for Access {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::gateway::adapter::whoami::BotId;
+
+    fn gate(toml: &str) -> (Gate, mpsc::Receiver<Ask>, std::path::PathBuf) {
+        let text =
+            format!("[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n{toml}");
+        let config: GatewayConfig =
+            crate::config::parse(std::path::Path::new("/g.toml"), &text).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "hsv-gate-{}-{}",
+            std::process::id(),
+            fastrand::u32(..)
+        ));
+        let whoami = Whoami::default();
+        whoami.set(
+            "tg",
+            BotId {
+                id: Some("42".into()),
+                handle: Some("hermes_bot".into()),
+            },
+        );
+        let (tx, rx) = mpsc::channel(8);
+        let gate = Gate::new(&config, Store::new(&dir.join("access")), whoami, Some(tx));
+        (gate, rx, dir)
+    }
+
+    fn update(id: u64, chat: i64, from: i64, text: &str, entities: serde_json::Value) -> Event {
+        let kind = if chat > 0 { "private" } else { "supergroup" };
+        Event::new(
+            format!("tg:{id}"),
+            "tg",
+            "message",
+            Some(id),
+            json!({"update_id": id, "message": {"message_id": id, "date": 1, "text": text,
+                   "from": {"id": from, "is_bot": false, "first_name": "A"},
+                   "chat": {"id": chat, "type": kind}, "entities": entities}}),
+        )
+    }
+
+    fn rule(v: Option<Verdict>) -> String {
+        let v = v.expect("a chat message has a verdict");
+        format!(
+            "{}:{}",
+            if v.admitted { "admitted" } else { "refused" },
+            v.rule
+        )
+    }
+
+    #[test]
+    fn a_message_is_judged_by_its_platforms_reading_and_the_bots_identity() {
+        let (gate, mut asks, dir) = gate(
+            "[access]\nallow-users = [\"7\"]\nrequire-mention = true\nunknown-dm = \"pair\"\n\
+             budget = \"2/1m\"\n",
+        );
+        let none = json!([]);
+        assert_eq!(
+            rule(gate.judge(&update(1, 7, 7, "hi", none.clone()))),
+            "admitted:allow-users"
+        );
+        // A group message mentions the bot by Telegram's entity, or it is not for the bot.
+        let mention = json!([{"type": "mention", "offset": 0, "length": 11}]);
+        assert_eq!(
+            rule(gate.judge(&update(2, -5, 7, "@hermes_bot hi", mention))),
+            "admitted:allow-users"
+        );
+        assert_eq!(
+            rule(gate.judge(&update(3, -5, 7, "hermes_bot hi", none.clone()))),
+            "refused:not-addressed"
+        );
+        // The budget (2 a minute) is spent; the first refusal asks for a notice.
+        assert_eq!(
+            rule(gate.judge(&update(4, 7, 7, "3rd", none.clone()))),
+            "refused:budget"
+        );
+        assert!(asks.try_recv().is_ok(), "one notice");
+        assert_eq!(
+            rule(gate.judge(&update(5, 7, 7, "4th", none.clone()))),
+            "refused:budget"
+        );
+        assert!(asks.try_recv().is_err(), "only one per window");
+        // A stranger's DM is refused and asks for a pairing code; the bot's own id is its echo.
+        assert_eq!(
+            rule(gate.judge(&update(6, 9, 9, "hello?", none.clone()))),
+            "refused:unknown-sender"
+        );
+        assert!(asks.try_recv().is_ok(), "a pairing code is asked for");
+        assert_eq!(
+            rule(gate.judge(&update(7, 42, 42, "echo", none.clone()))),
+            "refused:own-message"
+        );
+        // Not a chat message: no verdict.
+        let edit = Event::new("tg:8", "tg", "edited_message", Some(8), json!({}));
+        assert_eq!(gate.judge(&edit), None);
+        let health = gate.health();
+        assert_eq!(health.admitted["allow-users"], 2);
+        assert_eq!(health.refused["budget"], 2);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn an_approval_in_the_store_admits_from_the_next_message() {
+        let (gate, _asks, dir) = gate("[access]\nunknown-dm = \"pair\"\n");
+        let dm = |id| update(id, 9, 9, "hi", json!([]));
+        assert_eq!(rule(gate.judge(&dm(1))), "refused:unknown-sender");
+        let store = Store::new(&dir.join("access"));
+        let code = store
+            .change(|b| b.request("tg", "9", None, pairing::now()))
+            .unwrap();
+        let pairing::Answer::Code(code) = code else {
+            panic!("{code:?}")
+        };
+        store
+            .change(|b| b.approve(&code, pairing::now()))
+            .unwrap()
+            .unwrap();
+        assert_eq!(rule(gate.judge(&dm(2))), "admitted:pairing");
+        store.change(|b| b.revoke("tg", "9")).unwrap();
+        assert_eq!(rule(gate.judge(&dm(3))), "refused:unknown-sender");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}

@@ -51,6 +51,8 @@ const PROFILE: &str = "ag";
 const INDEPENDENT_TOKEN: &str = "7000000002:AAbench-agent-bridge";
 /// The mock's chats: 1001 (its default) and the 19 after it.
 const FIRST_MOCK_CHAT: i64 = 1001;
+/// The independent server's chats (`poll_server.py`'s `chat(k)`): 500000001 and the 19 after.
+const FIRST_INDEPENDENT_CHAT: i64 = 500_000_001;
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -336,11 +338,19 @@ impl Platform {
 async fn start_gateway(home: &Path, base: &str, token: &str, agent: &str) -> (Gateway, PathBuf) {
     let profile_home = home.join("profiles").join(PROFILE);
     std::fs::create_dir_all(&profile_home).unwrap();
+    // Every message is judged as it is stored (access.rs): each chat's sender is listed, as
+    // an owner lists theirs, and has a budget well above its 5 messages a second, so the
+    // allow-list and the budget are both on the path and nothing is refused.
+    let senders: Vec<String> = (0..CHATS as i64)
+        .flat_map(|k| [FIRST_MOCK_CHAT + k, FIRST_INDEPENDENT_CHAT + k])
+        .map(|id| format!("\"{id}\""))
+        .collect();
     let toml = format!(
         "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"TG_TOKEN\"\n\
          api-base = \"{base}\"\npoll-timeout = \"30s\"\n\n\
-         [access]\nallow-all = true\nbudget = \"off\"\n\n\
-         [agent]\nkind = \"openai\"\nurl = \"{agent}\"\n"
+         [access]\nallow-users = [{}]\nbudget = \"1000/1m\"\n\n\
+         [agent]\nkind = \"openai\"\nurl = \"{agent}\"\n",
+        senders.join(", ")
     );
     std::fs::write(profile_home.join("gateway.toml"), toml).unwrap();
     std::fs::write(profile_home.join(".env"), format!("TG_TOKEN={token}\n")).unwrap();

@@ -554,7 +554,11 @@ fn a_pairing_store_another_user_planted_admits_nobody() {
         "{}",
         rig.log()
     );
-    assert!(rig.log().contains("the pairing store is not read"), "{}", rig.log());
+    assert!(
+        rig.log().contains("the pairing store is not read"),
+        "{}",
+        rig.log()
+    );
     // The owner's own commands refuse it too, and say whose it is.
     let out = hermes(rig.home.path(), &["pairing", "list", "-p", "htpair"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
