@@ -270,6 +270,39 @@ mod tests {
     }
 
     #[test]
+    fn an_adapters_table_lies_over_the_profiles_and_a_typo_in_either_names_its_line() {
+        let parse_file = |text: &str| {
+            crate::config::parse::<crate::platform::Protocol>(
+                std::path::Path::new("/p/gateway.toml"),
+                text,
+            )
+        };
+        let tg = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n";
+        let c = parse_file(&format!(
+            "[access]\nallow-users = [\"1\"]\nbudget = \"5/1m\"\n\n{tg}\n[adapter.access]\n\
+             allow-users = [\"2\"]\n"
+        ))
+        .unwrap();
+        let own = c.adapters[0].access.over(&c.access);
+        assert_eq!(own.allow_users, Some(BTreeSet::from(["2".to_owned()])));
+        assert_eq!(own.budget, c.access.budget);
+        for (text, line) in [
+            ("[access]\nallow-user = [\"1\"]\n".to_owned(), 2),
+            (
+                format!("{tg}\n[adapter.access]\nrequire_mention = true\n"),
+                7,
+            ),
+            (
+                format!("{tg}\n[adapter.access]\nunknown-dm = \"reply\"\n"),
+                7,
+            ),
+        ] {
+            let e = parse_file(&text).unwrap_err().to_string();
+            assert!(e.contains(&format!("gateway.toml:{line}")), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn a_budget_is_messages_per_window() {
         for bad in ["20", "0/1m", "20/0s", "x/1m", "20/fortnight", "-1/1m"] {
             let e = parse(&format!("[access]\nbudget = {bad:?}\n"))
