@@ -68,13 +68,15 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         stdout.contains("result                            OK"),
         "{stdout}"
     );
-    assert!(
-        // Three lines more since the conversation: the agent, the greeting and its answer;
-        // seven since Slack and Matrix: two detections, Slack's new connection, and their
-        // rows in the two status tables.
-        stdout.lines().count() <= 55,
-        "the demo stays short: {stdout}"
-    );
+    // Three lines more since the conversation: the agent, the greeting and its answer; seven
+    // since Slack and Matrix: two detections, Slack's new connection, and their rows in the
+    // two status tables. The `STATUS=` lines are not counted: the demo prints each change the
+    // gateway reports, and how many there are depends on timing.
+    let lines = stdout
+        .lines()
+        .filter(|l| !l.contains("systemd <- STATUS="))
+        .count();
+    assert!(lines <= 52, "the demo stays short: {stdout}");
     assert!(!stdout.contains('\x1b'), "plain through a pipe: {stdout:?}");
 }
 
