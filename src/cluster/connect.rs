@@ -5,6 +5,7 @@ use std::time::Duration;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 
 use super::ClusterError;
+use crate::bounded_read::{self, Owner};
 use crate::config::ClusterSpec;
 
 /// A client for `spec`'s endpoints. Every request is bounded by a fifth of the lease, so that a
@@ -19,12 +20,19 @@ pub(crate) async fn connect(spec: &ClusterSpec) -> Result<Client, ClusterError> 
         .with_keep_alive(request, request)
         .with_require_leader(true);
     if let Some(tls) = &spec.tls {
+        // As every file the gateway reads: bounded, a regular file (a FIFO must not hang the
+        // start, nor /dev/zero fill the memory), the gateway's user's or root's.
         let read = |key: &'static str, path: &std::path::Path| {
-            std::fs::read(path).map_err(|e| ClusterError::Tls {
+            let tls = |why: String| ClusterError::Tls {
                 key,
                 path: path.to_owned(),
-                why: e.to_string(),
-            })
+                why,
+            };
+            match bounded_read::read(path, bounded_read::LIMIT, Owner::SelfOrRoot) {
+                Ok(Some(pem)) => Ok(pem),
+                Ok(None) => Err(tls("no such file".into())),
+                Err(e) => Err(tls(crate::error_chain::one_line(&e))),
+            }
         };
         let mut config =
             TlsOptions::new().ca_certificate(Certificate::from_pem(read("ca", &tls.ca)?));

@@ -412,3 +412,45 @@ fn a_fifo_as_the_weixin_cursor_is_named_in_a_warning_and_polling_starts_anyway()
         "{log}"
     );
 }
+
+#[test]
+fn a_fifo_or_dev_zero_as_the_clusters_ca_is_a_config_error_not_a_hang() {
+    let hermes_home = scratch_dir("hf-clca");
+    let fifo = hermes_home.path().join("ca-fifo.pem");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let zero = hermes_home.path().join("ca-zero.pem");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    for (profile, ca, says) in [
+        (
+            "hfclfifo",
+            &fifo,
+            "is a FIFO (named pipe), not a regular file",
+        ),
+        ("hfclzero", &zero, "symbolic link"),
+    ] {
+        let home = hermes_home.path().join("profiles").join(profile);
+        private_dir(&home);
+        std::fs::write(
+            home.join("gateway.toml"),
+            format!(
+                "[cluster]\nendpoints = [\"https://127.0.0.1:1\"]\nca = \"{}\"\n",
+                ca.display()
+            ),
+        )
+        .unwrap();
+        let out = run_guarded(foreground_gateway(hermes_home.path(), profile));
+        assert_eq!(out.code, Some(78), "{profile}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("[cluster] ca = {}", ca.display()))
+                && out.stderr.contains(says),
+            "{profile}: {}",
+            out.stderr
+        );
+        assert!(
+            out.max_rss_kib < 200 * 1024,
+            "{profile}: {} KiB",
+            out.max_rss_kib
+        );
+    }
+}
