@@ -11,6 +11,7 @@
 pub(crate) mod component;
 mod journal_stream;
 pub(crate) mod plain_text;
+pub(crate) mod throttle;
 
 use tracing_journald::{Priority, PriorityMappings};
 use tracing_subscriber::filter::{filter_fn, EnvFilter, FilterExt, LevelFilter};

@@ -35,6 +35,7 @@ use super::link::Link;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
+use crate::logging::throttle::Throttle;
 use crate::platform::{Message, Normaliser};
 
 /// Messages sent and not yet acknowledged, at most: Hermes acks each about a millisecond after
@@ -42,6 +43,9 @@ use crate::platform::{Message, Normaliser};
 const WINDOW: usize = 32;
 /// A dial must finish its upgrade within this.
 const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Refused dials are logged a line per 10 s, however many come: a client that keeps dialling
+/// with a bad token must not push the gateway's own lines past journald's rate limit.
+static REFUSALS: Throttle = Throttle::new(Duration::from_secs(10));
 
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
@@ -264,7 +268,9 @@ fn upgrade_check(
     match auth::check(header, id, secret, now) {
         Ok(()) => Ok(response),
         Err(why) => {
-            tracing::warn!(reason = %why, "refused a dial to the relay");
+            if let Some(more) = REFUSALS.note(std::time::Instant::now()) {
+                tracing::warn!(reason = %why, more, "refused a dial to the relay (more: the dials refused since the last such line)");
+            }
             link.error(format!("refused a dial: {why}"));
             Err(refuse(StatusCode::UNAUTHORIZED, "unauthorized"))
         }

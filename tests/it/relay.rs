@@ -333,3 +333,51 @@ fn the_relay_delivers_from_its_cursor_and_posts_replies_in_pieces() {
     );
     sigterm(&mut gw);
 }
+
+#[test]
+fn a_flood_of_refused_dials_is_logged_a_line_per_window_not_a_line_each() {
+    let port = free_port();
+    let rig = Rig::new(
+        "obrefuse",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n"),
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    const DIALS: u64 = 1000;
+    let started = std::time::Instant::now();
+    rig.rt.block_on(async {
+        for _ in 0..DIALS {
+            assert!(Agent::dial(port, Some("not-a-token")).await.is_err());
+        }
+    });
+    let elapsed = started.elapsed();
+    let lines: Vec<String> = rig
+        .log()
+        .lines()
+        .filter(|l| l.contains("refused a dial to the relay"))
+        .map(str::to_owned)
+        .collect();
+    // A line per 10 s window at most, each saying how many it stands for.
+    let windows = 1 + elapsed.as_secs() / 10 + 1;
+    assert!(
+        !lines.is_empty() && lines.len() as u64 <= windows,
+        "{} lines in {elapsed:?}",
+        lines.len()
+    );
+    let said: u64 = lines
+        .iter()
+        .filter_map(|l| l.split("more=").nth(1))
+        .filter_map(|m| m.split_whitespace().next()?.parse::<u64>().ok())
+        .sum::<u64>()
+        + lines.len() as u64;
+    assert!(said <= DIALS, "{said}: {lines:?}");
+    // The link says what was refused last.
+    let state = rig.state().unwrap();
+    assert!(
+        state["agent"]["last_error"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("refused a dial")),
+        "{state}"
+    );
+    sigterm(&mut gw);
+}
