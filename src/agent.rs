@@ -144,7 +144,7 @@ impl Bridge {
         stores: &Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Started, BridgeError> {
-        let secret = secret::load_or_create(&secret::path(&self.profile))?;
+        let secret = secret::load_or_create(&self.profile.agent_dir())?;
         let listener = relay::bind(port).map_err(|source| BridgeError::Bind {
             port,
             config: self.profile.config_file(),

@@ -130,6 +130,10 @@ impl Profile {
     pub fn api_socket(&self) -> PathBuf {
         self.home().join("state").join("api").join("agent.sock")
     }
+    /// The agent's own files: the relay secret, and Hermes's home for the agent unit.
+    pub fn agent_dir(&self) -> PathBuf {
+        self.home().join("agent")
+    }
     /// The access rules' own files: the pairing store.
     pub fn access_dir(&self) -> PathBuf {
         self.home().join("access")

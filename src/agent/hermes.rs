@@ -14,6 +14,7 @@ use crate::agent::secret;
 use crate::bounded_read::{Owner, ReadError};
 use crate::config::{self, Bridge, ConfigError};
 use crate::profile::Profile;
+use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// The platform (as Hermes and the gateway both name it) whose credential Hermes reads from
 /// the variable `name`, for the platforms a hermes-svc gateway holds (each wing says which,
@@ -29,7 +30,7 @@ fn platform_of_credential(name: &str) -> Option<&'static str> {
 /// Hermes's home for `profile`: its config.yaml (the model) and its own `.env` (the model's
 /// key, never a platform's).
 pub fn home(profile: &Profile) -> PathBuf {
-    profile.home().join("agent").join("hermes")
+    profile.agent_dir().join(HOME)
 }
 
 /// What a Hermes home says about the platforms Hermes connects there: the platform
@@ -111,6 +112,9 @@ pub fn look(home: &Path) -> Option<Seen> {
     })
 }
 
+/// Hermes's home, in the profile's `agent/`.
+const HOME: &str = "hermes";
+
 /// Where the agent unit's `LoadCredential=relay-secret:` puts the secret.
 const CREDENTIAL: &str = "relay-secret";
 
@@ -129,12 +133,10 @@ pub enum LaunchError {
     PlatformCredential { file: PathBuf, key: String },
     #[error("cannot read Hermes's .env")]
     EnvFile(#[from] ReadError),
-    #[error("cannot create Hermes's home {}", path.display())]
-    Home {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// Hermes's home, or the `agent/` it is in, is not one only this user can change:
+    /// Hermes's config can name commands to run, so another user's would run their code.
+    #[error(transparent)]
+    Home(#[from] TrustError),
 }
 
 impl LaunchError {
@@ -178,7 +180,9 @@ pub fn prepare(
     };
     let secret = read_secret(profile, credentials)?;
     let home = home(profile);
-    create_home(&home)?;
+    // Made, or found, under the home's trust rules: a home another user made or can write
+    // would run their config (and the commands it names) as this user.
+    TrustedDir::create(&profile.agent_dir(), Owner::SelfOrRoot)?.create_child(HOME)?;
     let env_file = home.join(".env");
     if let Some(text) = crate::env_file::read(&env_file, Owner::SelfOrRoot)? {
         let (vars, _) = crate::env_file::parse(&text);
@@ -224,28 +228,21 @@ pub fn prepare(
     })
 }
 
-/// The secret from systemd's credential, else (launchd, a foreground run) from its file.
+/// The secret from systemd's credential, else (launchd, a foreground run) from its file, which
+/// only the gateway makes.
 fn read_secret(profile: &Profile, credentials: Option<&Path>) -> Result<String, LaunchError> {
-    let path = match credentials {
-        Some(dir) if dir.join(CREDENTIAL).exists() => dir.join(CREDENTIAL),
-        _ => secret::path(profile),
-    };
-    if !path.exists() {
-        return Err(LaunchError::NoSecret { path });
+    if let Some(path) = credentials
+        .map(|dir| dir.join(CREDENTIAL))
+        .filter(|p| p.exists())
+    {
+        return Ok(secret::read(&path)?);
     }
-    Ok(secret::load_or_create(&path)?)
-}
-
-fn create_home(home: &Path) -> Result<(), LaunchError> {
-    use std::os::unix::fs::DirBuilderExt;
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(home)
-        .map_err(|source| LaunchError::Home {
-            path: home.to_owned(),
-            source,
-        })
+    match secret::load(&profile.agent_dir())? {
+        Some(secret) => Ok(secret),
+        None => Err(LaunchError::NoSecret {
+            path: secret::path(profile),
+        }),
+    }
 }
 
 #[cfg(test)]
@@ -270,7 +267,7 @@ mod tests {
             &p.config_file(),
             "[agent]\nkind = \"hermes-relay\"\nport = 9123\n",
         );
-        secret::load_or_create(&secret::path(&p)).unwrap();
+        secret::load_or_create(&p.agent_dir()).unwrap();
         let env = [
             ("TELEGRAM_BOT_TOKEN", "x"),
             ("PATH", "/usr/bin"),
@@ -292,7 +289,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = profile(dir.path());
         write(&p.config_file(), "[agent]\nkind = \"hermes-relay\"\n");
-        secret::load_or_create(&secret::path(&p)).unwrap();
+        secret::load_or_create(&p.agent_dir()).unwrap();
         write(
             &home(&p).join(".env"),
             "OPENAI_API_KEY=sk-1\nDISCORD_BOT_TOKEN=dc-secret-value\n",

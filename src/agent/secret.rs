@@ -6,13 +6,19 @@
 //! and no environment a person can read with `systemctl show`.
 
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use ring::rand::{SecureRandom, SystemRandom};
 
-use crate::atomic_file;
+use crate::atomic_file::{self, Sync};
+use crate::bounded_read::{self, Owner};
 use crate::profile::Profile;
+use crate::trusted_dir::{TrustError, TrustedDir};
+
+/// The secret's file, in the profile's `agent/`.
+const FILE: &str = "relay-secret";
+/// A secret file is 65 bytes; anything much longer is not one.
+const LIMIT: u64 = 4096;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SecretError {
@@ -27,6 +33,12 @@ pub enum SecretError {
     Malformed { path: PathBuf },
     #[error("the system's random source failed")]
     Random,
+    /// `agent/` or the secret in it is not one only this user can change: whoever wrote it
+    /// would know the secret, dial in, read the chats and post as the bot.
+    #[error(transparent)]
+    Untrusted(#[from] TrustError),
+    #[error(transparent)]
+    Read(#[from] bounded_read::ReadError),
 }
 
 /// The relay id of a profile: the name Hermes signs its token for (`GATEWAY_RELAY_ID`).
@@ -36,47 +48,68 @@ pub fn relay_id(profile: &Profile) -> String {
 
 /// Where a profile's relay secret is kept.
 pub fn path(profile: &Profile) -> PathBuf {
-    profile.home().join("agent").join("relay-secret")
+    profile.agent_dir().join(FILE)
 }
 
-/// The secret at `path`, made first if there is none.
-pub fn load_or_create(path: &Path) -> Result<String, SecretError> {
-    let io = |op| {
-        move |source| SecretError::Io {
-            op,
+/// The secret in the agent directory `agent_dir` (the profile's `agent/`), made first if there
+/// is none. The directory and the file are opened under the profile home's trust rules
+/// ([`TrustedDir`]): a secret another user planted, or could have, is refused, never used.
+pub fn load_or_create(agent_dir: &Path) -> Result<String, SecretError> {
+    let dir = TrustedDir::create(agent_dir, Owner::SelfOrRoot)?;
+    if let Some(secret) = read_in(&dir)? {
+        return Ok(secret);
+    }
+    let mut bytes = [0u8; 32];
+    SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| SecretError::Random)?;
+    let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    atomic_file::write_in(
+        &dir,
+        FILE,
+        format!("{secret}\n").as_bytes(),
+        0o600,
+        Sync::Durable,
+    )?;
+    Ok(secret)
+}
+
+/// The secret in `agent_dir`, under the same rules, if the gateway has made it.
+pub fn load(agent_dir: &Path) -> Result<Option<String>, SecretError> {
+    match TrustedDir::open(agent_dir, Owner::SelfOrRoot)? {
+        Some(dir) => read_in(&dir),
+        None => Ok(None),
+    }
+}
+
+/// The secret at `path` outside a profile home: the copy systemd hands the agent unit
+/// (`$CREDENTIALS_DIRECTORY`), read bounded.
+pub fn read(path: &Path) -> Result<String, SecretError> {
+    match bounded_read::read(path, LIMIT, Owner::SelfOrRoot)? {
+        Some(bytes) => parse(&bytes, path),
+        None => Err(SecretError::Io {
+            op: "read",
             path: path.to_owned(),
-            source,
-        }
-    };
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
-            let secret = text.trim();
-            if secret.len() == 64 && secret.bytes().all(|b| b.is_ascii_hexdigit()) {
-                Ok(secret.to_owned())
-            } else {
-                Err(SecretError::Malformed {
-                    path: path.to_owned(),
-                })
-            }
-        }
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            let mut bytes = [0u8; 32];
-            SystemRandom::new()
-                .fill(&mut bytes)
-                .map_err(|_| SecretError::Random)?;
-            let secret: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-            if let Some(dir) = path.parent() {
-                std::fs::DirBuilder::new()
-                    .recursive(true)
-                    .mode(0o700)
-                    .create(dir)
-                    .map_err(io("create the directory of"))?;
-            }
-            atomic_file::write(path, format!("{secret}\n").as_bytes(), 0o600)
-                .map_err(io("write"))?;
-            Ok(secret)
-        }
-        Err(e) => Err(io("read")(e)),
+            source: io::ErrorKind::NotFound.into(),
+        }),
+    }
+}
+
+fn read_in(dir: &TrustedDir) -> Result<Option<String>, SecretError> {
+    let path = dir.path().join(FILE);
+    dir.read(FILE, LIMIT)?
+        .map(|bytes| parse(&bytes, &path))
+        .transpose()
+}
+
+fn parse(bytes: &[u8], path: &Path) -> Result<String, SecretError> {
+    let secret = std::str::from_utf8(bytes).unwrap_or("").trim();
+    if secret.len() == 64 && secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(secret.to_owned())
+    } else {
+        Err(SecretError::Malformed {
+            path: path.to_owned(),
+        })
     }
 }
 
@@ -89,16 +122,26 @@ mod tests {
     #[test]
     fn made_once_private_and_then_read() {
         let dir = crate::gateway::spool::tests::temp_dir("relay-secret");
-        let path = dir.join("agent/relay-secret");
-        let first = load_or_create(&path).unwrap();
+        let agent = dir.join("agent");
+        let path = agent.join(FILE);
+        assert_eq!(load(&agent).unwrap(), None);
+        let first = load_or_create(&agent).unwrap();
         assert_eq!(first.len(), 64);
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
-        assert_eq!(load_or_create(&path).unwrap(), first);
+        assert_eq!(load_or_create(&agent).unwrap(), first);
+        assert_eq!(load(&agent).unwrap(), Some(first.clone()));
+        assert_eq!(read(&path).unwrap(), first);
         std::fs::write(&path, "short").unwrap();
         assert!(matches!(
-            load_or_create(&path),
+            load_or_create(&agent),
             Err(SecretError::Malformed { .. })
+        ));
+        // A directory others can write is refused, whatever the secret in it.
+        std::fs::set_permissions(&agent, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(matches!(
+            load_or_create(&agent),
+            Err(SecretError::Untrusted(_))
         ));
         let _ = std::fs::remove_dir_all(&dir);
     }

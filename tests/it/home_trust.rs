@@ -569,3 +569,64 @@ fn a_pairing_store_another_user_planted_admits_nobody() {
     );
     crate::outbox_rig::sigterm(&mut gw);
 }
+
+#[test]
+fn a_relay_secret_another_user_planted_is_refused_and_the_gateway_stays_down() {
+    let who = intruder();
+    let port = crate::harness::free_port();
+    let rig = Rig::new(
+        "htsecret",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n"),
+    );
+    let home = rig.profile_home();
+    std::os::unix::fs::chown(&home, Some(0), Some(who.gid)).unwrap();
+    fs::set_permissions(&home, fs::Permissions::from_mode(0o775)).unwrap();
+    // The intruder makes agent/ and writes a secret they know: their client could then dial
+    // the relay, read the chats and post as the bot.
+    intruder_sh(
+        "mkdir -m 0700 \"$1/agent\"; printf '%s\\n' \"$2\" > \"$1/agent/relay-secret\"",
+        &[home.as_os_str(), OsStr::new(&"ab".repeat(32))],
+    );
+    let mut gw = rig.gateway("");
+    let status = wait_for(Duration::from_secs(20), "the gateway to exit", || {
+        gw.try_wait().unwrap()
+    });
+    assert_eq!(status.code(), Some(78), "{}", rig.log());
+    let log = rig.log();
+    assert!(
+        log.contains(&home.join("agent").display().to_string())
+            && log.contains(&format!("owned by uid {}", who.uid)),
+        "{log}"
+    );
+}
+
+#[test]
+fn agent_run_refuses_a_hermes_home_another_user_made() {
+    let who = intruder();
+    let port = crate::harness::free_port();
+    let rig = Rig::new(
+        "hthome",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n"),
+    );
+    let home = rig.profile_home();
+    // The secret, as the gateway makes it; then a Hermes home another user owns and anyone
+    // can write, with their config in it (Hermes's config can name commands to run).
+    hermes_svc::agent::secret::load_or_create(&home.join("agent")).unwrap();
+    let hermes_home = home.join("agent/hermes");
+    fs::create_dir(&hermes_home).unwrap();
+    std::os::unix::fs::chown(&hermes_home, Some(who.uid), Some(who.gid)).unwrap();
+    fs::set_permissions(&hermes_home, fs::Permissions::from_mode(0o777)).unwrap();
+    let config = hermes_home.join("config.yaml");
+    fs::write(&config, "mcp_servers: {}\n").unwrap();
+    std::os::unix::fs::chown(&config, Some(who.uid), Some(who.gid)).unwrap();
+    let out = hermes(
+        rig.home.path(),
+        &["agent", "run", "-p", "hthome", "--hermes", "/bin/true"],
+    );
+    assert_eq!(out.status.code(), Some(78), "{out:?}");
+    assert!(
+        text(&out.stderr).contains(&hermes_home.display().to_string()),
+        "{}",
+        text(&out.stderr)
+    );
+}
