@@ -143,12 +143,26 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
         appended.borrow_and_update();
         let room = WINDOW.saturating_sub(b.feed.waiting());
         let normaliser = &b.normaliser;
-        let batch = b
-            .feed
-            .read(room, |e| {
-                super::for_agent(normaliser, e).map(|m| (e.id.clone(), m))
-            })
-            .map_err(|e| crate::error_chain::one_line(&e))?;
+        let read = b.feed.read(room, |e| {
+            super::for_agent(normaliser, e).map(|m| (e.id.clone(), m))
+        });
+        // The spool could not be read (out of descriptors, say): not a reason to restart the
+        // gateway, which would meet the same; the link says so, and the read is tried again.
+        let batch = match read {
+            Ok(batch) => batch,
+            Err(e) => {
+                let why = crate::error_chain::one_line(&e);
+                tracing::error!(reason = %why, "cannot read the spool for the agent; trying again in a second");
+                b.link.error(why);
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(1)) => continue,
+                    () = until_shutdown(&mut shutdown) => {
+                        running.abort_all();
+                        return Ok(());
+                    }
+                }
+            }
+        };
         for (buffer, (event, message)) in batch {
             let session = session_key(&b.profile, &message);
             chats.push(

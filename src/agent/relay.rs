@@ -42,7 +42,13 @@ use crate::platform::{Message, Normaliser};
 /// it takes it, so this bounds only what is in flight on the socket.
 const WINDOW: usize = 32;
 /// A dial must finish its upgrade within this.
-const UPGRADE_TIMEOUT: Duration = Duration::from_secs(10);
+const UPGRADE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Dials upgrading at once, at most: Hermes dials one connection at a time.
+const MAX_UPGRADING: usize = 32;
+/// A failing accept (out of descriptors, say) and dials dropped for new ones are logged a line
+/// per 10 s, as refusals are.
+static ACCEPT_FAILURES: Throttle = Throttle::new(Duration::from_secs(10));
+static SHED: Throttle = Throttle::new(Duration::from_secs(10));
 /// Refused dials are logged a line per 10 s, however many come: a client that keeps dialling
 /// with a bad token must not push the gateway's own lines past journald's rate limit.
 static REFUSALS: Throttle = Throttle::new(Duration::from_secs(10));
@@ -192,7 +198,19 @@ pub async fn serve(
                 next = Some(*ws);
             }
             End::Shutdown => break Ok(()),
-            End::Failed(why) => break Err(why),
+            End::Gone(why) => break Err(why),
+            // The spool or the cursor could not be read or written (out of descriptors, a
+            // full disk): the connection is dropped, the agent dials again, and what it was
+            // sent and did not take is sent again. Not a reason to restart the gateway, which
+            // would meet the same.
+            End::Failed(why) => {
+                tracing::error!(reason = %why, "the agent's connection was dropped: the spool or its cursor failed; trying again in a second");
+                relay.link.error(why);
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                    () = until_shutdown(&mut shutdown) => break Ok(()),
+                }
+            }
         }
     };
     acceptor.abort();
@@ -202,7 +220,12 @@ pub async fn serve(
 type Ws = WebSocketStream<TcpStream>;
 
 /// Accept dials, refuse the ones without the profile's token at the upgrade, and hand the
-/// rest to the server.
+/// rest to the server. At most [`MAX_UPGRADING`] dials are upgrading at once, each for at most
+/// [`UPGRADE_TIMEOUT`]: another local user who opens connections and never upgrades them
+/// holds that many descriptors, not every one the gateway has. Past the bound the oldest dial
+/// still upgrading is dropped for the new one: Hermes upgrades in milliseconds, so a flood
+/// would have to bring the bound's worth of new dials within those milliseconds to shed it,
+/// where turning new dials away would let a crowd that keeps itself young shut Hermes out.
 async fn accept(
     listener: TcpListener,
     id: String,
@@ -210,18 +233,33 @@ async fn accept(
     link: Link,
     dialled: mpsc::Sender<Ws>,
 ) {
+    let mut upgrading: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+    // The upgrading dials, oldest first.
+    let mut started: std::collections::VecDeque<tokio::task::AbortHandle> = Default::default();
     loop {
         let (stream, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
             Err(e) => {
-                tracing::warn!(error = %e, "the relay's accept failed");
+                if let Some(more) = ACCEPT_FAILURES.note(std::time::Instant::now()) {
+                    tracing::warn!(error = %e, more, "the relay's accept failed (more: failures since the last such line)");
+                }
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 continue;
             }
         };
+        while upgrading.try_join_next().is_some() {}
+        started.retain(|task| !task.is_finished());
+        if started.len() >= MAX_UPGRADING {
+            if let Some(oldest) = started.pop_front() {
+                oldest.abort();
+                if let Some(more) = SHED.note(std::time::Instant::now()) {
+                    tracing::warn!(%peer, more, "dropped the oldest of {MAX_UPGRADING} dials to the relay still upgrading, for a new one (more: dials dropped since the last such line)");
+                }
+            }
+        }
         let (id, secret, link, dialled) =
             (id.clone(), secret.clone(), link.clone(), dialled.clone());
-        tokio::spawn(async move {
+        let task = upgrading.spawn(async move {
             #[allow(clippy::result_large_err)]
             let check = |request: &Request, response: Response| {
                 upgrade_check(request, response, &id, &secret, &link)
@@ -237,6 +275,7 @@ async fn accept(
                 Err(_) => tracing::debug!(%peer, "a dial to the relay did not upgrade in time"),
             }
         });
+        started.push_back(task);
     }
 }
 
@@ -281,7 +320,10 @@ enum End {
     Closed(String),
     Replaced(Box<Ws>),
     Shutdown,
+    /// The spool or the agent's cursor failed: this connection ends, the next may do better.
     Failed(String),
+    /// What the relay serves from is gone (its listener, the spool): the run ends.
+    Gone(String),
 }
 
 /// A message in its chat's turn, or waiting for it.
@@ -391,12 +433,12 @@ async fn session(
             changed = appended.changed(), if s.platform.is_some() && !s.idle => {
                 s.unread = true;
                 if changed.is_err() {
-                    break End::Failed("the spool closed".into());
+                    break End::Gone("the spool closed".into());
                 }
             }
             ws = incoming.recv() => match ws {
                 Some(ws) => break End::Replaced(Box::new(ws)),
-                None => break End::Failed("the relay's listener stopped".into()),
+                None => break End::Gone("the relay's listener stopped".into()),
             },
             () = until_shutdown(shutdown) => {
                 let close = CloseFrame { code: CloseCode::Away, reason: "the gateway is stopping".into() };

@@ -385,3 +385,45 @@ fn a_flood_of_refused_dials_is_logged_a_line_per_window_not_a_line_each() {
     );
     sigterm(&mut gw);
 }
+
+#[test]
+fn a_thousand_idle_dials_do_not_take_the_gateways_descriptors() {
+    let port = free_port();
+    let rig = Rig::new(
+        "obidle",
+        &format!(
+            "{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
+            crate::hermes_rig::OPEN
+        ),
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    // The gateway with the soft limit it has outside its unit (1024), and this process with
+    // room for the dials it holds.
+    let limit = |pid: u32, n: &str| {
+        let out = std::process::Command::new("prlimit")
+            .args(["--pid", &pid.to_string(), &format!("--nofile={n}")])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    };
+    limit(gw.id(), "1024:1024");
+    limit(std::process::id(), "4096:");
+    // Another local user's 1,100 connections that never upgrade, held open.
+    let held: Vec<std::net::TcpStream> = (0..1100)
+        .filter_map(|_| std::net::TcpStream::connect(("127.0.0.1", port)).ok())
+        .collect();
+    assert!(held.len() > 1000, "{} connected", held.len());
+    // The gateway lives on and writes its state, and the agent's own dial still gets in.
+    let before = rig.state().unwrap()["updated_at"].clone();
+    wait_for(Duration::from_secs(20), "the state file rewritten", || {
+        (rig.state()?["updated_at"] != before).then_some(())
+    });
+    let agent = rig
+        .rt
+        .block_on(async { Agent::dial(port, Some(&token(&rig))).await });
+    assert!(agent.is_ok(), "{:?}\n{}", agent.err(), rig.log());
+    assert_eq!(gw.try_wait().unwrap(), None, "{}", rig.log());
+    drop(held);
+    sigterm(&mut gw);
+}
