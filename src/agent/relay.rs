@@ -6,53 +6,40 @@
 //! that restarted, or re-dialled after a socket it thought dead). What the connector must do
 //! because Hermes does not (docs/agent.md): deliver from a durable cursor, acknowledged by
 //! Hermes (`feed.rs`); split replies to the platform's limit and keep them in order
-//! (`outbound.rs`); refuse a dial without the profile's token (`auth.rs`); and keep reading,
-//! and answering pings, while replies are slow.
+//! (`outbound.rs`); refuse a dial without the profile's token (`auth.rs`), and bound what any
+//! other dial may cost (`listen.rs`); and keep reading, and answering pings, while replies are
+//! slow.
 
 pub mod auth;
 pub mod frames;
+mod listen;
 pub mod outbound;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
-use tokio_tungstenite::tungstenite::http::StatusCode;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
-use tokio_tungstenite::WebSocketStream;
 
 use self::frames::{Descriptor, FromAgent, Lines};
+pub use self::listen::bind;
+use self::listen::Ws;
 use super::feed::Feed;
 use super::link::Link;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
-use crate::logging::throttle::Throttle;
 use crate::platform::{Message, Normaliser};
 
 /// Messages sent and not yet acknowledged, at most: Hermes acks each about a millisecond after
 /// it takes it, so this bounds only what is in flight on the socket.
 const WINDOW: usize = 32;
-/// A dial must finish its upgrade within this.
-const UPGRADE_TIMEOUT: Duration = Duration::from_secs(5);
-/// Dials upgrading at once, at most: Hermes dials one connection at a time.
-const MAX_UPGRADING: usize = 32;
-/// A failing accept (out of descriptors, say) and dials dropped for new ones are logged a line
-/// per 10 s, as refusals are.
-static ACCEPT_FAILURES: Throttle = Throttle::new(Duration::from_secs(10));
-static SHED: Throttle = Throttle::new(Duration::from_secs(10));
-/// Refused dials are logged a line per 10 s, however many come: a client that keeps dialling
-/// with a bad token must not push the gateway's own lines past journald's rate limit.
-static REFUSALS: Throttle = Throttle::new(Duration::from_secs(10));
-
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
@@ -139,14 +126,6 @@ pub fn chat_id(m: &Message) -> String {
     }
 }
 
-/// Bind the connector's port, on loopback only: a port that is taken is a start-up error,
-/// before `READY=1`. Called on the runtime.
-pub fn bind(port: u16) -> std::io::Result<TcpListener> {
-    let listener = std::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port)))?;
-    listener.set_nonblocking(true)?;
-    TcpListener::from_std(listener)
-}
-
 /// Serve Hermes on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -154,7 +133,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) -> Result<(), String> {
     let (dialled, mut incoming) = mpsc::channel(1);
-    let acceptor = tokio::spawn(accept(
+    let acceptor = tokio::spawn(listen::accept(
         listener,
         relay.id.clone(),
         relay.secret.clone(),
@@ -215,105 +194,6 @@ pub async fn serve(
     };
     acceptor.abort();
     ended
-}
-
-type Ws = WebSocketStream<TcpStream>;
-
-/// Accept dials, refuse the ones without the profile's token at the upgrade, and hand the
-/// rest to the server. At most [`MAX_UPGRADING`] dials are upgrading at once, each for at most
-/// [`UPGRADE_TIMEOUT`]: another local user who opens connections and never upgrades them
-/// holds that many descriptors, not every one the gateway has. Past the bound the oldest dial
-/// still upgrading is dropped for the new one: Hermes upgrades in milliseconds, so a flood
-/// would have to bring the bound's worth of new dials within those milliseconds to shed it,
-/// where turning new dials away would let a crowd that keeps itself young shut Hermes out.
-async fn accept(
-    listener: TcpListener,
-    id: String,
-    secret: Vec<u8>,
-    link: Link,
-    dialled: mpsc::Sender<Ws>,
-) {
-    let mut upgrading: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
-    // The upgrading dials, oldest first.
-    let mut started: std::collections::VecDeque<tokio::task::AbortHandle> = Default::default();
-    loop {
-        let (stream, peer) = match listener.accept().await {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                if let Some(more) = ACCEPT_FAILURES.note(std::time::Instant::now()) {
-                    tracing::warn!(error = %e, more, "the relay's accept failed (more: failures since the last such line)");
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                continue;
-            }
-        };
-        while upgrading.try_join_next().is_some() {}
-        started.retain(|task| !task.is_finished());
-        if started.len() >= MAX_UPGRADING {
-            if let Some(oldest) = started.pop_front() {
-                oldest.abort();
-                if let Some(more) = SHED.note(std::time::Instant::now()) {
-                    tracing::warn!(%peer, more, "dropped the oldest of {MAX_UPGRADING} dials to the relay still upgrading, for a new one (more: dials dropped since the last such line)");
-                }
-            }
-        }
-        let (id, secret, link, dialled) =
-            (id.clone(), secret.clone(), link.clone(), dialled.clone());
-        let task = upgrading.spawn(async move {
-            #[allow(clippy::result_large_err)]
-            let check = |request: &Request, response: Response| {
-                upgrade_check(request, response, &id, &secret, &link)
-            };
-            let upgrade = tokio_tungstenite::accept_hdr_async(stream, check);
-            match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade).await {
-                Ok(Ok(ws)) => {
-                    let _ = dialled.send(ws).await;
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(%peer, error = %e, "a dial to the relay did not upgrade")
-                }
-                Err(_) => tracing::debug!(%peer, "a dial to the relay did not upgrade in time"),
-            }
-        });
-        started.push_back(task);
-    }
-}
-
-// The error is the HTTP answer tungstenite writes for a refused upgrade: its type is the
-// library's, and a refusal is rare.
-#[allow(clippy::result_large_err)]
-fn upgrade_check(
-    request: &Request,
-    response: Response,
-    id: &str,
-    secret: &[u8],
-    link: &Link,
-) -> Result<Response, ErrorResponse> {
-    let refuse = |status: StatusCode, body: &str| {
-        let mut r = ErrorResponse::new(Some(body.to_owned()));
-        *r.status_mut() = status;
-        r
-    };
-    if request.uri().path().trim_end_matches('/') != "/relay" {
-        return Err(refuse(StatusCode::NOT_FOUND, "the relay is at /relay"));
-    }
-    let header = request
-        .headers()
-        .get("authorization")
-        .and_then(|v| v.to_str().ok());
-    let now = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    match auth::check(header, id, secret, now) {
-        Ok(()) => Ok(response),
-        Err(why) => {
-            if let Some(more) = REFUSALS.note(std::time::Instant::now()) {
-                tracing::warn!(reason = %why, more, "refused a dial to the relay (more: the dials refused since the last such line)");
-            }
-            link.error(format!("refused a dial: {why}"));
-            Err(refuse(StatusCode::UNAUTHORIZED, "unauthorized"))
-        }
-    }
 }
 
 enum End {

@@ -277,7 +277,8 @@ mod tests {
                 text,
             )
         };
-        let tg = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n";
+        let tg =
+            "[[adapter]]\nname = \"ws\"\nkind = \"websocket\"\nurl = \"wss://example.com/ws\"\n";
         let c = parse_file(&format!(
             "[access]\nallow-users = [\"1\"]\nbudget = \"5/1m\"\n\n{tg}\n[adapter.access]\n\
              allow-users = [\"2\"]\n"

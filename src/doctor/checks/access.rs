@@ -126,7 +126,7 @@ mod tests {
     fn adapter(name: &str, allow_all: bool, admits_someone: bool) -> AdapterAccess {
         AdapterAccess {
             adapter: name.into(),
-            kind: "telegram",
+            kind: "websocket",
             allow_all,
             admits_someone,
             pairs: !admits_someone,
@@ -145,7 +145,7 @@ mod tests {
         let s = homes(&[], vec![p]);
         let open = anyone_can_reach(&s);
         assert_eq!(open.len(), 1);
-        assert!(open[0].message.contains("adapter open (telegram)"));
+        assert!(open[0].message.contains("adapter open (websocket)"));
         let closed = nobody_admitted(&s);
         assert_eq!(closed.len(), 1);
         assert!(

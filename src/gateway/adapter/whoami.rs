@@ -1,6 +1,6 @@
-//! Who each adapter's bot is on its platform, as its connection learned it (Discord's and QQ's
-//! READY, Telegram's `getMe`, Slack's `auth.test`, Matrix's configured user id): what tells a
-//! mention of the bot, a reply to it and its own echo from anyone else's message.
+//! Who each adapter's bot is on its platform, as its connection learned it (a session's READY,
+//! a who-am-I request, or the account the configuration names): what tells a mention of the
+//! bot, a reply to it and its own echo from anyone else's message.
 //!
 //! Learned at run time and held only in memory: the access rules read it when a message is
 //! stored, and what they decided is stored with the message, so nothing reads it later.
@@ -15,7 +15,7 @@ pub struct BotId {
     /// The platform's stable id of the bot's account (a user id, an open id).
     pub id: Option<String>,
     /// The bot's user name, without a sigil: what a mention is written with where the
-    /// platform mentions by name (Telegram's `username`); elsewhere only for the logs.
+    /// platform mentions by name; elsewhere only for the logs.
     pub handle: Option<String>,
 }
 
