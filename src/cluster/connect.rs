@@ -30,7 +30,7 @@ pub(crate) async fn connect(spec: &ClusterSpec) -> Result<Client, ClusterError> 
             };
             match bounded_read::read(path, bounded_read::LIMIT, Owner::SelfOrRoot) {
                 Ok(Some(pem)) => Ok(pem),
-                Ok(None) => Err(tls("no such file".into())),
+                Ok(None) => Err(tls(nix::errno::Errno::ENOENT.desc().to_owned())),
                 Err(e) => Err(tls(crate::error_chain::one_line(&e))),
             }
         };
