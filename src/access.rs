@@ -42,6 +42,10 @@ use crate::platform::{requires_mention, GatewayConfig, Normaliser};
 use crate::profile::Profile;
 use crate::runtime::{Frontend, FrontendError, Started, Stores};
 
+/// The `access` field, with its comma, of a chat message stored without a verdict, as the
+/// local API and `events --json` show it: refused, [`Rule::Unjudged`].
+pub const UNJUDGED_FIELD: &str = r#""access":{"admitted":false,"rule":"unjudged"},"#;
+
 /// Answers waiting to be sent, at most: past it, a flood's answers are dropped rather than
 /// queued (each is a courtesy, and every sender is answered at most once a window anyway).
 const ANSWERS_QUEUED: usize = 256;
@@ -356,6 +360,16 @@ mod tests {
         assert_eq!(health.admitted["allow-users"], 2);
         assert_eq!(health.refused["budget"], 2);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn the_unjudged_field_is_a_verdicts_encoding() {
+        let v = Verdict {
+            admitted: false,
+            rule: Rule::Unjudged.as_str().into(),
+        };
+        let field = format!("\"access\":{},", serde_json::to_string(&v).unwrap());
+        assert_eq!(UNJUDGED_FIELD, field);
     }
 
     #[test]

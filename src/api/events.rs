@@ -194,7 +194,7 @@ fn render(page: &Page, normaliser: &Normaliser) -> String {
             body.push_str(&serde_json::to_string(&message).expect("a message serialises"));
             body.push(',');
             if found.event().access.is_none() {
-                body.push_str(UNJUDGED);
+                body.push_str(crate::access::UNJUDGED_FIELD);
             }
         }
         body.push_str(&line[1..]);
@@ -204,9 +204,6 @@ fn render(page: &Page, normaliser: &Normaliser) -> String {
     body.push('}');
     body
 }
-
-/// The verdict of a chat message stored without one.
-const UNJUDGED: &str = r#""access":{"admitted":false,"rule":"unjudged"},"#;
 
 fn json_string(s: &str) -> String {
     serde_json::to_string(s).expect("a string serialises")

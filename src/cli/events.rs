@@ -124,7 +124,7 @@ fn print(
                 Some(m) if r.raw.starts_with('{') => {
                     let m = serde_json::to_string(&m).expect("a message serialises");
                     let unjudged = if r.event.access.is_none() {
-                        r#""access":{"admitted":false,"rule":"unjudged"},"#
+                        crate::access::UNJUDGED_FIELD
                     } else {
                         ""
                     };
@@ -160,7 +160,9 @@ fn verdict(e: &crate::gateway::spool::Event, normaliser: &Normaliser) -> String 
     match &e.access {
         Some(v) if v.admitted => format!("admitted:{} ", visible(&v.rule)),
         Some(v) => format!("refused:{} ", visible(&v.rule)),
-        None if normaliser.message(e).is_some() => "refused:unjudged ".to_owned(),
+        None if normaliser.message(e).is_some() => {
+            format!("refused:{} ", crate::access::Rule::Unjudged.as_str())
+        }
         None => String::new(),
     }
 }

@@ -40,24 +40,14 @@ pub(super) fn run(command: PairingCommand) -> Result<u8, CliError> {
                 .change(|b| b.approve(&code, now))
                 .map_err(failed)?
                 .map_err(refused)?;
-            println!(
-                "approved {} on adapter {}: their next message reaches the agent",
-                who(&p.sender, p.name.as_deref()),
-                visible(&p.adapter)
-            );
-            Ok(exit_code::OK)
+            said(&p, "approved", "their next message reaches the agent")
         }
         PairingCommand::Deny { code, .. } => {
             let p = store
                 .change(|b| b.deny(&code, now))
                 .map_err(failed)?
                 .map_err(refused)?;
-            println!(
-                "denied the code sent to {} on adapter {}; they are not admitted",
-                who(&p.sender, p.name.as_deref()),
-                visible(&p.adapter)
-            );
-            Ok(exit_code::OK)
+            said(&p, "denied the code sent to", "they are not admitted")
         }
         PairingCommand::Revoke {
             adapter, sender, ..
@@ -105,6 +95,16 @@ fn refuse_another_users_home(profile: &Profile) -> Result<(), CliError> {
         )));
     }
     Ok(())
+}
+
+/// What became of the sender `p` names: `DONE SENDER on adapter ADAPTER: THEN`.
+fn said(p: &pairing::Pending, done: &str, then: &str) -> Result<u8, CliError> {
+    println!(
+        "{done} {} on adapter {}: {then}",
+        who(&p.sender, p.name.as_deref()),
+        visible(&p.adapter)
+    );
+    Ok(exit_code::OK)
 }
 
 fn failed(e: PairingError) -> CliError {
