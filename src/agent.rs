@@ -13,6 +13,7 @@ pub mod hermes;
 pub mod link;
 pub mod openai;
 pub mod relay;
+pub mod reply;
 pub mod secret;
 
 use std::time::Duration;

@@ -397,6 +397,7 @@ macro_rules! registry {
                         Route::new::<<$wing::$platform as Platform>::Sender>(
                             <$wing::$platform as Platform>::KIND,
                             s.max_text(),
+                            s.max_piece(),
                         )
                     })+
                 }

@@ -19,11 +19,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use crate::atomic_file;
-use crate::gateway::spool::cursor::{read_after, Cursor, CursorError, Limits, Position};
+use crate::gateway::spool::cursor::{read_after, read_at, Cursor, CursorError, Limits, Position};
 use crate::gateway::spool::Event;
 
 /// One read's most bytes: a page of messages, not of megabytes.
 const PAGE_BYTES: usize = 1024 * 1024;
+
+/// The most events read and not yet passed by the durable cursor: how far reading goes on past
+/// a hung chat's backlog (a parked message is only its place in the spool, `chats.rs`). Each
+/// message taken beyond the cursor is a line of the cursor file, written on every take, so
+/// this also bounds that file (about 120 KiB). The access budget lets one sender queue 200
+/// messages in a default turn-timeout; a backlog of 4,096 is many senders' flood.
+pub const MAX_READ_AHEAD: usize = 4096;
 
 pub struct Feed {
     spool_dir: PathBuf,
@@ -158,14 +165,42 @@ impl Feed {
         Ok(out)
     }
 
+    /// How many more events a read may take, for a bridge holding `held` of the `window`
+    /// it keeps in memory.
+    pub fn room(&self, window: usize, held: usize) -> usize {
+        window
+            .saturating_sub(held)
+            .min(MAX_READ_AHEAD.saturating_sub(self.in_flight.len()))
+    }
+
+    /// The entry read as `buffer_id` and not yet taken.
+    fn waiting_entry(&mut self, buffer_id: &str) -> Option<&mut Entry> {
+        let cursor: Cursor = buffer_id.parse().ok()?;
+        self.in_flight
+            .iter_mut()
+            .find(|e| e.waiting && e.cursor == cursor)
+    }
+
+    /// The event read as `buffer_id`, read again from the spool: a message whose chat parked
+    /// it. `None` when it is not waiting, or the spool has rotated past it.
+    pub fn fetch(&mut self, buffer_id: &str) -> Result<Option<Event>, FeedError> {
+        let Some(cursor) = self.waiting_entry(buffer_id).map(|e| e.cursor) else {
+            return Ok(None);
+        };
+        match read_at(&self.spool_dir, cursor) {
+            Ok(found) => Ok(Some(found.record.event)),
+            Err(CursorError::Gone { .. }) => {
+                tracing::warn!(buffer = %buffer_id, "the spool rotated past a message waiting for its chat's turn; it is not sent");
+                Ok(None)
+            }
+            Err(e) => Err(FeedError::Spool(e)),
+        }
+    }
+
     /// Hermes took the message sent as `buffer_id`: its event's id. `None` when no message
     /// waits under it (an ack from an earlier connection, or a made-up one).
     pub fn ack(&mut self, buffer_id: &str) -> Result<Option<String>, FeedError> {
-        let Some(entry) = self
-            .in_flight
-            .iter_mut()
-            .find(|e| e.waiting && e.cursor.to_string() == buffer_id)
-        else {
+        let Some(entry) = self.waiting_entry(buffer_id) else {
             return Ok(None);
         };
         entry.waiting = false;
@@ -202,8 +237,9 @@ impl Feed {
             .map(|e| e.received_at.as_str())
     }
 
-    /// Sent and not acked.
-    pub fn waiting(&self) -> usize {
+    /// Read and not yet taken.
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
         self.in_flight.iter().filter(|e| e.waiting).count()
     }
 
@@ -338,6 +374,24 @@ mod tests {
             third.read(10, every).unwrap().is_empty(),
             "everything was taken"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn a_message_read_is_fetched_again_by_its_buffer_id_until_taken() {
+        let dir = temp_dir("relay-feed-fetch");
+        let spool = Spool::open(&dir).unwrap();
+        let mut feed = Feed::open(&dir, &dir.join("agent-cursor")).unwrap();
+        for id in ["a", "b"] {
+            spool.append(&event(id)).await.unwrap();
+        }
+        let read = feed.read(10, every).unwrap();
+        assert_eq!(feed.room(64, 2), 62);
+        assert_eq!(feed.fetch(&read[1].0).unwrap().unwrap().id, "b");
+        assert!(feed.ack(&read[1].0).unwrap().is_some());
+        assert!(feed.fetch(&read[1].0).unwrap().is_none(), "taken");
+        assert!(feed.fetch("i1.o1.h1").unwrap().is_none(), "never read");
+        assert!(feed.fetch("nonsense").unwrap().is_none());
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -25,11 +25,11 @@ use super::feed::Feed;
 use super::link::Link;
 use crate::config::{Busy, OpenAiSpec, Secret};
 use crate::gateway::outbox::{Outbox, Policy, Request};
-use crate::gateway::send::split::pieces;
 use crate::gateway::until_shutdown;
 use crate::platform::{Message, Normaliser};
 
-/// Messages read and not yet taken, across all chats.
+/// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
+/// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 64;
 /// The longest wait between tries while the agent cannot be reached.
 const AWAY_BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -94,6 +94,20 @@ fn reply_key_prefix(adapter: &str, event: &str) -> String {
     format!("agent-{adapter}-{short}-")
 }
 
+/// The `Idempotency-Key` of every call asking the agent about `event` in `session`: unique
+/// across sessions, since Hermes keeps one cache of keys for all of them.
+fn idempotency_key(session: &str, event: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(session.as_bytes());
+    h.update([0]);
+    h.update(event.as_bytes());
+    let hash: String = h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("hermes-svc-{hash}")
+}
+
 /// A message read from the spool and waiting for its turn.
 #[derive(Clone)]
 struct Pending {
@@ -141,7 +155,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
     loop {
         // Seen before reading, so that an append during the read wakes the wait.
         appended.borrow_and_update();
-        let room = WINDOW.saturating_sub(b.feed.waiting());
+        let room = b.feed.room(WINDOW, chats.held());
         let normaliser = &b.normaliser;
         let read = b.feed.read(room, |e| {
             super::for_agent(normaliser, e).map(|m| (e.id.clone(), m))
@@ -167,6 +181,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
             let session = session_key(&b.profile, &message);
             chats.push(
                 session,
+                buffer.clone(),
                 Pending {
                     buffer,
                     event,
@@ -174,12 +189,32 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
                 },
             );
         }
-        let (started, overtaken) = chats.start(b.spec.busy == Busy::Latest);
-        for skipped in overtaken {
-            tracing::info!(event = %skipped.event, "a message overtaken by a later one in its chat gets no turn (busy = \"latest\")");
-            take(&mut b.feed, &b.link, &skipped.buffer)?;
+        let feed = &mut b.feed;
+        let started = chats.start(
+            b.spec.busy == Busy::Latest,
+            |buffer| {
+                Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
+                    let message = super::for_agent(normaliser, &e)?;
+                    Some(Pending {
+                        buffer: buffer.to_owned(),
+                        event: e.id,
+                        message,
+                    })
+                }))
+            },
+            |p| &p.buffer,
+        );
+        for passed in started.passed {
+            tracing::info!(buffer = %passed, "a message overtaken by a later one in its chat gets no turn (busy = \"latest\")");
+            take(&mut b.feed, &b.link, &passed)?;
         }
-        for session in started {
+        if let Some(e) = started.error {
+            // Like a failed read: said, and tried again in a second.
+            let why = crate::error_chain::one_line(&e);
+            tracing::error!(reason = %why, "cannot read a chat's next message from the spool; trying again in a second");
+            b.link.error(why);
+        }
+        for session in started.chats {
             if let Some(p) = chats.in_turn(&session) {
                 started_at.insert(session.clone(), tokio::time::Instant::now());
                 running.spawn(turn(turns.clone(), session.clone(), p.clone()));
@@ -240,12 +275,18 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
         return (session, p.buffer);
     }
     let body = call::body(&t.model, &p.message);
+    // The same key every time this message is asked, in this life of the gateway or the next:
+    // Hermes answers a call whose key it has seen with that call's answer, waiting for it if it
+    // is still running. A gateway killed mid-call asks again on restart; without the key
+    // Hermes would run both calls in one session and merge them into one answer.
+    let idempotency_key = idempotency_key(&session, &p.event);
     let mut away = Duration::from_secs(1);
     loop {
         let mut request = t
             .http
             .post(&t.url)
             .header("X-Hermes-Session-Id", &session)
+            .header("Idempotency-Key", &idempotency_key)
             .json(&body);
         if let Some(key) = &t.key {
             request = request.bearer_auth(key.expose());
@@ -258,10 +299,9 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
                     .get("retry-after")
                     .and_then(|v| v.to_str().ok())
                     .map(str::to_owned);
-                match r.bytes().await {
+                match call::read_body(r).await {
                     Ok(bytes) => call::read(status, retry_after.as_deref(), &bytes),
-                    Err(e) if e.is_timeout() => Answer::Failed("the turn timed out".into()),
-                    Err(e) => Answer::Away(format!("the answer was cut off: {e}")),
+                    Err(answer) => answer,
                 }
             }
             Err(e) if e.is_timeout() => Answer::Failed("the turn timed out (turn-timeout)".into()),
@@ -303,7 +343,8 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
     }
 }
 
-/// Queue `text` as the answer to `p`, in the platform's pieces.
+/// Queue `text` as the answer to `p`, in the platform's pieces (at most
+/// [`super::reply::MAX_PIECES`]).
 async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
     let Some(outbox) = &t.outbox else {
         tracing::warn!("the outbox is not open; the agent's reply is dropped");
@@ -313,16 +354,18 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
         tracing::warn!(adapter = %p.message.adapter, "the adapter cannot post into this chat; the agent's reply is dropped");
         return;
     };
-    let Some((max, unit)) = outbox.max_text(&reply.adapter) else {
+    let Some((max, unit)) = outbox.max_piece(&reply.adapter) else {
         tracing::warn!(adapter = %reply.adapter, "the adapter does not send; the agent's reply is dropped");
         return;
     };
-    let parts = pieces(text, max, unit);
-    for (i, piece) in parts.iter().filter(|p| !p.trim().is_empty()).enumerate() {
+    for (i, piece) in super::reply::messages(text, max, unit)
+        .into_iter()
+        .enumerate()
+    {
         let request = Request {
             adapter: reply.adapter.clone(),
             target: reply.target.clone(),
-            text: (*piece).to_owned(),
+            text: piece,
             reply_to: reply.reply_to.clone(),
             idempotency_key: format!("{prefix}{i}"),
             policy: Policy::default(),
@@ -383,6 +426,8 @@ mod tests {
         m.said.chat.id = format!("{}y", "x".repeat(299));
         assert!(long.chars().count() <= 200 && long != session_key("coder", &m));
         assert_ne!(reply_key_prefix("tg", "1"), reply_key_prefix("tg", "2"));
+        assert_ne!(idempotency_key("a", "1"), idempotency_key("b", "1"));
+        assert_eq!(idempotency_key("a", "1"), idempotency_key("a", "1"));
         assert!(reply_key_prefix("tg", &"x".repeat(10_000)).len() < 40);
     }
 }

@@ -37,8 +37,8 @@ use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
 use crate::platform::{Message, Normaliser};
 
-/// Messages sent and not yet acknowledged, at most: Hermes acks each about a millisecond after
-/// it takes it, so this bounds only what is in flight on the socket.
+/// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
+/// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 32;
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
@@ -441,7 +441,7 @@ impl Session<'_> {
     /// Read what the window has room for into the chats, and send each chat that has no turn
     /// its next message.
     async fn deliver(&mut self) -> Result<(), End> {
-        let room = WINDOW.saturating_sub(self.relay.feed.waiting());
+        let room = self.relay.feed.room(WINDOW, self.turns.held());
         let normaliser = &self.relay.normaliser;
         let batch = if std::mem::take(&mut self.unread) {
             self.relay
@@ -456,6 +456,7 @@ impl Session<'_> {
         for (buffer, message) in batch {
             self.turns.push(
                 chat_id(&message),
+                buffer.clone(),
                 Delivery {
                     buffer,
                     message,
@@ -465,8 +466,27 @@ impl Session<'_> {
         }
         let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
         let deadline = Instant::now() + self.relay.turn_timeout;
-        let (started, _) = self.turns.start(false);
-        for chat in started {
+        let feed = &mut self.relay.feed;
+        let started = self.turns.start(
+            false,
+            |buffer| {
+                Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
+                    Some(Delivery {
+                        buffer: buffer.to_owned(),
+                        message: super::for_agent(normaliser, &e)?,
+                        deadline: None,
+                    })
+                }))
+            },
+            |d| &d.buffer,
+        );
+        for passed in &started.passed {
+            self.take(passed)?;
+        }
+        if let Some(e) = started.error {
+            return Err(End::Failed(crate::error_chain::one_line(&e)));
+        }
+        for chat in started.chats {
             let Some(d) = self.turns.in_turn_mut(&chat) else {
                 continue;
             };
@@ -493,7 +513,7 @@ fn descriptor_frame(relay: &Relay, platform: &str) -> String {
     } else {
         named
     };
-    let max = chosen.iter().map(|r| r.max_text).min().unwrap_or(4096);
+    let max = chosen.iter().map(|r| r.max_piece).min().unwrap_or(4096);
     let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
         "utf16"
     } else {

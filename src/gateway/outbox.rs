@@ -57,6 +57,8 @@ pub struct Route {
     pub kind: &'static str,
     /// The platform's limit on one message's text, in `unit`s.
     pub max_text: usize,
+    /// The most of it posted as one platform message ([`Post::max_piece`]).
+    pub max_piece: usize,
     pub unit: TextUnit,
     /// Reads a target as the adapter's platform spells one.
     pub address: fn(&str) -> Result<Address, TargetError>,
@@ -74,11 +76,12 @@ pub struct Address {
 
 impl Route {
     /// The route to an adapter of `kind` that sends with an `S`, taking texts of up to
-    /// `max_text` of its platform's units.
-    pub fn new<S: Post>(kind: &'static str, max_text: usize) -> Route {
+    /// `max_text` of its platform's units, posted in messages of up to `max_piece`.
+    pub fn new<S: Post>(kind: &'static str, max_text: usize, max_piece: usize) -> Route {
         Route {
             kind,
             max_text,
+            max_piece,
             unit: S::TEXT_UNIT,
             address: address::<S>,
         }
@@ -462,6 +465,12 @@ impl Outbox {
     /// The longest text `adapter` takes in one message.
     pub fn max_text(&self, adapter: &str) -> Option<(usize, TextUnit)> {
         self.routes.get(adapter).map(|r| (r.max_text, r.unit))
+    }
+
+    /// The most text `adapter`'s platform posts as one message, and its unit: what an agent's
+    /// answer is split to, so that each piece is one message and a reply.
+    pub fn max_piece(&self, adapter: &str) -> Option<(usize, TextUnit)> {
+        self.routes.get(adapter).map(|r| (r.max_piece, r.unit))
     }
 
     /// The newest retained message whose idempotency key starts with `prefix` (a cron job's

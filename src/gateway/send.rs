@@ -52,6 +52,13 @@ pub trait Post: Send + Sync + 'static {
     /// a longer one before it is queued.
     fn max_text(&self) -> usize;
 
+    /// The longest text the platform posts as one message: less than [`Post::max_text`] where
+    /// the sender posts a long text as several messages (of which only the first can be a
+    /// reply). What a caller that splits by itself (an agent's answer) splits to.
+    fn max_piece(&self) -> usize {
+        self.max_text()
+    }
+
     /// Whether the platform itself drops a second send of `msg`, so that a send whose answer
     /// was lost can be repeated without posting twice.
     fn dedupes(&self, msg: &Outgoing<Self::Target>) -> bool;

@@ -116,15 +116,15 @@ impl ApiRig {
             let routes = HashMap::from([
                 (
                     "qq".to_owned(),
-                    Route::new::<qqbot::Sender>("qqbot", MAX_TEXT),
+                    Route::new::<qqbot::Sender>("qqbot", MAX_TEXT, MAX_TEXT),
                 ),
                 (
                     "dc".to_owned(),
-                    Route::new::<discord::Sender>("discord", MAX_TEXT),
+                    Route::new::<discord::Sender>("discord", MAX_TEXT, MAX_TEXT),
                 ),
                 (
                     "tg".to_owned(),
-                    Route::new::<telegram::Sender>("telegram", TG_MAX_TEXT),
+                    Route::new::<telegram::Sender>("telegram", TG_MAX_TEXT, 4096),
                 ),
             ]);
             Arc::new(Outbox::open(&home.path().join("outbox"), routes).unwrap())

@@ -264,20 +264,38 @@ fn hermes_through_its_api_server_answers_every_platform_once() {
         .iter()
         .all(|p| !p.content.contains("failed after")));
 
-    // The bridge (the gateway) killed mid-turn: answered once.
+    // The bridge (the gateway) killed mid-turn, and back while Hermes still runs the call:
+    // the call asked again joins the running one (its Idempotency-Key), so the model is asked
+    // once and the one answer says the message once, not the two calls merged.
     rig.mock.emit_dispatch(
         "GROUP_AT_MESSAGE_CREATE",
         "q-api-gw",
-        json!({"author": {"member_openid": "MQ"}, "content": " slow:2 bridge-killed",
+        json!({"author": {"member_openid": "MQ"}, "content": " slow:5 bridge-killed",
                "group_openid": "GQ", "id": "msg-q-api-gw"}),
     );
     wait_model_asked(&rig, "bridge-killed");
     signal(&mut gw, Signal::SIGKILL);
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
-    rig.wait_post("bridge-killed");
+    let answer = rig.wait_post("bridge-killed");
     each_platform_is_answered_once(&rig, "a2");
     assert_eq!(count(&rig, "bridge-killed"), 1, "{}", rig.log());
+    assert_eq!(
+        answer[0].content.matches("bridge-killed").count(),
+        1,
+        "{answer:?}"
+    );
+    let asked = rig
+        .model_calls()
+        .iter()
+        .filter(|c| {
+            c["kind"] == "chat"
+                && c["last_user"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("bridge-killed"))
+        })
+        .count();
+    assert_eq!(asked, 1, "the model was asked once\n{}", rig.hermes_log());
     stop(&mut hermes);
     signal(&mut gw, Signal::SIGTERM);
     let _ = gw.wait();

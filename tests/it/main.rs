@@ -32,6 +32,7 @@ mod harness;
 mod hermes_agent;
 mod hermes_rig;
 mod home_trust;
+mod hostile_agent;
 mod hostile_files;
 mod hostile_platform;
 mod hostile_server;

@@ -97,7 +97,7 @@ fn token(rig: &Rig) -> String {
 
 /// Wait until this life of the gateway has its QQ session: the mock delivers a dispatch to the
 /// sessions it has.
-fn wait_qq(rig: &Rig, gw: &std::process::Child) {
+pub(crate) fn wait_qq(rig: &Rig, gw: &std::process::Child) {
     wait_for(Duration::from_secs(20), "the qq adapter to connect", || {
         let s = rig.state()?;
         let connected = s["pid"] == gw.id()
@@ -109,7 +109,7 @@ fn wait_qq(rig: &Rig, gw: &std::process::Child) {
     });
 }
 
-fn group_message(rig: &Rig, id: &str, text: &str) {
+pub(crate) fn group_message(rig: &Rig, id: &str, text: &str) {
     rig.mock.emit_dispatch(
         "GROUP_AT_MESSAGE_CREATE",
         id,
@@ -425,5 +425,54 @@ fn a_thousand_idle_dials_do_not_take_the_gateways_descriptors() {
     assert!(agent.is_ok(), "{:?}\n{}", agent.err(), rig.log());
     assert_eq!(gw.try_wait().unwrap(), None, "{}", rig.log());
     drop(held);
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_chat_behind_a_hung_turn_never_holds_up_another_chat() {
+    let port = free_port();
+    let rig = Rig::new(
+        "obrfair",
+        &format!(
+            "{}[agent]\nkind = \"hermes-relay\"\nport = {port}\nturn-timeout = \"30m\"\n",
+            crate::hermes_rig::OPEN
+        ),
+    );
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    wait_qq(&rig, &gw);
+    rig.rt.block_on(async {
+        let mut agent = Agent::dial(port, Some(&token(&rig))).await.unwrap();
+        agent
+            .send(json!({"type": "hello", "platform": "relay", "botId": ""}))
+            .await;
+        agent.next_of("descriptor").await;
+        // One chat's first message, taken and never answered, and more behind it than the
+        // connector holds in memory (32).
+        group_message(&rig, "busy-0", "busy 0");
+        let first = agent.next_of("inbound").await;
+        assert_eq!(first["event"]["text"], "busy 0");
+        agent
+            .send(json!({"type": "inbound_ack", "bufferId": first["bufferId"]}))
+            .await;
+        for i in 1..40 {
+            group_message(&rig, &format!("busy-{i}"), &format!("busy {i}"));
+        }
+        wait_for(
+            Duration::from_secs(30),
+            "the busy chat to be stored",
+            || (rig.stored("qq").len() >= 40).then_some(()),
+        );
+        // Another chat's message reaches the agent while the first chat's turn still runs.
+        rig.mock.emit_dispatch(
+            "GROUP_AT_MESSAGE_CREATE",
+            "other",
+            json!({"author": {"member_openid": "M1"}, "content": " another chat",
+                   "group_openid": "G2", "id": "msg-other"}),
+        );
+        let next = agent.next_of("inbound").await;
+        assert_eq!(next["event"]["text"], "another chat", "{next}");
+        assert_eq!(next["event"]["source"]["chat_id"], "qq/group:G2");
+    });
     sigterm(&mut gw);
 }

@@ -26,6 +26,11 @@ pub enum Answer {
     Failed(String),
 }
 
+/// The largest answer read: a long answer is a few hundred kilobytes of JSON, and one that
+/// streams forever must fail its turn long before the unit's `MemoryMax` ends the gateway
+/// (which would ask the same turn again after the restart: a crash loop).
+pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
+
 /// The longest `Retry-After` honoured; a larger one is read as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
@@ -44,6 +49,39 @@ pub fn body(model: &str, message: &Message) -> Value {
         "messages": [{"role": "user", "content": content}],
         "stream": false,
     })
+}
+
+/// The body of `response`, read as it arrives and given up past [`MAX_ANSWER_BYTES`]: the
+/// answer is a failed turn then, and what was read is dropped at once.
+pub async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, Answer> {
+    let too_big = || {
+        Answer::Failed(format!(
+            "the answer is larger than {} MiB; nothing of it is posted",
+            MAX_ANSWER_BYTES / (1024 * 1024)
+        ))
+    };
+    if response
+        .content_length()
+        .is_some_and(|n| n > MAX_ANSWER_BYTES as u64)
+    {
+        return Err(too_big());
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_ANSWER_BYTES {
+                    return Err(too_big());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => return Ok(body),
+            Err(e) if e.is_timeout() => {
+                return Err(Answer::Failed("the turn timed out (turn-timeout)".into()))
+            }
+            Err(e) => return Err(Answer::Away(format!("the answer was cut off: {e}"))),
+        }
+    }
 }
 
 /// Read an HTTP answer: `status`, its `Retry-After`, and its body.

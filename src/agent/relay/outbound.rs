@@ -2,10 +2,11 @@
 //! to a chat are queued in the order Hermes made them, while the connection goes on reading.
 //!
 //! A `send` becomes outbox messages, one per piece of the platform's limit (Hermes never
-//! splits for the Relay), each with an idempotency key from the request, and is answered as
-//! soon as they are durable: Hermes waits 30 s for a result and then drops the reply without a
-//! word, so the result must not wait for the platform. Delivering, retrying and reporting a
-//! failure is the outbox's job from there (`GET /v1/messages/{id}`, `status`).
+//! splits for the Relay) and no more than `reply::MAX_PIECES`, each with an idempotency key
+//! from the request, and is answered as soon as they are durable: Hermes waits 30 s for a
+//! result and then drops the reply without a word, so the result must not wait for the
+//! platform. Delivering, retrying and reporting a failure is the outbox's job from there
+//! (`GET /v1/messages/{id}`, `status`).
 
 use std::sync::Arc;
 
@@ -14,7 +15,6 @@ use tokio::sync::mpsc;
 
 use super::frames;
 use crate::gateway::outbox::{Outbox, Policy, Request};
-use crate::gateway::send::split::pieces;
 
 /// An action and the request id its result answers.
 pub struct Action {
@@ -71,20 +71,19 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
     if content.trim().is_empty() {
         return failed("the message is empty");
     }
-    let Some((max, unit)) = outbox.max_text(adapter) else {
+    let Some((max, unit)) = outbox.max_piece(adapter) else {
         return failed(&format!("no adapter {adapter:?} sends in this gateway"));
     };
     let reply_to = action["reply_to"].as_str().filter(|r| !r.is_empty());
-    let parts: Vec<&str> = pieces(content, max, unit)
-        .into_iter()
-        .filter(|p| !p.trim().is_empty())
-        .collect();
     let mut first = None;
-    for (i, text) in parts.iter().enumerate() {
+    for (i, text) in crate::agent::reply::messages(content, max, unit)
+        .into_iter()
+        .enumerate()
+    {
         let request = Request {
             adapter: adapter.to_owned(),
             target: target.to_owned(),
-            text: (*text).to_owned(),
+            text,
             reply_to: reply_to.map(str::to_owned),
             idempotency_key: format!("relay-{request_id}-{i}"),
             policy: Policy::default(),

@@ -42,6 +42,7 @@ fn routes() -> HashMap<String, Route> {
             Route {
                 kind: "numbered",
                 max_text: 100,
+                max_piece: 100,
                 unit: TextUnit::Chars,
                 address: numbered,
             },
@@ -51,6 +52,7 @@ fn routes() -> HashMap<String, Route> {
             Route {
                 kind: "plain",
                 max_text: 2000,
+                max_piece: 2000,
                 unit: TextUnit::Utf16,
                 address: plain,
             },

@@ -368,6 +368,24 @@ pub fn read_after(dir: &Path, position: Position, limits: Limits) -> Result<Page
     Ok(page)
 }
 
+/// The event `cursor` was made after, read again: for a reader that kept only the cursor of an
+/// event it will need later (the agent's feed, for a chat's messages beyond those it holds).
+pub fn read_at(dir: &Path, cursor: Cursor) -> Result<Found, CursorError> {
+    let files = open_generations(dir)?;
+    let file = files
+        .iter()
+        .find(|g| g.ino == cursor.ino)
+        .ok_or(CursorError::Gone { cursor })?;
+    if cursor.offset > file.len()? {
+        return Err(CursorError::Gone { cursor });
+    }
+    let (_, line) = file.line_ending_at(cursor.offset)?;
+    match file.parse(&line) {
+        Some(record) if event_hash(&record.event) == cursor.hash => Ok(Found { record, cursor }),
+        _ => Err(CursorError::Gone { cursor }),
+    }
+}
+
 /// Whether the line ending at the cursor's offset is the event it was made after.
 fn is_after_event(file: &Generation, cursor: Cursor) -> Result<bool, SpoolError> {
     if cursor.offset > file.len()? {

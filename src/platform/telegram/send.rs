@@ -46,6 +46,10 @@ impl Post for Sender {
         MAX_TEXT
     }
 
+    fn max_piece(&self) -> usize {
+        PIECE
+    }
+
     /// Never: Telegram has no client key that drops a repeat.
     fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
         false

@@ -226,3 +226,26 @@ fn a_message_whose_ids_make_no_target_has_no_ready_made_reply() {
     assert_eq!(odd.said.chat.id, "a/b");
     assert!(odd.reply.is_none());
 }
+
+#[test]
+fn platforms_that_post_a_long_text_in_messages_say_how_long_one_is() {
+    let text = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n\
+                [[adapter]]\nname = \"wx\"\nkind = \"weixin\"\n";
+    let config = crate::config::parse(std::path::Path::new("/p/gateway.toml"), text).unwrap();
+    let routes: Vec<_> = config
+        .adapters
+        .iter()
+        .map(|a| {
+            let secrets = [Secret::new("s".into())];
+            Sender::new(a, &secrets, &shared()).unwrap().route()
+        })
+        .map(|r| (r.kind, r.max_text, r.max_piece))
+        .collect();
+    // An agent's answer is split to the piece, so that each piece is one message, a reply.
+    assert_eq!(
+        routes,
+        [("telegram", 4096 * 16, 4096), ("weixin", 2000 * 16, 2000)]
+    );
+    let q = Sender::new(&discord(), &[Secret::new("t".into())], &shared()).unwrap();
+    assert_eq!(q.route().max_piece, q.route().max_text);
+}

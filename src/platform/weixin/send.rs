@@ -49,6 +49,10 @@ impl Post for Sender {
         MAX_TEXT
     }
 
+    fn max_piece(&self) -> usize {
+        PIECE
+    }
+
     /// Always: iLink posts one message per piece's `client_id`.
     fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
         true
