@@ -40,6 +40,17 @@ use crate::platform::{Message, Normaliser};
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
 /// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 32;
+/// Frames queued for the agent and not yet written, at most.
+const WRITE_QUEUE: usize = 1024;
+/// The longest one frame's write may take: an agent that reads nothing fills the socket's
+/// buffers, and the write then waits for good.
+const WRITE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long a stopping gateway waits for its close frame to be written.
+const CLOSE_WAIT: Duration = Duration::from_secs(1);
+/// A WebSocket message longer than this is split into frames off the runtime's thread: the
+/// gateway's one thread also feeds the watchdog.
+const SPLIT_INLINE: usize = 64 * 1024;
+
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
@@ -219,7 +230,9 @@ struct Session<'a> {
     relay: &'a mut Relay,
     seen: &'a Arc<ChatsSeen>,
     turns: crate::agent::chats::Chats<Delivery>,
-    sink: futures_util::stream::SplitSink<Ws, WsMessage>,
+    /// Frames for the agent, written by [`write`]: a full queue is an agent that stopped
+    /// reading.
+    to_agent: mpsc::Sender<WsMessage>,
     /// Hermes's platform name, once it said hello; nothing is delivered before.
     platform: Option<String>,
     /// Hermes said it is going: nothing more is delivered on this connection.
@@ -238,6 +251,8 @@ async fn session(
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
     let (sink, mut stream) = ws.split();
+    let (to_agent, frames_out) = mpsc::channel(WRITE_QUEUE);
+    let mut writer = tokio::spawn(write(sink, frames_out));
     let (actions, queued) = mpsc::channel(256);
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
@@ -251,7 +266,7 @@ async fn session(
         relay,
         seen,
         turns: Default::default(),
-        sink,
+        to_agent,
         platform: None,
         idle: false,
         unread: true,
@@ -286,7 +301,7 @@ async fn session(
                     Some(Ok(_)) => continue, // pings are answered by the socket itself
                     Some(Err(e)) => break End::Closed(e.to_string()),
                 };
-                let frames = match lines.push(&text) {
+                let frames = match split(&mut lines, text).await {
                     Ok(frames) => frames,
                     Err(e) => break End::Closed(e.to_string()),
                 };
@@ -296,8 +311,8 @@ async fn session(
             }
             result = results.recv() => {
                 if let Some(frame) = result {
-                    if let Err(e) = s.sink.send(WsMessage::text(frame)).await {
-                        break End::Closed(e.to_string());
+                    if let Err(end) = s.send(frame) {
+                        break end;
                     }
                 }
             }
@@ -320,17 +335,62 @@ async fn session(
                 Some(ws) => break End::Replaced(Box::new(ws)),
                 None => break End::Gone("the relay's listener stopped".into()),
             },
+            ended = &mut writer => {
+                break End::Closed(ended.unwrap_or_else(|e| format!("the relay's writer failed: {e}")));
+            }
             () = until_shutdown(shutdown) => {
+                // Said if the agent reads it soon; a writer stuck on an agent that does not
+                // read is not waited for.
                 let close = CloseFrame { code: CloseCode::Away, reason: "the gateway is stopping".into() };
-                let _ = s.sink.send(WsMessage::Close(Some(close))).await;
+                if s.to_agent.try_send(WsMessage::Close(Some(close))).is_ok() {
+                    let _ = tokio::time::timeout(CLOSE_WAIT, &mut writer).await;
+                }
                 break End::Shutdown;
             }
         }
     };
+    // A new connection, or shutdown, never waits on this one's writer.
+    writer.abort();
     // Actions already queued finish (their messages are durable once submitted); their
     // results have nowhere to go.
     drop(worker);
     end
+}
+
+/// Write `frames` to the agent, each within [`WRITE_DEADLINE`]; why the writing stopped.
+async fn write(
+    mut sink: futures_util::stream::SplitSink<Ws, WsMessage>,
+    mut frames: mpsc::Receiver<WsMessage>,
+) -> String {
+    while let Some(frame) = frames.recv().await {
+        match tokio::time::timeout(WRITE_DEADLINE, sink.send(frame)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return e.to_string(),
+            Err(_) => {
+                return format!(
+                    "a frame took longer than {}s to write: the agent does not read",
+                    WRITE_DEADLINE.as_secs()
+                )
+            }
+        }
+    }
+    "the session ended".into()
+}
+
+/// The frames `text` completes; a long message is split on the blocking pool.
+async fn split(lines: &mut Lines, text: String) -> Result<Vec<Result<FromAgent, String>>, String> {
+    if text.len() <= SPLIT_INLINE {
+        return lines.push(&text).map_err(|e| e.to_string());
+    }
+    let mut taken = std::mem::take(lines);
+    let (back, frames) = tokio::task::spawn_blocking(move || {
+        let frames = taken.push(&text);
+        (taken, frames)
+    })
+    .await
+    .map_err(|e| format!("splitting the agent's frames failed: {e}"))?;
+    *lines = back;
+    frames.map_err(|e| e.to_string())
 }
 
 impl Session<'_> {
@@ -343,7 +403,7 @@ impl Session<'_> {
             match frame {
                 Ok(FromAgent::Hello { platform }) => {
                     let descriptor = descriptor_frame(self.relay, &platform);
-                    self.send(descriptor).await?;
+                    self.send(descriptor)?;
                     self.platform.get_or_insert(platform);
                 }
                 Ok(FromAgent::InboundAck { buffer_id }) => {
@@ -361,7 +421,7 @@ impl Session<'_> {
                 }
                 Ok(FromAgent::GoingIdle) => {
                     self.idle = true;
-                    self.send(frames::going_idle_ack()).await?;
+                    self.send(frames::going_idle_ack())?;
                 }
                 Ok(FromAgent::Other { kind }) => {
                     tracing::debug!(%kind, "a relay frame with nothing to do here")
@@ -372,11 +432,20 @@ impl Session<'_> {
         Ok(())
     }
 
-    async fn send(&mut self, frame: String) -> Result<(), End> {
-        self.sink
-            .send(WsMessage::text(frame))
-            .await
-            .map_err(|e| End::Closed(e.to_string()))
+    /// Queue `frame` for the agent. An agent with [`WRITE_QUEUE`] frames it has not read ends
+    /// its connection: the session must go on reading, taking a new dial over and stopping,
+    /// whatever one client does.
+    fn send(&mut self, frame: String) -> Result<(), End> {
+        self.to_agent
+            .try_send(WsMessage::text(frame))
+            .map_err(|e| match e {
+                mpsc::error::TrySendError::Full(_) => End::Closed(format!(
+                    "the agent has not read the last {WRITE_QUEUE} frames sent to it"
+                )),
+                mpsc::error::TrySendError::Closed(_) => {
+                    End::Closed("the connection's writer has stopped".into())
+                }
+            })
     }
 
     /// A turn ends with the one `send` that replies to its message with `notify` set (Hermes's
@@ -493,7 +562,7 @@ impl Session<'_> {
             d.deadline = Some(deadline);
             self.seen.saw(&chat, &d.message);
             let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
-            self.send(frame).await?;
+            self.send(frame)?;
         }
         self.relay.link.waiting(self.relay.feed.oldest_waiting());
         Ok(())

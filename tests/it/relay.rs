@@ -476,3 +476,119 @@ fn a_chat_behind_a_hung_turn_never_holds_up_another_chat() {
     });
     sigterm(&mut gw);
 }
+
+/// A Relay gateway with the agent's first connection dialled and greeted, for the tests of
+/// what one agent may do to the connector.
+fn greeted(rig: &Rig, port: u16) -> Agent {
+    rig.rt.block_on(greeted_async(rig, port))
+}
+
+fn relay_rig(profile: &str, port: u16) -> Rig {
+    Rig::new(
+        profile,
+        &format!(
+            "{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
+            crate::hermes_rig::OPEN
+        ),
+    )
+}
+
+/// The gateway stops on SIGTERM, without waiting on an agent's connection.
+fn stops_promptly(rig: &Rig, gw: &mut std::process::Child) {
+    sigterm(gw);
+    let status = wait_for(Duration::from_secs(10), "the gateway to stop", || {
+        gw.try_wait().unwrap()
+    });
+    assert!(status.success(), "{status:?}\n{}", rig.log());
+}
+
+#[test]
+fn an_agent_that_stops_reading_is_dropped_and_the_next_dial_takes_over() {
+    let port = free_port();
+    let rig = relay_rig("obdeaf", port);
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    let mut deaf = greeted(&rig, port);
+    rig.rt.block_on(async {
+        // 128k hellos, each answered with a descriptor the agent never reads.
+        let burst = format!(
+            "{}\n",
+            json!({"type": "hello", "platform": "relay", "botId": ""})
+        )
+        .repeat(500);
+        let flood = async {
+            for _ in 0..256 {
+                if deaf.ws.send(WsMessage::text(burst.clone())).await.is_err() {
+                    break;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(30), flood).await;
+        // A new dial takes over: its hello is answered, while the first still reads nothing.
+        let mut next = Agent::dial(port, Some(&token(&rig))).await.unwrap();
+        next.send(json!({"type": "hello", "platform": "relay", "botId": ""}))
+            .await;
+        let d = next.next_of("descriptor").await;
+        assert_eq!(d["descriptor"]["contract_version"], 1);
+    });
+    let log = rig.log();
+    assert!(
+        log.contains("the agent has not read the last 1024 frames")
+            || log.contains("the agent does not read"),
+        "the deaf agent was dropped for not reading: {log}"
+    );
+    stops_promptly(&rig, &mut gw);
+}
+
+#[test]
+fn a_message_of_tiny_frames_is_refused_without_freezing_the_gateway() {
+    let port = free_port();
+    let rig = relay_rig("obtiny", port);
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    let mut hostile = greeted(&rig, port);
+    rig.rt.block_on(async {
+        // 8 MiB of two-byte frames in one message (splitting it froze the gateway for 88 s),
+        // then a message of more frames than one may hold.
+        let _ = hostile
+            .ws
+            .send(WsMessage::text("{}\n".repeat(8 << 20 >> 1)))
+            .await;
+        let mut again = Agent::dial(port, Some(&token(&rig))).await.unwrap();
+        again
+            .send(json!({"type": "hello", "platform": "relay", "botId": ""}))
+            .await;
+        again.next_of("descriptor").await;
+        let _ = again
+            .ws
+            .send(WsMessage::text("{\"type\":\"going_idle\"}\n".repeat(2000)))
+            .await;
+        // The connection is closed for it, and the next dial is served at once.
+        let closed = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                match again.ws.next().await {
+                    Some(Ok(WsMessage::Close(_))) | Some(Err(_)) | None => return,
+                    Some(Ok(_)) => {}
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "the connection was closed");
+        greeted_async(&rig, port).await;
+    });
+    assert!(
+        rig.log().contains("a message of more than 1024 lines"),
+        "the reason is logged: {}",
+        rig.log()
+    );
+    stops_promptly(&rig, &mut gw);
+}
+
+async fn greeted_async(rig: &Rig, port: u16) -> Agent {
+    let mut agent = Agent::dial(port, Some(&token(rig))).await.unwrap();
+    agent
+        .send(json!({"type": "hello", "platform": "relay", "botId": ""}))
+        .await;
+    agent.next_of("descriptor").await;
+    agent
+}

@@ -11,6 +11,13 @@ use crate::platform::Message;
 /// inline. A longer line is a broken or hostile peer.
 pub const MAX_FRAME: usize = 1024 * 1024;
 
+/// The most lines one WebSocket message may hold. Hermes sends a frame a message; a message of
+/// thousands of tiny frames is a peer making the connector work for nothing.
+pub const MAX_LINES: usize = 1024;
+
+/// The largest WebSocket message taken (the listener's limit): a few frames of [`MAX_FRAME`].
+pub const MAX_MESSAGE: usize = 4 * MAX_FRAME;
+
 /// What Hermes sends the connector.
 #[derive(Debug, PartialEq)]
 pub enum FromAgent {
@@ -37,21 +44,34 @@ pub struct Lines {
 pub enum FrameError {
     #[error("a frame longer than {MAX_FRAME} bytes")]
     TooLong,
+    #[error("a message of more than {MAX_LINES} lines")]
+    TooManyLines,
 }
 
 impl Lines {
     /// The frames `text` completes, in order; a bad frame is an `Err` in its place, and the
-    /// ones after it still come.
+    /// ones after it still come. Linear in `text`: the lines are found in one pass, and what
+    /// they used is dropped from the front once.
     pub fn push(&mut self, text: &str) -> Result<Vec<Result<FromAgent, String>>, FrameError> {
         self.partial.push_str(text);
         let mut out = vec![];
-        while let Some(end) = self.partial.find('\n') {
-            let line: String = self.partial.drain(..=end).collect();
-            let line = line.trim();
+        let mut start = 0;
+        let mut lines = 0;
+        while let Some(len) = self.partial[start..].find('\n') {
+            lines += 1;
+            if lines > MAX_LINES {
+                return Err(FrameError::TooManyLines);
+            }
+            if len > MAX_FRAME {
+                return Err(FrameError::TooLong);
+            }
+            let line = self.partial[start..start + len].trim();
             if !line.is_empty() {
                 out.push(parse(line));
             }
+            start += len + 1;
         }
+        self.partial.drain(..start);
         if self.partial.len() > MAX_FRAME {
             return Err(FrameError::TooLong);
         }
@@ -219,6 +239,24 @@ mod tests {
             })
         );
         assert!(lines.push("{\"type\":\"inbound_ack\"}\n").unwrap()[0].is_err());
+    }
+
+    #[test]
+    fn a_message_of_too_many_lines_or_too_long_a_line_is_refused() {
+        let mut lines = Lines::default();
+        let many = "{}\n".repeat(MAX_LINES + 1);
+        assert_eq!(lines.push(&many).unwrap_err(), FrameError::TooManyLines);
+        // The most lines a message may hold, each a whole frame: all read.
+        let mut lines = Lines::default();
+        let ack = "{\"type\":\"inbound_ack\",\"bufferId\":\"c1\"}\n";
+        assert_eq!(lines.push(&ack.repeat(MAX_LINES)).unwrap().len(), MAX_LINES);
+        let mut lines = Lines::default();
+        assert_eq!(
+            lines
+                .push(&format!("{}\n", "x".repeat(MAX_FRAME + 1)))
+                .unwrap_err(),
+            FrameError::TooLong
+        );
     }
 
     #[test]

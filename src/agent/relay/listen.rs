@@ -11,6 +11,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::handshake::server::{ErrorResponse, Request, Response};
 use tokio_tungstenite::tungstenite::http::StatusCode;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
 use tokio_tungstenite::WebSocketStream;
 
 use super::auth;
@@ -84,7 +85,13 @@ pub(super) async fn accept(
             let check = |request: &Request, response: Response| {
                 upgrade_check(request, response, &id, &secret, &link)
             };
-            let upgrade = tokio_tungstenite::accept_hdr_async(stream, check);
+            // A message past the frames' own bound is refused from its header, before it is
+            // read (tungstenite's default would take 64 MiB).
+            let config = WebSocketConfig::default()
+                .max_message_size(Some(super::frames::MAX_MESSAGE))
+                .max_frame_size(Some(super::frames::MAX_MESSAGE));
+            let upgrade =
+                tokio_tungstenite::accept_hdr_async_with_config(stream, check, Some(config));
             match tokio::time::timeout(UPGRADE_TIMEOUT, upgrade).await {
                 Ok(Ok(ws)) => {
                     let _ = dialled.send(ws).await;
