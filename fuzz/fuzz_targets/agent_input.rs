@@ -1,10 +1,12 @@
 //! What reaches the agent bridges from outside: the Relay's frames and upgrade token (any local
-//! user can dial a loopback port), and platform payloads read as messages. Never a panic; a
-//! frame too long is refused, a made-up token never passes, and every message's ready-made
-//! reply is a target its platform reads back.
+//! user can dial a loopback port), platform payloads read as messages, and a Hermes
+//! `config.yaml` read for platform credentials. Never a panic; a frame too long is refused, a
+//! made-up token never passes, and every message's ready-made reply is a target its platform
+//! reads back.
 
 #![no_main]
 
+use hermes_svc::agent::hermes::config_yaml;
 use hermes_svc::agent::relay::{auth, frames::Lines};
 use hermes_svc::gateway::spool::Event;
 use hermes_svc::platform::{normalise, Target};
@@ -32,7 +34,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    match mode % 3 {
+    match mode % 4 {
         0 => {
             // Frames, cut wherever the input says.
             let mut lines = Lines::default();
@@ -58,6 +60,15 @@ fuzz_target!(|data: &[u8]| {
                 1_800_000_000
             )
             .is_err());
+        }
+        3 => {
+            // A Hermes config.yaml: whatever it holds, only the platforms asked about are
+            // found, each at a key path, never a value.
+            let platforms: &[(&str, &[&str])] = &[("telegram", &["TELEGRAM_BOT_TOKEN"])];
+            for found in config_yaml::credentials(&text, platforms) {
+                assert_eq!(found.platform, "telegram");
+                assert!(!found.key.contains(": "), "{:?}", found.key);
+            }
         }
         _ => {
             let Ok(data) = serde_json::from_slice::<serde_json::Value>(rest) else {

@@ -8,6 +8,8 @@
 //! environment). Hermes's home for a profile is its own directory, `PROFILE_HOME/agent/hermes`,
 //! never the profile home, whose `.env` holds the gateway's secrets.
 
+pub mod config_yaml;
+
 use std::path::{Path, PathBuf};
 
 use crate::agent::secret;
@@ -33,14 +35,26 @@ pub fn home(profile: &Profile) -> PathBuf {
     profile.agent_dir().join(HOME)
 }
 
+/// The platform credentials Hermes's `config.yaml` `text` holds: `(platform, where)`.
+fn config_credentials(text: &str) -> Vec<(String, String)> {
+    config_yaml::credentials(text, &crate::platform::hermes_credentials())
+        .into_iter()
+        .map(|f| (f.platform, f.key))
+        .collect()
+}
+
 /// What a Hermes home says about the platforms Hermes connects there: the platform
-/// credentials its `.env` names (by name: Hermes would connect those platforms when it starts),
-/// and the platforms its running gateway reports in `gateway_state.json`.
+/// credentials its `.env` and its `config.yaml` name (by name: Hermes would connect those
+/// platforms when it starts), and the platforms its running gateway reports in
+/// `gateway_state.json`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Seen {
     pub home: PathBuf,
     /// `(platform, variable)` for each credential `.env` names.
     pub env_credentials: Vec<(String, String)>,
+    /// `(platform, key)` for each credential `config.yaml` holds (`TELEGRAM_BOT_TOKEN`,
+    /// `platforms.telegram.token`).
+    pub config_credentials: Vec<(String, String)>,
     /// `(platform, state)` for each platform a live Hermes reports other than its Relay and
     /// API server, and not given up (`connected`, `connecting`, `retrying`, ...).
     pub connecting: Vec<(String, String)>,
@@ -54,6 +68,7 @@ impl Seen {
         let mut all: Vec<&str> = self
             .env_credentials
             .iter()
+            .chain(&self.config_credentials)
             .chain(&self.connecting)
             .map(|(p, _)| p.as_str())
             .collect();
@@ -76,7 +91,14 @@ pub fn look(home: &Path) -> Option<Seen> {
     )
     .ok()
     .flatten();
-    if env_text.is_none() && state.is_none() {
+    let config_text = crate::bounded_read::read_to_string(
+        &home.join(CONFIG),
+        crate::bounded_read::LIMIT,
+        Owner::SelfRootOrDirectory,
+    )
+    .ok()
+    .flatten();
+    if env_text.is_none() && state.is_none() && config_text.is_none() {
         return None;
     }
     let env_credentials = env_text
@@ -107,6 +129,9 @@ pub fn look(home: &Path) -> Option<Seen> {
     Some(Seen {
         home: home.to_owned(),
         env_credentials,
+        config_credentials: config_text
+            .map(|t| config_credentials(&t))
+            .unwrap_or_default(),
         connecting,
         pid,
     })
@@ -114,6 +139,9 @@ pub fn look(home: &Path) -> Option<Seen> {
 
 /// Hermes's home, in the profile's `agent/`.
 const HOME: &str = "hermes";
+
+/// Hermes's configuration, in its home.
+const CONFIG: &str = "config.yaml";
 
 /// Where the agent unit's `LoadCredential=relay-secret:` puts the secret.
 const CREDENTIAL: &str = "relay-secret";
@@ -131,7 +159,7 @@ pub enum LaunchError {
     NoSecret { path: PathBuf },
     #[error("{}: {key} is a platform credential, and Hermes would connect the platform itself beside the gateway (two sessions on one token); remove it from this file: the gateway holds the platforms, Hermes only its Relay", file.display())]
     PlatformCredential { file: PathBuf, key: String },
-    #[error("cannot read Hermes's .env")]
+    #[error("cannot read Hermes's .env or config.yaml")]
     EnvFile(#[from] ReadError),
     /// Hermes's home, or the `agent/` it is in, is not one only this user can change:
     /// Hermes's config can name commands to run, so another user's would run their code.
@@ -195,6 +223,21 @@ pub fn prepare(
                 key: key.clone(),
             });
         }
+    }
+    let config_file = home.join(CONFIG);
+    let config_text = crate::bounded_read::read_to_string(
+        &config_file,
+        crate::bounded_read::LIMIT,
+        Owner::SelfOrRoot,
+    )?;
+    if let Some((_, key)) = config_text
+        .as_deref()
+        .and_then(|t| config_credentials(t).into_iter().next())
+    {
+        return Err(LaunchError::PlatformCredential {
+            file: config_file,
+            key,
+        });
     }
     let remove = env
         .map(|(k, _)| k)

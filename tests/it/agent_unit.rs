@@ -196,6 +196,39 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     );
     fs::remove_file(agent_home.join(".env")).unwrap();
 
+    // The same token in Hermes's config.yaml, as a platform block's token and as a top-level
+    // key (Hermes bridges top-level scalars into its environment): refused the same way.
+    let config = fs::read_to_string(agent_home.join("config.yaml")).unwrap();
+    for (extra, key) in [
+        (
+            format!("platforms:\n  discord:\n    enabled: true\n    token: \"{TOKEN}\"\n"),
+            "platforms.discord.token",
+        ),
+        (format!("DISCORD_BOT_TOKEN: {TOKEN}\n"), "DISCORD_BOT_TOKEN"),
+    ] {
+        fs::write(agent_home.join("config.yaml"), format!("{config}{extra}")).unwrap();
+        let _ = fs::remove_file(&agent_log);
+        let out = m.systemctl(&["restart", &agent]);
+        assert!(out.status.success(), "{out:?}");
+        wait_for(Duration::from_secs(30), "the agent to refuse", || {
+            (m.prop(&agent, "ActiveState") == "failed").then_some(())
+        });
+        assert_eq!(m.prop(&agent, "ExecMainStatus"), "78");
+        let log = fs::read_to_string(&agent_log).unwrap_or_default();
+        assert!(
+            log.contains(key) && log.contains("agent/hermes/config.yaml") && !log.contains(TOKEN),
+            "the refusal names the key and the file, never the value:\n{log}"
+        );
+        let found = hsv024(m);
+        assert_eq!(found.len(), 1, "{found:?}");
+        let text = found[0].to_string();
+        assert!(
+            text.contains(key) && text.contains("config.yaml") && !text.contains(TOKEN),
+            "{text}"
+        );
+    }
+    fs::write(agent_home.join("config.yaml"), config).unwrap();
+
     // A Hermes that exits 75 is restarted: a stand-in program, since Hermes exits 75 only when
     // a person asks it to restart.
     let stand_in = scratch.path().join("hermes-75");

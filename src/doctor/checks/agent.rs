@@ -119,27 +119,38 @@ fn hermes_holds_platform(s: &Homes) -> Vec<Finding> {
                     .iter()
                     .find(|(p, _)| p == platform)
                     .map(|(_, state)| state.as_str());
-                let env_file = seen.home.join(".env");
-                let how = match (running, vars.is_empty()) {
-                    (Some(state), _) => format!(
+                let keys: Vec<&str> = seen
+                    .config_credentials
+                    .iter()
+                    .filter(|(p, _)| p == platform)
+                    .map(|(_, k)| k.as_str())
+                    .collect();
+                // Where the credential is, file by file: what to remove.
+                let places: Vec<String> = [(".env", &vars), ("config.yaml", &keys)]
+                    .into_iter()
+                    .filter(|(_, found)| !found.is_empty())
+                    .map(|(file, found)| {
+                        format!("{} in {}", found.join(", "), seen.home.join(file).display())
+                    })
+                    .collect();
+                let how = match running {
+                    Some(state) => format!(
                         "its running gateway (pid {}) reports {platform} {state}",
                         seen.pid.unwrap_or(0)
                     ),
-                    (None, _) => format!(
-                        "{} in {} makes it connect {platform} when it starts",
-                        vars.join(", "),
-                        env_file.display()
+                    None => format!(
+                        "{} makes it connect {platform} when it starts",
+                        places.join(" and ")
                     ),
                 };
-                let fix = if vars.is_empty() {
+                let fix = if places.is_empty() {
                     format!(
                         "remove the {platform} credential from that Hermes's environment and config, and restart it; it reaches {platform} through the gateway's [agent] (docs/agent.md)"
                     )
                 } else {
                     format!(
-                        "remove {} from {}, and restart that Hermes; it reaches {platform} through the gateway's [agent] (docs/agent.md)",
-                        vars.join(", "),
-                        env_file.display()
+                        "remove {}, and restart that Hermes; it reaches {platform} through the gateway's [agent] (docs/agent.md)",
+                        places.join(" and ")
                     )
                 };
                 out.push(profile_finding(
@@ -252,7 +263,7 @@ mod tests {
         assert!(
             found[0]
                 .fix
-                .contains("remove TELEGRAM_BOT_TOKEN from /h/profiles/coder/agent/hermes/.env"),
+                .contains("remove TELEGRAM_BOT_TOKEN in /h/profiles/coder/agent/hermes/.env"),
             "{}",
             found[0].fix
         );
@@ -269,6 +280,22 @@ mod tests {
                 .contains("pid 77) reports discord connected"),
             "{}",
             found[0].message
+        );
+        // A token in Hermes's config.yaml, beside one in its .env: both named.
+        let by_config = with_hermes(Seen {
+            home: home.clone(),
+            env_credentials: vec![("telegram".into(), "TELEGRAM_BOT_TOKEN".into())],
+            config_credentials: vec![("telegram".into(), "platforms.telegram.token".into())],
+            ..Seen::default()
+        });
+        let found = hermes_holds_platform(&by_config);
+        assert_eq!(found.len(), 1);
+        assert!(
+            found[0].fix.contains(
+                "remove TELEGRAM_BOT_TOKEN in /h/profiles/coder/agent/hermes/.env and platforms.telegram.token in /h/profiles/coder/agent/hermes/config.yaml"
+            ),
+            "{}",
+            found[0].fix
         );
         // A platform the gateway does not hold is Hermes's business.
         let other = with_hermes(Seen {

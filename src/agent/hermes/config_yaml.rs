@@ -1,0 +1,179 @@
+//! The platform credentials a Hermes `config.yaml` holds. Hermes reads a platform's credential
+//! from its environment, and its config puts one there two ways (hermes-agent 0.19.0): every
+//! top-level scalar becomes an environment variable (`gateway/run.py`, "Bridge config.yaml
+//! values into the environment"), so `TELEGRAM_BOT_TOKEN: ...` is as good as the `.env` line;
+//! and `platforms.NAME` (or `gateway.platforms.NAME`) is the platform's own block, whose
+//! `token`, `api_key` and `extra` secrets Hermes connects with (`gateway/config.py`).
+//!
+//! Not a YAML parser: the block mappings people write are read by indentation, key by key, and
+//! a flow mapping (`telegram: {token: x}`) under `platforms` counts when it names a secret key.
+//! What this misses errs on the side of a Hermes that connects a platform; what it finds is
+//! never a false alarm about a file that holds no credential.
+
+/// The keys under a platform's block whose value is a credential.
+const SECRET_KEYS: [&str; 9] = [
+    "token",
+    "api_key",
+    "app_secret",
+    "client_secret",
+    "secret",
+    "access_token",
+    "password",
+    "app_token",
+    "bot_token",
+];
+
+/// A credential found: the platform it connects, and where it is (`TELEGRAM_BOT_TOKEN`, or
+/// `platforms.telegram.token`), never its value.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Found {
+    pub platform: String,
+    pub key: String,
+}
+
+/// The credentials `text` holds for `platforms` (each platform, as Hermes names it, with the
+/// environment variables its credential is read from).
+pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
+    let mut out = vec![];
+    // The keys of the block mappings the current line is in, with their indentation.
+    let mut path: Vec<(usize, String)> = vec![];
+    for line in text.lines() {
+        let content = line.trim_end();
+        let trimmed = content.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("- ") {
+            continue;
+        }
+        if trimmed == "---" || trimmed == "..." {
+            path.clear();
+            continue;
+        }
+        let indent = content.len() - trimmed.len();
+        let Some((key, value)) = key_value(trimmed) else {
+            continue;
+        };
+        while path.last().is_some_and(|(i, _)| *i >= indent) {
+            path.pop();
+        }
+        let keys: Vec<&str> = path.iter().map(|(_, k)| k.as_str()).collect();
+        let given = !is_empty(value);
+        if keys.is_empty() && given {
+            if let Some((platform, _)) = platforms.iter().find(|(_, names)| names.contains(&key)) {
+                out.push(Found {
+                    platform: (*platform).to_owned(),
+                    key: key.to_owned(),
+                });
+            }
+        }
+        // Inside `platforms.NAME` (or `gateway.platforms.NAME`), at any depth (`extra`).
+        let block = match keys.as_slice() {
+            ["platforms", name, ..] | ["gateway", "platforms", name, ..] => Some(*name),
+            ["platforms"] | ["gateway", "platforms"] => Some(key),
+            _ => None,
+        };
+        if let Some(name) = block.filter(|n| platforms.iter().any(|(p, _)| p == n)) {
+            let named_here = SECRET_KEYS.contains(&key) && given;
+            let in_flow = value.starts_with('{') && SECRET_KEYS.iter().any(|k| flow_has(value, k));
+            if named_here || in_flow {
+                let mut at: Vec<&str> = keys.clone();
+                at.push(key);
+                out.push(Found {
+                    platform: name.to_owned(),
+                    key: at.join("."),
+                });
+            }
+        }
+        if !given {
+            path.push((indent, key.to_owned()));
+        }
+    }
+    out
+}
+
+/// `key: value` (the key unquoted), or `None` for a line that is not a mapping entry.
+fn key_value(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    if !value.is_empty() && !value.starts_with([' ', '\t']) {
+        // `http://...`, `a:b`: not a key.
+        return None;
+    }
+    let key = key.trim().trim_matches(['"', '\'']);
+    (!key.is_empty()).then(|| (key, value.trim()))
+}
+
+/// Whether a YAML value says nothing: absent, null, an empty string, or only a comment.
+fn is_empty(value: &str) -> bool {
+    matches!(value, "" | "~" | "null" | "Null" | "NULL" | "\"\"" | "''") || value.starts_with('#')
+}
+
+/// Whether the flow mapping `value` has `key` with something after it.
+fn flow_has(value: &str, key: &str) -> bool {
+    value
+        .split(['{', ',', '}'])
+        .filter_map(|entry| entry.split_once(':'))
+        .any(|(k, v)| k.trim().trim_matches(['"', '\'']) == key && !is_empty(v.trim()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLATFORMS: &[(&str, &[&str])] = &[
+        ("telegram", &["TELEGRAM_BOT_TOKEN"]),
+        ("discord", &["DISCORD_BOT_TOKEN"]),
+    ];
+
+    fn keys(text: &str) -> Vec<String> {
+        credentials(text, PLATFORMS)
+            .into_iter()
+            .map(|f| format!("{}:{}", f.platform, f.key))
+            .collect()
+    }
+
+    #[test]
+    fn a_credential_at_the_top_or_in_a_platforms_block_is_found() {
+        assert_eq!(
+            keys("TELEGRAM_BOT_TOKEN: 123:abc\n"),
+            ["telegram:TELEGRAM_BOT_TOKEN"]
+        );
+        assert_eq!(
+            keys("\"DISCORD_BOT_TOKEN\": 'x'\n"),
+            ["discord:DISCORD_BOT_TOKEN"]
+        );
+        let block = "model:\n  default: fake\nplatforms:\n  telegram:\n    enabled: true\n    token: \"123:abc\"\n  discord:\n    extra:\n      token: x\n";
+        assert_eq!(
+            keys(block),
+            [
+                "telegram:platforms.telegram.token",
+                "discord:platforms.discord.extra.token"
+            ]
+        );
+        let nested = "gateway:\n  platforms:\n    telegram:\n      api_key: k\n";
+        assert_eq!(
+            keys(nested),
+            ["telegram:gateway.platforms.telegram.api_key"]
+        );
+        assert_eq!(
+            keys("platforms:\n  telegram: {enabled: true, token: \"1:a\"}\n"),
+            ["telegram:platforms.telegram"]
+        );
+    }
+
+    #[test]
+    fn what_holds_no_credential_is_no_finding() {
+        for text in [
+            "",
+            "TELEGRAM_BOT_TOKEN:\n",
+            "TELEGRAM_BOT_TOKEN: \"\"\n",
+            "TELEGRAM_BOT_TOKEN: ~  \n",
+            "# TELEGRAM_BOT_TOKEN: x\n",
+            "model:\n  TELEGRAM_BOT_TOKEN: x\n",
+            "platforms:\n  telegram:\n    enabled: false\n    token:\n",
+            "platforms:\n  whatsapp:\n    token: x\n",
+            "platforms:\n  telegram: {enabled: true}\n",
+            "url: http://x:1\n",
+            "platforms:\n  telegram:\n    require_mention: true\nother:\n  token: x\n",
+        ] {
+            assert!(keys(text).is_empty(), "{text:?}: {:?}", keys(text));
+        }
+    }
+}
