@@ -25,6 +25,7 @@ pub mod gateway;
 pub mod launchd;
 pub(crate) mod lock_holder;
 pub(crate) mod logging;
+pub mod media;
 pub mod mock_platform;
 pub mod platform;
 pub mod process_probe;

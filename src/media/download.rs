@@ -1,0 +1,207 @@
+//! One file fetched from a platform, as a stream the store writes to disk: never whole in
+//! memory, never from anywhere but the platform's own origins, never longer than its cap.
+//!
+//! A URL in an event is the platform's word, and so hostile input: a link to loopback, to the
+//! metadata service, or to another host is refused before a connection is made. The origins a
+//! wing allows are its configured API base (a local Bot API server, a test mock) and the hosts
+//! the platform documents for its files; a redirect is followed only to one of them, at most
+//! [`MAX_REDIRECTS`] times. The body is cut off past the cap, and past the length the server
+//! announced: a server that sends more than it said is not believed about the rest.
+
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, LOCATION};
+use reqwest::{Client, Response, StatusCode, Url};
+
+/// Redirects followed at most, each to an allowed origin.
+pub const MAX_REDIRECTS: usize = 3;
+
+/// Where a wing's files may come from: `scheme://host[:port]`, exactly.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Origins(Vec<(String, String, u16)>);
+
+impl Origins {
+    /// The origins of `bases` (URLs; only their scheme, host and port count). A base that is not
+    /// a URL with a host is left out: nothing is ever fetched from it.
+    pub fn of<'a>(bases: impl IntoIterator<Item = &'a str>) -> Origins {
+        Origins(
+            bases
+                .into_iter()
+                .filter_map(|b| Url::parse(b).ok())
+                .filter_map(|u| origin(&u))
+                .collect(),
+        )
+    }
+
+    /// Whether `url` is on one of these origins, with no user name or password in it.
+    pub fn allows(&self, url: &Url) -> bool {
+        url.username().is_empty()
+            && url.password().is_none()
+            && origin(url).is_some_and(|o| self.0.contains(&o))
+    }
+}
+
+fn origin(url: &Url) -> Option<(String, String, u16)> {
+    let scheme = url.scheme();
+    if scheme != "https" && scheme != "http" {
+        return None;
+    }
+    Some((
+        scheme.to_owned(),
+        url.host_str()?.to_ascii_lowercase(),
+        url.port_or_known_default()?,
+    ))
+}
+
+/// How much one file may be, and how long its fetch may take, start to last byte.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub max_bytes: u64,
+    pub timeout: Duration,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum DownloadError {
+    #[error(
+        "the file's address is not on the platform's own hosts ({host}), so it was not fetched"
+    )]
+    Origin { host: String },
+    #[error("the file's address is not a URL")]
+    NotAUrl,
+    #[error("the platform answered HTTP {0} for the file")]
+    Status(u16),
+    #[error("the file is larger than {max} bytes")]
+    TooLarge { max: u64 },
+    #[error("the server sent more than the {announced} bytes it announced")]
+    LongerThanAnnounced { announced: u64 },
+    #[error("the file did not arrive within {0} s")]
+    Timeout(u64),
+    #[error("the platform's file server could not be reached: {0}")]
+    Transport(String),
+    #[error("more than {MAX_REDIRECTS} redirects")]
+    Redirects,
+}
+
+/// A client for downloads: redirects are this module's to follow (only to an allowed origin),
+/// never reqwest's.
+pub fn client() -> Result<Client, reqwest::Error> {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .user_agent(concat!("hermes-svc/", env!("CARGO_PKG_VERSION")))
+        .build()
+}
+
+/// The answer to `GET url`, its status a success, after allowed redirects; its body is for
+/// [`Body`] to read within `limits`.
+pub async fn get(
+    http: &Client,
+    url: &str,
+    headers: HeaderMap,
+    origins: &Origins,
+    limits: Limits,
+) -> Result<Body, DownloadError> {
+    let deadline = tokio::time::Instant::now() + limits.timeout;
+    let mut url = Url::parse(url).map_err(|_| DownloadError::NotAUrl)?;
+    for _ in 0..=MAX_REDIRECTS {
+        if !origins.allows(&url) {
+            return Err(DownloadError::Origin {
+                host: url.host_str().unwrap_or("none").chars().take(80).collect(),
+            });
+        }
+        let send = http.get(url.clone()).headers(headers.clone()).send();
+        let response = tokio::time::timeout_at(deadline, send)
+            .await
+            .map_err(|_| DownloadError::Timeout(limits.timeout.as_secs()))?
+            .map_err(|e| DownloadError::Transport(crate::error_chain::one_line(&e)))?;
+        let status = response.status();
+        if status.is_redirection() {
+            let next = response
+                .headers()
+                .get(LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .and_then(|l| url.join(l).ok())
+                .ok_or(DownloadError::Status(status.as_u16()))?;
+            url = next;
+            continue;
+        }
+        if status != StatusCode::OK {
+            return Err(DownloadError::Status(status.as_u16()));
+        }
+        let announced = response.content_length();
+        if announced.is_some_and(|n| n > limits.max_bytes) {
+            return Err(DownloadError::TooLarge {
+                max: limits.max_bytes,
+            });
+        }
+        return Ok(Body {
+            response,
+            announced,
+            read: 0,
+            limits,
+            deadline,
+        });
+    }
+    Err(DownloadError::Redirects)
+}
+
+/// A body being read, chunk by chunk, within its limits.
+pub struct Body {
+    response: Response,
+    announced: Option<u64>,
+    read: u64,
+    limits: Limits,
+    deadline: tokio::time::Instant,
+}
+
+impl Body {
+    /// The next chunk, or `None` at the end. An error ends the body: what was read is not the
+    /// file.
+    pub async fn chunk(&mut self) -> Result<Option<impl AsRef<[u8]>>, DownloadError> {
+        let next = tokio::time::timeout_at(self.deadline, self.response.chunk())
+            .await
+            .map_err(|_| DownloadError::Timeout(self.limits.timeout.as_secs()))?
+            .map_err(|e| DownloadError::Transport(crate::error_chain::one_line(&e)))?;
+        let Some(chunk) = next else {
+            return Ok(None);
+        };
+        self.read += chunk.len() as u64;
+        if let Some(announced) = self.announced.filter(|a| self.read > *a) {
+            return Err(DownloadError::LongerThanAnnounced { announced });
+        }
+        if self.read > self.limits.max_bytes {
+            return Err(DownloadError::TooLarge {
+                max: self.limits.max_bytes,
+            });
+        }
+        Ok(Some(chunk))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_wings_origins_are_allowed() {
+        let origins = Origins::of(["https://api.telegram.org", "http://127.0.0.1:8081/x"]);
+        let ok = |u: &str| origins.allows(&Url::parse(u).unwrap());
+        assert!(ok("https://api.telegram.org/file/bot1:a/photos/x.jpg"));
+        assert!(ok("https://API.telegram.org:443/file"));
+        assert!(ok("http://127.0.0.1:8081/file/bot/x"));
+        for refused in [
+            "http://api.telegram.org/file",
+            "https://api.telegram.org:8443/file",
+            "https://api.telegram.org.evil.example/file",
+            "https://user:pw@api.telegram.org/file",
+            "http://127.0.0.1:8082/file",
+            "http://169.254.169.254/latest/meta-data",
+            "http://localhost:8081/file",
+            "file:///etc/passwd",
+        ] {
+            assert!(!ok(refused), "{refused}");
+        }
+        assert!(!Origins::of(["not a url"]).allows(&Url::parse("https://x/").unwrap()));
+    }
+}
