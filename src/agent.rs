@@ -11,6 +11,7 @@ pub mod chats;
 pub mod feed;
 pub mod hermes;
 pub mod link;
+pub mod media;
 pub mod openai;
 pub mod relay;
 pub mod reply;
@@ -162,6 +163,7 @@ impl Bridge {
             feed: self.feed(stores)?,
             link: link.clone(),
             turn_timeout,
+            media: stores.media.clone(),
         };
         Ok(Started {
             name: Component::Agent,
@@ -200,6 +202,7 @@ impl Bridge {
             appended: stores.spool.subscribe(),
             feed: self.feed(stores)?,
             link: link.clone(),
+            media: stores.media.clone(),
         };
         Ok(Started {
             name: Component::Agent,

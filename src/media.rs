@@ -11,6 +11,7 @@
 //! no message waits on go first.
 
 pub mod download;
+pub mod fetch;
 pub mod sniff;
 pub mod store;
 

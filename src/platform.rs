@@ -91,6 +91,17 @@ pub trait Platform {
         shared: &Shared,
     ) -> Option<Self::Sender>;
 
+    /// The way to this platform's files (a message's photo, voice note, document), with the
+    /// adapter's credentials; `None` while the wing fetches none. `http` follows no redirect:
+    /// the download is pinned to the platform's own origins (`media::download`).
+    fn fetcher(
+        _config: &Self::Config,
+        _secrets: &[Secret],
+        _http: &reqwest::Client,
+    ) -> Option<Arc<dyn crate::media::fetch::Fetch>> {
+        None
+    }
+
     /// What doctor should ask the platform about adapter `adapter` (HSV020), holding the
     /// secrets `.env` gives it; nothing by default. `config_path` is where a fix would be made.
     fn question(
@@ -365,6 +376,19 @@ macro_rules! registry {
                 match self {
                     $(Target::$variant(t) => t.fmt(f),)+
                 }
+            }
+        }
+
+        /// The way to the files of the adapter `spec`'s platform, if its wing fetches them.
+        pub fn fetcher(
+            spec: &AdapterSpec,
+            secrets: &[Secret],
+            http: &reqwest::Client,
+        ) -> Option<Arc<dyn crate::media::fetch::Fetch>> {
+            match &spec.protocol {
+                $(Protocol::$variant(c) => {
+                    <$wing::$platform as Platform>::fetcher(c, secrets, http)
+                })+
             }
         }
 

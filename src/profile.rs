@@ -134,6 +134,10 @@ impl Profile {
     pub fn agent_dir(&self) -> PathBuf {
         self.home().join("agent")
     }
+    /// The media store: the files of chat messages, fetched for the agent.
+    pub fn media_dir(&self) -> PathBuf {
+        self.home().join("media")
+    }
     /// The access rules' own files: the pairing store.
     pub fn access_dir(&self) -> PathBuf {
         self.home().join("access")

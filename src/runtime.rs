@@ -19,6 +19,7 @@
 mod component;
 mod components;
 mod frontend;
+mod media;
 mod outbound;
 mod ownership;
 mod supervision;
@@ -236,6 +237,7 @@ async fn serve(
         spool: &spool,
         outbox: outbound.for_frontend(),
         whoami: shared.whoami.clone(),
+        media: media::open(profile, &plan.config, &plan.adapters),
     };
     let mut frontend_health = vec![];
     for frontend in frontends {

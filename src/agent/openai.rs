@@ -26,6 +26,7 @@ use super::link::Link;
 use crate::config::{Busy, OpenAiSpec, Secret};
 use crate::gateway::outbox::{Outbox, Policy, Request};
 use crate::gateway::until_shutdown;
+use crate::media::fetch::Inbound;
 use crate::platform::{Message, Normaliser};
 
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
@@ -46,6 +47,8 @@ pub struct OpenAi {
     pub appended: watch::Receiver<u64>,
     pub feed: Feed,
     pub link: Link,
+    /// The media store, for a message's files, or why there is none.
+    pub media: Result<Arc<Inbound>, String>,
 }
 
 /// The session a chat's turns run in, as Hermes names its own:
@@ -125,6 +128,7 @@ struct Turns {
     failure_notice: Option<String>,
     outbox: Option<Arc<Outbox>>,
     link: Link,
+    media: Result<Arc<Inbound>, String>,
 }
 
 pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
@@ -144,6 +148,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
         failure_notice: b.spec.failure_notice.clone(),
         outbox: b.outbox.clone(),
         link: b.link.clone(),
+        media: b.media.clone(),
     });
     let mut chats: Chats<Pending> = Chats::default();
     let mut running: JoinSet<(String, String)> = JoinSet::new();
@@ -274,7 +279,10 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
         tracing::info!(event = %p.event, "the reply to this message was queued before a restart; its turn is not run again");
         return (session, p.buffer);
     }
-    let body = call::body(&t.model, &p.message);
+    // Its files first: each fetched into the store, or said missing in the text.
+    let inbound = t.media.as_deref().map_err(String::as_str);
+    let message = super::media::localise(inbound, p.message.clone()).await;
+    let body = call::body(&t.model, &message);
     // The same key every time this message is asked, in this life of the gateway or the next:
     // Hermes answers a call whose key it has seen with that call's answer, waiting for it if it
     // is still running. A gateway killed mid-call asks again on restart; without the key

@@ -35,6 +35,7 @@ use super::link::Link;
 use crate::gateway::outbox::Outbox;
 use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
+use crate::media::fetch::Inbound;
 use crate::platform::{Message, Normaliser};
 
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
@@ -63,6 +64,8 @@ pub struct Relay {
     pub link: Link,
     /// The longest the agent may take to answer a message before its chat goes on.
     pub turn_timeout: Duration,
+    /// The media store, for a message's files, or why there is none.
+    pub media: Result<Arc<Inbound>, String>,
 }
 
 impl Relay {
@@ -240,6 +243,8 @@ struct Session<'a> {
     /// The spool may hold more for the agent than was read: it grew, or a turn ended and made
     /// room. Frames that change neither (acks, replies to other chats) read nothing.
     unread: bool,
+    /// Messages in their turn whose files are being fetched: each is sent when they are.
+    fetching: tokio::task::JoinSet<(String, String, Message)>,
 }
 
 /// One connection, until it ends, another replaces it, or shutdown.
@@ -270,6 +275,7 @@ async fn session(
         platform: None,
         idle: false,
         unread: true,
+        fetching: tokio::task::JoinSet::new(),
     };
     let mut lines = Lines::default();
     let mut typing = super::typing_ticks();
@@ -335,6 +341,13 @@ async fn session(
                 Some(ws) => break End::Replaced(Box::new(ws)),
                 None => break End::Gone("the relay's listener stopped".into()),
             },
+            Some(fetched) = s.fetching.join_next(), if !s.fetching.is_empty() => {
+                if let Ok((chat, buffer, message)) = fetched {
+                    if let Err(end) = s.send_inbound(&chat, &buffer, &message) {
+                        break end;
+                    }
+                }
+            }
             ended = &mut writer => {
                 break End::Closed(ended.unwrap_or_else(|e| format!("the relay's writer failed: {e}")));
             }
@@ -485,6 +498,16 @@ impl Session<'_> {
         }
     }
 
+    /// Send the message read as `buffer`, its files fetched, if it is still `chat`'s turn.
+    fn send_inbound(&mut self, chat: &str, buffer: &str, message: &Message) -> Result<(), End> {
+        if self.turns.in_turn(chat).is_none_or(|d| d.buffer != buffer) {
+            return Ok(());
+        }
+        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
+        let frame = frames::inbound(message, &platform, chat, buffer);
+        self.send(frame)
+    }
+
     /// Turns past their deadline are given up: the agent did not answer in time, and the
     /// chat's next message goes to it.
     fn give_up(&mut self, now: Instant) {
@@ -561,8 +584,22 @@ impl Session<'_> {
             };
             d.deadline = Some(deadline);
             self.seen.saw(&chat, &d.message);
-            let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
-            self.send(frame)?;
+            if d.message.said.media.is_empty() {
+                let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
+                self.send(frame)?;
+            } else {
+                // Its files first, off the session: the connection goes on meanwhile.
+                let (media, buffer, message) = (
+                    self.relay.media.clone(),
+                    d.buffer.clone(),
+                    d.message.clone(),
+                );
+                self.fetching.spawn(async move {
+                    let inbound = media.as_deref().map_err(String::as_str);
+                    let message = super::media::localise(inbound, message).await;
+                    (chat, buffer, message)
+                });
+            }
         }
         self.relay.link.waiting(self.relay.feed.oldest_waiting());
         Ok(())

@@ -6,7 +6,8 @@
 //! wing allows are its configured API base (a local Bot API server, a test mock) and the hosts
 //! the platform documents for its files; a redirect is followed only to one of them, at most
 //! [`MAX_REDIRECTS`] times. The body is cut off past the cap, and past the length the server
-//! announced: a server that sends more than it said is not believed about the rest.
+//! announced: a server that sends more than it said is not believed about the rest. No error
+//! carries the URL: a Telegram file URL holds the bot's token.
 
 use std::time::Duration;
 
@@ -80,6 +81,8 @@ pub enum DownloadError {
     Transport(String),
     #[error("more than {MAX_REDIRECTS} redirects")]
     Redirects,
+    #[error("the platform would not give the file: {0}")]
+    Refused(String),
 }
 
 /// A client for downloads: redirects are this module's to follow (only to an allowed origin),
@@ -114,7 +117,9 @@ pub async fn get(
         let response = tokio::time::timeout_at(deadline, send)
             .await
             .map_err(|_| DownloadError::Timeout(limits.timeout.as_secs()))?
-            .map_err(|e| DownloadError::Transport(crate::error_chain::one_line(&e)))?;
+            .map_err(|e| {
+                DownloadError::Transport(crate::error_chain::one_line(&e.without_url()))
+            })?;
         let status = response.status();
         if status.is_redirection() {
             let next = response
@@ -162,7 +167,9 @@ impl Body {
         let next = tokio::time::timeout_at(self.deadline, self.response.chunk())
             .await
             .map_err(|_| DownloadError::Timeout(self.limits.timeout.as_secs()))?
-            .map_err(|e| DownloadError::Transport(crate::error_chain::one_line(&e)))?;
+            .map_err(|e| {
+                DownloadError::Transport(crate::error_chain::one_line(&e.without_url()))
+            })?;
         let Some(chunk) = next else {
             return Ok(None);
         };

@@ -160,7 +160,7 @@ pub(super) async fn respond(
     };
     tracing::debug!(method = %head.method, path = %head.path, status = answer.status, "mock http request");
     let response = render_answer(&answer);
-    if stream.write_all(response.as_bytes()).await.is_ok() {
+    if stream.write_all(&response).await.is_ok() {
         finish(stream).await;
     }
 }
@@ -174,10 +174,10 @@ async fn stall(
     shutdown: watch::Receiver<bool>,
 ) {
     let response = render_answer(answer);
-    let head_len = find(response.as_bytes(), b"\r\n\r\n").map_or(0, |end| end + 4);
+    let head_len = find(&response, b"\r\n\r\n").map_or(0, |end| end + 4);
     let cut = head_len.saturating_add(sent).min(response.len());
     tracing::debug!(status = answer.status, sent, "mock http answer stalled");
-    if stream.write_all(&response.as_bytes()[..cut]).await.is_ok() {
+    if stream.write_all(&response[..cut]).await.is_ok() {
         let _ = stream.flush().await;
         hold(stream, shutdown).await;
     }
@@ -217,17 +217,24 @@ pub(super) async fn read_body(
     Ok(Some(bytes.split_off(head.len)))
 }
 
-fn render_answer(answer: &Answer) -> String {
+fn render_answer(answer: &Answer) -> Vec<u8> {
     match &answer.body {
         Body::Json(value) => render_response(
             answer.status,
             &answer.headers,
             Some("application/json"),
-            &value.to_string(),
+            value.to_string().as_bytes(),
         ),
-        Body::Raw { content_type, text } => {
-            render_response(answer.status, &answer.headers, *content_type, text)
-        }
+        Body::Raw { content_type, text } => render_response(
+            answer.status,
+            &answer.headers,
+            *content_type,
+            text.as_bytes(),
+        ),
+        Body::Bytes {
+            content_type,
+            bytes,
+        } => render_response(answer.status, &answer.headers, Some(content_type), bytes),
     }
 }
 
@@ -235,10 +242,10 @@ fn render_response(
     status: u16,
     headers: &[(&'static str, String)],
     content_type: Option<&str>,
-    body: &str,
-) -> String {
+    body: &[u8],
+) -> Vec<u8> {
     // RFC 9110: a 204 response cannot contain content.
-    let body = if status == 204 { "" } else { body };
+    let body: &[u8] = if status == 204 { b"" } else { body };
     let reason = match status {
         200 => "OK",
         204 => "No Content",
@@ -263,10 +270,13 @@ fn render_response(
         .iter()
         .map(|(name, value)| format!("{name}: {value}\r\n"))
         .collect();
-    format!(
-        "HTTP/1.1 {status} {reason}\r\n{content_type}Content-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
+    let mut out = format!(
+        "HTTP/1.1 {status} {reason}\r\n{content_type}Content-Length: {}\r\n{extra}Connection: close\r\n\r\n",
         body.len()
     )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
 }
 
 /// Consumes the request head (a refused upgrade has no body) and answers, then closes.
@@ -279,7 +289,7 @@ pub(super) async fn answer_consumed(mut stream: TcpStream, head: &RequestHead, a
         return;
     }
     let response = render_answer(answer);
-    if stream.write_all(response.as_bytes()).await.is_ok() {
+    if stream.write_all(&response).await.is_ok() {
         finish(stream).await;
     }
 }
@@ -348,8 +358,9 @@ mod tests {
             200,
             &[("Retry-After", "2".into())],
             Some("application/json"),
-            "{\"a\":\"é\"}",
+            "{\"a\":\"é\"}".as_bytes(),
         );
+        let response = String::from_utf8(response).unwrap();
         let (head, body) = response.split_once("\r\n\r\n").unwrap();
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert!(head.contains("Connection: close"));
@@ -358,10 +369,16 @@ mod tests {
 
     #[test]
     fn a_raw_body_is_sent_as_is_with_its_own_content_type_or_none() {
-        let page = render_answer(&Answer::raw(502, Some("text/html"), "<html/>".into()));
+        let page = String::from_utf8(render_answer(&Answer::raw(
+            502,
+            Some("text/html"),
+            "<html/>".into(),
+        )))
+        .unwrap();
         assert!(page.starts_with("HTTP/1.1 502 Bad Gateway\r\nContent-Type: text/html\r\n"));
         assert!(page.ends_with("\r\n\r\n<html/>"));
-        let empty = render_answer(&Answer::raw(503, None, String::new()));
+        let empty =
+            String::from_utf8(render_answer(&Answer::raw(503, None, String::new()))).unwrap();
         assert!(!empty.contains("Content-Type"), "{empty}");
         assert!(empty.contains("Content-Length: 0\r\n"));
     }

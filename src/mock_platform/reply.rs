@@ -14,6 +14,11 @@ pub(super) enum Body {
         content_type: Option<&'static str>,
         text: String,
     },
+    /// Bytes, as is: a file a platform serves.
+    Bytes {
+        content_type: &'static str,
+        bytes: Vec<u8>,
+    },
 }
 
 /// An HTTP answer: status, extra headers and a body.
@@ -39,6 +44,18 @@ impl Answer {
             status,
             headers: Vec::new(),
             body: Body::Raw { content_type, text },
+        }
+    }
+
+    /// A file's bytes, as a platform's file server sends them.
+    pub(crate) fn bytes(content_type: &'static str, bytes: Vec<u8>) -> Answer {
+        Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: Body::Bytes {
+                content_type,
+                bytes,
+            },
         }
     }
 

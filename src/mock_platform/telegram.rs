@@ -9,6 +9,7 @@
 //! - `getUpdates`: the long poll (`poll.rs`), with [`TelegramFault`]s.
 //! - `setWebhook`, `deleteWebhook`, `getWebhookInfo` (`webhook.rs`).
 //! - `getMe`.
+//! - `getFile`, and the files at `/file/bot<token>/<file_path>` (`files.rs`).
 //! - `sendMessage` (`send.rs`), recorded with the other platforms' posts
 //!   ([`Platform::Telegram`](super::Platform::Telegram)) and failed by their
 //!   [`SendFault`](super::SendFault)s.
@@ -16,6 +17,7 @@
 mod answers;
 pub(super) mod config;
 mod faults;
+pub(super) mod files;
 mod handle;
 mod objects;
 mod params;
@@ -88,6 +90,7 @@ impl Telegram {
             "setwebhook" => webhook::set(&params, state),
             "deletewebhook" => webhook::delete(&params, state),
             "sendchataction" => send::chat_action(&params, &self.posts),
+            "getfile" => state.files.get_file(params.get("file_id").as_deref()),
             _ => answers::error(404, NOT_FOUND),
         };
         Reply::Answer(answer)
@@ -95,13 +98,23 @@ impl Telegram {
 }
 
 impl Side for Telegram {
-    /// `/bot<token>/<method>`; the long poll answers in its own time.
+    /// `/bot<token>/<method>`, and the files at `/file/bot<token>/<path>`; the long poll
+    /// answers in its own time.
     fn serve<'a>(
         &'a self,
         head: &'a RequestHead,
         body: &'a [u8],
         shutdown: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
+        if let Some(rest) = head.path.strip_prefix("/file/bot") {
+            let (token, path) = rest.split_once('/')?;
+            let answer = if token == self.state.config.token {
+                self.state.files.download(path)
+            } else {
+                answers::error(401, UNAUTHORIZED)
+            };
+            return Some(Box::pin(std::future::ready(Reply::Answer(answer))));
+        }
         let (token, method) = head.path.strip_prefix("/bot")?.split_once('/')?;
         if token.is_empty() {
             return None;

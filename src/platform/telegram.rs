@@ -1,6 +1,7 @@
 //! Telegram's Bot API: updates by `getUpdates` long polling, messages by `sendMessage`.
 
 mod config;
+mod fetch;
 mod normalise;
 mod receive;
 mod send;
@@ -88,6 +89,19 @@ impl Platform for Telegram {
     ) -> Option<crate::platform::standing::Question> {
         let token = secrets.first()?.clone();
         webhook::question(adapter, config, token, config_path)
+    }
+
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let token = Secret::new(first(secrets).to_owned());
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.api_base,
+            token,
+        )))
     }
 
     fn sender(

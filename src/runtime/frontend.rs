@@ -18,6 +18,7 @@ use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::FrontendHealth;
 use crate::logging::Component;
+use crate::media::fetch::Inbound;
 use crate::platform::GatewayConfig;
 
 /// What a front end reads: the run's stores.
@@ -30,6 +31,8 @@ pub(crate) struct Stores<'a> {
     pub(crate) outbox: Result<Arc<Outbox>, String>,
     /// Who each adapter's bot is, as its connection learns it.
     pub(crate) whoami: Whoami,
+    /// The media store and each adapter's way to its platform's files, or why there is none.
+    pub(crate) media: Result<Arc<Inbound>, String>,
 }
 
 /// A front end that can be started on the run's stores.

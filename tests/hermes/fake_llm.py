@@ -29,10 +29,13 @@ whatever the embedded user text says. No tools are ever requested.
 Every request is logged as one JSON line on stderr when it arrives (before any slow:N sleep):
   {"ts": <unix seconds>, "method", "path", "last_user" (notes stripped), "kind": "chat" |
    "title" | "models" | "other", "stream", "status", "system_note" (chat/title only: a note
-   was stripped)}
-so a test can count model calls (kind == "chat").
+   was stripped), "images" (chat/title only: each image_url part of the last user message
+   that is a data URL, as {"mime", "bytes", "sha256"} of the decoded data)}
+so a test can count model calls (kind == "chat") and check the pixels a model got.
 """
 
+import base64
+import hashlib
 import json
 import re
 import sys
@@ -68,6 +71,29 @@ def _text_of(content):
             p.get("text", "") for p in content if isinstance(p, dict) and p.get("type") == "text"
         )
     return ""
+
+
+def _images_of(content):
+    """The data-URL images of a message's content parts: MIME type, size and sha256 of the
+    decoded bytes."""
+    out = []
+    if not isinstance(content, list):
+        return out
+    for p in content:
+        if not isinstance(p, dict) or p.get("type") not in ("image_url", "input_image"):
+            continue
+        url = p.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        if not isinstance(url, str) or not url.startswith("data:") or "," not in url:
+            continue
+        head, data = url.split(",", 1)
+        try:
+            raw = base64.b64decode(data)
+        except ValueError:
+            continue
+        out.append({"mime": head[5:].split(";", 1)[0], "bytes": len(raw),
+                    "sha256": hashlib.sha256(raw).hexdigest()})
+    return out
 
 
 def _log(**fields):
@@ -126,9 +152,11 @@ class Handler(BaseHTTPRequestHandler):
         stream = bool(req.get("stream"))
         model = req.get("model") or MODEL
         raw_user = ""
+        images = []
         for m in reversed(messages):
             if isinstance(m, dict) and m.get("role") == "user":
                 raw_user = _text_of(m.get("content"))
+                images = _images_of(m.get("content"))
                 break
         last_user = strip_notes(raw_user)
         is_title = any(
@@ -138,7 +166,7 @@ class Handler(BaseHTTPRequestHandler):
         )
         log = dict(method="POST", path=self.path, last_user=last_user,
                    kind="title" if is_title else "chat", stream=stream,
-                   system_note=last_user != raw_user)
+                   system_note=last_user != raw_user, images=images)
 
         if is_title:
             _log(status=200, **log)

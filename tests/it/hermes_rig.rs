@@ -324,12 +324,13 @@ fn tail(text: &str) -> String {
     lines[lines.len().saturating_sub(25)..].join("\n")
 }
 
-/// Hermes's config.yaml: the fake model on `model_port`, no tools, no busy answers, no
-/// delivery ledger (docs/agent.md says why each).
+/// Hermes's config.yaml: the fake model on `model_port`, taken to see images (so Hermes passes
+/// it the pixels, not a description), no tools, no busy answers, no delivery ledger
+/// (docs/agent.md says why each).
 pub(crate) fn config_yaml(model_port: u16) -> String {
     format!(
         "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{}/v1\n\
-         \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n\
+         \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n  supports_vision: true\n\
          platform_toolsets: {{relay: [], api_server: []}}\n\
          security: {{tirith_enabled: false}}\n\
          display: {{busy_ack_enabled: false}}\n\

@@ -30,6 +30,7 @@ mod gateway_launchd;
 mod gateway_systemd;
 mod harness;
 mod hermes_agent;
+mod hermes_media;
 mod hermes_rig;
 mod home_trust;
 mod hostile_agent;

@@ -33,6 +33,24 @@ impl MockPlatform {
         self.telegram().emit_text(chat_id, text)
     }
 
+    /// A photo (`bytes`) with `caption` from the mock's user in `chat_id`: its one size's
+    /// `file_id` is what `getFile` knows, and the file is served at its `file_path`. Returns
+    /// the `update_id`.
+    pub fn telegram_emit_photo(&self, chat_id: i64, caption: &str, bytes: Vec<u8>) -> i64 {
+        self.telegram().emit_photo(chat_id, caption, bytes)
+    }
+
+    /// A document (`bytes`, named `file_name`) from the mock's user in `chat_id`. Returns the
+    /// `update_id`.
+    pub fn telegram_emit_document(&self, chat_id: i64, file_name: &str, bytes: Vec<u8>) -> i64 {
+        self.telegram().emit_document(chat_id, file_name, bytes)
+    }
+
+    /// How many times the mock's file server has served a file.
+    pub fn telegram_files_fetched(&self) -> usize {
+        self.telegram().files.fetched()
+    }
+
     /// A message from the mock's user in `chat_id` that mentions the bot as Telegram marks a
     /// mention: `before`, then `@` and the bot's username under a `mention` entity (its offset
     /// and length in UTF-16 code units, as the Bot API counts them), then `after`. Returns its

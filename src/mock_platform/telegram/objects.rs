@@ -60,15 +60,9 @@ pub(crate) fn me(config: &TelegramConfig) -> Value {
     me
 }
 
-/// A text message; `date` in Unix seconds.
-pub(crate) fn text_message(
-    message_id: i64,
-    from: Value,
-    chat: Value,
-    date: u64,
-    text: &str,
-) -> Value {
-    json!({"message_id": message_id, "from": from, "chat": chat, "date": date, "text": text})
+/// A message with no content yet; `date` in Unix seconds.
+pub(crate) fn message(message_id: i64, from: Value, chat: Value, date: u64) -> Value {
+    json!({"message_id": message_id, "from": from, "chat": chat, "date": date})
 }
 
 /// Unix seconds now.

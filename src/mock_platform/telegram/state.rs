@@ -26,6 +26,8 @@ pub(crate) struct TelegramState {
     inner: Mutex<Inner>,
     /// Bumped whenever an update is queued, so a held poll wakes.
     arrivals: watch::Sender<u64>,
+    /// The files of the messages sent, for `getFile` and the file server.
+    pub(crate) files: super::files::Files,
 }
 
 struct Update {
@@ -148,6 +150,7 @@ impl TelegramState {
             config,
             inner: Mutex::new(inner),
             arrivals: watch::Sender::new(0),
+            files: Default::default(),
         }
     }
 
@@ -176,17 +179,59 @@ impl TelegramState {
         entities: Vec<Value>,
         reply_to: Option<i64>,
     ) -> i64 {
+        self.emit_shaped(chat_id, reply_to, |message| {
+            if !entities.is_empty() {
+                message["entities"] = Value::Array(entities);
+            }
+            message["text"] = json!(text);
+        })
+    }
+
+    /// A message from the mock's user in `chat_id` with a photo of `bytes` (its one size, a
+    /// `PhotoSize` whose `file_id` `getFile` knows) and `caption`; returns its `update_id`.
+    pub(crate) fn emit_photo(&self, chat_id: i64, caption: &str, bytes: Vec<u8>) -> i64 {
+        let size = bytes.len();
+        let (file_id, unique) = self.files.add("photos", "jpg", bytes);
+        self.emit_shaped(chat_id, None, |message| {
+            message["photo"] = json!([{
+                "file_id": file_id, "file_unique_id": unique,
+                "width": 1, "height": 1, "file_size": size,
+            }]);
+            if !caption.is_empty() {
+                message["caption"] = json!(caption);
+            }
+        })
+    }
+
+    /// A message from the mock's user in `chat_id` with a document of `bytes` named
+    /// `file_name`; returns its `update_id`.
+    pub(crate) fn emit_document(&self, chat_id: i64, file_name: &str, bytes: Vec<u8>) -> i64 {
+        let size = bytes.len();
+        let (file_id, unique) = self.files.add("documents", "bin", bytes);
+        self.emit_shaped(chat_id, None, |message| {
+            message["document"] = json!({
+                "file_id": file_id, "file_unique_id": unique,
+                "file_name": file_name, "file_size": size,
+            });
+        })
+    }
+
+    /// A message from the mock's user in `chat_id`, its content given by `shape`, queued as a
+    /// `message` update; as a reply to `reply_to` when that names a message of the chat.
+    fn emit_shaped(
+        &self,
+        chat_id: i64,
+        reply_to: Option<i64>,
+        shape: impl FnOnce(&mut Value),
+    ) -> i64 {
         let mut inner = self.lock();
         let chat = inner.chat(chat_id, &self.config);
         let message_id = chat.next_message_id;
         chat.next_message_id += 1;
         let chat_object = objects::chat(chat_id, chat.username.as_deref());
         let from = objects::user_author(chat_id);
-        let mut message =
-            objects::text_message(message_id, from, chat_object, objects::unix_now(), text);
-        if !entities.is_empty() {
-            message["entities"] = Value::Array(entities);
-        }
+        let mut message = objects::message(message_id, from, chat_object, objects::unix_now());
+        shape(&mut message);
         chat.messages.insert(message_id, message.clone());
         if let Some(replied) = reply_to.and_then(|id| chat.messages.get(&id)) {
             message["reply_to_message"] = replied.clone();
@@ -387,8 +432,8 @@ impl TelegramState {
         chat.next_message_id += 1;
         let chat_object = objects::chat(chat_id, chat.username.as_deref());
         let from = objects::bot_user(&self.config);
-        let mut message =
-            objects::text_message(message_id, from, chat_object, objects::unix_now(), text);
+        let mut message = objects::message(message_id, from, chat_object, objects::unix_now());
+        message["text"] = json!(text);
         chat.messages.insert(message_id, message.clone());
         if let Some(replied) = reply_to.and_then(|id| chat.messages.get(&id)) {
             message["reply_to_message"] = replied.clone();

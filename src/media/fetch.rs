@@ -1,0 +1,91 @@
+//! Fetching a chat message's file into the store: the trait each platform's wing implements
+//! (its own credentials, its own API), and the run's set of them, one per adapter.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use super::download::{Body, DownloadError};
+use super::store::{Store, StoreError, Stored};
+
+/// The most a file may be when its wing says nothing tighter: what the agent is usefully sent
+/// (Telegram's Bot API serves files of at most 20 MB).
+pub const MAX_FILE: u64 = 20 * 1024 * 1024;
+
+/// How much the store keeps before it removes its oldest files.
+pub const QUOTA: u64 = 512 * 1024 * 1024;
+
+/// An item of a message, as its platform names it.
+#[derive(Clone, Copy, Debug)]
+pub struct Item<'a> {
+    /// The platform's id for it (Telegram's `file_id`, Feishu's `image_key`).
+    pub id: Option<&'a str>,
+    /// Where the platform says it is.
+    pub url: Option<&'a str>,
+}
+
+/// A download under way.
+pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<Body, DownloadError>> + Send + 'a>>;
+
+/// A platform's way to its files, with the bot's credentials.
+pub trait Fetch: Send + Sync {
+    /// Start the download of `item`, within [`Fetch::max_bytes`].
+    fn fetch<'a>(&'a self, item: Item<'a>) -> Fetching<'a>;
+
+    /// The largest file taken from this platform.
+    fn max_bytes(&self) -> u64 {
+        MAX_FILE
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum FetchError {
+    #[error("the gateway does not fetch this platform's files yet")]
+    Unsupported,
+    #[error(transparent)]
+    Download(#[from] DownloadError),
+    #[error("the media store failed: {0}")]
+    Store(String),
+}
+
+impl From<StoreError> for FetchError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Download(d) => FetchError::Download(d),
+            other => FetchError::Store(crate::error_chain::one_line(&other)),
+        }
+    }
+}
+
+/// The run's store and each adapter's fetcher.
+pub struct Inbound {
+    store: Store,
+    fetchers: HashMap<String, Arc<dyn Fetch>>,
+}
+
+impl Inbound {
+    pub fn new(store: Store, fetchers: HashMap<String, Arc<dyn Fetch>>) -> Inbound {
+        Inbound { store, fetchers }
+    }
+
+    /// Fetch `adapter`'s `item` (a `kind`, called `name` by its platform) into the store; the
+    /// store is then brought back under its quota, sparing what `keep` names.
+    pub async fn fetch(
+        &self,
+        adapter: &str,
+        kind: &str,
+        item: Item<'_>,
+        name: Option<&str>,
+        keep: impl Fn(&str) -> bool,
+    ) -> Result<Stored, FetchError> {
+        let fetcher = self.fetchers.get(adapter).ok_or(FetchError::Unsupported)?;
+        let body = fetcher.fetch(item).await?;
+        let id = item.id.or(item.url).unwrap_or("");
+        let stored = self.store.put(kind, id, name, body).await?;
+        if let Err(e) = self.store.evict(QUOTA, |n| n == stored.name || keep(n)) {
+            tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot keep the media store under its quota");
+        }
+        Ok(stored)
+    }
+}

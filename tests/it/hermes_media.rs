@@ -1,0 +1,150 @@
+//! A chat message's files reach the real Hermes agent as local files: a Telegram photo is
+//! fetched with the bot's token (`getFile`, then the file path) into the profile's media store,
+//! and the model gets its pixels, the same bytes, through either bridge; a text document's
+//! content is put in the text; a file that cannot be fetched is said. The token never reaches
+//! Hermes.
+
+use std::os::unix::fs::PermissionsExt;
+use std::time::Duration;
+
+use hermes_svc::mock_platform::telegram::TelegramConfig;
+use nix::sys::signal::Signal;
+use sha2::{Digest, Sha256};
+
+use crate::harness::{free_port, wait_for};
+use crate::hermes_rig::{signal, stop, Rig};
+
+/// A 1×1 PNG.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde\0\0\0\x0cIDATx\x9cc\xf8\xcf\xc0\0\0\x03\x01\x01\0\xc9\xfe\x92\xef\0\0\0\0IEND\xaeB`\x82";
+
+fn sha(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The model call whose user text contains `text`.
+fn model_call(rig: &Rig, text: &str) -> serde_json::Value {
+    wait_for(
+        Duration::from_secs(60),
+        &format!("the model to be asked {text:?}"),
+        || {
+            rig.model_calls().into_iter().find(|c| {
+                c["kind"] == "chat" && c["last_user"].as_str().is_some_and(|u| u.contains(text))
+            })
+        },
+    )
+}
+
+/// A photo, a text document and a photo too large to fetch, each from Telegram, each reaching
+/// the model as it should.
+fn media_reaches_the_model(rig: &Rig, tag: &str) {
+    let chat = TelegramConfig::default().chats[0];
+    rig.mock
+        .telegram_emit_photo(chat, &format!("look {tag}"), PNG.to_vec());
+    let call = model_call(rig, &format!("look {tag}"));
+    let images = call["images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 1, "the pixels, once: {call}");
+    assert_eq!(images[0]["sha256"], sha(PNG), "the same bytes: {call}");
+    assert_eq!(images[0]["mime"], "image/png");
+    rig.wait_post(&format!("look {tag}"));
+
+    let notes = format!("the secret word is apricot-{tag}");
+    rig.mock
+        .telegram_emit_document(chat, "notes.txt", notes.clone().into_bytes());
+    let call = model_call(rig, &notes);
+    let text = call["last_user"].as_str().unwrap();
+    assert!(text.contains("[Content of notes.txt]:"), "{text}");
+    rig.wait_post(&notes);
+
+    // Over Telegram's 20 MB download limit: getFile gives no path; the agent is told.
+    rig.mock.telegram_emit_photo(
+        chat,
+        &format!("too big {tag}"),
+        vec![0u8; 20 * 1000 * 1000 + 1],
+    );
+    let call = model_call(rig, &format!("too big {tag}"));
+    let text = call["last_user"].as_str().unwrap();
+    assert!(
+        text.contains("[a photo that could not be fetched: the file is larger than"),
+        "{text}"
+    );
+    rig.wait_post(&format!("too big {tag}"));
+}
+
+/// What the store holds, and that no model call or Hermes log holds the bot's token.
+fn the_store_is_private_and_the_token_stays(rig: &Rig) {
+    let store = rig.profile_home().join("media");
+    let files: Vec<_> = std::fs::read_dir(&store)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert!(
+        files.iter().any(|p| p
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .starts_with("photo_")),
+        "{files:?}"
+    );
+    for f in &files {
+        let mode = std::fs::metadata(f).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode & 0o027, 0, "{f:?} is {mode:o}");
+    }
+    let token = TelegramConfig::default().token;
+    let log = std::fs::read_to_string(&rig.model_log).unwrap_or_default();
+    assert!(!log.contains(&token), "the token reached the model");
+    assert!(
+        !rig.hermes_log().contains(&token),
+        "the token reached Hermes"
+    );
+    assert!(
+        !rig.log().contains(&token),
+        "the token is in the gateway's log"
+    );
+}
+
+#[test]
+fn a_telegram_photo_reaches_hermes_as_its_pixels_through_the_relay() {
+    let port = free_port();
+    let rig = Rig::new(
+        "hamrelay",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\nturn-timeout = \"60s\"\n"),
+    );
+    let mut gw = rig.gateway();
+    rig.wait_connected(&mut gw);
+    let mut hermes = rig.hermes_relay(port);
+    wait_for(Duration::from_secs(30), "Hermes to dial in", || {
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
+        )
+        .ok()?;
+        (s["agent"]["connected"] == true).then_some(())
+    });
+    media_reaches_the_model(&rig, "relay");
+    the_store_is_private_and_the_token_stays(&rig);
+    stop(&mut hermes);
+    signal(&mut gw, Signal::SIGTERM);
+    let _ = gw.wait();
+}
+
+#[test]
+fn a_telegram_photo_reaches_hermes_as_its_pixels_through_its_api_server() {
+    let api = free_port();
+    let rig = Rig::new(
+        "hamapi",
+        &format!(
+            "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:{api}/v1\"\n\
+             key-env = \"HA_API_KEY\"\nturn-timeout = \"60s\"\n"
+        ),
+    );
+    let mut hermes = rig.hermes_api(api);
+    let mut gw = rig.gateway();
+    rig.wait_connected(&mut gw);
+    media_reaches_the_model(&rig, "api");
+    the_store_is_private_and_the_token_stays(&rig);
+    stop(&mut hermes);
+    signal(&mut gw, Signal::SIGTERM);
+    let _ = gw.wait();
+}
