@@ -106,7 +106,70 @@ fn telegram(profile: &str) -> Rig {
     )
 }
 
+fn matrix(profile: &str) -> Rig {
+    Rig::new(
+        profile,
+        "name = \"mx\"\nkind = \"matrix\"\nhomeserver = \"{base}\"\nuser-id = \"@bot:hs\"\n\
+         token-env = \"HP_TOKEN\"\npoll-timeout = \"1s\"\npoll-grace = \"1s\"",
+    )
+}
+
 const EMPTY_BATCH: &str = r#"{"ok":true,"result":[]}"#;
+
+/// A 429 that asks for no wait was a hot loop: `retry_after_ms: 0` or `Retry-After: 0` made
+/// 52,857 `/sync` requests in 8 s, and `retry_after: 0` 43,937 `getUpdates`. Now a refusal
+/// waits at least a second (platform_number::platform_wait), a floor under the growing
+/// backoff: at most one request a second, here allowed twice that and five more.
+#[test]
+fn a_429_that_asks_for_no_wait_is_no_hot_loop() {
+    let tg = telegram("hpzerotg");
+    tg.server.script(
+        "/getUpdates",
+        vec![answer(
+            429,
+            r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 0","parameters":{"retry_after":0}}"#,
+        )],
+    );
+    let body = matrix("hpzerobody");
+    body.server.script(
+        "/sync",
+        vec![answer(
+            429,
+            r#"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests","retry_after_ms":0}"#,
+        )],
+    );
+    let header = matrix("hpzerohdr");
+    header.server.script(
+        "/sync",
+        vec![answer(
+            429,
+            r#"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests"}"#,
+        )
+        .header("retry-after", "0")],
+    );
+    let rigs = [
+        (&tg, "tg", "/getUpdates"),
+        (&body, "mx", "/sync"),
+        (&header, "mx", "/sync"),
+    ];
+    let _running: Vec<Running> = rigs.iter().map(|(r, ..)| Running(r.gateway(""))).collect();
+    for (rig, name, path) in rigs {
+        rig.component(name, |c| {
+            c["state"] == "retrying" && c["last_error"].as_str().is_some_and(|e| e.contains("429"))
+        });
+        let refused = wait_for(Duration::from_secs(30), "four refused requests", || {
+            let r = rig.server.requests(path);
+            (r.len() >= 4).then_some(r)
+        });
+        let secs = refused[0].at.elapsed().as_secs_f64();
+        let n = rig.server.requests(path).len();
+        assert!(
+            n as f64 <= 2.0 * secs + 5.0,
+            "{path}: {n} requests in {secs:.1}s: {}",
+            rig.log()
+        );
+    }
+}
 
 /// A 429 whose `retry_after` is 1e308 panicked the adapter in `Duration::from_secs_f64`: now
 /// the wait is cut to its ceiling and the adapter says it is waiting.

@@ -8,32 +8,57 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-/// One answer: its status and its body, sent as they are.
+/// One answer: its status, its body and any headers beyond the content type, sent as they
+/// are.
 #[derive(Clone, Debug)]
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: String,
+    pub(crate) headers: Vec<(&'static str, String)>,
 }
 
 pub(crate) fn answer(status: u16, body: impl Into<String>) -> Answer {
     Answer {
         status,
         body: body.into(),
+        headers: Vec::new(),
     }
 }
 
-/// A request as the server received it.
+impl Answer {
+    /// The same answer with the header `name: value` too (`Retry-After: 0`).
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Answer {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    fn into_response(self) -> Response {
+        let mut response = (
+            StatusCode::from_u16(self.status).unwrap(),
+            [("content-type", "application/json")],
+            self.body,
+        )
+            .into_response();
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value.parse().unwrap());
+        }
+        response
+    }
+}
+
+/// A request as the server received it, and when.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub(crate) path: String,
     pub(crate) body: String,
+    pub(crate) at: Instant,
 }
 
 /// Makes the answer to the n-th request (from 0) to a path.
@@ -123,6 +148,7 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
         script.requests.push(Request {
             path: path.clone(),
             body: String::from_utf8_lossy(&body).into_owned(),
+            at: Instant::now(),
         });
         let generated = script
             .generated
@@ -135,13 +161,7 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
                 .iter()
                 .filter(|r| r.path.ends_with(suffix.as_str()))
                 .count();
-            let answer = make(n - 1);
-            return (
-                StatusCode::from_u16(answer.status).unwrap(),
-                [("content-type", "application/json")],
-                answer.body,
-            )
-                .into_response();
+            return make(n - 1).into_response();
         }
         script
             .answers
@@ -156,12 +176,7 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
             })
     };
     match answer {
-        Some(a) => (
-            StatusCode::from_u16(a.status).unwrap(),
-            [("content-type", "application/json")],
-            a.body,
-        )
-            .into_response(),
+        Some(a) => a.into_response(),
         None => {
             // Nothing scripted: a quiet long poll, held a little as a real one would be.
             tokio::time::sleep(Duration::from_millis(200)).await;

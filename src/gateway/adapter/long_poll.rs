@@ -36,7 +36,9 @@ pub(crate) enum Polled {
     /// The server answered: the events to store, in order. The poller holds the cursor that
     /// acknowledges them until [`Poll::commit`].
     Batch(Vec<Event>),
-    /// Asked to wait (a 429's `retry_after`, a frequency limit).
+    /// Asked to wait (a 429's `retry_after`, a frequency limit), read by
+    /// `platform_number::platform_wait`. A floor under the growing backoff, not an exact
+    /// delay: a server that keeps refusing with short waits is asked ever less often.
     Wait(Duration, String),
     /// No usable answer (a 5xx, a refused connection, a garbled body): back off and retry.
     Failed(String),
@@ -147,7 +149,7 @@ impl<P: Poll> Transport for Polling<P> {
                 Polled::Batch(events) => events,
                 Polled::Wait(d, why) => {
                     tracing::warn!(adapter = %name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
-                    break Step::again(why, Pace::Wait(d));
+                    break Step::again(why, Pace::AtLeast(d));
                 }
                 Polled::Failed(why) | Polled::Dead(why) => break failed(name, why),
                 Polled::Conflict(why) => break self.conflict(name, link.timing, why).await,
