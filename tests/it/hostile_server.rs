@@ -22,6 +22,8 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: String,
     pub(crate) headers: Vec<(&'static str, String)>,
+    /// How long the answer is held before it is sent, as a long poll holds a quiet one.
+    pub(crate) held: Duration,
 }
 
 pub(crate) fn answer(status: u16, body: impl Into<String>) -> Answer {
@@ -29,6 +31,7 @@ pub(crate) fn answer(status: u16, body: impl Into<String>) -> Answer {
         status,
         body: body.into(),
         headers: Vec::new(),
+        held: Duration::ZERO,
     }
 }
 
@@ -39,7 +42,14 @@ impl Answer {
         self
     }
 
-    fn into_response(self) -> Response {
+    /// The same answer, held `d` before it is sent.
+    pub(crate) fn held(mut self, d: Duration) -> Answer {
+        self.held = d;
+        self
+    }
+
+    async fn into_response(self) -> Response {
+        tokio::time::sleep(self.held).await;
         let mut response = (
             StatusCode::from_u16(self.status).unwrap(),
             [("content-type", "application/json")],
@@ -57,6 +67,8 @@ impl Answer {
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub(crate) path: String,
+    /// The query string, undecoded; empty when there is none.
+    pub(crate) query: String,
     pub(crate) body: String,
     pub(crate) at: Instant,
 }
@@ -147,6 +159,7 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
         let mut script = shared.0.lock().unwrap();
         script.requests.push(Request {
             path: path.clone(),
+            query: uri.query().unwrap_or_default().to_owned(),
             body: String::from_utf8_lossy(&body).into_owned(),
             at: Instant::now(),
         });
@@ -161,22 +174,23 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
                 .iter()
                 .filter(|r| r.path.ends_with(suffix.as_str()))
                 .count();
-            return make(n - 1).into_response();
+            Some(make(n - 1))
+        } else {
+            script
+                .answers
+                .iter_mut()
+                .find(|(suffix, _)| path.ends_with(suffix.as_str()))
+                .and_then(|(_, answers)| {
+                    if answers.len() > 1 {
+                        Some(answers.remove(0))
+                    } else {
+                        answers.first().cloned()
+                    }
+                })
         }
-        script
-            .answers
-            .iter_mut()
-            .find(|(suffix, _)| path.ends_with(suffix.as_str()))
-            .and_then(|(_, answers)| {
-                if answers.len() > 1 {
-                    Some(answers.remove(0))
-                } else {
-                    answers.first().cloned()
-                }
-            })
     };
     match answer {
-        Some(a) => a.into_response(),
+        Some(a) => a.into_response().await,
         None => {
             // Nothing scripted: a quiet long poll, held a little as a real one would be.
             tokio::time::sleep(Duration::from_millis(200)).await;

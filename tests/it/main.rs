@@ -34,6 +34,7 @@ mod hermes_rig;
 mod home_trust;
 mod hostile_files;
 mod hostile_platform;
+mod hostile_rig;
 mod hostile_server;
 mod hostile_text;
 mod install;

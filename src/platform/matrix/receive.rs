@@ -34,7 +34,7 @@ use tokio::sync::watch;
 use super::api::{Api, Refusal};
 use super::normalise::OWN;
 use crate::config::PollTiming;
-use crate::gateway::adapter::cursor_file::CursorFile;
+use crate::gateway::adapter::cursor_file::{Cursor, CursorFile};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
@@ -83,7 +83,21 @@ pub(crate) struct MatrixConfig<'a> {
 }
 
 impl Matrix {
+    /// A kept position that cannot be used is said (in the log and in status) and the sync
+    /// from none that follows is a catch-up, whose timelines are stored: the bot synced
+    /// before, so they are messages, not history; what the gap held beyond them is lost, and
+    /// the error says so.
     pub(crate) fn new(c: MatrixConfig) -> Self {
+        let cursor = CursorFile::open(c.adapter, c.cursor_file);
+        let catch_up = cursor.refused().is_some();
+        if let Some(why) = cursor.refused() {
+            c.heartbeat.error(format!(
+                "the kept sync position cannot be used ({}); syncing afresh: the latest \
+                 {TIMELINE_LIMIT} events of each room are stored, anything older since the \
+                 gateway stopped is not fetched",
+                clip(why, 200)
+            ));
+        }
         Matrix {
             adapter: c.adapter.to_owned(),
             api: c.api,
@@ -91,9 +105,9 @@ impl Matrix {
             token_env: c.token_env.to_owned(),
             poll: c.poll,
             filter: filter(c.rooms).to_string(),
-            cursor: CursorFile::open(c.adapter, c.cursor_file),
+            cursor,
             answered: false,
-            catch_up: false,
+            catch_up,
             heartbeat: c.heartbeat,
             encrypted: BTreeMap::new(),
         }
@@ -143,8 +157,16 @@ impl Matrix {
         let Ok(v) = serde_json::from_slice::<Value>(body) else {
             return Polled::Failed("/sync answered 200 with a body that is not JSON".into());
         };
-        let Some(next) = v["next_batch"].as_str().filter(|n| !n.is_empty()) else {
-            return Polled::Failed("/sync answered without next_batch".into());
+        // Taken, or refused, before anything of the batch is: a batch whose position cannot
+        // be kept is not stored, and the next sync goes from the last one kept.
+        let next = match Cursor::take(v["next_batch"].as_str().unwrap_or_default()) {
+            Ok(next) => next,
+            Err(e) => {
+                return Polled::Failed(format!(
+                    "/sync answered a next_batch that cannot be kept ({e}); the batch is not \
+                     taken and syncing goes on from the last position kept"
+                ))
+            }
         };
         let baseline = since.is_empty() && !std::mem::take(&mut self.catch_up);
         let mut events = Vec::new();
@@ -171,7 +193,7 @@ impl Matrix {
         if baseline {
             tracing::info!(adapter = %self.adapter, "first sync: the rooms' history so far is not stored; messages from now on are");
         }
-        self.cursor.stage(next.to_owned());
+        self.cursor.stage(next);
         self.say_encrypted();
         Polled::Batch(events)
     }
