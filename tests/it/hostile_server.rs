@@ -73,8 +73,8 @@ pub(crate) struct Request {
     pub(crate) at: Instant,
 }
 
-/// Makes the answer to the n-th request (from 0) to a path.
-type Generator = Box<dyn Fn(usize) -> Answer + Send>;
+/// Makes the answer to a request, the n-th (from 0) to its path.
+type Generator = Box<dyn Fn(&Request, usize) -> Answer + Send>;
 
 #[derive(Default)]
 struct Script {
@@ -133,6 +133,16 @@ impl HostileServer {
 
     /// Answer the n-th request whose path ends with `suffix` (from 0) with `make(n)`.
     pub(crate) fn generate(&self, suffix: &str, make: impl Fn(usize) -> Answer + Send + 'static) {
+        self.answer_each(suffix, move |_, n| make(n));
+    }
+
+    /// Answer each request whose path ends with `suffix` with `make(request, n)`, `n` its
+    /// place among them (from 0).
+    pub(crate) fn answer_each(
+        &self,
+        suffix: &str,
+        make: impl Fn(&Request, usize) -> Answer + Send + 'static,
+    ) {
         self.lock()
             .generated
             .insert(suffix.to_owned(), Box::new(make));
@@ -169,12 +179,13 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
             .find(|(suffix, _)| path.ends_with(suffix.as_str()))
             .map(|(suffix, make)| (suffix.clone(), make));
         if let Some((suffix, make)) = generated {
-            let n = script
+            let mut matching = script
                 .requests
                 .iter()
-                .filter(|r| r.path.ends_with(suffix.as_str()))
-                .count();
-            Some(make(n - 1))
+                .filter(|r| r.path.ends_with(suffix.as_str()));
+            let n = matching.clone().count();
+            let request = matching.next_back().expect("the request just recorded");
+            Some(make(request, n - 1))
         } else {
             script
                 .answers

@@ -5,7 +5,8 @@
 //! token as needs-login with no request loop, a 429's wait, a reply sent once across a lost
 //! answer with its echo the bot's own, encrypted rooms counted, and doctor. Against a
 //! homeserver that says what a test wants (`hostile_server.rs`): a `next_batch` past the
-//! cursor limit, and a kept position that cannot be used. Profile names start with `mx`.
+//! cursor limit, a kept position that cannot be used, and gaps paged a page at a time within
+//! the batch's pages. Profile names start with `mx`.
 //! Polls are short here (1 s, with 1 s of grace).
 
 use std::process::Child;
@@ -474,4 +475,106 @@ fn a_kept_position_that_cannot_be_used_is_said_and_the_fresh_sync_is_stored() {
     wait_for(Duration::from_secs(10), "the cursor kept", || {
         (hostile_cursor(&rig).as_deref() == Some("s5")).then_some(())
     });
+}
+
+/// The caps on a sync's gap paging (`platform/matrix/receive/backfill.rs`).
+const PAGES_PER_ROOM: usize = 20;
+const PAGES_PER_BATCH: usize = 50;
+
+/// Each limited room's gap was paged whole, and every room's held, before anything was
+/// stored: one sync with 10 limited rooms of 7.9 MB pages took the process to 2.08 GiB. Now
+/// each page is in the spool before the next is asked for, the pages of a batch are capped,
+/// and the cursor moves on after the batch. Three rooms with endless gaps (two events a page)
+/// ask for more than the batch's pages: the first two get a room's 20, the third the rest.
+#[test]
+fn a_gap_is_stored_page_by_page_within_the_batchs_pages_and_the_cursor_moves_on() {
+    let rig = hostile_rig::matrix("mxpages");
+    let rooms = ["!r0:hs", "!r1:hs", "!r2:hs"];
+    rig.server.generate("/sync", move |n| match n {
+        0 => sync_answer("s1", None),
+        1 => {
+            let join: serde_json::Map<String, serde_json::Value> = (0..rooms.len())
+                .map(|r| {
+                    let event = json!({"type": "m.room.message", "event_id": format!("$r{r}t"),
+                        "sender": "@alice:hs", "origin_server_ts": 2,
+                        "content": {"msgtype": "m.text", "body": "latest"}});
+                    let timeline =
+                        json!({"events": [event], "limited": true, "prev_batch": format!("p{r}")});
+                    (rooms[r].to_owned(), json!({"timeline": timeline}))
+                })
+                .collect();
+            answer(
+                200,
+                json!({"next_batch": "s2", "rooms": {"join": join}}).to_string(),
+            )
+        }
+        _ => sync_answer("s2", None).held(Duration::from_millis(500)),
+    });
+    // For each page asked: its room, its place, its query and what the spool held then.
+    type Asked = Vec<(usize, usize, String, Vec<String>)>;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Asked::new()));
+    let (record, inbox) = (asked.clone(), rig.profile_home().join("inbox"));
+    rig.server.answer_each("/messages", move |request, _| {
+        let room = rooms.iter().position(|r| request.path.contains(r)).unwrap();
+        let mut asked = record.lock().unwrap();
+        let page = asked.iter().filter(|(r, ..)| *r == room).count();
+        let stored: Vec<String> = hermes_svc::gateway::spool::read(&inbox, None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        asked.push((room, page, request.query.clone(), stored));
+        let chunk: Vec<serde_json::Value> = (0..2)
+            .map(|i| {
+                json!({"type": "m.room.message", "event_id": format!("$r{room}p{page}e{i}"),
+                    "sender": "@alice:hs", "origin_server_ts": 1, "room_id": rooms[room],
+                    "content": {"msgtype": "m.text", "body": "gap"}})
+            })
+            .collect();
+        let end = format!("g{room}-{}", page + 1);
+        answer(
+            200,
+            json!({"chunk": chunk, "start": "x", "end": end}).to_string(),
+        )
+    });
+    let _gw = Running(rig.gateway(""));
+    wait_for(Duration::from_secs(60), "the batch's cursor kept", || {
+        (hostile_cursor(&rig).as_deref() == Some("s2")).then_some(())
+    });
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        asked.len() <= PAGES_PER_BATCH,
+        "{} pages asked",
+        asked.len()
+    );
+    let mut want = Vec::new();
+    for (room, id) in rooms.iter().enumerate() {
+        let pages = asked.iter().filter(|(r, ..)| *r == room).count();
+        assert_eq!(
+            pages,
+            PAGES_PER_ROOM.min(PAGES_PER_BATCH - room * PAGES_PER_ROOM)
+        );
+        let first = &asked.iter().find(|(r, ..)| *r == room).unwrap().2;
+        assert!(
+            first.contains("dir=f")
+                && first.contains("from=s1")
+                && first.contains(&format!("to=p{room}")),
+            "{id}: {first}"
+        );
+        want.extend((0..pages).flat_map(|p| (0..2).map(move |i| format!("$r{room}p{p}e{i}"))));
+        want.push(format!("$r{room}t"));
+    }
+    // Each page was in the spool before the next one was asked for.
+    for (room, page, _, stored) in asked.iter().filter(|(_, page, ..)| *page > 0) {
+        let before = format!("$r{room}p{}e1", page - 1);
+        assert!(
+            stored.contains(&before),
+            "page {page} of room {room} asked before {before} was stored"
+        );
+    }
+    let ids: Vec<String> = rig.events().into_iter().map(|e| e.id).collect();
+    assert_eq!(
+        ids, want,
+        "every page and timeline once, each room oldest first"
+    );
 }
