@@ -12,8 +12,8 @@
 //!
 //! A wait a platform asks for is read by one rule, [`platform_wait`], whatever the platform
 //! and whichever path reads it (docs/research/round-three.md §2): a zero wait on a refusal
-//! was a hot loop (52,857 `/sync` requests in 8 s), and `1e308` parked a Matrix adapter for a
-//! day while Telegram's was cut to an hour.
+//! was a hot loop (52,857 requests in 8 s), and `1e308` parked one platform's adapter for a
+//! day while another's was cut to an hour.
 
 use std::time::Duration;
 
@@ -50,8 +50,8 @@ pub enum WaitKind {
     /// The request was refused (a 429, a flood or frequency limit): asking again at once
     /// would only be refused again, so the wait is at least [`PLATFORM_WAIT`]'s floor.
     Refusal,
-    /// The request was taken and the platform paces the next one (Discord's
-    /// `X-RateLimit-Reset-After` with none remaining): its sub-second resets are kept.
+    /// The request was taken and the platform paces the next one (a rate-limit bucket's
+    /// reset header, with none remaining): its sub-second resets are kept.
     Pacing,
 }
 
@@ -98,7 +98,7 @@ pub fn seconds_json(v: &Value, range: Range) -> Option<Duration> {
     seconds_f64(secs, range)
 }
 
-/// A wait a platform asked for, in seconds with a fraction (Matrix's `retry_after_ms` is
+/// A wait a platform asked for, in seconds with a fraction (one given in milliseconds is
 /// divided by 1000 first), by the one rule: NaN or negative is not given (`None`: the caller's
 /// default applies, never 0); a refusal waits at least a second; anything past an hour, or
 /// past what a `Duration` holds, is an hour, and the log says it was cut. Rounded up to a
@@ -134,8 +134,8 @@ pub fn platform_wait_json(v: &Value, kind: WaitKind) -> Option<Duration> {
 }
 
 /// [`platform_wait`] for a header's text (`Retry-After: 65`, `X-RateLimit-Reset-After:
-/// 64.57`). A fraction is taken (Discord's headers carry one; a `Retry-After: 1.5` means no
-/// less). The HTTP-date form of `Retry-After` is not read: no platform we speak sends it, and
+/// 64.57`). A fraction is taken (rate-limit headers carry one; a `Retry-After: 1.5` means
+/// no less). The HTTP-date form of `Retry-After` is not read: no platform we speak sends it, and
 /// it reads as not given.
 pub fn platform_wait_text(text: &str, kind: WaitKind) -> Option<Duration> {
     platform_wait(text.trim().parse().ok()?, kind)

@@ -10,9 +10,9 @@ use crate::trusted_dir::TrustedDir;
 
 /// The longest cursor taken, from the platform, the file or a cluster's previous active. The
 /// platforms' are a few hundred bytes at most. The one limit is where a cursor is taken: a
-/// 1 MiB `next_batch` once got past it into the file, and every later `/sync` failed to build
-/// its URL (http's URIs end at 64 KiB), so no request left the gateway again. 16 KiB fits a
-/// query however it is escaped (three bytes a byte), with the rest of the URL beside it.
+/// 1 MiB cursor once got past it into the file, and every later poll that sends it in its
+/// URL failed to build one (http's URIs end at 64 KiB), so no request left the gateway again.
+/// 16 KiB fits a query however it is escaped (three bytes a byte), with the rest of the URL.
 pub(crate) const MAX_CURSOR: usize = 16 * 1024;
 
 /// Why a cursor the platform sent is not taken.
