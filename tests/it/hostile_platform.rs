@@ -74,7 +74,8 @@ fn a_429_that_asks_for_no_wait_is_no_hot_loop() {
 }
 
 /// A 429 whose `retry_after` is 1e308 panicked the adapter in `Duration::from_secs_f64`: now
-/// the wait is cut to its ceiling and the adapter says it is waiting.
+/// the wait is cut to its ceiling, an hour, the log says so, and the adapter says it is
+/// waiting.
 #[test]
 fn a_429_with_an_absurd_retry_after_is_a_capped_wait_not_a_panic() {
     let rig = telegram("hp429");
@@ -92,6 +93,11 @@ fn a_429_with_an_absurd_retry_after_is_a_capped_wait_not_a_panic() {
         "{c}"
     );
     assert!(gw.0.try_wait().unwrap().is_none(), "{}", rig.log());
+    wait_for(Duration::from_secs(10), "the cap in the log", || {
+        rig.log()
+            .contains("asked for a wait longer than an hour")
+            .then_some(())
+    });
     assert!(!rig.log().contains("panicked"), "{}", rig.log());
 }
 
