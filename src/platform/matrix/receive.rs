@@ -25,8 +25,6 @@
 
 mod backfill;
 
-use backfill::{Gap, Room, Taking, PAGES_PER_BATCH};
-
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -35,6 +33,7 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use self::backfill::{Gap, Room, Taking, PAGES_PER_BATCH};
 use super::api::{Api, Refusal};
 use super::normalise::OWN;
 use crate::config::PollTiming;
