@@ -10,14 +10,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use hermes_svc::gateway::adapter::batch::{self, Item};
 use hermes_svc::gateway::platform_number::{
-    millis, offset_after, seconds_f64, seconds_json, Range, HEARTBEAT_INTERVAL, RETRY_WAIT,
-    START_LIMIT_RESET, TOKEN_LIFETIME,
+    millis, offset_after, platform_wait, platform_wait_json, platform_wait_text, seconds_f64,
+    seconds_json, Range, WaitKind, HEARTBEAT_INTERVAL, PLATFORM_WAIT, START_LIMIT_RESET,
+    TOKEN_LIFETIME,
 };
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 
 const RANGES: [Range; 4] = [
-    RETRY_WAIT,
+    PLATFORM_WAIT,
     TOKEN_LIFETIME,
     HEARTBEAT_INTERVAL,
     START_LIMIT_RESET,
@@ -29,8 +30,30 @@ fn usable(d: Duration, range: Range) {
     let _ = SystemTime::now() + d;
 }
 
+/// A platform's wait, by the one rule: never under a second for a refusal, never over an hour.
+fn wait(d: Option<Duration>, kind: WaitKind) {
+    if let Some(d) = d {
+        let min = match kind {
+            WaitKind::Refusal => PLATFORM_WAIT.min,
+            WaitKind::Pacing => Duration::ZERO,
+        };
+        usable(
+            d,
+            Range {
+                min,
+                ..PLATFORM_WAIT
+            },
+        );
+    }
+}
+
+const KINDS: [WaitKind; 2] = [WaitKind::Refusal, WaitKind::Pacing];
+
 /// Every value in `v`, to a small depth, read as each kind of number.
 fn numbers(v: &Value, depth: u32) {
+    for kind in KINDS {
+        wait(platform_wait_json(v, kind), kind);
+    }
     for range in RANGES {
         if let Some(d) = seconds_json(v, range) {
             usable(d, range);
@@ -70,7 +93,21 @@ fuzz_target!(|data: &[u8]| {
             }
         }
     }
+    if let Ok(text) = std::str::from_utf8(data) {
+        for kind in KINDS {
+            wait(platform_wait_text(text, kind), kind);
+        }
+    }
     if let Some(bits) = data.get(..8) {
+        for kind in KINDS {
+            wait(
+                platform_wait(
+                    f64::from_bits(u64::from_le_bytes(bits.try_into().unwrap())),
+                    kind,
+                ),
+                kind,
+            );
+        }
         let bits = u64::from_le_bytes(bits.try_into().unwrap());
         for range in RANGES {
             if let Some(d) = seconds_f64(f64::from_bits(bits), range) {

@@ -9,6 +9,11 @@
 //!
 //! A value that is missing, negative or not a number reads as `None` (the caller's default
 //! applies); one past its range is cut to the range's end.
+//!
+//! A wait a platform asks for is read by one rule, [`platform_wait`], whatever the platform
+//! and whichever path reads it (docs/research/round-three.md §2): a zero wait on a refusal
+//! was a hot loop (52,857 requests in 8 s), and `1e308` parked one platform's adapter for a
+//! day while another's was cut to an hour.
 
 use std::time::Duration;
 
@@ -28,12 +33,27 @@ impl Range {
 }
 
 /// A wait a platform asks for before the next request (a body's `retry_after`, a
-/// `Retry-After` header, a rate-limit reset header). A wait of a day is
-/// already one the outbox gives a message up on.
-pub const RETRY_WAIT: Range = Range {
-    min: Duration::ZERO,
-    max: Duration::from_secs(24 * 3600),
+/// `Retry-After` header, a rate-limit reset header), read by [`platform_wait`]. The floor
+/// is for refusals only ([`WaitKind`]): one request a second per adapter is what a server that
+/// says "wait 0" gets, and 1 s is the smallest non-zero `delay-seconds` (RFC 9110) and our
+/// `backoff-min` default. The ceiling is an hour: far below the outbox's day-long message
+/// deadline, so a capped message still gets tries, and a limit that still holds after it is
+/// said again, with its real remaining time, by the next refusal.
+pub const PLATFORM_WAIT: Range = Range {
+    min: Duration::from_secs(1),
+    max: Duration::from_secs(3600),
 };
+
+/// What a platform's wait answers, which decides whether the floor applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WaitKind {
+    /// The request was refused (a 429, a flood or frequency limit): asking again at once
+    /// would only be refused again, so the wait is at least [`PLATFORM_WAIT`]'s floor.
+    Refusal,
+    /// The request was taken and the platform paces the next one (a rate-limit bucket's
+    /// reset header, with none remaining): its sub-second resets are kept.
+    Pacing,
+}
 
 /// An access token's lifetime (`expires_in`, `expire`), two hours in practice on the
 /// platforms that hand them out. A longer claim only means the token is fetched again sooner than it need be.
@@ -78,6 +98,49 @@ pub fn seconds_json(v: &Value, range: Range) -> Option<Duration> {
     seconds_f64(secs, range)
 }
 
+/// A wait a platform asked for, in seconds with a fraction (one given in milliseconds is
+/// divided by 1000 first), by the one rule: NaN or negative is not given (`None`: the caller's
+/// default applies, never 0); a refusal waits at least a second; anything past an hour, or
+/// past what a `Duration` holds, is an hour, and the log says it was cut. Rounded up to a
+/// whole millisecond, so a wait never ends before the one asked for.
+pub fn platform_wait(secs: f64, kind: WaitKind) -> Option<Duration> {
+    if secs.is_nan() || secs < 0.0 {
+        return None;
+    }
+    let cap = PLATFORM_WAIT.max;
+    if secs > cap.as_secs_f64() {
+        tracing::warn!(
+            asked_s = secs,
+            capped_s = cap.as_secs(),
+            "the platform asked for a wait longer than an hour; waiting an hour, then asking again"
+        );
+        return Some(cap);
+    }
+    // At most an hour, so the milliseconds fit a u64 exactly.
+    let d = Duration::from_millis((secs * 1000.0).ceil() as u64);
+    Some(match kind {
+        WaitKind::Refusal => d.max(PLATFORM_WAIT.min),
+        WaitKind::Pacing => d,
+    })
+}
+
+/// [`platform_wait`] for a JSON number or a string of one (a body's `retry_after`).
+pub fn platform_wait_json(v: &Value, kind: WaitKind) -> Option<Duration> {
+    match v {
+        Value::Number(n) => platform_wait(n.as_f64()?, kind),
+        Value::String(s) => platform_wait_text(s, kind),
+        _ => None,
+    }
+}
+
+/// [`platform_wait`] for a header's text (`Retry-After: 65`, `X-RateLimit-Reset-After:
+/// 64.57`). A fraction is taken (rate-limit headers carry one; a `Retry-After: 1.5` means
+/// no less). The HTTP-date form of `Retry-After` is not read: no platform we speak sends it, and
+/// it reads as not given.
+pub fn platform_wait_text(text: &str, kind: WaitKind) -> Option<Duration> {
+    platform_wait(text.trim().parse().ok()?, kind)
+}
+
 /// Whole milliseconds.
 pub fn millis(ms: u64, range: Range) -> Duration {
     range.clamp(Duration::from_millis(ms))
@@ -97,8 +160,8 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn absurd_waits_are_the_longest_wait_and_nonsense_is_none() {
-        let r = RETRY_WAIT;
+    fn absurd_numbers_are_the_range_end_and_nonsense_is_none() {
+        let r = START_LIMIT_RESET;
         assert_eq!(seconds_f64(1e308, r), Some(r.max));
         assert_eq!(seconds_f64(f64::INFINITY, r), Some(r.max));
         assert_eq!(seconds_f64(f64::NAN, r), None);
@@ -115,6 +178,59 @@ mod tests {
         assert_eq!(seconds_json(&json!([1]), TOKEN_LIFETIME), None);
         assert_eq!(millis(1, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.min);
         assert_eq!(millis(u64::MAX, HEARTBEAT_INTERVAL), HEARTBEAT_INTERVAL.max);
+    }
+
+    const SEC: Duration = Duration::from_secs(1);
+    const HOUR: Duration = Duration::from_secs(3600);
+
+    #[test]
+    fn a_refusal_waits_a_second_to_an_hour_and_nonsense_is_not_given() {
+        let w = |s| platform_wait(s, WaitKind::Refusal);
+        assert_eq!(w(0.0), Some(SEC));
+        assert_eq!(w(0.001), Some(SEC));
+        assert_eq!(w(-1.0), None);
+        assert_eq!(w(f64::NAN), None);
+        assert_eq!(w(1.5), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            w(1.000_000_1),
+            Some(Duration::from_millis(1001)),
+            "rounded up"
+        );
+        assert_eq!(w(3600.0), Some(HOUR));
+        assert_eq!(w(86_400.0), Some(HOUR));
+        assert_eq!(w(1e308), Some(HOUR));
+        assert_eq!(w(f64::INFINITY), Some(HOUR));
+        assert_eq!(w(f64::NEG_INFINITY), None);
+    }
+
+    #[test]
+    fn pacing_keeps_its_fractions_and_zero() {
+        let w = |s| platform_wait(s, WaitKind::Pacing);
+        assert_eq!(w(0.0), Some(Duration::ZERO));
+        assert_eq!(w(0.25), Some(Duration::from_millis(250)));
+        assert_eq!(w(1e308), Some(HOUR));
+        assert_eq!(w(-0.5), None);
+    }
+
+    #[test]
+    fn waits_read_from_json_and_header_text() {
+        let r = WaitKind::Refusal;
+        for (v, want) in [
+            (json!(0), Some(SEC)),
+            (json!(-1), None),
+            (json!("1.5"), Some(Duration::from_millis(1500))),
+            (json!("NaN"), None),
+            (json!(86_400), Some(HOUR)),
+            (json!(1e308), Some(HOUR)),
+            (json!("inf"), Some(HOUR)),
+            (json!("Wed, 21 Oct 2015 07:28:00 GMT"), None),
+            (json!(null), None),
+            (json!([1]), None),
+        ] {
+            assert_eq!(platform_wait_json(&v, r), want, "{v}");
+        }
+        assert_eq!(platform_wait_text(" 7 ", r), Some(Duration::from_secs(7)));
+        assert_eq!(platform_wait_text("", r), None);
     }
 
     #[test]

@@ -5,111 +5,77 @@
 
 use std::fs;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use hermes_svc::config::Secret;
-use hermes_svc::gateway::spool;
 use hermes_svc::platform::weixin::WeixinLogin;
 use serde_json::Value;
 
-use crate::harness::{scratch_dir, wait_for, TempDir, BIN};
-use crate::hostile_server::{answer, HostileServer};
-
-const TOKEN: &str = "424242:hostile-test-token";
-
-/// A profile with one adapter against the hostile server, and its gateway.
-struct Rig {
-    home: TempDir,
-    profile: String,
-    server: HostileServer,
-}
-
-impl Rig {
-    /// `adapter` is the `[[adapter]]` body; `{base}` in it is the server's base URL.
-    fn new(profile: &str, adapter: &str) -> Rig {
-        let server = HostileServer::start();
-        let rig = Rig {
-            home: scratch_dir(profile),
-            profile: profile.to_owned(),
-            server,
-        };
-        fs::create_dir_all(rig.profile_home()).unwrap();
-        let toml = format!(
-            "[[adapter]]\n{}\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n",
-            adapter.replace("{base}", &rig.server.base())
-        );
-        fs::write(rig.profile_home().join("gateway.toml"), toml).unwrap();
-        rig
-    }
-
-    fn profile_home(&self) -> PathBuf {
-        self.home.path().join("profiles").join(&self.profile)
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.home.path().join("gateway.log")).unwrap_or_default()
-    }
-
-    fn gateway(&self, faults: &str) -> Child {
-        let log = fs::File::create(self.home.path().join("gateway.log")).unwrap();
-        Command::new(BIN)
-            .args(["gateway", "run", "--profile", &self.profile])
-            .env("HERMES_HOME", self.home.path())
-            .env("HERMES_LOCK_DIR", self.home.path().join("locks"))
-            .env("HP_TOKEN", TOKEN)
-            .env("HERMES_TEST_FAULT", faults)
-            .env("RUST_LOG", "info")
-            .env_remove("NOTIFY_SOCKET")
-            .env_remove("WATCHDOG_USEC")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap()
-    }
-
-    /// The state file's component `name`, once it passes `want`.
-    fn component(&self, name: &str, want: impl Fn(&Value) -> bool) -> Value {
-        let path = self.profile_home().join("state/gateway.json");
-        wait_for(Duration::from_secs(20), "the adapter's state", || {
-            let state: Value = serde_json::from_str(&fs::read_to_string(&path).ok()?).ok()?;
-            let c = state["components"]
-                .as_array()?
-                .iter()
-                .find(|c| c["name"] == name)?
-                .clone();
-            want(&c).then_some(c)
-        })
-    }
-
-    fn events(&self) -> Vec<spool::Event> {
-        spool::read(&self.profile_home().join("inbox"), None).unwrap_or_default()
-    }
-}
-
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.0.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.0.wait();
-    }
-}
-
-fn telegram(profile: &str) -> Rig {
-    Rig::new(
-        profile,
-        "name = \"tg\"\nkind = \"telegram\"\ntoken-env = \"HP_TOKEN\"\napi-base = \"{base}\"\n\
-         poll-timeout = \"1s\"\npoll-grace = \"1s\"",
-    )
-}
+use crate::harness::{wait_for, BIN};
+use crate::hostile_rig::{matrix, telegram, Rig, Running, TOKEN};
+use crate::hostile_server::answer;
 
 const EMPTY_BATCH: &str = r#"{"ok":true,"result":[]}"#;
 
+/// A 429 that asks for no wait was a hot loop: `retry_after_ms: 0` or `Retry-After: 0` made
+/// 52,857 `/sync` requests in 8 s, and `retry_after: 0` 43,937 `getUpdates`. Now a refusal
+/// waits at least a second (platform_number::platform_wait), a floor under the growing
+/// backoff: at most one request a second, here allowed twice that and five more.
+#[test]
+fn a_429_that_asks_for_no_wait_is_no_hot_loop() {
+    let tg = telegram("hpzerotg");
+    tg.server.script(
+        "/getUpdates",
+        vec![answer(
+            429,
+            r#"{"ok":false,"error_code":429,"description":"Too Many Requests: retry after 0","parameters":{"retry_after":0}}"#,
+        )],
+    );
+    let body = matrix("hpzerobody");
+    body.server.script(
+        "/sync",
+        vec![answer(
+            429,
+            r#"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests","retry_after_ms":0}"#,
+        )],
+    );
+    let header = matrix("hpzerohdr");
+    header.server.script(
+        "/sync",
+        vec![answer(
+            429,
+            r#"{"errcode":"M_LIMIT_EXCEEDED","error":"Too Many Requests"}"#,
+        )
+        .header("retry-after", "0")],
+    );
+    let rigs = [
+        (&tg, "tg", "/getUpdates"),
+        (&body, "mx", "/sync"),
+        (&header, "mx", "/sync"),
+    ];
+    let _running: Vec<Running> = rigs.iter().map(|(r, ..)| Running(r.gateway(""))).collect();
+    for (rig, name, path) in rigs {
+        rig.component(name, |c| {
+            c["state"] == "retrying" && c["last_error"].as_str().is_some_and(|e| e.contains("429"))
+        });
+        let refused = wait_for(Duration::from_secs(30), "four refused requests", || {
+            let r = rig.server.requests(path);
+            (r.len() >= 4).then_some(r)
+        });
+        let secs = refused[0].at.elapsed().as_secs_f64();
+        let n = rig.server.requests(path).len();
+        assert!(
+            n as f64 <= 2.0 * secs + 5.0,
+            "{path}: {n} requests in {secs:.1}s: {}",
+            rig.log()
+        );
+    }
+}
+
 /// A 429 whose `retry_after` is 1e308 panicked the adapter in `Duration::from_secs_f64`: now
-/// the wait is cut to its ceiling and the adapter says it is waiting.
+/// the wait is cut to its ceiling, an hour, the log says so, and the adapter says it is
+/// waiting.
 #[test]
 fn a_429_with_an_absurd_retry_after_is_a_capped_wait_not_a_panic() {
     let rig = telegram("hp429");
@@ -127,6 +93,11 @@ fn a_429_with_an_absurd_retry_after_is_a_capped_wait_not_a_panic() {
         "{c}"
     );
     assert!(gw.0.try_wait().unwrap().is_none(), "{}", rig.log());
+    wait_for(Duration::from_secs(10), "the cap in the log", || {
+        rig.log()
+            .contains("asked for a wait longer than an hour")
+            .then_some(())
+    });
     assert!(!rig.log().contains("panicked"), "{}", rig.log());
 }
 

@@ -8,36 +8,73 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 
-/// One answer: its status and its body, sent as they are.
+/// One answer: its status, its body and any headers beyond the content type, sent as they
+/// are.
 #[derive(Clone, Debug)]
 pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) body: String,
+    pub(crate) headers: Vec<(&'static str, String)>,
+    /// How long the answer is held before it is sent, as a long poll holds a quiet one.
+    pub(crate) held: Duration,
 }
 
 pub(crate) fn answer(status: u16, body: impl Into<String>) -> Answer {
     Answer {
         status,
         body: body.into(),
+        headers: Vec::new(),
+        held: Duration::ZERO,
     }
 }
 
-/// A request as the server received it.
+impl Answer {
+    /// The same answer with the header `name: value` too (`Retry-After: 0`).
+    pub(crate) fn header(mut self, name: &'static str, value: impl Into<String>) -> Answer {
+        self.headers.push((name, value.into()));
+        self
+    }
+
+    /// The same answer, held `d` before it is sent.
+    pub(crate) fn held(mut self, d: Duration) -> Answer {
+        self.held = d;
+        self
+    }
+
+    async fn into_response(self) -> Response {
+        tokio::time::sleep(self.held).await;
+        let mut response = (
+            StatusCode::from_u16(self.status).unwrap(),
+            [("content-type", "application/json")],
+            self.body,
+        )
+            .into_response();
+        for (name, value) in self.headers {
+            response.headers_mut().insert(name, value.parse().unwrap());
+        }
+        response
+    }
+}
+
+/// A request as the server received it, and when.
 #[derive(Clone, Debug)]
 pub(crate) struct Request {
     pub(crate) path: String,
+    /// The query string, undecoded; empty when there is none.
+    pub(crate) query: String,
     pub(crate) body: String,
+    pub(crate) at: Instant,
 }
 
-/// Makes the answer to the n-th request (from 0) to a path.
-type Generator = Box<dyn Fn(usize) -> Answer + Send>;
+/// Makes the answer to a request, the n-th (from 0) to its path.
+type Generator = Box<dyn Fn(&Request, usize) -> Answer + Send>;
 
 #[derive(Default)]
 struct Script {
@@ -96,6 +133,16 @@ impl HostileServer {
 
     /// Answer the n-th request whose path ends with `suffix` (from 0) with `make(n)`.
     pub(crate) fn generate(&self, suffix: &str, make: impl Fn(usize) -> Answer + Send + 'static) {
+        self.answer_each(suffix, move |_, n| make(n));
+    }
+
+    /// Answer each request whose path ends with `suffix` with `make(request, n)`, `n` its
+    /// place among them (from 0).
+    pub(crate) fn answer_each(
+        &self,
+        suffix: &str,
+        make: impl Fn(&Request, usize) -> Answer + Send + 'static,
+    ) {
         self.lock()
             .generated
             .insert(suffix.to_owned(), Box::new(make));
@@ -122,7 +169,9 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
         let mut script = shared.0.lock().unwrap();
         script.requests.push(Request {
             path: path.clone(),
+            query: uri.query().unwrap_or_default().to_owned(),
             body: String::from_utf8_lossy(&body).into_owned(),
+            at: Instant::now(),
         });
         let generated = script
             .generated
@@ -130,38 +179,29 @@ async fn serve(State(shared): State<Shared>, uri: Uri, body: Bytes) -> Response 
             .find(|(suffix, _)| path.ends_with(suffix.as_str()))
             .map(|(suffix, make)| (suffix.clone(), make));
         if let Some((suffix, make)) = generated {
-            let n = script
+            let mut matching = script
                 .requests
                 .iter()
-                .filter(|r| r.path.ends_with(suffix.as_str()))
-                .count();
-            let answer = make(n - 1);
-            return (
-                StatusCode::from_u16(answer.status).unwrap(),
-                [("content-type", "application/json")],
-                answer.body,
-            )
-                .into_response();
+                .filter(|r| r.path.ends_with(suffix.as_str()));
+            let n = matching.clone().count();
+            let request = matching.next_back().expect("the request just recorded");
+            Some(make(request, n - 1))
+        } else {
+            script
+                .answers
+                .iter_mut()
+                .find(|(suffix, _)| path.ends_with(suffix.as_str()))
+                .and_then(|(_, answers)| {
+                    if answers.len() > 1 {
+                        Some(answers.remove(0))
+                    } else {
+                        answers.first().cloned()
+                    }
+                })
         }
-        script
-            .answers
-            .iter_mut()
-            .find(|(suffix, _)| path.ends_with(suffix.as_str()))
-            .and_then(|(_, answers)| {
-                if answers.len() > 1 {
-                    Some(answers.remove(0))
-                } else {
-                    answers.first().cloned()
-                }
-            })
     };
     match answer {
-        Some(a) => (
-            StatusCode::from_u16(a.status).unwrap(),
-            [("content-type", "application/json")],
-            a.body,
-        )
-            .into_response(),
+        Some(a) => a.into_response().await,
         None => {
             // Nothing scripted: a quiet long poll, held a little as a real one would be.
             tokio::time::sleep(Duration::from_millis(200)).await;

@@ -36,6 +36,7 @@ mod home_trust;
 mod hostile_agent;
 mod hostile_files;
 mod hostile_platform;
+mod hostile_rig;
 mod hostile_server;
 mod hostile_text;
 mod install;

@@ -3,16 +3,22 @@
 //! the cursor kept after them, a first sync that is a baseline, a kill between receive and
 //! append, a hung sync and a half body, a limited timeline filled from `/messages`, a revoked
 //! token as needs-login with no request loop, a 429's wait, a reply sent once across a lost
-//! answer with its echo the bot's own, encrypted rooms counted, and doctor. Profile names
-//! start with `mx`. Polls are short here (1 s, with 1 s of grace).
+//! answer with its echo the bot's own, encrypted rooms counted, and doctor. Against a
+//! homeserver that says what a test wants (`hostile_server.rs`): a `next_batch` past the
+//! cursor limit, a kept position that cannot be used, and gaps paged a page at a time within
+//! the batch's pages. Profile names start with `mx`.
+//! Polls are short here (1 s, with 1 s of grace).
 
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::outbox::{Policy, State};
 use hermes_svc::mock_platform::{MatrixConfig, MatrixFault, MockConfig, Platform, SendFault};
+use serde_json::json;
 
 use crate::harness::wait_for;
+use crate::hostile_rig::{self, Running};
+use crate::hostile_server::{answer, Answer, Request};
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
 
 const TOKEN_VAR: &str = "MX_ACCESS_TOKEN";
@@ -377,5 +383,198 @@ fn doctor_names_a_revoked_token_and_the_encrypted_rooms_with_the_fix() {
     assert!(
         !text.contains(&MatrixConfig::default().access_token),
         "{text}"
+    );
+}
+
+/// A `/sync` answer (spec, `GET /_matrix/client/v3/sync`) from a homeserver that says what
+/// a test wants: `next_batch`, and the message `event` in one joined room's timeline.
+fn sync_answer(next_batch: &str, event: Option<&str>) -> Answer {
+    let events: Vec<serde_json::Value> = event
+        .into_iter()
+        .map(|id| {
+            json!({"type": "m.room.message", "event_id": id, "sender": "@alice:hs",
+                "origin_server_ts": 1, "content": {"msgtype": "m.text", "body": "hello"}})
+        })
+        .collect();
+    let timeline = json!({"events": events, "limited": false, "prev_batch": "p0"});
+    let body = json!({"next_batch": next_batch,
+        "rooms": {"join": {"!room:hs": {"timeline": timeline}}}});
+    answer(200, body.to_string())
+}
+
+/// The `since` a sync went from, if any.
+fn since(r: &Request) -> Option<&str> {
+    r.query.split('&').find_map(|kv| kv.strip_prefix("since="))
+}
+
+fn hostile_cursor(rig: &hostile_rig::Rig) -> Option<String> {
+    std::fs::read_to_string(rig.profile_home().join("inbox/cursors/mx")).ok()
+}
+
+/// A 1 MiB `next_batch` was staged past the limit the cursor file's reader applies, and every
+/// later `/sync` failed to build its URL: no request reached the homeserver again. Now it is
+/// refused where it is taken, said, and its batch not taken; syncing goes on from the last
+/// position kept, and a good batch moves it on.
+#[test]
+fn a_next_batch_past_the_limit_is_refused_said_and_syncing_goes_on() {
+    let rig = hostile_rig::matrix("mxhuge");
+    let huge = "s".repeat(1 << 20);
+    rig.server.generate("/sync", move |n| match n {
+        0 => sync_answer("s1", None),
+        1 | 2 => sync_answer(&huge, Some("$late")),
+        3 => sync_answer("s3", Some("$late")),
+        _ => sync_answer("s3", None).held(Duration::from_millis(500)),
+    });
+    let _gw = Running(rig.gateway(""));
+    wait_for(Duration::from_secs(30), "a sync from s3", || {
+        let syncs = rig.server.requests("/sync");
+        syncs.iter().any(|r| since(r) == Some("s3")).then_some(())
+    });
+    let syncs = rig.server.requests("/sync");
+    let froms: Vec<Option<&str>> = syncs[..5].iter().map(since).collect();
+    assert_eq!(
+        froms,
+        [None, Some("s1"), Some("s1"), Some("s1"), Some("s3")],
+        "{}",
+        rig.log()
+    );
+    assert!(syncs.iter().all(|r| r.query.len() < 64 * 1024));
+    let ids: Vec<String> = rig.events().into_iter().map(|e| e.id).collect();
+    assert_eq!(ids, ["$late"]);
+    assert_eq!(hostile_cursor(&rig).as_deref(), Some("s3"));
+    let c = rig.component("mx", |c| c["last_error"].is_string());
+    assert!(
+        c["last_error"].as_str().unwrap().contains("next_batch"),
+        "{c}"
+    );
+}
+
+/// After a restart, a cursor file the reader refused was a warning, and the adapter synced as
+/// a new client whose first sync is a baseline: the gap was skipped in silence. Now the
+/// position that cannot be used is said in status, and the sync from none is stored.
+#[test]
+fn a_kept_position_that_cannot_be_used_is_said_and_the_fresh_sync_is_stored() {
+    let rig = hostile_rig::matrix("mxrefused");
+    let cursors = rig.profile_home().join("inbox/cursors");
+    std::fs::create_dir_all(&cursors).unwrap();
+    std::fs::write(cursors.join("mx"), "s".repeat(1 << 20)).unwrap();
+    rig.server.generate("/sync", |n| match n {
+        0 => sync_answer("s5", Some("$gap")),
+        _ => sync_answer("s5", None).held(Duration::from_millis(500)),
+    });
+    let _gw = Running(rig.gateway(""));
+    let c = rig.component("mx", |c| {
+        c["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("sync position cannot be used"))
+    });
+    wait_for(Duration::from_secs(30), "the fresh sync's message", || {
+        rig.events().iter().any(|e| e.id == "$gap").then_some(())
+    });
+    assert_eq!(since(&rig.server.requests("/sync")[0]), None, "{c}");
+    wait_for(Duration::from_secs(10), "the cursor kept", || {
+        (hostile_cursor(&rig).as_deref() == Some("s5")).then_some(())
+    });
+}
+
+/// The caps on a sync's gap paging (`platform/matrix/receive/backfill.rs`).
+const PAGES_PER_ROOM: usize = 20;
+const PAGES_PER_BATCH: usize = 50;
+
+/// Each limited room's gap was paged whole, and every room's held, before anything was
+/// stored: one sync with 10 limited rooms of 7.9 MB pages took the process to 2.08 GiB. Now
+/// each page is in the spool before the next is asked for, the pages of a batch are capped,
+/// and the cursor moves on after the batch. Three rooms with endless gaps (two events a page)
+/// ask for more than the batch's pages: the first two get a room's 20, the third the rest.
+#[test]
+fn a_gap_is_stored_page_by_page_within_the_batchs_pages_and_the_cursor_moves_on() {
+    let rig = hostile_rig::matrix("mxpages");
+    let rooms = ["!r0:hs", "!r1:hs", "!r2:hs"];
+    rig.server.generate("/sync", move |n| match n {
+        0 => sync_answer("s1", None),
+        1 => {
+            let join: serde_json::Map<String, serde_json::Value> = (0..rooms.len())
+                .map(|r| {
+                    let event = json!({"type": "m.room.message", "event_id": format!("$r{r}t"),
+                        "sender": "@alice:hs", "origin_server_ts": 2,
+                        "content": {"msgtype": "m.text", "body": "latest"}});
+                    let timeline =
+                        json!({"events": [event], "limited": true, "prev_batch": format!("p{r}")});
+                    (rooms[r].to_owned(), json!({"timeline": timeline}))
+                })
+                .collect();
+            answer(
+                200,
+                json!({"next_batch": "s2", "rooms": {"join": join}}).to_string(),
+            )
+        }
+        _ => sync_answer("s2", None).held(Duration::from_millis(500)),
+    });
+    // For each page asked: its room, its place, its query and what the spool held then.
+    type Asked = Vec<(usize, usize, String, Vec<String>)>;
+    let asked = std::sync::Arc::new(std::sync::Mutex::new(Asked::new()));
+    let (record, inbox) = (asked.clone(), rig.profile_home().join("inbox"));
+    rig.server.answer_each("/messages", move |request, _| {
+        let room = rooms.iter().position(|r| request.path.contains(r)).unwrap();
+        let mut asked = record.lock().unwrap();
+        let page = asked.iter().filter(|(r, ..)| *r == room).count();
+        let stored: Vec<String> = hermes_svc::gateway::spool::read(&inbox, None)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        asked.push((room, page, request.query.clone(), stored));
+        let chunk: Vec<serde_json::Value> = (0..2)
+            .map(|i| {
+                json!({"type": "m.room.message", "event_id": format!("$r{room}p{page}e{i}"),
+                    "sender": "@alice:hs", "origin_server_ts": 1, "room_id": rooms[room],
+                    "content": {"msgtype": "m.text", "body": "gap"}})
+            })
+            .collect();
+        let end = format!("g{room}-{}", page + 1);
+        answer(
+            200,
+            json!({"chunk": chunk, "start": "x", "end": end}).to_string(),
+        )
+    });
+    let _gw = Running(rig.gateway(""));
+    wait_for(Duration::from_secs(60), "the batch's cursor kept", || {
+        (hostile_cursor(&rig).as_deref() == Some("s2")).then_some(())
+    });
+    let asked = asked.lock().unwrap().clone();
+    assert!(
+        asked.len() <= PAGES_PER_BATCH,
+        "{} pages asked",
+        asked.len()
+    );
+    let mut want = Vec::new();
+    for (room, id) in rooms.iter().enumerate() {
+        let pages = asked.iter().filter(|(r, ..)| *r == room).count();
+        assert_eq!(
+            pages,
+            PAGES_PER_ROOM.min(PAGES_PER_BATCH - room * PAGES_PER_ROOM)
+        );
+        let first = &asked.iter().find(|(r, ..)| *r == room).unwrap().2;
+        assert!(
+            first.contains("dir=f")
+                && first.contains("from=s1")
+                && first.contains(&format!("to=p{room}")),
+            "{id}: {first}"
+        );
+        want.extend((0..pages).flat_map(|p| (0..2).map(move |i| format!("$r{room}p{p}e{i}"))));
+        want.push(format!("$r{room}t"));
+    }
+    // Each page was in the spool before the next one was asked for.
+    for (room, page, _, stored) in asked.iter().filter(|(_, page, ..)| *page > 0) {
+        let before = format!("$r{room}p{}e1", page - 1);
+        assert!(
+            stored.contains(&before),
+            "page {page} of room {room} asked before {before} was stored"
+        );
+    }
+    let ids: Vec<String> = rig.events().into_iter().map(|e| e.id).collect();
+    assert_eq!(
+        ids, want,
+        "every page and timeline once, each room oldest first"
     );
 }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::gateway::platform_number::{platform_wait_text, WaitKind};
 use crate::platform::message::MessageType;
 use crate::platform::Message;
 
@@ -127,9 +128,10 @@ pub fn read(status: u16, retry_after: Option<&str>, body: &[u8]) -> Answer {
     match status {
         200 => {}
         429 => {
+            // The platforms' one rule (never 0: `Retry-After: 0` looped), then our own cap.
             let wait = retry_after
-                .and_then(|r| r.trim().parse::<u64>().ok())
-                .map_or(Duration::from_secs(1), Duration::from_secs)
+                .and_then(|r| platform_wait_text(r, WaitKind::Refusal))
+                .unwrap_or(Duration::from_secs(1))
                 .min(MAX_RETRY_AFTER);
             return Answer::Busy(wait);
         }
@@ -183,6 +185,18 @@ mod tests {
         );
         assert_eq!(read(429, None, b""), Answer::Busy(Duration::from_secs(1)));
         assert_eq!(read(429, Some("86400"), b""), Answer::Busy(MAX_RETRY_AFTER));
+        let sec = Duration::from_secs(1);
+        for (text, want) in [
+            ("0", sec),
+            ("-1", sec),
+            ("NaN", sec),
+            ("1.5", Duration::from_millis(1500)),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", sec),
+            ("1e308", MAX_RETRY_AFTER),
+            ("inf", MAX_RETRY_AFTER),
+        ] {
+            assert_eq!(read(429, Some(text), b""), Answer::Busy(want), "{text}");
+        }
         assert!(matches!(read(503, None, b""), Answer::Away(_)));
         let unauthorized =
             br#"{"error":{"message":"Invalid API key","type":"invalid_request_error"}}"#;

@@ -36,7 +36,14 @@ pub(crate) enum Polled {
     /// The server answered: the events to store, in order. The poller holds the cursor that
     /// acknowledges them until [`Poll::commit`].
     Batch(Vec<Event>),
-    /// Asked to wait (a 429's `retry_after`, a frequency limit).
+    /// Part of a batch, to store now, before the poller fetches the rest (a gap paged in
+    /// after the answer): what a batch holds in memory is then one part, not the whole. Not
+    /// acknowledged: the next [`Poll::poll`] goes on with the same batch, and only the
+    /// [`Polled::Batch`] that ends it is followed by [`Poll::commit`].
+    Part(Vec<Event>),
+    /// Asked to wait (a 429's `retry_after`, a frequency limit), read by
+    /// `platform_number::platform_wait`. A floor under the growing backoff, not an exact
+    /// delay: a server that keeps refusing with short waits is asked ever less often.
     Wait(Duration, String),
     /// No usable answer (a 5xx, a refused connection, a garbled body): back off and retry.
     Failed(String),
@@ -67,6 +74,11 @@ pub(crate) trait Poll: Send {
     /// Poll from `cursor`, which a cluster's previous active kept, rather than from this
     /// host's own.
     fn inherit_cursor(&mut self, _cursor: String) {}
+
+    /// What was polled last did not all reach the spool: anything the poller goes on from
+    /// (the rest of a batch after a [`Polled::Part`]) is dropped, and the next poll starts
+    /// again from the cursor kept.
+    fn abandon(&mut self) {}
 
     /// Why the last batch made no progress (updates that cannot be confirmed), if so.
     fn stalled(&mut self) -> Option<String> {
@@ -143,11 +155,12 @@ impl<P: Poll> Transport for Polling<P> {
                 p = self.poller.poll() => p,
                 _ = crate::gateway::until_shutdown(&mut link.deps.shutdown) => break Step::Shutdown,
             };
-            let events = match polled {
-                Polled::Batch(events) => events,
+            let (events, whole) = match polled {
+                Polled::Batch(events) => (events, true),
+                Polled::Part(events) => (events, false),
                 Polled::Wait(d, why) => {
                     tracing::warn!(adapter = %name, wait_ms = d.as_millis() as u64, reason = %why, "the platform asked to wait");
-                    break Step::again(why, Pace::Wait(d));
+                    break Step::again(why, Pace::AtLeast(d));
                 }
                 Polled::Failed(why) | Polled::Dead(why) => break failed(name, why),
                 Polled::Conflict(why) => break self.conflict(name, link.timing, why).await,
@@ -163,12 +176,18 @@ impl<P: Poll> Transport for Polling<P> {
             self.conflict_since = None;
             // A batch that cannot all be confirmed comes back at once: wait, growing the
             // wait (and so the rate of its warning) as a failure would.
-            let stalled = self.poller.stalled();
+            let stalled = if whole { self.poller.stalled() } else { None };
             if stalled.is_none() {
                 link.backoff.reset();
             }
+            // A part goes to the replica with the cursor kept so far, which its batch has
+            // not moved yet.
             if let Err(e) = store(name, link.deps, &events, self.poller.next_cursor()).await {
+                self.poller.abandon();
                 break failed(name, e);
+            }
+            if !whole {
+                continue;
             }
             if let Err(e) = self.poller.commit() {
                 break failed(name, e);

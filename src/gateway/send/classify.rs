@@ -8,7 +8,7 @@ use reqwest::header::{HeaderMap, RETRY_AFTER};
 use serde_json::Value;
 
 use super::{Answer, PlatformReply};
-use crate::gateway::platform_number;
+use crate::gateway::platform_number::{self, WaitKind};
 
 /// The platform's message is kept to this many characters: it goes into the journal and
 /// logs, and a proxy's error page must not.
@@ -57,21 +57,27 @@ pub(crate) fn local(message: impl Into<String>) -> PlatformReply {
     }
 }
 
-/// A wait given in seconds, possibly with a fraction (`platform_number`: nothing a platform
-/// sends can make it panic; negative and NaN are no wait, absurd values the longest wait).
+/// A refusal's wait given in seconds, possibly with a fraction, by the one rule
+/// ([`platform_number::platform_wait`]): 1 s to 1 h; negative and NaN are not given.
 pub(crate) fn seconds(s: f64) -> Option<Duration> {
-    platform_number::seconds_f64(s, platform_number::RETRY_WAIT)
+    platform_number::platform_wait(s, WaitKind::Refusal)
 }
 
-/// A header holding seconds (`Retry-After: 65`, `X-RateLimit-Reset-After: 64.57`). The
-/// HTTP-date form of `Retry-After` is not used by either platform and reads as no wait.
-pub(crate) fn header_seconds(headers: &HeaderMap, name: &str) -> Option<Duration> {
-    let text = headers.get(name)?.to_str().ok()?;
-    seconds(text.trim().parse().ok()?)
+/// A refusal's wait in a body's field: a JSON number of seconds, or a string of one.
+pub(crate) fn json_seconds(v: &Value) -> Option<Duration> {
+    platform_number::platform_wait_json(v, WaitKind::Refusal)
 }
 
+/// A header holding seconds (`Retry-After: 65`, `X-RateLimit-Reset-After: 64.57`), read
+/// as `kind`. The HTTP-date form of `Retry-After` is not used by any platform we speak and
+/// reads as not given.
+pub(crate) fn header_wait(headers: &HeaderMap, name: &str, kind: WaitKind) -> Option<Duration> {
+    platform_number::platform_wait_text(headers.get(name)?.to_str().ok()?, kind)
+}
+
+/// A refusal's `Retry-After`.
 pub(crate) fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    header_seconds(headers, RETRY_AFTER.as_str())
+    header_wait(headers, RETRY_AFTER.as_str(), WaitKind::Refusal)
 }
 
 /// What a status alone says, for an answer the platform's code did not settle: throttled
@@ -94,33 +100,38 @@ mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
 
+    const SEC: Duration = Duration::from_secs(1);
+    const HOUR: Duration = Duration::from_secs(3600);
+
     #[test]
-    fn seconds_never_panic_and_are_capped() {
+    fn seconds_are_a_second_to_an_hour() {
         assert_eq!(seconds(1.5), Some(Duration::from_millis(1500)));
-        assert_eq!(seconds(0.0), Some(Duration::ZERO));
+        assert_eq!(seconds(0.0), Some(SEC));
         assert_eq!(seconds(-1.0), None);
         assert_eq!(seconds(f64::NAN), None);
-        assert_eq!(
-            seconds(f64::INFINITY),
-            Some(platform_number::RETRY_WAIT.max)
-        );
-        assert_eq!(seconds(1e300), Some(platform_number::RETRY_WAIT.max));
-        assert_eq!(seconds(90_000.0), Some(platform_number::RETRY_WAIT.max));
+        assert_eq!(seconds(f64::INFINITY), Some(HOUR));
+        assert_eq!(seconds(1e308), Some(HOUR));
+        assert_eq!(seconds(86_400.0), Some(HOUR));
     }
 
     #[test]
     fn retry_after_reads_seconds_and_ignores_the_rest() {
         let mut h = HeaderMap::new();
         assert_eq!(retry_after(&h), None);
-        h.insert(RETRY_AFTER, HeaderValue::from_static("65"));
-        assert_eq!(retry_after(&h), Some(Duration::from_secs(65)));
-        h.insert(
-            RETRY_AFTER,
-            HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"),
-        );
-        assert_eq!(retry_after(&h), None);
-        h.insert(RETRY_AFTER, HeaderValue::from_static("-3"));
-        assert_eq!(retry_after(&h), None);
+        for (text, want) in [
+            ("65", Some(Duration::from_secs(65))),
+            ("0", Some(SEC)),
+            ("-1", None),
+            ("NaN", None),
+            ("1.5", Some(Duration::from_millis(1500))),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+            ("86400", Some(HOUR)),
+            ("1e308", Some(HOUR)),
+            ("inf", Some(HOUR)),
+        ] {
+            h.insert(RETRY_AFTER, HeaderValue::from_static(text));
+            assert_eq!(retry_after(&h), want, "{text}");
+        }
     }
 
     #[test]

@@ -18,7 +18,8 @@ use sha2::{Digest, Sha256};
 
 use super::Target;
 use crate::config::Secret;
-use crate::gateway::send::classify::{self, header_seconds, int, json, local};
+use crate::gateway::platform_number::WaitKind;
+use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::{Answer, Outgoing, Post};
 
@@ -133,9 +134,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, Option<Du
         match status {
             // The body's `retry_after` has the fraction the header rounds away.
             429 => Answer::Retry {
-                after: v["retry_after"]
-                    .as_f64()
-                    .and_then(classify::seconds)
+                after: classify::json_seconds(&v["retry_after"])
                     .or_else(|| classify::retry_after(headers)),
                 reply,
             },
@@ -154,7 +153,8 @@ fn pause(headers: &HeaderMap) -> Option<Duration> {
     if remaining.trim() != "0" {
         return None;
     }
-    header_seconds(headers, "x-ratelimit-reset-after")
+    // Pacing, not a refusal: a bucket that resets in 250 ms is waited 250 ms.
+    header_wait(headers, "x-ratelimit-reset-after", WaitKind::Pacing)
 }
 
 #[cfg(test)]
@@ -229,6 +229,47 @@ mod tests {
         assert_eq!(pause, Some(Duration::from_millis(64570)));
         let (a, _) = classify(429, &headers(&[("retry-after", "3")]), b"<html>");
         assert!(matches!(a, Answer::Retry { after: Some(d), .. } if d == Duration::from_secs(3)));
+    }
+
+    /// The one rule (platform_number::platform_wait) for the body's `retry_after` and the
+    /// pacing header: a refusal waits 1 s to 1 h, a pause keeps a zero; nonsense is not given.
+    #[test]
+    fn waits_read_by_the_one_rule() {
+        let (sec, hour) = (Duration::from_secs(1), Duration::from_secs(3600));
+        let retry = |body: &str| match classify(429, &HeaderMap::new(), body.as_bytes()).0 {
+            Answer::Retry { after, .. } => after,
+            other => panic!("{other:?}"),
+        };
+        for (value, want) in [
+            ("0", Some(sec)),
+            ("-1", None),
+            ("\"NaN\"", None),
+            ("1.5", Some(Duration::from_millis(1500))),
+            ("\"Wed, 21 Oct 2015 07:28:00 GMT\"", None),
+            ("86400", Some(hour)),
+            ("1e308", Some(hour)),
+            ("\"inf\"", Some(hour)),
+        ] {
+            assert_eq!(retry(&format!(r#"{{"retry_after":{value}}}"#)), want, "{value}");
+        }
+        assert_eq!(retry("{}"), None);
+        let pause = |after: &'static str| {
+            let h = headers(&[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset-after", after)]);
+            classify(200, &h, b"{}").1
+        };
+        for (text, want) in [
+            ("0", Some(Duration::ZERO)),
+            ("-1", None),
+            ("NaN", None),
+            ("1.5", Some(Duration::from_millis(1500))),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", None),
+            ("86400", Some(hour)),
+            ("1e308", Some(hour)),
+            ("inf", Some(hour)),
+        ] {
+            assert_eq!(pause(text), want, "{text}");
+        }
+        assert_eq!(classify(200, &headers(&[("x-ratelimit-remaining", "0")]), b"{}").1, None);
     }
 
     #[test]

@@ -28,7 +28,8 @@ use super::token::FeishuToken;
 use super::Target;
 use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
-use crate::gateway::send::classify::{self, header_seconds, int, json, local};
+use crate::gateway::platform_number::WaitKind;
+use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::target::valid_id;
 use crate::gateway::send::{Answer, Outgoing, Post};
@@ -174,7 +175,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, bool) {
     let reply = classify::reply(status, code.filter(|&c| c != 0), v["msg"].as_str());
     let is = |set: &[i64]| code.is_some_and(|c| set.contains(&c));
     let after =
-        header_seconds(headers, "x-ogw-ratelimit-reset").or_else(|| classify::retry_after(headers));
+        header_wait(headers, "x-ogw-ratelimit-reset", WaitKind::Refusal).or_else(|| classify::retry_after(headers));
     if status == 401 || is(TOKEN_REFUSED) {
         return (Answer::Retry { after: None, reply }, true);
     }
@@ -245,6 +246,36 @@ mod tests {
                 }
                 other => panic!("{status} {code}: {other:?}"),
             }
+        }
+    }
+
+    /// `x-ogw-ratelimit-reset` by the one rule (platform_number::platform_wait); one that
+    /// is not given falls back to `Retry-After`, then to the outbox's backoff.
+    #[test]
+    fn the_reset_header_is_read_by_the_one_rule() {
+        let hour = std::time::Duration::from_secs(3600);
+        let after = |reset: Option<&'static str>| {
+            let mut h = HeaderMap::new();
+            if let Some(r) = reset {
+                h.insert("x-ogw-ratelimit-reset", HeaderValue::from_static(r));
+            }
+            match classify(429, &h, br#"{"code":99991400,"msg":"limit"}"#).0 {
+                Answer::Retry { after, .. } => after,
+                other => panic!("{other:?}"),
+            }
+        };
+        for (text, want) in [
+            (Some("0"), Some(std::time::Duration::from_secs(1))),
+            (Some("-1"), None),
+            (Some("NaN"), None),
+            (Some("1.5"), Some(std::time::Duration::from_millis(1500))),
+            (Some("Wed, 21 Oct 2015 07:28:00 GMT"), None),
+            (Some("86400"), Some(hour)),
+            (Some("1e308"), Some(hour)),
+            (Some("inf"), Some(hour)),
+            (None, None),
+        ] {
+            assert_eq!(after(text), want, "{text:?}");
         }
     }
 

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
 use reqwest::{Method, Url};
 use serde_json::Value;
 
@@ -72,14 +72,16 @@ pub(crate) struct Refusal {
     /// The server's words, clipped: they go into logs and status.
     pub(crate) error: String,
     pub(crate) soft_logout: bool,
-    /// `Retry-After` first (MSC4041 deprecates the body's field), then `retry_after_ms`.
+    /// `Retry-After` first (MSC4041 deprecates the body's field), then `retry_after_ms`,
+    /// each by the one rule (platform_number::platform_wait: 1 s to 1 h); one that is not
+    /// given (missing, negative, NaN, an HTTP-date) gives way to the next.
     pub(crate) retry_after: Option<Duration>,
 }
 
 impl Refusal {
     pub(crate) fn read(status: u16, headers: &HeaderMap, body: &[u8]) -> Refusal {
         let v: Value = classify::json(body);
-        let retry_after = classify::header_seconds(headers, RETRY_AFTER.as_str()).or_else(|| {
+        let retry_after = classify::retry_after(headers).or_else(|| {
             v["retry_after_ms"]
                 .as_f64()
                 .and_then(|ms| classify::seconds(ms / 1000.0))
@@ -165,6 +167,51 @@ mod tests {
     }
 
     #[test]
+    fn waits_are_read_by_the_one_rule() {
+        use reqwest::header::RETRY_AFTER;
+        let (sec, hour) = (Duration::from_secs(1), Duration::from_secs(3600));
+        let by_header = |text: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(RETRY_AFTER, HeaderValue::from_static(text));
+            Refusal::read(429, &h, b"{}").wait()
+        };
+        for (text, want) in [
+            ("0", sec),
+            ("-1", DEFAULT_RETRY),
+            ("NaN", DEFAULT_RETRY),
+            ("1.5", Duration::from_millis(1500)),
+            ("Wed, 21 Oct 2015 07:28:00 GMT", DEFAULT_RETRY),
+            ("86400", hour),
+            ("1e308", hour),
+            ("inf", hour),
+        ] {
+            assert_eq!(by_header(text), want, "Retry-After: {text}");
+        }
+        let by_body = |ms: &str| {
+            let body = format!(r#"{{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":{ms}}}"#);
+            Refusal::read(429, &HeaderMap::new(), body.as_bytes()).wait()
+        };
+        for (ms, want) in [
+            ("0", sec),
+            ("-1", DEFAULT_RETRY),
+            ("\"NaN\"", DEFAULT_RETRY),
+            ("1500", Duration::from_millis(1500)),
+            ("\"Wed, 21 Oct 2015 07:28:00 GMT\"", DEFAULT_RETRY),
+            ("86400000", hour),
+            ("1e308", hour),
+            ("\"inf\"", DEFAULT_RETRY),
+        ] {
+            assert_eq!(by_body(ms), want, "retry_after_ms: {ms}");
+        }
+        assert_eq!(by_body("null"), DEFAULT_RETRY);
+        // A header that is not a wait gives way to the body's.
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("Wed, 21 Oct 2015 07:28:00 GMT"));
+        let body = br#"{"errcode":"M_LIMIT_EXCEEDED","retry_after_ms":2500}"#;
+        assert_eq!(Refusal::read(429, &h, body).wait(), Duration::from_millis(2500));
+    }
+
+    #[test]
     fn retry_after_prefers_the_header_then_the_body() {
         let body = json!({"errcode": "M_LIMIT_EXCEEDED", "error": "Too Many Requests",
             "retry_after_ms": 1500});
@@ -173,7 +220,10 @@ mod tests {
         assert!(r.rate_limited());
         assert_eq!(r.wait(), Duration::from_millis(1500));
         let mut h = HeaderMap::new();
-        h.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        h.insert(
+            reqwest::header::RETRY_AFTER,
+            HeaderValue::from_static("2"),
+        );
         assert_eq!(Refusal::read(429, &h, bytes.as_bytes()).wait(), Duration::from_secs(2));
         let html = Refusal::read(429, &HeaderMap::new(), b"<html>slow down</html>");
         assert_eq!(html.wait(), DEFAULT_RETRY);

@@ -9,8 +9,10 @@
 //! - The poll's client deadline, its timeout plus `poll-grace`, covers the whole answer, for
 //!   the first poll too: a server that sends half a body and stalls is a dead connection.
 //! - A **limited** timeline (more new events than the filter's limit, after the gateway was
-//!   away) is filled from `/rooms/{roomId}/messages`, back from its `prev_batch` to the
-//!   position the sync started at, before the cursor moves, so a gap loses nothing.
+//!   away) is filled from `/rooms/{roomId}/messages`, forward from the position the sync
+//!   started at to its `prev_batch`, before the cursor moves, so a gap loses nothing; each
+//!   page is stored as it comes (a [`Polled::Part`]), so a batch holds one page at a time,
+//!   within a bound of pages per room and per batch (`backfill.rs`).
 //! - `M_UNKNOWN_TOKEN` is a login to renew (`needs-login`, in status and doctor), not a
 //!   request loop; a 429 waits `Retry-After`, else `retry_after_ms`; a 5xx backs off.
 //! - A server that no longer takes the kept `since` (400) gets a fresh sync, whose
@@ -23,7 +25,7 @@
 
 mod backfill;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,10 +33,11 @@ use reqwest::Method;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
+use self::backfill::{Gap, Room, Taking, PAGES_PER_BATCH};
 use super::api::{Api, Refusal};
 use super::normalise::OWN;
 use crate::config::PollTiming;
-use crate::gateway::adapter::cursor_file::CursorFile;
+use crate::gateway::adapter::cursor_file::{Cursor, CursorFile};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
@@ -69,6 +72,8 @@ pub(crate) struct Matrix {
     heartbeat: Heartbeat,
     /// Encrypted rooms, and how many of their events could not be read.
     encrypted: BTreeMap<String, u64>,
+    /// The sync answer being taken, part by part, while its gaps are paged.
+    taking: Option<Taking>,
 }
 
 pub(crate) struct MatrixConfig<'a> {
@@ -83,7 +88,21 @@ pub(crate) struct MatrixConfig<'a> {
 }
 
 impl Matrix {
+    /// A kept position that cannot be used is said (in the log and in status) and the sync
+    /// from none that follows is a catch-up, whose timelines are stored: the bot synced
+    /// before, so they are messages, not history; what the gap held beyond them is lost, and
+    /// the error says so.
     pub(crate) fn new(c: MatrixConfig) -> Self {
+        let cursor = CursorFile::open(c.adapter, c.cursor_file);
+        let catch_up = cursor.refused().is_some();
+        if let Some(why) = cursor.refused() {
+            c.heartbeat.error(format!(
+                "the kept sync position cannot be used ({}); syncing afresh: the latest \
+                 {TIMELINE_LIMIT} events of each room are stored, anything older since the \
+                 gateway stopped is not fetched",
+                clip(why, 200)
+            ));
+        }
         Matrix {
             adapter: c.adapter.to_owned(),
             api: c.api,
@@ -91,11 +110,12 @@ impl Matrix {
             token_env: c.token_env.to_owned(),
             poll: c.poll,
             filter: filter(c.rooms).to_string(),
-            cursor: CursorFile::open(c.adapter, c.cursor_file),
+            cursor,
             answered: false,
-            catch_up: false,
+            catch_up,
             heartbeat: c.heartbeat,
             encrypted: BTreeMap::new(),
+            taking: None,
         }
     }
 
@@ -137,43 +157,104 @@ impl Matrix {
         }
     }
 
-    /// A sync's answer as spool events: each joined room's gap filled first (when its
-    /// timeline is limited), then its timeline, oldest first.
+    /// A sync's answer, read into what is left to take of it: each joined room's timeline,
+    /// and its gap when the timeline is limited. Only the timelines are kept of the answer.
     async fn batch(&mut self, since: &str, body: &[u8]) -> Polled {
-        let Ok(v) = serde_json::from_slice::<Value>(body) else {
+        let Ok(mut v) = serde_json::from_slice::<Value>(body) else {
             return Polled::Failed("/sync answered 200 with a body that is not JSON".into());
         };
-        let Some(next) = v["next_batch"].as_str().filter(|n| !n.is_empty()) else {
-            return Polled::Failed("/sync answered without next_batch".into());
+        // Taken, or refused, before anything of the batch is: a batch whose position cannot
+        // be kept is not stored, and the next sync goes from the last one kept.
+        let next = match Cursor::take(v["next_batch"].as_str().unwrap_or_default()) {
+            Ok(next) => next,
+            Err(e) => {
+                return Polled::Failed(format!(
+                    "/sync answered a next_batch that cannot be kept ({e}); the batch is not \
+                     taken and syncing goes on from the last position kept"
+                ))
+            }
         };
         let baseline = since.is_empty() && !std::mem::take(&mut self.catch_up);
-        let mut events = Vec::new();
-        for (room, joined) in v["rooms"]["join"].as_object().into_iter().flatten() {
-            self.note_encryption(room, &joined["state"]["events"]);
+        let joined = v.get_mut("rooms").and_then(|r| r.get_mut("join")).map(Value::take);
+        let mut rooms = VecDeque::new();
+        for (id, mut joined) in joined.and_then(object).into_iter().flatten() {
+            self.note_encryption(&id, list(&joined["state"]["events"]));
             let timeline = &joined["timeline"];
-            let mut room_events = Vec::new();
-            if timeline["limited"] == true && !since.is_empty() {
-                if let Some(prev) = timeline["prev_batch"].as_str() {
-                    match backfill::gap(&self.api, room, prev, since, &self.timeline_filter())
-                        .await
-                    {
-                        Ok(gap) => room_events = gap,
-                        Err(polled) => return polled,
-                    }
+            let gap = match timeline["prev_batch"].as_str() {
+                Some(prev) if timeline["limited"] == true && !since.is_empty() => {
+                    Some(Gap::new(since, prev))
                 }
-            }
-            room_events.extend(timeline["events"].as_array().into_iter().flatten().cloned());
-            self.note_encryption(room, &Value::Array(room_events.clone()));
-            if !baseline {
-                events.extend(room_events.into_iter().filter_map(|e| self.event(room, e)));
-            }
+                _ => None,
+            };
+            let events = joined
+                .get_mut("timeline")
+                .and_then(|t| t.get_mut("events"))
+                .map(Value::take);
+            let timeline = match events {
+                Some(Value::Array(events)) => events,
+                _ => Vec::new(),
+            };
+            rooms.push_back(Room { id, gap, timeline });
         }
+        drop(v);
         if baseline {
             tracing::info!(adapter = %self.adapter, "first sync: the rooms' history so far is not stored; messages from now on are");
         }
-        self.cursor.stage(next.to_owned());
+        let taking = Taking {
+            next,
+            baseline,
+            rooms,
+            pages_left: PAGES_PER_BATCH,
+        };
+        self.take_on(taking).await
+    }
+
+    /// Take what is left of a sync's answer, room by room: the next page of a room's gap,
+    /// stored (a [`Polled::Part`]) before the page after it is asked for; a room whose gap is
+    /// done, its timeline; once every room is, the batch, with `next_batch` staged.
+    async fn take_on(&mut self, mut t: Taking) -> Polled {
+        let mut ready = Vec::new();
+        while let Some(mut room) = t.rooms.pop_front() {
+            if let Some(gap) = room.gap.take() {
+                if t.pages_left == 0 {
+                    tracing::warn!(adapter = %self.adapter, room = %clip(&room.id, 80), pages = PAGES_PER_BATCH, "the sync's pages for gaps are spent; this room's gap was not fetched");
+                } else if !ready.is_empty() {
+                    room.gap = Some(gap);
+                    t.rooms.push_front(room);
+                    self.taking = Some(t);
+                    return Polled::Part(ready);
+                } else {
+                    let filter = self.timeline_filter();
+                    let page = match backfill::page(&self.api, &room.id, gap, &filter).await {
+                        Ok(page) => page,
+                        Err(polled) => return polled,
+                    };
+                    t.pages_left -= 1;
+                    room.gap = page.rest;
+                    let events = self.events(&room.id, page.events, t.baseline);
+                    t.rooms.push_front(room);
+                    self.taking = Some(t);
+                    return Polled::Part(events);
+                }
+            }
+            let events = self.events(&room.id, room.timeline, t.baseline);
+            ready.extend(events);
+        }
+        self.cursor.stage(t.next);
         self.say_encrypted();
-        Polled::Batch(events)
+        Polled::Batch(ready)
+    }
+
+    /// A room's timeline events as spool events (none for a baseline), noting encryption.
+    fn events(&mut self, room: &str, events: Vec<Value>, baseline: bool) -> Vec<Event> {
+        self.note_encryption(room, &events);
+        if baseline {
+            return Vec::new();
+        }
+        events
+            .into_iter()
+            .filter_map(|e| self.event(room, e))
+            .collect()
     }
 
     /// One timeline event as a spool event, or none: only messages are stored, and one with
@@ -205,12 +286,8 @@ impl Matrix {
 
     /// A room is encrypted from its `m.room.encryption` state, in the sync's state or inside
     /// the timeline (switched on mid-session).
-    fn note_encryption(&mut self, room: &str, events: &Value) {
-        let on = events
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|e| e["type"] == "m.room.encryption");
+    fn note_encryption(&mut self, room: &str, events: &[Value]) {
+        let on = events.iter().any(|e| e["type"] == "m.room.encryption");
         if on {
             self.encrypted.entry(room.to_owned()).or_default();
         }
@@ -270,6 +347,19 @@ impl Matrix {
     }
 }
 
+/// A JSON object's fields, if it is one.
+fn object(v: Value) -> Option<serde_json::Map<String, Value>> {
+    match v {
+        Value::Object(o) => Some(o),
+        _ => None,
+    }
+}
+
+/// A JSON array's items, or none.
+fn list(v: &Value) -> &[Value] {
+    v.as_array().map_or(&[], Vec::as_slice)
+}
+
 /// The inline filter (note §3): no presence, account data or ephemeral events; the rooms'
 /// state only for what says a room is encrypted; the timeline's types, `rooms` when given.
 fn filter(rooms: &[String]) -> Value {
@@ -289,9 +379,18 @@ fn filter(rooms: &[String]) -> Value {
 
 impl Poll for Matrix {
     async fn poll(&mut self) -> Polled {
-        let polled = self.sync().await;
-        self.answered = matches!(polled, Polled::Batch(_));
+        let polled = match self.taking.take() {
+            Some(taking) => self.take_on(taking).await,
+            None => self.sync().await,
+        };
+        self.answered = matches!(polled, Polled::Batch(_) | Polled::Part(_));
         polled
+    }
+
+    /// A part of the batch did not reach the spool: the next poll syncs again from the kept
+    /// position, rather than go on past what was lost.
+    fn abandon(&mut self) {
+        self.taking = None;
     }
 
     /// Every event of the last batch is stored: sync on from its `next_batch`.
@@ -308,6 +407,9 @@ impl Poll for Matrix {
     }
 
     fn deadline(&self) -> Duration {
+        if self.taking.is_some() {
+            return backfill::PAGE_DEADLINE;
+        }
         self.poll.deadline(self.timeout())
     }
 

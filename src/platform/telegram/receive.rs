@@ -30,7 +30,7 @@ use crate::config::{PollTiming, Secret};
 use crate::gateway::adapter::batch::{self, Item};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::adapter::whoami::Whoami;
-use crate::gateway::platform_number::{self, Range};
+use crate::gateway::platform_number;
 use crate::gateway::spool::Event;
 use crate::platform::bot_lookup::BotLookup;
 use crate::platform::BotId;
@@ -40,14 +40,8 @@ use crate::safe_text::clip;
 /// leaves beyond a poll's deadline and the backoff before the adapter is called stuck.
 const GET_ME_DEADLINE: Duration = Duration::from_secs(4);
 
-/// Without a `retry_after`, a 429 waits this long.
+/// Without a usable `retry_after`, a 429 waits this long.
 const DEFAULT_RETRY_AFTER: Duration = Duration::from_secs(5);
-/// The `retry_after` obeyed as given; a longer one (a server bug, or hostile) is cut to an
-/// hour and asked again.
-const POLL_RETRY_WAIT: Range = Range {
-    min: Duration::ZERO,
-    max: Duration::from_secs(3600),
-};
 
 pub(crate) struct Telegram {
     adapter: String,
@@ -164,12 +158,10 @@ impl Telegram {
         match status {
             409 if description.contains("webhook") => self.webhook_set(said).await,
             409 => Polled::Conflict(said),
-            429 => {
-                let after =
-                    platform_number::seconds_json(&v["parameters"]["retry_after"], POLL_RETRY_WAIT)
-                        .unwrap_or(DEFAULT_RETRY_AFTER);
-                Polled::Wait(after, said)
-            }
+            429 => Polled::Wait(
+                super::send::retry_after(&v).unwrap_or(DEFAULT_RETRY_AFTER),
+                said,
+            ),
             401 | 404 => Polled::Fatal(format!(
                 "{said}: Telegram does not know this bot token; check {} in the profile's .env \
                  (the token @BotFather gave, like 123456:ABC...)",

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::Target;
 use crate::config::Secret;
@@ -164,9 +164,7 @@ fn classify(status: u16, body: &[u8]) -> Answer {
     if let Some(to) = int(&v["parameters"]["migrate_to_chat_id"]) {
         reply.message = format!("{}; the chat is now chat:{to}", reply.message);
     }
-    let after = v["parameters"]["retry_after"]
-        .as_f64()
-        .and_then(classify::seconds);
+    let after = retry_after(&v);
     match status {
         429 => Answer::Retry { after, reply },
         // Bad request (chat not found, text too long), blocked or kicked (403), a token
@@ -174,6 +172,13 @@ fn classify(status: u16, body: &[u8]) -> Answer {
         400..=499 => Answer::Failed(reply),
         _ => classify::by_status(status, &reqwest::header::HeaderMap::new(), reply),
     }
+}
+
+/// A flood wait's `parameters.retry_after` (seconds; an Integer by the Bot API), for sends
+/// and `getUpdates` alike, by the one rule (platform_number::platform_wait): 1 s to 1 h, and
+/// not given when it is not a number of seconds.
+pub(super) fn retry_after(v: &Value) -> Option<Duration> {
+    classify::json_seconds(&v["parameters"]["retry_after"])
 }
 
 #[cfg(test)]
@@ -216,6 +221,26 @@ mod tests {
             .collect();
         assert_eq!(firsts, ['b', 'b', 'c'], "piece 2 again, piece 1 never");
         assert_eq!(tg.progress(&msg.id), (0, None), "forgotten once sent");
+    }
+
+    #[test]
+    fn a_flood_wait_is_read_by_the_one_rule() {
+        let (sec, hour) = (Duration::from_secs(1), Duration::from_secs(3600));
+        for (value, want) in [
+            ("0", Some(sec)),
+            ("-1", None),
+            ("\"NaN\"", None),
+            ("1.5", Some(Duration::from_millis(1500))),
+            ("\"Wed, 21 Oct 2015 07:28:00 GMT\"", None),
+            ("86400", Some(hour)),
+            ("1e308", Some(hour)),
+            ("\"inf\"", Some(hour)),
+        ] {
+            let body = format!(r#"{{"ok":false,"error_code":429,"parameters":{{"retry_after":{value}}}}}"#);
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(retry_after(&v), want, "{value}");
+        }
+        assert_eq!(retry_after(&json!({"ok": false, "error_code": 429})), None);
     }
 
     #[test]

@@ -25,7 +25,7 @@ use tokio::sync::watch;
 use super::account::{rate_limited, said, session_expired, WeixinAccount};
 use crate::config::PollTiming;
 use crate::gateway::adapter::batch::{self, Batch, Item};
-use crate::gateway::adapter::cursor_file::{CursorFile, MAX_CURSOR};
+use crate::gateway::adapter::cursor_file::{Cursor, CursorFile, CursorRefused};
 use crate::gateway::adapter::long_poll::{exchange, Exchange, Poll, Polled};
 use crate::gateway::health::Heartbeat;
 use crate::gateway::spool::Event;
@@ -142,10 +142,17 @@ impl Weixin {
             self.server_timeout =
                 Duration::from_millis(ms).clamp(MIN_SERVER_TIMEOUT, MAX_SERVER_TIMEOUT);
         }
-        if let Some(buf) = v["get_updates_buf"].as_str() {
-            if !buf.is_empty() && buf.len() <= MAX_CURSOR {
-                self.cursor.stage(buf.to_owned());
+        // No cursor (or an empty one) keeps the last; one the limit refuses is an error
+        // said, and the batch is not taken.
+        match v["get_updates_buf"].as_str().map(Cursor::take) {
+            Some(Ok(buf)) => self.cursor.stage(buf),
+            Some(Err(e @ CursorRefused::TooLong { .. })) => {
+                return Polled::Failed(format!(
+                    "getupdates answered a get_updates_buf that cannot be kept ({e}); the \
+                     batch is not taken and polling goes on from the last cursor kept"
+                ))
             }
+            Some(Err(CursorRefused::Empty)) | None => {}
         }
         let events = items
             .unwrap_or_default()
