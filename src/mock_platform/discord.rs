@@ -1,8 +1,9 @@
 //! The mock platform's Discord side: gateway discovery (`GET /gateway/bot`, with
-//! `session_start_limit`) and Create Message with its nonce dedupe. Its WebSocket is the
-//! op-code gateway it shares with QQ Bot (`opcode_gateway/`).
+//! `session_start_limit`), Create Message with its nonce dedupe, and the CDN's attachments
+//! (`cdn.rs`). Its WebSocket is the op-code gateway it shares with QQ Bot (`opcode_gateway/`).
 
 mod body;
+mod cdn;
 mod send;
 
 use std::sync::Arc;
@@ -26,6 +27,8 @@ pub(super) struct Discord {
     session_start_limit: SessionStartLimit,
     /// How long an enforced nonce is remembered.
     nonce_window: Duration,
+    /// Message attachments, served as Discord's CDN serves them.
+    cdn: cdn::Cdn,
 }
 
 impl Discord {
@@ -35,6 +38,7 @@ impl Discord {
             posts,
             session_start_limit: config.session_start_limit,
             nonce_window: config.nonce_window,
+            cdn: cdn::Cdn::default(),
         }
     }
 }
@@ -59,6 +63,9 @@ impl Side for Discord {
             });
             return Some(at_once(Reply::Answer(answer)));
         }
+        if let Some(answer) = self.cdn.serve(head) {
+            return Some(at_once(Reply::Answer(answer)));
+        }
         if let Some(channel) = send::typing_endpoint(head) {
             return Some(at_once(send::typing(
                 &self.gateway,
@@ -71,5 +78,24 @@ impl Side for Discord {
         let (gateway, posts) = (&self.gateway, &self.posts);
         let reply = send::handle(gateway, posts, self.nonce_window, channel_id, head, body);
         Some(at_once(reply))
+    }
+}
+
+impl super::handle::MockPlatform {
+    /// An attachment of `channel`, served as Discord's CDN serves one (on this mock's port):
+    /// the Attachment object to put in a message's `attachments`. `valid_s` seconds until its
+    /// signed URL expires; negative, already expired.
+    pub fn discord_attachment(
+        &self,
+        channel: &str,
+        filename: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+        valid_s: i64,
+    ) -> serde_json::Value {
+        let base = self.http_base();
+        self.side::<Discord>()
+            .cdn
+            .add(&base, channel, filename, content_type, bytes, valid_s)
     }
 }

@@ -4,6 +4,7 @@
 mod close_code;
 mod config;
 mod connect;
+mod fetch;
 mod intents;
 mod normalise;
 mod send;
@@ -59,6 +60,17 @@ impl Platform for Discord {
             gateway_url: None,
         };
         crate::gateway::adapter::run(&spec.name, &spec.timing, discord, deps).await
+    }
+
+    fn fetcher(
+        config: &Config,
+        _secrets: &[Secret],
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.api_base,
+        )))
     }
 
     fn sender(

@@ -1,14 +1,15 @@
 //! A chat message's files reach the real Hermes agent as local files: a Telegram photo is
-//! fetched with the bot's token (`getFile`, then the file path) into the profile's media store,
-//! and the model gets its pixels, the same bytes, through either bridge; a text document's
-//! content is put in the text; a file that cannot be fetched is said. The token never reaches
-//! Hermes.
+//! fetched with the bot's token (`getFile`, then the file path) and a Discord attachment from
+//! its CDN URL into the profile's media store, and the model gets its pixels, the same bytes,
+//! through either bridge; a text document's content is put in the text; a file that cannot be
+//! fetched (too large, an expired link) is said. The token never reaches Hermes.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
 use hermes_svc::mock_platform::telegram::TelegramConfig;
 use nix::sys::signal::Signal;
+use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use crate::harness::{free_port, wait_for};
@@ -71,6 +72,40 @@ fn media_reaches_the_model(rig: &Rig, tag: &str) {
         "{text}"
     );
     rig.wait_post(&format!("too big {tag}"));
+
+    // A Discord attachment, fetched from its (signed) CDN URL; and one whose URL has expired.
+    let photo = rig
+        .discord
+        .discord_attachment("2001", "pic.png", "image/png", PNG.to_vec(), 300);
+    let expired = rig
+        .discord
+        .discord_attachment("2001", "old.png", "image/png", PNG.to_vec(), -10);
+    for (n, (attachment, text)) in [(photo, "discord look"), (expired, "discord old")]
+        .into_iter()
+        .enumerate()
+    {
+        rig.discord.emit_dispatch(
+            "MESSAGE_CREATE",
+            &format!("dm-{tag}-{n}"),
+            json!({"id": format!("77{n}{}", tag.len()), "channel_id": "2001", "guild_id": "3001",
+                   "author": {"id": "4001", "username": "ann"},
+                   "content": format!("{text} {tag}"), "attachments": [attachment]}),
+        );
+    }
+    let call = model_call(rig, &format!("discord look {tag}"));
+    let images = call["images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 1, "{call}");
+    assert_eq!(images[0]["sha256"], sha(PNG));
+    let call = model_call(rig, &format!("discord old {tag}"));
+    let text = call["last_user"].as_str().unwrap();
+    assert!(
+        text.contains("[a photo that could not be fetched: the platform answered HTTP 404"),
+        "{text}"
+    );
+    assert!(
+        call["images"].as_array().is_none_or(Vec::is_empty),
+        "{call}"
+    );
 }
 
 /// What the store holds, and that no model call or Hermes log holds the bot's token.
@@ -106,7 +141,7 @@ fn the_store_is_private_and_the_token_stays(rig: &Rig) {
 }
 
 #[test]
-fn a_telegram_photo_reaches_hermes_as_its_pixels_through_the_relay() {
+fn a_messages_files_reach_hermes_as_local_files_through_the_relay() {
     let port = free_port();
     let rig = Rig::new(
         "hamrelay",
@@ -130,7 +165,7 @@ fn a_telegram_photo_reaches_hermes_as_its_pixels_through_the_relay() {
 }
 
 #[test]
-fn a_telegram_photo_reaches_hermes_as_its_pixels_through_its_api_server() {
+fn a_messages_files_reach_hermes_as_local_files_through_its_api_server() {
     let api = free_port();
     let rig = Rig::new(
         "hamapi",
