@@ -233,7 +233,7 @@ struct Session<'a> {
     relay: &'a mut Relay,
     seen: &'a Arc<ChatsSeen>,
     turns: crate::agent::chats::Chats<Delivery>,
-    /// Frames for the agent, written by [`write`]: a full queue is an agent that stopped
+    /// Frames for the agent, written by [`write_frames`]: a full queue is an agent that stopped
     /// reading.
     to_agent: mpsc::Sender<WsMessage>,
     /// Hermes's platform name, once it said hello; nothing is delivered before.
@@ -257,7 +257,7 @@ async fn session(
 ) -> End {
     let (sink, mut stream) = ws.split();
     let (to_agent, frames_out) = mpsc::channel(WRITE_QUEUE);
-    let mut writer = tokio::spawn(write(sink, frames_out));
+    let mut writer = tokio::spawn(write_frames(sink, frames_out));
     let (actions, queued) = mpsc::channel(256);
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
@@ -371,7 +371,7 @@ async fn session(
 }
 
 /// Write `frames` to the agent, each within [`WRITE_DEADLINE`]; why the writing stopped.
-async fn write(
+async fn write_frames(
     mut sink: futures_util::stream::SplitSink<Ws, WsMessage>,
     mut frames: mpsc::Receiver<WsMessage>,
 ) -> String {
