@@ -1,14 +1,15 @@
 //! What reaches the agent bridges from outside: the Relay's frames and upgrade token (any local
-//! user can dial a loopback port), platform payloads read as messages, and a Hermes
-//! `config.yaml` read for platform credentials. Never a panic; a frame too long is refused, a
-//! made-up token never passes, and every message's ready-made reply is a target its platform
-//! reads back.
+//! user can dial a loopback port), platform payloads read as messages, a Hermes `config.yaml`
+//! read for platform credentials, and a platform's file id and name made a stored file's name.
+//! Never a panic; a frame too long is refused, a made-up token never passes, and every
+//! message's ready-made reply is a target its platform reads back.
 
 #![no_main]
 
 use hermes_svc::agent::hermes::config_yaml;
 use hermes_svc::agent::relay::{auth, frames::Lines};
 use hermes_svc::gateway::spool::Event;
+use hermes_svc::media::{sniff, store};
 use hermes_svc::platform::{normalise, Target};
 use libfuzzer_sys::fuzz_target;
 
@@ -34,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let text = String::from_utf8_lossy(rest);
-    match mode % 4 {
+    match mode % 5 {
         0 => {
             // Frames, cut wherever the input says.
             let mut lines = Lines::default();
@@ -60,6 +61,21 @@ fuzz_target!(|data: &[u8]| {
                 1_800_000_000
             )
             .is_err());
+        }
+        4 => {
+            // A platform's file id and name as a stored file's name: never a path, always
+            // KIND_ID_NAME of safe characters; and any bytes get a type.
+            let (id, name) = text.split_once('\u{1}').unwrap_or((text.as_ref(), ""));
+            let stored = store::file_name("photo", id, Some(name), "bin");
+            assert!(
+                !stored.contains('/') && !stored.starts_with('.'),
+                "{stored:?}"
+            );
+            assert!(stored
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_')));
+            assert_eq!(stored.splitn(3, '_').count(), 3, "{stored:?}");
+            let _ = sniff::sniff(rest);
         }
         3 => {
             // A Hermes config.yaml: whatever it holds, only the platforms asked about are
