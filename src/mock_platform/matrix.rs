@@ -18,6 +18,8 @@
 //!   echo.
 //! - `GET …/v3/rooms/{roomId}/state/{eventType}/{stateKey}`, `GET …/v3/joined_rooms`, and
 //!   `POST`/`GET …/v3/user/{userId}/filter[/{filterId}]` (`endpoint.rs`).
+//! - `GET /_matrix/client/v1/media/download/{serverName}/{mediaId}` (`media.rs`): the
+//!   authenticated content repository.
 //!
 //! Any other path under `/_matrix/` is 404 `M_UNRECOGNIZED` (405 for a wrong method).
 
@@ -29,6 +31,7 @@ mod events;
 mod faults;
 mod filter;
 mod handle;
+mod media;
 mod messages;
 mod send;
 mod state;
@@ -93,6 +96,7 @@ impl Matrix {
             } => endpoint::room_state(head, &room, &event_type, &state_key, state),
             Route::UploadFilter(user) => endpoint::upload_filter(head, body, &user, state),
             Route::Filter { user, id } => endpoint::get_filter(head, &user, &id, state),
+            Route::Media { server, id } => media::download(head, &server, &id, state),
         };
         Reply::Answer(answer)
     }

@@ -4,6 +4,7 @@
 mod api;
 mod config;
 mod doctor;
+mod fetch;
 mod normalise;
 mod receive;
 mod send;
@@ -90,6 +91,19 @@ impl Platform for Matrix {
     ) -> Option<crate::platform::standing::Question> {
         let token = secrets.first()?.clone();
         Some(doctor::question(adapter, config, token, config_path))
+    }
+
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let token = Secret::new(first(secrets).to_owned());
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.homeserver,
+            token,
+        )))
     }
 
     fn sender(

@@ -578,3 +578,44 @@ fn a_gap_is_stored_page_by_page_within_the_batchs_pages_and_the_cursor_moves_on(
         "every page and timeline once, each room oldest first"
     );
 }
+
+/// A 1×1 PNG.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde";
+
+#[test]
+fn an_image_reaches_the_agent_as_a_local_file_fetched_with_the_token() {
+    let port = crate::harness::free_port();
+    let config = MatrixConfig::default();
+    let extra = format!(
+        "[[adapter]]\nname = \"mx\"\nkind = \"matrix\"\nhomeserver = \"{{base}}\"\n\
+         user-id = \"{}\"\ntoken-env = \"{TOKEN_VAR}\"\npoll-timeout = \"1s\"\n\
+         poll-grace = \"1s\"\n\n{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
+        config.user_id,
+        crate::hermes_rig::OPEN
+    );
+    let rig = Rig::with_mock(
+        "mxmedia",
+        &extra,
+        MockConfig {
+            matrix: config,
+            ..MockConfig::default()
+        },
+    );
+    let mut gw = gateway(&rig, "");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    syncing(&rig);
+    let mut agent = crate::relay::greeted(&rig, port);
+    let room = MatrixConfig::default().rooms[0].clone();
+    rig.mock.matrix_emit_image(&room, "cat.png", PNG.to_vec());
+    let inbound = rig.rt.block_on(agent.next_of("inbound"));
+    let event = &inbound["event"];
+    assert_eq!(event["message_type"], "photo", "{inbound}");
+    let path = event["media_urls"][0].as_str().expect("a local path");
+    assert!(
+        path.starts_with(rig.profile_home().join("media").to_str().unwrap()),
+        "{path}"
+    );
+    assert_eq!(std::fs::read(path).unwrap(), PNG, "the same bytes");
+    assert!(path.ends_with("_cat.png"), "{path}");
+    sigterm(&mut gw);
+}

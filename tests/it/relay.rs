@@ -21,7 +21,7 @@ use crate::outbox_rig::{sigkill, sigterm, Rig};
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 /// A Hermes-like client: frames are JSON lines, possibly several per message.
-struct Agent {
+pub(crate) struct Agent {
     ws: Ws,
     pending: std::collections::VecDeque<Value>,
 }
@@ -71,7 +71,7 @@ impl Agent {
         }
     }
 
-    async fn next_of(&mut self, kind: &str) -> Value {
+    pub(crate) async fn next_of(&mut self, kind: &str) -> Value {
         loop {
             let f = self.next().await;
             if f["type"] == kind {
@@ -479,7 +479,7 @@ fn a_chat_behind_a_hung_turn_never_holds_up_another_chat() {
 
 /// A Relay gateway with the agent's first connection dialled and greeted, for the tests of
 /// what one agent may do to the connector.
-fn greeted(rig: &Rig, port: u16) -> Agent {
+pub(crate) fn greeted(rig: &Rig, port: u16) -> Agent {
     rig.rt.block_on(greeted_async(rig, port))
 }
 

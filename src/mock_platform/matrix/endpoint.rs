@@ -19,6 +19,7 @@ pub(crate) const PREFIX: &str = "/_matrix/";
 /// Needs no token: "a cheap liveness probe".
 pub(crate) const VERSIONS_PATH: &str = "/_matrix/client/versions";
 const CLIENT_V3: &str = "/_matrix/client/v3/";
+const MEDIA_DOWNLOAD: &str = "/_matrix/client/v1/media/download/";
 
 /// The endpoints the mock serves.
 pub(crate) enum Route {
@@ -34,6 +35,10 @@ pub(crate) enum Route {
         state_key: String,
     },
     UploadFilter(String),
+    Media {
+        server: String,
+        id: String,
+    },
     Filter {
         user: String,
         id: String,
@@ -53,6 +58,19 @@ pub(crate) fn route(head: &RequestHead) -> Result<Route, Answer> {
 fn match_path(path: &str) -> Option<(Route, &'static str)> {
     if path == VERSIONS_PATH {
         return Some((Route::Versions, "GET"));
+    }
+    if let Some(rest) = path.strip_prefix(MEDIA_DOWNLOAD) {
+        let segments: Vec<String> = rest.split('/').map(decode_segment).collect::<Option<_>>()?;
+        return match segments.as_slice() {
+            [server, id] | [server, id, _] => Some((
+                Route::Media {
+                    server: server.clone(),
+                    id: id.clone(),
+                },
+                "GET",
+            )),
+            _ => None,
+        };
     }
     let rest = path.strip_prefix(CLIENT_V3)?;
     let segments: Vec<String> = rest.split('/').map(decode_segment).collect::<Option<_>>()?;

@@ -44,6 +44,22 @@ impl MockPlatform {
             .emit(room, "m.room.message", None, content, origin)
     }
 
+    /// An `m.image` from the human in `room` whose content (`bytes`) is in the mock's content
+    /// repository, named `body`; its event id.
+    pub fn matrix_emit_image(&self, room: &str, body: &str, bytes: Vec<u8>) -> String {
+        let matrix = self.matrix();
+        let server = matrix
+            .config
+            .user_id
+            .split_once(':')
+            .map_or("mock.example", |(_, s)| s)
+            .to_owned();
+        let url = matrix.media.add(&server, bytes);
+        let content = serde_json::json!({"msgtype": "m.image", "body": body, "url": url,
+                                         "info": {"mimetype": "image/png"}});
+        matrix.emit(room, "m.room.message", None, content, Origin::HumanMessage)
+    }
+
     /// One `m.room.encrypted` (Megolm) event from the human in `room`; its event id.
     pub fn matrix_emit_encrypted(&self, room: &str) -> String {
         let matrix = self.matrix();

@@ -29,6 +29,8 @@ pub(crate) struct MatrixState {
     inner: Mutex<Inner>,
     /// Bumped whenever an event is appended, so a held `/sync` looks again.
     arrivals: watch::Sender<u64>,
+    /// The content repository.
+    pub(crate) media: super::media::Media,
 }
 
 struct Room {
@@ -195,6 +197,7 @@ impl MatrixState {
             epoch: fastrand::u32(1..1_000_000),
             inner: Mutex::new(inner),
             arrivals: watch::Sender::new(0),
+            media: Default::default(),
         }
     }
 
