@@ -1,0 +1,329 @@
+//! etcd's members, a client each, and which one to ask.
+//!
+//! etcd-client balances one channel over every endpoint, but a member whose connection fails
+//! still looks ready to its balancer: a dead member keeps getting about a third of the
+//! requests, and a keep-alive stream that lands on it dies with it
+//! (docs/research/round-three.md, section 1). So each member has a client of its own here,
+//! every request goes to one member, the current one, while it answers, and a failure of the
+//! member (not of the request: see `failure.rs`) moves the request to the next member at
+//! once. The failed member is passed over for a cooldown, so the next request does not try
+//! it first either; when every member failed lately, they are tried again in the order
+//! their cooldowns end, with a short pause between rounds, because a cluster in an election
+//! refuses at once and must not be asked in a hot loop.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use etcd_client::Client;
+
+use super::failure::Failure;
+use crate::gateway::fence::Fence;
+
+/// Between two rounds over members that all failed lately: an election lasts a second or
+/// more, and a member without a leader refuses in a millisecond.
+const PAUSE: Duration = Duration::from_millis(200);
+
+/// Which failures a request may be sent again after, to another member.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Retry {
+    /// Only when etcd never had it: a write that must not be applied twice (a lease grant,
+    /// a campaign's take).
+    Unsent,
+    /// Also when etcd may have applied it: a read, or a write that does the same again (a
+    /// put guarded by the term's compare, a revoke, a renewal).
+    Idempotent,
+}
+
+/// How long a request may go on to other members.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Until<'a> {
+    /// Each member once at most.
+    OneRound,
+    /// Until then.
+    At(Instant),
+    /// While the fence holds: a term's write is of no use once it has closed.
+    Fence(&'a Fence),
+}
+
+impl Until<'_> {
+    fn goes_on(self, tried: usize, members: usize) -> bool {
+        let deadline = match self {
+            Until::OneRound => None,
+            Until::At(at) => Some(at),
+            Until::Fence(fence) => fence.until(),
+        };
+        match deadline {
+            Some(at) => Instant::now() < at,
+            None => tried < members,
+        }
+    }
+
+    fn time_left(self) -> Option<Duration> {
+        match self {
+            Until::OneRound => None,
+            Until::At(at) => Some(at.saturating_duration_since(Instant::now())),
+            Until::Fence(fence) => fence
+                .until()
+                .map(|at| at.saturating_duration_since(Instant::now())),
+        }
+    }
+}
+
+/// The cluster's members, shared by every task of the run.
+#[derive(Clone)]
+pub(crate) struct Etcd(Arc<Inner>);
+
+struct Inner {
+    /// Each member's URL (as `[cluster] endpoints` gives it) and client.
+    members: Vec<(String, Client)>,
+    /// How long a failed member is passed over.
+    cooldown: Duration,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The member asked first.
+    current: usize,
+    /// Until when each member is passed over, since it last failed.
+    down_until: Vec<Option<Instant>>,
+}
+
+impl Etcd {
+    /// `members` (at least one), each failed member passed over for `cooldown`.
+    pub(crate) fn new(members: Vec<(String, Client)>, cooldown: Duration) -> Etcd {
+        assert!(!members.is_empty(), "the configuration has an endpoint");
+        let n = members.len();
+        Etcd(Arc::new(Inner {
+            members,
+            cooldown,
+            state: Mutex::new(State {
+                current: 0,
+                down_until: vec![None; n],
+            }),
+        }))
+    }
+
+    /// Ask `op` of the current member; on a failure of the member that `retry` allows to
+    /// go on from, of the next one at once, while `until` lasts.
+    pub(crate) async fn call<T, F, Fut>(
+        &self,
+        retry: Retry,
+        until: Until<'_>,
+        op: F,
+    ) -> Result<T, etcd_client::Error>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        self.call_on(retry, until, op).await.map(|(_, v)| v)
+    }
+
+    /// As [`Etcd::call`], and which member answered: a stream opened there fails with it.
+    pub(crate) async fn call_on<T, F, Fut>(
+        &self,
+        retry: Retry,
+        until: Until<'_>,
+        mut op: F,
+    ) -> Result<(usize, T), etcd_client::Error>
+    where
+        F: FnMut(Client) -> Fut,
+        Fut: Future<Output = Result<T, etcd_client::Error>>,
+    {
+        let mut tried = 0;
+        loop {
+            let at = self.pick(until).await;
+            let error = match op(self.0.members[at].1.clone()).await {
+                Ok(answer) => {
+                    self.answered(at);
+                    return Ok((at, answer));
+                }
+                Err(e) => e,
+            };
+            let failure = Failure::of(&error);
+            if !failure.is_member() {
+                return Err(error);
+            }
+            self.failed(at, &crate::error_chain::one_line(&error));
+            tried += 1;
+            let again = failure == Failure::Unsent || retry == Retry::Idempotent;
+            if !again || !until.goes_on(tried, self.0.members.len()) {
+                return Err(error);
+            }
+        }
+    }
+
+    /// Member `at` failed (a request, or a stream opened there): ask the next one from now
+    /// on, and pass this one over for the cooldown.
+    pub(crate) fn failed(&self, at: usize, why: &str) {
+        let now = Instant::now();
+        let was_up = {
+            let mut state = self.state();
+            let was_up = state.down_until[at].is_none_or(|t| t <= now);
+            state.down_until[at] = Some(now + self.0.cooldown);
+            if state.current == at {
+                state.current = (at + 1) % self.0.members.len();
+            }
+            was_up
+        };
+        if was_up {
+            tracing::warn!(member = %self.0.members[at].0, error = %why, "an etcd member failed; asking the next one");
+        }
+    }
+
+    fn answered(&self, at: usize) {
+        let mut state = self.state();
+        if state.down_until[at].take().is_some() {
+            tracing::info!(member = %self.0.members[at].0, "an etcd member answers again");
+        }
+        state.current = at;
+    }
+
+    /// The member to ask: the current one unless it failed lately, else the next that did
+    /// not; when every one did, the one whose cooldown ends first, after a pause.
+    async fn pick(&self, until: Until<'_>) -> usize {
+        let soonest = {
+            let mut state = self.state();
+            let now = Instant::now();
+            let n = state.down_until.len();
+            let up = (0..n)
+                .map(|k| (state.current + k) % n)
+                .find(|&i| state.down_until[i].is_none_or(|t| t <= now));
+            if let Some(i) = up {
+                state.current = i;
+                return i;
+            }
+            let soonest = (0..n).min_by_key(|&i| state.down_until[i]).unwrap_or(0);
+            state.current = soonest;
+            soonest
+        };
+        let pause = until.time_left().map_or(PAUSE, |left| left.min(PAUSE));
+        tokio::time::sleep(pause).await;
+        soonest
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// Clients of members nobody listens at: lazy, so building them sends nothing.
+    async fn members(n: usize) -> Etcd {
+        let mut members = vec![];
+        for i in 0..n {
+            let url = format!("http://127.0.0.1:{}", 1 + i);
+            let client = Client::connect([url.as_str()], None).await.unwrap();
+            members.push((url, client));
+        }
+        Etcd::new(members, Duration::from_secs(10))
+    }
+
+    fn maybe_applied() -> etcd_client::Error {
+        etcd_client::Error::IoError(std::io::ErrorKind::ConnectionReset.into())
+    }
+
+    /// An op that fails its first `fails` calls with `error`, then answers; and its calls.
+    fn failing(
+        fails: usize,
+        error: fn() -> etcd_client::Error,
+    ) -> (
+        Arc<AtomicUsize>,
+        impl FnMut(Client) -> std::future::Ready<Result<(), etcd_client::Error>>,
+    ) {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let op = move |_| {
+            let n = counted.fetch_add(1, Ordering::SeqCst);
+            std::future::ready(if n < fails { Err(error()) } else { Ok(()) })
+        };
+        (calls, op)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_member_that_fails_is_passed_over_and_the_next_asked_at_once() {
+        let etcd = members(3).await;
+        let (calls, op) = failing(1, maybe_applied);
+        let started = tokio::time::Instant::now();
+        let (at, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, op)
+            .await
+            .unwrap();
+        assert_eq!((at, calls.load(Ordering::SeqCst)), (1, 2));
+        assert_eq!(started.elapsed(), Duration::ZERO, "no pause");
+        // The next request goes to the member that answered, not back to the failed one.
+        let (at, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(at, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_that_may_have_been_applied_is_sent_once_unless_it_may_be_sent_again() {
+        let etcd = members(3).await;
+        let (calls, op) = failing(1, maybe_applied);
+        assert!(etcd.call(Retry::Unsent, Until::OneRound, op).await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // The member is passed over all the same.
+        let (at, ()) = etcd
+            .call_on(Retry::Unsent, Until::OneRound, |_| async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(at, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn etcd_answers_are_not_asked_of_another_member() {
+        let etcd = members(3).await;
+        let (calls, op) = failing(1, || {
+            etcd_client::Error::LeaseKeepAliveError("lease not found".into())
+        });
+        assert!(etcd
+            .call(Retry::Idempotent, Until::OneRound, op)
+            .await
+            .is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        let (at, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(at, 0, "the member that answered is still the one asked");
+    }
+
+    /// On real time: the deadline is on the monotonic clock, as the fence's is.
+    #[tokio::test]
+    async fn members_that_all_failed_are_asked_again_after_a_pause_until_the_deadline() {
+        let etcd = members(3).await;
+        let (calls, op) = failing(usize::MAX, maybe_applied);
+        assert!(etcd
+            .call(Retry::Idempotent, Until::OneRound, op)
+            .await
+            .is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 3, "each member once");
+        // Every member failed lately: a round of pauses, until a deadline.
+        let started = Instant::now();
+        let (calls, op) = failing(usize::MAX, maybe_applied);
+        let until = Until::At(started + Duration::from_secs(1));
+        assert!(etcd.call(Retry::Idempotent, until, op).await.is_err());
+        assert!(started.elapsed() >= Duration::from_secs(1));
+        // No hot loop: at most one call per pause (fewer on a busy machine).
+        let calls = calls.load(Ordering::SeqCst);
+        assert!((1..=6).contains(&calls), "{calls} calls in a second");
+        // One answers: it is asked first from then on.
+        let (calls, op) = failing(2, maybe_applied);
+        let until = Until::At(Instant::now() + Duration::from_secs(5));
+        let (at, ()) = etcd.call_on(Retry::Idempotent, until, op).await.unwrap();
+        assert_eq!(calls.load(Ordering::SeqCst), 3);
+        let (again, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(again, at);
+    }
+}
