@@ -150,7 +150,7 @@ impl Rig {
 #[test]
 fn a_standby_takes_over_when_the_active_is_killed() {
     let rig = Rig::new("clfail");
-    let (a, b) = rig.active_then_standby("5s");
+    let (a, b) = rig.active_then_standby("8s");
     let state = b.cluster_state().unwrap();
     assert!(
         state["active"]
@@ -161,10 +161,10 @@ fn a_standby_takes_over_when_the_active_is_killed() {
     );
     let killed = Instant::now();
     kill(a.pid(), Signal::SIGKILL).unwrap();
-    let took = rig.identified(2, Duration::from_secs(15));
+    let took = rig.identified(2, Duration::from_secs(20));
     let after = took.duration_since(killed);
-    // TTL 5 s, takeover-delay 0: within TTL + delay + 2 s.
-    assert!(after < Duration::from_secs(7), "took over after {after:?}");
+    // TTL 8 s, takeover-delay 0: within TTL + delay + 2 s.
+    assert!(after < Duration::from_secs(10), "took over after {after:?}");
     wait_for(Duration::from_secs(10), "host-b active", || {
         (b.role().as_deref() == Some("active")).then_some(())
     });
@@ -223,9 +223,9 @@ fn a_clean_stop_hands_over_at_once() {
 #[test]
 fn a_frozen_active_wakes_fenced_and_sends_nothing() {
     let rig = Rig::new("clfreeze");
-    let (mut a, b) = rig.active_then_standby_with("5s", "stall:fence-noticed:3000");
+    let (mut a, b) = rig.active_then_standby_with("8s", "stall:fence-noticed:3000");
     kill(a.pid(), Signal::SIGSTOP).unwrap();
-    rig.identified(2, Duration::from_secs(15));
+    rig.identified(2, Duration::from_secs(20));
     wait_for(Duration::from_secs(10), "host-b active", || {
         (b.role().as_deref() == Some("active")).then_some(())
     });
@@ -262,9 +262,9 @@ fn a_frozen_active_wakes_fenced_and_sends_nothing() {
 #[test]
 fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
     let rig = Rig::new("clpart");
-    let mut a = rig.host("host-a", "5s");
+    let mut a = rig.host("host-a", "8s");
     rig.identified(1, Duration::from_secs(30));
-    let b = rig.host("host-b", "5s");
+    let b = rig.host("host-b", "8s");
     wait_for(Duration::from_secs(20), "host-b standing by", || {
         b.notifications()
             .join("\n")
@@ -273,7 +273,7 @@ fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
     });
     let cut = Instant::now();
     a.net.cut_from_etcd();
-    let status = a.exited(Duration::from_secs(10));
+    let status = a.exited(Duration::from_secs(15));
     let fenced = cut.elapsed();
     // The partition is etcd's alone: host-a's namespace still reaches the platform.
     let etcd: std::net::SocketAddr = rig.etcd.endpoints()[0]
@@ -288,9 +288,9 @@ fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
         "{log}"
     );
     let took = rig
-        .identified(2, Duration::from_secs(15))
+        .identified(2, Duration::from_secs(20))
         .duration_since(cut);
-    // The lease outlives the active's last renewal by at least 5 s; the active stopped with a
+    // The lease outlives the active's last renewal by at least 8 s; the active stopped with a
     // third of it left at least, so before the standby could take over.
     assert!(
         fenced < took,
@@ -300,7 +300,7 @@ fn an_active_cut_off_from_etcd_fences_itself_before_the_standby_takes_over() {
     let host_a = a.net.clone();
     drop(a);
     host_a.heal();
-    let toml = config(&rig.base, &rig.etcd, "host-a", "5s");
+    let toml = config(&rig.base, &rig.etcd, "host-a", "8s");
     let a = Host::start(
         host_a,
         Some(&rig.certs.ca),
@@ -416,7 +416,7 @@ fn a_cluster_ca_that_cannot_be_read_is_refused_naming_it() {
 #[test]
 fn two_machines_with_one_node_name_are_named_and_one_machine_is_not() {
     let rig = Rig::new("cltwin");
-    let toml = config(&rig.base, &rig.etcd, "twin", "5s");
+    let toml = config(&rig.base, &rig.etcd, "twin", "8s");
     let root = rig.dir.path();
     let _a = rig.start(&root.join("one"), "twin", &toml, "machine-id:one");
     rig.identified(1, Duration::from_secs(30));
@@ -466,7 +466,7 @@ fn a_frozen_telegram_active_wakes_fenced_and_polls_no_more() {
              api-base = \"{}\"\npoll-timeout = \"30s\"\n",
             rig.base
         );
-        with_cluster(&telegram, &rig.etcd, node, "5s")
+        with_cluster(&telegram, &rig.etcd, node, "8s")
     };
     let telegram = || {
         let _g = rig.rt.enter();
@@ -517,7 +517,7 @@ fn spool_ids(host: &Host) -> Vec<String> {
 #[test]
 fn a_new_active_resumes_the_old_session_and_loses_no_event() {
     let rig = Rig::new("clresume");
-    let (a, b) = rig.active_then_standby("5s");
+    let (a, b) = rig.active_then_standby("8s");
     let emit = |n| {
         let _g = rig.rt.enter();
         rig.mock.emit(n);
@@ -536,7 +536,7 @@ fn a_new_active_resumes_the_old_session_and_loses_no_event() {
         std::thread::sleep(Duration::from_millis(700));
         kill(a.pid(), Signal::SIGKILL).unwrap();
     });
-    rig.identified(2, Duration::from_secs(15));
+    rig.identified(2, Duration::from_secs(20));
     emit(20);
     let generated = {
         let _g = rig.rt.enter();
@@ -582,7 +582,7 @@ fn a_new_active_resumes_the_old_session_and_loses_no_event() {
 fn the_outbox_survives_the_active_and_posts_every_message_once() {
     use hermes_svc::mock_platform::{Platform, SendFault};
     let rig = Rig::new("cloutbox");
-    let (a, b) = rig.active_then_standby("5s");
+    let (a, b) = rig.active_then_standby("8s");
     let (status, body) = b.submit("to the standby");
     assert_eq!(status, 503, "{body}");
     assert_eq!(body["error"]["code"], "not_active", "{body}");
@@ -616,7 +616,7 @@ fn the_outbox_survives_the_active_and_posts_every_message_once() {
         ids.push(m["id"].as_str().unwrap().to_owned());
     }
     kill(a.pid(), Signal::SIGKILL).unwrap();
-    wait_for(Duration::from_secs(15), "host-b active", || {
+    wait_for(Duration::from_secs(20), "host-b active", || {
         (b.role().as_deref() == Some("active")).then_some(())
     });
     // A retried submit, on the other host, finds the first message.
@@ -682,7 +682,7 @@ fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
         )
         .write(&home.join("weixin/wx.json"))
         .unwrap();
-        let toml = with_cluster(&weixin, &rig.etcd, node, "5s");
+        let toml = with_cluster(&weixin, &rig.etcd, node, "8s");
         rig.start(rig.dir.path(), node, &toml, "")
     };
     let emit = |n| {
@@ -740,7 +740,7 @@ fn a_new_active_polls_weixin_from_the_cursor_the_old_one_left() {
 #[test]
 fn a_member_whose_clock_is_off_is_named_by_doctor_on_the_others() {
     let rig = Rig::new("clskew");
-    let (_a, b) = rig.active_then_standby_with("3s", "clock-skew:5000");
+    let (_a, b) = rig.active_then_standby_with("8s", "clock-skew:5000");
     let found = wait_for(Duration::from_secs(20), "doctor's HSV027 on host-b", || {
         b.doctor().into_iter().find(|f| f["id"] == "HSV027")
     });
@@ -761,7 +761,7 @@ fn a_member_whose_clock_is_off_is_named_by_doctor_on_the_others() {
 #[test]
 fn a_host_whose_config_left_the_cluster_is_warned_about() {
     let rig = Rig::new("clleft");
-    let mut a = rig.host("host-a", "5s");
+    let mut a = rig.host("host-a", "8s");
     wait_for(Duration::from_secs(30), "host-a active", || {
         (a.role().as_deref() == Some("active")).then_some(())
     });
