@@ -7,6 +7,9 @@
 //! What is asserted is what a platform would see: which connection identified, when each one
 //! sent its first and last frame (no two ever overlap), and which messages were posted.
 
+mod etcd_members;
+mod etcd_members_measure;
+
 use std::time::{Duration, Instant};
 
 use std::path::Path;

@@ -178,6 +178,20 @@ impl Etcd {
         })
     }
 
+    /// A member that does not lead: the first, which every client asks first, unless it
+    /// leads.
+    pub(crate) fn follower(&self) -> usize {
+        match self.leader() {
+            0 => 1,
+            _ => 0,
+        }
+    }
+
+    /// Every running member healthy (it has a leader), after a restart.
+    pub(crate) fn wait_healthy(&mut self) {
+        self.healthy().unwrap_or_else(|exited| panic!("{exited}"));
+    }
+
     pub(crate) fn kill(&mut self, i: usize) {
         if let Some(mut c) = self.members[i].child.take() {
             let _ = c.kill();
