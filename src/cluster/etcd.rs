@@ -47,26 +47,24 @@ pub(crate) enum Until<'a> {
 }
 
 impl Until<'_> {
-    fn goes_on(self, tried: usize, members: usize) -> bool {
-        let deadline = match self {
+    fn deadline(self) -> Option<Instant> {
+        match self {
             Until::OneRound => None,
             Until::At(at) => Some(at),
             Until::Fence(fence) => fence.until(),
-        };
-        match deadline {
+        }
+    }
+
+    fn goes_on(self, tried: usize, members: usize) -> bool {
+        match self.deadline() {
             Some(at) => Instant::now() < at,
             None => tried < members,
         }
     }
 
     fn time_left(self) -> Option<Duration> {
-        match self {
-            Until::OneRound => None,
-            Until::At(at) => Some(at.saturating_duration_since(Instant::now())),
-            Until::Fence(fence) => fence
-                .until()
-                .map(|at| at.saturating_duration_since(Instant::now())),
-        }
+        self.deadline()
+            .map(|at| at.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -133,7 +131,24 @@ impl Etcd {
         let mut tried = 0;
         loop {
             let at = self.pick(until).await;
-            let error = match op(self.0.members[at].1.clone()).await {
+            let attempt = op(self.0.members[at].1.clone());
+            // A member that has not answered by the caller's deadline has failed it, whatever
+            // its own timeout says: were it not marked, the caller's next try would go to it
+            // again (a member that accepts and stalls, or that its packets no longer reach).
+            let answer = match until.deadline() {
+                None => attempt.await,
+                Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
+                    Ok(answer) => answer,
+                    Err(_) => {
+                        self.failed(at, "no answer before the caller's deadline");
+                        return Err(etcd_client::Error::IoError(std::io::Error::new(
+                            std::io::ErrorKind::TimedOut,
+                            "no answer from etcd before the deadline",
+                        )));
+                    }
+                },
+            };
+            let error = match answer {
                 Ok(answer) => {
                     self.answered(at);
                     return Ok((at, answer));
@@ -294,6 +309,24 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(at, 0, "the member that answered is still the one asked");
+    }
+
+    /// On real time, as the next: the deadline is on the monotonic clock, as the fence's is.
+    #[tokio::test]
+    async fn a_member_that_does_not_answer_by_the_deadline_has_failed() {
+        let etcd = members(3).await;
+        let until = Until::At(Instant::now() + Duration::from_millis(300));
+        let stalled = etcd
+            .call(Retry::Idempotent, until, |_| {
+                std::future::pending::<Result<(), etcd_client::Error>>()
+            })
+            .await;
+        assert!(stalled.is_err());
+        let (at, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
+            .await
+            .unwrap();
+        assert_eq!(at, 1, "the stalled member is passed over");
     }
 
     /// On real time: the deadline is on the monotonic clock, as the fence's is.
