@@ -192,6 +192,13 @@ impl Etcd {
         self.healthy().unwrap_or_else(|exited| panic!("{exited}"));
     }
 
+    /// Stop member `i` (SIGSTOP), or let it go on (SIGCONT): its kernel still accepts
+    /// connections, and nothing answers on them.
+    pub(crate) fn signal(&self, i: usize, signal: Signal) {
+        let child = self.members[i].child.as_ref().expect("a running member");
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+    }
+
     pub(crate) fn kill(&mut self, i: usize) {
         if let Some(mut c) = self.members[i].child.take() {
             let _ = c.kill();
