@@ -24,6 +24,19 @@ use crate::gateway::fence::Fence;
 /// more, and a member without a leader refuses in a millisecond.
 const PAUSE: Duration = Duration::from_millis(200);
 
+/// How long a request that may be sent twice waits for its first member before a copy goes to
+/// a second: etcd answers on a LAN in milliseconds, and a member that has not answered in half
+/// a second is either gone or waiting for a leader that is.
+const HEDGE: Duration = Duration::from_millis(500);
+
+/// `tokio::time::sleep_until`, or never.
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Which failures a request may be sent again after, to another member.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Retry {
@@ -118,6 +131,12 @@ impl Etcd {
     }
 
     /// As [`Etcd::call`], and which member answered: a stream opened there fails with it.
+    ///
+    /// A request that may be sent twice and has no answer after [`HEDGE`] goes to a second
+    /// member as well, and the first answer wins. A follower that has not yet noticed its
+    /// leader's death forwards a write to the dead leader, which loses it, and the write waits
+    /// out its whole timeout; the next follower may not have noticed either. A second copy
+    /// half a second later, on another member, is answered as soon as the election ends.
     pub(crate) async fn call_on<T, F, Fut>(
         &self,
         retry: Retry,
@@ -128,26 +147,48 @@ impl Etcd {
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
+        use futures_util::stream::{FuturesUnordered, StreamExt};
+        let mut flight = FuturesUnordered::new();
+        let mut send = |at: usize| {
+            let attempt = op(self.0.members[at].1.clone());
+            async move { (at, attempt.await) }
+        };
+        // The members the copies in flight went to.
+        let mut flying: Vec<usize> = Vec::with_capacity(2);
         let mut tried = 0;
         loop {
-            let at = self.pick(until).await;
-            let attempt = op(self.0.members[at].1.clone());
-            // A member that has not answered by the caller's deadline has failed it, whatever
-            // its own timeout says: were it not marked, the caller's next try would go to it
-            // again (a member that accepts and stalls, or that its packets no longer reach).
-            let answer = match until.deadline() {
-                None => attempt.await,
-                Some(deadline) => match tokio::time::timeout_at(deadline.into(), attempt).await {
-                    Ok(answer) => answer,
-                    Err(_) => {
-                        self.failed(at, "no answer before the caller's deadline");
-                        return Err(etcd_client::Error::IoError(std::io::Error::new(
-                            std::io::ErrorKind::TimedOut,
-                            "no answer from etcd before the deadline",
-                        )));
+            if flight.is_empty() {
+                let at = self.pick(until).await;
+                flying.push(at);
+                flight.push(send(at));
+            }
+            let hedge = (retry == Retry::Idempotent && flight.len() == 1)
+                .then(|| tokio::time::Instant::now() + HEDGE);
+            let deadline = until.deadline();
+            let (at, answer) = tokio::select! {
+                Some(done) = flight.next() => done,
+                () = sleep_until(hedge) => {
+                    if let Some(other) = self.up_but(&flying) {
+                        flying.push(other);
+                        flight.push(send(other));
                     }
-                },
+                    continue;
+                }
+                // A member that has not answered by the caller's deadline has failed it,
+                // whatever its own timeout says: were it not marked, the caller's next try
+                // would go to it again (a member that accepts and stalls, or that its packets
+                // no longer reach).
+                () = sleep_until(deadline.map(Into::into)) => {
+                    for &at in &flying {
+                        self.failed(at, "no answer before the caller's deadline");
+                    }
+                    return Err(etcd_client::Error::IoError(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "no answer from etcd before the deadline",
+                    )));
+                }
             };
+            flying.retain(|&m| m != at);
             let error = match answer {
                 Ok(answer) => {
                     self.answered(at);
@@ -161,6 +202,10 @@ impl Etcd {
             }
             self.failed(at, &crate::error_chain::one_line(&error));
             tried += 1;
+            if !flight.is_empty() {
+                // The other copy may yet be answered.
+                continue;
+            }
             let again = failure == Failure::Unsent || retry == Retry::Idempotent;
             if !again || !until.goes_on(tried, self.0.members.len()) {
                 return Err(error);
@@ -184,6 +229,17 @@ impl Etcd {
         if was_up {
             tracing::warn!(member = %self.0.members[at].0, error = %why, "an etcd member failed; asking the next one");
         }
+    }
+
+    /// A member that has not failed lately and is not in `busy`, the next after the current
+    /// one first.
+    fn up_but(&self, busy: &[usize]) -> Option<usize> {
+        let state = self.state();
+        let now = Instant::now();
+        let n = state.down_until.len();
+        (0..n)
+            .map(|k| (state.current + k) % n)
+            .find(|i| !busy.contains(i) && state.down_until[*i].is_none_or(|t| t <= now))
     }
 
     fn answered(&self, at: usize) {
@@ -309,6 +365,41 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(at, 0, "the member that answered is still the one asked");
+    }
+
+    /// A copy of a request that may be sent twice goes to a second member when the first
+    /// has not answered in time; one that must not be sent twice waits for its member.
+    #[tokio::test(start_paused = true)]
+    async fn a_request_that_may_be_sent_twice_goes_to_a_second_member_when_the_first_stalls() {
+        let etcd = members(3).await;
+        let calls = Arc::new(AtomicUsize::new(0));
+        let first_stalls = |calls: Arc<AtomicUsize>| {
+            move |_| {
+                let n = calls.fetch_add(1, Ordering::SeqCst);
+                async move {
+                    if n == 0 {
+                        std::future::pending::<()>().await;
+                    }
+                    Ok::<_, etcd_client::Error>(())
+                }
+            }
+        };
+        let started = tokio::time::Instant::now();
+        let (at, ()) = etcd
+            .call_on(
+                Retry::Idempotent,
+                Until::OneRound,
+                first_stalls(calls.clone()),
+            )
+            .await
+            .unwrap();
+        assert_eq!((at, calls.load(Ordering::SeqCst)), (1, 2));
+        assert_eq!(started.elapsed(), HEDGE);
+        // Sent once: it waits for its member (here, for ever).
+        let calls = Arc::new(AtomicUsize::new(0));
+        let once = etcd.call(Retry::Unsent, Until::OneRound, first_stalls(calls.clone()));
+        assert!(tokio::time::timeout(HEDGE * 4, once).await.is_err());
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
     }
 
     /// On real time, as the next: the deadline is on the monotonic clock, as the fence's is.
