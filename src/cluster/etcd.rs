@@ -132,11 +132,12 @@ impl Etcd {
 
     /// As [`Etcd::call`], and which member answered: a stream opened there fails with it.
     ///
-    /// A request that may be sent twice and has no answer after [`HEDGE`] goes to a second
-    /// member as well, and the first answer wins. A follower that has not yet noticed its
-    /// leader's death forwards a write to the dead leader, which loses it, and the write waits
-    /// out its whole timeout; the next follower may not have noticed either. A second copy
-    /// half a second later, on another member, is answered as soon as the election ends.
+    /// A request that may be sent twice and has no answer after [`HEDGE`] goes to the next
+    /// member as well, and so on every [`HEDGE`], as many copies as there are members; the
+    /// first answer wins. A follower that has not yet noticed its leader's death forwards a
+    /// write to the dead leader, which loses it, and the write waits out its whole timeout;
+    /// the next follower may not have noticed either. With a copy every half second, the
+    /// first sent after the election ends is answered.
     pub(crate) async fn call_on<T, F, Fut>(
         &self,
         retry: Retry,
@@ -153,25 +154,31 @@ impl Etcd {
             let attempt = op(self.0.members[at].1.clone());
             async move { (at, attempt.await) }
         };
-        // The members the copies in flight went to.
-        let mut flying: Vec<usize> = Vec::with_capacity(2);
+        // The members the copies in flight went to, and when the last went.
+        let mut flying: Vec<usize> = Vec::with_capacity(self.0.members.len());
+        let mut sent = tokio::time::Instant::now();
         let mut tried = 0;
         loop {
             if flight.is_empty() {
                 let at = self.pick(until).await;
                 flying.push(at);
                 flight.push(send(at));
+                sent = tokio::time::Instant::now();
             }
-            let hedge = (retry == Retry::Idempotent && flight.len() == 1)
-                .then(|| tokio::time::Instant::now() + HEDGE);
+            // A copy every HEDGE while none is answered, as many as there are members.
+            let n = self.0.members.len();
+            let hedge = (retry == Retry::Idempotent
+                && flying.len() < n
+                && until.goes_on(tried + flying.len(), n))
+            .then(|| sent + HEDGE);
             let deadline = until.deadline();
             let (at, answer) = tokio::select! {
                 Some(done) = flight.next() => done,
                 () = sleep_until(hedge) => {
-                    if let Some(other) = self.up_but(&flying) {
-                        flying.push(other);
-                        flight.push(send(other));
-                    }
+                    let next = self.after(*flying.last().unwrap_or(&0));
+                    flying.push(next);
+                    flight.push(send(next));
+                    sent = tokio::time::Instant::now();
                     continue;
                 }
                 // A member that has not answered by the caller's deadline has failed it,
@@ -188,7 +195,9 @@ impl Etcd {
                     )));
                 }
             };
-            flying.retain(|&m| m != at);
+            if let Some(i) = flying.iter().position(|&m| m == at) {
+                flying.swap_remove(i);
+            }
             let error = match answer {
                 Ok(answer) => {
                     self.answered(at);
@@ -231,15 +240,17 @@ impl Etcd {
         }
     }
 
-    /// A member that has not failed lately and is not in `busy`, the next after the current
-    /// one first.
-    fn up_but(&self, busy: &[usize]) -> Option<usize> {
+    /// The member after `last` for another copy: the next in ring order that has not failed
+    /// lately, else simply the next. A member may hold two copies: a follower that had not
+    /// noticed its leader's death when it took the first may know the new one by the second.
+    fn after(&self, last: usize) -> usize {
         let state = self.state();
         let now = Instant::now();
         let n = state.down_until.len();
-        (0..n)
-            .map(|k| (state.current + k) % n)
-            .find(|i| !busy.contains(i) && state.down_until[*i].is_none_or(|t| t <= now))
+        (1..=n)
+            .map(|k| (last + k) % n)
+            .find(|&i| state.down_until[i].is_none_or(|t| t <= now))
+            .unwrap_or((last + 1) % n)
     }
 
     fn answered(&self, at: usize) {
