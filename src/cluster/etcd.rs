@@ -9,7 +9,9 @@
 //! once. The failed member is passed over for a cooldown, so the next request does not try
 //! it first either; when every member failed lately, they are tried again in the order
 //! their cooldowns end, with a short pause between rounds, because a cluster in an election
-//! refuses at once and must not be asked in a hot loop.
+//! refuses at once and must not be asked in a hot loop. A request that may be sent twice
+//! also goes to the next member, as a copy, while its first has not answered: a member that
+//! lost it with its leader gives no error, only silence.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -24,9 +26,9 @@ use crate::gateway::fence::Fence;
 /// more, and a member without a leader refuses in a millisecond.
 const PAUSE: Duration = Duration::from_millis(200);
 
-/// How long a request that may be sent twice waits for its first member before a copy goes to
-/// a second: etcd answers on a LAN in milliseconds, and a member that has not answered in half
-/// a second is either gone or waiting for a leader that is.
+/// How long a request that may be sent twice waits for an answer before a copy goes to the
+/// next member, and again between copies: etcd answers on a LAN in milliseconds, and a member
+/// that has not answered in half a second is either gone or waiting for a leader that is.
 const HEDGE: Duration = Duration::from_millis(500);
 
 /// `tokio::time::sleep_until`, or never.
@@ -196,7 +198,7 @@ impl Etcd {
                 }
             };
             if let Some(i) = flying.iter().position(|&m| m == at) {
-                flying.swap_remove(i);
+                flying.remove(i);
             }
             let error = match answer {
                 Ok(answer) => {
@@ -212,7 +214,7 @@ impl Etcd {
             self.failed(at, &crate::error_chain::one_line(&error));
             tried += 1;
             if !flight.is_empty() {
-                // The other copy may yet be answered.
+                // Another copy may yet be answered.
                 continue;
             }
             let again = failure == Failure::Unsent || retry == Retry::Idempotent;
