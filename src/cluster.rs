@@ -15,6 +15,8 @@
 
 mod campaign;
 mod connect;
+mod etcd;
+mod failure;
 mod keys;
 mod membership;
 mod presence;
@@ -25,6 +27,7 @@ use std::path::PathBuf;
 
 pub(crate) use campaign::{campaign, Standing};
 pub(crate) use connect::connect;
+pub(crate) use etcd::Etcd;
 pub(crate) use keys::{Claim, Keys};
 pub(crate) use membership::Membership;
 pub(crate) use presence::{Peers, Presence};

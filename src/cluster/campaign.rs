@@ -3,12 +3,13 @@
 use std::time::{Duration, Instant};
 
 use etcd_client::{
-    Client, Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
+    Compare, CompareOp, EventType, PutOptions, Txn, TxnOp, TxnOpResponse, WatchFilterType,
     WatchOptions,
 };
 use tokio::sync::watch;
 
-use super::{Claim, Keys, Term};
+use super::etcd::{Retry, Until};
+use super::{Claim, Etcd, Keys, Term};
 use crate::config::ClusterSpec;
 use crate::gateway::fence::Fence;
 
@@ -46,12 +47,8 @@ impl Standing {
 
 /// What one attempt found.
 enum Attempt {
-    /// Boxed: the term holds etcd's client, kilobytes of it.
-    Won(Box<Term>),
-    Held {
-        active: Claim,
-        revision: i64,
-    },
+    Won(Term),
+    Held { active: Claim, revision: i64 },
 }
 
 /// Campaign until this gateway is the active, saying how it stands meanwhile in `report`.
@@ -59,7 +56,7 @@ enum Attempt {
 /// gateway whose cluster is down waits as a healthy standby rather than flapping. Once another
 /// active was seen, a takeover waits `takeover-delay` after its keys are gone.
 pub(crate) async fn campaign(
-    client: &mut Client,
+    etcd: &Etcd,
     spec: &ClusterSpec,
     keys: &Keys,
     claim: &Claim,
@@ -69,8 +66,8 @@ pub(crate) async fn campaign(
     let endpoints = spec.endpoints.join(", ");
     let mut backoff = Duration::from_millis(250);
     loop {
-        match attempt(client, spec, keys, claim, fence).await {
-            Ok(Attempt::Won(term)) => return *term,
+        match attempt(etcd, spec, keys, claim, fence).await {
+            Ok(Attempt::Won(term)) => return term,
             Ok(Attempt::Held { active, revision }) => {
                 backoff = Duration::from_millis(250);
                 let clash = active.clashes_with(&claim.node);
@@ -81,8 +78,7 @@ pub(crate) async fn campaign(
                 report.send_replace(Some(Standing::Standby { active, clash }));
                 // Re-asked at least once a lease, so a missed event costs one lease at most.
                 let gone =
-                    tokio::time::timeout(spec.lease_ttl, keys_gone(client, keys, revision + 1))
-                        .await;
+                    tokio::time::timeout(spec.lease_ttl, keys_gone(etcd, keys, revision + 1)).await;
                 if let Ok(Ok(())) = gone {
                     tokio::time::sleep(spec.takeover_delay).await;
                 }
@@ -100,7 +96,7 @@ pub(crate) async fn campaign(
 
 /// One try: a fresh lease, then every key or none in one transaction.
 async fn attempt(
-    client: &mut Client,
+    etcd: &Etcd,
     spec: &ClusterSpec,
     keys: &Keys,
     claim: &Claim,
@@ -108,7 +104,15 @@ async fn attempt(
 ) -> Result<Attempt, etcd_client::Error> {
     let ttl = spec.lease_ttl;
     let asked = Instant::now();
-    let lease = client.lease_grant(ttl.as_secs() as i64, None).await?.id();
+    let secs = ttl.as_secs() as i64;
+    // A grant sent twice leaves a lease nobody renews, gone within a TTL: harmless, but not
+    // worth a second try on a member that may have granted it.
+    let lease = etcd
+        .call(Retry::Unsent, Until::OneRound, |mut c| async move {
+            c.lease_grant(secs, None).await
+        })
+        .await?
+        .id();
     // The term begins now, if it begins: not when the campaign did.
     let claim = &Claim::now(&claim.node, &claim.profile);
     let value = serde_json::to_vec(claim).expect("a claim serialises");
@@ -128,18 +132,26 @@ async fn attempt(
         .collect();
     let look: Vec<TxnOp> = keys.all().map(|k| TxnOp::get(k.as_str(), None)).collect();
     let txn = Txn::new().when(free).and_then(take).or_else(look);
-    let answer = match client.txn(txn).await {
+    // Sent again only where no member had it: a take applied once and tried again would
+    // find the keys held, by this very claim.
+    let take = etcd
+        .call(Retry::Unsent, Until::OneRound, |mut c| {
+            let txn = txn.clone();
+            async move { c.txn(txn).await }
+        })
+        .await;
+    let answer = match take {
         Ok(a) => a,
         Err(e) => {
             // It may have been applied: without renewals the keys go with the lease.
-            let _ = client.lease_revoke(lease).await;
+            revoke(etcd, lease).await;
             return Err(e);
         }
     };
     if answer.succeeded() {
         let revision = answer.header().map_or(0, |h| h.revision());
         let term = Term::begin(
-            client.clone(),
+            etcd.clone(),
             lease,
             revision,
             ttl,
@@ -148,9 +160,9 @@ async fn attempt(
             fence.clone(),
         );
         tracing::info!(node = %claim.node, lease, "active: took the cluster's keys");
-        return Ok(Attempt::Won(Box::new(term)));
+        return Ok(Attempt::Won(term));
     }
-    let _ = client.lease_revoke(lease).await;
+    revoke(etcd, lease).await;
     let revision = answer.header().map_or(0, |h| h.revision());
     let active = answer
         .op_responses()
@@ -174,16 +186,17 @@ async fn attempt(
 
 /// Wait until one of `keys` is deleted (released, or expired with its lease), from `revision`
 /// on, so that a deletion between the failed take and the watch is not missed.
-async fn keys_gone(
-    client: &mut Client,
-    keys: &Keys,
-    revision: i64,
-) -> Result<(), etcd_client::Error> {
+async fn keys_gone(etcd: &Etcd, keys: &Keys, revision: i64) -> Result<(), etcd_client::Error> {
     let options = WatchOptions::new()
         .with_prefix()
         .with_start_revision(revision)
         .with_filters([WatchFilterType::NoPut]);
-    let mut stream = client.watch(Keys::watch_prefix(), Some(options)).await?;
+    let mut stream = etcd
+        .call(Retry::Idempotent, Until::OneRound, |mut c| {
+            let options = options.clone();
+            async move { c.watch(Keys::watch_prefix(), Some(options)).await }
+        })
+        .await?;
     while let Some(answer) = stream.message().await? {
         if answer.canceled() {
             return Err(etcd_client::Error::WatchError(format!(
@@ -201,4 +214,14 @@ async fn keys_gone(
         }
     }
     Err(etcd_client::Error::WatchError("the watch ended".into()))
+}
+
+/// Let `lease` go, and with it whatever keys a take may have put under it. Failing that,
+/// nobody renews it: it runs out within its TTL.
+async fn revoke(etcd: &Etcd, lease: i64) {
+    let _ = etcd
+        .call(Retry::Idempotent, Until::OneRound, |mut c| async move {
+            c.lease_revoke(lease).await
+        })
+        .await;
 }

@@ -13,11 +13,12 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use etcd_client::{Client, EventType, GetOptions, PutOptions, WatchOptions};
+use etcd_client::{EventType, GetOptions, PutOptions, WatchOptions};
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 
-use super::{Claim, Keys};
+use super::etcd::{Retry, Until};
+use super::{Claim, Etcd, Keys};
 use crate::gateway::state_file::PeerHealth;
 
 /// One member's record.
@@ -54,7 +55,7 @@ impl Presence {
     /// Register `claim`'s member of `keys`' profile, writing its record every `every`, and
     /// keep `peers` up to date.
     pub(crate) fn start(
-        client: Client,
+        etcd: Etcd,
         keys: &Keys,
         claim: &Claim,
         every: Duration,
@@ -68,7 +69,7 @@ impl Presence {
         };
         let prefix = keys.nodes.clone();
         Presence {
-            task: tokio::spawn(keep(client, prefix, me, every, peers)),
+            task: tokio::spawn(keep(etcd, prefix, me, every, peers)),
         }
     }
 }
@@ -87,9 +88,9 @@ fn wall_ms() -> i64 {
 
 /// Register and watch for ever; a failure (etcd unreachable) is tried again a refresh later,
 /// and says nothing: the lease's keeper and the campaign already report etcd's state.
-async fn keep(client: Client, prefix: String, mut me: Record, every: Duration, peers: Peers) {
+async fn keep(etcd: Etcd, prefix: String, mut me: Record, every: Duration, peers: Peers) {
     loop {
-        if let Err(e) = rounds(client.clone(), &prefix, &mut me, every, &peers).await {
+        if let Err(e) = rounds(&etcd, &prefix, &mut me, every, &peers).await {
             tracing::debug!(error = %e, "cluster presence: etcd failed; trying again");
         }
         tokio::time::sleep(every).await;
@@ -97,20 +98,25 @@ async fn keep(client: Client, prefix: String, mut me: Record, every: Duration, p
 }
 
 async fn rounds(
-    mut client: Client,
+    etcd: &Etcd,
     prefix: &str,
     me: &mut Record,
     every: Duration,
     peers: &Peers,
 ) -> Result<(), etcd_client::Error> {
     let key = format!("{prefix}{}", me.node);
-    let lease = client
-        .lease_grant((every.as_secs() as i64 * 3).max(3), None)
+    let secs = (every.as_secs() as i64 * 3).max(3);
+    let lease = etcd
+        .call(Retry::Unsent, Until::OneRound, |mut c| async move {
+            c.lease_grant(secs, None).await
+        })
         .await?
         .id();
     // Who is there already: their skew is unknown until their next record arrives.
-    let start = client
-        .get(prefix, Some(GetOptions::new().with_prefix()))
+    let start = etcd
+        .call(Retry::Idempotent, Until::OneRound, |mut c| async move {
+            c.get(prefix, Some(GetOptions::new().with_prefix())).await
+        })
         .await?;
     {
         let mut known = peers.lock();
@@ -125,18 +131,28 @@ async fn rounds(
     }
     let from = start.header().map_or(0, |h| h.revision()) + 1;
     let options = WatchOptions::new().with_prefix().with_start_revision(from);
-    let mut stream = client.watch(prefix, Some(options)).await?;
+    let mut stream = etcd
+        .call(Retry::Idempotent, Until::OneRound, |mut c| {
+            let options = options.clone();
+            async move { c.watch(prefix, Some(options)).await }
+        })
+        .await?;
     loop {
-        client.lease_keep_alive(lease).await?;
+        etcd.call(Retry::Idempotent, Until::OneRound, |mut c| async move {
+            c.lease_keep_alive(lease).await
+        })
+        .await?;
         me.wall_ms = wall_ms() + crate::test_hook::cluster_clock_skew_ms();
         let value = serde_json::to_vec(&*me).expect("a record serialises");
-        client
-            .put(
-                key.as_str(),
-                value,
-                Some(PutOptions::new().with_lease(lease)),
-            )
-            .await?;
+        etcd.call(Retry::Idempotent, Until::OneRound, |mut c| {
+            let value = value.clone();
+            let key = key.as_str();
+            async move {
+                c.put(key, value, Some(PutOptions::new().with_lease(lease)))
+                    .await
+            }
+        })
+        .await?;
         let until = tokio::time::Instant::now() + every;
         loop {
             let answer = tokio::select! {

@@ -15,15 +15,26 @@
 //! The outbox's messages are under `outbox/`, one key per idempotency key (a hash of it), so
 //! that a key is taken once across every host: a submit creates its key in the same
 //! transaction that checks the owner, and finds the first message when the key exists.
+//!
+//! Every transaction here may be applied twice with the same result, so one whose member
+//! fails goes to the next member at once, while the term's fence holds, rather than end the
+//! adapter's connection: a member down, or an election, costs a write its delay, no more.
+//! (A put compares the term and writes a value: again, the same value. A submit finds its
+//! own message the second time. A delete deletes nothing the second time.) The one case this
+//! does not cover: a write that timed out on a member that is alive but slow, and that etcd
+//! applies after its retry and after a later write of the same key, would leave the older
+//! value. A successor then replays more (its inbound position is older) or sends a message
+//! again by its policy: at least once still, never lost.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
-use etcd_client::{Client, Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
+use etcd_client::{Compare, CompareOp, GetOptions, Txn, TxnOp, TxnOpResponse, TxnResponse};
 use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 
-use super::Keys;
+use super::etcd::{Retry, Until};
+use super::{Etcd, Keys};
 use crate::gateway::fence::Fence;
 use crate::gateway::outbox::Message;
 use crate::gateway::replica::{Inherited, Position, Replica};
@@ -36,7 +47,7 @@ pub(crate) const KEPT: usize = 256;
 const DEPOSED: &str = "another gateway owns the profile in etcd now";
 
 pub(crate) struct EtcdReplica {
-    client: Client,
+    etcd: Etcd,
     /// `.../profile/NAME/inbound/`, to which the adapter's name is added.
     prefix: String,
     /// `.../profile/NAME/outbox/`, to which a hash of the idempotency key is added.
@@ -66,14 +77,14 @@ impl std::fmt::Debug for EtcdReplica {
 impl EtcdReplica {
     /// The replica under `keys`, for the term that created the profile's key at `revision`.
     pub(crate) fn new(
-        client: Client,
+        etcd: Etcd,
         keys: &Keys,
         revision: i64,
         fence: Fence,
         deposed: watch::Sender<Option<String>>,
     ) -> Self {
         Self {
-            client,
+            etcd,
             prefix: keys.inbound.clone(),
             outbox: keys.outbox.clone(),
             owner: keys.active.clone(),
@@ -102,9 +113,23 @@ impl EtcdReplica {
         if !self.fence.holds() {
             return Err("fenced: the cluster's lease may be gone".into());
         }
-        let mut client = self.client.clone();
-        client
-            .txn(txn)
+        self.etcd
+            .call(Retry::Idempotent, Until::Fence(&self.fence), |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await
+            .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))
+    }
+
+    /// Read `key` (all under it, with `prefix`), on any member while the term lasts.
+    async fn get(&self, key: &str, prefix: bool) -> Result<etcd_client::GetResponse, String> {
+        let options = prefix.then(|| GetOptions::new().with_prefix());
+        self.etcd
+            .call(Retry::Idempotent, Until::Fence(&self.fence), |mut c| {
+                let options = options.clone();
+                async move { c.get(key, options).await }
+            })
             .await
             .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))
     }
@@ -140,11 +165,7 @@ impl Replica for EtcdReplica {
     fn load<'a>(&'a self, adapter: &'a str) -> BoxFuture<'a, Result<Inherited, String>> {
         Box::pin(async move {
             let key = format!("{}{adapter}", self.prefix);
-            let mut client = self.client.clone();
-            let answer = client
-                .get(key.as_str(), None)
-                .await
-                .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))?;
+            let answer = self.get(&key, false).await?;
             let inherited = match answer.kvs().first() {
                 None => Inherited::default(),
                 Some(kv) => serde_json::from_slice(kv.value()).unwrap_or_else(|e| {
@@ -225,9 +246,12 @@ impl Replica for EtcdReplica {
             match first {
                 // The key was free, so the owner check failed.
                 None => Err(self.deposed()),
-                Some(value) => serde_json::from_slice(&value)
-                    .map(Some)
-                    .map_err(|e| format!("the cluster's message at {key} is unreadable: {e}")),
+                Some(value) => match serde_json::from_slice::<Message>(&value) {
+                    // Our own: a try whose answer was lost, then a try on another member.
+                    Ok(found) if found.id == message.id => Ok(None),
+                    Ok(found) => Ok(Some(found)),
+                    Err(e) => Err(format!("the cluster's message at {key} is unreadable: {e}")),
+                },
             }
         })
     }
@@ -242,11 +266,7 @@ impl Replica for EtcdReplica {
 
     fn messages(&self) -> BoxFuture<'_, Result<Vec<Message>, String>> {
         Box::pin(async move {
-            let mut client = self.client.clone();
-            let answer = client
-                .get(self.outbox.as_str(), Some(GetOptions::new().with_prefix()))
-                .await
-                .map_err(|e| format!("etcd: {}", crate::error_chain::one_line(&e)))?;
+            let answer = self.get(&self.outbox, true).await?;
             let mut messages = vec![];
             for kv in answer.kvs() {
                 match serde_json::from_slice(kv.value()) {

@@ -3,17 +3,18 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{Client, LeaseKeepAliveStream, LeaseKeeper};
+use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use super::etcd::{Retry, Until};
 use super::replica::EtcdReplica;
-use super::{Claim, Keys};
+use super::{Claim, Etcd, Keys};
 use crate::gateway::fence::Fence;
 
 /// The active's hold on its keys, until it is lost or released.
 pub(crate) struct Term {
-    client: Client,
+    etcd: Etcd,
     lease: i64,
     /// The revision the term's keys were created at: what its writes compare.
     revision: i64,
@@ -31,7 +32,7 @@ impl Term {
     /// `granted` is when its grant was asked for, which is no later than etcd started
     /// counting it.
     pub(crate) fn begin(
-        client: Client,
+        etcd: Etcd,
         lease: i64,
         revision: i64,
         ttl: Duration,
@@ -43,7 +44,7 @@ impl Term {
         let (tell, lost) = watch::channel(None);
         let renewed = Arc::new(Mutex::new(granted));
         let keeper = tokio::spawn(keep(
-            client.clone(),
+            etcd.clone(),
             lease,
             ttl,
             fence.clone(),
@@ -51,7 +52,7 @@ impl Term {
             tell.clone(),
         ));
         Term {
-            client,
+            etcd,
             lease,
             revision,
             claim,
@@ -81,8 +82,14 @@ impl Term {
     pub(crate) async fn release(self) {
         self.fence.close();
         self.keeper.abort();
-        let mut client = self.client.clone();
-        match tokio::time::timeout(Duration::from_secs(2), client.lease_revoke(self.lease)).await {
+        let lease = self.lease;
+        let within = Duration::from_secs(2);
+        let revoke = self.etcd.call(
+            Retry::Idempotent,
+            Until::At(Instant::now() + within),
+            |mut c| async move { c.lease_revoke(lease).await },
+        );
+        match tokio::time::timeout(within, revoke).await {
             Ok(Ok(_)) => tracing::info!(lease = self.lease, "released the cluster's keys"),
             Ok(Err(e)) => {
                 tracing::warn!(error = %e, "failed to revoke the lease; the keys expire with it")
@@ -94,7 +101,7 @@ impl Term {
     /// The inbound replica this term may write, under `keys`.
     pub(crate) fn replica(&self, keys: &Keys) -> EtcdReplica {
         EtcdReplica::new(
-            self.client.clone(),
+            self.etcd.clone(),
             keys,
             self.revision,
             self.fence.clone(),
@@ -126,22 +133,40 @@ pub(crate) fn margin(ttl: Duration) -> Duration {
     ttl / 3
 }
 
-/// Renew `lease` every fifth of its TTL, each request bounded by the next renewal or the
+/// How often the lease is renewed: a fifth of its TTL, and every second at most. After an
+/// etcd leader dies, no renewal is answered until the election ends (etcd takes 1 to 3.4 s),
+/// and the fence falls at the last answered renewal's send time plus two thirds of the TTL:
+/// so what is left of the lease when the leader dies is two thirds of it less up to one
+/// interval, and the shorter the interval, the longer an election the term survives.
+fn renew_every(ttl: Duration) -> Duration {
+    (ttl / 5).min(Duration::from_secs(1))
+}
+
+/// The keep-alive stream, and the member it was opened on.
+struct Stream {
+    member: usize,
+    keeper: LeaseKeeper,
+    answers: LeaseKeepAliveStream,
+}
+
+/// Renew `lease` every [`renew_every`], each request bounded by the next renewal or the
 /// fence, whichever is sooner. A renewal moves the fence to its send time plus the TTL etcd
 /// granted, less the margin: etcd counts from when it received the request, which is later.
-/// Once the fence is reached unrenewed, or etcd says the lease is gone, close the fence and say
-/// why.
+/// A renewal that fails is sent again at once, on a new stream on the next member: the next
+/// tick would spend a part of the fence's time for nothing. Once the fence is reached
+/// unrenewed, or etcd says the lease is gone, close the fence and say why.
 async fn keep(
-    mut client: Client,
+    etcd: Etcd,
     lease: i64,
     ttl: Duration,
     fence: Fence,
     renewed: Arc<Mutex<Instant>>,
     tell: watch::Sender<Option<String>>,
 ) {
-    let every = ttl / 5;
-    let mut stream: Option<(LeaseKeeper, LeaseKeepAliveStream)> = None;
+    let every = renew_every(ttl);
+    let mut stream: Option<Stream> = None;
     let mut last_error = String::from("no renewal answered");
+    let mut failing = false;
     let mut next = Instant::now() + every;
     loop {
         let Some(fence_at) = fence.until() else {
@@ -149,15 +174,17 @@ async fn keep(
         };
         let wake = next.min(fence_at);
         tokio::time::sleep_until(wake.into()).await;
-        if Instant::now() >= fence_at {
-            fence.close();
-            let age = renewed
+        let age = || {
+            renewed
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .elapsed();
+                .elapsed()
+        };
+        if Instant::now() >= fence_at {
+            fence.close();
             let why = format!(
                 "the etcd lease was not renewed for {} (last error: {last_error}); stopped with {} of it left",
-                humantime::format_duration(Duration::from_millis(age.as_millis() as u64)),
+                humantime::format_duration(Duration::from_millis(age().as_millis() as u64)),
                 humantime::format_duration(margin(ttl)),
             );
             let _ = tell.send(Some(why));
@@ -165,19 +192,15 @@ async fn keep(
         }
         let sent = Instant::now();
         next = sent + every;
-        let renewal = async {
-            if stream.is_none() {
-                // Opening the stream sends the first renewal and reads its answer.
-                let (keeper, s) = client.lease_keep_alive(lease).await?;
-                stream = Some((keeper, s));
-                return Ok(Some(ttl.as_secs() as i64));
-            }
-            let (keeper, s) = stream.as_mut().expect("opened above");
-            keeper.keep_alive().await?;
-            Ok::<_, etcd_client::Error>(s.message().await?.map(|r| r.ttl()))
-        };
-        let failed = match tokio::time::timeout_at(next.min(fence_at).into(), renewal).await {
-            Ok(Ok(Some(granted))) if granted > 0 => {
+        let bound = next.min(fence_at);
+        let renewal = renew(&etcd, lease, ttl, &mut stream, bound);
+        let failed = match tokio::time::timeout_at(bound.into(), renewal).await {
+            Ok(Ok(granted)) if granted > 0 => {
+                if failing {
+                    failing = false;
+                    let unrenewed = Duration::from_millis(age().as_millis() as u64);
+                    tracing::info!(unrenewed = %humantime::format_duration(unrenewed), "renewed the etcd lease again");
+                }
                 let granted = Duration::from_secs(granted as u64);
                 fence.hold_until(sent + granted - margin(granted));
                 *renewed
@@ -185,23 +208,57 @@ async fn keep(
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = sent;
                 None
             }
-            Ok(Ok(Some(_))) => Some("etcd says the lease has expired".to_string()),
-            Ok(Ok(None)) => Some("the renewal stream ended".into()),
+            Ok(Ok(_)) => Some("etcd says the lease has expired".to_string()),
             Ok(Err(e)) => Some(crate::error_chain::one_line(&e)),
             Err(_) => Some(format!(
                 "no answer within {}",
-                humantime::format_duration(every)
+                humantime::format_duration(bound.saturating_duration_since(sent))
             )),
         };
         let Some(error) = failed else { continue };
-        stream = None;
+        if let Some(broken) = stream.take() {
+            etcd.failed(broken.member, &error);
+        }
         // etcd let the lease go: nothing can renew it now.
         if error.contains("lease has expired") || error.contains("lease not found") {
             fence.close();
             let _ = tell.send(Some("etcd says the lease has expired".into()));
             return;
         }
-        tracing::warn!(%error, "failed to renew the etcd lease");
+        tracing::warn!(%error, "failed to renew the etcd lease; trying the next member at once");
         last_error = error;
+        failing = true;
+        next = Instant::now();
     }
+}
+
+/// One renewal, on the open stream or on a new one (opening it renews the lease), on the
+/// first member that answers before `until`: what TTL etcd granted.
+async fn renew(
+    etcd: &Etcd,
+    lease: i64,
+    ttl: Duration,
+    stream: &mut Option<Stream>,
+    until: Instant,
+) -> Result<i64, etcd_client::Error> {
+    if let Some(open) = stream.as_mut() {
+        open.keeper.keep_alive().await?;
+        return match open.answers.message().await? {
+            Some(answer) => Ok(answer.ttl()),
+            None => Err(etcd_client::Error::LeaseKeepAliveError(
+                "the renewal stream ended".into(),
+            )),
+        };
+    }
+    let (member, (keeper, answers)) = etcd
+        .call_on(Retry::Idempotent, Until::At(until), |mut c| async move {
+            c.lease_keep_alive(lease).await
+        })
+        .await?;
+    *stream = Some(Stream {
+        member,
+        keeper,
+        answers,
+    });
+    Ok(ttl.as_secs() as i64)
 }

@@ -37,9 +37,12 @@ pub struct ClusterTls {
     pub identity: Option<(PathBuf, PathBuf)>,
 }
 
-/// etcd's shortest lease is 2 s; with a third of it as the fencing margin, 3 s is the least
-/// that leaves one renewal between two fences.
-const MIN_TTL: Duration = Duration::from_secs(3);
+/// The least lease that outlives an etcd leader election. No renewal is answered while etcd
+/// elects a leader (1.1 to 3.4 s with its default timings), and the active fences itself two
+/// thirds of a TTL after its last answered renewal, which the leader's death may follow by a
+/// renewal interval (1 s): at 8 s, 5.3 s less 1 s, which covers a 3.4 s election with most of
+/// a second to spare (docs/cluster.md, "etcd faults").
+const MIN_TTL: Duration = Duration::from_secs(8);
 const MAX_TTL: Duration = Duration::from_secs(300);
 pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(10);
 pub const DEFAULT_TAKEOVER_DELAY: Duration = Duration::from_secs(1);
@@ -116,7 +119,7 @@ pub(super) fn cluster(ctx: &Ctx, raw: &Spanned<RawCluster>) -> Result<ClusterSpe
         return ctx.err(
             span,
             format!(
-                "[cluster] lease-ttl = {:?} is out of range; use 3s to 5m (the default, 10s, \
+                "[cluster] lease-ttl = {:?} is out of range; use 8s to 5m (the default, 10s, \
                  suits most clusters)",
                 humantime::format_duration(lease_ttl).to_string()
             ),
@@ -200,11 +203,11 @@ mod tests {
         assert_eq!(c.tls, None);
         let c = read(
             "[cluster]\nendpoints = [\"https://e1:2379/\", \"https://e2:2379\"]\nca = \"/ca.pem\"\n\
-             cert = \"/c.pem\"\nkey = \"/k.pem\"\nlease-ttl = \"5s\"\ntakeover-delay = \"0s\"\n",
+             cert = \"/c.pem\"\nkey = \"/k.pem\"\nlease-ttl = \"8s\"\ntakeover-delay = \"0s\"\n",
         )
         .unwrap();
         assert_eq!(c.endpoints, ["https://e1:2379", "https://e2:2379"]);
-        assert_eq!(c.lease_ttl.as_secs(), 5);
+        assert_eq!(c.lease_ttl.as_secs(), 8);
         assert!(c.takeover_delay.is_zero());
         assert!(c.tls.unwrap().identity.is_some());
     }
@@ -231,7 +234,7 @@ mod tests {
         );
         let m = message("[cluster]\nendpoints = [\"http://[::1]:2379\"]\nlease-ttl = \"1s\"\n");
         assert!(
-            m.contains("gateway.toml:3:") && m.contains("3s to 5m"),
+            m.contains("gateway.toml:3:") && m.contains("8s to 5m"),
             "{m}"
         );
         let m = message("[cluster]\nendpoints = [\"http://[::1]:2379\"]\nnode = \"a b\"\n");

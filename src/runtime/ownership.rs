@@ -199,7 +199,7 @@ impl Ownership for ClusterOwnership<'_> {
                 .clone()
                 .unwrap_or_else(|| Keys::new(&self.local.profile, &[]));
             let claim = Claim::now(&self.spec.node, &self.local.profile);
-            let mut client = cluster::connect(&self.spec).await?;
+            let client = cluster::connect(&self.spec).await?;
             self.presence = Some(Presence::start(
                 client.clone(),
                 &keys,
@@ -208,8 +208,7 @@ impl Ownership for ClusterOwnership<'_> {
                 self.peers.clone(),
             ));
             let term =
-                cluster::campaign(&mut client, &self.spec, &keys, &claim, &self.fence, report)
-                    .await;
+                cluster::campaign(&client, &self.spec, &keys, &claim, &self.fence, report).await;
             self.term = Some(term);
             Ok(())
         })

@@ -178,6 +178,27 @@ impl Etcd {
         })
     }
 
+    /// A member that does not lead: the first, which every client asks first, unless it
+    /// leads.
+    pub(crate) fn follower(&self) -> usize {
+        match self.leader() {
+            0 => 1,
+            _ => 0,
+        }
+    }
+
+    /// Every running member healthy (it has a leader), after a restart.
+    pub(crate) fn wait_healthy(&mut self) {
+        self.healthy().unwrap_or_else(|exited| panic!("{exited}"));
+    }
+
+    /// Stop member `i` (SIGSTOP), or let it go on (SIGCONT): its kernel still accepts
+    /// connections, and nothing answers on them.
+    pub(crate) fn signal(&self, i: usize, signal: Signal) {
+        let child = self.members[i].child.as_ref().expect("a running member");
+        kill(Pid::from_raw(child.id() as i32), signal).unwrap();
+    }
+
     pub(crate) fn kill(&mut self, i: usize) {
         if let Some(mut c) = self.members[i].child.take() {
             let _ = c.kill();
