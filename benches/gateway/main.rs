@@ -5,7 +5,7 @@
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- loss`,
-//! `-- thousand`, `-- outbox`, `-- agent`, `-- rest`, `-- cluster`), and the scratch directories they share.
+//! `-- thousand`, `-- outbox`, `-- agent`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
@@ -13,9 +13,13 @@ mod agent;
 mod binary;
 mod cluster;
 #[allow(dead_code)]
+#[path = "../../tests/it/cluster_lan.rs"]
+mod cluster_lan;
+#[allow(dead_code)]
 #[path = "../../tests/it/cluster_rig.rs"]
 mod cluster_rig;
 mod detection;
+mod etcd_member;
 mod feishu;
 // The tests' helpers, for the cluster section's rig.
 #[path = "../../tests/it/harness.rs"]
@@ -24,6 +28,8 @@ mod independent;
 mod long_poll;
 mod loss;
 mod matrix;
+#[path = "../../tests/it/mock_runtime.rs"]
+mod mock_runtime;
 #[allow(dead_code)]
 #[path = "../../tests/it/netns.rs"]
 mod netns;
@@ -103,5 +109,8 @@ fn main() {
     // Processes and blocking waits: outside the runtime, which serves the mock meanwhile.
     if only.as_deref().is_none_or(|o| o == "cluster") {
         cluster::cluster_figures(&rt);
+    }
+    if only.as_deref().is_none_or(|o| o == "etcd-member") {
+        etcd_member::etcd_member_figures();
     }
 }

@@ -12,6 +12,7 @@ mod api_openapi;
 mod api_rig;
 mod bus_monitor;
 mod cluster;
+mod cluster_lan;
 mod cluster_rig;
 mod completions;
 mod crashes_and_races;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use hermes_svc::mock_platform::MockConfig;
 use nix::sys::signal::Signal;
 
-use super::{never_two_at_once, spool_ids, Rig};
+use crate::cluster_lan::{never_two_at_once, spool_ids, Rig};
 use crate::cluster_rig::Host;
 use crate::harness::wait_for;
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use hermes_svc::mock_platform::MockConfig;
 use nix::sys::signal::{kill, Signal};
 
-use super::{never_two_at_once, spool_ids, Rig};
+use crate::cluster_lan::{never_two_at_once, spool_ids, Rig};
 use crate::cluster_rig::with_cluster;
 use crate::harness::wait_for;
 

@@ -1,5 +1,5 @@
-//! The figure for docs/benchmarks.md ("One etcd member down"), run by hand:
-//! `cargo test --test it cluster::etcd_members_measure -- --ignored --nocapture`.
+//! One etcd member down (docs/benchmarks.md, "One etcd member down"):
+//! `cargo bench --bench gateway -- etcd-member`.
 //!
 //! An active, traffic throughout (the platform sends an event every 50 ms), and one etcd
 //! member killed at a time and left down for a lease, five times each for an ordinary member
@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use hermes_svc::mock_platform::MockConfig;
 
-use super::{spool_ids, Rig};
+use crate::cluster_lan::{spool_ids, Rig};
 use crate::cluster_rig::Host;
 use crate::harness::wait_for;
 
@@ -121,9 +121,8 @@ fn ms(d: Duration) -> u128 {
     d.as_millis()
 }
 
-#[test]
-#[ignore = "a measurement, run by hand: docs/benchmarks.md"]
-fn measure_one_etcd_member_down() {
+/// Print the figures, a block per lease.
+pub(crate) fn etcd_member_figures() {
     for ttl_text in ["8s", "10s"] {
         let ttl = humantime::parse_duration(ttl_text).unwrap();
         let mock = MockConfig {
