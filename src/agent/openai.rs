@@ -182,44 +182,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
                 }
             }
         };
-        for (buffer, (event, message)) in batch {
-            let session = session_key(&b.profile, &message);
-            chats.push(
-                session,
-                buffer.clone(),
-                Pending {
-                    buffer,
-                    event,
-                    message,
-                },
-            );
-        }
-        let feed = &mut b.feed;
-        let started = chats.start(
-            b.spec.busy == Busy::Latest,
-            |buffer| {
-                Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
-                    let message = super::for_agent(normaliser, &e)?;
-                    Some(Pending {
-                        buffer: buffer.to_owned(),
-                        event: e.id,
-                        message,
-                    })
-                }))
-            },
-            |p| &p.buffer,
-        );
-        for passed in started.passed {
-            tracing::info!(buffer = %passed, "a message overtaken by a later one in its chat gets no turn (busy = \"latest\")");
-            take(&mut b.feed, &b.link, &passed)?;
-        }
-        if let Some(e) = started.error {
-            // Like a failed read: said, and tried again in a second.
-            let why = crate::error_chain::one_line(&e);
-            tracing::error!(reason = %why, "cannot read a chat's next message from the spool; trying again in a second");
-            b.link.error(why);
-        }
-        for session in started.chats {
+        for session in next_turns(&mut b, &mut chats, batch)? {
             if let Some(p) = chats.in_turn(&session) {
                 started_at.insert(session.clone(), tokio::time::Instant::now());
                 running.spawn(turn(turns.clone(), session.clone(), p.clone()));
@@ -253,6 +216,50 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
             }
         }
     }
+}
+
+/// Put `batch` (just read) in its chats, and start the turn of every chat that has none: the
+/// chats whose turn started. A message passed over is taken here.
+fn next_turns(
+    b: &mut OpenAi,
+    chats: &mut Chats<Pending>,
+    batch: Vec<(String, (String, Message))>,
+) -> Result<Vec<String>, String> {
+    for (buffer, (event, message)) in batch {
+        let session = session_key(&b.profile, &message);
+        let pending = Pending {
+            buffer: buffer.clone(),
+            event,
+            message,
+        };
+        chats.push(session, buffer, pending);
+    }
+    let (feed, normaliser) = (&mut b.feed, &b.normaliser);
+    let started = chats.start(
+        b.spec.busy == Busy::Latest,
+        |buffer| {
+            Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
+                let message = super::for_agent(normaliser, &e)?;
+                Some(Pending {
+                    buffer: buffer.to_owned(),
+                    event: e.id,
+                    message,
+                })
+            }))
+        },
+        |p| &p.buffer,
+    );
+    for passed in started.passed {
+        tracing::info!(buffer = %passed, "a message overtaken by a later one in its chat gets no turn (busy = \"latest\")");
+        take(&mut b.feed, &b.link, &passed)?;
+    }
+    if let Some(e) = started.error {
+        // Like a failed read: said; its chat is tried again at the next event or turn's end.
+        let why = crate::error_chain::one_line(&e);
+        tracing::error!(reason = %why, "cannot read a chat's next message from the spool");
+        b.link.error(why);
+    }
+    Ok(started.chats)
 }
 
 fn take(feed: &mut Feed, link: &Link, buffer: &str) -> Result<(), String> {

@@ -14,12 +14,12 @@ pub mod auth;
 pub mod frames;
 mod listen;
 pub mod outbound;
+mod wire;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
@@ -30,6 +30,8 @@ use tokio_tungstenite::tungstenite::Message as WsMessage;
 use self::frames::{Descriptor, FromAgent, Lines};
 pub use self::listen::bind;
 use self::listen::Ws;
+use self::outbound::ChatsSeen;
+use self::wire::{split, write_frames, CLOSE_WAIT, WRITE_QUEUE};
 use super::feed::Feed;
 use super::link::Link;
 use crate::gateway::outbox::Outbox;
@@ -41,17 +43,6 @@ use crate::platform::{Message, Normaliser};
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
 /// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 32;
-/// Frames queued for the agent and not yet written, at most.
-const WRITE_QUEUE: usize = 1024;
-/// The longest one frame's write may take: an agent that reads nothing fills the socket's
-/// buffers, and the write then waits for good.
-const WRITE_DEADLINE: Duration = Duration::from_secs(10);
-/// How long a stopping gateway waits for its close frame to be written.
-const CLOSE_WAIT: Duration = Duration::from_secs(1);
-/// A WebSocket message longer than this is split into frames off the runtime's thread: the
-/// gateway's one thread also feeds the watchdog.
-const SPLIT_INLINE: usize = 64 * 1024;
-
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
@@ -86,43 +77,6 @@ impl Relay {
                 false
             }
         }
-    }
-}
-
-/// The chats seen, for `get_chat_info`: a chat id as sent to Hermes, its type and name.
-#[derive(Default)]
-pub struct ChatsSeen(Mutex<HashMap<String, (String, String)>>);
-
-impl ChatsSeen {
-    fn saw(&self, chat_id: &str, m: &Message) {
-        let mut chats = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if chats.len() > 10_000 {
-            chats.clear();
-        }
-        let name = m
-            .said
-            .chat
-            .name
-            .clone()
-            .unwrap_or_else(|| chat_id.to_owned());
-        chats.insert(
-            chat_id.to_owned(),
-            (m.said.chat.chat_type.as_str().to_owned(), name),
-        );
-    }
-
-    fn info(&self, chat_id: &str) -> (String, String) {
-        let chats = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        chats
-            .get(chat_id)
-            .cloned()
-            .unwrap_or_else(|| ("dm".into(), chat_id.to_owned()))
     }
 }
 
@@ -300,18 +254,7 @@ async fn session(
         };
         tokio::select! {
             frame = stream.next() => {
-                let text = match frame {
-                    Some(Ok(WsMessage::Text(t))) => t.to_string(),
-                    Some(Ok(WsMessage::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
-                    Some(Ok(WsMessage::Close(_))) | None => break End::Closed("the agent closed it".into()),
-                    Some(Ok(_)) => continue, // pings are answered by the socket itself
-                    Some(Err(e)) => break End::Closed(e.to_string()),
-                };
-                let frames = match split(&mut lines, text).await {
-                    Ok(frames) => frames,
-                    Err(e) => break End::Closed(e.to_string()),
-                };
-                if let Err(end) = s.handle(frames, &actions).await {
+                if let Err(end) = s.read(frame, &mut lines, &actions).await {
                     break end;
                 }
             }
@@ -323,14 +266,7 @@ async fn session(
                 }
             }
             () = turn_over => s.give_up(Instant::now()),
-            _ = typing.tick(), if deadline.is_some() => {
-                let timeout = s.relay.turn_timeout;
-                for (_, d) in s.turns.turns() {
-                    if let Some(started) = d.deadline.and_then(|at| at.checked_sub(timeout)) {
-                        super::typing(s.relay.outbox.as_deref(), &d.message, started);
-                    }
-                }
-            }
+            _ = typing.tick(), if deadline.is_some() => s.typing(),
             changed = appended.changed(), if s.platform.is_some() && !s.idle => {
                 s.unread = true;
                 if changed.is_err() {
@@ -370,43 +306,38 @@ async fn session(
     end
 }
 
-/// Write `frames` to the agent, each within [`WRITE_DEADLINE`]; why the writing stopped.
-async fn write_frames(
-    mut sink: futures_util::stream::SplitSink<Ws, WsMessage>,
-    mut frames: mpsc::Receiver<WsMessage>,
-) -> String {
-    while let Some(frame) = frames.recv().await {
-        match tokio::time::timeout(WRITE_DEADLINE, sink.send(frame)).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => return e.to_string(),
-            Err(_) => {
-                return format!(
-                    "a frame took longer than {}s to write: the agent does not read",
-                    WRITE_DEADLINE.as_secs()
-                )
+impl Session<'_> {
+    /// One WebSocket message from the agent, its frames handled in order.
+    async fn read(
+        &mut self,
+        message: Option<Result<WsMessage, tokio_tungstenite::tungstenite::Error>>,
+        lines: &mut Lines,
+        actions: &mpsc::Sender<outbound::Action>,
+    ) -> Result<(), End> {
+        let text = match message {
+            Some(Ok(WsMessage::Text(t))) => t.to_string(),
+            Some(Ok(WsMessage::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+            Some(Ok(WsMessage::Close(_))) | None => {
+                return Err(End::Closed("the agent closed it".into()))
+            }
+            // Pings are answered by the socket itself.
+            Some(Ok(_)) => return Ok(()),
+            Some(Err(e)) => return Err(End::Closed(e.to_string())),
+        };
+        let frames = split(lines, text).await.map_err(End::Closed)?;
+        self.handle(frames, actions).await
+    }
+
+    /// The typing indicator of every turn that has run a while.
+    fn typing(&self) {
+        let timeout = self.relay.turn_timeout;
+        for (_, d) in self.turns.turns() {
+            if let Some(started) = d.deadline.and_then(|at| at.checked_sub(timeout)) {
+                super::typing(self.relay.outbox.as_deref(), &d.message, started);
             }
         }
     }
-    "the session ended".into()
-}
 
-/// The frames `text` completes; a long message is split on the blocking pool.
-async fn split(lines: &mut Lines, text: String) -> Result<Vec<Result<FromAgent, String>>, String> {
-    if text.len() <= SPLIT_INLINE {
-        return lines.push(&text).map_err(|e| e.to_string());
-    }
-    let mut taken = std::mem::take(lines);
-    let (back, frames) = tokio::task::spawn_blocking(move || {
-        let frames = taken.push(&text);
-        (taken, frames)
-    })
-    .await
-    .map_err(|e| format!("splitting the agent's frames failed: {e}"))?;
-    *lines = back;
-    frames.map_err(|e| e.to_string())
-}
-
-impl Session<'_> {
     async fn handle(
         &mut self,
         frames: Vec<Result<FromAgent, String>>,

@@ -1,12 +1,13 @@
 //! The platform credentials a Hermes `config.yaml` holds. Hermes reads a platform's credential
 //! from its environment, and its config puts one there two ways (hermes-agent 0.19.0): every
 //! top-level scalar becomes an environment variable (`gateway/run.py`, "Bridge config.yaml
-//! values into the environment"), so `TELEGRAM_BOT_TOKEN: ...` is as good as the `.env` line;
+//! values into the environment"), so a top-level `NAME_BOT_TOKEN: ...` is as good as the `.env`
+//! line;
 //! and `platforms.NAME` (or `gateway.platforms.NAME`) is the platform's own block, whose
 //! `token`, `api_key` and `extra` secrets Hermes connects with (`gateway/config.py`).
 //!
 //! Not a YAML parser: the block mappings people write are read by indentation, key by key, and
-//! a flow mapping (`telegram: {token: x}`) under `platforms` counts when it names a secret key.
+//! a flow mapping (`NAME: {token: x}`) under `platforms` counts when it names a secret key.
 //! What this misses errs on the side of a Hermes that connects a platform; what it finds is
 //! never a false alarm about a file that holds no credential.
 
@@ -23,8 +24,8 @@ const SECRET_KEYS: [&str; 9] = [
     "bot_token",
 ];
 
-/// A credential found: the platform it connects, and where it is (`TELEGRAM_BOT_TOKEN`, or
-/// `platforms.telegram.token`), never its value.
+/// A credential found: the platform it connects, and where it is (a variable's name, or a key
+/// path such as `platforms.NAME.token`), never its value.
 #[derive(Debug, PartialEq, Eq)]
 pub struct Found {
     pub platform: String,
@@ -72,7 +73,7 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
         };
         if let Some(name) = block.filter(|n| platforms.iter().any(|(p, _)| p == n)) {
             let named_here = SECRET_KEYS.contains(&key) && given;
-            let in_flow = value.starts_with('{') && SECRET_KEYS.iter().any(|k| flow_has(value, k));
+            let in_flow = is_flow_mapping(value) && SECRET_KEYS.iter().any(|k| flow_has(value, k));
             if named_here || in_flow {
                 let mut at: Vec<&str> = keys.clone();
                 at.push(key);
@@ -105,6 +106,11 @@ fn is_empty(value: &str) -> bool {
     matches!(value, "" | "~" | "null" | "Null" | "NULL" | "\"\"" | "''") || value.starts_with('#')
 }
 
+/// Whether `value` is a flow mapping, `{...}` on one line.
+fn is_flow_mapping(value: &str) -> bool {
+    value.starts_with('{') && value.ends_with('}')
+}
+
 /// Whether the flow mapping `value` has `key` with something after it.
 fn flow_has(value: &str, key: &str) -> bool {
     value
@@ -118,8 +124,8 @@ mod tests {
     use super::*;
 
     const PLATFORMS: &[(&str, &[&str])] = &[
-        ("telegram", &["TELEGRAM_BOT_TOKEN"]),
-        ("discord", &["DISCORD_BOT_TOKEN"]),
+        ("chatapp", &["CHATAPP_TOKEN"]),
+        ("otherapp", &["OTHERAPP_TOKEN"]),
     ];
 
     fn keys(text: &str) -> Vec<String> {
@@ -131,30 +137,24 @@ mod tests {
 
     #[test]
     fn a_credential_at_the_top_or_in_a_platforms_block_is_found() {
+        assert_eq!(keys("CHATAPP_TOKEN: 123:abc\n"), ["chatapp:CHATAPP_TOKEN"]);
         assert_eq!(
-            keys("TELEGRAM_BOT_TOKEN: 123:abc\n"),
-            ["telegram:TELEGRAM_BOT_TOKEN"]
+            keys("\"OTHERAPP_TOKEN\": 'x'\n"),
+            ["otherapp:OTHERAPP_TOKEN"]
         );
-        assert_eq!(
-            keys("\"DISCORD_BOT_TOKEN\": 'x'\n"),
-            ["discord:DISCORD_BOT_TOKEN"]
-        );
-        let block = "model:\n  default: fake\nplatforms:\n  telegram:\n    enabled: true\n    token: \"123:abc\"\n  discord:\n    extra:\n      token: x\n";
+        let block = "model:\n  default: fake\nplatforms:\n  chatapp:\n    enabled: true\n    token: \"123:abc\"\n  otherapp:\n    extra:\n      token: x\n";
         assert_eq!(
             keys(block),
             [
-                "telegram:platforms.telegram.token",
-                "discord:platforms.discord.extra.token"
+                "chatapp:platforms.chatapp.token",
+                "otherapp:platforms.otherapp.extra.token"
             ]
         );
-        let nested = "gateway:\n  platforms:\n    telegram:\n      api_key: k\n";
+        let nested = "gateway:\n  platforms:\n    chatapp:\n      api_key: k\n";
+        assert_eq!(keys(nested), ["chatapp:gateway.platforms.chatapp.api_key"]);
         assert_eq!(
-            keys(nested),
-            ["telegram:gateway.platforms.telegram.api_key"]
-        );
-        assert_eq!(
-            keys("platforms:\n  telegram: {enabled: true, token: \"1:a\"}\n"),
-            ["telegram:platforms.telegram"]
+            keys("platforms:\n  chatapp: {enabled: true, token: \"1:a\"}\n"),
+            ["chatapp:platforms.chatapp"]
         );
     }
 
@@ -162,16 +162,16 @@ mod tests {
     fn what_holds_no_credential_is_no_finding() {
         for text in [
             "",
-            "TELEGRAM_BOT_TOKEN:\n",
-            "TELEGRAM_BOT_TOKEN: \"\"\n",
-            "TELEGRAM_BOT_TOKEN: ~  \n",
-            "# TELEGRAM_BOT_TOKEN: x\n",
-            "model:\n  TELEGRAM_BOT_TOKEN: x\n",
-            "platforms:\n  telegram:\n    enabled: false\n    token:\n",
+            "CHATAPP_TOKEN:\n",
+            "CHATAPP_TOKEN: \"\"\n",
+            "CHATAPP_TOKEN: ~  \n",
+            "# CHATAPP_TOKEN: x\n",
+            "model:\n  CHATAPP_TOKEN: x\n",
+            "platforms:\n  chatapp:\n    enabled: false\n    token:\n",
             "platforms:\n  whatsapp:\n    token: x\n",
-            "platforms:\n  telegram: {enabled: true}\n",
+            "platforms:\n  chatapp: {enabled: true}\n",
             "url: http://x:1\n",
-            "platforms:\n  telegram:\n    require_mention: true\nother:\n  token: x\n",
+            "platforms:\n  chatapp:\n    require_mention: true\nother:\n  token: x\n",
         ] {
             assert!(keys(text).is_empty(), "{text:?}: {:?}", keys(text));
         }

@@ -1,5 +1,6 @@
 //! Hermes's `outbound` actions, done one at a time in the order they came, so that the replies
-//! to a chat are queued in the order Hermes made them, while the connection goes on reading.
+//! to a chat are queued in the order Hermes made them, while the connection goes on reading;
+//! and the chats seen, which `get_chat_info` is answered from.
 //!
 //! A `send` becomes outbox messages, one per piece of the platform's limit (Hermes never
 //! splits for the Relay) and no more than `reply::MAX_PIECES`, each with an idempotency key
@@ -8,13 +9,15 @@
 //! platform. Delivering, retrying and reporting a failure is the outbox's job from there
 //! (`GET /v1/messages/{id}`, `status`).
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use super::frames;
 use crate::gateway::outbox::{Outbox, Policy, Request};
+use crate::platform::Message;
 
 /// An action and the request id its result answers.
 pub struct Action {
@@ -25,7 +28,7 @@ pub struct Action {
 /// Do each action from `actions`, and put the `outbound_result` frame for it in `results`.
 pub async fn run(
     outbox: Option<Arc<Outbox>>,
-    seen: Arc<super::ChatsSeen>,
+    seen: Arc<ChatsSeen>,
     mut actions: mpsc::Receiver<Action>,
     results: mpsc::Sender<String>,
 ) {
@@ -99,4 +102,41 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
         }
     }
     json!({"success": true, "message_id": first})
+}
+
+/// The chats seen, for `get_chat_info`: a chat id as sent to Hermes, its type and name.
+#[derive(Default)]
+pub struct ChatsSeen(Mutex<HashMap<String, (String, String)>>);
+
+impl ChatsSeen {
+    pub(super) fn saw(&self, chat_id: &str, m: &Message) {
+        let mut chats = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if chats.len() > 10_000 {
+            chats.clear();
+        }
+        let name = m
+            .said
+            .chat
+            .name
+            .clone()
+            .unwrap_or_else(|| chat_id.to_owned());
+        chats.insert(
+            chat_id.to_owned(),
+            (m.said.chat.chat_type.as_str().to_owned(), name),
+        );
+    }
+
+    fn info(&self, chat_id: &str) -> (String, String) {
+        let chats = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        chats
+            .get(chat_id)
+            .cloned()
+            .unwrap_or_else(|| ("dm".into(), chat_id.to_owned()))
+    }
 }
