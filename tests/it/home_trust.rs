@@ -537,6 +537,8 @@ fn a_pairing_store_another_user_planted_admits_nobody() {
     );
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    // Connected first: a dispatch the mock sends before the session exists goes nowhere.
+    rig.wait_adapter(&gw, "dc");
     rig.mock.emit_dispatch(
         "MESSAGE_CREATE",
         "d-planted",

@@ -177,6 +177,24 @@ impl Rig {
         })
     }
 
+    /// Wait until this life of the gateway (`child`) has `adapter` connected: the mock sends a
+    /// dispatch only to the sessions it has, so one emitted sooner is never delivered.
+    pub(crate) fn wait_adapter(&self, child: &Child, adapter: &str) {
+        wait_for(
+            Duration::from_secs(30),
+            &format!("the {adapter} adapter to connect"),
+            || {
+                let s = self.state()?;
+                let connected = s["pid"] == child.id()
+                    && s["components"]
+                        .as_array()?
+                        .iter()
+                        .any(|c| c["name"] == adapter && c["state"] == "connected");
+                connected.then_some(())
+            },
+        );
+    }
+
     /// Submit through the API; the answer, or why there was none.
     pub(crate) fn submit(
         &self,

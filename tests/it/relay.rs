@@ -98,15 +98,7 @@ fn token(rig: &Rig) -> String {
 /// Wait until this life of the gateway has its QQ session: the mock delivers a dispatch to the
 /// sessions it has.
 pub(crate) fn wait_qq(rig: &Rig, gw: &std::process::Child) {
-    wait_for(Duration::from_secs(20), "the qq adapter to connect", || {
-        let s = rig.state()?;
-        let connected = s["pid"] == gw.id()
-            && s["components"]
-                .as_array()?
-                .iter()
-                .any(|c| c["name"] == "qq" && c["state"] == "connected");
-        connected.then_some(())
-    });
+    rig.wait_adapter(gw, "qq");
 }
 
 pub(crate) fn group_message(rig: &Rig, id: &str, text: &str) {
