@@ -11,8 +11,9 @@ use reqwest::header::HeaderMap;
 use crate::media::download::{self, DownloadError, Limits, Origins};
 use crate::media::fetch::{Fetch, Fetching, Item};
 
-/// A bot's upload limit is 25 MiB on an unboosted server (discord.com/developers/docs/reference
-/// #uploading-files); larger ones are not fetched.
+/// The most fetched for the agent. Discord's own upload limit depends on the uploader (10 MiB
+/// by default today, more with Nitro or a boosted server: docs/research/media-platforms.md);
+/// a larger file is said in the text as not fetched.
 const MAX_BYTES: u64 = 25 * 1024 * 1024;
 const TIMEOUT: Duration = Duration::from_secs(60);
 /// Where Discord serves attachments.
