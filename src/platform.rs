@@ -92,11 +92,13 @@ pub trait Platform {
     ) -> Option<Self::Sender>;
 
     /// The way to this platform's files (a message's photo, voice note, document), with the
-    /// adapter's credentials; `None` while the wing fetches none. `http` follows no redirect:
-    /// the download is pinned to the platform's own origins (`media::download`).
+    /// adapter's credentials (and `shared`, what it may share with the adapter's connection: a
+    /// token); `None` while the wing fetches none. `http` follows no redirect: the download is
+    /// pinned to the platform's own origins (`media::download`).
     fn fetcher(
         _config: &Self::Config,
         _secrets: &[Secret],
+        _shared: &Shared,
         _http: &reqwest::Client,
     ) -> Option<Arc<dyn crate::media::fetch::Fetch>> {
         None
@@ -383,11 +385,12 @@ macro_rules! registry {
         pub fn fetcher(
             spec: &AdapterSpec,
             secrets: &[Secret],
+            shared: &Shared,
             http: &reqwest::Client,
         ) -> Option<Arc<dyn crate::media::fetch::Fetch>> {
             match &spec.protocol {
                 $(Protocol::$variant(c) => {
-                    <$wing::$platform as Platform>::fetcher(c, secrets, http)
+                    <$wing::$platform as Platform>::fetcher(c, secrets, shared, http)
                 })+
             }
         }

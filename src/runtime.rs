@@ -237,7 +237,7 @@ async fn serve(
         spool: &spool,
         outbox: outbound.for_frontend(),
         whoami: shared.whoami.clone(),
-        media: media::open(profile, &plan.config, &plan.adapters),
+        media: media::open(profile, &plan.config, &plan.adapters, &shared),
     };
     let mut frontend_health = vec![];
     for frontend in frontends {

@@ -1,9 +1,10 @@
-//! The mock platform's QQ Bot side: the app access token, gateway discovery (`GET /gateway`)
-//! and the four send endpoints with their passive-reply dedupe. Its WebSocket is the op-code
+//! The mock platform's QQ Bot side: the app access token, gateway discovery (`GET /gateway`),
+//! the four send endpoints with their passive-reply dedupe, and attachments (`media.rs`). Its WebSocket is the op-code
 //! gateway it shares with Discord (`opcode_gateway/`), which also keeps the access tokens,
 //! because Identify checks them.
 
 mod body;
+mod media;
 mod send;
 mod token;
 
@@ -29,6 +30,8 @@ pub(super) struct QqBot {
     expected_secret: Option<String>,
     /// What the token endpoint says in `expires_in`.
     token_lifetime: Duration,
+    /// Message attachments, served as QQ's multimedia host serves them.
+    media: media::Media,
 }
 
 impl QqBot {
@@ -38,6 +41,7 @@ impl QqBot {
             posts,
             expected_secret: config.expected_secret.clone(),
             token_lifetime: config.token_lifetime,
+            media: media::Media::default(),
         }
     }
 }
@@ -50,6 +54,9 @@ impl Side for QqBot {
         _: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
         let gateway = &self.gateway;
+        if let Some(answer) = self.media.serve(head, gateway) {
+            return Some(at_once(Reply::Answer(answer)));
+        }
         let answer = match (head.method.as_str(), head.path.as_str()) {
             ("POST", token::PATH) => {
                 let secret = self.expected_secret.as_deref();
@@ -72,5 +79,19 @@ impl MockPlatform {
     /// lifetime has passed (while a client slept, say). New ones are issued as usual.
     pub fn expire_access_tokens(&self) {
         self.side::<Gateway>().expire_access_tokens();
+    }
+
+    /// An attachment served as QQ's multimedia host serves one (on this mock's port, for the
+    /// bot's access token only): the object to put in an event's `attachments`.
+    pub fn qq_attachment(
+        &self,
+        filename: &str,
+        content_type: &str,
+        bytes: Vec<u8>,
+    ) -> serde_json::Value {
+        let base = self.http_base();
+        self.side::<QqBot>()
+            .media
+            .add(&base, filename, content_type, bytes)
     }
 }

@@ -65,6 +65,7 @@ impl Platform for Discord {
     fn fetcher(
         config: &Config,
         _secrets: &[Secret],
+        _shared: &Shared,
         http: &reqwest::Client,
     ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
         Some(std::sync::Arc::new(fetch::Fetcher::new(

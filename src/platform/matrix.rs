@@ -96,6 +96,7 @@ impl Platform for Matrix {
     fn fetcher(
         config: &Config,
         secrets: &[Secret],
+        _shared: &Shared,
         http: &reqwest::Client,
     ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
         let token = Secret::new(first(secrets).to_owned());

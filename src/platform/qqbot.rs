@@ -4,6 +4,7 @@
 mod close_code;
 mod config;
 mod connect;
+mod fetch;
 mod intents;
 mod normalise;
 mod send;
@@ -72,6 +73,24 @@ impl Platform for QqBot {
             deps.shared.clone(),
         );
         crate::gateway::adapter::run(&spec.name, &spec.timing, qq, deps).await
+    }
+
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let token =
+            shared
+                .keep::<token::QqTokens>()
+                .get(&config.app_id, &config.token_url, secrets.first());
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            token,
+            shared.clone(),
+            &config.api_base,
+        )))
     }
 
     fn sender(

@@ -94,6 +94,7 @@ impl Platform for Telegram {
     fn fetcher(
         config: &Config,
         secrets: &[Secret],
+        _shared: &Shared,
         http: &reqwest::Client,
     ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
         let token = Secret::new(first(secrets).to_owned());

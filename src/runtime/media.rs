@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::config::Secret;
+use crate::gateway::adapter::Shared;
 use crate::media::download;
 use crate::media::fetch::Inbound;
 use crate::media::store::Store;
@@ -18,6 +19,7 @@ pub(super) fn open(
     profile: &Profile,
     config: &GatewayConfig,
     adapters: &[(AdapterSpec, Vec<Secret>)],
+    shared: &Shared,
 ) -> Result<Arc<Inbound>, String> {
     if config.agent.is_none() {
         return Err("no [agent] in gateway.toml".into());
@@ -29,7 +31,7 @@ pub(super) fn open(
             let fetchers = adapters
                 .iter()
                 .filter_map(|(spec, secrets)| {
-                    fetcher(spec, secrets, &http).map(|f| (spec.name.clone(), f))
+                    fetcher(spec, secrets, shared, &http).map(|f| (spec.name.clone(), f))
                 })
                 .collect::<HashMap<_, _>>();
             Ok(Arc::new(Inbound::new(store, fetchers)))

@@ -1,6 +1,6 @@
 //! A chat message's files reach the real Hermes agent as local files: a Telegram photo is
-//! fetched with the bot's token (`getFile`, then the file path) and a Discord attachment from
-//! its CDN URL into the profile's media store, and the model gets its pixels, the same bytes,
+//! fetched with the bot's token (`getFile`, then the file path), a Discord attachment from
+//! its CDN URL and a QQ attachment with the bot's access token into the profile's media store, and the model gets its pixels, the same bytes,
 //! through either bridge; a text document's content is put in the text; a file that cannot be
 //! fetched (too large, an expired link) is said. The token never reaches Hermes.
 
@@ -106,6 +106,20 @@ fn media_reaches_the_model(rig: &Rig, tag: &str) {
         call["images"].as_array().is_none_or(Vec::is_empty),
         "{call}"
     );
+
+    // A QQ group attachment, fetched with the bot's access token (the mock refuses it without).
+    let attachment = rig.mock.qq_attachment("pic.png", "image/png", PNG.to_vec());
+    rig.mock.emit_dispatch(
+        "GROUP_AT_MESSAGE_CREATE",
+        &format!("q-media-{tag}"),
+        json!({"author": {"member_openid": "MQ"}, "content": format!(" qq look {tag}"),
+               "group_openid": "GQ", "id": format!("msg-q-media-{tag}"),
+               "attachments": [attachment]}),
+    );
+    let call = model_call(rig, &format!("qq look {tag}"));
+    let images = call["images"].as_array().cloned().unwrap_or_default();
+    assert_eq!(images.len(), 1, "{call}");
+    assert_eq!(images[0]["sha256"], sha(PNG));
 }
 
 /// What the store holds, and that no model call or Hermes log holds the bot's token.
