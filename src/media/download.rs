@@ -85,6 +85,17 @@ pub enum DownloadError {
     Refused(String),
 }
 
+/// The `Authorization` header `value` (`Bearer TOKEN`, `QQBot TOKEN`), marked sensitive so that
+/// no debug output of a request shows it.
+pub fn authorization(value: &str) -> Result<HeaderMap, DownloadError> {
+    let mut header = reqwest::header::HeaderValue::from_str(value)
+        .map_err(|_| DownloadError::Refused("the access token is not a header".into()))?;
+    header.set_sensitive(true);
+    let mut headers = HeaderMap::new();
+    headers.insert(reqwest::header::AUTHORIZATION, header);
+    Ok(headers)
+}
+
 /// A client for downloads: redirects are this module's to follow (only to an allowed origin),
 /// never reqwest's.
 pub fn client() -> Result<Client, reqwest::Error> {

@@ -9,10 +9,6 @@ use std::sync::Arc;
 use super::download::{Body, DownloadError};
 use super::store::{Store, StoreError, Stored};
 
-/// The most a file may be when its wing says nothing tighter: what the agent is usefully sent
-/// (Telegram's Bot API serves files of at most 20 MB).
-pub const MAX_FILE: u64 = 20 * 1024 * 1024;
-
 /// How much the store keeps before it removes its oldest files.
 pub const QUOTA: u64 = 512 * 1024 * 1024;
 
@@ -30,13 +26,8 @@ pub type Fetching<'a> = Pin<Box<dyn Future<Output = Result<Body, DownloadError>>
 
 /// A platform's way to its files, with the bot's credentials.
 pub trait Fetch: Send + Sync {
-    /// Start the download of `item`, within [`Fetch::max_bytes`].
+    /// Start the download of `item`, within the platform's own size limit.
     fn fetch<'a>(&'a self, item: Item<'a>) -> Fetching<'a>;
-
-    /// The largest file taken from this platform.
-    fn max_bytes(&self) -> u64 {
-        MAX_FILE
-    }
 }
 
 #[derive(Debug, thiserror::Error)]

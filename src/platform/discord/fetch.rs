@@ -46,8 +46,4 @@ impl Fetch for Fetcher {
             download::get(&self.http, url, HeaderMap::new(), &self.origins, limits).await
         })
     }
-
-    fn max_bytes(&self) -> u64 {
-        MAX_BYTES
-    }
 }

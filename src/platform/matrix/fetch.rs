@@ -7,8 +7,6 @@
 
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-
 use crate::config::Secret;
 use crate::media::download::{self, DownloadError, Limits, Origins};
 use crate::media::fetch::{Fetch, Fetching, Item};
@@ -64,21 +62,13 @@ impl Fetch for Fetcher {
                 "{}/_matrix/client/v1/media/download/{server}/{id}",
                 self.homeserver
             );
-            let mut headers = HeaderMap::new();
-            let mut bearer = HeaderValue::from_str(&format!("Bearer {}", self.token.expose()))
-                .map_err(|_| DownloadError::Refused("the access token is not a header".into()))?;
-            bearer.set_sensitive(true);
-            headers.insert(AUTHORIZATION, bearer);
+            let headers = download::authorization(&format!("Bearer {}", self.token.expose()))?;
             let limits = Limits {
                 max_bytes: MAX_BYTES,
                 timeout: TIMEOUT,
             };
             download::get(&self.http, &url, headers, &self.origins, limits).await
         })
-    }
-
-    fn max_bytes(&self) -> u64 {
-        MAX_BYTES
     }
 }
 

@@ -7,8 +7,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, AUTHORIZATION};
-
 use super::token::QqToken;
 use crate::gateway::adapter::Shared;
 use crate::media::download::{self, DownloadError, Limits, Origins};
@@ -67,21 +65,13 @@ impl Fetch for Fetcher {
                 .get(&self.shared)
                 .await
                 .map_err(|e| DownloadError::Refused(format!("no access token: {e}")))?;
-            let mut auth = HeaderValue::from_str(&format!("QQBot {token}"))
-                .map_err(|_| DownloadError::Refused("the access token is not a header".into()))?;
-            auth.set_sensitive(true);
-            let mut headers = HeaderMap::new();
-            headers.insert(AUTHORIZATION, auth);
+            let headers = download::authorization(&format!("QQBot {token}"))?;
             let limits = Limits {
                 max_bytes: MAX_BYTES,
                 timeout: TIMEOUT,
             };
             download::get(&self.http, &url, headers, &self.origins, limits).await
         })
-    }
-
-    fn max_bytes(&self) -> u64 {
-        MAX_BYTES
     }
 }
 
