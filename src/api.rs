@@ -18,6 +18,8 @@ mod events;
 mod frontend;
 mod json_object;
 mod listener;
+mod media;
+pub use media::MAX_UPLOAD;
 mod problem;
 mod routes;
 mod server;
@@ -159,6 +161,8 @@ impl Refused {
 #[derive(Clone)]
 pub struct ApiState {
     spool_dir: PathBuf,
+    /// The profile's media store, opened per request (it may appear after the start).
+    media_dir: PathBuf,
     appended: watch::Receiver<u64>,
     state_file: PathBuf,
     messages: Arc<dyn Messages>,
@@ -176,6 +180,7 @@ impl ApiState {
     ) -> Self {
         Self {
             spool_dir: spool.dir().to_owned(),
+            media_dir: profile.media_dir(),
             appended: spool.subscribe(),
             state_file: profile.state_file(),
             messages,
@@ -252,4 +257,23 @@ pub async fn serve(
     shutdown: watch::Receiver<bool>,
 ) -> Result<(), ApiError> {
     bind(socket)?.serve(state, shutdown).await
+}
+
+/// A file as a stream of 64 KiB chunks: an upload sent or a media item served, never whole
+/// in memory.
+pub(crate) fn file_chunks(
+    file: tokio::fs::File,
+) -> impl futures_util::Stream<Item = std::io::Result<axum::body::Bytes>> + Send {
+    futures_util::stream::unfold(file, |mut file| async move {
+        use tokio::io::AsyncReadExt;
+        let mut buf = vec![0u8; 64 * 1024];
+        match file.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(axum::body::Bytes::from(buf)), file))
+            }
+            Err(e) => Some((Err(e), file)),
+        }
+    })
 }

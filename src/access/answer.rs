@@ -80,6 +80,7 @@ pub async fn serve(
             continue;
         };
         let request = Request {
+            files: vec![],
             adapter: ask.reply.adapter.clone(),
             target: ask.reply.target.clone(),
             text,

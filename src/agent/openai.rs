@@ -378,6 +378,7 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
         .enumerate()
     {
         let request = Request {
+            files: vec![],
             adapter: reply.adapter.clone(),
             target: reply.target.clone(),
             text: piece,

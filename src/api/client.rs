@@ -18,7 +18,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
 use super::listener::socket_dir;
-use super::wire::{ErrorBody, EventsPage, SendBody, REPLAYED_HEADER};
+use super::wire::{ErrorBody, EventsPage, SendBody, Uploaded, REPLAYED_HEADER};
 use super::Submitted;
 use crate::gateway::outbox::Message;
 use crate::gateway::state_file::StateFile;
@@ -105,7 +105,12 @@ impl Client {
     pub async fn submit(&self, body: &SendBody) -> Result<Submitted, ClientError> {
         let json = serde_json::to_vec(body).expect("a request body serialises");
         let (status, headers, bytes) = self
-            .request(Method::POST, "/v1/messages", Some(json), Duration::ZERO)
+            .request(
+                Method::POST,
+                "/v1/messages",
+                Some(json.into()),
+                Duration::ZERO,
+            )
             .await?;
         if status != StatusCode::ACCEPTED && status != StatusCode::OK {
             return Err(refusal(status, &bytes));
@@ -118,6 +123,24 @@ impl Client {
             message,
             new: status == StatusCode::ACCEPTED && !replayed,
         })
+    }
+
+    /// `POST /v1/media`: `file`, `len` bytes long, streamed into the profile's media store as
+    /// `name`. Given the time a slow disk takes for it on top of the usual grace.
+    pub async fn upload(
+        &self,
+        file: tokio::fs::File,
+        len: u64,
+        name: &str,
+    ) -> Result<Uploaded, ClientError> {
+        let path = format!("/v1/media?name={}", percent_encode(name));
+        let body = Body::from_stream(super::file_chunks(file));
+        let pace = Duration::from_secs(len / (10 * 1024 * 1024));
+        let (status, _, bytes) = self.request(Method::POST, &path, Some(body), pace).await?;
+        if status != StatusCode::CREATED {
+            return Err(refusal(status, &bytes));
+        }
+        decode(status, &bytes)
     }
 
     /// `GET /v1/messages/{id}`; `None` when the gateway knows no such message.
@@ -168,7 +191,7 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<Body>,
         wait: Duration,
     ) -> Result<(StatusCode, axum::http::HeaderMap, Bytes), ClientError> {
         let limit = wait + ANSWER_GRACE;
@@ -184,7 +207,7 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        body: Option<Vec<u8>>,
+        body: Option<Body>,
     ) -> Result<(StatusCode, axum::http::HeaderMap, Bytes), ClientError> {
         match socket_dir(&self.socket) {
             Ok(Some(_)) => {}
@@ -219,9 +242,14 @@ impl Client {
             .uri(path)
             .header(header::HOST, "localhost");
         let body = match body {
-            Some(json) => {
-                request = request.header(header::CONTENT_TYPE, "application/json");
-                Body::from(json)
+            Some(body) => {
+                let kind = if path.starts_with("/v1/media") {
+                    "application/octet-stream"
+                } else {
+                    "application/json"
+                };
+                request = request.header(header::CONTENT_TYPE, kind);
+                body
             }
             None => Body::empty(),
         };

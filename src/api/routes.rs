@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use super::json_object::JsonObject;
 use super::problem::Problem;
 use super::wire::REPLAYED_HEADER;
-use super::{events, ApiState, Refused, MAX_BODY};
+use super::{events, media, ApiState, Refused, MAX_BODY};
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::{Policy, Request};
 use crate::gateway::state_file::StateFile;
@@ -33,6 +33,8 @@ pub(super) fn router(state: ApiState, shutdown: watch::Receiver<bool>) -> Router
         .route("/v1/events", get(events::get_events))
         .route("/v1/messages", post(post_message))
         .route("/v1/messages/{id}", get(get_message))
+        .route(media::UPLOAD_PATH, post(media::post_media))
+        .route("/v1/media/{id}", get(media::get_media))
         .route("/v1/health", get(health))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -40,7 +42,7 @@ pub(super) fn router(state: ApiState, shutdown: watch::Receiver<bool>) -> Router
         .with_state(Arc::new(Ctx { state, shutdown }))
 }
 
-const PATHS: &str = "GET /v1/events, POST /v1/messages, GET /v1/messages/{id}, GET /v1/health";
+const PATHS: &str = "GET /v1/events, POST /v1/messages, GET /v1/messages/{id}, POST /v1/media, GET /v1/media/{id}, GET /v1/health";
 
 async fn not_found(method: Method, uri: Uri) -> Problem {
     Problem::new(
@@ -65,13 +67,14 @@ async fn method_not_allowed(method: Method, uri: Uri) -> Problem {
 }
 
 /// The fields of `POST /v1/messages`, each with what a caller should put there.
-const FIELDS: [(&str, &str); 6] = [
+const FIELDS: [(&str, &str); 7] = [
     ("adapter", "the adapter's name in gateway.toml, e.g. \"qq\""),
     ("target", "where to send, in the form of that adapter's platform (\"chat:ID\", \"group:OPENID\", a channel id, ...; docs/api.md lists every platform's)"),
     ("text", "the message text"),
     ("reply_to", "optional: the platform id of the message this answers"),
     ("idempotency_key", "a key you choose, the same on every retry of this message (a UUID will do)"),
     ("policy", "optional: \"at-most-once\" (the default) or \"at-least-once\""),
+    ("attachments", "optional: files to post with the text, each the `id` POST /v1/media answered, e.g. [\"file_3fa2c1d0e9b8a7f6_report.pdf\"]"),
 ];
 
 fn hint(field: &str) -> &'static str {
@@ -96,7 +99,8 @@ async fn post_message(
             )
         }
     })?;
-    let request = parse_send(&body)?;
+    let (mut request, attachments) = parse_send(&body)?;
+    request.files = media::attachments(&ctx, &attachments)?;
     let submitted = ctx.state.messages.submit(request).await.map_err(refused)?;
     let location = HeaderValue::from_str(&format!("/v1/messages/{}", submitted.message.id)).ok();
     let mut response = if submitted.new {
@@ -115,7 +119,7 @@ async fn post_message(
 
 /// The body as a [`Request`], or the first thing wrong with it, named. Parsed by hand rather
 /// than derived, so that every error names its field and says what belongs there.
-fn parse_send(body: &[u8]) -> Result<Request, Problem> {
+fn parse_send(body: &[u8]) -> Result<(Request, Vec<String>), Problem> {
     let example =
         r#"{"adapter":"qq","target":"group:OPENID","text":"hello","idempotency_key":"9f1c..."}"#;
     let object: JsonObject = serde_json::from_slice(body).map_err(|e| {
@@ -169,14 +173,33 @@ fn parse_send(body: &[u8]) -> Result<Request, Problem> {
             .field("policy"))
         }
     };
-    Ok(Request {
+    let attachments = match fields.get("attachments") {
+        None | Some(Value::Null) => vec![],
+        Some(Value::Array(ids)) if ids.iter().all(Value::is_string) => ids
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Some(_) => {
+            return Err(Problem::bad_request(
+                "invalid_field",
+                format!(
+                    "attachments must be an array of strings: {}",
+                    hint("attachments")
+                ),
+            )
+            .field("attachments"))
+        }
+    };
+    let request = Request {
+        files: vec![],
         adapter,
         target,
         text,
         reply_to,
         idempotency_key,
         policy,
-    })
+    };
+    Ok((request, attachments))
 }
 
 fn string(fields: &Map<String, Value>, name: &'static str) -> Result<Option<String>, Problem> {
@@ -215,7 +238,10 @@ fn refused(r: Refused) -> Problem {
     let field = match r.code {
         "unknown_adapter" => Some("adapter"),
         "bad_target" => Some("target"),
-        "empty_text" | "text_too_long" => Some("text"),
+        "empty_text" | "text_too_long" | "caption_too_long" => Some("text"),
+        "files_unsupported" | "too_many_files" | "file_too_large" | "files_in_cluster" => {
+            Some("attachments")
+        }
         "missing_idempotency_key" | "bad_idempotency_key" | "idempotency_key_reused" => {
             Some("idempotency_key")
         }

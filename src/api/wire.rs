@@ -22,6 +22,19 @@ pub struct SendBody {
     pub idempotency_key: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<Policy>,
+    /// Media ids (`POST /v1/media`'s answers) of files to post with the text.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<String>,
+}
+
+/// The answer to `POST /v1/media`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Uploaded {
+    /// What `attachments` names it by.
+    pub id: String,
+    pub bytes: u64,
+    pub sha256: String,
+    pub mime: String,
 }
 
 /// The answer to `GET /v1/events`.

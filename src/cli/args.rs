@@ -481,10 +481,16 @@ pub(super) struct SendArgs {
     /// report it `unknown`.
     #[arg(long)]
     pub(super) at_least_once: bool,
+    /// A file to post with the text (which is then its caption), natively: a photo as a
+    /// photo, anything else as a file. Give it again for more files, where the platform takes
+    /// several in one message.
+    #[arg(long, value_name = "FILE", value_hint = clap::ValueHint::FilePath)]
+    pub(super) attach: Vec<std::path::PathBuf>,
     /// Print the message as JSON.
     #[arg(long)]
     pub(super) json: bool,
-    /// The text; read from stdin when not given (one trailing newline is dropped).
+    /// The text; read from stdin when not given (one trailing newline is dropped). With
+    /// --attach and stdin a terminal, the files go without text.
     #[arg(value_name = "TEXT")]
     pub(super) text: Option<String>,
 }

@@ -21,6 +21,7 @@ pub(super) fn run(args: SendArgs) -> Result<u8, CliError> {
     let (adapter, target) = parse_to(&args.to)?;
     let text = match args.text {
         Some(text) => text,
+        None if !args.attach.is_empty() && io::stdin().is_terminal() => String::new(),
         None => read_stdin()?,
     };
     let idempotency_key = match args.idempotency_key {
@@ -32,20 +33,48 @@ pub(super) fn run(args: SendArgs) -> Result<u8, CliError> {
         Some(key) => key,
         None => random_key(),
     };
-    let body = SendBody {
+    let mut body = SendBody {
         adapter,
         target,
         text,
         reply_to: args.reply_to,
         idempotency_key,
         policy: args.at_least_once.then_some(Policy::AtLeastOnce),
+        attachments: vec![],
     };
     let client = Client::new(profile.api_socket());
-    let submitted = super::runtime()?
+    let runtime = super::runtime()?;
+    for path in &args.attach {
+        let (file, len, name) = open_attachment(path)?;
+        let uploaded = runtime
+            .block_on(client.upload(file, len, &name))
+            .map_err(|e| api_error(&profile, &args.to, &body.idempotency_key, e))?;
+        body.attachments.push(uploaded.id);
+    }
+    let submitted = runtime
         .block_on(client.submit(&body))
         .map_err(|e| api_error(&profile, &args.to, &body.idempotency_key, e))?;
     println!("{}", describe(&submitted, args.json)?);
     Ok(exit_code::OK)
+}
+
+/// The file `--attach` names, opened to stream, with its length and the name the chat is to
+/// show (its own).
+fn open_attachment(path: &std::path::Path) -> Result<(tokio::fs::File, u64, String), CliError> {
+    let fail = |e: io::Error| usage(format!("--attach {}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(fail)?;
+    let meta = file.metadata().map_err(fail)?;
+    if !meta.is_file() {
+        return Err(usage(format!(
+            "--attach {}: not a regular file; give the path of a file to send",
+            path.display()
+        )));
+    }
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "file".into());
+    Ok((tokio::fs::File::from_std(file), meta.len(), name))
 }
 
 /// `ADAPTER:TARGET`, split at the first colon: the target may hold colons of its own

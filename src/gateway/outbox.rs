@@ -22,6 +22,8 @@
 
 mod book;
 mod cluster;
+mod error;
+mod files;
 mod journal;
 pub(crate) mod message;
 #[cfg(test)]
@@ -39,10 +41,12 @@ use tokio::time::Instant;
 
 use crate::gateway::fence::Fence;
 use crate::gateway::replica::Replica;
-use crate::gateway::send::{PlatformReply, Post, TargetError, TextUnit};
-use crate::trusted_dir::TrustError;
+use crate::gateway::send::{FileLimits, OutFile, PlatformReply, Post, TargetError, TextUnit};
 use book::Book;
 pub(crate) use book::Next;
+pub use error::{OutboxError, SubmitError};
+use files::Files;
+pub use files::{Attachment, NewFile};
 pub(crate) use journal::FILE_NAME as JOURNAL_FILE;
 use journal::{Journal, Record};
 pub use message::{Message, Policy, Request, State, Stats};
@@ -60,6 +64,8 @@ pub struct Route {
     /// The most of it posted as one platform message ([`Post::max_piece`]).
     pub max_piece: usize,
     pub unit: TextUnit,
+    /// What it takes of files, when its platform's sender posts them ([`Post::FILES`]).
+    pub files: Option<FileLimits>,
     /// Reads a target as the adapter's platform spells one.
     pub address: fn(&str) -> Result<Address, TargetError>,
 }
@@ -83,6 +89,7 @@ impl Route {
             max_text,
             max_piece,
             unit: S::TEXT_UNIT,
+            files: S::FILES,
             address: address::<S>,
         }
     }
@@ -94,101 +101,6 @@ fn address<S: Post>(text: &str) -> Result<Address, TargetError> {
         numbers_replies: S::numbers_replies(&target),
         target: target.to_string(),
     })
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum SubmitError {
-    #[error("no adapter named {adapter:?} can send (adapters that can: {known})")]
-    UnknownAdapter { adapter: String, known: String },
-    #[error(transparent)]
-    Target(#[from] TargetError),
-    #[error("text is empty; there is nothing to send")]
-    EmptyText,
-    #[error("text is {len} {}; {adapter} takes at most {max} in one message", unit.name())]
-    TextTooLong {
-        adapter: String,
-        len: usize,
-        max: usize,
-        unit: TextUnit,
-    },
-    #[error("idempotency_key is missing; choose one per message, so that a retried submit is accepted once")]
-    MissingKey,
-    #[error("idempotency_key is longer than {MAX_KEY_LEN} characters or holds control characters")]
-    BadKey,
-    #[error("idempotency_key {key:?} was already used for a different message ({id})")]
-    KeyReused { key: String, id: String },
-    #[error("this gateway is not its cluster's active, so it queues nothing; send through the active host (`hermes-svc status` names it)")]
-    NotActive,
-    #[error(transparent)]
-    Outbox(#[from] OutboxError),
-}
-
-impl SubmitError {
-    /// A stable code for API answers.
-    pub fn code(&self) -> &'static str {
-        match self {
-            SubmitError::UnknownAdapter { .. } => "unknown_adapter",
-            SubmitError::Target(_) => "bad_target",
-            SubmitError::EmptyText => "empty_text",
-            SubmitError::TextTooLong { .. } => "text_too_long",
-            SubmitError::MissingKey => "missing_idempotency_key",
-            SubmitError::BadKey => "bad_idempotency_key",
-            SubmitError::KeyReused { .. } => "idempotency_key_reused",
-            SubmitError::NotActive => "not_active",
-            SubmitError::Outbox(_) => "outbox_write_failed",
-        }
-    }
-
-    /// The caller's mistake (4xx), rather than ours (5xx).
-    pub fn is_client_error(&self) -> bool {
-        !matches!(self, SubmitError::Outbox(_) | SubmitError::NotActive)
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum OutboxError {
-    /// The journal or its directory, as the profile home's rule sees them: a link, a FIFO,
-    /// someone else's, or writable by others; or one that could not be opened at all.
-    #[error("outbox: cannot open the journal")]
-    Open(#[source] TrustError),
-    /// The cluster's replica (etcd) refused or could not be asked.
-    #[error("outbox: cannot {op}: {why}")]
-    Replica { op: &'static str, why: String },
-    #[error("outbox {}: cannot {op}", dir.display())]
-    Io {
-        op: &'static str,
-        dir: PathBuf,
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl OutboxError {
-    /// The error on one line, with what to do about it: what the state file, `status` and
-    /// doctor show of an outbox that could not be opened.
-    pub(crate) fn with_fix(&self) -> String {
-        let said = crate::error_chain::one_line(self);
-        let denied = |e: &io::Error| {
-            matches!(
-                e.raw_os_error().map(nix::errno::Errno::from_raw),
-                Some(nix::errno::Errno::EACCES | nix::errno::Errno::EPERM)
-            )
-        };
-        match self {
-            // The rule's refusals name the file and what to do with it.
-            OutboxError::Open(e) if e.needs_a_fix() => {
-                format!("{said}; then restart the gateway (a new journal starts empty)")
-            }
-            OutboxError::Open(TrustError::Io { source, path, .. }) if denied(source) => format!(
-                "{said}: the gateway's user cannot read and write {}: give it back to that \
-                 user (chown, chmod 600), or move it aside, then restart the gateway",
-                path.display()
-            ),
-            _ => format!(
-                "{said}: check the outbox directory and its journal, then restart the gateway"
-            ),
-        }
-    }
 }
 
 /// What a submit did.
@@ -225,6 +137,7 @@ struct Inner {
 
 pub struct Outbox {
     dir: PathBuf,
+    files: Arc<Files>,
     inner: Mutex<Inner>,
     synced: tokio::sync::Mutex<u64>,
     routes: HashMap<String, Route>,
@@ -259,8 +172,15 @@ impl Outbox {
         for r in &records {
             book.apply(r);
         }
+        let files = Arc::new(Files::open(dir).map_err(OutboxError::Open)?);
+        let held = book
+            .pending()
+            .flat_map(|m| m.attachments.iter().map(|a| a.file.as_str()))
+            .collect();
+        files.sweep(&held).map_err(OutboxError::Open)?;
         Ok(Self {
             dir: dir.to_owned(),
+            files,
             inner: Mutex::new(Inner {
                 book,
                 journal,
@@ -338,12 +258,18 @@ impl Outbox {
     pub async fn submit(&self, req: Request) -> Result<Submitted, SubmitError> {
         let address = self.validate(&req)?;
         if let Some(replica) = self.replica()? {
+            if !req.files.is_empty() {
+                return Err(SubmitError::FilesInCluster);
+            }
             return self.submit_in_cluster(replica, req, address).await;
         }
+        let id = new_id();
+        let attachments = self.copy_in(&id, &req.files).await?;
         let (submitted, pos) = {
             let mut inner = self.lock();
             if let Some(first) = inner.book.by_key(&req.idempotency_key) {
-                if !same_request(first, &req, &address.target) {
+                self.files.remove(&attachments);
+                if !same_request(first, &req, &address.target, &attachments) {
                     return Err(SubmitError::KeyReused {
                         key: req.idempotency_key,
                         id: first.id.clone(),
@@ -358,11 +284,14 @@ impl Outbox {
                     inner.appended,
                 )
             } else {
-                let message = new_message(&inner.book, req, address);
+                let message = new_message(&inner.book, id, req, address, attachments);
                 let record = Record::Put {
-                    message: message.clone(),
+                    message: Box::new(message.clone()),
                 };
-                self.append(&mut inner, &record)?;
+                if let Err(e) = self.append(&mut inner, &record) {
+                    self.files.remove(&message.attachments);
+                    return Err(e.into());
+                }
                 (Submitted { message, new: true }, inner.appended)
             }
         };
@@ -397,8 +326,11 @@ impl Outbox {
                 },
             })?;
         let address = (route.address)(&req.target)?;
-        if req.text.trim().is_empty() {
+        if req.text.trim().is_empty() && req.files.is_empty() {
             return Err(SubmitError::EmptyText);
+        }
+        if !req.files.is_empty() {
+            check_files(&req.adapter, route, req)?;
         }
         let len = route.unit.len(&req.text);
         if len > route.max_text {
@@ -559,6 +491,14 @@ impl Outbox {
         };
         let id = record_id(&record).to_owned();
         self.record(record).await?;
+        if let Some(done) = self
+            .lock()
+            .book
+            .get(&id)
+            .filter(|m| !m.attachments.is_empty())
+        {
+            self.files.remove(&done.attachments);
+        }
         self.replicate(&id, "record how a send ended in etcd")
             .await?;
         let forgotten = self.compact_if_due()?;
@@ -574,6 +514,41 @@ impl Outbox {
             }
             _ => Ok(()),
         }
+    }
+
+    /// Copy `files` in as message `id`'s own, off the runtime's threads (a file may be large).
+    async fn copy_in(&self, id: &str, files: &[NewFile]) -> Result<Vec<Attachment>, SubmitError> {
+        if files.is_empty() {
+            return Ok(vec![]);
+        }
+        let (copies, id, files) = (self.files.clone(), id.to_owned(), files.to_vec());
+        let copied = tokio::task::spawn_blocking(move || {
+            let mut done = Vec::with_capacity(files.len());
+            for (n, f) in files.iter().enumerate() {
+                match copies.copy_in(&id, n, f) {
+                    Ok(a) => done.push(a),
+                    Err(e) => {
+                        copies.remove(&done);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(done)
+        })
+        .await
+        .map_err(|e| {
+            OutboxError::File(crate::trusted_dir::TrustError::Io {
+                op: "copy",
+                path: self.dir.join("files"),
+                source: io::Error::other(e),
+            })
+        })?;
+        Ok(copied.map_err(OutboxError::File)?)
+    }
+
+    /// The files a message posts, as an attempt streams them.
+    pub(crate) fn out_files(&self, message: &Message) -> Vec<OutFile> {
+        self.files.out_files(&message.attachments)
     }
 
     async fn record(&self, record: Record) -> Result<(), OutboxError> {
@@ -606,6 +581,43 @@ impl Outbox {
     }
 }
 
+/// Whether `route` takes `req`'s files: the platform's count, size and caption limits,
+/// checked before anything is copied or queued.
+fn check_files(adapter: &str, route: &Route, req: &Request) -> Result<(), SubmitError> {
+    let adapter = adapter.to_owned();
+    let Some(limits) = route.files else {
+        return Err(SubmitError::FilesUnsupported { adapter });
+    };
+    if req.files.len() > limits.max_files {
+        return Err(SubmitError::TooManyFiles {
+            adapter,
+            count: req.files.len(),
+            max: limits.max_files,
+        });
+    }
+    for f in &req.files {
+        let bytes = f.file.metadata().map(|m| m.len()).unwrap_or(0);
+        if bytes > limits.max_bytes {
+            return Err(SubmitError::FileTooLarge {
+                adapter,
+                name: f.name.clone(),
+                bytes,
+                max: limits.max_bytes,
+            });
+        }
+    }
+    let len = route.unit.len(&req.text);
+    if len > limits.max_caption {
+        return Err(SubmitError::CaptionTooLong {
+            adapter,
+            len,
+            max: limits.max_caption,
+            unit: route.unit,
+        });
+    }
+    Ok(())
+}
+
 /// Wakes the delivery workers when dropped: at the end of a submit, or wherever its future
 /// is dropped.
 struct WakeWorker<'a>(&'a watch::Sender<u64>);
@@ -620,8 +632,14 @@ impl Drop for WakeWorker<'_> {
 /// policy: a different policy makes a different message (the API answers 409).
 /// Whether `req`, whose target its platform writes `target`, asks for what `m` is. A message
 /// journalled before targets were stored as their platform writes them holds the text given.
-fn same_request(m: &Message, req: &Request, target: &str) -> bool {
-    m.adapter == req.adapter
+fn same_request(m: &Message, req: &Request, target: &str, files: &[Attachment]) -> bool {
+    let same_files = m.attachments.len() == files.len()
+        && m.attachments
+            .iter()
+            .zip(files)
+            .all(|(a, b)| a.sha256 == b.sha256 && a.name == b.name);
+    same_files
+        && m.adapter == req.adapter
         && (m.target == target || m.target == req.target)
         && m.text == req.text
         && m.reply_to == req.reply_to
@@ -630,12 +648,18 @@ fn same_request(m: &Message, req: &Request, target: &str) -> bool {
 
 /// A new message for `req`, queued now. Only a reply to a target whose platform numbers
 /// replies gets a number; any other message takes none, so it gets none to show.
-fn new_message(book: &Book, req: Request, address: Address) -> Message {
+fn new_message(
+    book: &Book,
+    id: String,
+    req: Request,
+    address: Address,
+    attachments: Vec<Attachment>,
+) -> Message {
     let now = now_rfc3339();
     let numbered = address.numbers_replies && req.reply_to.is_some();
     let seq = numbered.then(|| book.next_seq());
     Message {
-        id: new_id(),
+        id,
         idempotency_key: req.idempotency_key,
         adapter: req.adapter,
         target: address.target,
@@ -643,6 +667,7 @@ fn new_message(book: &Book, req: Request, address: Address) -> Message {
         reply_to: req.reply_to,
         seq,
         policy: req.policy,
+        attachments,
         state: State::Queued,
         attempts: 0,
         queued_at: now.clone(),

@@ -17,6 +17,7 @@ pub(crate) mod classify;
 pub(crate) mod exchange;
 pub(crate) mod split;
 pub(crate) mod target;
+pub(crate) mod upload;
 
 use std::fmt;
 use std::future::Future;
@@ -76,12 +77,64 @@ pub trait Post: Send + Sync + 'static {
     /// one: an agent's turn asks for it again before it lapses.
     const TYPING_LASTS: Option<Duration> = None;
 
+    /// What the platform takes of files in one message, when its sender posts files: a
+    /// message whose files it cannot take is refused when it is queued, not at its upload.
+    const FILES: Option<FileLimits> = None;
+
     /// Show that the bot is typing in `target`. Best effort: nothing is recorded and nothing
     /// retried, and a platform without an indicator ([`Post::TYPING_LASTS`] `None`) does
     /// nothing. Whether it worked, for the log.
     fn typing(&self, _target: &Self::Target) -> impl Future<Output = Result<(), String>> + Send {
         std::future::ready(Ok(()))
     }
+}
+
+/// What a platform takes of files in one message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileLimits {
+    /// Files in one message.
+    pub max_files: usize,
+    /// Bytes of one file.
+    pub max_bytes: u64,
+    /// The text that goes with files (a caption), in [`Post::TEXT_UNIT`]s.
+    pub max_caption: usize,
+}
+
+/// What a file is to a platform that posts each kind its own way (a photo shown inline, a
+/// voice note played, anything else a document). Read from the bytes, never from a name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileKind {
+    Photo,
+    Voice,
+    Audio,
+    Video,
+    Document,
+}
+
+impl FileKind {
+    /// The kind a file of type `mime` is posted as: the still-image types every platform
+    /// shows inline are photos, Ogg audio (Opus, what the platforms record) a voice note.
+    pub fn of(mime: &str) -> FileKind {
+        match mime {
+            "image/jpeg" | "image/png" | "image/webp" => FileKind::Photo,
+            "audio/ogg" => FileKind::Voice,
+            m if m.starts_with("audio/") => FileKind::Audio,
+            m if m.starts_with("video/") => FileKind::Video,
+            _ => FileKind::Document,
+        }
+    }
+}
+
+/// A file one attempt posts: streamed from `path` (the outbox's own copy) as `name`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutFile {
+    pub path: std::path::PathBuf,
+    /// The name the chat shows.
+    pub name: String,
+    pub mime: String,
+    pub kind: FileKind,
+    pub bytes: u64,
 }
 
 /// How a platform counts a text's length.
@@ -150,6 +203,8 @@ pub struct Outgoing<T> {
     /// The reply's sequence number, fixed when the message was queued, when the platform
     /// numbers replies ([`Post::numbers_replies`]).
     pub seq: Option<u32>,
+    /// Files that go with the text, which is then their caption (and may be empty).
+    pub files: Vec<OutFile>,
 }
 
 /// What the platform itself said about a request, for the message's state and for logs.

@@ -162,6 +162,21 @@ pub async fn get(
     Err(DownloadError::Redirects)
 }
 
+/// Where the store reads a file from, chunk by chunk, each source within its own limits: a
+/// platform's download, or a local client's upload. An error ends it: what was read is not
+/// the file.
+pub trait Source: Send {
+    fn next_chunk(
+        &mut self,
+    ) -> impl std::future::Future<Output = Result<Option<hyper::body::Bytes>, DownloadError>> + Send;
+}
+
+impl Source for Body {
+    async fn next_chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
+        self.chunk().await
+    }
+}
+
 /// A body being read, chunk by chunk, within its limits.
 pub struct Body {
     response: Response,
@@ -174,7 +189,7 @@ pub struct Body {
 impl Body {
     /// The next chunk, or `None` at the end. An error ends the body: what was read is not the
     /// file.
-    pub async fn chunk(&mut self) -> Result<Option<impl AsRef<[u8]>>, DownloadError> {
+    pub async fn chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
         let next = tokio::time::timeout_at(self.deadline, self.response.chunk())
             .await
             .map_err(|_| DownloadError::Timeout(self.limits.timeout.as_secs()))?

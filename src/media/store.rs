@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use nix::sys::stat::SFlag;
 use sha2::{Digest, Sha256};
 
-use super::download::{Body, DownloadError};
+use super::download::{DownloadError, Source};
 use super::sniff::sniff;
 use crate::atomic_file::{Sync, TempFile};
 use crate::bounded_read::Owner;
@@ -78,12 +78,12 @@ impl Store {
         kind: &str,
         id: &str,
         name: Option<&str>,
-        mut body: Body,
+        mut body: impl Source,
     ) -> Result<Stored, StoreError> {
         let mut head: Vec<u8> = Vec::with_capacity(HEAD);
         let mut rest: Option<Vec<u8>> = None;
         while head.len() < HEAD {
-            match body.chunk().await? {
+            match body.next_chunk().await? {
                 Some(chunk) => {
                     let chunk = chunk.as_ref();
                     let take = (HEAD - head.len()).min(chunk.len());
@@ -115,7 +115,7 @@ impl Store {
         if let Some(rest) = rest {
             write(&mut temp, &rest)?;
         }
-        while let Some(chunk) = body.chunk().await? {
+        while let Some(chunk) = body.next_chunk().await? {
             write(&mut temp, chunk.as_ref())?;
         }
         // A file lost to a machine crash is fetched again, or said missing: no fsync per file.
@@ -127,6 +127,15 @@ impl Store {
             sha256: hex(&hash.finalize()),
             mime,
         })
+    }
+
+    /// The stored item `id` (its file name, as the API names it), opened to read; `None`
+    /// when there is none, or when `id` is not a name the store gives (so never a path).
+    pub fn open_item(&self, id: &str) -> Result<Option<std::fs::File>, StoreError> {
+        if !is_item_name(id) {
+            return Ok(None);
+        }
+        Ok(self.dir.open_read(id)?)
     }
 
     /// Remove the oldest files until the store holds at most `quota` bytes, never one that
@@ -235,7 +244,24 @@ pub fn file_name(kind: &str, id: &str, name: Option<&str>, ext: &str) -> String 
     )
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// Whether `name` is one [`file_name`] could have made: `KIND_ID_NAME` of its alphabet, no
+/// leading dot, no separator.
+pub fn is_item_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 200
+        && !name.starts_with(['.', '-', '_'])
+        && name.splitn(3, '_').count() == 3
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'))
+}
+
+/// The name a chat shows of the stored item `name`: the user's own, after `KIND_ID_`.
+pub fn shown_name(name: &str) -> &str {
+    name.splitn(3, '_').nth(2).unwrap_or(name)
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -62,6 +62,7 @@ fn msg(id: &str, target: &str, text: &str, reply_to: Option<&str>) -> Outgoing<w
         text: text.into(),
         reply_to: reply_to.map(Into::into),
         seq: None,
+        files: vec![],
     }
 }
 

@@ -109,6 +109,7 @@ fn an_outage_queues_a_thousand_messages_without_stopping_inbound_or_the_watchdog
                         reply_to: None,
                         idempotency_key: format!("{target}-{i}"),
                         policy: None,
+                        attachments: vec![],
                     };
                     client.submit(&body).await.unwrap();
                 }

@@ -211,6 +211,7 @@ impl Rig {
             reply_to: reply_to.map(str::to_owned),
             idempotency_key: key.to_owned(),
             policy: Some(policy),
+            attachments: vec![],
         };
         self.rt
             .block_on(self.client().submit(&body))

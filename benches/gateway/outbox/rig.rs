@@ -231,6 +231,7 @@ pub(super) fn body(adapter: &str, target: &str, tag: &str) -> SendBody {
         reply_to: None,
         idempotency_key: tag.to_owned(),
         policy: None,
+        attachments: vec![],
     }
 }
 

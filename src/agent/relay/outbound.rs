@@ -84,6 +84,7 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
         .enumerate()
     {
         let request = Request {
+            files: vec![],
             adapter: adapter.to_owned(),
             target: target.to_owned(),
             text,

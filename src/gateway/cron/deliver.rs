@@ -109,6 +109,7 @@ pub(super) async fn submit(
             reply_to: None,
             idempotency_key: format!("cron:{}:{due}", spec.name),
             policy: Policy::AtMostOnce,
+            files: vec![],
         })
         .await?;
     Ok(submitted.message.id)

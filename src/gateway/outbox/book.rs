@@ -111,7 +111,7 @@ impl Book {
     /// was lost with a torn line, or compacted away) is ignored.
     pub(super) fn apply(&mut self, record: &Record) {
         match record {
-            Record::Put { message } => self.put(message.clone()),
+            Record::Put { message } => self.put((**message).clone()),
             Record::Sending { id, at } => self.update(id, at, |m| {
                 m.state = State::Sending;
                 m.attempts += 1;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::journal::Record;
 use super::message::Message;
 use super::{
-    new_message, same_request, Address, Outbox, OutboxError, Request, SubmitError, Submitted,
-    WakeWorker,
+    new_id, new_message, same_request, Address, Outbox, OutboxError, Request, SubmitError,
+    Submitted, WakeWorker,
 };
 use crate::gateway::replica::Replica;
 
@@ -44,7 +44,7 @@ impl Outbox {
                     }
                     _ => {
                         let record = Record::Put {
-                            message: message.clone(),
+                            message: Box::new(message.clone()),
                         };
                         self.append(&mut inner, &record)?;
                         taken += 1;
@@ -112,7 +112,7 @@ impl Outbox {
         let candidate = {
             let inner = self.lock();
             match inner.book.by_key(&req.idempotency_key) {
-                Some(first) if !same_request(first, &req, &address.target) => {
+                Some(first) if !same_request(first, &req, &address.target, &[]) => {
                     return Err(SubmitError::KeyReused {
                         key: req.idempotency_key,
                         id: first.id.clone(),
@@ -125,7 +125,7 @@ impl Outbox {
                         new: false,
                     })
                 }
-                None => new_message(&inner.book, req.clone(), address.clone()),
+                None => new_message(&inner.book, new_id(), req.clone(), address.clone(), vec![]),
             }
         };
         let first = replica
@@ -140,7 +140,7 @@ impl Outbox {
                 message: candidate,
                 new: true,
             },
-            Some(first) if !same_request(&first, &req, &address.target) => {
+            Some(first) if !same_request(&first, &req, &address.target, &[]) => {
                 return Err(SubmitError::KeyReused {
                     key: req.idempotency_key,
                     id: first.id,
@@ -154,7 +154,7 @@ impl Outbox {
         let pos = {
             let mut inner = self.lock();
             let record = Record::Put {
-                message: submitted.message.clone(),
+                message: Box::new(submitted.message.clone()),
             };
             self.append(&mut inner, &record)?;
             inner.appended

@@ -33,7 +33,7 @@ const MAX_LINE: usize = 1024 * 1024;
 #[serde(tag = "op", rename_all = "kebab-case")]
 pub(super) enum Record {
     /// A new message, or a message's whole state in a compacted journal.
-    Put { message: Message },
+    Put { message: Box<Message> },
     /// Written and synced before each request goes out.
     Sending { id: String, at: String },
     Sent {
@@ -125,8 +125,10 @@ impl Journal {
         {
             let mut w = io::BufWriter::new(temp.file());
             for message in messages {
-                let mut line = serde_json::to_vec(&Record::Put { message })
-                    .map_err(|e| io(io::Error::other(e)))?;
+                let mut line = serde_json::to_vec(&Record::Put {
+                    message: Box::new(message),
+                })
+                .map_err(|e| io(io::Error::other(e)))?;
                 line.push(b'\n');
                 w.write_all(&line).map_err(io)?;
                 len += line.len() as u64;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::files::{Attachment, NewFile};
 use crate::gateway::send::PlatformReply;
 
 /// What to do with a send whose outcome is unknown on a platform that cannot dedupe it.
@@ -46,6 +47,8 @@ pub struct Request {
     /// Chosen by the caller; the same key is accepted once.
     pub idempotency_key: String,
     pub policy: Policy,
+    /// Files to post with the text (then their caption, and it may be empty), in order.
+    pub files: Vec<NewFile>,
 }
 
 /// One message and its state.
@@ -62,6 +65,9 @@ pub struct Message {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seq: Option<u32>,
     pub policy: Policy,
+    /// The files it posts, the outbox's own copies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<Attachment>,
     pub state: State,
     pub attempts: u32,
     /// RFC 3339, UTC.

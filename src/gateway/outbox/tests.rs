@@ -44,6 +44,7 @@ fn routes() -> HashMap<String, Route> {
                 max_text: 100,
                 max_piece: 100,
                 unit: TextUnit::Chars,
+                files: None,
                 address: numbered,
             },
         ),
@@ -54,6 +55,7 @@ fn routes() -> HashMap<String, Route> {
                 max_text: 2000,
                 max_piece: 2000,
                 unit: TextUnit::Utf16,
+                files: None,
                 address: plain,
             },
         ),
@@ -68,6 +70,7 @@ fn req(adapter: &str, target: &str, key: &str) -> Request {
         reply_to: None,
         idempotency_key: key.into(),
         policy: Policy::AtMostOnce,
+        files: vec![],
     }
 }
 

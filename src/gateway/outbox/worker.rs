@@ -12,7 +12,7 @@ use tokio::time::{sleep_until, Instant};
 
 use super::{Finish, Message, Next, Outbox, Policy, State};
 use crate::gateway::send::classify::local;
-use crate::gateway::send::{Answer, Outgoing, PlatformReply, Post};
+use crate::gateway::send::{Answer, OutFile, Outgoing, PlatformReply, Post};
 use crate::gateway::until_shutdown;
 
 /// A message not delivered within this long after it was queued fails.
@@ -148,7 +148,7 @@ async fn attempt<S: Post>(
 ) -> Result<(bool, Option<Duration>), super::OutboxError> {
     let id = message.id.clone();
     let done = |r: Result<(), super::OutboxError>| r.map(|()| (true, None));
-    let Some(outgoing) = targets.outgoing(&message) else {
+    let Some(outgoing) = targets.outgoing(&message, outbox.out_files(&message)) else {
         let error = reply("the target no longer parses for this adapter");
         return done(outbox.finish(&id, Finish::Failed(error)).await);
     };
@@ -250,7 +250,7 @@ impl<T> Default for Targets<T> {
 }
 
 impl<T: Clone + std::str::FromStr> Targets<T> {
-    fn outgoing(&mut self, message: &Message) -> Option<Outgoing<T>> {
+    fn outgoing(&mut self, message: &Message, files: Vec<OutFile>) -> Option<Outgoing<T>> {
         let target = match self.0.get(&message.id) {
             Some(t) => t.clone(),
             None => {
@@ -265,6 +265,7 @@ impl<T: Clone + std::str::FromStr> Targets<T> {
             text: message.text.clone(),
             reply_to: message.reply_to.clone(),
             seq: message.seq,
+            files,
         })
     }
 }
@@ -329,6 +330,7 @@ mod tests {
             reply_to: None,
             seq: None,
             policy: Policy::AtMostOnce,
+            attachments: vec![],
             state: State::Queued,
             attempts: 0,
             queued_at: String::new(),
@@ -343,7 +345,7 @@ mod tests {
         let mut targets: Targets<Counted> = Targets::default();
         for _ in 0..20 {
             for id in ["m1", "m2"] {
-                let out = targets.outgoing(&message(id)).unwrap();
+                let out = targets.outgoing(&message(id), vec![]).unwrap();
                 assert_eq!(out.target, Counted(format!("room:{id}")));
             }
         }

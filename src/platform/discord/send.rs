@@ -5,6 +5,10 @@
 //! it again. Discord keeps nonces only "in the past few minutes", which covers a retry and a
 //! quick restart, not a send resumed hours later.
 //!
+//! A message with files goes as multipart/form-data ("Uploading Files"): the same JSON as
+//! `payload_json`, its `attachments` naming each `files[n]` part by `id`, so the nonce
+//! covers the files too and a repeat posts nothing twice.
+//!
 //! Sources (discord/discord-api-docs): `resources/message.md` (Create Message: `content` up
 //! to 2000 characters, `nonce` up to 25 characters, `enforce_nonce`, `message_reference`),
 //! `topics/rate-limits.md` (429 body `retry_after` in seconds as a float, `Retry-After`, the
@@ -21,10 +25,16 @@ use crate::config::Secret;
 use crate::gateway::platform_number::WaitKind;
 use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post};
+use crate::gateway::send::upload::part;
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// Create Message's `content` limit, in characters.
 const MAX_TEXT: usize = 2000;
+/// "Up to 10 files" per message; a file over the channel's upload limit is refused with
+/// 413 (40005, "Request entity too large"). The limit a bot has everywhere is the smallest a
+/// server grants, 10 MiB ("Uploading Files"; boosted servers allow more).
+const MAX_FILES: usize = 10;
+const MAX_FILE: u64 = 10 * 1024 * 1024;
 
 pub struct Sender {
     pub(super) http: reqwest::Client,
@@ -39,6 +49,13 @@ impl Post for Sender {
         MAX_TEXT
     }
 
+    /// With files the text is still `content`, up to its usual length.
+    const FILES: Option<FileLimits> = Some(FileLimits {
+        max_files: MAX_FILES,
+        max_bytes: MAX_FILE,
+        max_caption: MAX_TEXT,
+    });
+
     /// Always, through the nonce, within the few minutes Discord remembers it.
     fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
         true
@@ -52,8 +69,15 @@ impl Post for Sender {
         let request = self
             .http
             .post(self.channel_url(&msg.target, "messages"))
-            .header(AUTHORIZATION, auth)
-            .json(&body(msg));
+            .header(AUTHORIZATION, auth);
+        let request = if msg.files.is_empty() {
+            request.json(&body(msg))
+        } else {
+            match form(msg).await {
+                Ok(form) => request.multipart(form),
+                Err(answer) => return (answer, None),
+            }
+        };
         match exchange(request).await {
             Ok(r) => classify(r.status, &r.headers, &r.body),
             Err(answer) => (answer, None),
@@ -104,6 +128,22 @@ fn body(msg: &Outgoing<Target>) -> Value {
         body["message_reference"] = json!({ "message_id": id });
     }
     body
+}
+
+/// The message as `payload_json` and one `files[n]` part per file.
+async fn form(msg: &Outgoing<Target>) -> Result<reqwest::multipart::Form, Answer> {
+    let mut payload = body(msg);
+    payload["attachments"] = msg
+        .files
+        .iter()
+        .enumerate()
+        .map(|(n, f)| json!({"id": n, "filename": f.name}))
+        .collect();
+    let mut form = reqwest::multipart::Form::new().text("payload_json", payload.to_string());
+    for (n, file) in msg.files.iter().enumerate() {
+        form = form.part(format!("files[{n}]"), part(file).await?);
+    }
+    Ok(form)
 }
 
 /// The message's nonce: the same for every attempt of one outbox message, within Discord's
@@ -321,6 +361,7 @@ mod tests {
             text: "hi".into(),
             reply_to: None,
             seq: None,
+            files: vec![],
         };
         let b = body(&msg);
         assert_eq!(b["content"], "hi");

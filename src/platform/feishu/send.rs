@@ -214,6 +214,7 @@ mod tests {
             text: "hi \"there\"\n".into(),
             reply_to: reply_to.map(Into::into),
             seq: None,
+            files: vec![],
         }
     }
 

@@ -296,6 +296,7 @@ mod tests {
             text: "hi".into(),
             reply_to: reply_to.map(Into::into),
             seq,
+            files: vec![],
         }
     }
 

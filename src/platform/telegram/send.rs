@@ -7,6 +7,11 @@
 //! memory is the process's: a restart between pieces starts the message again (see
 //! docs/outbox.md).
 //!
+//! A message with a file goes as one `sendPhoto`, `sendVoice`, `sendAudio`, `sendVideo` or
+//! `sendDocument`, by the file's kind, its text the caption, uploaded as multipart/form-data
+//! ("Sending files": "10 MB max size for photos, 50 MB for other files"; a caption is
+//! "0-1024 characters after entities parsing"). A photo over 10 MB goes as a document.
+//!
 //! Answers, from the Bot API docs ("Making requests", "sendMessage", "ReplyParameters",
 //! "ResponseParameters"): `{"ok": true, "result": Message}`; else `ok: false` with
 //! `error_code`, `description` and, on a 429, `parameters.retry_after` (seconds); a group
@@ -23,13 +28,18 @@ use crate::config::Secret;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TextUnit};
+use crate::gateway::send::upload::part;
+use crate::gateway::send::{Answer, FileKind, FileLimits, Outgoing, Post, TextUnit};
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing", where a
 /// character is a UTF-16 code unit, as the entity offsets count (Hermes counts the same).
 const PIECE: usize = 4096;
 /// The longest text taken: sixteen messages' worth. Longer is refused when it is queued.
 const MAX_TEXT: usize = PIECE * 16;
+/// "10 MB max size for photos, 50 MB for other files", read as the smaller of the two ways
+/// to count a megabyte.
+const MAX_PHOTO: u64 = 10_000_000;
+const MAX_FILE: u64 = 50_000_000;
 
 pub struct Sender {
     http: reqwest::Client,
@@ -49,6 +59,14 @@ impl Post for Sender {
     fn max_piece(&self) -> usize {
         PIECE
     }
+
+    /// One file a message (an album, `sendMediaGroup`, takes no reply markup and is not
+    /// needed yet), its text the caption.
+    const FILES: Option<FileLimits> = Some(FileLimits {
+        max_files: 1,
+        max_bytes: MAX_FILE,
+        max_caption: 1024,
+    });
 
     /// Never: Telegram has no client key that drops a repeat.
     fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
@@ -104,6 +122,9 @@ impl Sender {
             }
         };
         let chat_id = chat_id(chat);
+        if let Some(file) = msg.files.first() {
+            return self.post_file(msg, file, chat_id, reply_to).await;
+        }
         let pieces = pieces(&msg.text, PIECE, TextUnit::Utf16);
         let (done, mut first) = self.progress(&msg.id);
         for (i, piece) in pieces.iter().enumerate().skip(done) {
@@ -136,6 +157,46 @@ impl Sender {
         }
         self.record(&msg.id, None);
         Answer::Sent { platform_id: first }
+    }
+
+    /// One file, its text the caption, by the method its kind takes.
+    async fn post_file(
+        &self,
+        msg: &Outgoing<Target>,
+        file: &crate::gateway::send::OutFile,
+        chat_id: Value,
+        reply_to: Option<i64>,
+    ) -> Answer {
+        let (method, field) = match file.kind {
+            FileKind::Photo if file.bytes <= MAX_PHOTO => ("sendPhoto", "photo"),
+            FileKind::Voice => ("sendVoice", "voice"),
+            FileKind::Audio => ("sendAudio", "audio"),
+            FileKind::Video => ("sendVideo", "video"),
+            FileKind::Photo | FileKind::Document => ("sendDocument", "document"),
+        };
+        let upload = match part(file).await {
+            Ok(p) => p,
+            Err(answer) => return answer,
+        };
+        let chat = match chat_id {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let mut form = reqwest::multipart::Form::new()
+            .text("chat_id", chat)
+            .part(field, upload);
+        if !msg.text.is_empty() {
+            form = form.text("caption", msg.text.clone());
+        }
+        if let Some(id) = reply_to {
+            let reply = json!({"message_id": id, "allow_sending_without_reply": true});
+            form = form.text("reply_parameters", reply.to_string());
+        }
+        let url = format!("{}/bot{}/{method}", self.api_base, self.token.expose());
+        match exchange(self.http.post(url).multipart(form)).await {
+            Ok(r) => classify(r.status, &r.body),
+            Err(answer) => answer,
+        }
     }
 
     fn progress(&self, id: &str) -> (usize, Option<String>) {
@@ -202,6 +263,7 @@ mod tests {
             text: ["a", "b", "c"].map(|c| c.repeat(PIECE)).concat(),
             reply_to: None,
             seq: None,
+            files: vec![],
         };
         // Piece 1 went out in an earlier attempt.
         tg.record(&msg.id, Some((1, Some("41".into()))));

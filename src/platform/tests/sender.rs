@@ -50,6 +50,7 @@ fn msg<T>(target: T, text: &str, reply_to: Option<&str>) -> Outgoing<T> {
         text: text.into(),
         reply_to: reply_to.map(Into::into),
         seq: Some(1),
+        files: vec![],
     }
 }
 

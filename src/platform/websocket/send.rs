@@ -86,6 +86,7 @@ mod tests {
             text: text.into(),
             reply_to: reply_to.map(Into::into),
             seq: None,
+            files: vec![],
         }
     }
 
