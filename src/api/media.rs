@@ -84,11 +84,9 @@ pub(super) async fn post_media(
                 format!("the file is larger than the {MAX_UPLOAD} bytes the API takes"),
             ),
             StoreError::Download(DownloadError::Timeout(_)) => Problem::body_timeout(),
-            other => Problem::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "media_write_failed",
-                crate::error_chain::one_line(&other),
-            ),
+            // The store cannot take it now (a full disk): the server's condition, not the
+            // caller's mistake.
+            other => unavailable(&other),
         })?;
     let answer = json!({
         "id": stored.name,
@@ -127,23 +125,19 @@ pub(super) fn attachments(ctx: &Ctx, ids: &[String]) -> Result<Vec<NewFile>, Pro
     }
     let store = open(ctx)?;
     ids.iter()
-        .map(|id| {
-            Ok(NewFile {
-                file: Arc::new(item(&store, id).map_err(|p| p.field("attachments"))?),
+        .map(|id| match store.open_item(id) {
+            Ok(Some(file)) => Ok(NewFile {
+                file: Arc::new(file),
                 name: store::shown_name(id).to_owned(),
-            })
+            }),
+            Ok(None) => Err(Problem::bad_request("unknown_media", unknown(id)).field("attachments")),
+            Err(e) => Err(unavailable(&e)),
         })
         .collect()
 }
 
 fn open(ctx: &Ctx) -> Result<Store, Problem> {
-    Store::open(&ctx.state.media_dir).map_err(|e| {
-        Problem::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "media_unavailable",
-            crate::error_chain::one_line(&e),
-        )
-    })
+    Store::open(&ctx.state.media_dir).map_err(|e| unavailable(&e))
 }
 
 fn item(store: &Store, id: &str) -> Result<std::fs::File, Problem> {
@@ -152,14 +146,23 @@ fn item(store: &Store, id: &str) -> Result<std::fs::File, Problem> {
         Ok(None) => Err(Problem::new(
             StatusCode::NOT_FOUND,
             "unknown_media",
-            format!(
-                "no media item {id:?}; ids are what POST /v1/media answered (the store removes the oldest files past its quota)"
-            ),
+            unknown(id),
         )),
-        Err(e) => Err(Problem::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "media_unreadable",
-            crate::error_chain::one_line(&e),
-        )),
+        Err(e) => Err(unavailable(&e)),
     }
+}
+
+fn unknown(id: &str) -> String {
+    format!(
+        "no media item {id:?}; ids are what POST /v1/media answered (the store removes the oldest files past its quota)"
+    )
+}
+
+/// The store cannot be opened, read or written: it names the directory and the fix.
+fn unavailable(e: &StoreError) -> Problem {
+    Problem::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "media_unavailable",
+        crate::error_chain::one_line(e),
+    )
 }

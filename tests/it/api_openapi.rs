@@ -107,7 +107,7 @@ fn check(doc: &Value, schema: &Value, value: &Value, at: &str, errors: &mut Vec<
 struct Example {
     op: (&'static str, &'static str),
     path: String,
-    body: Option<String>,
+    body: Option<Vec<u8>>,
 }
 
 fn get(template: &'static str, path: impl Into<String>) -> Example {
@@ -122,7 +122,7 @@ fn post(template: &'static str, body: Value) -> Example {
     Example {
         op: (template, "post"),
         path: template.into(),
-        body: Some(body.to_string()),
+        body: Some(body.to_string().into_bytes()),
     }
 }
 
@@ -137,10 +137,15 @@ fn the_server_answers_as_its_openapi_document_says() {
     let state_file = rig.profile.home().join("state/gateway.json");
     let spool_file = rig.spool.dir().join("events.jsonl");
 
-    // A body that never arrives whole is answered after 10 s: asked first, read last.
+    // A body that never arrives whole is answered after 10 s: asked first, read last; an
+    // upload that stops likewise.
     let slow = {
         let socket = rig.socket();
         std::thread::spawn(move || http_partial(&socket, "POST", "/v1/messages", 100, b"{"))
+    };
+    let slow_upload = {
+        let socket = rig.socket();
+        std::thread::spawn(move || http_partial(&socket, "POST", "/v1/media", 100, b"\x89PNG"))
     };
     let mut answers: Vec<(Example, Answer)> = Vec::new();
     let run = |examples: Vec<Example>| -> Vec<(Example, Answer)> {
@@ -151,7 +156,7 @@ fn the_server_answers_as_its_openapi_document_says() {
                 &rig.socket(),
                 &method,
                 &e.path,
-                e.body.as_deref().map(str::as_bytes),
+                e.body.as_deref(),
             );
             answers.push((e, answer));
         }
@@ -201,6 +206,43 @@ fn the_server_answers_as_its_openapi_document_says() {
         .find(|(e, a)| e.path == "/v1/messages" && a.status == 202)
         .map(|(_, a)| a.json()["id"].as_str().unwrap().to_owned())
         .expect("a message was queued");
+    // Files: one put in, read out, attached; the store's and the platforms' refusals.
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &[7u8; 300]].concat();
+    let upload = |path: &str, bytes: Vec<u8>| Example {
+        op: ("/v1/media", "post"),
+        path: path.into(),
+        body: Some(bytes),
+    };
+    answers.extend(run(vec![
+        upload("/v1/media?name=chart.png", png.clone()),
+        upload("/v1/media", vec![0u8; hermes_svc::api::MAX_UPLOAD as usize + 1]),
+    ]));
+    let media = answers[answers.len() - 2].1.json()["id"]
+        .as_str()
+        .expect("an upload is answered with its id")
+        .to_owned();
+    let attach = |adapter: &str, target: &str, key: &str, media: &str| {
+        post(
+            "/v1/messages",
+            json!({"adapter": adapter, "target": target, "text": "the chart", "idempotency_key": key, "attachments": [media]}),
+        )
+    };
+    answers.extend(run(vec![
+        get("/v1/media/{id}", format!("/v1/media/{media}")),
+        get("/v1/media/{id}", "/v1/media/file_none_gone.png"),
+        attach("dc", "channel:77", "file", &media),
+        attach("qq", "group:G", "file-qq", &media),
+        attach("dc", "channel:77", "file-gone", "file_none_gone.png"),
+    ]));
+    let media_dir = rig.profile.media_dir();
+    fs::rename(&media_dir, media_dir.with_extension("moved")).unwrap();
+    fs::write(&media_dir, b"not a directory").unwrap();
+    answers.extend(run(vec![
+        upload("/v1/media", png.clone()),
+        get("/v1/media/{id}", format!("/v1/media/{media}")),
+    ]));
+    fs::remove_file(&media_dir).unwrap();
+    fs::rename(media_dir.with_extension("moved"), &media_dir).unwrap();
     answers.extend(run(vec![
         get("/v1/messages/{id}", format!("/v1/messages/{id}")),
         get("/v1/messages/{id}", "/v1/messages/nope"),
@@ -231,6 +273,14 @@ fn the_server_answers_as_its_openapi_document_says() {
         },
         slow.join().unwrap(),
     ));
+    answers.push((
+        Example {
+            op: ("/v1/media", "post"),
+            path: "/v1/media".into(),
+            body: None,
+        },
+        slow_upload.join().unwrap(),
+    ));
 
     let mut documented = BTreeSet::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -246,6 +296,8 @@ fn the_server_answers_as_its_openapi_document_says() {
         BTreeSet::from([
             "/v1/events",
             "/v1/health",
+            "/v1/media",
+            "/v1/media/{id}",
             "/v1/messages",
             "/v1/messages/{id}"
         ]),
