@@ -111,6 +111,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     let unix_ms = post.received_unix_ms;
     let nonce = request.nonce;

@@ -71,6 +71,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     // Telegram numbers messages per chat, so the id is the chat's, not the record's count.
     let mint = |_| message_id.to_string();
