@@ -24,6 +24,7 @@ pub mod feishu;
 mod handle;
 mod http;
 pub mod matrix;
+mod multipart;
 mod opcode_gateway;
 mod post;
 mod post_record;
@@ -52,7 +53,7 @@ pub use feishu::{
 pub use handle::MockPlatform;
 pub use matrix::{MatrixConfig, MatrixFault, MatrixStats};
 pub use opcode_gateway::frames;
-pub use post::{Platform, Post, SendAttempt, Target};
+pub use post::{Platform, Post, PostedFile, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
 pub use slack::{OpenRefusal, SlackConfig, SlackEventRecord, SlackFault, SlackStats};
 pub use stats::{ConnectionSpan, MockStats};

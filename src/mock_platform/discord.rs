@@ -1,10 +1,12 @@
 //! The mock platform's Discord side: gateway discovery (`GET /gateway/bot`, with
-//! `session_start_limit`), Create Message with its nonce dedupe, and the CDN's attachments
-//! (`cdn.rs`). Its WebSocket is the op-code gateway it shares with QQ Bot (`opcode_gateway/`).
+//! `session_start_limit`), Create Message with its nonce dedupe, as JSON or with files
+//! (`upload.rs`), and the CDN's attachments (`cdn.rs`), where uploaded files are served too.
+//! Its WebSocket is the op-code gateway it shares with QQ Bot (`opcode_gateway/`).
 
 mod body;
 mod cdn;
 mod send;
+mod upload;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,11 +17,16 @@ use tokio::sync::watch;
 
 use super::config::{MockConfig, SessionStartLimit};
 use super::http::RequestHead;
+use super::multipart;
 use super::opcode_gateway::discovery;
 use super::opcode_gateway::state::Gateway;
 use super::post_record::PostRecord;
 use super::reply::Reply;
-use super::side::{at_once, Side};
+use super::side::{at_once, BodyLimit, Side};
+
+/// How long an uploaded file's signed CDN URL stays valid. The docs give no figure ("a preset
+/// expiry time"); a day outlives any test.
+const UPLOAD_URL_VALID_S: i64 = 24 * 60 * 60;
 
 pub(super) struct Discord {
     gateway: Arc<Gateway>,
@@ -29,17 +36,45 @@ pub(super) struct Discord {
     nonce_window: Duration,
     /// Message attachments, served as Discord's CDN serves them.
     cdn: cdn::Cdn,
+    /// The mock's own `http://addr`, where its CDN is: an uploaded file's `url`.
+    http_base: String,
 }
 
 impl Discord {
-    pub(super) fn new(config: &MockConfig, gateway: Arc<Gateway>, posts: Arc<PostRecord>) -> Self {
+    pub(super) fn new(
+        config: &MockConfig,
+        gateway: Arc<Gateway>,
+        posts: Arc<PostRecord>,
+        http_base: String,
+    ) -> Self {
         Discord {
             gateway,
             posts,
             session_start_limit: config.session_start_limit,
             nonce_window: config.nonce_window,
             cdn: cdn::Cdn::default(),
+            http_base,
         }
+    }
+
+    /// Puts an uploaded file on the CDN as an attachment of `channel`: the Attachment object
+    /// the created message carries.
+    fn attach(&self, channel: &str, upload: upload::Upload) -> serde_json::Value {
+        let part = upload.part;
+        let content_type = part.content_type.as_deref();
+        let content_type = content_type.unwrap_or("application/octet-stream");
+        let mut attachment = self.cdn.add(
+            &self.http_base,
+            channel,
+            &upload.filename,
+            content_type,
+            part.bytes,
+            UPLOAD_URL_VALID_S,
+        );
+        if let Some(description) = upload.description {
+            attachment["description"] = json!(description);
+        }
+        attachment
     }
 }
 
@@ -75,9 +110,23 @@ impl Side for Discord {
             )));
         }
         let channel_id = send::endpoint(head)?;
-        let (gateway, posts) = (&self.gateway, &self.posts);
-        let reply = send::handle(gateway, posts, self.nonce_window, channel_id, head, body);
-        Some(at_once(reply))
+        Some(Box::pin(async move {
+            let incoming = if multipart::is_multipart(head) {
+                send::Incoming::Form(multipart::parse(head, body).await)
+            } else {
+                send::Incoming::Json(body)
+            };
+            send::handle(self, channel_id, head, incoming)
+        }))
+    }
+
+    /// Create Message may carry files: its body is read up to the documented request size.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        send::endpoint(head)?;
+        Some(BodyLimit {
+            max: upload::MAX_REQUEST,
+            too_large: upload::too_large,
+        })
     }
 }
 

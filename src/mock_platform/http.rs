@@ -15,8 +15,18 @@ use super::reply::{Answer, Body, Reply};
 use super::shutdown::stopped;
 
 const MAX_HEAD: usize = 16 * 1024;
-const MAX_BODY: usize = 1024 * 1024;
+/// What a request body may be unless its endpoint says otherwise: every JSON and form API the
+/// mock serves fits in far less.
+pub(super) const MAX_BODY: usize = 1024 * 1024;
+/// The most any endpoint may read: an upload endpoint asks for more than [`MAX_BODY`] through
+/// [`Side::body_limit`](super::side::Side::body_limit), up to this. Telegram's largest
+/// documented upload (50 MB) plus its other fields fits; the body is held in memory whole,
+/// which a mock can afford.
+pub(super) const MAX_UPLOAD_BODY: usize = 64 * 1024 * 1024;
 const READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How fast a body is assumed to arrive at worst, beyond [`READ_TIMEOUT`]: an upload of tens
+/// of megabytes on a loaded CI box must not time out where a small body would be late.
+const SLOWEST_BODY_BYTES_PER_SEC: usize = 16 * 1024 * 1024;
 /// After answering, how long to swallow whatever the client still sends, so that closing a
 /// socket with unread input does not turn into an RST that eats the response.
 const LINGER: Duration = Duration::from_millis(500);
@@ -56,7 +66,8 @@ impl RequestHead {
             .is_some_and(|value| value.to_ascii_lowercase().contains("websocket"))
     }
 
-    fn content_length(&self) -> Option<usize> {
+    /// The declared body length: 0 without the header, `None` when it does not parse.
+    pub(crate) fn content_length(&self) -> Option<usize> {
         match self.header("content-length") {
             None => Some(0),
             Some(value) => value.trim().parse().ok(),
@@ -123,7 +134,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
-fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
+pub(super) fn parse_head(bytes: &[u8]) -> io::Result<RequestHead> {
     let invalid = |what: &str| io::Error::new(io::ErrorKind::InvalidData, what.to_owned());
     let text = std::str::from_utf8(bytes).map_err(|_| invalid("request head is not utf-8"))?;
     let mut lines = text.split("\r\n");
@@ -202,16 +213,20 @@ fn reset(stream: TcpStream) {
     drop(stream);
 }
 
-/// Consumes the head, then the body; `None` when the declared body is too large to accept.
+/// Consumes the head, then the body; `None` when the declared body is over `max` bytes (or
+/// [`MAX_UPLOAD_BODY`], whichever is less), which is then left unread.
 pub(super) async fn read_body(
     stream: &mut TcpStream,
     head: &RequestHead,
+    max: usize,
 ) -> io::Result<Option<Vec<u8>>> {
-    let Some(length) = head.content_length().filter(|&n| n <= MAX_BODY) else {
+    let max = max.min(MAX_UPLOAD_BODY);
+    let Some(length) = head.content_length().filter(|&n| n <= max) else {
         return Ok(None);
     };
     let mut bytes = vec![0u8; head.len + length];
-    timeout(READ_TIMEOUT, stream.read_exact(&mut bytes))
+    let slack = Duration::from_secs((length / SLOWEST_BODY_BYTES_PER_SEC) as u64);
+    timeout(READ_TIMEOUT + slack, stream.read_exact(&mut bytes))
         .await
         .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "request body timed out"))??;
     Ok(Some(bytes.split_off(head.len)))

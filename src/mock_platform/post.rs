@@ -100,6 +100,45 @@ pub struct Post {
     /// When the request was read, for latency measurements against the client's clock.
     pub received_at: Instant,
     pub received_unix_ms: u64,
+    /// The files the post carried, in the order of their parts: Telegram's one file of a
+    /// `sendPhoto` (or `sendDocument`, ...), Discord's `files[n]`. Empty for a text post.
+    pub files: Vec<PostedFile>,
+}
+
+/// One file a post uploaded, as the mock received it: enough for a test to check that the
+/// file arrived whole and once (its digest and size) without the record keeping the bytes of
+/// every upload alive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostedFile {
+    /// The multipart form field that carried it: `photo`, `document`, ... for Telegram,
+    /// `files[0]`, `files[1]`, ... for Discord.
+    pub field: String,
+    /// The part's `Content-Disposition` `filename`, as sent.
+    pub filename: Option<String>,
+    /// The part's `Content-Type`, as sent.
+    pub content_type: Option<String>,
+    pub bytes: u64,
+    /// SHA-256 of the bytes, lowercase hex.
+    pub sha256: String,
+}
+
+impl PostedFile {
+    pub(super) fn of(
+        field: &str,
+        filename: Option<&str>,
+        content_type: Option<&str>,
+        bytes: &[u8],
+    ) -> PostedFile {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::digest(bytes);
+        PostedFile {
+            field: field.to_owned(),
+            filename: filename.map(str::to_owned),
+            content_type: content_type.map(str::to_owned),
+            bytes: bytes.len() as u64,
+            sha256: digest.iter().map(|b| format!("{b:02x}")).collect(),
+        }
+    }
 }
 
 /// One request to a send endpoint and how it was answered, accepted or not: what a test reads
@@ -165,6 +204,13 @@ pub(super) fn render_record(posts: &[Post], attempts: &[SendAttempt], started: I
                 "message_id": p.message_id,
                 "received_unix_ms": p.received_unix_ms,
                 "received_ms": since(p.received_at).ok(),
+                "files": p.files.iter().map(|f| json!({
+                    "field": f.field,
+                    "filename": f.filename,
+                    "content_type": f.content_type,
+                    "bytes": f.bytes,
+                    "sha256": f.sha256,
+                })).collect::<Vec<_>>(),
             })
         })
         .collect();

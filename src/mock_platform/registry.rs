@@ -42,7 +42,9 @@ impl MockPlatform {
             gateway.clone(),
             posts.clone(),
         )));
-        sides.register(Arc::new(Discord::new(&config, gateway, posts.clone())));
+        let http_base = format!("http://{addr}");
+        let discord = Discord::new(&config, gateway, posts.clone(), http_base);
+        sides.register(Arc::new(discord));
         let ws_base = format!("ws://{addr}");
         sides.register(Arc::new(Feishu::new(
             config.feishu,

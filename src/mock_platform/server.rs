@@ -119,9 +119,14 @@ async fn serve_http(
     shutdown: watch::Receiver<bool>,
 ) {
     bump(&server.counters.http_requests);
-    let reply = match http::read_body(&mut stream, &head).await {
+    let limit = server.sides.iter().find_map(|side| side.body_limit(&head));
+    let max = limit.as_ref().map_or(http::MAX_BODY, |limit| limit.max);
+    let reply = match http::read_body(&mut stream, &head, max).await {
         Ok(Some(body)) => route(&server.sides, &head, &body, &shutdown).await,
-        Ok(None) => Reply::Answer(Answer::error(413, "request body too large")),
+        Ok(None) => Reply::Answer(match limit {
+            Some(limit) => (limit.too_large)(),
+            None => Answer::error(413, "request body too large"),
+        }),
         Err(error) => {
             tracing::debug!(%error, "mock could not read a request body");
             return;

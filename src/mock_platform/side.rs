@@ -12,7 +12,7 @@ use tokio::sync::watch;
 
 use super::fault::Fault;
 use super::http::RequestHead;
-use super::reply::Reply;
+use super::reply::{Answer, Reply};
 
 /// A WebSocket upgrade request the listener has peeked at and not yet answered.
 pub(super) struct Upgrade {
@@ -39,6 +39,15 @@ pub(super) trait Side: Send + Sync + 'static {
         None
     }
 
+    /// How large a body this side reads for the request, when it is one of its upload
+    /// endpoints: the server reads at most [`MAX_BODY`](super::http::MAX_BODY) otherwise.
+    /// Decided from the head alone, before any byte of the body is read, so that a body over
+    /// the limit is answered (in this platform's shape) without being read at all.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        let _ = head;
+        None
+    }
+
     /// Takes a WebSocket upgrade for one of this platform's paths: the future serves the
     /// connection to its end. `Err` hands the upgrade back for another side.
     fn upgrade(
@@ -57,6 +66,14 @@ pub(super) trait Side: Send + Sync + 'static {
         let _ = shutdown;
         None
     }
+}
+
+/// An upload endpoint's larger body limit (capped at
+/// [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY)) and the platform's answer to a body
+/// over it.
+pub(super) struct BodyLimit {
+    pub(crate) max: usize,
+    pub(crate) too_large: fn() -> Answer,
 }
 
 /// An answer ready at once, for a side whose endpoint does not wait.

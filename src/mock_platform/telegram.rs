@@ -13,6 +13,10 @@
 //! - `sendMessage` (`send.rs`), recorded with the other platforms' posts
 //!   ([`Platform::Telegram`](super::Platform::Telegram)) and failed by their
 //!   [`SendFault`](super::SendFault)s.
+//! - `sendPhoto`, `sendDocument`, `sendAudio`, `sendVoice`, `sendVideo`, `sendAnimation`
+//!   (`upload.rs`): a `multipart/form-data` upload, recorded and failed as `sendMessage`. Their
+//!   bodies may be up to [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY); every other
+//!   method's stay under the mock's 1 MiB.
 
 mod answers;
 pub(super) mod config;
@@ -25,6 +29,7 @@ mod poll;
 mod send;
 mod state;
 mod stats;
+mod upload;
 mod webhook;
 
 use std::sync::Arc;
@@ -36,10 +41,11 @@ pub use config::TelegramConfig;
 pub use faults::TelegramFault;
 pub use stats::TelegramStats;
 
-use super::http::RequestHead;
+use super::http::{RequestHead, MAX_UPLOAD_BODY};
+use super::multipart::{self, Form};
 use super::post_record::PostRecord;
 use super::reply::Reply;
-use super::side::Side;
+use super::side::{BodyLimit, Side};
 use answers::{NOT_FOUND, UNAUTHORIZED};
 use params::Params;
 use state::TelegramState;
@@ -69,8 +75,16 @@ impl Telegram {
     ) -> Reply {
         let method = method.to_ascii_lowercase();
         let token_ok = token == self.state.config.token;
-        let params = Params::parse(head, body);
         tracing::debug!(%method, token_ok, "mock telegram request");
+        let form = match read_form(head, body).await {
+            Ok(form) => form,
+            Err(_) if !token_ok => return Reply::Answer(answers::error(401, UNAUTHORIZED)),
+            Err(answer) => return Reply::Answer(answer),
+        };
+        let params = match &form {
+            Some(form) => Ok(Params::from_form(head, form)),
+            None => Params::parse(head, body),
+        };
         let params = match params {
             Ok(params) => params,
             Err(_) if !token_ok => return Reply::Answer(answers::error(401, UNAUTHORIZED)),
@@ -78,6 +92,10 @@ impl Telegram {
         };
         if method == "sendmessage" {
             return send::handle(token_ok, &params, &self.state, &self.posts);
+        }
+        if let Some(kind) = upload::Kind::of(&method) {
+            let (state, posts) = (&self.state, &self.posts);
+            return upload::handle(kind, token_ok, &params, form.as_ref(), state, posts);
         }
         if !token_ok {
             return Reply::Answer(answers::error(401, UNAUTHORIZED));
@@ -97,7 +115,32 @@ impl Telegram {
     }
 }
 
+/// The body's form when it is `multipart/form-data` (any method may be called that way, and
+/// the upload methods must be), or the Bot API's 400 when it is not a readable one.
+async fn read_form(head: &RequestHead, body: &[u8]) -> Result<Option<Form>, super::reply::Answer> {
+    if !multipart::is_multipart(head) {
+        return Ok(None);
+    }
+    match multipart::parse(head, body).await {
+        Ok(form) => Ok(Some(form)),
+        Err(error) => Err(answers::bad_request(&format!(
+            "can't parse multipart/form-data request: {error}"
+        ))),
+    }
+}
+
 impl Side for Telegram {
+    /// An upload method's body may hold a file of up to 50 MB ("Sending files"), so it is
+    /// read up to the mock's upload cap; a larger one is refused as the Bot API refuses it.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        let (_, method) = head.path.strip_prefix("/bot")?.split_once('/')?;
+        upload::Kind::of(method)?;
+        Some(BodyLimit {
+            max: MAX_UPLOAD_BODY,
+            too_large: upload::too_large,
+        })
+    }
+
     /// `/bot<token>/<method>`, and the files at `/file/bot<token>/<path>`; the long poll
     /// answers in its own time.
     fn serve<'a>(

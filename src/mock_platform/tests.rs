@@ -18,6 +18,7 @@ use tokio_tungstenite::{connect_async, MaybeTlsStream, WebSocketStream};
 use super::stats::MockStats;
 use super::{BlackholeProxy, Fault, MockConfig, MockPlatform};
 
+mod discord_upload;
 mod faults;
 mod feishu;
 mod feishu_faults;

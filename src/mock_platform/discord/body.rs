@@ -6,6 +6,7 @@ use serde_json::{json, Map, Value};
 
 use super::super::post::{rfc3339, Post};
 use super::super::reply::Answer;
+use super::upload::Upload;
 
 /// "Message contents (up to 2000 characters)".
 const MAX_CONTENT: usize = 2000;
@@ -20,6 +21,8 @@ pub(crate) struct Request {
     /// The nonce as sent (string or integer), echoed in the answer.
     pub(crate) nonce: Option<Value>,
     pub(crate) enforce_nonce: bool,
+    /// The `files[n]` of a `multipart/form-data` request.
+    pub(crate) uploads: Vec<Upload>,
 }
 
 impl Request {
@@ -50,16 +53,26 @@ fn discord_form_error(field: &str, code: &str, message: &str) -> Answer {
     )
 }
 
-/// Create Message's JSON params. At least one of content, embeds, sticker_ids, components,
-/// files or poll; content at most 2000 characters; a nonce at most 25.
+/// JSON error 50109, for a body (or a `payload_json`) that is not a JSON object.
+pub(crate) fn invalid_json() -> Answer {
+    discord_error(400, 50109, "The request body contains invalid JSON.")
+}
+
+/// A Create Message request with a JSON body.
 pub(crate) fn discord_request(body: &[u8]) -> Result<Request, Answer> {
-    let Ok(Value::Object(body)) = serde_json::from_slice::<Value>(body) else {
-        return Err(discord_error(
-            400,
-            50109,
-            "The request body contains invalid JSON.",
-        ));
-    };
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(body)) => request_from(body, Vec::new()),
+        _ => Err(invalid_json()),
+    }
+}
+
+/// Create Message's JSON params and the files uploaded with them. At least one of content,
+/// embeds, sticker_ids, components, files or poll; content at most 2000 characters; a nonce
+/// at most 25.
+pub(crate) fn request_from(
+    body: Map<String, Value>,
+    uploads: Vec<Upload>,
+) -> Result<Request, Answer> {
     let content = match body.get("content") {
         None | Some(Value::Null) => String::new(),
         Some(Value::String(text)) => text.clone(),
@@ -82,7 +95,7 @@ pub(crate) fn discord_request(body: &[u8]) -> Result<Request, Answer> {
     let has_other = other
         .iter()
         .any(|key| body.get(*key).is_some_and(|v| !v.is_null()));
-    if content.is_empty() && !has_other {
+    if content.is_empty() && !has_other && uploads.is_empty() {
         return Err(discord_error(400, 50006, "Cannot send an empty message"));
     }
     let nonce = match body.get("nonce") {
@@ -128,11 +141,17 @@ pub(crate) fn discord_request(body: &[u8]) -> Result<Request, Answer> {
         reply_to,
         nonce,
         enforce_nonce,
+        uploads,
     })
 }
 
-/// Discord answers Create Message with the message object.
-pub(crate) fn discord_message(post: &Post, nonce: Option<&Value>) -> Value {
+/// Discord answers Create Message with the message object; `attachments` are its uploaded
+/// files as Attachment objects.
+pub(crate) fn discord_message(
+    post: &Post,
+    nonce: Option<&Value>,
+    attachments: Vec<Value>,
+) -> Value {
     let mut message = json!({
         "id": post.message_id,
         "type": if post.reply_to.is_some() { 19 } else { 0 },
@@ -145,7 +164,7 @@ pub(crate) fn discord_message(post: &Post, nonce: Option<&Value>) -> Value {
         "mention_everyone": false,
         "mentions": [],
         "mention_roles": [],
-        "attachments": [],
+        "attachments": attachments,
         "embeds": [],
         "pinned": false,
         "flags": 0,

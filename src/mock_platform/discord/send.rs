@@ -10,12 +10,15 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::super::http::RequestHead;
+use super::super::multipart::Form;
 use super::super::opcode_gateway::state::Gateway;
 use super::super::post::{unix_ms_now, Platform, Post, SendAttempt, Target};
 use super::super::post_record::{Dedupe, PostRecord};
 use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
 use super::body::{self, discord_error, Request};
+use super::upload;
+use super::Discord;
 
 /// Discord's snowflake epoch (2015-01-01T00:00:00Z) in Unix milliseconds.
 const DISCORD_EPOCH_MS: u64 = 1_420_070_400_000;
@@ -60,23 +63,33 @@ pub(crate) fn typing(
     Reply::Answer(Answer::new(204, serde_json::Value::Null))
 }
 
-/// Enforced nonces are remembered for `nonce_window`.
+/// A Create Message body: JSON, or a `multipart/form-data` form as read (or why it could not
+/// be).
+pub(crate) enum Incoming<'a> {
+    Json(&'a [u8]),
+    Form(Result<Form, String>),
+}
+
 pub(crate) fn handle(
-    gateway: &Gateway,
-    posts: &PostRecord,
-    nonce_window: Duration,
+    discord: &Discord,
     channel_id: String,
     head: &RequestHead,
-    body: &[u8],
+    body: Incoming<'_>,
 ) -> Reply {
     let auth = head.header("authorization").unwrap_or_default();
-    let platform = Platform::Discord;
-    attempted(posts, platform, Target::Channel, channel_id, |attempt| {
-        if !authorized(gateway, auth) {
-            return Reply::Answer(discord_error(401, 0, "401: Unauthorized"));
-        }
-        process(posts, nonce_window, auth, body, attempt)
-    })
+    let (gateway, posts) = (&discord.gateway, &discord.posts);
+    attempted(
+        posts,
+        Platform::Discord,
+        Target::Channel,
+        channel_id,
+        |attempt| {
+            if !authorized(gateway, auth) {
+                return Reply::Answer(discord_error(401, 0, "401: Unauthorized"));
+            }
+            process(discord, auth, body, attempt)
+        },
+    )
 }
 
 /// `Bot <token>`, checked against `expected_token` when the test set one.
@@ -85,21 +98,25 @@ fn authorized(gateway: &Gateway, auth: &str) -> bool {
         .is_some_and(|token| !token.trim().is_empty() && gateway.token_accepted(token))
 }
 
-fn process(
-    posts: &PostRecord,
-    nonce_window: Duration,
-    auth: &str,
-    body: &[u8],
-    attempt: &mut SendAttempt,
-) -> Reply {
+fn process(discord: &Discord, auth: &str, body: Incoming<'_>, attempt: &mut SendAttempt) -> Reply {
+    let posts = &discord.posts;
     if let Some(refused) = struck_before(posts, attempt, &RestApi) {
         return refused;
     }
-    let request = match body::discord_request(body) {
+    let request = match body {
+        Incoming::Json(body) => body::discord_request(body),
+        Incoming::Form(Ok(form)) => upload::form_request(form),
+        Incoming::Form(Err(error)) => {
+            tracing::debug!(%error, "mock discord could not read a multipart body");
+            // JSON error 0: "General error (such as a malformed request body, ...)".
+            Err(discord_error(400, 0, "400: Bad Request"))
+        }
+    };
+    let request = match request {
         Ok(request) => request,
         Err(answer) => return Reply::Answer(answer),
     };
-    let dedupe = dedupe(nonce_window, auth, &request);
+    let dedupe = dedupe(discord.nonce_window, auth, &request);
     let post = Post {
         platform: Platform::Discord,
         target: attempt.target,
@@ -111,10 +128,20 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: request.uploads.iter().map(|u| u.part.posted()).collect(),
     };
     let unix_ms = post.received_unix_ms;
     let nonce = request.nonce;
-    let render = |post: &Post| body::discord_message(post, nonce.as_ref());
+    let uploads = request.uploads;
+    // Only a message that is created puts its files on the CDN; a nonce hit answers the
+    // earlier message, whose files are already there.
+    let render = |post: &Post| {
+        let attachments = uploads
+            .into_iter()
+            .map(|upload| discord.attach(&post.target_id, upload))
+            .collect();
+        body::discord_message(post, nonce.as_ref(), attachments)
+    };
     let accepted = posts.accept(post, dedupe, |n| snowflake(n, unix_ms), render);
     // Discord's dedupe only ever answers a repeat with the earlier message.
     let Some(answer) = settled(accepted, attempt) else {

@@ -96,6 +96,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     let extra = request.extra;
     // Feishu's ids are `om_` and 32 hex digits.

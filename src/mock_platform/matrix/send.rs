@@ -106,6 +106,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     let dedupe = Dedupe::Window {
         author: format!("{} {}", config.user_id, config.device_id),

@@ -80,6 +80,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     // QQ's ids are opaque strings.
     let mint = |n| format!("ROBOT1.0_mock{n:012}");

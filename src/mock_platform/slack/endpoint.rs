@@ -129,6 +129,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     let config = &state.config;
     let ts = state.mint_ts();

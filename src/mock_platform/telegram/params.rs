@@ -1,7 +1,9 @@
 //! A method's parameters, read the way the Bot API reads them ("Making requests": "query
 //! string, application/x-www-form-urlencoded, application/json"): every value as a string,
 //! objects and arrays JSON-serialized, so a form and a JSON body mean the same thing. A body
-//! field wins over a query parameter of the same name. Multipart bodies are not read.
+//! field wins over a query parameter of the same name. A `multipart/form-data` body (the
+//! fourth way, needed to upload a file) is split by the caller, which hands its text fields
+//! here and keeps its files.
 
 use std::collections::HashMap;
 
@@ -9,6 +11,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::super::http::RequestHead;
+use super::super::multipart::Form;
 use super::super::reply::Answer;
 use super::answers;
 
@@ -33,6 +36,15 @@ impl<'a> Params<'a> {
             HashMap::new()
         };
         Ok(Params { body, head })
+    }
+
+    /// The text fields of a `multipart/form-data` body; the first of a repeated name wins.
+    pub(crate) fn from_form(head: &'a RequestHead, form: &Form) -> Params<'a> {
+        let mut body = HashMap::new();
+        for (name, value) in &form.fields {
+            body.entry(name.clone()).or_insert_with(|| value.clone());
+        }
+        Params { body, head }
     }
 
     pub(crate) fn get(&self, name: &str) -> Option<String> {

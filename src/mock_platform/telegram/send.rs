@@ -9,6 +9,7 @@
 use std::time::Duration;
 
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::super::post::{Platform, Post, SendAttempt, Target};
 use super::super::post_record::{Dedupe, PostRecord};
@@ -71,7 +72,20 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
+    record(posts, attempt, post, message_id, message)
+}
+
+/// Records the bot's message (already stored in its chat as `message_id`) and answers it,
+/// unless an after-processing fault withholds the answer.
+pub(crate) fn record(
+    posts: &PostRecord,
+    attempt: &mut SendAttempt,
+    post: Post,
+    message_id: i64,
+    message: Value,
+) -> Reply {
     // Telegram numbers messages per chat, so the id is the chat's, not the record's count.
     let mint = |_| message_id.to_string();
     let accepted = posts.accept(post, Dedupe::None, mint, |_| message);
@@ -87,7 +101,7 @@ fn process(
 
 /// The Bot API's answers to the send faults: 500 and 502 in its envelope, and a flood wait
 /// in whole seconds.
-struct BotApi;
+pub(crate) struct BotApi;
 
 impl Refusals for BotApi {
     fn server_error(&self) -> Answer {
@@ -120,13 +134,33 @@ fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> 
     if text.chars().count() > MAX_TEXT {
         return Err(answers::bad_request("message is too long"));
     }
+    let chat_id = chat(params, state)?;
+    let reply_to = reply_to(params, state, chat_id)?;
+    Ok(Checked {
+        chat_id,
+        text,
+        reply_to,
+    })
+}
+
+/// The chat `chat_id` names, which the bot must know.
+pub(crate) fn chat(params: &Params<'_>, state: &TelegramState) -> Result<i64, Answer> {
     let chat = params.get("chat_id").unwrap_or_default();
     if chat.trim().is_empty() {
         return Err(answers::bad_request("chat_id is empty"));
     }
-    let chat_id = state
+    state
         .resolve_chat(&chat)
-        .ok_or_else(|| answers::bad_request("chat not found"))?;
+        .ok_or_else(|| answers::bad_request("chat not found"))
+}
+
+/// The message replied to (`reply_parameters`, or the older `reply_to_message_id`), when it
+/// exists in the chat; a missing one is refused unless `allow_sending_without_reply`.
+pub(crate) fn reply_to(
+    params: &Params<'_>,
+    state: &TelegramState,
+    chat_id: i64,
+) -> Result<Option<i64>, Answer> {
     let reply = match params.json::<ReplyParameters>("reply_parameters") {
         Some(reply) => Some(reply),
         None => params
@@ -138,17 +172,12 @@ fn check(params: &Params<'_>, state: &TelegramState) -> Result<Checked, Answer> 
     };
     // A `message_id` of 0 names no message: no reply, as the server reads it.
     let reply = reply.filter(|reply| reply.message_id != 0);
-    let reply_to = match reply {
-        Some(reply) if state.has_message(chat_id, reply.message_id) => Some(reply.message_id),
-        Some(reply) if reply.allow_sending_without_reply => None,
-        Some(_) => return Err(answers::bad_request("message to be replied not found")),
-        None => None,
-    };
-    Ok(Checked {
-        chat_id,
-        text,
-        reply_to,
-    })
+    match reply {
+        Some(reply) if state.has_message(chat_id, reply.message_id) => Ok(Some(reply.message_id)),
+        Some(reply) if reply.allow_sending_without_reply => Ok(None),
+        Some(_) => Err(answers::bad_request("message to be replied not found")),
+        None => Ok(None),
+    }
 }
 
 /// sendChatAction (<https://core.telegram.org/bots/api#sendchataction>): `chat_id` and `action`

@@ -419,12 +419,23 @@ impl TelegramState {
         by_bot.map(|(id, _)| *id).max()
     }
 
-    /// Stores the bot's message in the chat; returns its id and the `Message` to answer.
+    /// Stores the bot's text message in the chat; returns its id and the `Message` to answer.
     pub(crate) fn bot_message(
         &self,
         chat_id: i64,
         text: &str,
         reply_to: Option<i64>,
+    ) -> (i64, Value) {
+        self.bot_message_with(chat_id, reply_to, |message| message["text"] = json!(text))
+    }
+
+    /// Stores the bot's message in the chat, its content given by `shape` (a text, or a file
+    /// and its caption); returns its id and the `Message` to answer.
+    pub(crate) fn bot_message_with(
+        &self,
+        chat_id: i64,
+        reply_to: Option<i64>,
+        shape: impl FnOnce(&mut Value),
     ) -> (i64, Value) {
         let mut inner = self.lock();
         let chat = inner.chat(chat_id, &self.config);
@@ -433,7 +444,7 @@ impl TelegramState {
         let chat_object = objects::chat(chat_id, chat.username.as_deref());
         let from = objects::bot_user(&self.config);
         let mut message = objects::message(message_id, from, chat_object, objects::unix_now());
-        message["text"] = json!(text);
+        shape(&mut message);
         chat.messages.insert(message_id, message.clone());
         if let Some(replied) = reply_to.and_then(|id| chat.messages.get(&id)) {
             message["reply_to_message"] = replied.clone();

@@ -92,6 +92,7 @@ async fn discord_create_message_returns_the_message_object() {
         msg_seq: None,
         nonce: Some("n-1".into()),
         message_id: id.to_string(),
+        files: vec![],
         ..recorded.clone()
     };
     assert_eq!(recorded, expected);

@@ -10,6 +10,7 @@ use crate::mock_platform::telegram::{TelegramConfig, TelegramStats};
 mod faults;
 mod mentions;
 mod send;
+mod upload;
 
 const WEBHOOK_ACTIVE: &str = "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first";
 const TERMINATED: &str = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running";

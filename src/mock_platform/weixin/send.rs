@@ -104,6 +104,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
+        files: vec![],
     };
     let mint = |n| format!("wx_mock_{n:012}");
     let accepted = posts.accept(post, dedupe, mint, |_| checks::ok());
