@@ -130,7 +130,9 @@ pub(super) fn attachments(ctx: &Ctx, ids: &[String]) -> Result<Vec<NewFile>, Pro
                 file: Arc::new(file),
                 name: store::shown_name(id).to_owned(),
             }),
-            Ok(None) => Err(Problem::bad_request("unknown_media", unknown(id)).field("attachments")),
+            Ok(None) => {
+                Err(Problem::bad_request("unknown_media", unknown(id)).field("attachments"))
+            }
             Err(e) => Err(unavailable(&e)),
         })
         .collect()

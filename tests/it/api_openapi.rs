@@ -152,12 +152,7 @@ fn the_server_answers_as_its_openapi_document_says() {
         let mut answers = vec![];
         for e in examples {
             let method = e.op.1.to_uppercase();
-            let answer = http(
-                &rig.socket(),
-                &method,
-                &e.path,
-                e.body.as_deref(),
-            );
+            let answer = http(&rig.socket(), &method, &e.path, e.body.as_deref());
             answers.push((e, answer));
         }
         answers
@@ -215,7 +210,10 @@ fn the_server_answers_as_its_openapi_document_says() {
     };
     answers.extend(run(vec![
         upload("/v1/media?name=chart.png", png.clone()),
-        upload("/v1/media", vec![0u8; hermes_svc::api::MAX_UPLOAD as usize + 1]),
+        upload(
+            "/v1/media",
+            vec![0u8; hermes_svc::api::MAX_UPLOAD as usize + 1],
+        ),
     ]));
     let media = answers[answers.len() - 2].1.json()["id"]
         .as_str()

@@ -49,6 +49,7 @@ mod line_counter;
 mod linger;
 mod logs;
 mod matrix;
+mod media_out;
 mod mock_runtime;
 mod netns;
 mod odd_text;
