@@ -7,6 +7,7 @@
 //! `status` and `/v1/health` show; it is not a health input, since an agent that is down makes
 //! messages wait in the spool, not the gateway stale.
 
+pub(crate) mod answer_files;
 pub mod chats;
 pub mod feed;
 pub mod hermes;
@@ -203,6 +204,7 @@ impl Bridge {
             feed: self.feed(stores)?,
             link: link.clone(),
             media: stores.media.clone(),
+            agent_home: hermes::home(&self.profile),
         };
         Ok(Started {
             name: Component::Agent,

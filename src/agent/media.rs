@@ -8,8 +8,19 @@
 //! left to guess that a photo was sent. A text document is also put into the text, as Hermes's
 //! own adapters do (`[Content of NAME]:`): over the Relay Hermes tells the model the content is
 //! there, and nothing else puts it there.
+//!
+//! The other way, the files an agent's answer carries become attachments ([`attachments`]).
 
+use std::path::Path;
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+
+use super::answer_files::{self, Made};
+use crate::gateway::outbox::NewFile;
+use crate::media::download::InMemory;
 use crate::media::fetch::{Inbound, Item};
+use crate::media::store::{self, hex, Store};
 use crate::platform::message::MessageType;
 use crate::platform::Message;
 
@@ -76,4 +87,63 @@ pub async fn localise(inbound: Result<&Inbound, &str>, mut m: Message) -> Messag
     }
     m.said.text = text;
     m
+}
+
+/// The files an agent's answer carries ([`answer_files::split`]) as the outbox takes them:
+/// an inline image put in the store first, a path opened where [`answer_files::refused`]
+/// allows it. What cannot go is said, one note each, never a path the chat would see.
+pub(super) async fn attachments(
+    store: Option<&Store>,
+    home: &Path,
+    made: Vec<Made>,
+) -> (Vec<NewFile>, Vec<String>) {
+    let (mut files, mut notes) = (vec![], vec![]);
+    for m in made {
+        match m {
+            Made::Inline { mime, bytes } => {
+                let Some(store) = store else {
+                    notes.push(format!("an image of the answer ({mime}) was not posted: the media store is unavailable"));
+                    continue;
+                };
+                let id = hex(&Sha256::digest(&bytes)[..8]);
+                let body = InMemory(Some(bytes.into()));
+                let opened = match store.put("reply", &id, Some("image"), body).await {
+                    Ok(stored) => store.open_item(&stored.name).map(|f| (f, stored.name)),
+                    Err(e) => Err(e),
+                };
+                match opened {
+                    Ok((Some(file), name)) => files.push(NewFile {
+                        file: Arc::new(file),
+                        name: store::shown_name(&name).to_owned(),
+                    }),
+                    Ok((None, _)) | Err(_) => notes.push(format!(
+                        "an image of the answer ({mime}) was not posted: the media store could not keep it"
+                    )),
+                }
+            }
+            Made::Path(path) => {
+                let name = path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "file".into());
+                if let Some(why) = answer_files::refused(&path, home) {
+                    tracing::warn!(path = %path.display(), why, "a file the agent's answer named is not sent");
+                    notes.push(format!(
+                        "a file the agent named, {name}, was not sent: {why}"
+                    ));
+                    continue;
+                }
+                match std::fs::File::open(&path) {
+                    Ok(file) => files.push(NewFile {
+                        file: Arc::new(file),
+                        name,
+                    }),
+                    Err(e) => notes.push(format!(
+                        "a file the agent named, {name}, could not be read: {e}"
+                    )),
+                }
+            }
+        }
+    }
+    (files, notes)
 }

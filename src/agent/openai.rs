@@ -49,6 +49,8 @@ pub struct OpenAi {
     pub link: Link,
     /// The media store, for a message's files, or why there is none.
     pub media: Result<Arc<Inbound>, String>,
+    /// Hermes's home under the agent unit: the one place a file its answer names is sent from.
+    pub agent_home: std::path::PathBuf,
 }
 
 /// The session a chat's turns run in, as Hermes names its own:
@@ -129,6 +131,7 @@ struct Turns {
     outbox: Option<Arc<Outbox>>,
     link: Link,
     media: Result<Arc<Inbound>, String>,
+    agent_home: std::path::PathBuf,
 }
 
 pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result<(), String> {
@@ -149,6 +152,7 @@ pub async fn serve(mut b: OpenAi, mut shutdown: watch::Receiver<bool>) -> Result
         outbox: b.outbox.clone(),
         link: b.link.clone(),
         media: b.media.clone(),
+        agent_home: b.agent_home.clone(),
     });
     let mut chats: Chats<Pending> = Chats::default();
     let mut running: JoinSet<(String, String)> = JoinSet::new();
@@ -373,10 +377,20 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
         tracing::warn!(adapter = %reply.adapter, "the adapter does not send; the agent's reply is dropped");
         return;
     };
-    for (i, piece) in super::reply::messages(text, max, unit)
-        .into_iter()
-        .enumerate()
-    {
+    let split = super::answer_files::split(text);
+    let store = t.media.as_deref().ok().map(Inbound::store);
+    let (files, notes) = super::media::attachments(store, &t.agent_home, split.files).await;
+    let mut text = split.text.trim().to_owned();
+    for note in notes {
+        text.push_str(&format!("\n[{note}]"));
+    }
+    let text = text.trim();
+    let pieces = if text.is_empty() {
+        vec![]
+    } else {
+        super::reply::messages(text, max, unit)
+    };
+    for (i, piece) in pieces.into_iter().enumerate() {
         let request = Request {
             files: vec![],
             adapter: reply.adapter.clone(),
@@ -390,6 +404,29 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
             tracing::warn!(error = %e, "the outbox refused the agent's reply");
             t.link.error(format!("the outbox refused a reply: {e}"));
             return;
+        }
+    }
+    // Each file a message of its own after the text: a platform's caption is shorter than
+    // an answer, and one file the platform refuses costs only its own notice.
+    for (i, file) in files.into_iter().enumerate() {
+        let name = file.name.clone();
+        let request = |text: String, files| Request {
+            files,
+            adapter: reply.adapter.clone(),
+            target: reply.target.clone(),
+            text,
+            reply_to: reply.reply_to.clone(),
+            idempotency_key: format!("{prefix}f{i}"),
+            policy: Policy::default(),
+        };
+        if let Err(e) = outbox.submit(request(String::new(), vec![file])).await {
+            tracing::warn!(error = %e, file = %name, "the outbox refused a file of the agent's reply");
+            let notice = format!("[a file from the agent, {name}, could not be posted here: {e}]");
+            let mut notice = request(notice, vec![]);
+            notice.idempotency_key = format!("{prefix}n{i}");
+            if let Err(e) = outbox.submit(notice).await {
+                t.link.error(format!("the outbox refused a reply: {e}"));
+            }
         }
     }
 }

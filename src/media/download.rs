@@ -171,6 +171,15 @@ pub trait Source: Send {
     ) -> impl std::future::Future<Output = Result<Option<hyper::body::Bytes>, DownloadError>> + Send;
 }
 
+/// Bytes already in memory (an image an agent's answer carried inline).
+pub struct InMemory(pub Option<hyper::body::Bytes>);
+
+impl Source for InMemory {
+    async fn next_chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
+        Ok(self.0.take())
+    }
+}
+
 impl Source for Body {
     async fn next_chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
         self.chunk().await

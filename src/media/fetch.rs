@@ -60,6 +60,11 @@ impl Inbound {
         Inbound { store, fetchers }
     }
 
+    /// The store, for files that do not come from a platform (an agent's answer's images).
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Fetch `adapter`'s `item` (a `kind`, called `name` by its platform) into the store; the
     /// store is then brought back under its quota, sparing what `keep` names.
     pub async fn fetch(

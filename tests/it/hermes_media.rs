@@ -197,3 +197,77 @@ fn a_messages_files_reach_hermes_as_local_files_through_its_api_server() {
     signal(&mut gw, Signal::SIGTERM);
     let _ = gw.wait();
 }
+
+/// The files in Hermes's answer reach the chat as files: an image Hermes gave back inline (its
+/// API server makes `MEDIA:/…png` a data URL) as a Telegram photo with the same bytes, a PDF
+/// named by its `MEDIA:` path inside the agent's home as a document; a path outside the home
+/// and the home's own `.env` are not sent, and said. No base64 reaches the chat.
+#[test]
+fn files_in_hermess_answer_reach_the_chat_natively_through_its_api_server() {
+    let api = free_port();
+    let rig = Rig::new(
+        "hamout",
+        &format!(
+            "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:{api}/v1\"\n\
+             key-env = \"HA_API_KEY\"\nturn-timeout = \"60s\"\n"
+        ),
+    );
+    let out = rig.profile_home().join("agent/hermes/cache/out");
+    std::fs::create_dir_all(&out).unwrap();
+    let pdf = b"%PDF-1.4\nthe quarterly report\n%%EOF\n".to_vec();
+    std::fs::write(out.join("chart.png"), PNG).unwrap();
+    std::fs::write(out.join("report.pdf"), &pdf).unwrap();
+    std::fs::write(
+        rig.profile_home().join("agent/hermes/.env"),
+        b"KEY=sk-secret",
+    )
+    .unwrap();
+    let mut hermes = rig.hermes_api(api);
+    let mut gw = rig.gateway();
+    rig.wait_connected(&mut gw);
+
+    let chat = TelegramConfig::default().chats[0];
+    let text = format!(
+        "files please MEDIA:{} MEDIA:{} MEDIA:{} MEDIA:{}",
+        out.join("chart.png").display(),
+        out.join("report.pdf").display(),
+        rig.profile_home().join("gateway.toml").display(),
+        rig.profile_home().join("agent/hermes/.env").display(),
+    );
+    rig.mock.telegram_emit_text(chat, &text);
+    let said = rig.wait_post("files please");
+    assert_eq!(said.len(), 1, "{said:?}");
+    let said = &said[0].content;
+    assert!(
+        !said.contains("base64") && !said.contains("MEDIA:"),
+        "{said}"
+    );
+    assert!(
+        said.contains("gateway.toml, was not sent: it is outside the agent's home"),
+        "{said}"
+    );
+    assert!(said.contains(".env, was not sent"), "{said}");
+    let files = wait_for(
+        Duration::from_secs(60),
+        "the photo and the document",
+        || {
+            let files: Vec<_> = rig.posts().into_iter().flat_map(|p| p.files).collect();
+            (files.len() >= 2).then_some(files)
+        },
+    );
+    let sent: Vec<(&str, &str)> = files
+        .iter()
+        .map(|f| (f.field.as_str(), f.sha256.as_str()))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            ("photo", sha(PNG).as_str()),
+            ("document", sha(&pdf).as_str())
+        ]
+    );
+    assert!(!rig.log().contains("sk-secret"));
+    stop(&mut hermes);
+    signal(&mut gw, Signal::SIGTERM);
+    let _ = gw.wait();
+}
