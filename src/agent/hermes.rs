@@ -186,6 +186,8 @@ pub struct Launch {
     pub remove: Vec<String>,
     /// The Relay's port, which the gateway listens on before its READY=1.
     pub port: u16,
+    /// What Hermes's config lacks for a chat's files, each with its fix: for the log.
+    pub notes: Vec<&'static str>,
 }
 
 /// What Hermes runs with for `profile`, given the process's own environment `env` and, under
@@ -268,6 +270,7 @@ pub fn prepare(
         set,
         remove,
         port,
+        notes: config_yaml::media_notes(config_text.as_deref()),
     })
 }
 

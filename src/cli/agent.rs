@@ -34,6 +34,9 @@ pub(super) fn run(profile: &str, program: &Path) -> Result<u8, CliError> {
         );
         return Ok(status(manager, Outcome::Restart));
     }
+    for note in &launch.notes {
+        tracing::warn!("{note}");
+    }
     let mut cmd = std::process::Command::new(&launch.program);
     cmd.args(launch.args);
     for name in &launch.remove {

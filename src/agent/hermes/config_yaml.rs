@@ -90,6 +90,27 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
     out
 }
 
+/// What a chat's files need of Hermes's `config.yaml` (`text`, `None` for none) and it does
+/// not say, each with the fix (hermes-facts, "Media": without the first Hermes describes every
+/// image in an extra call instead of passing its pixels; without the second a voice note's
+/// transcription fails). Read by line, as [`credentials`] reads.
+pub fn media_notes(text: Option<&str>) -> Vec<&'static str> {
+    let text = text.unwrap_or_default();
+    let lines = || text.lines().filter_map(key_value);
+    let mut notes = vec![];
+    if !lines().any(|(k, v)| k == "supports_vision" && v.trim() == "true") {
+        notes.push(
+            "Hermes's config.yaml does not set model.supports_vision: true, so a photo reaches the model through an extra describe call rather than as pixels; set it if the model reads images (docs/agent.md)",
+        );
+    }
+    if !text.lines().any(|l| l.trim_end() == "stt:") {
+        notes.push(
+            "Hermes's config.yaml has no stt: section, so a voice note cannot be transcribed; give stt.provider a reachable endpoint, or set stt.enabled: false so the file at least reaches the model, and stt.echo_transcripts: false (docs/agent.md)",
+        );
+    }
+    notes
+}
+
 /// `key: value` (the key unquoted), or `None` for a line that is not a mapping entry.
 fn key_value(line: &str) -> Option<(&str, &str)> {
     let (key, value) = line.split_once(':')?;
@@ -122,6 +143,17 @@ fn flow_has(value: &str, key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_chats_files_need_of_the_config_is_named_until_it_is_there() {
+        assert_eq!(media_notes(None).len(), 2);
+        let vision = "model:\n  default: m\n  supports_vision: true\n";
+        assert_eq!(media_notes(Some(vision)).len(), 1);
+        let both = format!("{vision}stt:\n  enabled: false\n");
+        assert!(media_notes(Some(&both)).is_empty());
+        let off = "model:\n  supports_vision: false\nstt:\n  enabled: false\n";
+        assert!(media_notes(Some(off))[0].contains("supports_vision"));
+    }
 
     const PLATFORMS: &[(&str, &[&str])] = &[
         ("chatapp", &["CHATAPP_TOKEN"]),
