@@ -47,6 +47,8 @@ pub async fn localise(inbound: Result<&Inbound, &str>, mut m: Message) -> Messag
                     Item {
                         id: item.id.as_deref(),
                         url: item.url.as_deref(),
+                        message: m.said.message_id.as_deref(),
+                        kind,
                     },
                     item.name
                         .as_deref()

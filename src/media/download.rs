@@ -196,6 +196,15 @@ pub struct Body {
 }
 
 impl Body {
+    /// The type the server said its answer is: a platform that answers an error in JSON on
+    /// its file path is told apart by it.
+    pub fn content_type(&self) -> Option<&str> {
+        self.response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+    }
+
     /// The next chunk, or `None` at the end. An error ends the body: what was read is not the
     /// file.
     pub async fn chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {

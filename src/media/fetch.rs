@@ -19,6 +19,11 @@ pub struct Item<'a> {
     pub id: Option<&'a str>,
     /// Where the platform says it is.
     pub url: Option<&'a str>,
+    /// The platform's id of the message it came with, for a platform that serves a file by
+    /// the message and the file's key together (Feishu).
+    pub message: Option<&'a str>,
+    /// What it is: `photo`, `voice`, `document`, ... (a platform may fetch kinds apart).
+    pub kind: &'a str,
 }
 
 /// A download under way.

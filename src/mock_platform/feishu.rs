@@ -26,6 +26,7 @@ mod handle;
 mod handshake;
 mod record;
 mod redelivery;
+mod resources;
 mod send;
 mod state;
 mod ticket;
@@ -83,7 +84,9 @@ impl Side for Feishu {
         let state = &self.state;
         let reply = match send::endpoint(head) {
             Some((target, id)) => send::handle(state, &self.posts, target, id, head, body),
-            None => Reply::Answer(endpoint::route(head, body, state)?),
+            None => Reply::Answer(
+                resources::route(head, state).or_else(|| endpoint::route(head, body, state))?,
+            ),
         };
         Some(at_once(reply))
     }

@@ -3,6 +3,7 @@
 
 mod bot_info;
 mod config;
+mod fetch;
 mod normalise;
 pub mod pbbp2;
 mod receive;
@@ -56,6 +57,22 @@ impl Platform for Feishu {
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         receive::run(spec, secrets.into_iter().next(), deps).await
+    }
+
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let secret = Secret::new(first(secrets).to_owned());
+        let token = token::FeishuToken::new(&config.api_base, &config.app_id, secret);
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            token,
+            shared.clone(),
+            &config.api_base,
+        )))
     }
 
     fn sender(

@@ -179,3 +179,60 @@ fn a_reply_reaches_feishu_once_across_a_500_and_two_crashes() {
     assert_eq!(attempts.len(), 3, "a 500, a post, a repeat: {attempts:?}");
     sigterm(&mut gw);
 }
+
+/// A 1×1 PNG's first bytes: enough for the type to be read from them.
+const PNG: &[u8] = b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR\0\0\0\x01\0\0\0\x01\x08\x02\0\0\0\x90wS\xde";
+
+/// What the agent is given for a Feishu message with a file that `emit` sends: its type, the
+/// stored file's name and its bytes.
+fn agent_gets(profile: &str, emit: impl FnOnce(&Rig)) -> (String, String, Vec<u8>) {
+    let port = crate::harness::free_port();
+    let extra = format!(
+        "[[adapter]]\nname = \"fs\"\nkind = \"feishu\"\napp-id = \"{}\"\n\
+         secret-env = \"OB_FS_SECRET\"\napi-base = \"{{base}}\"\n\n{}[agent]\n\
+         kind = \"hermes-relay\"\nport = {port}\n",
+        FeishuConfig::default().app_id,
+        crate::hermes_rig::OPEN
+    );
+    let rig = Rig::new(profile, &extra);
+    let mut gw = rig.gateway("");
+    assert!(rig.wait_api(&mut gw), "{}", rig.log());
+    rig.wait_adapter(&gw, "fs");
+    let mut agent = crate::relay::greeted(&rig, port);
+    emit(&rig);
+    let inbound = rig.rt.block_on(agent.next_of("inbound"));
+    let event = &inbound["event"];
+    let path = event["media_urls"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("a local path: {inbound}\n{}", rig.log()));
+    assert!(
+        path.starts_with(rig.profile_home().join("media").to_str().unwrap()),
+        "{path}"
+    );
+    let got = (
+        event["message_type"].as_str().unwrap().to_owned(),
+        path.rsplit('/').next().unwrap().to_owned(),
+        fs::read(path).unwrap(),
+    );
+    sigterm(&mut gw);
+    got
+}
+
+/// A Feishu image and file reach the agent as local files, fetched by the message's id and
+/// the file's key with the app's tenant token ("获取消息中的资源文件"), each with the same bytes.
+#[test]
+fn an_image_and_a_file_reach_the_agent_fetched_by_message_and_key() {
+    let (kind, _, bytes) = agent_gets("fsimage", |rig| {
+        rig.mock.feishu_emit_image(PNG.to_vec());
+    });
+    assert_eq!(kind, "photo");
+    assert_eq!(bytes, PNG, "the same bytes");
+    let pdf = b"%PDF-1.4\nminutes of the meeting\n".to_vec();
+    let sent = pdf.clone();
+    let (kind, name, bytes) = agent_gets("fsfile", move |rig| {
+        rig.mock.feishu_emit_file("minutes.pdf", sent);
+    });
+    assert_eq!(kind, "document");
+    assert_eq!(bytes, pdf, "the same bytes");
+    assert!(name.ends_with("_minutes.pdf"), "{name}");
+}

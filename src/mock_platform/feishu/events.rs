@@ -62,6 +62,7 @@ pub(crate) fn receive_v1(
     app_id: &str,
     tenant_key: &str,
     unix_ms: u64,
+    file: Option<&(&'static str, Value)>,
 ) -> Value {
     let mentions: Vec<Value> = mentions
         .iter()
@@ -74,7 +75,11 @@ pub(crate) fn receive_v1(
             })
         })
         .collect();
-    let content = json!({"text": message.text}).to_string();
+    // A message with a file is of its kind, its `content` the keys that name the file.
+    let (message_type, content) = match file {
+        Some((kind, content)) => (*kind, content.to_string()),
+        None => ("text", json!({"text": message.text}).to_string()),
+    };
     json!({
         "schema": "2.0",
         "header": {
@@ -100,7 +105,7 @@ pub(crate) fn receive_v1(
                 "chat_id": message.chat_id,
                 "thread_id": "",
                 "chat_type": message.chat_type,
-                "message_type": "text",
+                "message_type": message_type,
                 "content": content,
                 "mentions": mentions,
             },

@@ -8,6 +8,7 @@ use super::super::post::unix_ms_now;
 use super::events::{self, EventIds, FeishuMessage, Mention};
 use super::faults::FeishuFault;
 use super::record::{FeishuAck, FeishuEventRecord, FeishuStats};
+use super::resources::Resource;
 use super::state::FeishuState;
 use super::{Feishu, WS_PATH};
 
@@ -39,6 +40,47 @@ impl MockPlatform {
     /// One message as an `im.message.receive_v1` event; returns its event id.
     pub fn feishu_emit_message(&self, message: FeishuMessage) -> String {
         self.emit_feishu(message, &[], None)
+    }
+
+    /// An image message (`message_type` `image`, content `{"image_key"}`) in the configured
+    /// chat, its bytes served by the resources endpoint; returns its event id.
+    pub fn feishu_emit_image(&self, bytes: Vec<u8>) -> String {
+        let key = format!("img_v3_{}", events::hex(24));
+        let content = serde_json::json!({ "image_key": key });
+        self.emit_feishu_file("image", content, "image", key, bytes)
+    }
+
+    /// A file message (`message_type` `file`, content `{"file_key", "file_name"}`) in the
+    /// configured chat, its bytes served by the resources endpoint; returns its event id.
+    pub fn feishu_emit_file(&self, name: &str, bytes: Vec<u8>) -> String {
+        let key = format!("file_v3_{}", events::hex(24));
+        let content = serde_json::json!({ "file_key": key, "file_name": name });
+        self.emit_feishu_file("file", content, "file", key, bytes)
+    }
+
+    fn emit_feishu_file(
+        &self,
+        message_type: &'static str,
+        content: Value,
+        kind: &'static str,
+        key: String,
+        bytes: Vec<u8>,
+    ) -> String {
+        let chat = self.feishu().config.chat_id.clone();
+        let ids = EventIds::new();
+        self.feishu().add_resource(Resource {
+            message_id: ids.message_id.clone(),
+            key,
+            kind,
+            bytes,
+        });
+        self.emit_feishu_with(
+            ids,
+            FeishuMessage::text(&chat, ""),
+            &[],
+            None,
+            Some(&(message_type, content)),
+        )
     }
 
     /// A text message from the mock's user in group `chat_id` that @-mentions the app's bot
@@ -98,11 +140,21 @@ impl MockPlatform {
         mentions: &[Mention<'_>],
         parts: Option<u32>,
     ) -> String {
+        self.emit_feishu_with(EventIds::new(), message, mentions, parts, None)
+    }
+
+    fn emit_feishu_with(
+        &self,
+        ids: EventIds,
+        message: FeishuMessage,
+        mentions: &[Mention<'_>],
+        parts: Option<u32>,
+        file: Option<&(&'static str, Value)>,
+    ) -> String {
         let config = &self.feishu().config;
-        let ids = EventIds::new();
         let now_ms = unix_ms_now();
         let (app, tenant) = (&config.app_id, &config.tenant_key);
-        let payload = events::receive_v1(&ids, &message, mentions, app, tenant, now_ms);
+        let payload = events::receive_v1(&ids, &message, mentions, app, tenant, now_ms, file);
         let record = FeishuEventRecord {
             event_id: ids.event_id.clone(),
             message_id: Some(ids.message_id),

@@ -79,6 +79,8 @@ struct Inner {
     refuse: Option<(u32, Refusal)>,
     /// `om_…` ids the platform knows, with their chat: what a reply may target.
     messages: HashMap<String, String>,
+    /// The files of the messages emitted with one, for the resources endpoint.
+    resources: Vec<super::resources::Resource>,
     stats: FeishuStats,
 }
 
@@ -99,6 +101,7 @@ impl FeishuState {
             duplicate_acked: 0,
             refuse: None,
             messages: HashMap::new(),
+            resources: Vec::new(),
             stats: FeishuStats::default(),
         };
         FeishuState {
@@ -329,6 +332,24 @@ impl FeishuState {
 
     pub(crate) fn chat_of(&self, message_id: &str) -> Option<String> {
         self.lock().messages.get(message_id).cloned()
+    }
+
+    /// Keep a message's file for the resources endpoint.
+    pub(crate) fn add_resource(&self, resource: super::resources::Resource) {
+        self.lock().resources.push(resource);
+    }
+
+    /// The file `key` of message `message_id`, when the two match.
+    pub(crate) fn resource(
+        &self,
+        message_id: &str,
+        key: &str,
+    ) -> Option<super::resources::Resource> {
+        self.lock()
+            .resources
+            .iter()
+            .find(|r| r.message_id == message_id && r.key == key)
+            .cloned()
     }
 
     pub(crate) fn acks(&self) -> Vec<FeishuAck> {
