@@ -69,8 +69,8 @@ fn upload(rig: &Rig, dir: &Path, name: &str, bytes: &[u8]) -> String {
     uploaded.id
 }
 
-fn submit(rig: &Rig, key: &str, to: (&str, &str), text: &str, media: &[String]) -> Message {
-    let body = SendBody {
+fn body(key: &str, to: (&str, &str), text: &str, media: &[String]) -> SendBody {
+    SendBody {
         adapter: to.0.into(),
         target: to.1.into(),
         text: text.into(),
@@ -78,7 +78,11 @@ fn submit(rig: &Rig, key: &str, to: (&str, &str), text: &str, media: &[String]) 
         idempotency_key: key.into(),
         policy: Some(Policy::AtMostOnce),
         attachments: media.to_vec(),
-    };
+    }
+}
+
+fn submit(rig: &Rig, key: &str, to: (&str, &str), text: &str, media: &[String]) -> Message {
+    let body = body(key, to, text, media);
     rig.rt.block_on(rig.client().submit(&body)).unwrap().message
 }
 
@@ -244,16 +248,9 @@ fn a_sigkill_between_upload_and_answer_posts_each_file_once() {
         let chart = upload(&rig, &dir, "chart.png", &photo);
         // The answer may be lost to the kill: the message is journalled before the worker
         // sends it either way.
-        let body = SendBody {
-            adapter: to.0.into(),
-            target: to.1.into(),
-            text: key.into(),
-            reply_to: None,
-            idempotency_key: key.into(),
-            policy: Some(Policy::AtMostOnce),
-            attachments: vec![chart],
-        };
-        let _ = rig.rt.block_on(rig.client().submit(&body));
+        let _ = rig
+            .rt
+            .block_on(rig.client().submit(&body(key, to, key, &[chart])));
         killed_by_fault(&mut gw, Duration::from_secs(30));
     }
     let mut gw = gateway(&rig, "");

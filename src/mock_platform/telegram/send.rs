@@ -30,6 +30,29 @@ struct ReplyParameters {
     allow_sending_without_reply: bool,
 }
 
+/// The record of a post to a chat: Telegram has no dedupe key, and the message id is the
+/// record's to fill in.
+pub(super) fn chat_post(
+    attempt: &SendAttempt,
+    content: String,
+    reply_to: Option<i64>,
+    files: Vec<super::super::post::PostedFile>,
+) -> Post {
+    Post {
+        platform: Platform::Telegram,
+        target: Target::Chat,
+        target_id: attempt.target_id.clone(),
+        content,
+        reply_to: reply_to.map(|id| id.to_string()),
+        msg_seq: None,
+        nonce: None,
+        message_id: String::new(),
+        received_at: attempt.received_at,
+        received_unix_ms: attempt.received_unix_ms,
+        files,
+    }
+}
+
 pub(crate) fn handle(
     token_ok: bool,
     params: &Params<'_>,
@@ -61,19 +84,7 @@ fn process(
     };
     attempt.target_id = checked.chat_id.to_string();
     let (message_id, message) = state.bot_message(checked.chat_id, &checked.text, checked.reply_to);
-    let post = Post {
-        platform: Platform::Telegram,
-        target: Target::Chat,
-        target_id: attempt.target_id.clone(),
-        content: checked.text,
-        reply_to: checked.reply_to.map(|id| id.to_string()),
-        msg_seq: None,
-        nonce: None,
-        message_id: String::new(),
-        received_at: attempt.received_at,
-        received_unix_ms: attempt.received_unix_ms,
-        files: vec![],
-    };
+    let post = chat_post(attempt, checked.text, checked.reply_to, vec![]);
     record(posts, attempt, post, message_id, message)
 }
 

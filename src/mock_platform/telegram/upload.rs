@@ -18,7 +18,7 @@
 use serde_json::{json, Value};
 
 use super::super::multipart::{FilePart, Form};
-use super::super::post::{Platform, Post, SendAttempt, Target};
+use super::super::post::{Platform, SendAttempt, Target};
 use super::super::post_record::PostRecord;
 use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, struck_before};
@@ -222,19 +222,12 @@ fn post(
             m["caption"] = json!(caption);
         }
     });
-    let post = Post {
-        platform: Platform::Telegram,
-        target: Target::Chat,
-        target_id: attempt.target_id.clone(),
-        content: checked.caption,
-        reply_to: checked.reply_to.map(|id| id.to_string()),
-        msg_seq: None,
-        nonce: None,
-        message_id: String::new(),
-        received_at: attempt.received_at,
-        received_unix_ms: attempt.received_unix_ms,
-        files: vec![file.posted()],
-    };
+    let post = send::chat_post(
+        attempt,
+        checked.caption,
+        checked.reply_to,
+        vec![file.posted()],
+    );
     send::record(posts, attempt, post, message_id, message)
 }
 
