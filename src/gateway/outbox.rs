@@ -21,6 +21,7 @@
 //! submits (`not_active`): what it queued no other host could deliver.
 
 mod book;
+mod checks;
 mod cluster;
 mod error;
 mod files;
@@ -41,9 +42,10 @@ use tokio::time::Instant;
 
 use crate::gateway::fence::Fence;
 use crate::gateway::replica::Replica;
-use crate::gateway::send::{FileLimits, OutFile, PlatformReply, Post, TargetError, TextUnit};
+use crate::gateway::send::{FileLimits, PlatformReply, Post, TargetError, TextUnit};
 use book::Book;
 pub(crate) use book::Next;
+use checks::same_request;
 pub use error::{OutboxError, SubmitError};
 use files::Files;
 pub use files::{Attachment, NewFile};
@@ -308,50 +310,6 @@ impl Outbox {
         Ok(submitted)
     }
 
-    /// Check `req` against its adapter's route, and say what its target told.
-    fn validate(&self, req: &Request) -> Result<Address, SubmitError> {
-        let route = self
-            .routes
-            .get(&req.adapter)
-            .ok_or_else(|| SubmitError::UnknownAdapter {
-                adapter: req.adapter.clone(),
-                known: {
-                    let mut names: Vec<&str> = self.routes.keys().map(String::as_str).collect();
-                    names.sort_unstable();
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                },
-            })?;
-        let address = (route.address)(&req.target)?;
-        if req.text.trim().is_empty() && req.files.is_empty() {
-            return Err(SubmitError::EmptyText);
-        }
-        if !req.files.is_empty() {
-            check_files(&req.adapter, route, req)?;
-        }
-        let len = route.unit.len(&req.text);
-        if len > route.max_text {
-            return Err(SubmitError::TextTooLong {
-                adapter: req.adapter.clone(),
-                len,
-                max: route.max_text,
-                unit: route.unit,
-            });
-        }
-        if req.idempotency_key.is_empty() {
-            return Err(SubmitError::MissingKey);
-        }
-        if req.idempotency_key.chars().count() > MAX_KEY_LEN
-            || req.idempotency_key.chars().any(char::is_control)
-        {
-            return Err(SubmitError::BadKey);
-        }
-        Ok(address)
-    }
-
     fn append(&self, inner: &mut Inner, record: &Record) -> Result<(), OutboxError> {
         inner
             .journal
@@ -516,41 +474,6 @@ impl Outbox {
         }
     }
 
-    /// Copy `files` in as message `id`'s own, off the runtime's threads (a file may be large).
-    async fn copy_in(&self, id: &str, files: &[NewFile]) -> Result<Vec<Attachment>, SubmitError> {
-        if files.is_empty() {
-            return Ok(vec![]);
-        }
-        let (copies, id, files) = (self.files.clone(), id.to_owned(), files.to_vec());
-        let copied = tokio::task::spawn_blocking(move || {
-            let mut done = Vec::with_capacity(files.len());
-            for (n, f) in files.iter().enumerate() {
-                match copies.copy_in(&id, n, f) {
-                    Ok(a) => done.push(a),
-                    Err(e) => {
-                        copies.remove(&done);
-                        return Err(e);
-                    }
-                }
-            }
-            Ok(done)
-        })
-        .await
-        .map_err(|e| {
-            OutboxError::File(crate::trusted_dir::TrustError::Io {
-                op: "copy",
-                path: self.dir.join("files"),
-                source: io::Error::other(e),
-            })
-        })?;
-        Ok(copied.map_err(OutboxError::File)?)
-    }
-
-    /// The files a message posts, as an attempt streams them.
-    pub(crate) fn out_files(&self, message: &Message) -> Vec<OutFile> {
-        self.files.out_files(&message.attachments)
-    }
-
     async fn record(&self, record: Record) -> Result<(), OutboxError> {
         let pos = {
             let mut inner = self.lock();
@@ -581,43 +504,6 @@ impl Outbox {
     }
 }
 
-/// Whether `route` takes `req`'s files: the platform's count, size and caption limits,
-/// checked before anything is copied or queued.
-fn check_files(adapter: &str, route: &Route, req: &Request) -> Result<(), SubmitError> {
-    let adapter = adapter.to_owned();
-    let Some(limits) = route.files else {
-        return Err(SubmitError::FilesUnsupported { adapter });
-    };
-    if req.files.len() > limits.max_files {
-        return Err(SubmitError::TooManyFiles {
-            adapter,
-            count: req.files.len(),
-            max: limits.max_files,
-        });
-    }
-    for f in &req.files {
-        let bytes = f.file.metadata().map(|m| m.len()).unwrap_or(0);
-        if bytes > limits.max_bytes {
-            return Err(SubmitError::FileTooLarge {
-                adapter,
-                name: f.name.clone(),
-                bytes,
-                max: limits.max_bytes,
-            });
-        }
-    }
-    let len = route.unit.len(&req.text);
-    if len > limits.max_caption {
-        return Err(SubmitError::CaptionTooLong {
-            adapter,
-            len,
-            max: limits.max_caption,
-            unit: route.unit,
-        });
-    }
-    Ok(())
-}
-
 /// Wakes the delivery workers when dropped: at the end of a submit, or wherever its future
 /// is dropped.
 struct WakeWorker<'a>(&'a watch::Sender<u64>);
@@ -626,24 +512,6 @@ impl Drop for WakeWorker<'_> {
     fn drop(&mut self) {
         self.0.send_modify(|n| *n += 1);
     }
-}
-
-/// A retried submit is the same request when it asks for the same thing, under the same
-/// policy: a different policy makes a different message (the API answers 409).
-/// Whether `req`, whose target its platform writes `target`, asks for what `m` is. A message
-/// journalled before targets were stored as their platform writes them holds the text given.
-fn same_request(m: &Message, req: &Request, target: &str, files: &[Attachment]) -> bool {
-    let same_files = m.attachments.len() == files.len()
-        && m.attachments
-            .iter()
-            .zip(files)
-            .all(|(a, b)| a.sha256 == b.sha256 && a.name == b.name);
-    same_files
-        && m.adapter == req.adapter
-        && (m.target == target || m.target == req.target)
-        && m.text == req.text
-        && m.reply_to == req.reply_to
-        && m.policy == req.policy
 }
 
 /// A new message for `req`, queued now. Only a reply to a target whose platform numbers

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::journal::Record;
 use super::message::Message;
 use super::{
-    new_id, new_message, same_request, Address, Outbox, OutboxError, Request, SubmitError,
+    checks::same_request, new_id, new_message, Address, Outbox, OutboxError, Request, SubmitError,
     Submitted, WakeWorker,
 };
 use crate::gateway::replica::Replica;

@@ -5,12 +5,13 @@
 //! copy no unfinished message names is a leftover of a crash and goes too.
 
 use std::collections::HashSet;
-use std::io::{Read, Write};
+use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::{Message, OutboxError, SubmitError};
 use crate::atomic_file::{Sync, TempFile};
 use crate::bounded_read::Owner;
 use crate::gateway::send::{FileKind, OutFile};
@@ -152,5 +153,46 @@ impl Files {
             }
         }
         Ok(())
+    }
+}
+
+impl super::Outbox {
+    /// Copy `files` in as message `id`'s own, off the runtime's threads (a file may be large).
+    pub(super) async fn copy_in(
+        &self,
+        id: &str,
+        files: &[NewFile],
+    ) -> Result<Vec<Attachment>, SubmitError> {
+        if files.is_empty() {
+            return Ok(vec![]);
+        }
+        let (copies, id, files) = (self.files.clone(), id.to_owned(), files.to_vec());
+        let copied = tokio::task::spawn_blocking(move || {
+            let mut done = Vec::with_capacity(files.len());
+            for (n, f) in files.iter().enumerate() {
+                match copies.copy_in(&id, n, f) {
+                    Ok(a) => done.push(a),
+                    Err(e) => {
+                        copies.remove(&done);
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(done)
+        })
+        .await
+        .map_err(|e| {
+            OutboxError::File(crate::trusted_dir::TrustError::Io {
+                op: "copy",
+                path: self.dir.join("files"),
+                source: io::Error::other(e),
+            })
+        })?;
+        Ok(copied.map_err(OutboxError::File)?)
+    }
+
+    /// The files a message posts, as an attempt streams them.
+    pub(crate) fn out_files(&self, message: &Message) -> Vec<OutFile> {
+        self.files.out_files(&message.attachments)
     }
 }
