@@ -107,7 +107,8 @@ pub(super) async fn peek_head(stream: &TcpStream) -> io::Result<RequestHead> {
     }
 }
 
-fn percent_decode(text: &str) -> Option<String> {
+/// `%XX` escapes decoded, `+` as a space; `None` when the result is not UTF-8.
+pub(super) fn percent_decode(text: &str) -> Option<String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -18,8 +18,12 @@
 //!   echo.
 //! - `GET …/v3/rooms/{roomId}/state/{eventType}/{stateKey}`, `GET …/v3/joined_rooms`, and
 //!   `POST`/`GET …/v3/user/{userId}/filter[/{filterId}]` (`endpoint.rs`).
-//! - `GET /_matrix/client/v1/media/download/{serverName}/{mediaId}` (`media.rs`): the
-//!   authenticated content repository.
+//! - `POST /_matrix/media/v3/upload`, `GET /_matrix/client/v1/media/config` and `GET
+//!   /_matrix/client/v1/media/download/{serverName}/{mediaId}` (`media.rs`): the content
+//!   repository. An upload's body may be up to
+//!   [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY); every other request's stays under the
+//!   mock's 1 MiB. A sent `m.image`, `m.file`, `m.audio` or `m.video` whose `url` names
+//!   uploaded content is recorded with that content as the post's file.
 //!
 //! Any other path under `/_matrix/` is 404 `M_UNRECOGNIZED` (405 for a wrong method).
 
@@ -51,7 +55,7 @@ pub use stats::MatrixStats;
 use super::http::RequestHead;
 use super::post_record::PostRecord;
 use super::reply::Reply;
-use super::side::Side;
+use super::side::{BodyLimit, Side};
 use endpoint::Route;
 use state::MatrixState;
 
@@ -97,12 +101,23 @@ impl Matrix {
             Route::UploadFilter(user) => endpoint::upload_filter(head, body, &user, state),
             Route::Filter { user, id } => endpoint::get_filter(head, &user, &id, state),
             Route::Media { server, id } => media::download(head, &server, &id, state),
+            Route::Upload => media::upload(head, body, state),
+            Route::MediaConfig => media::config(head, state),
         };
         Reply::Answer(answer)
     }
 }
 
 impl Side for Matrix {
+    /// An upload's body is a whole file: read up to the mock's upload cap, and refused past
+    /// it as the homeserver refuses a file over its limit.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        (head.method == "POST" && head.path == endpoint::MEDIA_UPLOAD).then_some(BodyLimit {
+            max: super::http::MAX_UPLOAD_BODY,
+            too_large: media::too_large,
+        })
+    }
+
     /// Every path under `/_matrix/`; `/sync` answers in its own time.
     fn serve<'a>(
         &'a self,

@@ -101,7 +101,9 @@ pub struct Post {
     pub received_at: Instant,
     pub received_unix_ms: u64,
     /// The files the post carried, in the order of their parts: Telegram's one file of a
-    /// `sendPhoto` (or `sendDocument`, ...), Discord's `files[n]`. Empty for a text post.
+    /// `sendPhoto` (or `sendDocument`, ...), Discord's `files[n]`, the content a Matrix file
+    /// event's `url` names, the files a Slack `files.completeUploadExternal` shares. Empty for
+    /// a text post.
     pub files: Vec<PostedFile>,
 }
 
@@ -111,7 +113,8 @@ pub struct Post {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostedFile {
     /// The multipart form field that carried it: `photo`, `document`, ... for Telegram,
-    /// `files[0]`, `files[1]`, ... for Discord.
+    /// `files[0]`, `files[1]`, ... for Discord; the event's `msgtype` (`m.image`, `m.file`,
+    /// ...) for Matrix; the file id (`F…`) for Slack.
     pub field: String,
     /// The part's `Content-Disposition` `filename`, as sent.
     pub filename: Option<String>,

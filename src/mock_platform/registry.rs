@@ -43,7 +43,7 @@ impl MockPlatform {
             posts.clone(),
         )));
         let http_base = format!("http://{addr}");
-        let discord = Discord::new(&config, gateway, posts.clone(), http_base);
+        let discord = Discord::new(&config, gateway, posts.clone(), http_base.clone());
         sides.register(Arc::new(discord));
         let ws_base = format!("ws://{addr}");
         sides.register(Arc::new(Feishu::new(
@@ -51,7 +51,8 @@ impl MockPlatform {
             ws_base.clone(),
             posts.clone(),
         )));
-        sides.register(Arc::new(Slack::new(config.slack, ws_base, posts.clone())));
+        let slack = Slack::new(config.slack, ws_base, http_base, posts.clone());
+        sides.register(Arc::new(slack));
         sides.register(Arc::new(Telegram::new(config.telegram, posts.clone())));
         sides.register(Arc::new(Weixin::new(config.weixin, posts.clone())));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));

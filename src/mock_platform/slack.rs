@@ -13,6 +13,10 @@
 //! - `POST /api/auth.test` and `POST /api/chat.postMessage` (bot token). An accepted post is
 //!   recorded with the other platforms' posts and comes back as an event with the bot's
 //!   `bot_id`, as Slack echoes a bot's own messages.
+//! - `POST /api/files.getUploadURLExternal`, the upload URL it hands out (on this port, its
+//!   body up to [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY)), and `POST
+//!   /api/files.completeUploadExternal` (`files.rs`): a file shared into a channel is a post
+//!   with its files, recorded and failed as `chat.postMessage`'s are.
 //!
 //! Faults: [`SlackFault`] for the connections, [`OpenRefusal`] for `apps.connections.open`,
 //! [`SendFault`](super::SendFault) with [`Platform::Slack`](super::post::Platform::Slack) for
@@ -22,6 +26,7 @@ pub(super) mod config;
 mod connection;
 mod endpoint;
 mod faults;
+mod files;
 mod handle;
 mod record;
 mod redelivery;
@@ -42,7 +47,7 @@ use super::ack_timer;
 use super::http::{self, RequestHead};
 use super::post_record::PostRecord;
 use super::reply::{Answer, Reply};
-use super::side::{at_once, Side, Upgrade};
+use super::side::{at_once, BodyLimit, Side, Upgrade};
 use state::SlackState;
 
 /// Where Socket Mode connections upgrade; `apps.connections.open` puts it in the URLs.
@@ -54,28 +59,48 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Slack's side of the mock: its state, and the send record `chat.postMessage` writes.
 pub(super) struct Slack {
     state: Arc<SlackState>,
+    files: files::Files,
     posts: Arc<PostRecord>,
 }
 
 impl Slack {
     /// `ws_base` is what `apps.connections.open` puts before [`WS_PATH`]: the mock's own
-    /// `ws://` address.
-    pub(super) fn new(config: SlackConfig, ws_base: String, posts: Arc<PostRecord>) -> Self {
+    /// `ws://` address; `http_base` its `http://` address, where the upload URLs point.
+    pub(super) fn new(
+        config: SlackConfig,
+        ws_base: String,
+        http_base: String,
+        posts: Arc<PostRecord>,
+    ) -> Self {
         Slack {
             state: Arc::new(SlackState::new(config, format!("{ws_base}{WS_PATH}"))),
+            files: files::Files::new(http_base),
             posts,
         }
     }
 }
 
 impl Side for Slack {
+    /// An upload URL takes a whole file: read up to the mock's upload cap.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        head.path
+            .starts_with(files::UPLOAD_PREFIX)
+            .then_some(BodyLimit {
+                max: http::MAX_UPLOAD_BODY,
+                too_large: files::too_large,
+            })
+    }
+
     fn serve<'a>(
         &'a self,
         head: &'a RequestHead,
         body: &'a [u8],
         _: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
-        endpoint::route(head, body, &self.state, &self.posts).map(at_once)
+        let (state, posts) = (&self.state, &self.posts);
+        files::route(head, body, state, &self.files, posts)
+            .or_else(|| endpoint::route(head, body, state, posts))
+            .map(at_once)
     }
 
     /// A connection, at [`WS_PATH`], with a ticket not used before.

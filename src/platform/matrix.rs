@@ -114,8 +114,10 @@ impl Platform for Matrix {
         shared: &Shared,
     ) -> Option<Sender> {
         let token = Secret::new(first(secrets).to_owned());
-        Some(Sender {
-            api: api::Api::new(shared.http.clone(), &config.homeserver, &token),
-        })
+        Some(Sender::new(api::Api::new(
+            shared.http.clone(),
+            &config.homeserver,
+            &token,
+        )))
     }
 }

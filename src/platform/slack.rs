@@ -77,10 +77,7 @@ impl Platform for Slack {
         secrets: &[Secret],
         shared: &Shared,
     ) -> Option<Sender> {
-        Some(Sender {
-            http: shared.http.clone(),
-            api_base: config.api_base.clone(),
-            token: Secret::new(secrets.get(1)?.expose().to_owned()),
-        })
+        let token = Secret::new(secrets.get(1)?.expose().to_owned());
+        Some(Sender::new(shared.http.clone(), &config.api_base, token))
     }
 }

@@ -24,19 +24,19 @@ const TG: &str = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \
 /// A chat the mock Telegram knows (`TelegramConfig::default().chats`).
 const TG_CHAT: &str = "chat:1001";
 
-fn photo() -> Vec<u8> {
+pub(crate) fn photo() -> Vec<u8> {
     let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
     png.extend((0..300_000u32).map(|i| (i * 7 % 251) as u8));
     png
 }
 
-fn pdf() -> Vec<u8> {
+pub(crate) fn pdf() -> Vec<u8> {
     let mut pdf = b"%PDF-1.4\n".to_vec();
     pdf.extend((0..50_000u32).map(|i| b'a' + (i % 26) as u8));
     pdf
 }
 
-fn sha256(bytes: &[u8]) -> String {
+pub(crate) fn sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -53,7 +53,7 @@ fn gateway(rig: &Rig, faults: &str) -> std::process::Child {
 }
 
 /// `bytes` put into the gateway's media store as `name` through `POST /v1/media`.
-fn upload(rig: &Rig, dir: &Path, name: &str, bytes: &[u8]) -> String {
+pub(crate) fn upload(rig: &Rig, dir: &Path, name: &str, bytes: &[u8]) -> String {
     let path = dir.join(name);
     fs::write(&path, bytes).unwrap();
     let file = rig.rt.block_on(tokio::fs::File::open(&path)).unwrap();
@@ -81,13 +81,19 @@ fn body(key: &str, to: (&str, &str), text: &str, media: &[String]) -> SendBody {
     }
 }
 
-fn submit(rig: &Rig, key: &str, to: (&str, &str), text: &str, media: &[String]) -> Message {
+pub(crate) fn submit(
+    rig: &Rig,
+    key: &str,
+    to: (&str, &str),
+    text: &str,
+    media: &[String],
+) -> Message {
     let body = body(key, to, text, media);
     rig.rt.block_on(rig.client().submit(&body)).unwrap().message
 }
 
 /// The posts with caption or content `text`, once the platform holds `n` of them.
-fn posts_of(rig: &Rig, text: &str, n: usize) -> Vec<Post> {
+pub(crate) fn posts_of(rig: &Rig, text: &str, n: usize) -> Vec<Post> {
     wait_for(
         Duration::from_secs(30),
         &format!("{n} post(s) of {text:?}"),
@@ -266,7 +272,7 @@ fn a_sigkill_between_upload_and_answer_posts_each_file_once() {
 }
 
 /// The outbox's id for the message queued under `key`, from its journal.
-fn id_of(rig: &Rig, key: &str) -> String {
+pub(crate) fn id_of(rig: &Rig, key: &str) -> String {
     let journal = fs::read_to_string(rig.profile_home().join("outbox/journal.jsonl")).unwrap();
     journal
         .lines()

@@ -26,6 +26,9 @@ pub struct MatrixConfig {
     /// Rooms that have had `m.room.encryption` state since before the mock's history began
     /// (it shows in an initial sync's `state`, never in a timeline).
     pub encrypted_rooms: Vec<String>,
+    /// The largest upload the content repository takes, in bytes (`m.upload.size`); a larger
+    /// one is 413 `M_TOO_LARGE`. Synapse's default `max_upload_size` is 50 MiB.
+    pub max_upload: u64,
 }
 
 impl MatrixConfig {
@@ -47,6 +50,7 @@ impl Default for MatrixConfig {
             max_timeout: Duration::from_secs(30),
             human: "@alice:mock.test".to_owned(),
             encrypted_rooms: Vec::new(),
+            max_upload: 50 * 1024 * 1024,
         }
     }
 }

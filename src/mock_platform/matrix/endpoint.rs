@@ -20,6 +20,10 @@ pub(crate) const PREFIX: &str = "/_matrix/";
 pub(crate) const VERSIONS_PATH: &str = "/_matrix/client/versions";
 const CLIENT_V3: &str = "/_matrix/client/v3/";
 const MEDIA_DOWNLOAD: &str = "/_matrix/client/v1/media/download/";
+const MEDIA_CONFIG: &str = "/_matrix/client/v1/media/config";
+/// Where content is uploaded: still under `/_matrix/media/v3/` (authenticated media moved
+/// only the download side to `/_matrix/client/v1/media/`).
+pub(crate) const MEDIA_UPLOAD: &str = "/_matrix/media/v3/upload";
 
 /// The endpoints the mock serves.
 pub(crate) enum Route {
@@ -35,6 +39,8 @@ pub(crate) enum Route {
         state_key: String,
     },
     UploadFilter(String),
+    Upload,
+    MediaConfig,
     Media {
         server: String,
         id: String,
@@ -58,6 +64,12 @@ pub(crate) fn route(head: &RequestHead) -> Result<Route, Answer> {
 fn match_path(path: &str) -> Option<(Route, &'static str)> {
     if path == VERSIONS_PATH {
         return Some((Route::Versions, "GET"));
+    }
+    if path == MEDIA_UPLOAD {
+        return Some((Route::Upload, "POST"));
+    }
+    if path == MEDIA_CONFIG {
+        return Some((Route::MediaConfig, "GET"));
     }
     if let Some(rest) = path.strip_prefix(MEDIA_DOWNLOAD) {
         let segments: Vec<String> = rest.split('/').map(decode_segment).collect::<Option<_>>()?;

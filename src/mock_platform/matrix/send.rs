@@ -10,13 +10,16 @@
 //! request still finds it once it is accepted; a request that failed before being accepted
 //! left nothing behind, so its retry is a new send ("failures are not cached"). An accepted
 //! event joins the room's timeline as the bot's own echo, with `unsigned.transaction_id`.
+//!
+//! A file event (`m.image`, `m.file`, `m.audio`, `m.video`) is recorded with its caption as
+//! the post's content and the uploaded content its `url` names as the post's file.
 
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
 use super::super::http::RequestHead;
-use super::super::post::{Platform, Post, SendAttempt, Target};
+use super::super::post::{Platform, Post, PostedFile, SendAttempt, Target};
 use super::super::post_record::{Dedupe, PostRecord};
 use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
@@ -88,9 +91,12 @@ fn process(
     attempt: &mut SendAttempt,
 ) -> Reply {
     let config = &state.config;
-    let text = match content.get("body").and_then(Value::as_str) {
-        Some(body) => body.to_owned(),
-        None => content.to_string(),
+    let (text, files) = match file_post(&content, state) {
+        Some(file) => file,
+        None => match content.get("body").and_then(Value::as_str) {
+            Some(body) => (body.to_owned(), vec![]),
+            None => (content.to_string(), vec![]),
+        },
     };
     let reply_to = content["m.relates_to"]["m.in_reply_to"]["event_id"]
         .as_str()
@@ -106,7 +112,7 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
-        files: vec![],
+        files,
     };
     let dedupe = Dedupe::Window {
         author: format!("{} {}", config.user_id, config.device_id),
@@ -134,6 +140,32 @@ fn process(
         return withheld;
     }
     Reply::Answer(Answer::new(200, answer))
+}
+
+/// The msgtypes whose `url` is a file in the content repository (spec "m.room.message
+/// msgtypes": `m.image`, `m.file`, `m.audio`, `m.video`).
+const FILE_MSGTYPES: [&str; 4] = ["m.image", "m.file", "m.audio", "m.video"];
+
+/// A file event's caption and file, as the record keeps them: the caption is `body` when
+/// `filename` is set and differs from it, and there is none otherwise (`body` is then the
+/// file's name; spec v1.10 "Media captions"). The file is the uploaded content the `url`
+/// names, recorded under its `msgtype`; a `url` the repository does not hold (another
+/// server's, or none) records no file, as a homeserver posts such an event without looking.
+fn file_post(content: &Value, state: &MatrixState) -> Option<(String, Vec<PostedFile>)> {
+    let msgtype = content["msgtype"].as_str()?;
+    if !FILE_MSGTYPES.contains(&msgtype) {
+        return None;
+    }
+    let body = content["body"].as_str().unwrap_or_default();
+    let filename = content["filename"].as_str();
+    let caption = match filename {
+        Some(name) if name != body => body.to_owned(),
+        _ => String::new(),
+    };
+    let name = filename.or(Some(body).filter(|b| !b.is_empty()));
+    let url = content["url"].as_str().unwrap_or_default();
+    let files = state.media.posted(url, msgtype, name).into_iter().collect();
+    Some((caption, files))
 }
 
 /// The homeserver's answers to the send faults: Synapse's 500 `M_UNKNOWN`, a proxy's 503

@@ -27,6 +27,10 @@ pub struct MatrixStats {
     /// Sends answered with an earlier event's id: a transaction id the device already used
     /// on that path.
     pub txn_hits: u64,
+    /// `POST /_matrix/media/v3/upload` requests, whatever became of them, and those that
+    /// stored content: every one is new content, so a repeat is an orphan copy.
+    pub uploads: u64,
+    pub uploaded: u64,
     /// Syncs being held right now.
     pub live_syncs: u64,
     /// When each `/sync` arrived, in order: what a test reads to count requests per second.

@@ -28,9 +28,7 @@ pub(crate) fn route(
     if head.method != "POST" {
         return None;
     }
-    let bearer = head
-        .header("authorization")
-        .map(|a| a.strip_prefix("Bearer ").unwrap_or(a).trim());
+    let bearer = bearer(head);
     let reply = match head.path.as_str() {
         OPEN_PATH => Reply::Answer(open(bearer, state)),
         AUTH_TEST_PATH => Reply::Answer(auth_test(bearer, state)),
@@ -40,7 +38,13 @@ pub(crate) fn route(
     Some(reply)
 }
 
-fn not_ok(code: &str) -> Answer {
+/// The token in the request's `Authorization` header.
+pub(crate) fn bearer(head: &RequestHead) -> Option<&str> {
+    head.header("authorization")
+        .map(|a| a.strip_prefix("Bearer ").unwrap_or(a).trim())
+}
+
+pub(crate) fn not_ok(code: &str) -> Answer {
     Answer::new(200, json!({"ok": false, "error": code}))
 }
 
@@ -156,7 +160,7 @@ fn process(
 
 /// The Web API's answers to the send faults: `internal_error` ("some aspect of the operation
 /// [may have] succeeded"), 503 `service_unavailable`, and 429 `ratelimited`.
-struct WebApi;
+pub(crate) struct WebApi;
 
 impl Refusals for WebApi {
     fn server_error(&self) -> Answer {

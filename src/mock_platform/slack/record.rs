@@ -45,6 +45,11 @@ pub struct SlackStats {
     pub ws_pings: u64,
     /// `disconnect` messages sent.
     pub disconnects: u64,
+    /// `files.getUploadURLExternal` answers with a URL, bodies taken at an upload URL, and
+    /// files `files.completeUploadExternal` shared into a channel.
+    pub upload_urls: u64,
+    pub uploads: u64,
+    pub files_shared: u64,
     /// When each connection was admitted, in order.
     pub connection_times: Vec<Instant>,
 }

@@ -371,6 +371,10 @@ impl SlackState {
         self.lock().events.clone()
     }
 
+    pub(crate) fn count(&self, bump: impl FnOnce(&mut SlackStats)) {
+        bump(&mut self.lock().stats);
+    }
+
     pub(crate) fn stats(&self) -> SlackStats {
         let inner = self.lock();
         SlackStats {

@@ -12,6 +12,7 @@ use super::*;
 use crate::mock_platform::{MatrixConfig, MatrixFault, MatrixStats, Platform, SendFault, Target};
 
 mod faults;
+mod upload;
 
 const TOKEN: &str = "mx-mock-token";
 const ROOM: &str = "!room1:mock.test";

@@ -1,5 +1,5 @@
 //! The homeserver's client-server API as every part of this wing calls it: URLs under
-//! `/_matrix/client/v3/` with each id percent-encoded as one path segment (room and event
+//! `/_matrix/client/v3/` (and the content repository's upload, under `/_matrix/media/v3/`) with each id percent-encoded as one path segment (room and event
 //! ids hold `!`, `:` and `$`), the access token in the `Authorization` header (never in the
 //! query string, where it would reach logs), and what an error answer says
 //! (docs/research/matrix-client-server.md §1, §6).
@@ -49,7 +49,19 @@ impl Api {
         segments: &[&str],
         query: &[(&str, &str)],
     ) -> Option<reqwest::RequestBuilder> {
-        let mut url = Url::parse(&format!("{}/_matrix/client/v3/", self.base)).ok()?;
+        self.request_under("client/v3", method, segments, query)
+    }
+
+    /// `method` on `/_matrix/` + `root` + `segments`, as [`Api::request`] does for the
+    /// client API: for the content repository's upload, which stays under `media/v3`.
+    pub(crate) fn request_under(
+        &self,
+        root: &str,
+        method: Method,
+        segments: &[&str],
+        query: &[(&str, &str)],
+    ) -> Option<reqwest::RequestBuilder> {
+        let mut url = Url::parse(&format!("{}/_matrix/{root}/", self.base)).ok()?;
         url.path_segments_mut()
             .ok()?
             .pop_if_empty()
@@ -142,6 +154,8 @@ mod tests {
 
     #[test]
     fn ids_are_one_segment_each_and_the_token_is_a_header() {
+        // The client needs a crypto provider, which nothing else in this test installs.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let api = Api::new(
             reqwest::Client::new(),
             "https://hs.example/",

@@ -8,6 +8,12 @@
 //!
 //! A reply is a rich reply, `m.relates_to.m.in_reply_to`, with no quoted fallback in the body
 //! (MSC2781 removed it).
+//!
+//! A message with files is one upload and one event per file (`files.rs`), each event under a
+//! transaction id of its own that is fixed by the message and the file's place in it, so the
+//! same rule makes each file's event post once.
+
+mod files;
 
 use std::time::Duration;
 
@@ -19,14 +25,25 @@ use super::api::{Api, Refusal};
 use super::Target;
 use crate::gateway::send::classify::{self, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post};
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// The spec limits a whole event to 65,536 bytes of JSON; a text of 16,000 characters stays
 /// under it in any script.
 const MAX_TEXT: usize = 16_000;
 
 pub struct Sender {
-    pub(super) api: Api,
+    api: Api,
+    /// What each message with files has done so far (`files.rs`).
+    progress: files::Progress,
+}
+
+impl Sender {
+    pub(super) fn new(api: Api) -> Sender {
+        Sender {
+            api,
+            progress: files::Progress::default(),
+        }
+    }
 }
 
 impl Post for Sender {
@@ -41,20 +58,39 @@ impl Post for Sender {
         true
     }
 
+    /// Files as `files.rs` chooses: its limits, with the text as the first file's caption.
+    const FILES: Option<FileLimits> = Some(files::LIMITS);
+
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        if !msg.files.is_empty() {
+            return (self.post_files(msg).await, None);
+        }
         let mut content = json!({"msgtype": "m.text", "body": msg.text});
-        if let Some(event_id) = &msg.reply_to {
-            content["m.relates_to"] = json!({"m.in_reply_to": {"event_id": event_id}});
-        }
-        let path = ["rooms", &msg.target.0, "send", "m.room.message", &msg.id];
+        reply_relation(&mut content, msg);
+        (self.put_event(&msg.target, &msg.id, &content).await, None)
+    }
+}
+
+impl Sender {
+    /// One `m.room.message` event under transaction id `txn`.
+    async fn put_event(&self, room: &Target, txn: &str, content: &Value) -> Answer {
+        let path = ["rooms", &room.0, "send", "m.room.message", txn];
         let Some(request) = self.api.request(Method::PUT, &path, &[]) else {
-            let m = "the access token holds a character an HTTP header cannot carry";
-            return (Answer::Failed(local(m)), None);
+            return Answer::Failed(local(BAD_TOKEN));
         };
-        match exchange(request.json(&content)).await {
-            Ok(r) => (classify(r.status, &r.headers, &r.body), None),
-            Err(answer) => (answer, None),
+        match exchange(request.json(content)).await {
+            Ok(r) => classify(r.status, &r.headers, &r.body),
+            Err(answer) => answer,
         }
+    }
+}
+
+const BAD_TOKEN: &str = "the access token holds a character an HTTP header cannot carry";
+
+/// The rich reply's relation, when the message answers an event.
+fn reply_relation(content: &mut Value, msg: &Outgoing<Target>) {
+    if let Some(event_id) = &msg.reply_to {
+        content["m.relates_to"] = json!({"m.in_reply_to": {"event_id": event_id}});
     }
 }
 

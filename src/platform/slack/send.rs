@@ -10,6 +10,12 @@
 //! `ok: false` errors, `ratelimited` and `service_unavailable` are retried, `internal_error`
 //! and `fatal_error` are unknown ("some aspect of the operation [may have] succeeded"), and
 //! the rest (`channel_not_found`, `not_in_channel`, `invalid_auth`, …) fail with Slack's word.
+//!
+//! A message with files goes through Slack's external upload flow instead (`files.rs`), its
+//! text the files' `initial_comment`: one post with every file, under the same rule, since
+//! that flow has no key either.
+
+mod files;
 
 use std::time::Duration;
 
@@ -20,15 +26,30 @@ use super::Target;
 use crate::config::Secret;
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post};
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
+use crate::media::download::Origins;
 
 /// "We recommend keeping your text to 4,000 characters"; above 40,000 Slack truncates.
 const MAX_TEXT: usize = 4000;
 
 pub struct Sender {
-    pub(super) http: reqwest::Client,
-    pub(super) api_base: String,
-    pub(super) token: Secret,
+    http: reqwest::Client,
+    api_base: String,
+    token: Secret,
+    /// Where an upload URL Slack hands out may point (`files.rs`).
+    upload_origins: Origins,
+}
+
+impl Sender {
+    pub(super) fn new(http: reqwest::Client, api_base: &str, token: Secret) -> Sender {
+        let api_base = api_base.trim_end_matches('/').to_owned();
+        Sender {
+            upload_origins: files::upload_origins(&api_base),
+            http,
+            api_base,
+            token,
+        }
+    }
 }
 
 impl Post for Sender {
@@ -38,16 +59,22 @@ impl Post for Sender {
         MAX_TEXT
     }
 
-    /// Never: Slack has no idempotency key.
+    /// Never: Slack has no idempotency key, for a post or for sharing files.
     fn dedupes(&self, _msg: &Outgoing<Target>) -> bool {
         false
     }
+
+    /// Files as `files.rs` chooses, the text their `initial_comment`.
+    const FILES: Option<FileLimits> = Some(files::LIMITS);
 
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
         let Some(auth) = self.auth() else {
             let m = "the bot token holds a character an HTTP header cannot carry";
             return (Answer::Failed(local(m)), None);
         };
+        if !msg.files.is_empty() {
+            return (self.post_files(msg, auth).await, None);
+        }
         let mut body = json!({"channel": msg.target.0, "text": msg.text});
         if let Some(thread) = &msg.reply_to {
             body["thread_ts"] = json!(thread);
