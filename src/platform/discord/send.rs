@@ -25,7 +25,7 @@ use crate::config::Secret;
 use crate::gateway::platform_number::WaitKind;
 use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::upload::part;
+use crate::gateway::send::upload::{part, timeout_for};
 use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// Create Message's `content` limit, in characters.
@@ -73,8 +73,9 @@ impl Post for Sender {
         let request = if msg.files.is_empty() {
             request.json(&body(msg))
         } else {
+            let bytes = msg.files.iter().map(|f| f.bytes).sum();
             match form(msg).await {
-                Ok(form) => request.multipart(form),
+                Ok(form) => request.timeout(timeout_for(bytes)).multipart(form),
                 Err(answer) => return (answer, None),
             }
         };

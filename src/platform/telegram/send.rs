@@ -28,7 +28,7 @@ use crate::config::Secret;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::upload::part;
+use crate::gateway::send::upload::{part, timeout_for};
 use crate::gateway::send::{Answer, FileKind, FileLimits, Outgoing, Post, TextUnit};
 
 /// "Text of the message to be sent, 1-4096 characters after entities parsing", where a
@@ -193,7 +193,8 @@ impl Sender {
             form = form.text("reply_parameters", reply.to_string());
         }
         let url = format!("{}/bot{}/{method}", self.api_base, self.token.expose());
-        match exchange(self.http.post(url).multipart(form)).await {
+        let request = self.http.post(url).timeout(timeout_for(file.bytes));
+        match exchange(request.multipart(form)).await {
             Ok(r) => classify(r.status, &r.body),
             Err(answer) => answer,
         }
