@@ -271,3 +271,49 @@ fn files_in_hermess_answer_reach_the_chat_natively_through_its_api_server() {
     signal(&mut gw, Signal::SIGTERM);
     let _ = gw.wait();
 }
+
+/// Through the Relay, Hermes 0.19.0 carries no file: for a `MEDIA:` path in its answer it
+/// sends the text with the tag cut out, then `⚠️ Couldn't deliver the image attachment.`
+/// replying to nothing. The text is posted as the answer; the notice is not posted at all.
+#[test]
+fn hermess_own_notice_for_a_file_over_the_relay_is_not_posted_as_an_answer() {
+    let port = free_port();
+    let rig = Rig::new(
+        "hamnote",
+        &format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\nturn-timeout = \"60s\"\n"),
+    );
+    let out = rig.profile_home().join("agent/hermes/cache/out");
+    std::fs::create_dir_all(&out).unwrap();
+    std::fs::write(out.join("chart.png"), PNG).unwrap();
+    let mut gw = rig.gateway();
+    rig.wait_connected(&mut gw);
+    let mut hermes = rig.hermes_relay(port);
+    wait_for(Duration::from_secs(30), "Hermes to dial in", || {
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
+        )
+        .ok()?;
+        (s["agent"]["connected"] == true).then_some(())
+    });
+    let chat = TelegramConfig::default().chats[0];
+    let text = format!("a chart MEDIA:{}", out.join("chart.png").display());
+    rig.mock.telegram_emit_text(chat, &text);
+    rig.wait_post("a chart");
+    wait_for(
+        Duration::from_secs(30),
+        "the notice to be turned down",
+        || {
+            rig.log()
+                .contains("its notice is not posted as an answer")
+                .then_some(())
+        },
+    );
+    let posted: Vec<String> = rig.posts().into_iter().map(|p| p.content).collect();
+    assert!(
+        posted.iter().all(|p| !p.contains("Couldn't deliver")),
+        "{posted:?}"
+    );
+    stop(&mut hermes);
+    signal(&mut gw, Signal::SIGTERM);
+    let _ = gw.wait();
+}

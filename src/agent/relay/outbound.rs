@@ -78,6 +78,10 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
         return failed(&format!("no adapter {adapter:?} sends in this gateway"));
     };
     let reply_to = action["reply_to"].as_str().filter(|r| !r.is_empty());
+    if reply_to.is_none() && is_file_fallback(content) {
+        tracing::warn!(%request_id, notice = %content.trim(), "the agent's answer named a file, which the Relay cannot carry in Hermes 0.19.0; its notice is not posted as an answer (files from the agent need the openai bridge or the local API: docs/media.md)");
+        return failed("hermes-svc does not post this notice: the Relay carries no files; use the openai bridge or the local API for files (docs/media.md)");
+    }
     let mut first = None;
     for (i, text) in crate::agent::reply::messages(content, max, unit)
         .into_iter()
@@ -103,6 +107,19 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
         }
     }
     json!({"success": true, "message_id": first})
+}
+
+/// Whether `content` is the notice Hermes 0.19.0 sends by itself, after the answer and
+/// replying to nothing, for a file its answer named: its Relay adapter has no file operation,
+/// so the base adapter's fallback says `⚠️ Couldn't deliver the image attachment.` (or file,
+/// audio, video). Posted, it would read as a second answer, and a wrong one: the gateway
+/// could post files, through the other bridge.
+fn is_file_fallback(content: &str) -> bool {
+    let text = content.trim();
+    text.len() < 80
+        && text
+            .strip_prefix("⚠️ Couldn't deliver the ")
+            .is_some_and(|rest| rest.ends_with(" attachment."))
 }
 
 /// The chats seen, for `get_chat_info`: a chat id as sent to Hermes, its type and name.
@@ -139,5 +156,25 @@ impl ChatsSeen {
             .get(chat_id)
             .cloned()
             .unwrap_or_else(|| ("dm".into(), chat_id.to_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_file_fallback;
+
+    #[test]
+    fn hermess_own_notice_for_a_file_is_told_from_an_answer() {
+        for kind in ["image", "file", "audio", "video"] {
+            assert!(is_file_fallback(&format!(
+                "⚠️ Couldn't deliver the {kind} attachment."
+            )));
+        }
+        assert!(!is_file_fallback(
+            "I couldn't deliver the image attachment, sorry."
+        ));
+        assert!(!is_file_fallback(
+            "⚠️ Couldn't deliver the image attachment. Here is what it showed: a long answer ..."
+        ));
     }
 }
