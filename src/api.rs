@@ -258,22 +258,3 @@ pub async fn serve(
 ) -> Result<(), ApiError> {
     bind(socket)?.serve(state, shutdown).await
 }
-
-/// A file as a stream of 64 KiB chunks: an upload sent or a media item served, never whole
-/// in memory.
-pub(crate) fn file_chunks(
-    file: tokio::fs::File,
-) -> impl futures_util::Stream<Item = std::io::Result<axum::body::Bytes>> + Send {
-    futures_util::stream::unfold(file, |mut file| async move {
-        use tokio::io::AsyncReadExt;
-        let mut buf = vec![0u8; 64 * 1024];
-        match file.read(&mut buf).await {
-            Ok(0) => None,
-            Ok(n) => {
-                buf.truncate(n);
-                Some((Ok(axum::body::Bytes::from(buf)), file))
-            }
-            Err(e) => Some((Err(e), file)),
-        }
-    })
-}

@@ -110,7 +110,13 @@ pub(super) async fn attachments(
                 let id = hex(&Sha256::digest(&bytes)[..8]);
                 let body = InMemory(Some(bytes.into()));
                 let opened = match store.put("reply", &id, Some("image"), body).await {
-                    Ok(stored) => store.open_item(&stored.name).map(|f| (f, stored.name)),
+                    Ok(stored) => {
+                        let opened = store.open_item(&stored.name).map(|f| (f, stored.name));
+                        // Opened first: the outbox copies from the descriptor, whatever the
+                        // quota then takes.
+                        let _ = store.evict(crate::media::fetch::QUOTA, |_| false);
+                        opened
+                    }
                     Err(e) => Err(e),
                 };
                 match opened {

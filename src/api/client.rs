@@ -134,7 +134,7 @@ impl Client {
         name: &str,
     ) -> Result<Uploaded, ClientError> {
         let path = format!("/v1/media?name={}", percent_encode(name));
-        let body = Body::from_stream(super::file_chunks(file));
+        let body = Body::from_stream(crate::media::file_chunks(file));
         let pace = Duration::from_secs(len / (10 * 1024 * 1024));
         let (status, _, bytes) = self.request(Method::POST, &path, Some(body), pace).await?;
         if status != StatusCode::CREATED {

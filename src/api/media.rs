@@ -88,6 +88,11 @@ pub(super) async fn post_media(
             // caller's mistake.
             other => unavailable(&other),
         })?;
+    // An upload counts toward the store's quota as a fetched file does: the oldest go first,
+    // never the one just stored.
+    if let Err(e) = store.evict(crate::media::fetch::QUOTA, |n| n == stored.name) {
+        tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot keep the media store under its quota");
+    }
     let answer = json!({
         "id": stored.name,
         "bytes": stored.bytes,
@@ -110,7 +115,7 @@ pub(super) async fn get_media(
     };
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let file = tokio::fs::File::from_std(file);
-    let mut response = Body::from_stream(super::file_chunks(file)).into_response();
+    let mut response = Body::from_stream(crate::media::file_chunks(file)).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(mime));
     headers.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
