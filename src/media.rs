@@ -37,4 +37,3 @@ pub(crate) fn file_chunks(
         }
     })
 }
-

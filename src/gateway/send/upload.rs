@@ -27,7 +27,9 @@ pub(crate) async fn body(file: &OutFile) -> Result<reqwest::Body, Answer> {
             file.name
         )))
     })?;
-    Ok(reqwest::Body::wrap_stream(crate::media::file_chunks(opened)))
+    Ok(reqwest::Body::wrap_stream(crate::media::file_chunks(
+        opened,
+    )))
 }
 
 /// The slowest an upload is assumed to go: 256 KiB/s, a poor uplink.
