@@ -15,7 +15,7 @@
 //!   [`SendFault`](super::SendFault)s.
 //! - `sendPhoto`, `sendDocument`, `sendAudio`, `sendVoice`, `sendVideo`, `sendAnimation`
 //!   (`upload.rs`): a `multipart/form-data` upload, recorded and failed as `sendMessage`. Their
-//!   bodies may be up to [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY); every other
+//!   bodies may be up to [`MAX_UPLOAD_BODY`]; every other
 //!   method's stay under the mock's 1 MiB.
 
 mod answers;
