@@ -38,6 +38,17 @@ fn model_call(rig: &Rig, text: &str) -> serde_json::Value {
     )
 }
 
+/// Wait until the gateway's state file says Hermes has dialled its Relay.
+fn dialled_in(rig: &Rig) {
+    wait_for(Duration::from_secs(30), "Hermes to dial in", || {
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
+        )
+        .ok()?;
+        (s["agent"]["connected"] == true).then_some(())
+    });
+}
+
 /// A photo, a text document and a photo too large to fetch, each from Telegram, each reaching
 /// the model as it should.
 fn media_reaches_the_model(rig: &Rig, tag: &str) {
@@ -164,13 +175,7 @@ fn a_messages_files_reach_hermes_as_local_files_through_the_relay() {
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     let mut hermes = rig.hermes_relay(port);
-    wait_for(Duration::from_secs(30), "Hermes to dial in", || {
-        let s: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
-        )
-        .ok()?;
-        (s["agent"]["connected"] == true).then_some(())
-    });
+    dialled_in(&rig);
     media_reaches_the_model(&rig, "relay");
     the_store_is_private_and_the_token_stays(&rig);
     stop(&mut hermes);
@@ -288,13 +293,7 @@ fn hermess_own_notice_for_a_file_over_the_relay_is_not_posted_as_an_answer() {
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     let mut hermes = rig.hermes_relay(port);
-    wait_for(Duration::from_secs(30), "Hermes to dial in", || {
-        let s: serde_json::Value = serde_json::from_str(
-            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
-        )
-        .ok()?;
-        (s["agent"]["connected"] == true).then_some(())
-    });
+    dialled_in(&rig);
     let chat = TelegramConfig::default().chats[0];
     let text = format!("a chart MEDIA:{}", out.join("chart.png").display());
     rig.mock.telegram_emit_text(chat, &text);

@@ -69,7 +69,8 @@ pub(crate) fn upload(rig: &Rig, dir: &Path, name: &str, bytes: &[u8]) -> String 
     uploaded.id
 }
 
-fn body(key: &str, to: (&str, &str), text: &str, media: &[String]) -> SendBody {
+/// A message of `text` to `to` under `key`, at most once, with `media` attached.
+pub(crate) fn body(key: &str, to: (&str, &str), text: &str, media: &[String]) -> SendBody {
     SendBody {
         adapter: to.0.into(),
         target: to.1.into(),

@@ -12,7 +12,7 @@ use std::time::Duration;
 use hermes_svc::gateway::outbox::State;
 use hermes_svc::mock_platform::{MatrixConfig, MockConfig, Platform, SlackConfig};
 
-use crate::media_out::{id_of, pdf, photo, posts_of, sha256, submit, upload};
+use crate::media_out::{body, id_of, pdf, photo, posts_of, sha256, submit, upload};
 use crate::outbox_rig::{killed_by_fault, sigterm, Rig};
 
 const MX_TOKEN: &str = "MM_MX_TOKEN";
@@ -109,15 +109,7 @@ fn a_sigkill_between_the_event_and_its_record_leaves_one_matrix_event() {
     let chart = upload(&rig, &dir, "chart.png", &photo);
     let room = room();
     // The answer may be lost to the kill: the message is journalled before the worker sends it.
-    let body = hermes_svc::api::wire::SendBody {
-        adapter: "mx".into(),
-        target: room,
-        text: key.into(),
-        reply_to: None,
-        idempotency_key: key.into(),
-        policy: Some(hermes_svc::gateway::outbox::Policy::AtMostOnce),
-        attachments: vec![chart],
-    };
+    let body = body(key, ("mx", &room), key, &[chart]);
     let _ = rig.rt.block_on(rig.client().submit(&body));
     killed_by_fault(&mut gw, Duration::from_secs(30));
     assert_eq!(rig.mock.matrix_stats().uploaded, 1);
@@ -221,15 +213,7 @@ fn a_sigkill_between_the_share_and_its_record_leaves_one_slack_post_unknown() {
     assert!(rig.wait_api(&mut gw));
     let chart = upload(&rig, &dir, "chart.png", &photo);
     let to = channel();
-    let body = hermes_svc::api::wire::SendBody {
-        adapter: "sl".into(),
-        target: to,
-        text: key.into(),
-        reply_to: None,
-        idempotency_key: key.into(),
-        policy: Some(hermes_svc::gateway::outbox::Policy::AtMostOnce),
-        attachments: vec![chart],
-    };
+    let body = body(key, ("sl", &to), key, &[chart]);
     let _ = rig.rt.block_on(rig.client().submit(&body));
     killed_by_fault(&mut gw, Duration::from_secs(30));
 
