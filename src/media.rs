@@ -12,6 +12,7 @@
 
 pub mod download;
 pub mod fetch;
+pub(crate) mod named;
 pub mod sniff;
 pub mod store;
 

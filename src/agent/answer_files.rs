@@ -9,9 +9,11 @@
 //! (its config and keys live there), a dotfile, or its private directories (other chats'
 //! sessions, its memories and skills, its logs). Anything else is said, not sent.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 
 use base64::Engine;
+
+use crate::media::named::{self, media_tags, Refused};
 
 /// The directories of Hermes's home that hold what no chat should be sent.
 const PRIVATE: [&str; 9] = [
@@ -90,49 +92,22 @@ fn inline_image(s: &str) -> Option<(Made, usize)> {
     Some((made, url_start + url_len + 1))
 }
 
-/// The text without its `MEDIA:` tags of absolute paths, and the paths, in order.
-fn media_tags(text: &str) -> (String, Vec<PathBuf>) {
-    let mut kept = String::with_capacity(text.len());
-    let mut paths = vec![];
-    let mut rest = text;
-    while let Some(at) = rest.find("MEDIA:/") {
-        kept.push_str(&rest[..at]);
-        let tag = &rest[at + "MEDIA:".len()..];
-        let end = tag.find(char::is_whitespace).unwrap_or(tag.len());
-        // A sentence's end is not the path's.
-        let path = tag[..end].trim_end_matches(['.', ',', ';', ')', '"', '\'', '`']);
-        paths.push(PathBuf::from(path));
-        rest = &tag[path.len()..];
-    }
-    kept.push_str(rest);
-    (kept, paths)
-}
-
 /// Why the file at `path` may not be sent from the agent whose home is `home`, if it may not:
 /// it must resolve (links followed) to a regular file inside the home, below its top, outside
 /// its dotfiles and private directories.
-pub(super) fn refused(path: &Path, home: &Path) -> Option<&'static str> {
-    let (Ok(path), Ok(home)) = (path.canonicalize(), home.canonicalize()) else {
-        return Some("there is no such file");
+pub(super) fn refused(path: &Path, home: &Path) -> Option<String> {
+    const HOME: &str = "the agent's home";
+    let parts = match named::below(path, home) {
+        Ok(parts) => parts,
+        // A dotfile anywhere is as private as the directories below.
+        Err(Refused::Hidden) => return Some("it is among the agent's private files".into()),
+        Err(why) => return Some(why.says(HOME)),
     };
-    let Ok(inside) = path.strip_prefix(&home) else {
-        return Some("it is outside the agent's home");
-    };
-    let parts: Vec<&str> = inside
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => n.to_str(),
-            _ => None,
-        })
-        .collect();
     if parts.len() < 2 {
-        return Some("it is the agent's own configuration, at the top of its home");
+        return Some("it is the agent's own configuration, at the top of its home".into());
     }
-    if parts.iter().any(|p| p.starts_with('.')) || PRIVATE.contains(&parts[0]) {
-        return Some("it is among the agent's private files");
-    }
-    if !path.is_file() {
-        return Some("it is not a regular file");
+    if PRIVATE.contains(&parts[0].as_str()) {
+        return Some("it is among the agent's private files".into());
     }
     None
 }
@@ -199,7 +174,7 @@ mod tests {
         assert_eq!(refused(&h.join("out/../cache/images/a.png"), h), None);
         for (path, why) in [
             (h.join("config.yaml"), "top"),
-            (h.join(".env"), "top"),
+            (h.join(".env"), "private"),
             (h.join("memories/m.md"), "private"),
             (h.join(".ssh/id"), "private"),
             (h.join("out/.hidden"), "private"),

@@ -135,7 +135,7 @@ pub(super) async fn attachments(
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_else(|| "file".into());
                 if let Some(why) = answer_files::refused(&path, home) {
-                    tracing::warn!(path = %path.display(), why, "a file the agent's answer named is not sent");
+                    tracing::warn!(path = %path.display(), why = %why, "a file the agent's answer named is not sent");
                     notes.push(format!(
                         "a file the agent named, {name}, was not sent: {why}"
                     ));

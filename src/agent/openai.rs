@@ -406,28 +406,20 @@ async fn post(t: &Turns, p: &Pending, prefix: &str, text: &str) {
             return;
         }
     }
-    // Each file a message of its own after the text: a platform's caption is shorter than
-    // an answer, and one file the platform refuses costs only its own notice.
-    for (i, file) in files.into_iter().enumerate() {
-        let name = file.name.clone();
-        let request = |text: String, files| Request {
-            files,
-            adapter: reply.adapter.clone(),
-            target: reply.target.clone(),
-            text,
-            reply_to: reply.reply_to.clone(),
-            idempotency_key: format!("{prefix}f{i}"),
-            policy: Policy::default(),
-        };
-        if let Err(e) = outbox.submit(request(String::new(), vec![file])).await {
-            tracing::warn!(error = %e, file = %name, "the outbox refused a file of the agent's reply");
-            let notice = format!("[a file from the agent, {name}, could not be posted here: {e}]");
-            let mut notice = request(notice, vec![]);
-            notice.idempotency_key = format!("{prefix}n{i}");
-            if let Err(e) = outbox.submit(notice).await {
-                t.link.error(format!("the outbox refused a reply: {e}"));
-            }
-        }
+    let like = Request {
+        files: vec![],
+        adapter: reply.adapter.clone(),
+        target: reply.target.clone(),
+        text: String::new(),
+        reply_to: reply.reply_to.clone(),
+        idempotency_key: prefix.to_owned(),
+        policy: Policy::default(),
+    };
+    if let Err(e) = outbox
+        .submit_files(&like, files, "a file from the agent")
+        .await
+    {
+        t.link.error(format!("the outbox refused a reply: {e}"));
     }
 }
 

@@ -2,6 +2,7 @@
 //! value, so a bad schedule is a config error naming its line and the ticker never sees one.
 
 use std::fmt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -21,6 +22,9 @@ pub struct CronSpec<T> {
     pub(crate) deliver: Option<Deliver<T>>,
     /// Also send a short notice when a run fails (only with `deliver`).
     pub(crate) deliver_failures: bool,
+    /// The directories (relative ones in the profile home) from which a `MEDIA:/path` tag
+    /// in the output may attach a file (only with `deliver`).
+    pub(crate) attach_from: Vec<PathBuf>,
 }
 
 impl<T> CronSpec<T> {
@@ -36,6 +40,7 @@ impl<T> CronSpec<T> {
                 target: f(d.target),
             }),
             deliver_failures: self.deliver_failures,
+            attach_from: self.attach_from,
         }
     }
 }
@@ -89,6 +94,7 @@ pub(super) struct RawCron {
     timeout: Option<Spanned<String>>,
     deliver: Option<Spanned<String>>,
     deliver_failures: Option<Spanned<bool>>,
+    attach_from: Option<Spanned<Vec<String>>>,
 }
 
 pub(super) fn cron<P: Platforms>(
@@ -139,6 +145,24 @@ pub(super) fn cron<P: Platforms>(
         Some(f) => *f.get_ref(),
         None => false,
     };
+    let attach_from = match &c.attach_from {
+        None => vec![],
+        Some(dirs) if deliver.is_none() => {
+            return ctx.err(
+                dirs.span(),
+                format!("cron {name:?}: attach-from needs deliver = \"ADAPTER:TARGET\" to say where the files go"),
+            )
+        }
+        Some(dirs) => {
+            if dirs.get_ref().iter().any(|d| d.trim().is_empty()) {
+                return ctx.err(
+                    dirs.span(),
+                    format!("cron {name:?}: attach-from holds an empty path; name directories, like [\"reports\"]"),
+                );
+            }
+            dirs.get_ref().iter().map(PathBuf::from).collect()
+        }
+    };
     Ok(CronSpec {
         name,
         schedule,
@@ -146,6 +170,7 @@ pub(super) fn cron<P: Platforms>(
         timeout: ctx.opt_duration("timeout", &c.timeout, Duration::from_secs(300))?,
         deliver,
         deliver_failures,
+        attach_from,
     })
 }
 

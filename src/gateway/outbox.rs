@@ -24,6 +24,7 @@ mod book;
 mod checks;
 mod cluster;
 mod error;
+mod file_posts;
 mod files;
 mod journal;
 pub(crate) mod message;

@@ -49,6 +49,7 @@ mod line_counter;
 mod linger;
 mod logs;
 mod matrix;
+mod media_cron;
 mod media_out;
 mod media_out_more;
 mod mock_runtime;

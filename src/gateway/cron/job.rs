@@ -103,14 +103,19 @@ pub(super) async fn run_job(
     let max = outbox
         .max_text(&deliver.adapter)
         .unwrap_or((2000, crate::gateway::send::TextUnit::Chars));
-    let Some(text) = deliver::message_text(&spec, &run.outcome, &run.stdout, max) else {
+    let Some(output) = deliver::output(&spec, &ctx.workdir, &run.outcome, &run.stdout, max) else {
         return;
     };
+    let files = output.files.len();
     let name = spec.name.as_str();
-    let line = match deliver::submit(outbox, &spec, &due, text).await {
+    let line = match deliver::submit(outbox, &spec, &due, output).await {
         Ok(id) => {
-            info!(job = %name, message_id = %id, "cron job output queued for delivery");
-            format!("output queued for delivery as message {id}")
+            let id = id.as_deref().unwrap_or("-");
+            info!(job = %name, message_id = %id, files, "cron job output queued for delivery");
+            match files {
+                0 => format!("output queued for delivery as message {id}"),
+                n => format!("output queued for delivery as message {id} and {n} file(s)"),
+            }
         }
         Err(e) => {
             let e = crate::error_chain::one_line(&e);

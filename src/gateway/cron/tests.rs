@@ -21,6 +21,7 @@ fn spec(name: &str, schedule: &str, command: &[&str], timeout: Duration) -> Cron
         timeout,
         deliver: None,
         deliver_failures: false,
+        attach_from: vec![],
     }
 }
 

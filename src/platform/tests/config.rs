@@ -68,6 +68,7 @@ fn errors_name_file_line_and_fix() {
         ("[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\nping-interval = \"often\"\n", "gateway.toml:5", "not a duration"),
         ("[[adapter]]\nname = \"a\"\nkind = \"discord\"\ntoken-env = \"T\"\napp-id = \"1\"\n", "gateway.toml:1", "app-id does not apply"),
         ("[[cron]]\nname = \"c\"\nschedule = \"61 * * * *\"\ncommand = [\"/bin/true\"]\n", "gateway.toml:3", "schedule"),
+        ("[[cron]]\nname = \"c\"\nschedule = \"* * * * *\"\ncommand = [\"/bin/true\"]\nattach-from = [\"out\"]\n", "gateway.toml:5", "attach-from needs deliver"),
         ("[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://x\"\n[[adapter]]\nname = \"a\"\nkind = \"websocket\"\nurl = \"wss://y\"\n", "gateway.toml:6", "used twice"),
     ];
     for (text, at, what) in cases {
