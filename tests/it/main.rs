@@ -50,6 +50,7 @@ mod linger;
 mod logs;
 mod matrix;
 mod media_out;
+mod media_out_feishu;
 mod media_out_more;
 mod mock_runtime;
 mod netns;
