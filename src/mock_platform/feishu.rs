@@ -10,7 +10,9 @@
 //! - `POST /open-apis/auth/v3/tenant_access_token/internal`: the tenant token.
 //! - `GET /open-apis/bot/v3/info`: who the app's bot is (its `open_id`).
 //! - `POST /open-apis/im/v1/messages` and `…/messages/{message_id}/reply`: sends, recorded
-//!   with the other platforms' posts ([`Platform::Feishu`]).
+//!   with the other platforms' posts ([`Platform::Feishu`]); an image, file or audio message
+//!   with the upload it names.
+//! - `POST /open-apis/im/v1/images` and `/open-apis/im/v1/files`: uploads (`uploads.rs`).
 //!
 //! Faults: [`FeishuFault`] for the long connection, [`SendFault`](super::SendFault) with
 //! [`Platform::Feishu`] for the sends.
@@ -30,6 +32,7 @@ mod resources;
 mod send;
 mod state;
 mod ticket;
+mod uploads;
 
 use std::sync::Arc;
 
@@ -43,11 +46,12 @@ pub use record::{FeishuAck, FeishuEventRecord, FeishuStats};
 
 use super::ack_timer;
 use super::http::RequestHead;
+use super::http::MAX_UPLOAD_BODY;
 #[cfg(doc)]
 use super::post::Platform;
 use super::post_record::PostRecord;
 use super::reply::Reply;
-use super::side::{at_once, Side, Upgrade};
+use super::side::{at_once, BodyLimit, Side, Upgrade};
 use state::FeishuState;
 
 /// Where the long connection upgrades; discovery puts it in the URL it hands out.
@@ -82,6 +86,11 @@ impl Side for Feishu {
         _: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
         let state = &self.state;
+        if uploads::is_upload(head) {
+            return Some(Box::pin(async move {
+                Reply::Answer(uploads::serve(head, body, state).await)
+            }));
+        }
         let reply = match send::endpoint(head) {
             Some((target, id)) => send::handle(state, &self.posts, target, id, head, body),
             None => Reply::Answer(
@@ -89,6 +98,14 @@ impl Side for Feishu {
             ),
         };
         Some(at_once(reply))
+    }
+
+    /// An upload takes a whole file: read up to the mock's upload cap, past Feishu's 30 MB.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        uploads::is_upload(head).then_some(BodyLimit {
+            max: MAX_UPLOAD_BODY,
+            too_large: uploads::too_large,
+        })
     }
 
     /// The long connection, at [`WS_PATH`].

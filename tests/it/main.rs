@@ -51,6 +51,7 @@ mod logs;
 mod matrix;
 mod media_cron;
 mod media_out;
+mod media_out_feishu;
 mod media_out_more;
 mod mock_runtime;
 mod netns;

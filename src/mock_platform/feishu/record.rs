@@ -65,4 +65,6 @@ pub struct FeishuStats {
     pub frames_pushed: u64,
     /// When each connection was accepted, in order.
     pub connection_times: Vec<Instant>,
+    /// Images and files taken by `im/v1/images` and `im/v1/files`.
+    pub uploads: u64,
 }

@@ -17,6 +17,7 @@ use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
 use super::body::{self, error};
 use super::state::FeishuState;
+use super::uploads;
 
 /// The send endpoint a request targets: a create (by `receive_id_type`; the id is in the
 /// body) or a reply (the message id in the path).
@@ -75,6 +76,12 @@ fn process(
     if let Some(receive_id) = &request.extra.receive_id {
         attempt.target_id = receive_id.clone();
     }
+    let extra = request.extra;
+    // An image, file or audio message posts the upload it names.
+    let files = match uploads::attached(&extra.msg_type, &extra.raw_content, state) {
+        Ok(files) => files,
+        Err(refused) => return Reply::Answer(refused),
+    };
     // Feishu answers a repeated `uuid` within its window with the first message, per app.
     let config = &state.config;
     let dedupe = match &request.uuid {
@@ -96,9 +103,8 @@ fn process(
         message_id: String::new(),
         received_at: attempt.received_at,
         received_unix_ms: attempt.received_unix_ms,
-        files: vec![],
+        files,
     };
-    let extra = request.extra;
     // Feishu's ids are `om_` and 32 hex digits.
     let mint = |n| format!("om_{n:032x}");
     let accepted = posts.accept(post, dedupe, mint, |post| body::message(post, &extra));

@@ -59,6 +59,8 @@ pub(crate) struct FeishuState {
     /// Wakes the redelivery task when a new deadline is set.
     pub(crate) wake: Notify,
     pub(crate) tokens: Tokens,
+    /// The images and files uploaded, by key.
+    pub(crate) uploads: super::uploads::Uploads,
     inner: Mutex<Inner>,
 }
 
@@ -108,6 +110,7 @@ impl FeishuState {
             tokens: Tokens::new(config.token_lifetime),
             config,
             wake: Notify::new(),
+            uploads: super::uploads::Uploads::default(),
             inner: Mutex::new(inner),
         }
     }
@@ -369,7 +372,10 @@ impl FeishuState {
     }
 
     pub(crate) fn stats(&self) -> FeishuStats {
-        self.lock().stats.clone()
+        FeishuStats {
+            uploads: self.uploads.count(),
+            ..self.lock().stats.clone()
+        }
     }
 }
 

@@ -9,6 +9,9 @@
 //! an outage) a repeat could post twice; the outbox gives up on a message after 24 h, and an
 //! answer lost in the last of those hours is the only case left.
 //!
+//! A message with files is one message per piece (`files.rs`): the text first, then each
+//! file, each with a uuid of its own fixed by the outbox message and the piece's place.
+//!
 //! Sources (open.feishu.cn / open.larksuite.com server docs): "发送消息" and "回复消息" (paths,
 //! `receive_id_type`, `msg_type`, `content` as a JSON string, `uuid`: at most one message per
 //! uuid within 1 hour, at most 50 characters; a text body up to 150 KB; 230020 "the operation
@@ -16,6 +19,8 @@
 //! `x-ogw-ratelimit-reset` in seconds); oapi-sdk-go `core` (99991663, 99991664 and 99991671:
 //! the token is invalid, fetch another and retry); "如何解决 230001 错误" (230001: a bad
 //! parameter, such as an invalid receive_id).
+
+mod files;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -32,7 +37,7 @@ use crate::gateway::platform_number::WaitKind;
 use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::target::valid_id;
-use crate::gateway::send::{Answer, Outgoing, Post};
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// Characters of text taken. A text message's body may be 150 KB; 30,000 characters of CJK
 /// (3 bytes each in UTF-8) with the JSON around them fit with room to spare.
@@ -54,6 +59,8 @@ pub struct Sender {
     shared: Shared,
     api_base: String,
     token: Arc<FeishuToken>,
+    /// What each message with files has done so far (`files.rs`).
+    progress: files::Progress,
 }
 
 impl Post for Sender {
@@ -69,9 +76,22 @@ impl Post for Sender {
         true
     }
 
+    /// Files as `files.rs` chooses: its limits, each file a message of its own after the
+    /// text's.
+    const FILES: Option<FileLimits> = Some(files::LIMITS);
+
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        if !msg.files.is_empty() {
+            return (self.post_files(msg).await, None);
+        }
         (self.post(msg).await, None)
     }
+}
+
+/// The access token an attempt's request goes with, and its `Authorization` header.
+struct Auth {
+    token: String,
+    header: HeaderValue,
 }
 
 impl Sender {
@@ -80,50 +100,74 @@ impl Sender {
             shared,
             api_base: api_base.trim_end_matches('/').to_owned(),
             token: Arc::new(token),
+            progress: files::Progress::default(),
         }
     }
 
     async fn post(&self, msg: &Outgoing<Target>) -> Answer {
         let Some(path) = path(msg) else {
-            let m = "reply_to is not a Feishu message id (om_...)";
-            return Answer::Failed(local(m));
+            return Answer::Failed(local(BAD_REPLY_TO));
         };
-        let token = match self.token.get(&self.shared).await {
-            Ok(t) => t,
-            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
-                return Answer::Retry {
-                    after: None,
-                    reply: local(m),
-                }
-            }
-            // A rejected App ID or secret: the adapter exits 78 on the same mistake.
-            Err(PlatformError::Fatal(m)) => return Answer::Failed(local(m)),
+        let content = json!({ "text": msg.text }).to_string();
+        let body = body(msg, "text", content, &msg.id);
+        self.post_message(&path, &body).await
+    }
+
+    /// One create or reply request with `body` at `path`.
+    async fn post_message(&self, path: &str, body: &Value) -> Answer {
+        let auth = match self.auth().await {
+            Ok(auth) => auth,
+            Err(answer) => return answer,
         };
-        let Ok(mut auth) = HeaderValue::from_str(&format!("Bearer {token}")) else {
-            self.token.invalidate(&token);
-            return Answer::Retry {
-                after: None,
-                reply: local("the access token holds a character an HTTP header cannot carry"),
-            };
-        };
-        auth.set_sensitive(true);
         let request = self
             .shared
             .http
             .post(format!("{}{path}", self.api_base))
-            .header(AUTHORIZATION, auth)
-            .json(&body(msg));
+            .header(AUTHORIZATION, auth.header.clone())
+            .json(body);
+        self.answer(&auth, request, "message_id").await
+    }
+
+    /// The tenant token, from the cache or fetched, as a header; or how the attempt ends.
+    async fn auth(&self) -> Result<Auth, Answer> {
+        let token = match self.token.get(&self.shared).await {
+            Ok(t) => t,
+            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
+                return Err(Answer::Retry {
+                    after: None,
+                    reply: local(m),
+                })
+            }
+            // A rejected App ID or secret: the adapter exits 78 on the same mistake.
+            Err(PlatformError::Fatal(m)) => return Err(Answer::Failed(local(m))),
+        };
+        let Ok(mut header) = HeaderValue::from_str(&format!("Bearer {token}")) else {
+            self.token.invalidate(&token);
+            return Err(Answer::Retry {
+                after: None,
+                reply: local("the access token holds a character an HTTP header cannot carry"),
+            });
+        };
+        header.set_sensitive(true);
+        Ok(Auth { token, header })
+    }
+
+    /// `request`'s answer, read by [`read`] with `field` as the id `data` carries; a refused
+    /// token is dropped, so that the retry fetches another.
+    async fn answer(&self, auth: &Auth, request: reqwest::RequestBuilder, field: &str) -> Answer {
         let r = match exchange(request).await {
             Ok(r) => r,
             Err(answer) => return answer,
         };
-        let (answer, token_refused) = classify(r.status, &r.headers, &r.body);
+        let (answer, token_refused) = read(r.status, &r.headers, &r.body, field);
         if token_refused {
-            self.token.invalidate(&token);
+            self.token.invalidate(&auth.token);
         }
         answer
     }
 }
+
+const BAD_REPLY_TO: &str = "reply_to is not a Feishu message id (om_...)";
 
 /// The request's path and query: a reply by the message it answers, anything else by target.
 fn path(msg: &Outgoing<Target>) -> Option<String> {
@@ -137,9 +181,10 @@ fn path(msg: &Outgoing<Target>) -> Option<String> {
     Some(format!("/open-apis/im/v1/messages?receive_id_type={kind}"))
 }
 
-fn body(msg: &Outgoing<Target>) -> Value {
-    let content = json!({ "text": msg.text }).to_string();
-    let mut body = json!({"msg_type": "text", "content": content, "uuid": uuid(&msg.id)});
+/// A create or reply body: `content` is the JSON string the API takes, and the uuid is
+/// derived from `key`, the same for every attempt of the piece.
+fn body(msg: &Outgoing<Target>, msg_type: &str, content: String, key: &str) -> Value {
+    let mut body = json!({"msg_type": msg_type, "content": content, "uuid": uuid(key)});
     if msg.reply_to.is_none() {
         body["receive_id"] = json!(msg.target.id());
     }
@@ -161,15 +206,27 @@ fn uuid(id: &str) -> String {
     )
 }
 
-/// Classify Feishu's answer; the second value says whether it refused the access token. The
-/// body's `code` decides before the status does: Feishu answers most errors with HTTP 400 and
-/// a code, and a few with 200.
+/// Classify Feishu's answer to a send; the second value says whether it refused the access
+/// token.
+#[cfg(test)]
 fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, bool) {
+    read(status, headers, body, "message_id")
+}
+
+/// The longest id or key taken from an answer: Feishu's are a few dozen characters
+/// (`om_` and 32 hex digits, `img_v2_…`, `file_v2_…`); anything longer is not one.
+const MAX_ID: usize = 256;
+
+/// Read Feishu's answer to a send or an upload, whose success carries its id or key in
+/// `data.{field}`; the second value says whether it refused the access token. The body's
+/// `code` decides before the status does: Feishu answers most errors with HTTP 400 and a
+/// code, and a few with 200.
+fn read(status: u16, headers: &HeaderMap, body: &[u8], field: &str) -> (Answer, bool) {
     let v = json(body);
     let code = int(&v["code"]);
     let ok = (200..300).contains(&status);
     if ok && code == Some(0) {
-        let platform_id = classify::id(&v["data"]["message_id"]);
+        let platform_id = classify::id(&v["data"][field]).filter(|id| id.len() <= MAX_ID);
         return (Answer::Sent { platform_id }, false);
     }
     let reply = classify::reply(status, code.filter(|&c| c != 0), v["msg"].as_str());
@@ -205,6 +262,10 @@ mod tests {
             Answer::Failed(r) => r,
             other => panic!("{status} {body}: {other:?}"),
         }
+    }
+
+    fn text_body(msg: &Outgoing<Target>) -> Value {
+        body(msg, "text", json!({ "text": msg.text }).to_string(), &msg.id)
     }
 
     fn msg(target: Target, reply_to: Option<&str>) -> Outgoing<Target> {
@@ -341,7 +402,7 @@ mod tests {
             path(&chat).unwrap(),
             "/open-apis/im/v1/messages?receive_id_type=chat_id"
         );
-        let b = body(&chat);
+        let b = text_body(&chat);
         assert_eq!(b["receive_id"], "oc_1");
         assert_eq!(b["msg_type"], "text");
         // The content is JSON in a string, as the API takes it.
@@ -358,7 +419,7 @@ mod tests {
             path(&reply).unwrap(),
             "/open-apis/im/v1/messages/om_9/reply"
         );
-        assert!(body(&reply).get("receive_id").is_none());
+        assert!(text_body(&reply).get("receive_id").is_none());
         // A reply_to that would leave its path segment is never sent.
         assert_eq!(
             path(&msg(Target::Chat("oc_1".into()), Some("om/../x"))),
