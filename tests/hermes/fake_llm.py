@@ -32,9 +32,16 @@ Every request is logged as one JSON line on stderr when it arrives (before any s
    was stripped), "images" (chat/title only: each image_url part of the last user message
    that is a data URL, as {"mime", "bytes", "sha256"} of the decoded data)}
 so a test can count model calls (kind == "chat") and check the pixels a model got.
+
+`POST /v1/audio/transcriptions` (OpenAI's speech-to-text: multipart, the recording in the part
+named `file`) answers the plain text `TRANSCRIPT sha256=<of the bytes> name=<the part's
+filename>` whatever `response_format` asks, and logs kind "transcription" with the same
+"sha256" and "filename", so a test can check the bytes a voice note reached Hermes's STT with.
 """
 
 import base64
+import email.parser
+import email.policy
 import hashlib
 import json
 import re
@@ -135,9 +142,32 @@ class Handler(BaseHTTPRequestHandler):
             _log(method="GET", path=self.path, last_user=None, kind="other", stream=False, status=404)
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})
 
+    def _transcribe(self, raw):
+        head = f"Content-Type: {self.headers.get('Content-Type', '')}\r\n\r\n".encode()
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+        part = next((p for p in msg.iter_parts()
+                     if p.get_param("name", header="content-disposition") == "file"), None)
+        if part is None:
+            _log(method="POST", path=self.path, last_user=None, kind="transcription", status=400)
+            self._send_json(400, {"error": {"message": "no file part", "type": "invalid_request_error"}})
+            return
+        data = part.get_payload(decode=True) or b""
+        digest, name = hashlib.sha256(data).hexdigest(), part.get_filename()
+        _log(method="POST", path=self.path, last_user=None, kind="transcription", status=200,
+             sha256=digest, filename=name, bytes=len(data))
+        body = f"TRANSCRIPT sha256={digest} name={name}".encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; charset=utf-8")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
     def do_POST(self):
         raw = self._read_body()
         path = self.path.split("?", 1)[0].rstrip("/")
+        if path in ("/v1/audio/transcriptions", "/audio/transcriptions"):
+            self._transcribe(raw)
+            return
         if path not in ("/v1/chat/completions", "/chat/completions"):
             _log(method="POST", path=self.path, last_user=None, kind="other", stream=False, status=404)
             self._send_json(404, {"error": {"message": "not found", "type": "not_found"}})

@@ -2,7 +2,9 @@
 //! fetched with the bot's token (`getFile`, then the file path), a Discord attachment from
 //! its CDN URL and a QQ attachment with the bot's access token into the profile's media store, and the model gets its pixels, the same bytes,
 //! through either bridge; a text document's content is put in the text; a file that cannot be
-//! fetched (too large, an expired link) is said. The token never reaches Hermes.
+//! fetched (too large, an expired link) is said; a voice note and a PDF arrive as local files
+//! of their kind (over the Relay, Hermes's STT gets the voice note's bytes). The token never
+//! reaches Hermes.
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
@@ -133,6 +135,65 @@ fn media_reaches_the_model(rig: &Rig, tag: &str) {
     assert_eq!(images[0]["sha256"], sha(PNG));
 }
 
+/// The stored file a model call's text names (a path in the profile's media store), read
+/// back.
+fn named_file(rig: &Rig, text: &str) -> Vec<u8> {
+    let store = rig.profile_home().join("media");
+    let store = store.to_str().unwrap();
+    let at = text
+        .find(store)
+        .unwrap_or_else(|| panic!("a path in {store} in {text:?}"));
+    let path = text[at..]
+        .split([' ', ']', '\n', '\''])
+        .next()
+        .unwrap()
+        .trim_end_matches('.');
+    std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// A voice note and a PDF from Telegram arrive as local files of their kind: over the Relay
+/// Hermes's STT gets the voice note's bytes and the model its transcript, and the model is
+/// told where the PDF is saved, under its own name; through the API server the text names
+/// each stored file by its kind. Either way the file named holds the bytes sent.
+fn voice_and_pdf_arrive_as_local_files(rig: &Rig, tag: &str, relay: bool) {
+    let chat = TelegramConfig::default().chats[0];
+    let mut voice = b"OggS\0\x02".to_vec();
+    voice.extend(format!("a voice note {tag}").bytes().cycle().take(4000));
+    rig.mock.telegram_emit_voice(chat, voice.clone());
+    if relay {
+        let transcript = format!("TRANSCRIPT sha256={}", sha(&voice));
+        let stt = wait_for(Duration::from_secs(60), "Hermes's STT call", || {
+            rig.model_calls()
+                .into_iter()
+                .find(|c| c["kind"] == "transcription" && c["sha256"] == sha(&voice))
+        });
+        assert_eq!(stt["status"], 200, "{stt}");
+        model_call(rig, &transcript);
+    } else {
+        let call = model_call(rig, "[voice: ");
+        let text = call["last_user"].as_str().unwrap();
+        assert_eq!(sha(&named_file(rig, text)), sha(&voice), "{text}");
+    }
+
+    let name = format!("report-{tag}.pdf");
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    pdf.extend(format!("a report {tag} ").bytes().cycle().take(20_000));
+    rig.mock.telegram_emit_document(chat, &name, pdf.clone());
+    let call = model_call(rig, &name);
+    let text = call["last_user"].as_str().unwrap();
+    if relay {
+        assert!(
+            text.contains(&format!(
+                "[The user sent a document: '{name}'. It is saved at: "
+            )),
+            "Hermes's own note for a document, under the name sent: {text}"
+        );
+    } else {
+        assert!(text.contains("[document: "), "{text}");
+    }
+    assert_eq!(sha(&named_file(rig, text)), sha(&pdf), "{text}");
+}
+
 /// What the store holds, and that no model call or Hermes log holds the bot's token.
 fn the_store_is_private_and_the_token_stays(rig: &Rig) {
     let store = rig.profile_home().join("media");
@@ -177,6 +238,7 @@ fn a_messages_files_reach_hermes_as_local_files_through_the_relay() {
     let mut hermes = rig.hermes_relay(port);
     dialled_in(&rig);
     media_reaches_the_model(&rig, "relay");
+    voice_and_pdf_arrive_as_local_files(&rig, "relay", true);
     the_store_is_private_and_the_token_stays(&rig);
     stop(&mut hermes);
     signal(&mut gw, Signal::SIGTERM);
@@ -197,6 +259,7 @@ fn a_messages_files_reach_hermes_as_local_files_through_its_api_server() {
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     media_reaches_the_model(&rig, "api");
+    voice_and_pdf_arrive_as_local_files(&rig, "api", false);
     the_store_is_private_and_the_token_stays(&rig);
     stop(&mut hermes);
     signal(&mut gw, Signal::SIGTERM);

@@ -325,18 +325,20 @@ fn tail(text: &str) -> String {
 }
 
 /// Hermes's config.yaml: the fake model on `model_port`, taken to see images (so Hermes passes
-/// it the pixels, not a description), no tools, no busy answers, no delivery ledger
-/// (docs/agent.md says why each).
+/// it the pixels, not a description) and to transcribe voice (its STT endpoint, transcripts not
+/// echoed to the chat, never a lazy install of a local STT), no tools, no busy answers, no
+/// delivery ledger (docs/agent.md says why each).
 pub(crate) fn config_yaml(model_port: u16) -> String {
     format!(
-        "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{}/v1\n\
+        "model:\n  provider: custom\n  default: fake-model\n  base_url: http://127.0.0.1:{model_port}/v1\n\
          \x20 api_key: sk-fake-key-for-tests\n  context_length: 131072\n  supports_vision: true\n\
          platform_toolsets: {{relay: [], api_server: []}}\n\
-         security: {{tirith_enabled: false}}\n\
+         security: {{tirith_enabled: false, allow_lazy_installs: false}}\n\
+         stt:\n  provider: openai\n  echo_transcripts: false\n  openai:\n    api_key: sk-fake-key-for-tests\n\
+         \x20   base_url: http://127.0.0.1:{model_port}/v1\n    model: whisper-1\n\
          display: {{busy_ack_enabled: false}}\n\
          gateway:\n  delivery_ledger: false\n  api_server:\n    max_concurrent_runs: 2\n\
-         onboarding:\n  profile_build: \"off\"\n  seen: {{profile_build_offered: true, busy_input_prompt: true}}\n",
-    model_port
+         onboarding:\n  profile_build: \"off\"\n  seen: {{profile_build_offered: true, busy_input_prompt: true}}\n"
     )
 }
 

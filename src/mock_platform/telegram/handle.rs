@@ -46,6 +46,12 @@ impl MockPlatform {
         self.telegram().emit_document(chat_id, file_name, bytes)
     }
 
+    /// A voice note (`bytes`, Ogg/Opus) from the mock's user in `chat_id`. Returns the
+    /// `update_id`.
+    pub fn telegram_emit_voice(&self, chat_id: i64, bytes: Vec<u8>) -> i64 {
+        self.telegram().emit_voice(chat_id, bytes)
+    }
+
     /// How many times the mock's file server has served a file.
     pub fn telegram_files_fetched(&self) -> usize {
         self.telegram().files.fetched()

@@ -216,6 +216,19 @@ impl TelegramState {
         })
     }
 
+    /// A message from the mock's user in `chat_id` with a voice note of `bytes` (the Bot API's
+    /// `Voice`: an Ogg/Opus recording, its `duration` in seconds); returns its `update_id`.
+    pub(crate) fn emit_voice(&self, chat_id: i64, bytes: Vec<u8>) -> i64 {
+        let size = bytes.len();
+        let (file_id, unique) = self.files.add("voice", "oga", bytes);
+        self.emit_shaped(chat_id, None, |message| {
+            message["voice"] = json!({
+                "file_id": file_id, "file_unique_id": unique,
+                "duration": 1, "mime_type": "audio/ogg", "file_size": size,
+            });
+        })
+    }
+
     /// A message from the mock's user in `chat_id`, its content given by `shape`, queued as a
     /// `message` update; as a reply to `reply_to` when that names a message of the chat.
     fn emit_shaped(
