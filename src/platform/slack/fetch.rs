@@ -115,8 +115,9 @@ impl Fetcher {
                 self.token.expose()
             ))?)
             .send();
-        let transport =
-            |e: reqwest::Error| DownloadError::Transport(crate::error_chain::one_line(&e));
+        let transport = |e: reqwest::Error| {
+            DownloadError::Transport(crate::error_chain::one_line(&e.without_url()))
+        };
         let timeout = || DownloadError::Timeout(INFO_TIMEOUT.as_secs());
         let deadline = tokio::time::Instant::now() + INFO_TIMEOUT;
         let mut response = tokio::time::timeout_at(deadline, send)
