@@ -173,10 +173,9 @@ fn url_of(f: &Value) -> Result<String, DownloadError> {
     if f["mode"] == "tombstone" {
         return Err(Refusal::Gone("tombstone".into()).into());
     }
-    let url = f["url_private_download"]
-        .as_str()
-        .or_else(|| f["url_private"].as_str());
-    url.filter(|u| !u.is_empty())
+    let url = |key: &str| f[key].as_str().filter(|u| !u.is_empty());
+    url("url_private_download")
+        .or_else(|| url("url_private"))
         .map(str::to_owned)
         .ok_or_else(|| Refusal::NoUrl.into())
 }
@@ -238,7 +237,8 @@ mod tests {
         let f = json!({"size": 10, "url_private": "https://files.slack.com/p",
             "url_private_download": "https://files.slack.com/p/download"});
         assert_eq!(url_of(&f).unwrap(), "https://files.slack.com/p/download");
-        let only_private = json!({"url_private": "https://files.slack.com/p"});
+        let only_private =
+            json!({"url_private": "https://files.slack.com/p", "url_private_download": ""});
         assert_eq!(url_of(&only_private).unwrap(), "https://files.slack.com/p");
         let big = json!({"size": MAX_BYTES + 1, "url_private": "https://files.slack.com/p"});
         assert_eq!(
