@@ -55,5 +55,5 @@ pub use matrix::{MatrixConfig, MatrixFault, MatrixStats};
 pub use opcode_gateway::frames;
 pub use post::{Platform, Post, PostedFile, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
-pub use slack::{OpenRefusal, SlackConfig, SlackEventRecord, SlackFault, SlackStats};
+pub use slack::{OpenRefusal, SlackConfig, SlackEventRecord, SlackFault, SlackFile, SlackStats};
 pub use stats::{ConnectionSpan, MockStats};

@@ -17,6 +17,10 @@
 //!   body up to [`MAX_UPLOAD_BODY`](super::http::MAX_UPLOAD_BODY)), and `POST
 //!   /api/files.completeUploadExternal` (`files.rs`): a file shared into a channel is a post
 //!   with its files, recorded and failed as `chat.postMessage`'s are.
+//! - Files a user shares (`user_files.rs`): a `file_share` message's `files` (a Slack Connect
+//!   file as its `check_file_info` stub), `GET /files-pri/{team}-{id}/[download/]{name}` for
+//!   the bytes (the bot token with `files:read`, else Slack's HTML sign-in page with a 200),
+//!   and `files.info`.
 //!
 //! Faults: [`SlackFault`] for the connections, [`OpenRefusal`] for `apps.connections.open`,
 //! [`SendFault`](super::SendFault) with [`Platform::Slack`](super::post::Platform::Slack) for
@@ -31,6 +35,7 @@ mod handle;
 mod record;
 mod redelivery;
 mod state;
+mod user_files;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +47,7 @@ use tokio::time::timeout;
 pub use config::SlackConfig;
 pub use faults::{OpenRefusal, SlackFault};
 pub use record::{SlackEventRecord, SlackStats};
+pub use user_files::SlackFile;
 
 use super::ack_timer;
 use super::http::{self, RequestHead};
@@ -60,6 +66,7 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub(super) struct Slack {
     state: Arc<SlackState>,
     files: files::Files,
+    user_files: user_files::UserFiles,
     posts: Arc<PostRecord>,
 }
 
@@ -72,9 +79,11 @@ impl Slack {
         http_base: String,
         posts: Arc<PostRecord>,
     ) -> Self {
+        let user_files = user_files::UserFiles::new(http_base.clone(), config.team_id.clone());
         Slack {
             state: Arc::new(SlackState::new(config, format!("{ws_base}{WS_PATH}"))),
             files: files::Files::new(http_base),
+            user_files,
             posts,
         }
     }
@@ -98,7 +107,8 @@ impl Side for Slack {
         _: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
         let (state, posts) = (&self.state, &self.posts);
-        files::route(head, body, state, &self.files, posts)
+        user_files::route(head, body, state, &self.user_files)
+            .or_else(|| files::route(head, body, state, &self.files, posts))
             .or_else(|| endpoint::route(head, body, state, posts))
             .map(at_once)
     }

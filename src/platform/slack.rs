@@ -3,6 +3,7 @@
 
 mod config;
 mod doctor;
+mod fetch;
 mod normalise;
 mod receive;
 mod send;
@@ -69,6 +70,21 @@ impl Platform for Slack {
     ) -> Option<crate::platform::standing::Question> {
         let (app, bot) = (secrets.first()?.clone(), secrets.get(1)?.clone());
         Some(doctor::question(adapter, config, app, bot, config_path))
+    }
+
+    /// The bot token fetches a message's files (`fetch.rs`; scope `files:read`).
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        _shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let token = Secret::new(secrets.get(1)?.expose().to_owned());
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.api_base,
+            token,
+        )))
     }
 
     fn sender(

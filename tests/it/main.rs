@@ -67,6 +67,7 @@ mod property_toml;
 mod relay;
 mod sandbox;
 mod slack;
+mod slack_media;
 mod start_progress;
 mod status_table;
 mod status_unmanaged;

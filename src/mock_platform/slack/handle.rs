@@ -6,6 +6,7 @@ use super::super::handle::MockPlatform;
 use super::faults::{OpenRefusal, SlackFault};
 use super::record::{SlackEventRecord, SlackStats};
 use super::state::SlackState;
+use super::user_files::SlackFile;
 use super::{Slack, WS_PATH};
 
 impl MockPlatform {
@@ -34,6 +35,24 @@ impl MockPlatform {
     /// One message from the mock's user, in a thread when `thread_ts` is given; its event id.
     pub fn slack_emit_text(&self, channel: &str, text: &str, thread_ts: Option<&str>) -> String {
         self.slack().emit(channel, text, thread_ts, false)
+    }
+
+    /// A `file_share` message from the mock's user in `channel`, with `text` and `files`
+    /// (served at `/files-pri/…` and by `files.info`); its event id.
+    pub fn slack_emit_files(&self, channel: &str, text: &str, files: Vec<SlackFile>) -> String {
+        let slack = self.side::<Slack>();
+        let user = &slack.state.config.user_id;
+        let objects = files
+            .into_iter()
+            .map(|f| slack.user_files.add(f, user))
+            .collect();
+        slack.state.emit_files(channel, text, objects)
+    }
+
+    /// Whether the bot token has the `files:read` scope (it has unless this takes it away):
+    /// without it a file's URL answers Slack's sign-in page and `files.info` `missing_scope`.
+    pub fn slack_set_files_read(&self, granted: bool) {
+        self.side::<Slack>().user_files.set_files_read(granted);
     }
 
     /// Applies `fault` to every open connection.

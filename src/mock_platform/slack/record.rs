@@ -50,6 +50,11 @@ pub struct SlackStats {
     pub upload_urls: u64,
     pub uploads: u64,
     pub files_shared: u64,
+    /// Requests for a shared file's bytes (`/files-pri/…`): answered with the bytes, and
+    /// answered with the sign-in page; and `files.info` calls.
+    pub file_downloads: u64,
+    pub sign_in_pages: u64,
+    pub files_info_calls: u64,
     /// When each connection was admitted, in order.
     pub connection_times: Vec<Instant>,
 }

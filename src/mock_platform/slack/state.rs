@@ -200,6 +200,23 @@ impl SlackState {
         thread_ts: Option<&str>,
         own: bool,
     ) -> String {
+        self.emit_event(channel, text, thread_ts, own, None)
+    }
+
+    /// A `file_share` message from the mock's user in `channel` carrying `files` (file
+    /// objects, as `user_files.rs` makes them); its event id.
+    pub(crate) fn emit_files(&self, channel: &str, text: &str, files: Vec<Value>) -> String {
+        self.emit_event(channel, text, None, false, Some(files))
+    }
+
+    fn emit_event(
+        &self,
+        channel: &str,
+        text: &str,
+        thread_ts: Option<&str>,
+        own: bool,
+        files: Option<Vec<Value>>,
+    ) -> String {
         let mut inner = self.lock();
         inner.serial += 1;
         let serial = inner.serial;
@@ -220,6 +237,14 @@ impl SlackState {
         }
         if let Some(thread) = thread_ts {
             event["thread_ts"] = json!(thread);
+        }
+        if let Some(files) = files {
+            // The docs' `file_share` message: its subtype, the files, `upload` and
+            // `display_as_bot` (node-slack-sdk `FileShareMessageEvent`).
+            event["subtype"] = json!("file_share");
+            event["files"] = json!(files);
+            event["upload"] = json!(true);
+            event["display_as_bot"] = json!(false);
         }
         let payload = json!({
             "token": "mock-verification-token", "team_id": config.team_id,

@@ -5,6 +5,7 @@ use super::*;
 use crate::mock_platform::{OpenRefusal, Platform, SendFault, SlackConfig, SlackFault};
 
 mod files;
+mod user_files;
 
 /// Short enough for a test to watch a redelivery, long enough for a loaded box to ack first.
 const ACK_TIMEOUT: Duration = Duration::from_millis(400);

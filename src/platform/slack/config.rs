@@ -18,7 +18,7 @@ pub struct Config {
     /// The variable holding the app-level token (`xapp-…`, scope `connections:write`).
     pub app_token_env: String,
     /// The variable holding the bot token (`xoxb-…`, scope `chat:write`; `files:write` to send
-    /// files).
+    /// files, `files:read` to fetch the files people send).
     pub bot_token_env: String,
     /// `https://slack.com`, or `api-base`, without a trailing slash; the Web API is under
     /// `/api/`.

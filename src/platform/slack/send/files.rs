@@ -45,10 +45,9 @@ use crate::gateway::send::classify::{by_status, json, local, reply};
 use crate::gateway::send::exchange::{exchange, Response};
 use crate::gateway::send::upload;
 use crate::gateway::send::{Answer, FileLimits, OutFile, Outgoing};
+use super::super::fetch::FILE_HOST;
 use crate::media::download::Origins;
 
-/// Where Slack's upload URLs point.
-const FILE_HOST: &str = "https://files.slack.com";
 /// 1 GB, read as 10^9 bytes.
 const MAX_FILE: u64 = 1_000_000_000;
 
