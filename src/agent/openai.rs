@@ -11,6 +11,7 @@
 //! again when it comes back, and never posts two answers to one message.
 
 mod call;
+mod turn_body;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,6 +21,7 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 
 use self::call::Answer;
+use self::turn_body::TurnBody;
 use super::chats::Chats;
 use super::feed::Feed;
 use super::link::Link;
@@ -293,7 +295,7 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
     // Its files first: each fetched into the store, or said missing in the text.
     let inbound = t.media.as_deref().map_err(String::as_str);
     let message = super::media::localise(inbound, p.message.clone()).await;
-    let body = call::body(&t.model, &message);
+    let body = TurnBody::new(&t.model, &message);
     // The same key every time this message is asked, in this life of the gateway or the next:
     // Hermes answers a call whose key it has seen with that call's answer, waiting for it if it
     // is still running. A gateway killed mid-call asks again on restart; without the key
@@ -306,7 +308,9 @@ async fn turn(t: Arc<Turns>, session: String, p: Pending) -> (String, String) {
             .post(&t.url)
             .header("X-Hermes-Session-Id", &session)
             .header("Idempotency-Key", &idempotency_key)
-            .json(&body);
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(reqwest::header::CONTENT_LENGTH, body.len())
+            .body(reqwest::Body::wrap_stream(body.stream()));
         if let Some(key) = &t.key {
             request = request.bearer_auth(key.expose());
         }

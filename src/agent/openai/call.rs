@@ -8,11 +8,9 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::gateway::platform_number::{platform_wait_text, WaitKind};
-use crate::platform::message::MessageType;
-use crate::platform::Message;
 
 /// How a call ended.
 #[derive(Debug, PartialEq, Eq)]
@@ -35,60 +33,6 @@ pub const MAX_ANSWER_BYTES: usize = 8 * 1024 * 1024;
 
 /// The longest `Retry-After` honoured; a larger one is read as this.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
-
-/// The largest image sent inline as a data URL; a larger one is named by its path.
-const MAX_INLINE_IMAGE: u64 = 5 * 1024 * 1024;
-
-/// The body for `message`, whose files are in the media store (`agent::media`): the text, each
-/// photo as an `image_url` part (a data URL, as Hermes's API server takes images) and every
-/// other file named by its path on a line of its own.
-pub fn body(model: &str, message: &Message) -> Value {
-    let mut text = message.said.text.clone();
-    let mut images = vec![];
-    for m in &message.said.media {
-        let at = m.url.as_deref().or(m.id.as_deref()).unwrap_or("?");
-        if m.media_type == MessageType::Photo {
-            if let Some(url) = data_url(at) {
-                images.push(json!({"type": "image_url", "image_url": {"url": url}}));
-                continue;
-            }
-        }
-        if !text.is_empty() {
-            text.push('\n');
-        }
-        text.push_str(&format!("[{}: {at}]", m.media_type.as_str()));
-    }
-    let content = if images.is_empty() {
-        json!(text)
-    } else {
-        let mut parts = vec![json!({"type": "text", "text": text})];
-        parts.extend(images);
-        Value::Array(parts)
-    };
-    json!({
-        "model": model,
-        "messages": [{"role": "user", "content": content}],
-        "stream": false,
-    })
-}
-
-/// The stored image at `path` as a data URL, typed by its bytes; `None` when it is not an
-/// image the store kept, or too large to send inline.
-fn data_url(path: &str) -> Option<String> {
-    use base64::Engine;
-    let meta = std::fs::metadata(path).ok()?;
-    if !meta.is_file() || meta.len() > MAX_INLINE_IMAGE {
-        return None;
-    }
-    let bytes = std::fs::read(path).ok()?;
-    let (mime, _) = crate::media::sniff::sniff(&bytes[..bytes.len().min(64)]);
-    mime.starts_with("image/").then(|| {
-        format!(
-            "data:{mime};base64,{}",
-            base64::engine::general_purpose::STANDARD.encode(&bytes)
-        )
-    })
-}
 
 /// The body of `response`, read as it arrives and given up past [`MAX_ANSWER_BYTES`]: the
 /// answer is a failed turn then, and what was read is dropped at once.
