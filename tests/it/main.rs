@@ -51,6 +51,7 @@ mod logs;
 mod matrix;
 mod media_out;
 mod media_out_more;
+mod media_out_qq;
 mod mock_runtime;
 mod netns;
 mod odd_text;
