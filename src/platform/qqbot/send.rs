@@ -54,10 +54,13 @@ const RATE_LIMITED: &[i64] = &[22009, 20028, 1100100, 1100308];
 
 /// The platform's own trouble, which the error page says a retry fixes: 11242, 11252, 11263
 /// and 11281 ("系统错误，一般重试一次会好"), and 304018 (the bot's gateway session is not up,
-/// which the adapter is busy fixing); 304082 and 304083, a media message whose file QQ
-/// failed to fetch ("富媒体资源拉取失败，请重试", send.md), for which `files.rs` uploads the
-/// file again.
-const TRANSIENT: &[i64] = &[11242, 11252, 11263, 11281, 304018, 304082, 304083];
+/// which the adapter is busy fixing).
+const TRANSIENT: &[i64] = &[11242, 11252, 11263, 11281, 304018];
+
+/// A media message whose file QQ failed to fetch: 304082 "upload media info fail" and 304083
+/// "convert media info fail" ("富媒体资源拉取失败，请重试", send.md). Retried, and `files.rs`
+/// uploads the file again for the retry.
+const MEDIA_NOT_FETCHED: &[i64] = &[304082, 304083];
 
 /// The access token was refused: 11241 (missing) and 11243 (wrong). Like a 401, the token
 /// is dropped and the next attempt fetches a new one.
@@ -238,7 +241,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, bool) {
     if status == 401 || is(TOKEN_REFUSED) {
         return (retry(reply), true);
     }
-    let answer = if is(RATE_LIMITED) || is(TRANSIENT) {
+    let answer = if is(RATE_LIMITED) || is(TRANSIENT) || is(MEDIA_NOT_FETCHED) {
         retry(reply)
     } else if ok {
         // A 2xx carrying an error code and no message id: not posted.
@@ -307,7 +310,7 @@ mod tests {
             matches!(a, Answer::Retry { after: Some(d), .. } if d.as_secs() == 2),
             "{a:?}"
         );
-        for code in [20028, 1100100, 1100308, 11281, 304018] {
+        for code in [20028, 1100100, 1100308, 11281, 304018, 304082, 304083] {
             let a = answer(400, &format!(r#"{{"code":{code},"message":"m"}}"#));
             assert!(matches!(a, Answer::Retry { .. }), "{code}: {a:?}");
         }

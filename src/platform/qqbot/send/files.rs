@@ -61,7 +61,7 @@ use futures_util::{Stream, StreamExt};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use serde_json::{json, Value};
 
-use super::{Sender, Target, MAX_TEXT};
+use super::{path, Sender, Target, MAX_TEXT, MEDIA_NOT_FETCHED};
 use crate::gateway::send::classify::{json, local, reply};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::upload::timeout_for;
@@ -180,8 +180,8 @@ impl Sender {
                     Err(answer) => return self.stopped(&msg.id, answer),
                 },
             };
-            let path = format!("/v2/{chat}/{}/messages", msg.target.id());
-            match self.post_json(&path, &media_body(msg, n, &file_info)).await {
+            let body = media_body(msg, n, &file_info);
+            match self.post_json(&path(&msg.target), &body).await {
                 Answer::Sent { platform_id } => {
                     if n == 0 {
                         done.first = platform_id;
@@ -192,7 +192,7 @@ impl Sender {
                 answer => {
                     if let Answer::Retry { reply, .. } = &answer {
                         // QQ could not fetch the media: the next attempt uploads it again.
-                        if reply.code.is_some_and(|c| c == 304082 || c == 304083) {
+                        if reply.code.is_some_and(|c| MEDIA_NOT_FETCHED.contains(&c)) {
                             done.uploads[n] = None;
                             self.progress.put(&msg.id, &done);
                         }

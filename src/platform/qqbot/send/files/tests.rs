@@ -143,3 +143,87 @@ fn guild_targets_have_no_upload_and_a_ttl_of_zero_never_lapses() {
     };
     assert!(later.fresh());
 }
+
+/// A sender against the mock's QQ side (`mock_platform/qqbot`, written from the docs).
+fn sender(mock: &crate::mock_platform::MockPlatform) -> Sender {
+    use crate::gateway::adapter::proxy::ProxyEnv;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let shared = crate::gateway::adapter::Shared::new(ProxyEnv::default()).unwrap();
+    let base = mock.http_base();
+    let token_url = format!("{base}/app/getAppAccessToken");
+    let secret = crate::config::Secret::new("s".into());
+    let token = std::sync::Arc::new(super::super::QqToken::new("1", &token_url, Some(secret)));
+    Sender::new(shared, base, token)
+}
+
+fn reply_with(dir: &std::path::Path, target: Target) -> Outgoing<Target> {
+    let png = [b"\x89PNG\r\n\x1a\n".as_slice(), &bytes(5000)].concat();
+    let pdf = b"%PDF-1.4 report".to_vec();
+    let mut files = vec![];
+    for (name, mime, data) in [("a.png", "image/png", png), ("b.pdf", "application/pdf", pdf)] {
+        let path = dir.join(name);
+        std::fs::write(&path, &data).unwrap();
+        files.push(out_file(path, name, mime, data.len() as u64));
+    }
+    Outgoing {
+        id: "m1".into(),
+        target,
+        text: "two files".into(),
+        reply_to: Some("MSG1".into()),
+        seq: Some(7),
+        files,
+    }
+}
+
+/// A post whose answer is lost is retried by this process without uploading again, its
+/// repeat dropped by QQ (40054005); a new process (a crash) uploads both files again,
+/// orphans, and posts nothing twice.
+#[tokio::test]
+async fn a_lost_answer_is_retried_without_a_second_upload_and_a_crash_costs_orphans() {
+    use crate::gateway::send::Post;
+    use crate::mock_platform::{MockConfig, MockPlatform, Platform, SendFault};
+    let mock = MockPlatform::start(MockConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let msg = reply_with(dir.path(), Target::Group("G1".into()));
+    let qq = sender(&mock);
+    assert!(qq.dedupes(&msg), "a reply's msg_seq makes the retry safe");
+    mock.set_send_fault(Platform::Qq, SendFault::ResetAfterProcessing(1));
+    let (lost, _) = qq.send(&msg).await;
+    assert!(matches!(lost, Answer::Unknown(_)), "{lost:?}");
+    assert_eq!(mock.qq_uploads(), 1);
+    let (sent, _) = qq.send(&msg).await;
+    // The first file's post was the lost one: confirmed by 40054005, which names no id.
+    assert_eq!(sent, Answer::Sent { platform_id: None });
+    assert_eq!(mock.qq_uploads(), 2, "no second upload of the first file");
+    let posts = mock.posts();
+    let seqs: Vec<Option<u64>> = posts.iter().map(|p| p.msg_seq).collect();
+    assert_eq!(seqs, [Some(7), Some(8)], "one post per file");
+    assert_eq!(posts[1].files[0].filename.as_deref(), Some("b.pdf"));
+
+    let (again, _) = sender(&mock).send(&msg).await;
+    assert_eq!(again, Answer::Sent { platform_id: None });
+    assert_eq!(mock.qq_uploads(), 4, "uploaded again: two orphan file_infos");
+    assert_eq!(mock.posts().len(), 2);
+}
+
+#[tokio::test]
+async fn a_guild_channel_s_files_fail_and_a_refused_upload_keeps_nothing() {
+    use crate::gateway::send::Post;
+    use crate::mock_platform::{MockConfig, MockPlatform};
+    let mock = MockPlatform::start(MockConfig::default()).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let qq = sender(&mock);
+    let channel = reply_with(dir.path(), Target::Channel("C1".into()));
+    assert!(!Sender::takes_files(&channel.target));
+    assert!(matches!(qq.send(&channel).await.0, Answer::Failed(_)));
+    // A PNG that is not one: the mock refuses the upload as not in the image format.
+    let mut msg = reply_with(dir.path(), Target::User("U1".into()));
+    std::fs::write(&msg.files[0].path, b"not a png").unwrap();
+    msg.files[0].bytes = 9;
+    match qq.send(&msg).await.0 {
+        Answer::Failed(reply) => assert_eq!(reply.code, Some(12002), "{reply}"),
+        other => panic!("{other:?}"),
+    }
+    assert!(mock.posts().is_empty());
+    assert!(qq.progress.0.lock().unwrap().is_empty(), "forgotten");
+}
