@@ -5,8 +5,8 @@
 //!
 //! The body is JSON: `file_type` (1 image png/jpg, 2 video mp4, 3 voice silk/amr, 4 file),
 //! `srv_send_msg`, and the file. The docs make `url` required and `file_data` "【暂未支持】";
-//! the real clients (Hermes, botpy) send the bytes as `file_data`, plain base64, and that is
-//! what the mock takes (docs/research/media-platforms.md §4 B). It fetches no `url` (it has
+//! real clients (Hermes's `_upload_media`) send the bytes as `file_data`, plain base64, and
+//! that is what the mock takes (docs/research/media-platforms.md §4 B). It fetches no `url` (it has
 //! no internet to fetch from) and refuses one, and refuses a body with neither. The answer is
 //! `{file_uuid, file_info, ttl}`; with `srv_send_msg: false` nothing is posted. A `file_info`
 //! from `/groups/…/files` posts only to groups, from `/users/…/files` only to users ("用

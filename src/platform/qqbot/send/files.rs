@@ -13,9 +13,10 @@
 //!
 //! **The docs and the clients disagree on the bytes.** The docs make `url` required (QQ
 //! fetches the file) and mark `file_data` "【暂未支持】" (not yet supported), and type 4
-//! "（暂不开放）" (not open). The gateway has no public URL to offer, and the real clients
-//! send the bytes: Hermes's `_upload_media` sends `file_data` as plain base64 ("NOT a data
-//! URI") and type 4 with `file_name`; botpy does the same. So this follows the clients: a
+//! "（暂不开放）" (not open). The gateway has no public URL to offer, and real clients send
+//! the bytes: Hermes's `_upload_media` sends `file_data` as plain base64 ("NOT a data URI")
+//! and type 4 with `file_name` (botpy's newer `post_group_file` takes a `url`, or the
+//! `upload_id` of a chunked upload the docs do not describe). So this follows Hermes: a
 //! platform that holds to its docs refuses the upload, and the message fails with QQ's words.
 //!
 //! **The body is streamed.** `file_data` is base64 inside a JSON string, so the body is
