@@ -22,7 +22,7 @@
 //! **The body is streamed.** `file_data` is base64 inside a JSON string, so the body is
 //! written as the fields, then the file encoded piece by piece from the outbox's copy, then
 //! the closing quote and brace, with its exact length computed beforehand: a 10 MiB file
-//! costs the gateway a read buffer, never the 13.4 MiB body.
+//! costs the gateway a read buffer, never the 13.3 MiB body.
 //!
 //! **Post.** `POST /v2/users/{openid}/messages` or `/v2/groups/{group_openid}/messages` with
 //! `{"msg_type": 7, "media": {"file_info"}, "content", "msg_id", "msg_seq"}`. `content` "需要
