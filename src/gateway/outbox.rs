@@ -81,6 +81,8 @@ pub struct Address {
     pub target: String,
     /// A reply to it carries a sequence number fixed now ([`Post::numbers_replies`]).
     pub numbers_replies: bool,
+    /// It takes files, when its platform's sender posts any ([`Post::takes_files`]).
+    pub takes_files: bool,
 }
 
 impl Route {
@@ -102,6 +104,7 @@ fn address<S: Post>(text: &str) -> Result<Address, TargetError> {
     let target: S::Target = text.parse()?;
     Ok(Address {
         numbers_replies: S::numbers_replies(&target),
+        takes_files: S::takes_files(&target),
         target: target.to_string(),
     })
 }

@@ -41,9 +41,18 @@ pub trait Post: Send + Sync + 'static {
         + Sync;
 
     /// Whether a reply to `target` carries a sequence number that is fixed when the message
-    /// is queued, so that every attempt repeats it and the platform drops a repeat.
+    /// is queued, so that every attempt repeats it and the platform drops a repeat. A message
+    /// with files holds one number per file (each file is a post of its own): `seq` to
+    /// `seq + files - 1`.
     fn numbers_replies(_target: &Self::Target) -> bool {
         false
+    }
+
+    /// Whether `target` takes files, where the platform's sender posts files at all
+    /// ([`Post::FILES`]): a message with files to a target that takes none is refused when
+    /// it is queued.
+    fn takes_files(_target: &Self::Target) -> bool {
+        true
     }
 
     /// How the platform counts a text's length against [`Post::max_text`].

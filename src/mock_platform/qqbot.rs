@@ -1,9 +1,11 @@
 //! The mock platform's QQ Bot side: the app access token, gateway discovery (`GET /gateway`),
-//! the four send endpoints with their passive-reply dedupe, and attachments (`media.rs`). Its WebSocket is the op-code
+//! the four send endpoints with their passive-reply dedupe, attachments (`media.rs`), and the
+//! rich-media upload a media message names (`files.rs`). Its WebSocket is the op-code
 //! gateway it shares with Discord (`opcode_gateway/`), which also keeps the access tokens,
 //! because Identify checks them.
 
 mod body;
+mod files;
 mod media;
 mod send;
 mod token;
@@ -21,7 +23,7 @@ use super::opcode_gateway::discovery;
 use super::opcode_gateway::state::Gateway;
 use super::post_record::PostRecord;
 use super::reply::Reply;
-use super::side::{at_once, Side};
+use super::side::{at_once, BodyLimit, Side};
 
 pub(super) struct QqBot {
     gateway: Arc<Gateway>,
@@ -32,6 +34,8 @@ pub(super) struct QqBot {
     token_lifetime: Duration,
     /// Message attachments, served as QQ's multimedia host serves them.
     media: media::Media,
+    /// The bot's rich-media uploads, by `file_info`.
+    files: files::Files,
 }
 
 impl QqBot {
@@ -42,11 +46,20 @@ impl QqBot {
             expected_secret: config.expected_secret.clone(),
             token_lifetime: config.token_lifetime,
             media: media::Media::default(),
+            files: files::Files::default(),
         }
     }
 }
 
 impl Side for QqBot {
+    /// An upload's body holds the file in base64: read up to the mock's upload cap.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        files::is_upload(head).then_some(BodyLimit {
+            max: super::http::MAX_UPLOAD_BODY,
+            too_large: files::too_large,
+        })
+    }
+
     fn serve<'a>(
         &'a self,
         head: &'a RequestHead,
@@ -63,9 +76,15 @@ impl Side for QqBot {
                 token::access_token(gateway, secret, self.token_lifetime, body)
             }
             ("GET", "/gateway") => discovery::answer(gateway, head, |_| {}),
+            _ if files::is_upload(head) => self.files.upload(gateway, head, body),
             _ => {
                 let (target, id) = send::endpoint(head)?;
-                let reply = send::handle(gateway, &self.posts, target, id, head, body);
+                let sides = send::Sides {
+                    gateway,
+                    posts: &self.posts,
+                    files: &self.files,
+                };
+                let reply = send::handle(&sides, target, id, head, body);
                 return Some(at_once(reply));
             }
         };
@@ -79,6 +98,12 @@ impl MockPlatform {
     /// lifetime has passed (while a client slept, say). New ones are issued as usual.
     pub fn expire_access_tokens(&self) {
         self.side::<Gateway>().expire_access_tokens();
+    }
+
+    /// Rich-media uploads the QQ side has taken (`POST /v2/{users|groups}/{id}/files`),
+    /// those no message named included.
+    pub fn qq_uploads(&self) -> u64 {
+        self.side::<QqBot>().files.count()
     }
 
     /// An attachment served as QQ's multimedia host serves one (on this mock's port, for the

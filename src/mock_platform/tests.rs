@@ -30,6 +30,7 @@ mod matrix;
 mod messages;
 mod protocol;
 mod proxy;
+mod qq_files;
 mod send_faults;
 mod slack;
 mod telegram;

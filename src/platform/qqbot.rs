@@ -99,14 +99,10 @@ impl Platform for QqBot {
         secrets: &[Secret],
         shared: &Shared,
     ) -> Option<Sender> {
-        Some(Sender {
-            token: shared.keep::<token::QqTokens>().get(
-                &config.app_id,
-                &config.token_url,
-                secrets.first(),
-            ),
-            shared: shared.clone(),
-            api_base: config.api_base.clone(),
-        })
+        let token =
+            shared
+                .keep::<token::QqTokens>()
+                .get(&config.app_id, &config.token_url, secrets.first());
+        Some(Sender::new(shared.clone(), config.api_base.clone(), token))
     }
 }

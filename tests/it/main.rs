@@ -53,6 +53,7 @@ mod media_cron;
 mod media_out;
 mod media_out_feishu;
 mod media_out_more;
+mod media_out_qq;
 mod mock_runtime;
 mod netns;
 mod odd_text;

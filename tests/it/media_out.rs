@@ -194,7 +194,7 @@ fn a_file_through_the_api_or_the_cli_reaches_telegram_and_discord_natively_once(
     sigterm(&mut gw);
 }
 
-/// A platform that takes no files yet, too many files, and an unknown media id: refused when
+/// A target that takes no files, too many files, and an unknown media id: refused when
 /// submitted, each naming the fix, and nothing queued.
 #[test]
 fn files_a_platform_cannot_take_are_refused_before_anything_is_queued() {
@@ -217,7 +217,12 @@ fn files_a_platform_cannot_take_are_refused_before_anything_is_queued() {
         let e = rig.rt.block_on(rig.client().submit(&body)).unwrap_err();
         assert!(e.to_string().contains(code), "{code}: {e}");
     };
-    refuse(("qq", "group:G1"), vec![chart.clone()], "files_unsupported");
+    // A QQ guild channel takes no files (a group or a user does).
+    refuse(
+        ("qq", "channel:C1"),
+        vec![chart.clone()],
+        "files_unsupported",
+    );
     refuse(
         ("tg", TG_CHAT),
         vec![chart.clone(), chart.clone()],

@@ -80,8 +80,9 @@ pub(super) struct Book {
     /// Every retained message by submit order, for compaction.
     order: BTreeMap<u64, String>,
     next_ordinal: u64,
-    /// The highest QQ `msg_seq` handed out; the next one is one more, so no two retained
-    /// messages share one.
+    /// The highest QQ `msg_seq` handed out (a message with files holds one per file,
+    /// [`Message::last_seq`]); the next one is one more, so no two retained messages share
+    /// one.
     last_seq: u32,
     finished: Stats,
 }
@@ -140,8 +141,8 @@ impl Book {
     }
 
     fn put(&mut self, message: Message) {
-        if let Some(seq) = message.seq {
-            self.last_seq = self.last_seq.max(seq);
+        if let Some(last) = message.last_seq() {
+            self.last_seq = self.last_seq.max(last);
         }
         let ordinal = self.next_ordinal;
         self.next_ordinal += 1;

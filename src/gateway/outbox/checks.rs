@@ -29,6 +29,12 @@ impl Outbox {
         }
         if !req.files.is_empty() {
             check_files(&req.adapter, route, req)?;
+            if !address.takes_files {
+                return Err(SubmitError::FilesUnsupportedTo {
+                    adapter: req.adapter.clone(),
+                    target: address.target,
+                });
+            }
         }
         let len = route.unit.len(&req.text);
         if len > route.max_text {

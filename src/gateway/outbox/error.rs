@@ -31,6 +31,8 @@ pub enum SubmitError {
     KeyReused { key: String, id: String },
     #[error("{adapter} cannot post files yet; send the text alone, or the file through an adapter that can (docs/media.md lists them)")]
     FilesUnsupported { adapter: String },
+    #[error("{adapter} cannot post files to {target}; send the text alone, or the file to a target that takes files (docs/media.md lists them)")]
+    FilesUnsupportedTo { adapter: String, target: String },
     #[error("{count} files; {adapter} takes at most {max} in one message: send them in several")]
     TooManyFiles {
         adapter: String,
@@ -70,7 +72,9 @@ impl SubmitError {
             SubmitError::MissingKey => "missing_idempotency_key",
             SubmitError::BadKey => "bad_idempotency_key",
             SubmitError::KeyReused { .. } => "idempotency_key_reused",
-            SubmitError::FilesUnsupported { .. } => "files_unsupported",
+            SubmitError::FilesUnsupported { .. } | SubmitError::FilesUnsupportedTo { .. } => {
+                "files_unsupported"
+            }
             SubmitError::TooManyFiles { .. } => "too_many_files",
             SubmitError::FileTooLarge { .. } => "file_too_large",
             SubmitError::CaptionTooLong { .. } => "caption_too_long",

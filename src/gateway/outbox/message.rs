@@ -82,6 +82,18 @@ pub struct Message {
     pub last_error: Option<PlatformReply>,
 }
 
+impl Message {
+    /// The last reply number the message holds: a message with files posts each file as a
+    /// message of its own, file `n` under `seq + n` ([`Post::numbers_replies`]), so that no
+    /// two of its posts, and no other message's, repeat a number the platform would drop.
+    ///
+    /// [`Post::numbers_replies`]: crate::gateway::send::Post::numbers_replies
+    pub fn last_seq(&self) -> Option<u32> {
+        let extra = u32::try_from(self.attachments.len().saturating_sub(1)).unwrap_or(u32::MAX);
+        self.seq.map(|seq| seq.saturating_add(extra))
+    }
+}
+
 /// The outbox at a glance, for `status`, the state file and `/v1/health`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Stats {

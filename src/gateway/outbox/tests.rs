@@ -9,16 +9,18 @@ use crate::gateway::send::target::malformed;
 use crate::gateway::send::TextUnit;
 
 /// A platform that numbers its replies in groups (`group:ID`) and not in channels
-/// (`channel:ID`).
+/// (`channel:ID`), and takes files in groups only.
 fn numbered(text: &str) -> Result<Address, TargetError> {
     match text.split_once(':') {
         Some(("group", id)) if !id.is_empty() => Ok(Address {
             target: text.into(),
             numbers_replies: true,
+            takes_files: true,
         }),
         Some(("channel", id)) if !id.is_empty() => Ok(Address {
             target: text.into(),
             numbers_replies: false,
+            takes_files: false,
         }),
         _ => Err(malformed(text, "group:ID or channel:ID", "group:g")),
     }
@@ -30,6 +32,7 @@ fn plain(text: &str) -> Result<Address, TargetError> {
         Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => Ok(Address {
             target: format!("channel:{id}"),
             numbers_replies: false,
+            takes_files: true,
         }),
         _ => Err(malformed(text, "channel:ID", "channel:1")),
     }
@@ -44,7 +47,11 @@ fn routes() -> HashMap<String, Route> {
                 max_text: 100,
                 max_piece: 100,
                 unit: TextUnit::Chars,
-                files: None,
+                files: Some(crate::gateway::send::FileLimits {
+                    max_files: 5,
+                    max_bytes: 1024,
+                    max_caption: 100,
+                }),
                 address: numbered,
             },
         ),
@@ -163,6 +170,52 @@ async fn a_qq_reply_gets_a_msg_seq_no_other_retained_message_has() {
     unique.dedup();
     assert_eq!(unique, seqs);
     assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+}
+
+/// A file of `bytes` bytes, named `name`, as a caller hands one over.
+fn new_file(dir: &std::path::Path, name: &str, bytes: usize) -> NewFile {
+    let path = dir.join(name);
+    std::fs::write(&path, vec![b'x'; bytes]).unwrap();
+    NewFile {
+        file: std::sync::Arc::new(std::fs::File::open(&path).unwrap()),
+        name: name.into(),
+    }
+}
+
+#[tokio::test]
+async fn a_qq_reply_with_files_holds_a_msg_seq_per_file_and_a_channel_takes_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = tempfile::tempdir().unwrap();
+    let outbox = open(dir.path());
+    let mut r = req("qq", "group:g", "files");
+    r.reply_to = Some("m1".into());
+    r.files = ["a.png", "b.pdf", "c.pdf"]
+        .map(|n| new_file(files.path(), n, 10))
+        .into();
+    let with_files = outbox.submit(r).await.unwrap().message;
+    let seq = with_files.seq.unwrap();
+    assert_eq!(with_files.last_seq(), Some(seq + 2));
+    let mut r = req("qq", "group:g", "next");
+    r.reply_to = Some("m1".into());
+    let next = outbox.submit(r).await.unwrap().message;
+    assert_eq!(next.seq, Some(seq + 3), "after the three the files hold");
+    // Read back from the journal, the files' numbers are still held.
+    drop(outbox);
+    let mut r = req("qq", "group:g", "after");
+    r.reply_to = Some("m1".into());
+    let after = open(dir.path()).submit(r).await.unwrap().message;
+    assert_eq!(after.seq, Some(seq + 4));
+
+    let outbox = open(dir.path());
+    let mut r = req("qq", "channel:c", "to-channel");
+    r.files = vec![new_file(files.path(), "a.png", 10)];
+    let err = outbox.submit(r).await.unwrap_err();
+    assert_eq!(err.code(), "files_unsupported", "{err}");
+    assert!(err.to_string().contains("channel:c"), "{err}");
+    let mut r = req("qq", "group:g", "too-large");
+    r.files = vec![new_file(files.path(), "big.pdf", 1025)];
+    let err = outbox.submit(r).await.unwrap_err();
+    assert_eq!(err.code(), "file_too_large", "{err}");
 }
 
 #[tokio::test]

@@ -1,7 +1,8 @@
 //! What QQ accepts in a send request's body and what it answers, from its public docs
 //! (tencent-connect/bot-docs): `api-v2/server-inter/message/send-receive/send.md`,
 //! `post_messages.md`, `dms/post_dms_messages.md` and `api-v2/openapi/error/error.md`.
-//! The mock speaks text: rich fields are accepted as making a message non-empty but not kept.
+//! The mock speaks text and media (`msg_type` 7, `media.file_info`): other rich fields are
+//! accepted as making a message non-empty but not kept.
 
 use serde_json::{json, Value};
 
@@ -17,6 +18,8 @@ pub(crate) struct Request {
     /// `msg_id`: the message a passive reply answers.
     pub(crate) reply_to: Option<String>,
     pub(crate) msg_seq: Option<u64>,
+    /// `media.file_info` of a media message (`msg_type` 7).
+    pub(crate) file_info: Option<String>,
 }
 
 /// QQ's error body. `err_code` repeats `code` and `trace_id` names the request, as the
@@ -44,6 +47,7 @@ pub(crate) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
         Some(_) => return Err(invalid()),
     };
     let text_empty = content.as_deref().is_none_or(str::is_empty);
+    let mut file_info = None;
     match target {
         Target::Group | Target::User => {
             let msg_type = body.get("msg_type").and_then(Value::as_u64);
@@ -55,6 +59,9 @@ pub(crate) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
             }
             if msg_type == 0 && text_empty {
                 return Err(empty());
+            }
+            if msg_type == 7 {
+                file_info = Some(media(&body, text_empty)?);
             }
         }
         Target::ChatId
@@ -87,7 +94,21 @@ pub(crate) fn qq_request(target: Target, body: &[u8]) -> Result<Request, Answer>
         content: content.unwrap_or_default(),
         reply_to,
         msg_seq,
+        file_info,
     })
+}
+
+/// A media message's `media.file_info`. Its `content` must hold something ("当 msg_type = 7
+/// 时，content 字段需要填入一个值，譬如一个空格", send.md), though the docs give no code
+/// for the refusal: the mock answers its empty-message one.
+fn media(body: &serde_json::Map<String, Value>, text_empty: bool) -> Result<String, Answer> {
+    if text_empty {
+        return Err(qq_error(400, 50006, "message is empty"));
+    }
+    match body.get("media").and_then(|m| m.get("file_info")) {
+        Some(Value::String(info)) if !info.is_empty() => Ok(info.clone()),
+        _ => Err(qq_error(400, 12002, "request invalid")),
+    }
 }
 
 /// QQ answers a group or C2C send with `{id, timestamp}` (an integer, per the v2 docs) and a

@@ -14,6 +14,11 @@
 //! `http.py` (success is 200, 202, 204). 40054005 is not on the error page: its code and
 //! text are as reported against the live platform (HKUDS/nanobot#1499, langbot-app/LangBot
 //! #2290), where it came with HTTP 400; here it means "sent" whatever the status.
+//!
+//! A message with files is one upload and one media message per file (`files.rs`), file
+//! `n` under `msg_seq` + `n`, so the same dedupe makes each file's message post once.
+
+mod files;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -26,8 +31,8 @@ use super::Target;
 use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, int, json, local};
-use crate::gateway::send::exchange::exchange;
-use crate::gateway::send::{Answer, Outgoing, Post};
+use crate::gateway::send::exchange::{exchange, Response};
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// QQ publishes no length limit for a text message; too long is refused with 40054007
 /// ("消息长度超限"). Platform users report 2000 as the limit that holds; a message refused
@@ -52,14 +57,32 @@ const RATE_LIMITED: &[i64] = &[22009, 20028, 1100100, 1100308];
 /// which the adapter is busy fixing).
 const TRANSIENT: &[i64] = &[11242, 11252, 11263, 11281, 304018];
 
+/// A media message whose file QQ failed to fetch: 304082 "upload media info fail" and 304083
+/// "convert media info fail" ("富媒体资源拉取失败，请重试", send.md). Retried, and `files.rs`
+/// uploads the file again for the retry.
+const MEDIA_NOT_FETCHED: &[i64] = &[304082, 304083];
+
 /// The access token was refused: 11241 (missing) and 11243 (wrong). Like a 401, the token
 /// is dropped and the next attempt fetches a new one.
 const TOKEN_REFUSED: &[i64] = &[11241, 11243];
 
 pub struct Sender {
-    pub(super) shared: Shared,
-    pub(super) api_base: String,
-    pub(super) token: Arc<QqToken>,
+    shared: Shared,
+    api_base: String,
+    token: Arc<QqToken>,
+    /// What each message with files has done so far (`files.rs`).
+    progress: files::Progress,
+}
+
+impl Sender {
+    pub(super) fn new(shared: Shared, api_base: String, token: Arc<QqToken>) -> Sender {
+        Sender {
+            shared,
+            api_base,
+            token,
+            progress: files::Progress::default(),
+        }
+    }
 }
 
 impl Post for Sender {
@@ -67,6 +90,15 @@ impl Post for Sender {
 
     /// Only a passive reply in a v2 chat carries `msg_seq`; a channel or DM reply takes none.
     fn numbers_replies(target: &Target) -> bool {
+        target.is_v2()
+    }
+
+    /// Files as `files.rs` chooses: its limits, with the text as the first file's caption.
+    const FILES: Option<FileLimits> = Some(files::LIMITS);
+
+    /// Only a v2 chat (group or user) has the rich-media upload; a guild channel or DM
+    /// takes no files from this sender (`files.rs` says why).
+    fn takes_files(target: &Target) -> bool {
         target.is_v2()
     }
 
@@ -79,47 +111,74 @@ impl Post for Sender {
     }
 
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
-        (self.post(msg).await, None)
+        if !msg.files.is_empty() {
+            return (self.post_files(msg).await, None);
+        }
+        (self.post_json(&path(&msg.target), &body(msg)).await, None)
     }
 }
 
+/// The access token a request carries, as its header and as the token to drop when the
+/// platform refuses it.
+struct Auth {
+    header: HeaderValue,
+    token: String,
+}
+
 impl Sender {
-    async fn post(&self, msg: &Outgoing<Target>) -> Answer {
-        let path = path(&msg.target);
-        let token = match self.token.get(&self.shared).await {
-            Ok(t) => t,
-            // A token endpoint that is down or busy: nothing was sent, try again later.
-            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
-                return Answer::Retry {
-                    after: None,
-                    reply: local(m),
-                }
-            }
-            // A rejected AppID or secret: the adapter exits 78 on the same answer.
-            Err(PlatformError::Fatal(m)) => return Answer::Failed(local(m)),
+    /// `POST {api_base}{path}` with the JSON `body`, and what QQ's answer means.
+    async fn post_json(&self, path: &str, body: &Value) -> Answer {
+        let auth = match self.auth().await {
+            Ok(auth) => auth,
+            Err(answer) => return answer,
         };
-        let Ok(mut auth) = HeaderValue::from_str(&format!("QQBot {token}")) else {
-            self.token.invalidate(&token);
-            return Answer::Retry {
-                after: None,
-                reply: local("the access token holds a character an HTTP header cannot carry"),
-            };
-        };
-        auth.set_sensitive(true);
-        let url = format!("{}{path}", self.api_base.trim_end_matches('/'));
-        let request = self
-            .shared
-            .http
-            .post(url)
-            .header(AUTHORIZATION, auth)
-            .json(&body(msg));
+        let request = self.request(path, &auth).json(body);
         let r = match exchange(request).await {
             Ok(r) => r,
             Err(answer) => return answer,
         };
+        self.classify(&r, &auth)
+    }
+
+    /// The access token, or how the attempt ends without one.
+    async fn auth(&self) -> Result<Auth, Answer> {
+        let token = match self.token.get(&self.shared).await {
+            Ok(t) => t,
+            // A token endpoint that is down or busy: nothing was sent, try again later.
+            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
+                return Err(Answer::Retry {
+                    after: None,
+                    reply: local(m),
+                })
+            }
+            // A rejected AppID or secret: the adapter exits 78 on the same answer.
+            Err(PlatformError::Fatal(m)) => return Err(Answer::Failed(local(m))),
+        };
+        let Ok(mut header) = HeaderValue::from_str(&format!("QQBot {token}")) else {
+            self.token.invalidate(&token);
+            return Err(Answer::Retry {
+                after: None,
+                reply: local("the access token holds a character an HTTP header cannot carry"),
+            });
+        };
+        header.set_sensitive(true);
+        Ok(Auth { header, token })
+    }
+
+    /// A `POST` to `path` under the API base, authorised.
+    fn request(&self, path: &str, auth: &Auth) -> reqwest::RequestBuilder {
+        let url = format!("{}{path}", self.api_base.trim_end_matches('/'));
+        self.shared
+            .http
+            .post(url)
+            .header(AUTHORIZATION, auth.header.clone())
+    }
+
+    /// What an answer means, dropping the token when the platform refused it.
+    fn classify(&self, r: &Response, auth: &Auth) -> Answer {
         let (answer, token_refused) = classify(r.status, &r.headers, &r.body);
         if token_refused {
-            self.token.invalidate(&token);
+            self.token.invalidate(&auth.token);
         }
         answer
     }
@@ -182,7 +241,7 @@ fn classify(status: u16, headers: &HeaderMap, body: &[u8]) -> (Answer, bool) {
     if status == 401 || is(TOKEN_REFUSED) {
         return (retry(reply), true);
     }
-    let answer = if is(RATE_LIMITED) || is(TRANSIENT) {
+    let answer = if is(RATE_LIMITED) || is(TRANSIENT) || is(MEDIA_NOT_FETCHED) {
         retry(reply)
     } else if ok {
         // A 2xx carrying an error code and no message id: not posted.
@@ -251,7 +310,7 @@ mod tests {
             matches!(a, Answer::Retry { after: Some(d), .. } if d.as_secs() == 2),
             "{a:?}"
         );
-        for code in [20028, 1100100, 1100308, 11281, 304018] {
+        for code in [20028, 1100100, 1100308, 11281, 304018, 304082, 304083] {
             let a = answer(400, &format!(r#"{{"code":{code},"message":"m"}}"#));
             assert!(matches!(a, Answer::Retry { .. }), "{code}: {a:?}");
         }
