@@ -187,3 +187,38 @@ async fn a_file_is_stored_whole_and_only_from_its_origin_within_its_limits() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The pieces joined, however the file was read, are the encoding of the whole.
+#[tokio::test]
+async fn base64_pieces_join_to_the_encoding_of_the_whole() {
+    use base64::Engine;
+    let engine = base64::engine::general_purpose::STANDARD;
+    for (len, sizes) in [
+        (0, vec![]),
+        (1, vec![1]),
+        (5, vec![1, 1, 1, 1, 1]),
+        (10, vec![4, 2, 4]),
+        (100_000, vec![65_536, 34_464]),
+        (7, vec![3, 0, 4]),
+    ] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 31 % 256) as u8).collect();
+        let mut at = 0;
+        let chunks: Vec<std::io::Result<axum::body::Bytes>> = sizes
+            .iter()
+            .map(|n| {
+                let c = axum::body::Bytes::copy_from_slice(&data[at..at + n]);
+                at += n;
+                Ok(c)
+            })
+            .collect();
+        let pieces: Vec<std::io::Result<axum::body::Bytes>> = futures_util::StreamExt::collect(
+            super::base64_pieces(futures_util::stream::iter(chunks)),
+        )
+        .await;
+        let joined: Vec<u8> = pieces
+            .into_iter()
+            .flat_map(|p| p.unwrap().to_vec())
+            .collect();
+        assert_eq!(joined, engine.encode(&data).into_bytes(), "{len} {sizes:?}");
+    }
+}

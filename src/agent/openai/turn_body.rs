@@ -4,28 +4,27 @@
 //! as one JSON value, a 5 MiB photo was in memory four times over (its bytes, the base64, the
 //! value, the serialised body: 26.6 MiB of peak RSS for one photo, docs/benchmarks.md), and the
 //! value was kept for every retry of the turn. Here the JSON around the images is serialised
-//! once and each image is read from its stored file as the request is written, 48 KiB at a
-//! time (a multiple of 3, so each piece encodes on its own), for every attempt. The length is
+//! once and each image is read from its stored file and encoded as the request is written,
+//! for every attempt ([`media::base64_pieces`], as QQ's upload does). The length is
 //! known before a byte is sent (base64 is 4 bytes per 3), so the request has a
 //! `Content-Length` as any JSON body would.
 
 use std::fs::File;
+use std::io::{self, Seek};
 use std::os::unix::fs::FileExt;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use base64::Engine;
-use futures_util::Stream;
+use futures_util::{future, stream, Stream, StreamExt};
 use serde_json::json;
+
+use crate::media;
 
 use crate::platform::message::MessageType;
 use crate::platform::Message;
 
 /// The largest image sent inline as a data URL; a larger one is named by its path.
 const MAX_INLINE_IMAGE: u64 = 5 * 1024 * 1024;
-
-/// How much of an image is read and encoded at a time: a multiple of 3.
-const PIECE: usize = 48 * 1024;
 
 /// A request body for one turn, to be sent as often as the turn is asked.
 #[derive(Debug)]
@@ -39,7 +38,7 @@ enum Part {
     Json(Bytes),
     /// An image's bytes, written as base64: the file was opened when the body was made, so
     /// the store's quota removing it later costs the turn nothing.
-    Image { file: Arc<File>, len: u64 },
+    Image(Arc<File>),
 }
 
 impl TurnBody {
@@ -74,20 +73,14 @@ impl TurnBody {
             body.json(format!("{head}{}}}]}}", json!(text)));
             return body;
         }
-        body.json(format!(
-            "{head}[{}",
-            json!({"type": "text", "text": text})
-        ));
+        body.json(format!("{head}[{}", json!({"type": "text", "text": text})));
         for image in images {
             body.json(format!(
                 ",{{\"type\":\"image_url\",\"image_url\":{{\"url\":\"data:{};base64,",
                 image.mime
             ));
             body.len += image.len.div_ceil(3) * 4;
-            body.parts.push(Part::Image {
-                file: Arc::new(image.file),
-                len: image.len,
-            });
+            body.parts.push(Part::Image(Arc::new(image.file)));
             body.json("\"}}".into());
         }
         body.json("]}]}".into());
@@ -105,37 +98,26 @@ impl TurnBody {
     }
 
     /// The body, as written to the agent: the JSON as it is, each image read from its file
-    /// and encoded as it goes.
-    pub fn stream(&self) -> impl Stream<Item = std::io::Result<Bytes>> + Send + 'static {
-        let parts = self.parts.clone();
-        futures_util::stream::unfold((parts, 0usize, 0u64), |(parts, i, at)| async move {
-            let (file, len) = match parts.get(i)?.clone() {
-                Part::Json(bytes) => return Some((Ok(bytes), (parts, i + 1, 0))),
-                Part::Image { file, len } => (file, len),
-            };
-            let want = (len - at).min(PIECE as u64) as usize;
-            let read = tokio::task::spawn_blocking(move || {
-                let mut buf = vec![0u8; want];
-                file.read_exact_at(&mut buf, at).map(|()| buf)
-            })
-            .await
-            .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-            match read {
-                Ok(buf) => {
-                    let encoded = base64::engine::general_purpose::STANDARD.encode(&buf);
-                    let next = at + want as u64;
-                    let state = match next >= len {
-                        true => (parts, i + 1, 0),
-                        false => (parts, i, next),
-                    };
-                    Some((Ok(Bytes::from(encoded)), state))
-                }
+    /// (from its start, whatever an earlier attempt read) and encoded as it goes.
+    pub fn stream(&self) -> impl Stream<Item = io::Result<Bytes>> + Send + 'static {
+        futures_util::stream::iter(self.parts.clone()).flat_map(|part| match part {
+            Part::Json(bytes) => stream::once(future::ready(Ok(bytes))).boxed(),
+            Part::Image(file) => match rewound(&file) {
+                Ok(file) => media::base64_pieces(media::file_chunks(file)).boxed(),
                 // The stream ends with the error; the request fails and the turn is asked
                 // again.
-                Err(e) => Some((Err(e), (parts, usize::MAX, 0))),
-            }
+                Err(e) => stream::once(future::ready(Err(e))).boxed(),
+            },
         })
     }
+}
+
+/// `file` read from its start, as a handle of its own (attempts of a turn come one after
+/// another, so the offset they share is never read by two at once).
+fn rewound(file: &File) -> io::Result<tokio::fs::File> {
+    let mut file = file.try_clone()?;
+    file.seek(io::SeekFrom::Start(0))?;
+    Ok(tokio::fs::File::from_std(file))
 }
 
 /// A stored photo to send inline.
@@ -169,7 +151,7 @@ impl Image {
 mod tests {
     use super::*;
     use crate::platform::message::{Author, Chat, ChatType, Media, Said};
-    use futures_util::StreamExt;
+    use base64::Engine;
 
     fn message(text: &str, media: Vec<Media>) -> Message {
         Said {
@@ -208,7 +190,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut png = b"\x89PNG\r\n\x1a\n".to_vec();
         // Not a multiple of 3, and more than two pieces.
-        png.extend((0..(PIECE * 2 + 1) as u32).map(|i| (i % 251) as u8));
+        png.extend((0..(2 * 64 * 1024 + 1) as u32).map(|i| (i % 251) as u8));
         let photo = dir.path().join("photo_1_a.png");
         std::fs::write(&photo, &png).unwrap();
         let doc = dir.path().join("document_2_b.pdf");
@@ -237,7 +219,11 @@ mod tests {
                 {"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{b64}")}},
             ]}]})
         );
-        assert_eq!(written(&body).await, bytes, "every attempt writes the same body");
+        assert_eq!(
+            written(&body).await,
+            bytes,
+            "every attempt writes the same body"
+        );
 
         let plain = TurnBody::new("m", &message("just text", vec![]));
         let bytes = written(&plain).await;

@@ -57,7 +57,6 @@ use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use base64::Engine;
 use futures_util::{Stream, StreamExt};
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use serde_json::{json, Value};
@@ -318,43 +317,13 @@ async fn upload_body(
             file.name
         )))
     })?;
-    let encoded = base64_pieces(crate::media::file_chunks(opened));
+    let encoded = crate::media::base64_pieces(crate::media::file_chunks(opened));
     let stream = futures_util::stream::once(async move { Ok(Bytes::from(head)) })
         .chain(encoded)
         .chain(futures_util::stream::once(async {
             Ok(Bytes::from_static(TAIL.as_bytes()))
         }));
     Ok((stream, length))
-}
-
-/// `chunks` as standard base64, piece by piece: each piece encodes the whole 3-byte groups
-/// read so far, and the last the remainder with its padding, so the pieces joined are the
-/// encoding of the bytes joined.
-fn base64_pieces<S>(chunks: S) -> impl Stream<Item = io::Result<Bytes>> + Send
-where
-    S: Stream<Item = io::Result<Bytes>> + Send + 'static,
-{
-    let engine = &base64::engine::general_purpose::STANDARD;
-    let state = (Box::pin(chunks), Vec::new(), false);
-    futures_util::stream::unfold(state, move |(mut chunks, mut carry, ended)| async move {
-        if ended {
-            return None;
-        }
-        match chunks.next().await {
-            Some(Ok(chunk)) => {
-                carry.extend_from_slice(&chunk);
-                let whole = carry.len() / 3 * 3;
-                let piece = engine.encode(&carry[..whole]);
-                carry.drain(..whole);
-                Some((Ok(Bytes::from(piece)), (chunks, carry, false)))
-            }
-            Some(Err(e)) => Some((Err(e), (chunks, carry, true))),
-            None => {
-                let piece = engine.encode(&carry);
-                Some((Ok(Bytes::from(piece)), (chunks, Vec::new(), true)))
-            }
-        }
-    })
 }
 
 #[cfg(test)]

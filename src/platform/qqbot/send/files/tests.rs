@@ -1,3 +1,5 @@
+use base64::Engine;
+
 use super::*;
 use crate::gateway::send::FileKind;
 
@@ -13,38 +15,6 @@ fn out_file(path: std::path::PathBuf, name: &str, mime: &str, bytes: u64) -> Out
 
 fn bytes(n: usize) -> Vec<u8> {
     (0..n).map(|i| (i * 31 % 256) as u8).collect()
-}
-
-/// The pieces joined, however the file was read, are the encoding of the whole.
-#[tokio::test]
-async fn base64_pieces_join_to_the_encoding_of_the_whole() {
-    let engine = base64::engine::general_purpose::STANDARD;
-    for (len, sizes) in [
-        (0, vec![]),
-        (1, vec![1]),
-        (5, vec![1, 1, 1, 1, 1]),
-        (10, vec![4, 2, 4]),
-        (100_000, vec![65_536, 34_464]),
-        (7, vec![3, 0, 4]),
-    ] {
-        let data = bytes(len);
-        let mut at = 0;
-        let chunks: Vec<io::Result<Bytes>> = sizes
-            .iter()
-            .map(|n| {
-                let c = Bytes::copy_from_slice(&data[at..at + n]);
-                at += n;
-                Ok(c)
-            })
-            .collect();
-        let pieces: Vec<io::Result<Bytes>> =
-            base64_pieces(futures_util::stream::iter(chunks)).collect().await;
-        let joined: Vec<u8> = pieces
-            .into_iter()
-            .flat_map(|p| p.unwrap().to_vec())
-            .collect();
-        assert_eq!(joined, engine.encode(&data).into_bytes(), "{len} {sizes:?}");
-    }
 }
 
 #[tokio::test]
