@@ -222,3 +222,43 @@ async fn base64_pieces_join_to_the_encoding_of_the_whole() {
         assert_eq!(joined, engine.encode(&data).into_bytes(), "{len} {sizes:?}");
     }
 }
+
+/// The store lists its directory only when it may be over its quota: it counts what it puts,
+/// with every `Store` of the same directory (the API opens one per request), and an evict
+/// that removes anything brings it down to 9/10 of the quota, so the next listing is a tenth
+/// of the quota away.
+#[tokio::test]
+async fn the_quota_is_kept_from_a_count_shared_by_every_store_of_the_directory() {
+    use super::download::InMemory;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("media");
+    let (a, b) = (Store::open(&path).unwrap(), Store::open(&path).unwrap());
+    let each = 1000u64;
+    async fn put(store: &Store, i: usize) {
+        let body = InMemory(Some(vec![i as u8; 1000].into()));
+        let id = format!("d{i}");
+        store.put("document", &id, None, body).await.unwrap();
+    }
+    for i in 0..5 {
+        put(&a, i).await;
+    }
+    assert_eq!(a.evict(100 * each, |_| false).unwrap(), 5 * each);
+    // A file the store did not put is not seen until the count says the store may be full.
+    std::fs::write(path.join("stray"), vec![0u8; each as usize]).unwrap();
+    assert_eq!(
+        a.evict(6 * each, |_| false).unwrap(),
+        5 * each,
+        "no listing"
+    );
+    // The other store's put is counted: now over 5.5 files' worth, so the directory is
+    // listed (the stray file too) and the oldest go until at most 9/10 of it is held.
+    put(&b, 5).await;
+    let held = a.evict(5 * each + each / 2, |_| false).unwrap();
+    let left = std::fs::read_dir(&path).unwrap().count() as u64;
+    assert_eq!(held, left * each);
+    assert!(held <= (5 * each + each / 2) / 10 * 9, "{held}");
+    let newest = std::fs::read_dir(&path)
+        .unwrap()
+        .any(|e| e.unwrap().file_name().to_string_lossy().contains("d5"));
+    assert!(newest, "the newest stays");
+}
