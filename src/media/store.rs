@@ -36,13 +36,15 @@ pub struct Store {
     /// writes here). `None` until the first listing. One count per directory, shared by
     /// every `Store` of the process that opens it (the API opens its own per request), so
     /// no writer is missed.
-    held: Arc<Mutex<Option<u64>>>,
+    held: Held,
 }
 
+/// A count of bytes held, `None` until known.
+type Held = Arc<Mutex<Option<u64>>>;
+
 /// The count of bytes held, shared by every `Store` of `dir` in this process.
-fn held_in(dir: &Path) -> Arc<Mutex<Option<u64>>> {
-    static COUNTS: LazyLock<Mutex<HashMap<PathBuf, Arc<Mutex<Option<u64>>>>>> =
-        LazyLock::new(Mutex::default);
+fn held_in(dir: &Path) -> Held {
+    static COUNTS: LazyLock<Mutex<HashMap<PathBuf, Held>>> = LazyLock::new(Mutex::default);
     let mut counts = COUNTS.lock().unwrap_or_else(PoisonError::into_inner);
     counts.entry(dir.to_owned()).or_default().clone()
 }
