@@ -50,9 +50,9 @@ pub use qr_logins::QrStep;
 pub use stats::WeixinStats;
 
 use super::http::RequestHead;
+use super::http::MAX_UPLOAD_BODY;
 use super::post_record::PostRecord;
 use super::reply::{Answer, Reply};
-use super::http::MAX_UPLOAD_BODY;
 use super::side::{BodyLimit, Side};
 use state::WeixinState;
 

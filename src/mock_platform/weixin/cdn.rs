@@ -128,7 +128,12 @@ fn decrypt(key: &[u8; 16], data: &[u8]) -> Option<Vec<u8>> {
         block.copy_from_slice(&b);
     }
     let pad = usize::from(*out.last()?);
-    if pad == 0 || pad > 16 || out[out.len() - pad..].iter().any(|&b| usize::from(b) != pad) {
+    if pad == 0
+        || pad > 16
+        || out[out.len() - pad..]
+            .iter()
+            .any(|&b| usize::from(b) != pad)
+    {
         return None;
     }
     out.truncate(out.len() - pad);
@@ -178,7 +183,11 @@ fn escape(v: &str) -> String {
 }
 
 fn read_announcement(body: &Value) -> Result<Announced, &'static str> {
-    let string = |k: &str| body.get(k).and_then(Value::as_str).filter(|s| !s.is_empty());
+    let string = |k: &str| {
+        body.get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
     let number = |k: &str| body.get(k).and_then(Value::as_u64);
     let filekey = string("filekey").ok_or("filekey is required")?;
     if !matches!(number("media_type"), Some(1..=4)) {
@@ -209,7 +218,9 @@ fn read_announcement(body: &Value) -> Result<Announced, &'static str> {
 pub(crate) fn upload(head: &RequestHead, body: &[u8], state: &WeixinState) -> Answer {
     let mut inner = state.lock();
     let checked = {
-        let param = head.query_param("encrypted_query_param").unwrap_or_default();
+        let param = head
+            .query_param("encrypted_query_param")
+            .unwrap_or_default();
         let filekey = head.query_param("filekey").unwrap_or_default();
         match inner.cdn.announced.get(&param) {
             None => Err("encrypted_query_param is no upload getuploadurl gave"),
@@ -246,7 +257,9 @@ pub(crate) fn upload(head: &RequestHead, body: &[u8], state: &WeixinState) -> An
 
 /// `GET /c2c/download?encrypted_query_param=`.
 pub(crate) fn download(head: &RequestHead, state: &WeixinState) -> Answer {
-    let param = head.query_param("encrypted_query_param").unwrap_or_default();
+    let param = head
+        .query_param("encrypted_query_param")
+        .unwrap_or_default();
     let mut inner = state.lock();
     match inner.cdn.files.get(&param).cloned() {
         Some(bytes) => {
@@ -279,6 +292,9 @@ mod tests {
         assert_eq!(hex_of(&c[..16]), "69c4e0d86a7b0430d8cdb78070b4c55a");
         assert_eq!(decrypt(&key, &c).unwrap(), plain);
         assert_eq!(decrypt(&key, &c[..16]), None);
-        assert_eq!(hex_of(&Md5::digest(b"")), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(
+            hex_of(&Md5::digest(b"")),
+            "d41d8cd98f00b204e9800998ecf8427e"
+        );
     }
 }

@@ -208,7 +208,10 @@ fn read_file(item: &Value, kind: i64, state: &WeixinState) -> Result<PostedFile,
     let plain = state
         .lock()
         .cdn
-        .open(&string(&media["encrypt_query_param"]), &string(&media["aes_key"]))
+        .open(
+            &string(&media["encrypt_query_param"]),
+            &string(&media["aes_key"]),
+        )
         .map_err(checks::invalid)?;
     let name = body["file_name"].as_str();
     if kind == 4 {
