@@ -24,7 +24,7 @@
 //! Faults: [`WeixinFault`] for the long poll, [`SendFault`](super::SendFault) with
 //! [`Platform::Weixin`](super::Platform::Weixin) for the sends.
 
-mod cdn;
+pub(super) mod cdn;
 mod checks;
 pub(super) mod codec;
 pub(super) mod config;

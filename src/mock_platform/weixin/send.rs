@@ -214,6 +214,20 @@ fn read_file(item: &Value, kind: i64, state: &WeixinState) -> Result<PostedFile,
         )
         .map_err(checks::invalid)?;
     let name = body["file_name"].as_str();
+    // An image's `mid_size` and a video's `video_size` are the ciphertext's size (`send.ts`).
+    let size_field = match kind {
+        2 => Some("mid_size"),
+        5 => Some("video_size"),
+        _ => None,
+    };
+    if let Some(field) = size_field {
+        let ciphertext = (plain.len() / 16 + 1) * 16;
+        if body[field].as_u64() != Some(ciphertext as u64) {
+            return Err(checks::invalid(
+                "mid_size / video_size must be the ciphertext's size",
+            ));
+        }
+    }
     if kind == 4 {
         let len = body["len"].as_str().and_then(|l| l.parse::<usize>().ok());
         if name.is_none_or(str::is_empty) || len != Some(plain.len()) {
