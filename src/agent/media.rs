@@ -49,6 +49,7 @@ pub async fn localise(inbound: Result<&Inbound, &str>, mut m: Message) -> Messag
                         url: item.url.as_deref(),
                         message: m.said.message_id.as_deref(),
                         kind,
+                        extra: item.extra.as_deref(),
                     },
                     item.name
                         .as_deref()

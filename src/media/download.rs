@@ -83,6 +83,18 @@ pub enum DownloadError {
     Redirects,
     #[error("the platform would not give the file: {0}")]
     Refused(String),
+    #[error("the file could not be decoded: {0}")]
+    Undecodable(String),
+}
+
+/// A wing's decoding of a file as it streams, for a platform that serves its files encoded
+/// (Weixin's CDN: AES-128-ECB): what it gives is what the store keeps. The limits hold for
+/// the bytes as served.
+pub trait Decode: Send {
+    /// The decoded bytes `chunk` completes (perhaps none yet: a cipher holds a part block).
+    fn update(&mut self, chunk: &[u8]) -> Result<Vec<u8>, DownloadError>;
+    /// The rest, at the end of the body: an error when the body did not end as it must.
+    fn finish(&mut self) -> Result<Vec<u8>, DownloadError>;
 }
 
 /// The `Authorization` header `value` (`Bearer TOKEN`, `QQBot TOKEN`), marked sensitive so that
@@ -157,6 +169,8 @@ pub async fn get(
             read: 0,
             limits,
             deadline,
+            decode: None,
+            ended: false,
         });
     }
     Err(DownloadError::Redirects)
@@ -193,9 +207,19 @@ pub struct Body {
     read: u64,
     limits: Limits,
     deadline: tokio::time::Instant,
+    /// The wing's decoding, when its platform serves files encoded.
+    decode: Option<Box<dyn Decode>>,
+    /// Whether the end was reached (and the decoding finished).
+    ended: bool,
 }
 
 impl Body {
+    /// This body as `decode` decodes it, chunk by chunk.
+    pub fn decoded(mut self, decode: Box<dyn Decode>) -> Body {
+        self.decode = Some(decode);
+        self
+    }
+
     /// The type the server said its answer is: a platform that answers an error in JSON on
     /// its file path is told apart by it.
     pub fn content_type(&self) -> Option<&str> {
@@ -205,9 +229,33 @@ impl Body {
             .and_then(|v| v.to_str().ok())
     }
 
-    /// The next chunk, or `None` at the end. An error ends the body: what was read is not the
-    /// file.
+    /// The next chunk, decoded if the wing said so, or `None` at the end. An error ends the
+    /// body: what was read is not the file.
     pub async fn chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
+        loop {
+            if self.ended {
+                return Ok(None);
+            }
+            let raw = self.raw_chunk().await?;
+            let Some(decode) = self.decode.as_mut() else {
+                self.ended = raw.is_none();
+                return Ok(raw);
+            };
+            let out = match raw {
+                Some(chunk) => decode.update(&chunk)?,
+                None => {
+                    self.ended = true;
+                    decode.finish()?
+                }
+            };
+            if !out.is_empty() {
+                return Ok(Some(out.into()));
+            }
+        }
+    }
+
+    /// The next chunk as the server sent it, within the limits.
+    async fn raw_chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
         let next = tokio::time::timeout_at(self.deadline, self.response.chunk())
             .await
             .map_err(|_| DownloadError::Timeout(self.limits.timeout.as_secs()))?

@@ -24,6 +24,8 @@ pub struct Item<'a> {
     pub message: Option<&'a str>,
     /// What it is: `photo`, `voice`, `document`, ... (a platform may fetch kinds apart).
     pub kind: &'a str,
+    /// The wing's own detail of it, opaque here (`Media::extra`: Weixin's file key).
+    pub extra: Option<&'a str>,
 }
 
 /// A download under way.

@@ -51,10 +51,14 @@ impl MockPlatform {
             ws_base.clone(),
             posts.clone(),
         )));
-        let slack = Slack::new(config.slack, ws_base, http_base, posts.clone());
+        let slack = Slack::new(config.slack, ws_base, http_base.clone(), posts.clone());
         sides.register(Arc::new(slack));
         sides.register(Arc::new(Telegram::new(config.telegram, posts.clone())));
-        sides.register(Arc::new(Weixin::new(config.weixin, posts.clone())));
+        sides.register(Arc::new(Weixin::new(
+            config.weixin,
+            http_base.clone(),
+            posts.clone(),
+        )));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
 
         let (shutdown, shutdown_rx) = watch::channel(false);

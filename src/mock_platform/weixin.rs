@@ -11,7 +11,10 @@
 //!
 //! On the same port as the rest of the mock:
 //! - `POST /ilink/bot/getupdates`: the long poll over the mock's message log ([`poll`]).
-//! - `POST /ilink/bot/sendmessage`: sends, recorded with the other platforms' posts ([`send`]).
+//! - `POST /ilink/bot/sendmessage`: sends, recorded with the other platforms' posts ([`send`]);
+//!   a media item's file is read back from the CDN and recorded as the post's file.
+//! - `POST /ilink/bot/getuploadurl`, `POST /c2c/upload`, `GET /c2c/download`: the CDN, its
+//!   files AES-128-ECB encrypted ([`cdn`]).
 //! - `GET|POST /ilink/bot/get_bot_qrcode`, `GET /ilink/bot/get_qrcode_status`: the QR login
 //!   ([`qr`]).
 //! - `POST /ilink/bot/getconfig`, `sendtyping`, `msg/notifystart`, `msg/notifystop`: checked
@@ -21,6 +24,7 @@
 //! Faults: [`WeixinFault`] for the long poll, [`SendFault`](super::SendFault) with
 //! [`Platform::Weixin`](super::Platform::Weixin) for the sends.
 
+pub(super) mod cdn;
 mod checks;
 pub(super) mod codec;
 pub(super) mod config;
@@ -41,13 +45,15 @@ use tokio::sync::watch;
 
 pub use config::WeixinConfig;
 pub use faults::{WeixinFault, REPLAY};
+pub use handle::{WeixinItem, WeixinKeyForm};
 pub use qr_logins::QrStep;
 pub use stats::WeixinStats;
 
 use super::http::RequestHead;
+use super::http::MAX_UPLOAD_BODY;
 use super::post_record::PostRecord;
 use super::reply::{Answer, Reply};
-use super::side::Side;
+use super::side::{BodyLimit, Side};
 use state::WeixinState;
 
 /// The peer [`MockPlatform::weixin_emit`](super::MockPlatform::weixin_emit) sends from.
@@ -57,26 +63,45 @@ pub const MOCK_PEER: &str = "mockuser@im.wechat";
 pub(super) struct Weixin {
     state: WeixinState,
     posts: Arc<PostRecord>,
+    /// The mock's own `http://` address, which an `upload_full_url` is on.
+    http_base: String,
 }
 
 impl Weixin {
-    pub(super) fn new(config: WeixinConfig, posts: Arc<PostRecord>) -> Self {
+    pub(super) fn new(config: WeixinConfig, http_base: String, posts: Arc<PostRecord>) -> Self {
         Weixin {
             state: WeixinState::new(config),
             posts,
+            http_base,
         }
     }
 }
 
 impl Side for Weixin {
-    /// `/ilink/bot/…`, every path under it (an unknown one gets iLink's 404); the long poll
-    /// answers in its own time.
+    /// A CDN upload is a whole file: read up to the mock's upload cap.
+    fn body_limit(&self, head: &RequestHead) -> Option<BodyLimit> {
+        (head.path == "/c2c/upload").then_some(BodyLimit {
+            max: MAX_UPLOAD_BODY,
+            too_large: || Answer::raw(413, None, String::new()),
+        })
+    }
+
+    /// `/ilink/bot/…`, every path under it (an unknown one gets iLink's 404), and the CDN's
+    /// `/c2c/…`; the long poll answers in its own time.
     fn serve<'a>(
         &'a self,
         head: &'a RequestHead,
         body: &'a [u8],
         shutdown: &watch::Receiver<bool>,
     ) -> Option<BoxFuture<'a, Reply>> {
+        if let Some(action) = head.path.strip_prefix(cdn::PREFIX) {
+            let answer = match (head.method.as_str(), action) {
+                ("POST", "upload") => cdn::upload(head, body, &self.state),
+                ("GET", "download") => cdn::download(head, &self.state),
+                _ => Answer::raw(404, None, String::new()),
+            };
+            return Some(Box::pin(std::future::ready(Reply::Answer(answer))));
+        }
         let endpoint = head.path.strip_prefix("/ilink/bot/")?;
         let shutdown = shutdown.clone();
         Some(Box::pin(serve(self, endpoint, head, body, shutdown)))
@@ -95,6 +120,9 @@ async fn serve(
     match (head.method.as_str(), endpoint) {
         ("POST", "getupdates") => poll::get_updates(head, body, state, shutdown).await,
         ("POST", "sendmessage") => send::send_message(head, body, state, &weixin.posts),
+        ("POST", "getuploadurl") => {
+            Reply::Answer(cdn::get_upload_url(head, body, state, &weixin.http_base))
+        }
         ("GET" | "POST", "get_bot_qrcode") => Reply::Answer(qr::get_bot_qrcode(state)),
         ("GET", "get_qrcode_status") => Reply::Answer(qr::get_qrcode_status(head, state)),
         ("POST", "getconfig" | "sendtyping" | "msg/notifystart" | "msg/notifystop") => {

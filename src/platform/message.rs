@@ -137,6 +137,11 @@ pub struct Media {
     pub url: Option<String>,
     /// A file name or MIME type, when the platform gives one.
     pub name: Option<String>,
+    /// What else the platform's wing needs to fetch it, opaque to everyone else (Weixin: the
+    /// file's AES key). Never serialised: messages are normalised from the spooled event
+    /// whenever they are read, so it never reaches the API or the agent.
+    #[serde(skip)]
+    pub extra: Option<String>,
 }
 
 /// Where an answer goes: `adapter`, `target` and `reply_to` of `POST /v1/messages`.

@@ -3,8 +3,10 @@
 //! file rather than `.env`.
 
 mod account;
+mod cdn_cipher;
 mod config;
 mod context_tokens;
+mod fetch;
 mod login;
 mod normalise;
 pub mod qr;
@@ -28,7 +30,7 @@ pub struct Weixin;
 impl Platform for Weixin {
     const KIND: &'static str = "weixin";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["WEIXIN_TOKEN", "WEIXIN_ACCOUNT_ID"];
-    const KEYS: &'static [&'static str] = &["api-base", "poll-timeout", "poll-grace"];
+    const KEYS: &'static [&'static str] = &["api-base", "cdn-base", "poll-timeout", "poll-grace"];
     type Config = Config;
     type Sender = Sender;
     const LOGIN: Option<&'static str> =
@@ -92,19 +94,30 @@ impl Platform for Weixin {
         terminal::log_in(spec, timeout).await
     }
 
+    /// Files come from the CDN, encrypted, with no credential at all.
+    fn fetcher(
+        config: &Config,
+        _secrets: &[Secret],
+        _shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.cdn_base,
+        )))
+    }
+
     fn sender(
         config: &Config,
         adapter: &str,
         _secrets: &[Secret],
         shared: &Shared,
     ) -> Option<Sender> {
-        Some(Sender {
-            http: shared.http.clone(),
-            account: shared.keep::<account::WeixinAccounts>().get(
-                adapter,
-                &config.login_file,
-                &config.api_base,
-            ),
-        })
+        let account = shared.keep::<account::WeixinAccounts>().get(
+            adapter,
+            &config.login_file,
+            &config.api_base,
+        );
+        Some(Sender::new(shared.http.clone(), account, &config.cdn_base))
     }
 }

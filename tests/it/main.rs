@@ -80,4 +80,5 @@ mod unit_props;
 mod units;
 mod unloaded;
 mod weixin;
+mod weixin_media;
 mod weixin_systemd;

@@ -5,6 +5,7 @@
 use super::*;
 use crate::mock_platform::weixin::{codec, WeixinConfig, MOCK_PEER};
 
+mod cdn;
 mod faults;
 mod qr;
 mod send;

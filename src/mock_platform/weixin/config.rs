@@ -17,6 +17,9 @@ pub struct WeixinConfig {
     /// How long a `client_id` is remembered: a repeat within it posts nothing new. The sources
     /// are silent on any window; an hour is the mock's assumption.
     pub client_id_window: Duration,
+    /// Whether `getuploadurl` answers an `upload_full_url` (on the mock) besides the
+    /// `upload_param` the client builds the CDN URL from: the doc allows either.
+    pub upload_full_url: bool,
 }
 
 impl Default for WeixinConfig {
@@ -27,6 +30,7 @@ impl Default for WeixinConfig {
             user_id: "mockuser@im.wechat".to_owned(),
             longpolling_timeout_ms: 35_000,
             client_id_window: Duration::from_secs(60 * 60),
+            upload_full_url: false,
         }
     }
 }

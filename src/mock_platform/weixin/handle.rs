@@ -2,7 +2,11 @@
 //! and reads (ids, context tokens, counters). Sends show in the shared `posts()` and
 //! `send_attempts()`.
 
+use serde_json::json;
+
 use super::super::handle::MockPlatform;
+use super::cdn::{self, hex_of};
+use super::codec;
 use super::faults::{Armed, WeixinFault};
 use super::qr_logins::QrStep;
 use super::state::WeixinState;
@@ -29,6 +33,60 @@ impl MockPlatform {
     /// becomes the one a send to `from` must echo; returns its message id, in decimal.
     pub fn weixin_emit_text(&self, from: &str, text: &str) -> String {
         self.weixin().emit(from, text).to_string()
+    }
+
+    /// One message from `from` with one media `item` whose `bytes` are put on the mock's CDN,
+    /// encrypted under a new key spelt as `key` says; with a `full_url` on `full_url_base`
+    /// (`{base}/download?encrypted_query_param=…`) when given. Returns its message id.
+    pub fn weixin_emit_media(
+        &self,
+        from: &str,
+        item: WeixinItem,
+        bytes: &[u8],
+        key: WeixinKeyForm,
+        full_url_base: Option<&str>,
+    ) -> String {
+        let raw = cdn::random_key();
+        let param = self.weixin().lock().cdn.put(bytes, &raw);
+        let mut media = json!({"encrypt_query_param": param, "encrypt_type": 1});
+        match key {
+            WeixinKeyForm::ImageHex => {}
+            WeixinKeyForm::Base64Raw => media["aes_key"] = json!(codec::base64_encode(&raw)),
+            WeixinKeyForm::Base64Hex => {
+                media["aes_key"] = json!(codec::base64_encode(hex_of(&raw).as_bytes()))
+            }
+        }
+        if let Some(base) = full_url_base {
+            let escaped: String = param
+                .bytes()
+                .map(|b| match b {
+                    b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' => char::from(b).to_string(),
+                    _ => format!("%{b:02X}"),
+                })
+                .collect();
+            media["full_url"] = json!(format!("{base}/download?encrypted_query_param={escaped}"));
+        }
+        let value = match item {
+            WeixinItem::Image => {
+                let mut image = json!({"media": media, "mid_size": bytes.len() / 16 * 16 + 16});
+                if matches!(key, WeixinKeyForm::ImageHex) {
+                    image["aeskey"] = json!(hex_of(&raw));
+                }
+                json!({"type": 2, "image_item": image})
+            }
+            WeixinItem::File(name) => json!({"type": 4, "file_item": {
+                "media": media, "file_name": name, "len": bytes.len().to_string()}}),
+            WeixinItem::Voice(transcript) => {
+                let mut voice = json!({"media": media, "encode_type": 6});
+                if let Some(t) = transcript {
+                    voice["text"] = json!(t);
+                }
+                json!({"type": 3, "voice_item": voice})
+            }
+            WeixinItem::Video => json!({"type": 5, "video_item": {
+                "media": media, "video_size": bytes.len() / 16 * 16 + 16}}),
+        };
+        self.weixin().emit_items(from, json!([value])).to_string()
     }
 
     /// Every message id emitted, in order.
@@ -76,4 +134,27 @@ impl MockPlatform {
     pub fn weixin_stats(&self) -> WeixinStats {
         self.weixin().stats()
     }
+}
+
+/// The media item of [`MockPlatform::weixin_emit_media`].
+#[derive(Clone, Debug)]
+pub enum WeixinItem {
+    Image,
+    /// A file, by its name.
+    File(String),
+    /// A voice note (SILK on the real platform), with iLink's transcript if any.
+    Voice(Option<String>),
+    Video,
+}
+
+/// How a message spells its file's key: Tencent's `parseAesKey` takes both base64 forms, and
+/// an image may carry its own hex `aeskey` instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WeixinKeyForm {
+    /// `image_item.aeskey`, 32 hex digits, and no `media.aes_key` (images only).
+    ImageHex,
+    /// `media.aes_key`, base64 of the 16 raw bytes.
+    Base64Raw,
+    /// `media.aes_key`, base64 of the key's 32 hex digits.
+    Base64Hex,
 }

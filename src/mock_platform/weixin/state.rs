@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+use super::cdn::Cdn;
 use super::codec;
 use super::config::WeixinConfig;
 use super::faults::{Armed, WeixinFault};
@@ -20,7 +21,8 @@ use crate::mock_platform::post::unix_ms_now;
 pub(crate) struct Inbound {
     pub(crate) message_id: u64,
     pub(crate) from: String,
-    pub(crate) text: String,
+    /// Its `item_list`: a text item, or a media item pointing at the mock's CDN.
+    pub(crate) items: Value,
     pub(crate) create_time_ms: u64,
     pub(crate) context_token: String,
 }
@@ -35,7 +37,7 @@ impl Inbound {
             "create_time_ms": self.create_time_ms,
             "message_type": 1,
             "message_state": 2,
-            "item_list": [{"type": 1, "text_item": {"text": self.text}}],
+            "item_list": self.items,
             "context_token": self.context_token,
         })
     }
@@ -65,6 +67,8 @@ pub(super) struct Inner {
     pub(super) last_uin: Option<String>,
     pub(super) qr: QrLogins,
     pub(super) stats: WeixinStats,
+    /// The CDN's files and the uploads `getuploadurl` announced.
+    pub(super) cdn: Cdn,
 }
 
 impl WeixinState {
@@ -78,6 +82,7 @@ impl WeixinState {
             last_uin: None,
             qr: QrLogins::default(),
             stats: WeixinStats::default(),
+            cdn: Cdn::default(),
         };
         WeixinState {
             config,
@@ -94,6 +99,11 @@ impl WeixinState {
     /// Appends a message from `from` with a fresh `context_token`, which becomes the peer's
     /// newest, and wakes the waiting polls. Returns its message id.
     pub(crate) fn emit(&self, from: &str, text: &str) -> u64 {
+        self.emit_items(from, json!([{"type": 1, "text_item": {"text": text}}]))
+    }
+
+    /// Appends a message from `from` whose `item_list` is `items`, as [`WeixinState::emit`].
+    pub(crate) fn emit_items(&self, from: &str, items: Value) -> u64 {
         let mut inner = self.lock();
         let message_id = FIRST_MESSAGE_ID + inner.log.len() as u64;
         let context_token = format!("AARz{}", codec::hex(40));
@@ -103,7 +113,7 @@ impl WeixinState {
         inner.log.push(Inbound {
             message_id,
             from: from.to_owned(),
-            text: text.to_owned(),
+            items,
             create_time_ms: unix_ms_now(),
             context_token,
         });

@@ -44,4 +44,14 @@ pub struct WeixinStats {
     pub qr_status_polls: u64,
     /// Bot tokens issued (by a confirmed login or `weixin_issue_token`).
     pub tokens_issued: u64,
+    /// `getuploadurl` requests answered with an upload.
+    pub upload_urls: u64,
+    /// CDN uploads taken (the length, key and MD5 all as announced).
+    pub uploads: u64,
+    /// CDN uploads refused, with what was wrong in `upload_refusals_said`.
+    pub upload_refusals: u64,
+    /// Why the first CDN uploads were refused.
+    pub upload_refusals_said: Vec<String>,
+    /// CDN downloads served.
+    pub downloads: u64,
 }

@@ -49,6 +49,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
                 id: id(&s["id"]),
                 url: None,
                 name: text(&s["name"]),
+                extra: None,
             }),
     );
     let message_id = id(&d["id"]);
@@ -115,6 +116,7 @@ fn attachment(a: &Value) -> Media {
         id: id(&a["id"]),
         url: text(&a["url"]),
         name: text(&a["filename"]),
+        extra: None,
     }
 }
 

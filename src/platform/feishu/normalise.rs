@@ -78,6 +78,7 @@ fn read_content(message_type: &str, c: &Value) -> (MessageType, String, Vec<Medi
         id: text(&c[key]),
         url: None,
         name: text(&c["file_name"]),
+        extra: None,
     };
     match message_type {
         "text" => (

@@ -50,6 +50,7 @@ pub(super) fn normalise(kind: &str, e: &Value) -> Option<Said> {
             id: None,
             url,
             name: text(&content["body"]),
+            extra: None,
         }],
     };
     Some(Said {

@@ -114,6 +114,7 @@ fn attachment(a: &Value) -> Media {
         id: None,
         url: text(&a["url"]),
         name: text(&a["filename"]).or_else(|| text(&a["content_type"])),
+        extra: None,
     }
 }
 

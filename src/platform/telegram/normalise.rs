@@ -179,6 +179,7 @@ fn media(m: &Value) -> Vec<Media> {
         id: text(&v["file_id"]),
         url: None,
         name: text(&v["file_name"]).or_else(|| text(&v["mime_type"])),
+        extra: None,
     };
     let mut out = vec![];
     if let Some(largest) = m["photo"].as_array().and_then(|sizes| sizes.last()) {

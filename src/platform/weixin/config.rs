@@ -13,6 +13,9 @@ use toml::Spanned;
 use crate::config::{AdapterKeys, ConfigError, PollTiming};
 
 const API_BASE: &str = "https://ilinkai.weixin.qq.com";
+/// Where files are up- and downloaded, encrypted (Tencent's protocol doc: "The default CDN base
+/// URL").
+pub(super) const CDN_BASE: &str = "https://novac2c.cdn.weixin.qq.com/c2c";
 
 /// iLink's default (`LONG_POLL_TIMEOUT_MS` in the gateway this replaces); the server's
 /// `longpolling_timeout_ms` sets each next poll's.
@@ -24,6 +27,8 @@ const POLL_TIMEOUT: Duration = Duration::from_secs(35);
 #[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub api_base: String,
+    /// The CDN's base (`cdn-base`, for tests): files come from and go to it only.
+    pub cdn_base: String,
     pub poll: PollTiming,
     pub login_file: PathBuf,
 }
@@ -32,6 +37,7 @@ pub struct Config {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 struct Raw {
     api_base: Option<Spanned<String>>,
+    cdn_base: Option<Spanned<String>>,
     poll_timeout: Option<Spanned<String>>,
     poll_grace: Option<Spanned<String>>,
 }
@@ -40,6 +46,9 @@ pub(super) fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
     let raw: Raw = keys.read()?;
     Ok(Config {
         api_base: keys.api_base(&raw.api_base, API_BASE)?,
+        cdn_base: keys
+            .url("cdn-base", &raw.cdn_base, "https://", "http://")?
+            .map_or_else(|| CDN_BASE.to_owned(), |u| u.trim_end_matches('/').to_owned()),
         poll: keys.poll_timing(&raw.poll_timeout, &raw.poll_grace, POLL_TIMEOUT)?,
         login_file: login_file(keys.config_path(), keys.name()),
     })
@@ -75,6 +84,7 @@ mod tests {
         let spec = parse_str(WX).unwrap().adapters[0].clone();
         let Protocol::Weixin(Config {
             api_base,
+            cdn_base,
             poll,
             login_file,
         }) = &spec.protocol
@@ -82,6 +92,7 @@ mod tests {
             panic!("{:?}", spec.protocol)
         };
         assert_eq!(api_base, "https://ilinkai.weixin.qq.com");
+        assert_eq!(cdn_base, "https://novac2c.cdn.weixin.qq.com/c2c");
         assert_eq!(poll.timeout, Duration::from_secs(35));
         assert_eq!(login_file, Path::new("/p/weixin/wx.json"));
         assert!(spec.credential_envs().is_empty());

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::cdn_cipher::Key;
 use super::target::Target;
 use crate::platform::message::{
     id, text, type_of, Author, Chat, ChatType, Media, MessageType, Said,
@@ -81,13 +82,35 @@ fn media(item: &Value) -> Option<Media> {
         _ => return None,
     };
     let body = &item[key];
+    // A voice note is SILK, WeChat's codec, which its bytes do not tell the store.
+    let name = match media_type {
+        MessageType::Voice => Some("voice.silk".to_owned()),
+        _ => text(&body["file_name"]),
+    };
     Some(Media {
         media_type,
         id: text(&body["media"]["encrypt_query_param"]),
         url: text(&body["media"]["full_url"]),
-        name: text(&body["file_name"]),
+        name,
+        extra: file_key(body, media_type == MessageType::Photo),
     })
 }
+
+/// What the fetcher is told of an item's key ([`Media::extra`]): its 32 hex characters,
+/// [`BAD_KEY`] when the platform sent one that is not 16 bytes, `None` when it sent none.
+/// An image's `image_item.aeskey` (hex) comes first, as Tencent's plugin reads it
+/// (`src/media/media-download.ts`); else `media.aes_key`, base64 of either form.
+fn file_key(body: &Value, image: bool) -> Option<String> {
+    let parsed = match (image.then(|| text(&body["aeskey"])).flatten(), text(&body["media"]["aes_key"])) {
+        (Some(hex), _) => Key::from_hex(&hex),
+        (None, Some(b64)) => Key::from_aes_key(&b64),
+        (None, None) => return None,
+    };
+    Some(parsed.map_or_else(|_| BAD_KEY.to_owned(), |k| k.hex()))
+}
+
+/// What [`file_key`] says of a key that is not one.
+pub(super) const BAD_KEY: &str = "bad-key";
 
 #[cfg(test)]
 mod tests {
@@ -138,7 +161,27 @@ mod tests {
         assert_eq!(r.chat.chat_type, ChatType::Group);
         assert_eq!(r.message_type, MessageType::Photo);
         assert_eq!(r.media[0].id.as_deref(), Some("eqp"));
+        // "k" is no key: the fetcher is told so, and says it.
+        assert_eq!(r.media[0].extra.as_deref(), Some(BAD_KEY));
         assert_eq!(r.answer, None);
         assert!(normalise("unreadable", &m).is_none());
+    }
+
+    #[test]
+    fn both_spellings_of_a_key_are_kept_and_a_voice_note_is_silk() {
+        let hex = "00112233445566778899aabbccddeeff";
+        let b64 = |b: &[u8]| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, b);
+        let m = json!({"message_id": 2, "from_user_id": "a@im.wechat", "item_list": [
+            {"type": 2, "image_item": {"aeskey": hex, "media": {"encrypt_query_param": "e1", "aes_key": b64(b"ignored")}}},
+            {"type": 4, "file_item": {"file_name": "a.pdf", "media": {"encrypt_query_param": "e2", "aes_key": b64(hex.as_bytes()), "full_url": "https://novac2c.cdn.weixin.qq.com/c2c/download?x"}}},
+            {"type": 3, "voice_item": {"text": "hello there", "media": {"encrypt_query_param": "e3"}}},
+        ]});
+        let r = normalise("message", &m).unwrap();
+        let keys: Vec<_> = r.media.iter().map(|m| m.extra.as_deref()).collect();
+        assert_eq!(keys, [Some(hex), Some(hex), None]);
+        assert_eq!(r.media[1].name.as_deref(), Some("a.pdf"));
+        assert!(r.media[1].url.is_some());
+        assert_eq!(r.media[2].name.as_deref(), Some("voice.silk"));
+        assert_eq!(r.text, "hello there", "the transcript is the text");
     }
 }

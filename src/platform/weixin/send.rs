@@ -11,9 +11,14 @@
 //! the same way, the login is gone, and the message waits in the outbox (retried with
 //! backoff) while the adapter shows `needs-login`.
 //!
+//! A message with files is its text first (the caption, as text messages), then one message
+//! per file, each uploaded to the CDN encrypted (`files.rs`).
+//!
 //! Source: NousResearch/hermes-agent `gateway/platforms/weixin.py` (the `msg` body:
 //! `to_user_id`, `client_id`, `message_type` 2, `message_state` 2, `item_list` with a text
 //! item, `context_token`; codes -14 and -2).
+
+mod files;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +30,7 @@ use super::Target;
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
 use crate::gateway::send::split::pieces;
-use crate::gateway::send::{Answer, Outgoing, Post, TextUnit};
+use crate::gateway::send::{Answer, FileLimits, Outgoing, Post, TextUnit};
 
 /// The public client splits at 2,000 characters.
 const PIECE: usize = 2000;
@@ -38,8 +43,26 @@ const FROM_BOT: u8 = 2;
 const FINISHED: u8 = 2;
 
 pub struct Sender {
-    pub(super) http: reqwest::Client,
-    pub(super) account: Arc<WeixinAccount>,
+    http: reqwest::Client,
+    account: Arc<WeixinAccount>,
+    /// The CDN files are uploaded to (`cdn-base`).
+    cdn_base: String,
+    /// Where an upload may go: the CDN's own origins.
+    cdn_origins: crate::media::download::Origins,
+    /// How far each unfinished message with files got (`files.rs`).
+    progress: files::Progress,
+}
+
+impl Sender {
+    pub(super) fn new(http: reqwest::Client, account: Arc<WeixinAccount>, cdn_base: &str) -> Sender {
+        Sender {
+            http,
+            account,
+            cdn_base: cdn_base.trim_end_matches('/').to_owned(),
+            cdn_origins: super::fetch::origins(cdn_base),
+            progress: files::Progress::default(),
+        }
+    }
 }
 
 impl Post for Sender {
@@ -59,8 +82,14 @@ impl Post for Sender {
     }
 
     async fn send(&self, msg: &Outgoing<Target>) -> (Answer, Option<Duration>) {
+        if !msg.files.is_empty() {
+            return (self.post_files(msg).await, None);
+        }
         (self.pieces(msg).await, None)
     }
+
+    /// As `files.rs` says: each file its own message after the text.
+    const FILES: Option<FileLimits> = Some(files::LIMITS);
 }
 
 impl Sender {
@@ -69,12 +98,8 @@ impl Sender {
         let mut first = None;
         for (i, piece) in pieces(&msg.text, PIECE, TextUnit::Chars).iter().enumerate() {
             let client_id = format!("hermes-{}-{i}", msg.id);
-            let context = self.account.context(peer);
-            let mut answer = self.post(peer, piece, &client_id, context.as_deref()).await;
-            if context.is_some() && expired(&answer) {
-                answer = self.post(peer, piece, &client_id, None).await;
-            }
-            match answer {
+            let item = json!({"type": 1, "text_item": {"text": piece}});
+            match self.deliver(peer, item, &client_id).await {
                 Answer::Sent { .. } => first = first.or(Some(client_id)),
                 other => return other,
             }
@@ -82,14 +107,31 @@ impl Sender {
         Answer::Sent { platform_id: first }
     }
 
-    async fn post(&self, peer: &str, text: &str, client_id: &str, context: Option<&str>) -> Answer {
+    /// One message of one `item` to `peer`, with the peer's context token, and once more
+    /// without it when the answer says the session (or the token) expired.
+    async fn deliver(&self, peer: &str, item: serde_json::Value, client_id: &str) -> Answer {
+        let context = self.account.context(peer);
+        let mut answer = self.post(peer, &item, client_id, context.as_deref()).await;
+        if context.is_some() && expired(&answer) {
+            answer = self.post(peer, &item, client_id, None).await;
+        }
+        answer
+    }
+
+    async fn post(
+        &self,
+        peer: &str,
+        item: &serde_json::Value,
+        client_id: &str,
+        context: Option<&str>,
+    ) -> Answer {
         let mut m = json!({
             "from_user_id": "",
             "to_user_id": peer,
             "client_id": client_id,
             "message_type": FROM_BOT,
             "message_state": FINISHED,
-            "item_list": [{"type": 1, "text_item": {"text": text}}],
+            "item_list": [item],
         });
         if let Some(c) = context {
             m["context_token"] = json!(c);
