@@ -202,6 +202,7 @@ mod tests {
                 id: None,
                 url: Some(path.display().to_string()),
                 name: None,
+                extra: None,
             })
             .collect();
         let body = TurnBody::new("m\"1", &message("hi \"there\"", media));

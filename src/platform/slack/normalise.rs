@@ -93,6 +93,7 @@ fn files(files: &Value) -> (Vec<Media>, usize) {
             id: text(&f["id"]),
             url: text(&f["url_private_download"]).or_else(|| text(&f["url_private"])),
             name: text(&f["name"]).or_else(|| text(&f["title"])),
+            extra: None,
         })
         .filter(|m| m.id.is_some() || m.url.is_some())
         .collect();
