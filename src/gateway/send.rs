@@ -15,6 +15,7 @@
 
 pub(crate) mod classify;
 pub(crate) mod exchange;
+pub(crate) mod progress;
 pub(crate) mod split;
 pub(crate) mod target;
 pub(crate) mod upload;

@@ -29,7 +29,7 @@ pub enum SubmitError {
     BadKey,
     #[error("idempotency_key {key:?} was already used for a different message ({id})")]
     KeyReused { key: String, id: String },
-    #[error("{adapter} cannot post files yet; send the text alone, or the file through an adapter that can (docs/media.md lists them)")]
+    #[error("{adapter} cannot post files; send the text alone, or the file through an adapter that can (docs/media.md lists them)")]
     FilesUnsupported { adapter: String },
     #[error("{adapter} cannot post files to {target}; send the text alone, or the file to a target that takes files (docs/media.md lists them)")]
     FilesUnsupportedTo { adapter: String, target: String },

@@ -36,6 +36,7 @@ use crate::gateway::adapter::Shared;
 use crate::gateway::platform_number::WaitKind;
 use crate::gateway::send::classify::{self, header_wait, int, json, local};
 use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::progress::Progress;
 use crate::gateway::send::target::valid_id;
 use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
@@ -60,7 +61,8 @@ pub struct Sender {
     api_base: String,
     token: Arc<FeishuToken>,
     /// What each message with files has done so far (`files.rs`).
-    progress: files::Progress,
+    /// Each unfinished message's uploaded keys and pieces posted.
+    progress: Progress<String>,
 }
 
 impl Post for Sender {
@@ -100,7 +102,7 @@ impl Sender {
             shared,
             api_base: api_base.trim_end_matches('/').to_owned(),
             token: Arc::new(token),
-            progress: files::Progress::default(),
+            progress: Progress::default(),
         }
     }
 

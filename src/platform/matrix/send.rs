@@ -25,6 +25,7 @@ use super::api::{Api, Refusal};
 use super::Target;
 use crate::gateway::send::classify::{self, local};
 use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::progress::Progress;
 use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// The spec limits a whole event to 65,536 bytes of JSON; a text of 16,000 characters stays
@@ -34,14 +35,15 @@ const MAX_TEXT: usize = 16_000;
 pub struct Sender {
     api: Api,
     /// What each message with files has done so far (`files.rs`).
-    progress: files::Progress,
+    /// Each unfinished message's uploaded content URIs and events posted.
+    progress: Progress<String>,
 }
 
 impl Sender {
     pub(super) fn new(api: Api) -> Sender {
         Sender {
             api,
-            progress: files::Progress::default(),
+            progress: Progress::default(),
         }
     }
 }

@@ -32,6 +32,7 @@ use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::Shared;
 use crate::gateway::send::classify::{self, int, json, local};
 use crate::gateway::send::exchange::{exchange, Response};
+use crate::gateway::send::progress::Progress;
 use crate::gateway::send::{Answer, FileLimits, Outgoing, Post};
 
 /// QQ publishes no length limit for a text message; too long is refused with 40054007
@@ -71,7 +72,8 @@ pub struct Sender {
     api_base: String,
     token: Arc<QqToken>,
     /// What each message with files has done so far (`files.rs`).
-    progress: files::Progress,
+    /// Each unfinished message's `file_info`s and posts confirmed.
+    progress: Progress<files::Uploaded>,
 }
 
 impl Sender {
@@ -80,7 +82,7 @@ impl Sender {
             shared,
             api_base,
             token,
-            progress: files::Progress::default(),
+            progress: Progress::default(),
         }
     }
 }

@@ -29,6 +29,7 @@ use super::account::{rate_limited, session_expired, WeixinAccount};
 use super::Target;
 use crate::gateway::send::classify::{self, json, local};
 use crate::gateway::send::exchange::exchange;
+use crate::gateway::send::progress::Progress;
 use crate::gateway::send::split::pieces;
 use crate::gateway::send::{Answer, FileLimits, Outgoing, Post, TextUnit};
 
@@ -50,7 +51,8 @@ pub struct Sender {
     /// Where an upload may go: the CDN's own origins.
     cdn_origins: crate::media::download::Origins,
     /// How far each unfinished message with files got (`files.rs`).
-    progress: files::Progress,
+    /// Each unfinished message's files on the CDN and posts confirmed.
+    progress: Progress<files::Uploaded>,
 }
 
 impl Sender {
@@ -60,7 +62,7 @@ impl Sender {
             account,
             cdn_base: cdn_base.trim_end_matches('/').to_owned(),
             cdn_origins: super::fetch::origins(cdn_base),
-            progress: files::Progress::default(),
+            progress: Progress::default(),
         }
     }
 }

@@ -44,9 +44,7 @@
 //! ten bounds one message's requests at 21, and is what Discord and Matrix take. The text
 //! is a message of its own, so it may be as long as any text.
 
-use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Mutex, PoisonError};
 
 use reqwest::header::AUTHORIZATION;
 use reqwest::multipart::Form;
@@ -141,41 +139,6 @@ async fn is_opus(path: &Path) -> bool {
     head.get(start..start + 8) == Some(b"OpusHead")
 }
 
-/// What each unfinished message with files has done, by outbox message id. Forgotten when
-/// the message is sent or fails; a message the outbox gives up on while it waits to retry
-/// leaves its entry, a few keys.
-#[derive(Default)]
-pub(super) struct Progress(Mutex<HashMap<String, Done>>);
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Done {
-    /// Each file's key, once uploaded.
-    keys: Vec<Option<String>>,
-    /// Pieces confirmed (the text, when there is one, then the files), counted from the first.
-    posted: usize,
-    /// The first piece's message id, which is the message's.
-    first: Option<String>,
-}
-
-impl Progress {
-    fn get(&self, id: &str, files: usize) -> Done {
-        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut done = map.get(id).cloned().unwrap_or_default();
-        done.keys.resize(files, None);
-        done
-    }
-
-    fn put(&self, id: &str, done: &Done) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(id.to_owned(), done.clone());
-    }
-
-    fn forget(&self, id: &str) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(id);
-    }
-}
-
 /// File `n`'s uuid key: the same for every attempt of one message, and never a text
 /// message's (an outbox id has no `.`).
 fn file_key(id: &str, n: usize) -> String {
@@ -199,11 +162,11 @@ impl Sender {
                 let n = piece - text;
                 let file = &msg.files[n];
                 let route = Route::of(file, is_opus(&file.path).await);
-                let key = match done.keys[n].clone() {
+                let key = match done.uploads[n].clone() {
                     Some(key) => key,
                     None => match self.upload(file, route).await {
                         Ok(key) => {
-                            done.keys[n] = Some(key.clone());
+                            done.uploads[n] = Some(key.clone());
                             self.progress.put(&msg.id, &done);
                             key
                         }

@@ -41,8 +41,6 @@
 //! `max_upload_size`, 50 MiB. A homeserver configured for less answers the upload 413
 //! `M_TOO_LARGE`, which fails the message with its words.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 
 use reqwest::header::{CONTENT_LENGTH, CONTENT_TYPE};
 use reqwest::Method;
@@ -67,52 +65,17 @@ pub(super) const LIMITS: FileLimits = FileLimits {
     max_caption: MAX_TEXT,
 };
 
-/// What each unfinished message with files has done, by outbox message id. Forgotten when
-/// the message is sent or fails; a message left to retry that the outbox then gives up on
-/// (its deadline) leaves its entry, a few URIs.
-#[derive(Default)]
-pub(super) struct Progress(Mutex<HashMap<String, Done>>);
-
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Done {
-    /// Each file's content URI, once uploaded.
-    uris: Vec<Option<String>>,
-    /// Events confirmed, counted from the first file.
-    events: usize,
-    /// The first event's id, which is the message's.
-    first: Option<String>,
-}
-
-impl Progress {
-    fn get(&self, id: &str, files: usize) -> Done {
-        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut done = map.get(id).cloned().unwrap_or_default();
-        done.uris.resize(files, None);
-        done
-    }
-
-    fn put(&self, id: &str, done: &Done) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(id.to_owned(), done.clone());
-    }
-
-    fn forget(&self, id: &str) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(id);
-    }
-}
-
 impl Sender {
     /// Every file of `msg` uploaded and posted, in order, from where an earlier attempt of
-    /// this process stopped.
+    /// this process stopped (its [`Progress`](crate::gateway::send::progress::Progress)).
     pub(super) async fn post_files(&self, msg: &Outgoing<Target>) -> Answer {
         let mut done = self.progress.get(&msg.id, msg.files.len());
-        for (n, file) in msg.files.iter().enumerate().skip(done.events) {
-            let uri = match done.uris[n].clone() {
+        for (n, file) in msg.files.iter().enumerate().skip(done.posted) {
+            let uri = match done.uploads[n].clone() {
                 Some(uri) => uri,
                 None => match self.upload(file).await {
                     Ok(uri) => {
-                        done.uris[n] = Some(uri.clone());
+                        done.uploads[n] = Some(uri.clone());
                         self.progress.put(&msg.id, &done);
                         uri
                     }
@@ -125,7 +88,7 @@ impl Sender {
                     if n == 0 {
                         done.first = platform_id;
                     }
-                    done.events = n + 1;
+                    done.posted = n + 1;
                     self.progress.put(&msg.id, &done);
                 }
                 answer => return self.stopped(&msg.id, answer),

@@ -51,9 +51,7 @@
 //!
 //! **Limits** ([`LIMITS`]): [`MAX_FILE`] per file, five files, the caption a text's length.
 
-use std::collections::HashMap;
 use std::io;
-use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -109,24 +107,9 @@ impl FileType {
     }
 }
 
-/// What each unfinished message with files has done, by outbox message id. Forgotten when
-/// the message is sent or fails; a message the outbox gives up on while it waits to retry
-/// leaves its entry, a few `file_info`s.
-#[derive(Default)]
-pub(super) struct Progress(Mutex<HashMap<String, Done>>);
-
-#[derive(Clone, Debug, Default)]
-struct Done {
-    /// Each file's upload, once made.
-    uploads: Vec<Option<Uploaded>>,
-    /// Posts confirmed, counted from the first file.
-    posts: usize,
-    /// The first post's id, which is the message's.
-    first: Option<String>,
-}
-
+/// A file QQ holds for a post: what an upload gives.
 #[derive(Clone, Debug)]
-struct Uploaded {
+pub(super) struct Uploaded {
     file_info: String,
     /// When the `file_info` lapses (`ttl`); never, for a `ttl` of 0.
     lapses: Option<Instant>,
@@ -139,25 +122,6 @@ impl Uploaded {
     }
 }
 
-impl Progress {
-    fn get(&self, id: &str, files: usize) -> Done {
-        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut done = map.get(id).cloned().unwrap_or_default();
-        done.uploads.resize(files, None);
-        done
-    }
-
-    fn put(&self, id: &str, done: &Done) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(id.to_owned(), done.clone());
-    }
-
-    fn forget(&self, id: &str) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(id);
-    }
-}
-
 impl Sender {
     /// Every file of `msg` uploaded and posted, in order, from where an earlier attempt of
     /// this process stopped.
@@ -167,7 +131,7 @@ impl Sender {
             return Answer::Failed(local(m));
         };
         let mut done = self.progress.get(&msg.id, msg.files.len());
-        for (n, file) in msg.files.iter().enumerate().skip(done.posts) {
+        for (n, file) in msg.files.iter().enumerate().skip(done.posted) {
             let file_info = match done.uploads[n].as_ref().filter(|u| u.fresh()) {
                 Some(u) => u.file_info.clone(),
                 None => match self.upload(&msg.target, chat, file).await {
@@ -186,7 +150,7 @@ impl Sender {
                     if n == 0 {
                         done.first = platform_id;
                     }
-                    done.posts = n + 1;
+                    done.posted = n + 1;
                     self.progress.put(&msg.id, &done);
                 }
                 answer => {

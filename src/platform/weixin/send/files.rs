@@ -26,8 +26,9 @@
 //!
 //! **Exactly once.** File `n` is posted under `client_id` `hermes-{message id}-file{n}`, fixed by
 //! the outbox message, and iLink posts one message per `client_id` (the text's pieces keep
-//! theirs, as for a text message). The process remembers, per message, the files confirmed,
-//! so a retry after a failure skips them. What a crash between an upload and its post's
+//! theirs, as for a text message). The process remembers, per message, the files on the CDN and those
+//! confirmed ([`Progress`](crate::gateway::send::progress::Progress)), so a retry after a failure
+//! uploads nothing twice and skips what was posted. What a crash between an upload and its post's
 //! answer costs: the next life uploads the file again under a new key (the first upload an
 //! **orphan** on the CDN, shown to no one) and posts under the same `client_id`, which iLink
 //! drops if the first post was made: at most one orphan upload per file, never a second post.
@@ -36,9 +37,6 @@
 //! **Limits** ([`LIMITS`]): iLink documents none. Ten files (as the other platforms), each up
 //! to 100 MiB (Tencent's plugin's cap on the media it handles), the text as long as a text
 //! message may be.
-
-use std::collections::HashMap;
-use std::sync::{Mutex, PoisonError};
 
 use futures_util::StreamExt;
 use md5::{Digest, Md5};
@@ -62,29 +60,9 @@ pub(in crate::platform::weixin) const LIMITS: FileLimits = FileLimits {
     max_caption: MAX_TEXT,
 };
 
-/// Files confirmed posted, by outbox message id; forgotten when the message is sent or fails.
-#[derive(Default)]
-pub(in crate::platform::weixin) struct Progress(Mutex<HashMap<String, usize>>);
-
-impl Progress {
-    fn get(&self, id: &str) -> usize {
-        let map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.get(id).copied().unwrap_or(0)
-    }
-
-    fn put(&self, id: &str, done: usize) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.insert(id.to_owned(), done);
-    }
-
-    fn forget(&self, id: &str) {
-        let mut map = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        map.remove(id);
-    }
-}
-
 /// A file on the CDN: its download parameter, key and sizes.
-struct Uploaded {
+#[derive(Clone)]
+pub(in crate::platform::weixin) struct Uploaded {
     param: String,
     key: Key,
     rawsize: u64,
@@ -103,14 +81,25 @@ impl Sender {
                 other => return other,
             }
         };
-        for (n, file) in msg.files.iter().enumerate().skip(self.progress.get(&msg.id)) {
-            let uploaded = match self.upload(peer, file).await {
-                Ok(uploaded) => uploaded,
-                Err(answer) => return self.stopped(&msg.id, answer),
+        let mut done = self.progress.get(&msg.id, msg.files.len());
+        for (n, file) in msg.files.iter().enumerate().skip(done.posted) {
+            let uploaded = match done.uploads[n].clone() {
+                Some(uploaded) => uploaded,
+                None => match self.upload(peer, file).await {
+                    Ok(uploaded) => {
+                        done.uploads[n] = Some(uploaded.clone());
+                        self.progress.put(&msg.id, &done);
+                        uploaded
+                    }
+                    Err(answer) => return self.stopped(&msg.id, answer),
+                },
             };
             let client_id = format!("hermes-{}-file{n}", msg.id);
             match self.deliver(peer, item(file, &uploaded), &client_id).await {
-                Answer::Sent { .. } => self.progress.put(&msg.id, n + 1),
+                Answer::Sent { .. } => {
+                    done.posted = n + 1;
+                    self.progress.put(&msg.id, &done);
+                }
                 answer => return self.stopped(&msg.id, answer),
             }
         }

@@ -11,6 +11,7 @@ use super::*;
 use crate::config::Secret;
 use crate::gateway::adapter::proxy::ProxyEnv;
 use crate::gateway::adapter::Shared;
+use crate::gateway::send::progress::Done;
 use crate::gateway::send::Post;
 use crate::mock_platform::{FeishuConfig, MockConfig, MockPlatform, Platform, SendFault};
 use crate::platform::feishu::token::FeishuToken;
@@ -150,12 +151,12 @@ async fn a_lost_answer_is_retried_without_a_second_upload_and_a_crash_costs_an_o
     let (lost, _) = fs.send(&msg).await;
     assert!(matches!(lost, Answer::Unknown(_)), "{lost:?}");
     assert!(fs.dedupes(&msg), "the uuids make the retry safe");
-    assert_eq!(fs.progress.get(&msg.id, 2).keys.iter().flatten().count(), 1);
+    assert_eq!(fs.progress.get(&msg.id, 2).uploads.iter().flatten().count(), 1);
     let (sent, _) = fs.send(&msg).await;
     assert!(matches!(sent, Answer::Sent { platform_id: Some(_) }), "{sent:?}");
     assert_eq!(mock.feishu_stats().uploads, 2, "no second upload");
     assert_eq!(mock.posts().len(), 2, "one message per file");
-    assert_eq!(fs.progress.get(&msg.id, 2), Done { keys: vec![None, None], ..Done::default() });
+    assert_eq!(fs.progress.get(&msg.id, 2), Done { uploads: vec![None, None], posted: 0, first: None });
 
     // A new process knows none of it: both files are uploaded again (orphans) and both
     // messages answered with the ones Feishu made.
@@ -176,5 +177,5 @@ async fn a_refused_upload_fails_with_feishus_words_and_posts_nothing() {
         other => panic!("{other:?}"),
     }
     assert!(mock.posts().is_empty());
-    assert_eq!(fs.progress.get(&msg.id, 1), Done { keys: vec![None], ..Done::default() });
+    assert_eq!(fs.progress.get(&msg.id, 1), Done { uploads: vec![None], posted: 0, first: None });
 }

@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::config::Secret;
+use crate::gateway::send::progress::Done;
 use crate::gateway::send::Post;
 use crate::mock_platform::{MatrixConfig, MockConfig, MockPlatform, Platform, SendFault};
 use crate::platform::matrix::api::Api;
@@ -125,13 +126,13 @@ async fn a_lost_answer_is_retried_without_a_second_upload_or_event_and_a_crash_c
     let (lost, _) = mx.send(&msg).await;
     assert!(matches!(lost, Answer::Unknown(_)), "{lost:?}");
     assert!(mx.dedupes(&msg), "the transaction ids make the retry safe");
-    assert_eq!(mx.progress.get(&msg.id, 2).uris.iter().flatten().count(), 1);
+    assert_eq!(mx.progress.get(&msg.id, 2).uploads.iter().flatten().count(), 1);
     let (sent, _) = mx.send(&msg).await;
     assert!(matches!(sent, Answer::Sent { platform_id: Some(_) }), "{sent:?}");
     let stats = mock.matrix_stats();
     assert_eq!((stats.uploaded, stats.txn_hits), (2, 1), "no second upload");
     assert_eq!(mock.posts().len(), 2, "one event per file");
-    assert_eq!(mx.progress.get(&msg.id, 2), Done { uris: vec![None, None], ..Done::default() });
+    assert_eq!(mx.progress.get(&msg.id, 2), Done { uploads: vec![None, None], posted: 0, first: None });
 
     // A new process knows none of it: both files are uploaded again (orphans) and both
     // events answered with the ones the homeserver has.
@@ -161,5 +162,5 @@ async fn a_refused_upload_fails_with_the_homeservers_words() {
         other => panic!("{other:?}"),
     }
     assert!(mock.posts().is_empty());
-    assert_eq!(mx.progress.get(&msg.id, 1), Done { uris: vec![None], ..Done::default() });
+    assert_eq!(mx.progress.get(&msg.id, 1), Done { uploads: vec![None], posted: 0, first: None });
 }

@@ -195,5 +195,5 @@ async fn a_guild_channel_s_files_fail_and_a_refused_upload_keeps_nothing() {
         other => panic!("{other:?}"),
     }
     assert!(mock.posts().is_empty());
-    assert!(qq.progress.0.lock().unwrap().is_empty(), "forgotten");
+    assert!(qq.progress.is_empty(), "forgotten");
 }
