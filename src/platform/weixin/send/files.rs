@@ -24,14 +24,15 @@
 //! voice (iLink's voice bubble is unproven and the clients disagree on its codec fields).
 //! `media.aes_key` is base64 of the key's **hex** (base64 of the raw bytes shows as a grey box).
 //!
-//! **Exactly once.** File `n` is posted under `client_id` `hermes-{message id}-file{n}`, fixed by
-//! the outbox message, and iLink posts one message per `client_id` (the text's pieces keep
-//! theirs, as for a text message). The process remembers, per message, the files on the CDN and those
-//! confirmed ([`Progress`](crate::gateway::send::progress::Progress)), so a retry after a failure
-//! uploads nothing twice and skips what was posted. What a crash between an upload and its post's
-//! answer costs: the next life uploads the file again under a new key (the first upload an
-//! **orphan** on the CDN, shown to no one) and posts under the same `client_id`, which iLink
-//! drops if the first post was made: at most one orphan upload per file, never a second post.
+//! **Exactly once.** File `n` is posted under `client_id` `hermes-{message id}-file{n}`, fixed
+//! by the outbox message, and iLink posts one message per `client_id` (the text's pieces keep
+//! theirs, as for a text message). The process remembers, per message, the files on the CDN
+//! and those confirmed ([`Progress`](crate::gateway::send::progress::Progress)), so a retry
+//! after a failure uploads nothing twice and skips what was posted. What a crash between an
+//! upload and its post's answer costs: the next life uploads the file again under a new key
+//! (the first upload an **orphan** on the CDN, shown to no one) and posts under the same
+//! `client_id`, which iLink drops if the first post was made: at most one orphan upload per
+//! file, never a second post.
 //! Nothing of an upload is kept in the outbox.
 //!
 //! **Limits** ([`LIMITS`]): iLink documents none. Ten files (as the other platforms), each up
