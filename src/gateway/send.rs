@@ -147,6 +147,29 @@ pub struct OutFile {
     pub bytes: u64,
 }
 
+#[cfg(test)]
+impl OutFile {
+    /// `bytes` written to `dir/name` and sent as a file of type `mime`: what a sender's tests
+    /// post.
+    pub(crate) fn written(dir: &std::path::Path, name: &str, mime: &str, bytes: &[u8]) -> Self {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        OutFile {
+            path,
+            name: name.into(),
+            mime: mime.into(),
+            kind: FileKind::of(mime),
+            bytes: bytes.len() as u64,
+        }
+    }
+
+    /// The SHA-256 of `bytes`, hex, as the mock records a posted file's.
+    pub(crate) fn sha256(bytes: &[u8]) -> String {
+        use sha2::Digest;
+        crate::media::store::hex(&sha2::Sha256::digest(bytes))
+    }
+}
+
 /// How a platform counts a text's length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TextUnit {

@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::config::Secret;
@@ -26,22 +25,11 @@ fn sender(mock: &MockPlatform) -> Sender {
 }
 
 fn file(dir: &Path, name: &str, mime: &str, bytes: &[u8]) -> OutFile {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    OutFile {
-        path,
-        name: name.into(),
-        mime: mime.into(),
-        kind: FileKind::of(mime),
-        bytes: bytes.len() as u64,
-    }
+    OutFile::written(dir, name, mime, bytes)
 }
 
 fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    OutFile::sha256(bytes)
 }
 
 fn message(text: &str, files: Vec<OutFile>) -> Outgoing<Target> {

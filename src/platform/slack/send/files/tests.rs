@@ -6,11 +6,10 @@
 
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::config::Secret;
-use crate::gateway::send::{FileKind, Post};
+use crate::gateway::send::Post;
 use crate::mock_platform::{MockConfig, MockPlatform, Platform, SendFault, SlackConfig};
 
 fn sender(mock: &MockPlatform) -> Sender {
@@ -21,22 +20,11 @@ fn sender(mock: &MockPlatform) -> Sender {
 }
 
 fn file(dir: &Path, name: &str, mime: &str, bytes: &[u8]) -> OutFile {
-    let path = dir.join(name);
-    std::fs::write(&path, bytes).unwrap();
-    OutFile {
-        path,
-        name: name.into(),
-        mime: mime.into(),
-        kind: FileKind::of(mime),
-        bytes: bytes.len() as u64,
-    }
+    OutFile::written(dir, name, mime, bytes)
 }
 
 fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    OutFile::sha256(bytes)
 }
 
 fn message(files: Vec<OutFile>) -> Outgoing<Target> {
