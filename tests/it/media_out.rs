@@ -6,7 +6,6 @@
 //! Profile names start with `mo`.
 
 use std::fs;
-use std::path::Path;
 use std::time::Duration;
 
 use hermes_svc::api::wire::SendBody;
@@ -45,15 +44,14 @@ pub(crate) fn sha256(bytes: &[u8]) -> String {
 
 fn gateway(rig: &Rig, faults: &str) -> std::process::Child {
     let token = TelegramConfig::default().token;
-    let mut env = vec![("MO_TG_TOKEN", token.as_str())];
-    if !faults.is_empty() {
-        env.push(("HERMES_TEST_FAULT", faults));
-    }
-    rig.gateway_with_env(&env)
+    rig.gateway_with(&[("MO_TG_TOKEN", &token)], faults)
 }
 
-/// `bytes` put into the gateway's media store as `name` through `POST /v1/media`.
-pub(crate) fn upload(rig: &Rig, dir: &Path, name: &str, bytes: &[u8]) -> String {
+/// `bytes` put into the gateway's media store as `name` through `POST /v1/media` (from a
+/// file of the rig's `files/`).
+pub(crate) fn upload(rig: &Rig, name: &str, bytes: &[u8]) -> String {
+    let dir = rig.home.path().join("files");
+    fs::create_dir_all(&dir).unwrap();
     let path = dir.join(name);
     fs::write(&path, bytes).unwrap();
     let file = rig.rt.block_on(tokio::fs::File::open(&path)).unwrap();
@@ -119,8 +117,8 @@ fn a_file_through_the_api_or_the_cli_reaches_telegram_and_discord_natively_once(
     let (photo, pdf) = (photo(), pdf());
 
     // The API: two files in one Discord message, one photo to Telegram.
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     submit(
         &rig,
         "dc-files",
@@ -201,9 +199,7 @@ fn files_a_platform_cannot_take_are_refused_before_anything_is_queued() {
     let rig = Rig::new("morefuse", TG);
     let mut gw = gateway(&rig, "");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
-    let chart = upload(&rig, &dir, "chart.png", &photo());
+    let chart = upload(&rig, "chart.png", &photo());
     let refuse = |to: (&str, &str), media: Vec<String>, code: &str| {
         let body = SendBody {
             adapter: to.0.into(),
@@ -248,8 +244,6 @@ fn files_a_platform_cannot_take_are_refused_before_anything_is_queued() {
 #[test]
 fn a_sigkill_between_upload_and_answer_posts_each_file_once() {
     let rig = Rig::new("mokill", TG);
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let photo = photo();
     for (to, key) in [
         (("dc", "channel:77"), "kill-dc"),
@@ -257,7 +251,7 @@ fn a_sigkill_between_upload_and_answer_posts_each_file_once() {
     ] {
         let mut gw = gateway(&rig, &format!("kill:outbox-answered:{key}"));
         assert!(rig.wait_api(&mut gw));
-        let chart = upload(&rig, &dir, "chart.png", &photo);
+        let chart = upload(&rig, "chart.png", &photo);
         // The answer may be lost to the kill: the message is journalled before the worker
         // sends it either way.
         let _ = rig

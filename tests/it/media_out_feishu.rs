@@ -5,7 +5,6 @@
 //! orphan); and a file over Feishu's 30 MB is refused before anything is queued. Profile
 //! names start with `mf`.
 
-use std::fs;
 use std::time::Duration;
 
 use hermes_svc::gateway::outbox::State;
@@ -52,11 +51,9 @@ fn a_photo_and_a_pdf_through_the_api_reach_the_feishu_chat_natively_once() {
     let rig = feishu_rig("mffiles");
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     submit(
         &rig,
         "fs-files",
@@ -103,14 +100,12 @@ fn a_photo_and_a_pdf_through_the_api_reach_the_feishu_chat_natively_once() {
 #[test]
 fn a_sigkill_between_the_post_and_its_record_leaves_one_feishu_message_per_file() {
     let rig = feishu_rig("mfkill");
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
     let key = "kill-fs";
     let mut gw = rig.gateway(&format!("kill:outbox-answered:{key}"));
     assert!(rig.wait_api(&mut gw));
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     // The answer may be lost to the kill: the message is journalled before the worker sends it.
     let body = body(key, ("fs", &chat()), key, &[chart, report]);
     let _ = rig.rt.block_on(rig.client().submit(&body));
@@ -147,11 +142,9 @@ fn a_file_over_feishus_limit_is_refused_before_anything_is_queued() {
     let rig = feishu_rig("mfbig");
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let mut big = b"%PDF-1.4\n".to_vec();
     big.resize(30_000_001, b'a');
-    let id = upload(&rig, &dir, "big.pdf", &big);
+    let id = upload(&rig, "big.pdf", &big);
     let e = rig
         .rt
         .block_on(

@@ -5,7 +5,6 @@
 //! (the upload made again, an orphan), and Slack, which has no key, has one post and the
 //! message `unknown` under at-most-once. Profile names start with `mm`.
 
-use std::fs;
 use std::process::Child;
 use std::time::Duration;
 
@@ -35,11 +34,7 @@ fn matrix_rig(profile: &str) -> Rig {
 
 fn matrix_gateway(rig: &Rig, faults: &str) -> Child {
     let token = MatrixConfig::default().access_token;
-    let mut env = vec![(MX_TOKEN, token.as_str())];
-    if !faults.is_empty() {
-        env.push(("HERMES_TEST_FAULT", faults));
-    }
-    rig.gateway_with_env(&env)
+    rig.gateway_with(&[(MX_TOKEN, &token)], faults)
 }
 
 /// The room the mock's bot is in, as a target.
@@ -52,11 +47,9 @@ fn files_through_the_api_reach_the_matrix_room_as_events_with_their_bytes_once()
     let rig = matrix_rig("mmfiles");
     let mut gw = matrix_gateway(&rig, "");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     let room = room();
     submit(
         &rig,
@@ -100,13 +93,11 @@ fn files_through_the_api_reach_the_matrix_room_as_events_with_their_bytes_once()
 #[test]
 fn a_sigkill_between_the_event_and_its_record_leaves_one_matrix_event() {
     let rig = matrix_rig("mmkill");
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let photo = photo();
     let key = "kill-mx";
     let mut gw = matrix_gateway(&rig, &format!("kill:outbox-answered:{key}"));
     assert!(rig.wait_api(&mut gw));
-    let chart = upload(&rig, &dir, "chart.png", &photo);
+    let chart = upload(&rig, "chart.png", &photo);
     let room = room();
     // The answer may be lost to the kill: the message is journalled before the worker sends it.
     let body = body(key, ("mx", &room), key, &[chart]);
@@ -150,14 +141,8 @@ fn slack_rig(profile: &str) -> Rig {
 
 fn slack_gateway(rig: &Rig, faults: &str) -> Child {
     let config = SlackConfig::default();
-    let mut env = vec![
-        (SL_APP, config.app_token.as_str()),
-        (SL_BOT, config.bot_token.as_str()),
-    ];
-    if !faults.is_empty() {
-        env.push(("HERMES_TEST_FAULT", faults));
-    }
-    rig.gateway_with_env(&env)
+    let env = [(SL_APP, &*config.app_token), (SL_BOT, &*config.bot_token)];
+    rig.gateway_with(&env, faults)
 }
 
 fn channel() -> String {
@@ -169,11 +154,9 @@ fn files_through_the_api_reach_the_slack_channel_in_one_post_with_their_bytes_on
     let rig = slack_rig("mmslack");
     let mut gw = slack_gateway(&rig, "");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     let to = channel();
     submit(&rig, "sl-files", ("sl", &to), "two files", &[chart, report]);
 
@@ -205,13 +188,11 @@ fn files_through_the_api_reach_the_slack_channel_in_one_post_with_their_bytes_on
 #[test]
 fn a_sigkill_between_the_share_and_its_record_leaves_one_slack_post_unknown() {
     let rig = slack_rig("mmslkill");
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let photo = photo();
     let key = "kill-sl";
     let mut gw = slack_gateway(&rig, &format!("kill:outbox-answered:{key}"));
     assert!(rig.wait_api(&mut gw));
-    let chart = upload(&rig, &dir, "chart.png", &photo);
+    let chart = upload(&rig, "chart.png", &photo);
     let to = channel();
     let body = body(key, ("sl", &to), key, &[chart]);
     let _ = rig.rt.block_on(rig.client().submit(&body));

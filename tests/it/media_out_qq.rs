@@ -6,7 +6,6 @@
 //! one post per file; a file over QQ's 10 MiB cap, or any file to a guild channel, is refused
 //! before anything is queued. Profile names start with `mq`.
 
-use std::fs;
 use std::time::Duration;
 
 use hermes_svc::api::wire::SendBody;
@@ -56,11 +55,9 @@ fn a_photo_and_a_pdf_replying_to_a_c2c_message_reach_qq_as_media_messages_once()
     let rig = Rig::new("mqfiles", "");
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     let submitted = rig
         .rt
         .block_on(rig.client().submit(&reply(
@@ -127,14 +124,12 @@ fn a_photo_and_a_pdf_replying_to_a_c2c_message_reach_qq_as_media_messages_once()
 #[test]
 fn a_sigkill_between_the_posts_and_their_record_leaves_one_qq_post_per_file() {
     let rig = Rig::new("mqkill", "");
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (photo, pdf) = (photo(), pdf());
     let key = "kill-qq";
     let mut gw = rig.gateway(&format!("kill:outbox-answered:{key}"));
     assert!(rig.wait_api(&mut gw));
-    let chart = upload(&rig, &dir, "chart.png", &photo);
-    let report = upload(&rig, &dir, "report.pdf", &pdf);
+    let chart = upload(&rig, "chart.png", &photo);
+    let report = upload(&rig, "report.pdf", &pdf);
     // The answer may be lost to the kill: the message is journalled before the worker sends it.
     let _ = rig.rt.block_on(
         rig.client()
@@ -168,12 +163,10 @@ fn a_file_over_qq_s_cap_or_to_a_guild_channel_is_refused_before_queueing() {
     let rig = Rig::new("mqrefuse", "");
     let mut gw = rig.gateway("");
     assert!(rig.wait_api(&mut gw));
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let mut big = pdf();
     big.resize(10 * 1024 * 1024 + 1, b'x');
-    let big = upload(&rig, &dir, "big.pdf", &big);
-    let chart = upload(&rig, &dir, "chart.png", &photo());
+    let big = upload(&rig, "big.pdf", &big);
+    let chart = upload(&rig, "chart.png", &photo());
     for (to, media, code) in [
         ("user:U9", big, "file_too_large"),
         ("channel:C9", chart, "files_unsupported"),

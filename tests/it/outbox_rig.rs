@@ -86,11 +86,15 @@ impl Rig {
     /// Start the gateway in the foreground, with `faults` as `HERMES_TEST_FAULT`; its stderr
     /// is appended to [`Rig::log`].
     pub(crate) fn gateway(&self, faults: &str) -> Child {
-        let env: Vec<(&str, &str)> = if faults.is_empty() {
-            vec![]
-        } else {
-            vec![("HERMES_TEST_FAULT", faults)]
-        };
+        self.gateway_with(&[], faults)
+    }
+
+    /// [`Rig::gateway`] with these variables added too (an adapter's token).
+    pub(crate) fn gateway_with(&self, env: &[(&str, &str)], faults: &str) -> Child {
+        let mut env = env.to_vec();
+        if !faults.is_empty() {
+            env.push(("HERMES_TEST_FAULT", faults));
+        }
         self.gateway_with_env(&env)
     }
 

@@ -184,11 +184,9 @@ fn a_photo_and_a_pdf_through_the_api_reach_weixin_decrypted_once() {
     let rig = rig("wmout", "", config);
     let mut gw = gateway(&rig, "");
     assert!(rig.wait_api(&mut gw), "{}", rig.log());
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let (png, doc) = (photo(), pdf());
-    let chart = upload(&rig, &dir, "chart.png", &png);
-    let report = upload(&rig, &dir, "report.pdf", &doc);
+    let chart = upload(&rig, "chart.png", &png);
+    let report = upload(&rig, "report.pdf", &doc);
     let target = format!("user:{PEER}");
     submit(
         &rig,
@@ -229,13 +227,11 @@ fn a_photo_and_a_pdf_through_the_api_reach_weixin_decrypted_once() {
 #[test]
 fn a_sigkill_between_the_post_and_its_record_leaves_one_weixin_post_each() {
     let rig = rig("wmkill", "", WeixinConfig::default());
-    let dir = rig.home.path().join("files");
-    fs::create_dir_all(&dir).unwrap();
     let png = photo();
     let key = "kill-wx";
     let mut gw = gateway(&rig, &format!("kill:outbox-answered:{key}"));
     assert!(rig.wait_api(&mut gw), "{}", rig.log());
-    let chart = upload(&rig, &dir, "chart.png", &png);
+    let chart = upload(&rig, "chart.png", &png);
     let target = format!("user:{PEER}");
     let body = body(key, ("wx", &target), key, &[chart]);
     let _ = rig.rt.block_on(rig.client().submit(&body));
