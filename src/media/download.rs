@@ -87,8 +87,8 @@ pub enum DownloadError {
     Undecodable(String),
 }
 
-/// A wing's decoding of a file as it streams, for a platform that serves its files encoded
-/// (Weixin's CDN: AES-128-ECB): what it gives is what the store keeps. The limits hold for
+/// A wing's decoding of a file as it streams, for a platform that serves its files encrypted
+/// or otherwise encoded: what it gives is what the store keeps. The limits hold for
 /// the bytes as served.
 pub trait Decode: Send {
     /// The decoded bytes `chunk` completes (perhaps none yet: a cipher holds a part block).

@@ -15,16 +15,16 @@ pub const QUOTA: u64 = 512 * 1024 * 1024;
 /// An item of a message, as its platform names it.
 #[derive(Clone, Copy, Debug)]
 pub struct Item<'a> {
-    /// The platform's id for it (Telegram's `file_id`, Feishu's `image_key`).
+    /// The platform's id for it (a file id, a resource key).
     pub id: Option<&'a str>,
     /// Where the platform says it is.
     pub url: Option<&'a str>,
     /// The platform's id of the message it came with, for a platform that serves a file by
-    /// the message and the file's key together (Feishu).
+    /// the message and the file's key together.
     pub message: Option<&'a str>,
     /// What it is: `photo`, `voice`, `document`, ... (a platform may fetch kinds apart).
     pub kind: &'a str,
-    /// The wing's own detail of it, opaque here (`Media::extra`: Weixin's file key).
+    /// The wing's own detail of it, opaque here (`Media::extra`, such as a file's key).
     pub extra: Option<&'a str>,
 }
 

@@ -5,7 +5,7 @@
 //! value, the serialised body: 26.6 MiB of peak RSS for one photo, docs/benchmarks.md), and the
 //! value was kept for every retry of the turn. Here the JSON around the images is serialised
 //! once and each image is read from its stored file and encoded as the request is written,
-//! for every attempt ([`media::base64_pieces`], as QQ's upload does). The length is
+//! for every attempt ([`media::base64_pieces`], as a platform's base64 upload is). The length is
 //! known before a byte is sent (base64 is 4 bytes per 3), so the request has a
 //! `Content-Length` as any JSON body would.
 

@@ -1,5 +1,5 @@
 //! How far an unfinished message with files got in this process: a platform that uploads a
-//! file and then posts it (Matrix, Feishu, QQ, Weixin) makes a message several requests, and
+//! file and then posts it (each in a request of its own) makes a message several requests, and
 //! a retry after a 429 or a lost answer should neither upload again nor post again what the
 //! platform already confirmed. Kept in memory only: after a crash the next life starts over,
 //! and each wing's idempotency key for a post (fixed by the outbox id) keeps a repeated post
@@ -19,8 +19,8 @@ impl<U> Default for Progress<U> {
     }
 }
 
-/// What one message has done: `U` is what an upload gives a post (a content URI, a key, QQ's
-/// `file_info`).
+/// What one message has done: `U` is what an upload gives a post (a content URI, a key, a
+/// handle with its lifetime).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Done<U> {
     /// Each file's upload, once made.
