@@ -260,6 +260,11 @@ pub fn prepare(
         ("HERMES_AUTO_CONTINUE_FRESHNESS", "1".to_owned()),
         // Restart pacing is the service manager's.
         ("HERMES_GATEWAY_MAX_STARTS", "0".to_owned()),
+        // Without it Hermes follows a sticky `hermes profile use NAME` (`active_profile` in its
+        // root, `~/.hermes` for any home under it) and swaps its home for that profile's: the
+        // gateway's own home, whose `.env` holds the platform tokens (docs/research/adopt.md
+        // §8.2). The variable is how Hermes's own supervisor pins a child's home.
+        ("HERMES_S6_SUPERVISED_CHILD", "1".to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -327,6 +332,7 @@ mod tests {
         assert_eq!(set["GATEWAY_RELAY_ID"], "hermes-svc-coder");
         assert_eq!(set["GATEWAY_RELAY_SECRET"].len(), 64);
         assert_eq!(set["HERMES_HOME"], home(&p).display().to_string());
+        assert_eq!(set["HERMES_S6_SUPERVISED_CHILD"], "1");
         assert!(home(&p).is_dir(), "Hermes's home is made");
     }
 

@@ -2,8 +2,8 @@
 //! Hermes (hermes-agent 0.19.0) in it: installed beside the gateway, started after the gateway's
 //! Relay listens, answering through it; stopped with the gateway (Hermes's exit 1 on SIGTERM is
 //! a clean stop); restarted on 75 and left down on 78; holding no platform credential even when
-//! one is in the manager's environment, so the platform sees one session per credential; gone
-//! with `uninstall`. Profile names start with `au`.
+//! one is in the manager's environment, so the platform sees one session per credential, and
+//! staying in its own home whatever `hermes profile use` made sticky; gone with `uninstall`. Profile names start with `au`.
 
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
@@ -61,6 +61,14 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     let agent_home = profile.home.join("agent/hermes");
     fs::create_dir_all(&agent_home).unwrap();
     fs::write(agent_home.join("config.yaml"), config_yaml(model_port)).unwrap();
+    // A sticky `hermes profile use auhermes`, in the Hermes root of the profile homes and in
+    // the agent's home (Hermes's root for a home outside `~/.hermes`): Hermes must follow
+    // neither into the gateway's home, where the platform tokens are.
+    let profiles = profile.home.parent().unwrap();
+    assert!(profiles.ends_with("profiles"), "{profiles:?}");
+    for root in [profiles.parent().unwrap(), agent_home.as_path()] {
+        fs::write(root.join("active_profile"), PROFILE).unwrap();
+    }
     let gateway = profile.unit.clone();
     let agent = format!("hermes-agent-{PROFILE}.service");
     let agent_log = m.capture_logs(&agent);
@@ -125,6 +133,10 @@ fn the_agent_unit_runs_hermes_beside_the_gateway_and_hermes_holds_no_platform() 
     let hermes_state: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(agent_home.join("gateway_state.json")).unwrap())
             .unwrap();
+    assert!(
+        !profile.home.join("gateway_state.json").exists(),
+        "Hermes stayed in its own home, whatever active_profile says"
+    );
     let platforms: Vec<&String> = hermes_state["platforms"]
         .as_object()
         .map(|p| p.keys().collect())
