@@ -1,0 +1,240 @@
+//! A reload (SIGHUP, `hermes-svc reload`, `systemctl reload`): read the profile's
+//! configuration again by the code a start reads it with ([`Plan::read`]: `gateway.toml`,
+//! `.env` and each adapter's credentials), check the whole of it against the running one
+//! before touching anything, then apply it, or refuse it and keep the running one.
+//!
+//! This version applies what no adapter holds: the access rules (`[access]` and each
+//! `[adapter.access]`), which the spool's judge takes for the next message, with no
+//! connection touched. Anything else that changed (an adapter's own table, a credential, the
+//! adapters themselves, `[agent]`, `[cluster]`, `[gateway]`, `[[cron]]`) is refused with what
+//! changed and that a restart applies it: a half-applied configuration would be one nobody
+//! wrote. Reloading adapters one by one comes next (issue 49).
+//!
+//! Signals coalesce (a SIGHUP that arrives while one is being handled is one more reload,
+//! however many arrive), and each reload reads the files as they are then, so a storm ends
+//! with the last configuration written, or the last refusal of it.
+
+use std::time::SystemTime;
+
+use super::frontend::ReloadHook;
+use super::{reason, GatewayError, Plan};
+use crate::config::Secret;
+use crate::gateway::state_file::{ReloadOutcome, ReloadRecord};
+use crate::platform::{AdapterSpec, GatewayConfig};
+use crate::profile::Profile;
+
+/// Why a new configuration was refused. The running one stays as it was.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum Refusal {
+    /// It cannot be read: the config error names the file, the line and the fix.
+    #[error("{}", reason(.0))]
+    Unreadable(Box<GatewayError>),
+    #[error("{what}; a restart applies it (hermes-svc restart --profile {profile}): a reload applies only access rules for now")]
+    NeedsRestart { what: String, profile: String },
+}
+
+/// The running configuration and what takes a new one.
+pub(super) struct Reloader {
+    profile: Profile,
+    config: GatewayConfig,
+    adapters: Vec<(AdapterSpec, Vec<Secret>)>,
+    /// The front ends' parts of a reload (the access rules').
+    pub(super) hooks: Vec<ReloadHook>,
+    generation: u64,
+}
+
+impl Reloader {
+    pub(super) fn new(profile: &Profile, plan: &Plan) -> Self {
+        Self {
+            profile: profile.clone(),
+            config: plan.config.clone(),
+            adapters: plan.adapters.clone(),
+            hooks: vec![],
+            generation: 0,
+        }
+    }
+
+    /// Read, check and apply the configuration on disk now; what came of it, for the state
+    /// file.
+    pub(super) fn reload(&mut self) -> ReloadRecord {
+        self.generation += 1;
+        let (outcome, reason) = match self.read_and_check() {
+            Ok(plan) => {
+                let reason = self.apply(plan);
+                tracing::info!(generation = self.generation, %reason, "configuration reloaded");
+                (ReloadOutcome::Applied, reason)
+            }
+            Err(refusal) => {
+                let reason = refusal.to_string();
+                tracing::error!(generation = self.generation, %reason, "reload refused; the running configuration stays");
+                (ReloadOutcome::Refused, reason)
+            }
+        };
+        ReloadRecord {
+            generation: self.generation,
+            at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
+            outcome,
+            reason,
+        }
+    }
+
+    fn read_and_check(&self) -> Result<Plan, Refusal> {
+        let plan = Plan::read(&self.profile).map_err(|e| Refusal::Unreadable(Box::new(e)))?;
+        let what = changes_needing_restart(&self.config, &self.adapters, &plan);
+        if what.is_empty() {
+            Ok(plan)
+        } else {
+            Err(Refusal::NeedsRestart {
+                what: what.join("; "),
+                profile: self.profile.name().to_string(),
+            })
+        }
+    }
+
+    /// Hand the checked configuration to what takes it; what changed, in words.
+    fn apply(&mut self, plan: Plan) -> String {
+        let access_changed = !same_access(&self.config, &plan.config);
+        for hook in &self.hooks {
+            hook(&plan.config);
+        }
+        self.config = plan.config;
+        self.adapters = plan.adapters;
+        if access_changed {
+            "access rules applied".into()
+        } else {
+            "nothing changed".into()
+        }
+    }
+}
+
+/// Whether the access rules of `a` and `b` are the same: `[access]` and every adapter's own.
+fn same_access(a: &GatewayConfig, b: &GatewayConfig) -> bool {
+    a.access == b.access
+        && a.adapters.len() == b.adapters.len()
+        && a.adapters
+            .iter()
+            .zip(&b.adapters)
+            .all(|(x, y)| x.access == y.access)
+}
+
+/// What changed between the running configuration and `new` that this version cannot apply
+/// without a restart, each in words naming it; empty when the rest is the same.
+fn changes_needing_restart(
+    config: &GatewayConfig,
+    adapters: &[(AdapterSpec, Vec<Secret>)],
+    new: &Plan,
+) -> Vec<String> {
+    let mut what = vec![];
+    let names = |list: &[(AdapterSpec, Vec<Secret>)]| -> Vec<String> {
+        list.iter().map(|(s, _)| s.name.clone()).collect()
+    };
+    let (old_names, new_names) = (names(adapters), names(&new.adapters));
+    let added: Vec<&str> = new_names
+        .iter()
+        .filter(|n| !old_names.contains(n))
+        .map(String::as_str)
+        .collect();
+    let removed: Vec<&str> = old_names
+        .iter()
+        .filter(|n| !new_names.contains(n))
+        .map(String::as_str)
+        .collect();
+    if !added.is_empty() {
+        what.push(format!("adapter {} added", added.join(", ")));
+    }
+    if !removed.is_empty() {
+        what.push(format!("adapter {} removed", removed.join(", ")));
+    }
+    for (spec, secrets) in adapters {
+        let Some((new_spec, new_secrets)) = new.adapters.iter().find(|(s, _)| s.name == spec.name)
+        else {
+            continue;
+        };
+        let mut own = new_spec.clone();
+        own.access = spec.access.clone();
+        if own != *spec {
+            what.push(format!(
+                "adapter {}'s [[adapter]] table changed (other than its access rules)",
+                spec.name
+            ));
+        } else if new_secrets != secrets {
+            what.push(format!("adapter {}'s credential changed", spec.name));
+        }
+    }
+    let new_config = &new.config;
+    if config.max_outage != new_config.max_outage
+        || config.self_watchdog != new_config.self_watchdog
+    {
+        what.push("[gateway] changed".into());
+    }
+    if config.agent != new_config.agent {
+        what.push("[agent] changed".into());
+    }
+    if config.cluster != new_config.cluster {
+        what.push("[cluster] changed".into());
+    }
+    if config.cron != new_config.cron {
+        what.push("[[cron]] changed".into());
+    }
+    what
+}
+
+/// `CLOCK_MONOTONIC` in microseconds, for `RELOADING=1`'s `MONOTONIC_USEC=` (sd_notify(3)).
+pub(super) fn monotonic_usec() -> u64 {
+    use nix::time::{clock_gettime, ClockId};
+    clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
+        (t.tv_sec() as u64) * 1_000_000 + (t.tv_nsec() as u64) / 1_000
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(toml: &str) -> Plan {
+        let config: GatewayConfig =
+            crate::config::parse(std::path::Path::new("/g.toml"), toml).unwrap();
+        let adapters = config
+            .adapters
+            .iter()
+            .map(|a| (a.clone(), vec![Secret::new("t".into())]))
+            .collect();
+        Plan {
+            config,
+            adapters,
+            watchdog: None,
+            self_watchdog: std::time::Duration::from_secs(30),
+        }
+    }
+
+    const TG: &str = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n";
+
+    #[test]
+    fn access_rules_alone_need_no_restart_and_an_adapters_table_does() {
+        let old = plan(TG);
+        let access = plan(&format!(
+            "{TG}[adapter.access]\nallow-users = [\"7\"]\n\n[access]\nallow-users = [\"8\"]\n"
+        ));
+        assert!(changes_needing_restart(&old.config, &old.adapters, &access).is_empty());
+        assert!(!same_access(&old.config, &access.config));
+        let timing = plan(&TG.replace("token-env", "backoff-max = \"5s\"\ntoken-env"));
+        let what = changes_needing_restart(&old.config, &old.adapters, &timing);
+        assert_eq!(what.len(), 1, "{what:?}");
+        assert!(
+            what[0].contains("adapter tg's [[adapter]] table"),
+            "{what:?}"
+        );
+        let added = plan(&format!("{TG}{}", TG.replace("\"tg\"", "\"tg2\"")));
+        let what = changes_needing_restart(&old.config, &old.adapters, &added);
+        assert_eq!(what, vec!["adapter tg2 added".to_string()]);
+    }
+
+    #[test]
+    fn a_new_credential_needs_a_restart_in_this_version() {
+        let old = plan(TG);
+        let mut new = plan(TG);
+        new.adapters[0].1 = vec![Secret::new("other".into())];
+        let what = changes_needing_restart(&old.config, &old.adapters, &new);
+        assert_eq!(what, vec!["adapter tg's credential changed".to_string()]);
+    }
+}
