@@ -22,7 +22,7 @@ mod frontend;
 mod media;
 mod outbound;
 mod ownership;
-mod reload;
+pub(crate) mod reload;
 mod supervision;
 mod watchdog;
 

@@ -87,12 +87,15 @@ fn reload(profile: &Profile, timeout: Duration) -> Result<ReloadRecord, ReloadEr
         profile: name.clone(),
     };
     let pid = gateway_pid(profile).ok_or_else(not_running)?;
-    let before = last_reload(profile, pid).map_or(0, |r| r.generation);
     let raw = Pid::from_raw(i32::try_from(pid).map_err(|_| not_running())?);
+    // A reload that began before the signal may have read the files before they were last
+    // written: only one that began after it answers this command (signals coalesce, so one
+    // always does).
+    let sent = crate::runtime::reload::monotonic_usec();
     kill(raw, Signal::SIGHUP).map_err(|source| ReloadError::Signal { pid, source })?;
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(r) = last_reload(profile, pid).filter(|r| r.generation != before) {
+        if let Some(r) = last_reload(profile, pid).filter(|r| r.began_monotonic_usec >= sent) {
             return match r.outcome {
                 ReloadOutcome::Refused => Err(ReloadError::Refused { reason: r.reason }),
                 _ => Ok(r),

@@ -56,7 +56,7 @@ impl Reloader {
 
     /// Read, check and apply the configuration on disk now; what came of it, for the state
     /// file.
-    pub(super) fn reload(&mut self) -> ReloadRecord {
+    pub(super) fn reload(&mut self, began_monotonic_usec: u64) -> ReloadRecord {
         self.generation += 1;
         let (outcome, reason) = match self.read_and_check() {
             Ok(plan) => {
@@ -72,6 +72,7 @@ impl Reloader {
         };
         ReloadRecord {
             generation: self.generation,
+            began_monotonic_usec,
             at: humantime::format_rfc3339_millis(SystemTime::now()).to_string(),
             outcome,
             reason,
@@ -180,7 +181,7 @@ fn changes_needing_restart(
 }
 
 /// `CLOCK_MONOTONIC` in microseconds, for `RELOADING=1`'s `MONOTONIC_USEC=` (sd_notify(3)).
-pub(super) fn monotonic_usec() -> u64 {
+pub(crate) fn monotonic_usec() -> u64 {
     use nix::time::{clock_gettime, ClockId};
     clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
         (t.tv_sec() as u64) * 1_000_000 + (t.tv_nsec() as u64) / 1_000

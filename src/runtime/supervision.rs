@@ -298,11 +298,9 @@ impl Supervision {
         stale_after: Duration,
         cluster: Option<ClusterHealth>,
     ) {
-        self.send(&format!(
-            "RELOADING=1\nMONOTONIC_USEC={}",
-            reload::monotonic_usec()
-        ));
-        let record = reloader.reload();
+        let began = reload::monotonic_usec();
+        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={began}"));
+        let record = reloader.reload(began);
         let told = format!("reload {}: {}", record.outcome.as_str(), record.reason);
         tick.reload = Some(record);
         tick.write(&components.registry.snapshot(), stale_after, cluster);

@@ -81,6 +81,7 @@ mod tests {
             cluster: None,
             reload: Some(ReloadRecord {
                 generation: 3,
+                began_monotonic_usec: 1,
                 at: "2026-12-06T12:00:00.000Z".into(),
                 outcome,
                 reason: "/h/gateway.toml:4: expected `=`".into(),

@@ -9,6 +9,11 @@ pub struct ReloadRecord {
     /// 1 for the run's first reload, one more for each after it: `reload` waits for it to
     /// change, which no clock can get wrong.
     pub generation: u64,
+    /// `CLOCK_MONOTONIC` (µs, the clock every process of the machine shares) when it began,
+    /// before the files were read: `reload` waits for one that began after its signal, since
+    /// one that began before may have read the files before they were last written.
+    #[serde(default)]
+    pub began_monotonic_usec: u64,
     /// When it ended, RFC 3339, UTC.
     pub at: String,
     pub outcome: ReloadOutcome,

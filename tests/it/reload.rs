@@ -1,0 +1,177 @@
+//! `hermes-svc reload` against a real gateway process and the mock platform: a new
+//! `allow-users` entry admits its sender's next message with no new connection or identify;
+//! a bad edit (a syntax error, an adapter's own table) is refused naming the line or the
+//! adapter, the gateway keeps running on its old rules, and the state file says so until a
+//! good reload; a storm of SIGHUPs leaves the gateway running the last configuration written.
+//! Profile names start with `rl`.
+
+use std::process::{Child, Output};
+use std::time::Duration;
+
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use serde_json::{json, Value};
+
+use crate::harness::{stderr, stdout, wait_for};
+use crate::outbox_rig::{sigterm, Rig};
+
+/// A QQ group message from `member`, addressing the bot.
+fn from(rig: &Rig, member: &str, id: &str) {
+    rig.mock.emit_dispatch(
+        "GROUP_AT_MESSAGE_CREATE",
+        id,
+        json!({"author": {"member_openid": member}, "content": format!(" hello {id}"),
+               "group_openid": "G1", "id": format!("msg-{id}")}),
+    );
+}
+
+/// The verdict stored with the QQ message `id`: `admitted:RULE` or `refused:RULE`.
+fn verdict(rig: &Rig, id: &str) -> String {
+    let event = wait_for(Duration::from_secs(30), &format!("message {id}"), || {
+        rig.events("qq")
+            .into_iter()
+            .find(|e| e.to_string().contains(&format!("msg-{id}")))
+    });
+    let access = &event["access"];
+    let side = if access["admitted"] == true {
+        "admitted"
+    } else {
+        "refused"
+    };
+    format!("{side}:{}", access["rule"].as_str().unwrap_or("?"))
+}
+
+fn reload(rig: &Rig) -> Output {
+    rig.hermes()
+        .args(["reload", "-p", &rig.profile, "--timeout", "60s"])
+        .output()
+        .unwrap()
+}
+
+fn config(rig: &Rig) -> String {
+    std::fs::read_to_string(rig.profile_home().join("gateway.toml")).unwrap()
+}
+
+fn write_config(rig: &Rig, text: &str) {
+    std::fs::write(rig.profile_home().join("gateway.toml"), text).unwrap();
+}
+
+/// Both adapters of this life of the gateway connected.
+fn start(rig: &Rig) -> Child {
+    let gw = rig.gateway("");
+    rig.wait_adapter(&gw, "qq");
+    rig.wait_adapter(&gw, "dc");
+    gw
+}
+
+fn last_reload(rig: &Rig) -> Value {
+    rig.state().map(|s| s["reload"].clone()).unwrap_or_default()
+}
+
+#[test]
+fn a_new_allowed_sender_is_admitted_after_a_reload_with_no_reconnect() {
+    let rig = Rig::new("rlaccess", "[access]\nallow-users = [\"M0\"]\n");
+    let mut gw = start(&rig);
+    from(&rig, "M1", "before");
+    assert_eq!(verdict(&rig, "before"), "refused:unknown-sender");
+    let before = rig.mock.stats();
+
+    write_config(&rig, &config(&rig).replace("[\"M0\"]", "[\"M0\", \"M1\"]"));
+    let out = reload(&rig);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(
+        stdout(&out).contains("access rules applied"),
+        "{}",
+        stdout(&out)
+    );
+
+    from(&rig, "M1", "after");
+    assert_eq!(verdict(&rig, "after"), "admitted:allow-users");
+    let after = rig.mock.stats();
+    assert_eq!(after.connections, before.connections, "no new connection");
+    assert_eq!(after.identifies, before.identifies, "no new identify");
+    assert_eq!(last_reload(&rig)["outcome"], "applied");
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_bad_edit_is_refused_with_its_line_or_adapter_and_the_old_rules_stay() {
+    let rig = Rig::new("rlbad", "[access]\nallow-users = [\"M1\"]\n");
+    let mut gw = start(&rig);
+    let good = config(&rig);
+
+    // A syntax error: refused with the file and line, exit 78, the gateway running on.
+    let line = good.lines().count() + 1;
+    write_config(&rig, &format!("{good}allow-users = oops\n"));
+    let out = reload(&rig);
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("gateway.toml:{line}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(gw.try_wait().unwrap().is_none(), "the gateway runs on");
+    let refused = last_reload(&rig);
+    assert_eq!(refused["outcome"], "refused", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains(&format!("gateway.toml:{line}")),
+        "{refused}"
+    );
+    from(&rig, "M1", "kept");
+    assert_eq!(verdict(&rig, "kept"), "admitted:allow-users");
+
+    // An adapter's own table: refused naming the adapter and the restart that applies it.
+    let before = rig.mock.stats();
+    write_config(
+        &rig,
+        &good
+            .replacen("backoff-max = \"1s\"", "backoff-max = \"2s\"", 2)
+            .replacen("backoff-max = \"2s\"", "backoff-max = \"1s\"", 1),
+    );
+    let out = reload(&rig);
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("adapter qq"), "{err}");
+    assert!(err.contains("restart"), "{err}");
+    assert!(!err.contains("adapter dc"), "{err}");
+
+    // The good file again: applied, and the refusal is gone from the state file.
+    write_config(&rig, &good);
+    let out = reload(&rig);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(last_reload(&rig)["outcome"], "applied");
+    let after = rig.mock.stats();
+    assert_eq!(
+        after.identifies, before.identifies,
+        "no adapter was touched"
+    );
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_storm_of_sighups_leaves_the_gateway_on_the_last_configuration() {
+    let rig = Rig::new("rlstorm", "[access]\nallow-users = [\"M0\"]\n");
+    let mut gw = start(&rig);
+    let base = config(&rig);
+    let pid = Pid::from_raw(gw.id() as i32);
+    for i in 0..100 {
+        write_config(
+            &rig,
+            &base.replace("[\"M0\"]", &format!("[\"M{}\"]", i % 7)),
+        );
+        kill(pid, Signal::SIGHUP).unwrap();
+    }
+    // The last word: M9 alone. `reload` waits for a reload that began after it was written.
+    write_config(&rig, &base.replace("[\"M0\"]", "[\"M9\"]"));
+    let out = reload(&rig);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(gw.try_wait().unwrap().is_none(), "the gateway runs on");
+    from(&rig, "M9", "last");
+    assert_eq!(verdict(&rig, "last"), "admitted:allow-users");
+    from(&rig, "M6", "earlier");
+    assert_eq!(verdict(&rig, "earlier"), "refused:unknown-sender");
+    sigterm(&mut gw);
+}
