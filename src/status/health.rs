@@ -295,6 +295,22 @@ fn reload_line(r: &ReloadRecord) -> String {
 pub(super) mod tests {
     use super::*;
 
+    #[test]
+    fn a_refused_reload_says_so_with_why_and_an_applied_one_quietly() {
+        let mut r = ReloadRecord {
+            generation: 2,
+            began_monotonic_usec: 1,
+            at: "2026-12-06T12:00:00.000Z".into(),
+            outcome: ReloadOutcome::Refused,
+            reason: "/h/gateway.toml:4: expected `=`\u{1b}[2J".into(),
+        };
+        let line = reload_line(&r);
+        assert!(line.starts_with("reload #2 REFUSED"), "{line}");
+        assert!(line.contains("gateway.toml:4") && !line.contains('\u{1b}'), "{line}");
+        r.outcome = ReloadOutcome::Applied;
+        assert!(reload_line(&r).starts_with("reload #2 applied at"));
+    }
+
     fn unit(active_state: &str, main_pid: u32) -> Writer<'_> {
         Writer::Unit {
             active_state,
