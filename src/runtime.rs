@@ -242,7 +242,7 @@ async fn serve(
         name: profile.name().to_string(),
         state_path: profile.state_file(),
         outbound: &outbound,
-        cron: &plan.config.cron,
+        cron: plan.config.cron.clone(),
         frontend_health: &frontend_health,
         written: None,
         reload: None,
@@ -267,7 +267,7 @@ async fn serve(
                     CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
                 cron_ctx.outbox = outbound.outbox().cloned();
                 cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
-                components.start_cron(&plan.config.cron, cron_ctx);
+                reloader.cron = components.start_cron(&plan.config.cron, cron_ctx);
                 let ready_deadline =
                     components.start_adapters(plan.adapters.clone(), &spool, &shared);
                 components.start_workers(&outbound, senders);

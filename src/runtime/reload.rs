@@ -4,11 +4,12 @@
 //! before touching anything, then apply it, or refuse it and keep the running one.
 //!
 //! This version applies what no adapter holds: the access rules (`[access]` and each
-//! `[adapter.access]`), which the spool's judge takes for the next message, with no
-//! connection touched. Anything else that changed (an adapter's own table, a credential, the
-//! adapters themselves, `[agent]`, `[cluster]`, `[gateway]`, `[[cron]]`) is refused with what
-//! changed and that a restart applies it: a half-applied configuration would be one nobody
-//! wrote. Reloading adapters one by one comes next (issue 49).
+//! `[adapter.access]`), which the spool's judge takes for the next message, and the cron jobs
+//! (`[[cron]]`), which the ticker takes as its new list, with no connection touched. Anything
+//! else that changed (an adapter's own table, a credential, the adapters themselves,
+//! `[agent]`, `[cluster]`, `[gateway]`) is refused with what changed and that a restart
+//! applies it: a half-applied configuration would be one nobody wrote. Reloading adapters one
+//! by one comes next (issue 49).
 //!
 //! Signals coalesce (a SIGHUP that arrives while one is being handled is one more reload,
 //! however many arrive), and each reload reads the files as they are then, so a storm ends
@@ -16,11 +17,15 @@
 
 use std::time::SystemTime;
 
+use tokio::sync::watch;
+
+use super::components::ticker_jobs;
 use super::frontend::ReloadHook;
 use super::{reason, GatewayError, Plan};
 use crate::config::Secret;
+use crate::gateway::cron;
 use crate::gateway::state_file::{ReloadOutcome, ReloadRecord};
-use crate::platform::{AdapterSpec, GatewayConfig};
+use crate::platform::{AdapterSpec, CronSpec, GatewayConfig};
 use crate::profile::Profile;
 
 /// Why a new configuration was refused. The running one stays as it was.
@@ -29,7 +34,7 @@ pub(super) enum Refusal {
     /// It cannot be read: the config error names the file, the line and the fix.
     #[error("{}", reason(.0))]
     Unreadable(Box<GatewayError>),
-    #[error("{what}; a restart applies it (hermes-svc restart --profile {profile}): a reload applies only access rules for now")]
+    #[error("{what}; a restart applies it (hermes-svc restart --profile {profile}): a reload applies only access rules and cron jobs for now")]
     NeedsRestart { what: String, profile: String },
 }
 
@@ -40,6 +45,8 @@ pub(super) struct Reloader {
     adapters: Vec<(AdapterSpec, Vec<Secret>)>,
     /// The front ends' parts of a reload (the access rules').
     pub(super) hooks: Vec<ReloadHook>,
+    /// The cron ticker's job list, when the run has a ticker (it started with jobs).
+    pub(super) cron: Option<watch::Sender<Vec<cron::CronSpec>>>,
     generation: u64,
 }
 
@@ -50,6 +57,7 @@ impl Reloader {
             config: plan.config.clone(),
             adapters: plan.adapters.clone(),
             hooks: vec![],
+            cron: None,
             generation: 0,
         }
     }
@@ -81,7 +89,10 @@ impl Reloader {
 
     fn read_and_check(&self) -> Result<Plan, Refusal> {
         let plan = Plan::read(&self.profile).map_err(|e| Refusal::Unreadable(Box::new(e)))?;
-        let what = changes_needing_restart(&self.config, &self.adapters, &plan);
+        let mut what = changes_needing_restart(&self.config, &self.adapters, &plan);
+        if self.cron.is_none() && self.config.cron != plan.config.cron {
+            what.push("[[cron]] changed, and no cron ticker runs (the gateway started with no jobs, or is a cluster's standby)".into());
+        }
         if what.is_empty() {
             Ok(plan)
         } else {
@@ -92,18 +103,32 @@ impl Reloader {
         }
     }
 
+    /// The cron jobs of the running configuration.
+    pub(super) fn cron_jobs(&self) -> &[CronSpec] {
+        &self.config.cron
+    }
+
     /// Hand the checked configuration to what takes it; what changed, in words.
     fn apply(&mut self, plan: Plan) -> String {
-        let access_changed = !same_access(&self.config, &plan.config);
+        let mut applied = vec![];
+        if !same_access(&self.config, &plan.config) {
+            applied.push("access rules applied".to_owned());
+        }
         for hook in &self.hooks {
             hook(&plan.config);
         }
+        if self.config.cron != plan.config.cron {
+            if let Some(ticker) = &self.cron {
+                ticker.send_replace(ticker_jobs(&plan.config.cron));
+            }
+            applied.push(format!("{} cron jobs applied", plan.config.cron.len()));
+        }
         self.config = plan.config;
         self.adapters = plan.adapters;
-        if access_changed {
-            "access rules applied".into()
-        } else {
+        if applied.is_empty() {
             "nothing changed".into()
+        } else {
+            applied.join(", ")
         }
     }
 }
@@ -173,9 +198,6 @@ fn changes_needing_restart(
     }
     if config.cluster != new_config.cluster {
         what.push("[cluster] changed".into());
-    }
-    if config.cron != new_config.cron {
-        what.push("[[cron]] changed".into());
     }
     what
 }

@@ -58,7 +58,8 @@ pub(super) struct Tick<'a> {
     pub(super) name: String,
     pub(super) state_path: std::path::PathBuf,
     pub(super) outbound: &'a Outbound,
-    pub(super) cron: &'a [CronSpec],
+    /// The cron jobs, for their deliveries: a reload may change them.
+    pub(super) cron: Vec<CronSpec>,
     pub(super) frontend_health: &'a [FrontendHealthFn],
     /// What the file says now, and when it was written.
     pub(super) written: Option<(StateFile, Instant)>,
@@ -78,7 +79,7 @@ impl Tick<'_> {
     ) {
         let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
             .with_outbox(self.outbound.stats())
-            .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
+            .with_deliveries(outbound::cron_deliveries(self.outbound, &self.cron))
             .with_frontends(self.frontend_health.iter().map(|health| health()))
             .with_cluster(cluster)
             .with_reload(self.reload.clone());
@@ -301,6 +302,7 @@ impl Supervision {
         let began = reload::monotonic_usec();
         self.send(&format!("RELOADING=1\nMONOTONIC_USEC={began}"));
         let record = reloader.reload(began);
+        tick.cron = reloader.cron_jobs().to_vec();
         let told = format!("reload {}: {}", record.outcome.as_str(), record.reason);
         tick.reload = Some(record);
         tick.write(&components.registry.snapshot(), stale_after, cluster);

@@ -306,7 +306,10 @@ pub(super) mod tests {
         };
         let line = reload_line(&r);
         assert!(line.starts_with("reload #2 REFUSED"), "{line}");
-        assert!(line.contains("gateway.toml:4") && !line.contains('\u{1b}'), "{line}");
+        assert!(
+            line.contains("gateway.toml:4") && !line.contains('\u{1b}'),
+            "{line}"
+        );
         r.outcome = ReloadOutcome::Applied;
         assert!(reload_line(&r).starts_with("reload #2 applied at"));
     }

@@ -175,3 +175,47 @@ fn a_storm_of_sighups_leaves_the_gateway_on_the_last_configuration() {
     assert_eq!(verdict(&rig, "earlier"), "refused:unknown-sender");
     sigterm(&mut gw);
 }
+
+fn lines(rig: &Rig, file: &str) -> usize {
+    std::fs::read_to_string(rig.profile_home().join(file))
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn the_cron_ticker_takes_the_new_job_list() {
+    let job = |name: &str, file: &str| {
+        format!(
+            "[[cron]]\nname = \"{name}\"\nschedule = \"* * * * * *\"\n\
+             command = [\"/bin/sh\", \"-c\", \"echo run >> {file}\"]\n"
+        )
+    };
+    let rig = Rig::new("rlcron", &job("tick", "tick.txt"));
+    let mut gw = start(&rig);
+    wait_for(Duration::from_secs(30), "the first job to run", || {
+        (lines(&rig, "tick.txt") > 0).then_some(())
+    });
+    let before = rig.mock.stats();
+    write_config(
+        &rig,
+        &config(&rig).replace(&job("tick", "tick.txt"), &job("tock", "tock.txt")),
+    );
+    let out = reload(&rig);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("1 cron jobs applied"),
+        "{}",
+        stdout(&out)
+    );
+    // The new job runs twice, and the old one, every second before, no longer runs meanwhile.
+    wait_for(Duration::from_secs(30), "the new job to run", || {
+        (lines(&rig, "tock.txt") >= 1).then_some(())
+    });
+    let ticks = lines(&rig, "tick.txt");
+    wait_for(Duration::from_secs(30), "the new job to run again", || {
+        (lines(&rig, "tock.txt") >= 3).then_some(())
+    });
+    assert_eq!(lines(&rig, "tick.txt"), ticks, "the removed job ran on");
+    assert_eq!(rig.mock.stats().identifies, before.identifies);
+    sigterm(&mut gw);
+}
