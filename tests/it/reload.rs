@@ -219,3 +219,72 @@ fn the_cron_ticker_takes_the_new_job_list() {
     assert_eq!(rig.mock.stats().identifies, before.identifies);
     sigterm(&mut gw);
 }
+
+/// `systemctl --user reload` on a real user manager runs `ExecReload=` (`hermes-svc reload`)
+/// and returns with its result: applied with the unit's main process and connection kept,
+/// refused (a failed reload job) with the gateway running on and the state file saying why.
+#[test]
+fn systemctl_reload_applies_or_refuses_on_a_real_user_manager() {
+    let rt = crate::mock_runtime::mock_runtime();
+    let mock =
+        crate::mock_runtime::start_mock(&rt, hermes_svc::mock_platform::MockConfig::default());
+    let toml = format!(
+        "[[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"RL_TOKEN\"\n\
+         api-base = \"{}\"\nbackoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n\
+         [access]\nallow-users = [\"1\"]\n",
+        mock.http_base()
+    );
+    let running = crate::profile_builder::ProfileTest::new("rlsystemd")
+        .config(&toml)
+        .env("RL_TOKEN=rl-systemd-token\n")
+        .run();
+    let (m, unit) = (&running.m, &running.profile.unit);
+    let state = running.profile.home.join("state/gateway.json");
+    let reload_of = || -> Value {
+        let text = std::fs::read_to_string(&state).unwrap_or_default();
+        serde_json::from_str::<Value>(&text).unwrap_or_default()["reload"].clone()
+    };
+    wait_for(Duration::from_secs(30), "the adapter to connect", || {
+        let s: Value = serde_json::from_str(&std::fs::read_to_string(&state).ok()?).ok()?;
+        let dc = s["components"]
+            .as_array()?
+            .iter()
+            .find(|c| c["name"] == "dc")?
+            .clone();
+        (dc["state"] == "connected").then_some(())
+    });
+    let identifies = mock.stats().identifies;
+    let home = &running.profile.home;
+
+    std::fs::write(
+        home.join("gateway.toml"),
+        toml.replace("[\"1\"]", "[\"1\", \"2\"]"),
+    )
+    .unwrap();
+    let out = m.systemctl(&["reload", unit]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(reload_of()["outcome"], "applied", "{}", reload_of());
+
+    std::fs::write(home.join("gateway.toml"), format!("{toml}[[[\n")).unwrap();
+    let out = m.systemctl(&["reload", unit]);
+    assert!(!out.status.success(), "a refused reload fails the job");
+    let refused = reload_of();
+    assert_eq!(refused["outcome"], "refused", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap()
+            .contains("gateway.toml:"),
+        "{refused}"
+    );
+
+    let props = m.show(unit);
+    assert_eq!(crate::unit_props::get(&props, "ActiveState"), "active");
+    assert_eq!(
+        crate::unit_props::main_pid(&props),
+        running.pid,
+        "the same process"
+    );
+    assert_eq!(crate::unit_props::n_restarts(&props), 0);
+    assert_eq!(mock.stats().identifies, identifies, "no new identify");
+}
