@@ -90,6 +90,7 @@ impl Reloader {
     fn read_and_check(&self) -> Result<Plan, Refusal> {
         let plan = Plan::read(&self.profile).map_err(|e| Refusal::Unreadable(Box::new(e)))?;
         let mut what = changes_needing_restart(&self.config, &self.adapters, &plan);
+        what.extend(changed_in_env_file(&self.profile, &plan));
         if self.cron.is_none() && self.config.cron != plan.config.cron {
             what.push("[[cron]] changed, and no cron ticker runs (the gateway started with no jobs, or is a cluster's standby)".into());
         }
@@ -198,6 +199,38 @@ fn changes_needing_restart(
     }
     if config.cluster != new_config.cluster {
         what.push("[cluster] changed".into());
+    }
+    what
+}
+
+/// The adapters whose credential `.env` now says otherwise than the process was given at its
+/// start. A credential is read from the process's environment (the unit's `EnvironmentFile=`
+/// filled it, or the gateway itself from `.env` when run by hand, before any thread), which a
+/// running process cannot safely change; so a new token in `.env` is noticed here and
+/// refused, for a restart to apply, rather than reported as nothing changed. A variable the
+/// service manager passes as a credential (`install --credential`) is read again by
+/// [`Plan::read`] and compared with the rest.
+fn changed_in_env_file(profile: &Profile, plan: &Plan) -> Vec<String> {
+    let path = profile.env_file();
+    let Ok(Some(text)) = crate::env_file::read(&path, crate::bounded_read::Owner::SelfOrRoot)
+    else {
+        return vec![];
+    };
+    let (vars, _) = crate::env_file::parse(&text);
+    let mut what = vec![];
+    for (spec, _) in &plan.adapters {
+        let changed = spec.credential_envs().into_iter().any(|var| {
+            let passed = matches!(crate::config::from_credentials(var), Ok(Some(_)));
+            let now = vars.iter().find(|(k, _)| k == var).map(|(_, v)| v);
+            !passed && now.is_some_and(|v| std::env::var(var).ok().as_ref() != Some(v))
+        });
+        if changed {
+            what.push(format!(
+                "adapter {}'s credential changed in {}",
+                spec.name,
+                path.display()
+            ));
+        }
     }
     what
 }

@@ -1,8 +1,8 @@
 //! `hermes-svc reload` against a real gateway process and the mock platform: a new
 //! `allow-users` entry admits its sender's next message with no new connection or identify;
 //! a bad edit (a syntax error, an adapter's own table) is refused naming the line or the
-//! adapter, the gateway keeps running on its old rules, and the state file says so until a
-//! good reload; a storm of SIGHUPs leaves the gateway running the last configuration written.
+//! adapter, as is a new token in `.env`; the gateway keeps running on its old rules, and the
+//! state file says so until a good reload; the cron ticker takes a new job list; a storm of SIGHUPs leaves the gateway running the last configuration written.
 //! Profile names start with `rl`.
 
 use std::process::{Child, Output};
@@ -143,6 +143,12 @@ fn a_bad_edit_is_refused_with_its_line_or_adapter_and_the_old_rules_stay() {
     let out = reload(&rig);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(last_reload(&rig)["outcome"], "applied");
+    // A new token in .env: refused naming its adapter, for a restart to apply.
+    std::fs::write(rig.profile_home().join(".env"), "OB_DC_TOKEN=a-new-token\n").unwrap();
+    let out = reload(&rig);
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("adapter dc's credential changed"), "{err}");
     let after = rig.mock.stats();
     assert_eq!(
         after.identifies, before.identifies,
