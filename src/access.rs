@@ -23,7 +23,7 @@ pub mod rules;
 
 use std::collections::{BTreeMap, HashMap};
 use std::os::unix::fs::MetadataExt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::Instant;
 
 use tokio::sync::{mpsc, watch};
@@ -54,7 +54,8 @@ const ANSWERS_QUEUED: usize = 256;
 #[derive(Debug)]
 pub struct Gate {
     normaliser: Normaliser,
-    rules: HashMap<String, Rules>,
+    /// Each adapter's rules, replaced whole by a reload ([`Gate::set_rules`]).
+    rules: RwLock<HashMap<String, Rules>>,
     whoami: Whoami,
     approved: Approved,
     budgets: Mutex<Budgets>,
@@ -71,20 +72,9 @@ impl Gate {
         whoami: Whoami,
         answers: Option<mpsc::Sender<Ask>>,
     ) -> Gate {
-        let rules = config
-            .adapters
-            .iter()
-            .map(|a| {
-                let kind = a.protocol.kind();
-                (
-                    a.name.clone(),
-                    Rules::resolve(&a.access, &config.access, requires_mention(kind)),
-                )
-            })
-            .collect();
         Gate {
             normaliser: Normaliser::new(config),
-            rules,
+            rules: RwLock::new(Self::rules_of(config)),
             whoami,
             approved: Approved::new(store),
             budgets: Mutex::default(),
@@ -93,10 +83,31 @@ impl Gate {
         }
     }
 
+    fn rules_of(config: &GatewayConfig) -> HashMap<String, Rules> {
+        config
+            .adapters
+            .iter()
+            .map(|a| {
+                let kind = a.protocol.kind();
+                let rules = Rules::resolve(&a.access, &config.access, requires_mention(kind));
+                (a.name.clone(), rules)
+            })
+            .collect()
+    }
+
+    /// Judge by `config`'s rules from the next message on: what a reload applies. The
+    /// adapters are the run's own (a reload that changes them is refused before this), so
+    /// only their rules change; the messages stored so far keep their verdicts.
+    pub fn set_rules(&self, config: &GatewayConfig) {
+        let rules = Self::rules_of(config);
+        *self.rules.write().unwrap_or_else(PoisonError::into_inner) = rules;
+    }
+
     /// The verdict on `event` at `now`, and what it asks to be said.
     fn decide(&self, event: &Event, now: Instant) -> Option<(Rule, Option<Ask>)> {
         let m = self.normaliser.message(event)?;
-        let rules = self.rules.get(&event.adapter)?;
+        let all = self.rules.read().unwrap_or_else(PoisonError::into_inner);
+        let rules = all.get(&event.adapter)?;
         let bot = self.whoami.get(&event.adapter);
         let sender = &m.said.sender;
         let own = sender.vouched && bot.id.as_deref() == Some(sender.id.as_str());
@@ -248,6 +259,7 @@ impl Frontend for Access {
         ));
         stores.spool.set_judge(gate.clone());
         let serve = answer::serve(rx, store, outbox, shutdown);
+        let reloaded = gate.clone();
         Ok(Some(Started {
             name: Component::Access,
             serve: Box::pin(async move {
@@ -255,6 +267,7 @@ impl Frontend for Access {
                 Ok(())
             }),
             health: Box::new(move || FrontendHealth::Access(gate.health())),
+            reload: Some(Box::new(move |config| reloaded.set_rules(config))),
         }))
     }
 }

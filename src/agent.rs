@@ -170,6 +170,7 @@ impl Bridge {
             name: Component::Agent,
             serve: Box::pin(relay::serve(listener, relay, shutdown)),
             health: Box::new(move || FrontendHealth::Agent(link.health())),
+            reload: None,
         })
     }
 
@@ -210,6 +211,7 @@ impl Bridge {
             name: Component::Agent,
             serve: Box::pin(openai::serve(bridge, shutdown)),
             health: Box::new(move || FrontendHealth::Agent(link.health())),
+            reload: None,
         })
     }
 }

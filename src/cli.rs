@@ -22,6 +22,7 @@ mod login;
 mod logs;
 mod pairing;
 mod progress;
+mod reload;
 mod render;
 mod report;
 mod send;
@@ -95,6 +96,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Start(a) => runtime()?.block_on(lifecycle::run(a, Job::Start)),
         Command::Stop(a) => runtime()?.block_on(lifecycle::run(a, Job::Stop)),
         Command::Restart(a) => runtime()?.block_on(lifecycle::run(a, Job::Restart)),
+        Command::Reload(args) => reload::run(args),
         Command::Status(args) => runtime()?.block_on(status::run(args)),
         Command::Doctor(args) => runtime()?.block_on(doctor::run(args)),
         Command::Completions(args) => shell_help::completions(args),

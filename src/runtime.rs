@@ -22,6 +22,7 @@ mod frontend;
 mod media;
 mod outbound;
 mod ownership;
+pub(crate) mod reload;
 mod supervision;
 mod watchdog;
 
@@ -48,6 +49,7 @@ use crate::service::manager::{Manager, UnknownManager};
 use components::Components;
 pub(crate) use frontend::{Frontend, FrontendError, Started, Stores};
 use ownership::{ClusterOwnership, LocalOwnership, Ownership};
+use reload::Reloader;
 use supervision::{Stop, Supervision, Tick};
 use watchdog::BadWatchdogEnv;
 
@@ -211,13 +213,7 @@ async fn serve(
     note_membership(profile, plan.config.cluster.as_ref());
 
     // The stores.
-    let spool =
-        Arc::new(
-            Spool::open(&profile.inbox_dir()).map_err(|source| GatewayError::Spool {
-                dir: profile.inbox_dir(),
-                source,
-            })?,
-        );
+    let spool = Arc::new(open_spool(profile)?);
     let syncer = spool.spawn_syncer(Duration::from_millis(100));
     let mut shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
@@ -239,27 +235,17 @@ async fn serve(
         whoami: shared.whoami.clone(),
         media: media::open(profile, &plan.config, &plan.adapters, &shared),
     };
-    let mut frontend_health = vec![];
-    for frontend in frontends {
-        let started = frontend.start(stores.clone(), components.shutdown())?;
-        if let Some(Started {
-            name,
-            serve,
-            health,
-        }) = started
-        {
-            components.start_frontend(name, serve);
-            frontend_health.push(health);
-        }
-    }
+    let mut reloader = Reloader::new(profile, &plan);
+    let frontend_health = start_frontends(frontends, stores, &mut components, &mut reloader)?;
     let senders = outbound.take_senders();
     let mut tick = Tick {
         name: profile.name().to_string(),
         state_path: profile.state_file(),
         outbound: &outbound,
-        cron: &plan.config.cron,
+        cron: plan.config.cron.clone(),
         frontend_health: &frontend_health,
         written: None,
+        reload: None,
     };
 
     // In a cluster, nothing connects to a platform until this run is the active.
@@ -281,7 +267,7 @@ async fn serve(
                     CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
                 cron_ctx.outbox = outbound.outbox().cloned();
                 cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
-                components.start_cron(&plan.config.cron, cron_ctx);
+                reloader.cron = components.start_cron(&plan.config.cron, cron_ctx);
                 let ready_deadline =
                     components.start_adapters(plan.adapters.clone(), &spool, &shared);
                 components.start_workers(&outbound, senders);
@@ -296,7 +282,13 @@ async fn serve(
         Some(stop) => stop,
         None => {
             supervision
-                .run_loop(&mut components, ownership, &mut tick, &shared.grid)
+                .run_loop(
+                    &mut components,
+                    ownership,
+                    &mut tick,
+                    &shared.grid,
+                    &mut reloader,
+                )
                 .await
         }
     };
@@ -431,6 +423,33 @@ impl Plan {
             .min(MAX_TICK)
             .max(Duration::from_millis(100))
     }
+}
+
+/// Start each front end on the stores, served as a component; each one's health, for the
+/// state file. What a front end takes from a reload goes to `reloader`.
+fn start_frontends(
+    frontends: Vec<Box<dyn Frontend>>,
+    stores: Stores<'_>,
+    components: &mut Components,
+    reloader: &mut Reloader,
+) -> Result<Vec<supervision::FrontendHealthFn>, GatewayError> {
+    let mut health = vec![];
+    for frontend in frontends {
+        let started = frontend.start(stores.clone(), components.shutdown())?;
+        if let Some(started) = started {
+            components.start_frontend(started.name, started.serve);
+            health.push(started.health);
+            reloader.hooks.extend(started.reload);
+        }
+    }
+    Ok(health)
+}
+
+fn open_spool(profile: &Profile) -> Result<Spool, GatewayError> {
+    Spool::open(&profile.inbox_dir()).map_err(|source| GatewayError::Spool {
+        dir: profile.inbox_dir(),
+        source,
+    })
 }
 
 fn write_pid_file(profile: &Profile, me: &Holder) -> Result<PidFile, GatewayError> {

@@ -455,6 +455,7 @@ mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         };
         let stray = |service: Option<&str>, health| Unmanaged {
             profile: ProfileName::parse("b").unwrap(),

@@ -50,6 +50,7 @@ impl Frontend for LocalApi {
                 })
             }),
             health: Box::new(move || FrontendHealth::Api(connections.health())),
+            reload: None,
         }))
     }
 }

@@ -13,7 +13,7 @@ use super::shell_help::{profiles, shell_names};
 use crate::systemd::scope::Scope;
 
 /// `--profile`'s help, the same on every command.
-const PROFILE: &str = "The profile: its home is $HERMES_HOME/profiles/NAME (default: $HERMES_HOME itself; HERMES_HOME defaults to ~/.hermes)";
+pub(super) const PROFILE: &str = "The profile: its home is $HERMES_HOME/profiles/NAME (default: $HERMES_HOME itself; HERMES_HOME defaults to ~/.hermes)";
 /// `--profile`'s help where it narrows a command that otherwise covers every profile.
 const ONLY_PROFILE: &str = "Only this profile (default: every profile)";
 
@@ -44,6 +44,8 @@ pub(super) enum Command {
     Stop(LifecycleArgs),
     /// Restart a profile's unit, and wait for the gateway's READY=1.
     Restart(LifecycleArgs),
+    /// Have a profile's running gateway read its configuration again, and wait for the result.
+    Reload(super::reload::ReloadArgs),
     /// Show every installed profile: unit state, restarts, edits.
     Status(StatusArgs),
     /// Print the unit and drop-in that install would write, with no side effects.
@@ -577,11 +579,8 @@ mod tests {
                 if matches!(id, "help" | "version") {
                     continue;
                 }
-                assert!(
-                    a.get_help().is_some(),
-                    "{} {id}: no help text",
-                    c.get_name()
-                );
+                let name = c.get_name();
+                assert!(a.get_help().is_some(), "{name} {id}: no help text");
                 if id == "profile" {
                     profiles += 1;
                     assert_eq!(a.get_short(), Some('p'), "{} --profile", c.get_name());

@@ -106,6 +106,8 @@ pub(crate) enum CliError {
     /// or a store that cannot be used; one line naming the fix.
     #[error("{0}")]
     Pairing(String),
+    #[error(transparent)]
+    Reload(#[from] super::reload::ReloadError),
 }
 
 impl CliError {
@@ -142,6 +144,7 @@ impl CliError {
             | CliError::Demo(_)
             | CliError::Pairing(_) => exit_code::FAILURE,
             CliError::Config(_) => exit_code::USAGE,
+            CliError::Reload(e) => e.exit_code(),
         }
     }
 }

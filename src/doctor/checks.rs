@@ -16,6 +16,7 @@ pub(crate) mod cluster;
 mod machine;
 pub(crate) mod outbox;
 pub(crate) mod profile_home;
+pub(crate) mod reload;
 mod runtime;
 mod secrets;
 mod siblings;
@@ -59,7 +60,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 31] = [
+pub(crate) const CHECKS: [Check; 32] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -91,6 +92,7 @@ pub(crate) const CHECKS: [Check; 31] = [
     on_homes!(access::ANYONE_CAN_REACH),
     on_homes!(access::NOBODY_ADMITTED),
     on_homes!(access::PAIRING_STORE),
+    on_homes!(reload::RELOAD_REFUSED),
 ];
 
 /// Every finding in `s`, in id order.

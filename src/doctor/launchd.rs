@@ -16,7 +16,7 @@ mod checks;
 pub(crate) mod snapshot;
 
 use crate::doctor::checks::{
-    access, agent, bot_account, cluster, on_homes, outbox, profile_home, Check,
+    access, agent, bot_account, cluster, on_homes, outbox, profile_home, reload, Check,
 };
 use crate::doctor::fix::Planner;
 use crate::doctor::{self, DoctorError, Finding, FixOutcome, Report, Severity};
@@ -31,7 +31,7 @@ pub(crate) const NOT_YET: &str = "doctor --fix does not change launchd jobs yet;
 pub(crate) type LaunchdCheck = Check<LaunchdSnapshot>;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [LaunchdCheck; 23] = [
+pub(crate) const CHECKS: [LaunchdCheck; 24] = [
     checks::LAUNCHD,
     checks::DUPLICATE_JOBS,
     checks::REPLACE,
@@ -55,6 +55,7 @@ pub(crate) const CHECKS: [LaunchdCheck; 23] = [
     on_homes!(access::ANYONE_CAN_REACH),
     on_homes!(access::NOBODY_ADMITTED),
     on_homes!(access::PAIRING_STORE),
+    on_homes!(reload::RELOAD_REFUSED),
 ];
 
 /// Every finding in `s`, in id order.

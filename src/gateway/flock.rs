@@ -241,6 +241,15 @@ impl HeldLock {
     }
 }
 
+/// Who holds the flock on the file at `path`, as [`who_holds`] names them, without taking the
+/// lock: for `reload`, which signals only a process that holds its profile's lock.
+pub(crate) fn holder(path: &Path) -> Owner {
+    match File::open(path) {
+        Ok(file) => who_holds(&file),
+        Err(_) => Owner::default(),
+    }
+}
+
 /// The holder of the flock on `file`, from the kernel's lock table and the holder's `/proc`.
 fn who_holds(file: &File) -> Owner {
     let pid = file

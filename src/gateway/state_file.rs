@@ -19,6 +19,9 @@ use crate::gateway::outbox::{Message, State, Stats};
 use crate::service::manager::Manager;
 use crate::trusted_dir::{TrustError, TrustedDir};
 
+mod reload;
+pub use reload::{ReloadOutcome, ReloadRecord};
+
 /// Why a state file cannot be shown.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum StateFileError {
@@ -65,6 +68,9 @@ pub struct StateFile {
     /// This gateway's place in its profile's cluster (`[cluster]`), when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cluster: Option<ClusterHealth>,
+    /// The run's last reload, if it had one: a refused one stays here until a good one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) reload: Option<ReloadRecord>,
 }
 
 /// A cluster member at a glance (cluster/, docs/cluster.md).
@@ -248,6 +254,7 @@ impl StateFile {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         }
     }
 
@@ -295,6 +302,11 @@ impl StateFile {
         self
     }
 
+    pub(crate) fn with_reload(mut self, reload: Option<ReloadRecord>) -> Self {
+        self.reload = reload;
+        self
+    }
+
     pub(crate) fn with_deliveries(mut self, deliveries: Vec<Delivery>) -> Self {
         self.deliveries = deliveries;
         self
@@ -318,6 +330,7 @@ impl StateFile {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         }
     }
 
@@ -461,6 +474,7 @@ mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         }
     }
 

@@ -29,6 +29,14 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(20);
 /// Draining longer than this is unusual; systemd is told so with `EXTEND_TIMEOUT_USEC=`.
 const DRAIN_EXPECTED: Duration = Duration::from_secs(5);
 
+/// The jobs as the ticker runs them: each target as its platform spells it.
+pub(super) fn ticker_jobs(jobs: &[CronSpec]) -> Vec<cron::CronSpec> {
+    jobs.iter()
+        .cloned()
+        .map(|job| job.map_target(|target| target.to_string()))
+        .collect()
+}
+
 /// A component's task ended: its name and how, or why the task itself ended.
 pub(super) type Ended = Result<(String, AdapterExit), JoinError>;
 
@@ -80,21 +88,21 @@ impl Components {
         self.spawn(name.as_str().to_owned(), None, name, work);
     }
 
-    /// The cron ticker, when there are jobs.
-    pub(super) fn start_cron(&mut self, jobs: &[CronSpec], ctx: CronContext) {
+    /// The cron ticker, when there are jobs; what hands it a reload's new job list.
+    pub(super) fn start_cron(
+        &mut self,
+        jobs: &[CronSpec],
+        ctx: CronContext,
+    ) -> Option<watch::Sender<Vec<cron::CronSpec>>> {
         if jobs.is_empty() {
-            return;
+            return None;
         }
         // One name for the heartbeat, the task and the ticker's own logs.
         let name = ctx.name.clone();
         let hb = self
             .registry
             .register(&name, ComponentKind::Cron, cron::DEADLINE);
-        let jobs = jobs
-            .iter()
-            .cloned()
-            .map(|job| job.map_target(|target| target.to_string()))
-            .collect();
+        let (reload, jobs) = watch::channel(ticker_jobs(jobs));
         let rx = self.shutdown();
         let work = {
             let hb = hb.clone();
@@ -104,6 +112,7 @@ impl Components {
             }
         };
         self.spawn(name, Some(hb), Component::Cron, work);
+        Some(reload)
     }
 
     /// Every adapter; the time by which all should have reported in.

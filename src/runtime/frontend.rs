@@ -55,7 +55,13 @@ pub(crate) struct Started {
     pub(crate) serve: BoxFuture<'static, Result<(), String>>,
     /// Its health as the state file shows it, read on every tick.
     pub(crate) health: Box<dyn Fn() -> FrontendHealth + Send>,
+    /// What it takes from a reload's new configuration (once the whole of it was checked),
+    /// if anything: the access rules take their new rules.
+    pub(crate) reload: Option<ReloadHook>,
 }
+
+/// A front end's part of a reload: called with the new configuration, once it is accepted.
+pub(crate) type ReloadHook = Box<dyn Fn(&GatewayConfig) + Send>;
 
 /// Why a front end could not start. It reads exactly as the front end's own error does,
 /// causes included.

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::components::{Components, Ended};
 use super::outbound::{self, Outbound};
 use super::ownership::{self, Ownership};
+use super::reload::{self, Reloader};
 use super::watchdog::Watchdog;
 use super::{io, GatewayError, Plan};
 use crate::config::ClusterSpec;
@@ -20,7 +21,7 @@ use crate::gateway::flock::Holder;
 use crate::gateway::grid::Grid;
 use crate::gateway::health::{Snapshot, State};
 use crate::gateway::notify::{self, Notifier};
-use crate::gateway::state_file::{ClusterHealth, FrontendHealth, StateFile};
+use crate::gateway::state_file::{ClusterHealth, FrontendHealth, ReloadRecord, StateFile};
 use crate::logging::Component;
 use crate::platform::CronSpec;
 
@@ -33,6 +34,8 @@ enum Event {
     Lost(String),
     /// Time to write the state file and decide on the watchdog.
     Tick,
+    /// SIGHUP: read the configuration again.
+    Reload,
 }
 
 /// Why the loop ended.
@@ -47,15 +50,21 @@ pub(super) enum Stop {
     Fenced(String),
 }
 
+/// A front end's health, read on every tick.
+pub(super) type FrontendHealthFn = Box<dyn Fn() -> FrontendHealth + Send>;
+
 /// What each tick writes into the state file.
 pub(super) struct Tick<'a> {
     pub(super) name: String,
     pub(super) state_path: std::path::PathBuf,
     pub(super) outbound: &'a Outbound,
-    pub(super) cron: &'a [CronSpec],
-    pub(super) frontend_health: &'a [Box<dyn Fn() -> FrontendHealth + Send>],
+    /// The cron jobs, for their deliveries: a reload may change them.
+    pub(super) cron: Vec<CronSpec>,
+    pub(super) frontend_health: &'a [FrontendHealthFn],
     /// What the file says now, and when it was written.
     pub(super) written: Option<(StateFile, Instant)>,
+    /// The run's last reload, if it had one.
+    pub(super) reload: Option<ReloadRecord>,
 }
 
 impl Tick<'_> {
@@ -70,9 +79,10 @@ impl Tick<'_> {
     ) {
         let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
             .with_outbox(self.outbound.stats())
-            .with_deliveries(outbound::cron_deliveries(self.outbound, self.cron))
+            .with_deliveries(outbound::cron_deliveries(self.outbound, &self.cron))
             .with_frontends(self.frontend_health.iter().map(|health| health()))
-            .with_cluster(cluster);
+            .with_cluster(cluster)
+            .with_reload(self.reload.clone());
         let now = Instant::now();
         if let Some((last, at)) = &self.written {
             if state.says_the_same_as(last) && now.duration_since(*at) < stale_after / 2 {
@@ -92,6 +102,9 @@ pub(super) struct Supervision {
     notifier: Notifier,
     sigterm: Signal,
     sigint: Signal,
+    /// Installed with the others, so that a SIGHUP while starting is held for the run loop
+    /// (which reloads) instead of killing the gateway, SIGHUP's default.
+    sighup: Signal,
     watchdog: Option<Duration>,
     self_watchdog: Duration,
     max_outage: Duration,
@@ -104,6 +117,7 @@ impl Supervision {
             notifier: Notifier::from_env().map_err(io("open NOTIFY_SOCKET"))?,
             sigterm: signal(SignalKind::terminate()).map_err(io("install SIGTERM handler"))?,
             sigint: signal(SignalKind::interrupt()).map_err(io("install SIGINT handler"))?,
+            sighup: signal(SignalKind::hangup()).map_err(io("install SIGHUP handler"))?,
             watchdog: plan.watchdog,
             self_watchdog: plan.self_watchdog,
             max_outage: plan.config.max_outage,
@@ -222,6 +236,7 @@ impl Supervision {
         ownership: &mut dyn Ownership,
         tick: &mut Tick<'_>,
         grid: &Grid,
+        reloader: &mut Reloader,
     ) -> Stop {
         let stale_after = self.tick_every * 3 + Duration::from_secs(1);
         let mut ticks = grid.ticker(self.tick_every);
@@ -239,6 +254,7 @@ impl Supervision {
                 why = ownership.lost() => Event::Lost(why),
                 Some(ended) = components.next_ended() => Event::Exited(ended),
                 _ = ticks.tick() => Event::Tick,
+                _ = self.sighup.recv() => Event::Reload,
             };
             let stop = match event {
                 Event::Signal(signal) => Some(Stop::Signal(signal)),
@@ -260,11 +276,37 @@ impl Supervision {
                 Event::Tick => {
                     self.on_tick(components, &mut dog, tick, stale_after, ownership.health())
                 }
+                Event::Reload => {
+                    let cluster = ownership.health();
+                    self.reload(reloader, components, tick, stale_after, cluster);
+                    None
+                }
             };
             if let Some(stop) = stop {
                 return stop;
             }
         }
+    }
+
+    /// One reload, as sd_notify(3) describes it for systemd: `RELOADING=1` with the
+    /// monotonic time, then the reload, its record in the state file (what `reload` waits
+    /// for), and `READY=1` with what came of it.
+    fn reload(
+        &self,
+        reloader: &mut Reloader,
+        components: &Components,
+        tick: &mut Tick<'_>,
+        stale_after: Duration,
+        cluster: Option<ClusterHealth>,
+    ) {
+        let began = reload::monotonic_usec();
+        self.send(&format!("RELOADING=1\nMONOTONIC_USEC={began}"));
+        let record = reloader.reload(began);
+        tick.cron = reloader.cron_jobs().to_vec();
+        let told = format!("reload {}: {}", record.outcome.as_str(), record.reason);
+        tick.reload = Some(record);
+        tick.write(&components.registry.snapshot(), stale_after, cluster);
+        self.send(&format!("READY=1\n{}", notify::status_line(&told)));
     }
 
     /// Write the state file and decide on the watchdog; a restart when it says so.

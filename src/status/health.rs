@@ -12,7 +12,8 @@ use serde::Serialize;
 use crate::bounded_read::Owner;
 use crate::gateway::outbox::Stats;
 use crate::gateway::state_file::{
-    AccessHealth, AgentHealth, ApiHealth, ClusterHealth, ComponentState, Delivery, Stale, StateFile,
+    AccessHealth, AgentHealth, ApiHealth, ClusterHealth, ComponentState, Delivery, ReloadOutcome,
+    ReloadRecord, Stale, StateFile,
 };
 use crate::launchd::launchctl::JobState;
 use crate::safe_text::visible;
@@ -172,6 +173,10 @@ pub(crate) struct Health {
     /// The gateway's place in its cluster (`[cluster]`); `null` without one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub(crate) cluster: Option<ClusterHealth>,
+    /// The run's last reload (`hermes-svc reload`): a refused one, and why, stays shown until
+    /// the next good one; absent when the run had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reload: Option<ReloadRecord>,
 }
 
 impl Health {
@@ -203,6 +208,7 @@ impl Health {
             agent: state.agent,
             access: state.access,
             cluster: state.cluster,
+            reload: state.reload,
         }))
     }
 
@@ -242,6 +248,9 @@ impl Health {
         if let Some(cluster) = &self.cluster {
             s.push_str(&format!("{pad:<16} {}\n", cluster_line(cluster)));
         }
+        if let Some(r) = &self.reload {
+            s.push_str(&format!("{pad:<16} {}\n", reload_line(r)));
+        }
         for c in &self.components {
             s.push_str(&format!("{pad:<16} {}\n", component_line(c, self.stale)));
         }
@@ -267,9 +276,43 @@ impl Health {
     }
 }
 
+/// The last reload: a refusal says so loudly, with why, since the running configuration is
+/// then not the file's.
+fn reload_line(r: &ReloadRecord) -> String {
+    let what = match r.outcome {
+        ReloadOutcome::Refused => "REFUSED (the running configuration is not gateway.toml's)",
+        other => other.as_str(),
+    };
+    format!(
+        "reload #{} {what} at {}: {}",
+        r.generation,
+        visible(&r.at),
+        visible(&r.reason)
+    )
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_reload_says_so_with_why_and_an_applied_one_quietly() {
+        let mut r = ReloadRecord {
+            generation: 2,
+            began_monotonic_usec: 1,
+            at: "2026-12-06T12:00:00.000Z".into(),
+            outcome: ReloadOutcome::Refused,
+            reason: "/h/gateway.toml:4: expected `=`\u{1b}[2J".into(),
+        };
+        let line = reload_line(&r);
+        assert!(line.starts_with("reload #2 REFUSED"), "{line}");
+        assert!(
+            line.contains("gateway.toml:4") && !line.contains('\u{1b}'),
+            "{line}"
+        );
+        r.outcome = ReloadOutcome::Applied;
+        assert!(reload_line(&r).starts_with("reload #2 applied at"));
+    }
 
     fn unit(active_state: &str, main_pid: u32) -> Writer<'_> {
         Writer::Unit {
@@ -310,6 +353,7 @@ pub(super) mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(text.contains("STALE snapshot"), "{text}");
@@ -338,6 +382,7 @@ pub(super) mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         };
         for (reason, active_state, main_pid, says) in [
             (
@@ -390,6 +435,7 @@ pub(super) mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         };
         let text = h.to_text(unit("active", 7));
         assert!(!text.contains("STALE"), "{text}");
@@ -421,6 +467,7 @@ pub(super) mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         };
         let job = |state, pid| Writer::Job { state, pid };
         for (writer, want, says) in [
@@ -469,6 +516,7 @@ pub(super) mod tests {
                 agent: None,
                 access: None,
                 cluster: None,
+                reload: None,
             };
             let text = h.to_text(writer);
             assert!(text.contains(says), "{says:?} missing in {text}");

@@ -72,6 +72,9 @@ const ROOT_LOCK_DIR: &str = "hermes-svc";
 struct Body<'a> {
     profile: &'a str,
     exec_start: String,
+    /// `hermes-svc reload --profile P`: it signals the gateway and waits for its answer, so
+    /// `systemctl reload` returns with the result (systemd 252 has no `Type=notify-reload`).
+    exec_reload: String,
     hermes_home: String,
     env_file: String,
     user: Option<&'a str>,
@@ -216,6 +219,12 @@ impl UnitSpec {
         Ok(Body {
             profile,
             exec_start: escape::exec_line(&self.argv()?)?,
+            exec_reload: escape::exec_line(&[
+                path_str(&self.exec)?.to_owned(),
+                "reload".to_owned(),
+                "--profile".to_owned(),
+                profile.to_owned(),
+            ])?,
             hermes_home: escape::env_assignment(
                 "HERMES_HOME",
                 path_str(self.profile.hermes_home())?,

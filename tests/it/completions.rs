@@ -137,6 +137,7 @@ fn man_writes_a_page_per_command_that_man_renders() {
         "hermes-svc.1",
         "hermes-svc-install.1",
         "hermes-svc-doctor.1",
+        "hermes-svc-reload.1",
         "hermes-svc-login-weixin.1",
         "hermes-svc-gateway-run.1",
     ] {

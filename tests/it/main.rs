@@ -66,6 +66,7 @@ mod profile_builder;
 mod property;
 mod property_toml;
 mod relay;
+mod reload;
 mod sandbox;
 mod slack;
 mod slack_media;

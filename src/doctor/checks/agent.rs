@@ -194,6 +194,7 @@ mod tests {
             deliveries: vec![],
             api: None,
             cluster: None,
+            reload: None,
             access: None,
             agent: Some(AgentHealth {
                 kind: "hermes-relay".into(),

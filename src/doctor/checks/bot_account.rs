@@ -155,6 +155,7 @@ mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         }
     }
 

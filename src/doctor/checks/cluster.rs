@@ -228,6 +228,7 @@ mod tests {
                     None => "standby (campaigning: etcd at https://e1:2379: timed out)".into(),
                 }),
             }),
+            reload: None,
         });
         let mut s = homes(&[], vec![p]);
         s.now = now + Duration::from_millis(10);

@@ -71,6 +71,7 @@ mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         });
         let mut s = homes(&[], vec![p]);
         s.now = SystemTime::now();

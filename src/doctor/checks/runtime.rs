@@ -308,6 +308,7 @@ mod tests {
             agent: None,
             access: None,
             cluster: None,
+            reload: None,
         }
     }
 

@@ -196,6 +196,37 @@ fn a_job_still_running_is_skipped_not_queued() {
     assert_eq!(ticker.due(plus(start, 4)), [0, 1]);
 }
 
+/// A reload's new list: an unchanged job keeps its schedule and its run in progress, a changed
+/// one keeps its run in progress (not started twice at once), a removed one is gone, and a
+/// new one is scheduled from the reload.
+#[test]
+fn a_new_job_list_keeps_what_did_not_change() {
+    let start = t(2024, 1, 1, 0, 0, 0);
+    let mut ticker = Ticker::new(
+        vec![
+            spec("same", "* * * * * *", &["true"], TIMEOUT),
+            spec("changed", "* * * * * *", &["true"], TIMEOUT),
+            spec("gone", "* * * * * *", &["true"], TIMEOUT),
+        ],
+        start,
+    );
+    assert_eq!(ticker.due(plus(start, 1)), [0, 1, 2]);
+    let moved = ticker.replace(
+        vec![
+            spec("new", "* * * * * *", &["true"], TIMEOUT),
+            spec("changed", "* * * * * *", &["false"], TIMEOUT),
+            spec("same", "* * * * * *", &["true"], TIMEOUT),
+        ],
+        plus(start, 1),
+    );
+    assert_eq!(moved, [Some(2), Some(1), None]);
+    // `same` and `changed` still run: only `new` starts.
+    assert_eq!(ticker.due(plus(start, 2)), [0]);
+    ticker.finished(1);
+    ticker.finished(2);
+    assert_eq!(ticker.due(plus(start, 3)), [1, 2]);
+}
+
 /// A schedule that does not parse cannot reach the ticker: the config loader parses it and
 /// rejects it with its line (`config::tests`), and `CronSpec` holds only a parsed schedule. One
 /// that parses but never occurs is kept, and never due.
@@ -215,7 +246,12 @@ async fn the_heartbeat_stays_fresh_across_ticks() {
     let hb = registry.register("cron-fresh-test", ComponentKind::Cron, DEADLINE);
     let dir = temp_dir("fresh");
     let (stop, shutdown) = watch::channel(false);
-    let task = tokio::spawn(run(vec![], hb, context(&dir, "cron-fresh-test"), shutdown));
+    let task = tokio::spawn(run(
+        watch::channel(vec![]).1,
+        hb,
+        context(&dir, "cron-fresh-test"),
+        shutdown,
+    ));
     for _ in 0..30 {
         tokio::time::sleep(Duration::from_millis(700)).await;
         let s = registry.snapshot();
@@ -246,7 +282,12 @@ async fn a_wedged_ticker_goes_stale() {
     let hb = registry.register(NAME, ComponentKind::Cron, DEADLINE);
     let dir = temp_dir("wedge");
     let (_stop, shutdown) = watch::channel(false);
-    let task = tokio::spawn(run(vec![], hb, context(&dir, NAME), shutdown));
+    let task = tokio::spawn(run(
+        watch::channel(vec![]).1,
+        hb,
+        context(&dir, NAME),
+        shutdown,
+    ));
 
     // Wedged at its first wake: fresh until the deadline, stale after it.
     tokio::time::sleep(DEADLINE - Duration::from_secs(1)).await;
@@ -285,7 +326,7 @@ async fn a_job_runs_in_the_workdir_without_systemd_variables() {
         &["/bin/sh", "-c", "echo hi; echo \"home=${HOME-unset}\"; pwd"],
         Duration::from_secs(10),
     );
-    let task = tokio::spawn(run(vec![job], hb, ctx, shutdown));
+    let task = tokio::spawn(run(watch::channel(vec![job]).1, hb, ctx, shutdown));
 
     assert!(
         eventually(Duration::from_secs(5), || read(&log).contains("finished")).await,
@@ -384,7 +425,7 @@ async fn shutdown_stops_running_jobs_and_returns() {
         Duration::from_secs(60),
     );
     let (stop, shutdown) = watch::channel(false);
-    let task = tokio::spawn(run(vec![job], hb, ctx, shutdown));
+    let task = tokio::spawn(run(watch::channel(vec![job]).1, hb, ctx, shutdown));
     assert!(eventually(Duration::from_secs(5), || read(&log).contains("started")).await);
     assert!(
         eventually(Duration::from_secs(2), || {

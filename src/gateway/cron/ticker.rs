@@ -35,6 +35,25 @@ pub(super) struct Job<T> {
     last_due: Option<T>,
 }
 
+impl<T: CronDateTime + fmt::Display> Job<T> {
+    /// Every schedule was parsed by the config loader, so every job is kept, even one whose
+    /// pattern has no future occurrence: it is logged, and never due.
+    fn new(spec: CronSpec, now: T) -> Self {
+        let schedule = Schedule::new(spec.schedule.cron().clone(), now);
+        match schedule.next_due() {
+            Some(due) => info!(job = %spec.name, next = %due, "cron job scheduled"),
+            None => warn!(job = %spec.name, schedule = %spec.schedule,
+                "cron schedule has no future occurrence; the job will never run"),
+        }
+        Job {
+            spec: Arc::new(spec),
+            schedule,
+            running: false,
+            last_due: None,
+        }
+    }
+}
+
 /// Every job's schedule plus whether its previous run is still going: the part of the ticker
 /// that decides, without spawning anything, so it is tested with synthetic times.
 pub(super) struct Ticker<T> {
@@ -42,25 +61,46 @@ pub(super) struct Ticker<T> {
 }
 
 impl<T: CronDateTime + fmt::Display> Ticker<T> {
-    /// Every schedule was parsed by the config loader, so every job is kept, even one whose
-    /// pattern has no future occurrence: it is logged, and never due.
     pub(super) fn new(specs: Vec<CronSpec>, now: T) -> Self {
-        let mut jobs = Vec::with_capacity(specs.len());
-        for spec in specs {
-            let schedule = Schedule::new(spec.schedule.cron().clone(), now.clone());
-            match schedule.next_due() {
-                Some(due) => info!(job = %spec.name, next = %due, "cron job scheduled"),
-                None => warn!(job = %spec.name, schedule = %spec.schedule,
-                    "cron schedule has no future occurrence; the job will never run"),
-            }
-            jobs.push(Job {
-                spec: Arc::new(spec),
-                schedule,
-                running: false,
-                last_due: None,
-            });
-        }
+        let jobs = specs
+            .into_iter()
+            .map(|s| Job::new(s, now.clone()))
+            .collect();
         Self { jobs }
+    }
+
+    /// Take `specs` as the job list from now on (a reload): a job whose spec is unchanged
+    /// keeps its schedule, so a due time is neither lost nor doubled; a new or changed one is
+    /// scheduled from `now`; a run in progress goes on to its end, and a changed job is not
+    /// started again until it has. For each old index, its new one, if the job is still there.
+    pub(super) fn replace(&mut self, specs: Vec<CronSpec>, now: T) -> Vec<Option<usize>> {
+        let mut old: Vec<Option<Job<T>>> = std::mem::take(&mut self.jobs)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut moved = vec![None; old.len()];
+        for spec in specs {
+            let at = self.jobs.len();
+            let same = old
+                .iter()
+                .position(|j| j.as_ref().is_some_and(|j| *j.spec == spec));
+            if let Some(job) = same.and_then(|i| old[i].take()) {
+                moved[same.unwrap_or_default()] = Some(at);
+                self.jobs.push(job);
+                continue;
+            }
+            let mut job = Job::new(spec, now.clone());
+            let renamed = old
+                .iter()
+                .position(|j| j.as_ref().is_some_and(|j| j.spec.name == job.spec.name));
+            if let Some(was) = renamed.and_then(|i| old[i].take()) {
+                moved[renamed.unwrap_or_default()] = Some(at);
+                job.running = was.running;
+                job.last_due = was.last_due;
+            }
+            self.jobs.push(job);
+        }
+        moved
     }
 
     /// The jobs to start now, each marked running until [`Ticker::finished`].
@@ -130,14 +170,16 @@ impl<T: CronDateTime + fmt::Display> Ticker<T> {
 /// Jobs run on tasks of their own, so a job that takes an hour never delays a tick: the
 /// heartbeat measures the ticker, and only a wedged ticker goes stale.
 pub(crate) async fn run(
-    jobs: Vec<CronSpec>,
+    mut jobs: watch::Receiver<Vec<CronSpec>>,
     heartbeat: Heartbeat,
     ctx: CronContext,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let ctx = Arc::new(ctx);
     heartbeat.enter(State::Idle);
-    let mut ticker = Ticker::new(jobs, wall_now());
+    let mut ticker = Ticker::new(jobs.borrow_and_update().clone(), wall_now());
+    // Until the reloads' sender is gone (the run is ending).
+    let mut reloadable = true;
     info!(jobs = ticker.jobs.len(), "cron ticker started");
 
     let mut wake = tokio::time::Instant::now();
@@ -153,6 +195,22 @@ pub(crate) async fn run(
             changed = shutdown.changed() => {
                 if changed.is_err() {
                     break;
+                }
+                continue;
+            }
+            changed = jobs.changed(), if reloadable => {
+                match changed {
+                    Ok(()) => {
+                        let specs = jobs.borrow_and_update().clone();
+                        let moved = ticker.replace(specs, wall_now());
+                        task_jobs.retain(|_, idx| match moved.get(*idx).copied().flatten() {
+                            Some(new) => { *idx = new; true }
+                            None => false,
+                        });
+                        info!(jobs = ticker.jobs.len(), "cron jobs reloaded");
+                        wake = tokio::time::Instant::now();
+                    }
+                    Err(_) => reloadable = false,
                 }
                 continue;
             }
