@@ -8,10 +8,17 @@
 //! the process's peak RSS since it started, start-up included; the growth reported is VmHWM
 //! after less VmRSS before, so a start-up peak above the transfer's would only make it larger.
 //!
+//! A figure measured only against our own mock is not a figure: the 50 MB files and the
+//! photo's latency are measured again against the independent homeserver
+//! (benches/independent/matrix_server.py, written from the Matrix spec), out and in through
+//! one Matrix adapter ([`indep`]), and set side by side with the mock's.
+//!
 //! `HSV_BENCH_MEDIA_RUNS` (20) is the number of photos and of texts each way, `HSV_BENCH_PARTS`
-//! (e.g. `out,store`) which of `out`, `in` and `store` run.
+//! (e.g. `out,store`) which of `out`, `in` and `store` run, `HSV_BENCH_ONLY` (`mock` or
+//! `independent`) which server (the store's part is the mock's).
 
 mod inbound;
+mod indep;
 mod out;
 mod rig;
 mod store;
@@ -19,6 +26,7 @@ mod store;
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 
 use crate::binary::{gateway_bin, BIN};
+use crate::independent::Independent;
 use crate::percentile;
 use crate::proc::{machine_ticks, wait_for_quiet_machine};
 
@@ -30,6 +38,26 @@ use store::{Bound, Listing};
 /// RSS growth allowed for a 50 MB file, by the issue.
 const MAX_GROWTH_KIB: u64 = 8 * 1024;
 
+/// What the mock's parts measured: the files out, the files in, the store.
+#[derive(Default)]
+struct MockFigures {
+    outs: Option<(BigOut, OutLatency, f64)>,
+    ins: Option<(BigIn, InLatency, InlinePhoto, f64)>,
+    stores: Option<(Bound, Vec<Listing>)>,
+}
+
+/// What the independent server's parts measured: the files out, the files in.
+#[derive(Default)]
+struct IndependentFigures {
+    outs: Option<(BigOut, OutLatency, f64)>,
+    ins: Option<(BigIn, InLatency, f64)>,
+}
+
+/// The share of the machine busy between two [`machine_ticks`] readings, in percent.
+fn busy(a: (u64, u64), b: (u64, u64)) -> f64 {
+    (b.0 - a.0) as f64 / (b.1 - a.1).max(1) as f64 * 100.0
+}
+
 pub(crate) async fn media_figures() {
     let runs = std::env::var("HSV_BENCH_MEDIA_RUNS")
         .ok()
@@ -37,12 +65,66 @@ pub(crate) async fn media_figures() {
         .unwrap_or(20);
     let parts = std::env::var("HSV_BENCH_PARTS").unwrap_or_default();
     let part = |p: &str| parts.is_empty() || parts.split(',').any(|x| x.trim() == p);
+    let (mock, independent) = match std::env::var("HSV_BENCH_ONLY").unwrap_or_default().as_str() {
+        "" => (true, true),
+        "mock" => (true, false),
+        "independent" => (false, true),
+        other => panic!("HSV_BENCH_ONLY={other}: the media section takes mock or independent"),
+    };
     let bin = gateway_bin();
     eprintln!("measuring {bin}");
-    let busy =
-        |a: (u64, u64), b: (u64, u64)| (b.0 - a.0) as f64 / (b.1 - a.1).max(1) as f64 * 100.0;
+    let m = match mock {
+        true => mock_figures(runs, &part).await,
+        false => MockFigures::default(),
+    };
+    let i = match independent {
+        true => independent_figures(runs, &part).await,
+        false => IndependentFigures::default(),
+    };
 
-    let mut outs = None;
+    if let Some((big, _, busy)) = &m.outs {
+        print_big_out(big, *busy, MOCK_OUT);
+    }
+    if let Some((big, _, inline, busy)) = &m.ins {
+        print_big_in(big, *busy, MOCK_IN);
+        print_inline_in(inline);
+    }
+    print_latency(
+        m.outs.as_ref().map(|o| &o.1),
+        m.ins.as_ref().map(|i| &i.1),
+        &MOCK_LEGS,
+    );
+    if let Some((big, _, busy)) = &i.outs {
+        print_big_out(big, *busy, INDEPENDENT_OUT);
+    }
+    if let Some((big, _, busy)) = &i.ins {
+        print_big_in(big, *busy, INDEPENDENT_IN);
+    }
+    print_latency(
+        i.outs.as_ref().map(|o| &o.1),
+        i.ins.as_ref().map(|i| &i.1),
+        &INDEPENDENT_LEGS,
+    );
+    if mock && independent {
+        print_side_by_side(&m, &i);
+    }
+    if let Some((bound, listing)) = &m.stores {
+        print_store(bound, listing);
+    }
+    println!(
+        "Measured binary: {}\n",
+        if bin == BIN {
+            "cargo's bench build (dev-dependency features on)"
+        } else {
+            "a plain release build (`HSV_BENCH_BIN`)"
+        }
+    );
+}
+
+/// The built-in mock: a 50 MB file out to its Telegram and in from its Matrix, the photo's
+/// latency on Telegram both ways, the 5 MiB inline photo, and the store.
+async fn mock_figures(runs: usize, part: &impl Fn(&str) -> bool) -> MockFigures {
+    let mut f = MockFigures::default();
     if part("out") {
         wait_for_quiet_machine().await;
         let t0 = machine_ticks();
@@ -51,9 +133,8 @@ pub(crate) async fn media_figures() {
         let big = out::big_out(&rig, &mock).await;
         eprintln!("50 MB out: growth {} KiB", big.hwm_kib - big.rss_before_kib);
         let lat = out::out_latency(&rig, &mock, runs).await;
-        outs = Some((big, lat, busy(t0, machine_ticks())));
+        f.outs = Some((big, lat, busy(t0, machine_ticks())));
     }
-    let mut ins = None;
     if part("in") {
         wait_for_quiet_machine().await;
         let t0 = machine_ticks();
@@ -68,36 +149,51 @@ pub(crate) async fn media_figures() {
         let mock = MockPlatform::start(MockConfig::default()).await.unwrap();
         let rig = Rig::start("in-photo", &mock, Some(&agent)).await;
         let inline = inbound::inline_photo_in(&rig, &mock, &agent).await;
-        ins = Some((big, lat, inline, busy(t0, machine_ticks())));
+        f.ins = Some((big, lat, inline, busy(t0, machine_ticks())));
     }
-    let mut stores = None;
     if part("store") {
         wait_for_quiet_machine().await;
-        stores = Some((
+        f.stores = Some((
             store::bound().await,
             store::listing(&[100, 1_000, 10_000]).await,
         ));
     }
+    f
+}
 
-    if let Some((big, _, busy)) = &outs {
-        print_big_out(big, *busy);
+/// The independent homeserver: a 50 MB file out and in through one Matrix adapter, and the
+/// photo's latency both ways; a fresh server and gateway for each direction.
+async fn independent_figures(runs: usize, part: &impl Fn(&str) -> bool) -> IndependentFigures {
+    let python = Independent::python();
+    let mut f = IndependentFigures::default();
+    if part("out") {
+        wait_for_quiet_machine().await;
+        let t0 = machine_ticks();
+        let srv = indep::Server::start(&python, "out");
+        let rig = Rig::start_independent("indep-out", &srv.base(), None).await;
+        let big = indep::big_out(&rig, &srv).await;
+        eprintln!(
+            "independent, 50 MB out: growth {} KiB",
+            big.hwm_kib - big.rss_before_kib
+        );
+        let lat = indep::out_latency(&rig, &srv, runs).await;
+        f.outs = Some((big, lat, busy(t0, machine_ticks())));
     }
-    if let Some((big, _, inline, busy)) = &ins {
-        print_big_in(big, *busy);
-        print_inline_in(inline);
+    if part("in") {
+        wait_for_quiet_machine().await;
+        let t0 = machine_ticks();
+        let srv = indep::Server::start(&python, "in");
+        let agent = Agent::start().await;
+        let rig = Rig::start_independent("indep-in", &srv.base(), Some(&agent)).await;
+        let big = indep::big_in(&rig, &srv, &agent).await;
+        eprintln!(
+            "independent, 50 MB in: growth {} KiB",
+            big.hwm_kib - big.rss_before_kib
+        );
+        let lat = indep::in_latency(&srv, &agent, runs).await;
+        f.ins = Some((big, lat, busy(t0, machine_ticks())));
     }
-    print_latency(outs.as_ref().map(|o| &o.1), ins.as_ref().map(|i| &i.1));
-    if let Some((bound, listing)) = &stores {
-        print_store(bound, listing);
-    }
-    println!(
-        "Measured binary: {}\n",
-        if bin == BIN {
-            "cargo's bench build (dev-dependency features on)"
-        } else {
-            "a plain release build (`HSV_BENCH_BIN`)"
-        }
-    );
+    f
 }
 
 fn mib(kib: u64) -> String {
@@ -148,10 +244,55 @@ fn memory_rows(rss_before: u64, hwm_before: u64, hwm: u64, rss_after: u64, targe
     println!("| gateway VmRSS after | {} |", mib(rss_after));
 }
 
-fn print_big_out(b: &BigOut, busy: f64) {
-    println!(
-        "### A 50 MB file out: `POST /v1/media`, then `POST /v1/messages` naming it, to the mock Telegram (one adapter)\n"
-    );
+/// Where the 50 MB file out went, as its heading says it.
+const MOCK_OUT: &str = "to the mock Telegram (one adapter)";
+const INDEPENDENT_OUT: &str = "to a room of the independent homeserver (one Matrix adapter: `POST /_matrix/media/v3/upload`, then an `m.file` event)";
+/// Where the 50 MB file in came from.
+const MOCK_IN: &str = "a Matrix `m.image` of 50,000,000 bytes";
+const INDEPENDENT_IN: &str = "an `m.image` of 50,000,000 bytes on the independent homeserver (`GET /_matrix/client/v1/media/download/…`)";
+
+/// The latency table's words for one server.
+struct Legs {
+    /// After "The latency a 1 MB photo adds".
+    title: &'static str,
+    out: fn(&OutLatency) -> String,
+    inb: fn(&InLatency) -> String,
+}
+
+const MOCK_LEGS: Legs = Legs {
+    title: "",
+    out: |o| {
+        format!(
+            "out: submit → the mock Telegram has the post (`sendMessage` / `{}` of {} bytes)",
+            o.photo_method, o.photo_bytes
+        )
+    },
+    inb: |i| {
+        format!(
+            "in: the mock Telegram's update → the agent has the request (photo of {} bytes: `getFile`, download, data URL; {} bytes of request)",
+            i.photo_bytes, i.photo_request_bytes
+        )
+    },
+};
+
+const INDEPENDENT_LEGS: Legs = Legs {
+    title: ", against the independent homeserver",
+    out: |o| {
+        format!(
+            "out: submit → the independent homeserver has the event (`m.text` / an upload, then `{}`, of {} bytes)",
+            o.photo_method, o.photo_bytes
+        )
+    },
+    inb: |i| {
+        format!(
+            "in: the independent homeserver's event → the agent has the request (`m.image` of {} bytes: authenticated download, data URL; {} bytes of request)",
+            i.photo_bytes, i.photo_request_bytes
+        )
+    },
+};
+
+fn print_big_out(b: &BigOut, busy: f64, to: &str) {
+    println!("### A 50 MB file out: `POST /v1/media`, then `POST /v1/messages` naming it, {to}\n");
     println!("| figure | value |");
     println!("|---|---|");
     println!(
@@ -186,9 +327,9 @@ fn print_big_out(b: &BigOut, busy: f64) {
     println!("| whole machine busy over this part | {busy:.0}% |\n");
 }
 
-fn print_big_in(b: &BigIn, busy: f64) {
+fn print_big_in(b: &BigIn, busy: f64, from: &str) {
     println!(
-        "### A 50 MB file in: a Matrix `m.image` of 50,000,000 bytes, fetched into the store when its turn starts (OpenAI bridge, an agent answering \"ok\")\n"
+        "### A 50 MB file in: {from}, fetched into the store when its turn starts (OpenAI bridge, an agent answering \"ok\")\n"
     );
     println!("| figure | value |");
     println!("|---|---|");
@@ -245,12 +386,13 @@ fn p50_p95(v: &[f64]) -> (f64, f64) {
     (percentile(&s, 50.0), percentile(&s, 95.0))
 }
 
-fn print_latency(out: Option<&OutLatency>, inb: Option<&InLatency>) {
+fn print_latency(out: Option<&OutLatency>, inb: Option<&InLatency>, legs: &Legs) {
     let Some(n) = out.map(|o| o.text.len()).or(inb.map(|i| i.text.len())) else {
         return;
     };
     println!(
-        "### The latency a 1 MB photo adds ({n} photos and {n} texts each way, alternating, one at a time, after one of each not counted)\n"
+        "### The latency a 1 MB photo adds{} ({n} photos and {n} texts each way, alternating, one at a time, after one of each not counted)\n",
+        legs.title
     );
     println!("| leg | text, p50 / p95 | 1 MB photo, p50 / p95 | added by the photo, p50 / p95 |");
     println!("|---|---|---|---|");
@@ -264,27 +406,119 @@ fn print_latency(out: Option<&OutLatency>, inb: Option<&InLatency>) {
         );
     };
     if let Some(o) = out {
-        row(
-            &format!(
-                "out: submit → the mock Telegram has the post (`sendMessage` / `{}` of {} bytes)",
-                o.photo_method, o.photo_bytes
-            ),
-            &o.text,
-            &o.photo,
-        );
+        row(&(legs.out)(o), &o.text, &o.photo);
         let (u50, u95) = p50_p95(&o.upload);
         println!(
             "| out, before the submit: the photo's `POST /v1/media` | — | {u50:.1} / {u95:.1} ms | |"
         );
     }
     if let Some(i) = inb {
-        row(
-            &format!(
-                "in: the mock Telegram's update → the agent has the request (photo of {} bytes: `getFile`, download, data URL; {} bytes of request)",
-                i.photo_bytes, i.photo_request_bytes
-            ),
-            &i.text,
-            &i.photo,
+        row(&(legs.inb)(i), &i.text, &i.photo);
+    }
+    println!();
+}
+
+/// p50 and p90 of the latency a photo adds, run by run: each run's photo less the text sent
+/// next to it (a difference of percentiles would let one slow text make a photo look free).
+fn added(text: &[f64], photo: &[f64]) -> String {
+    let mut d: Vec<f64> = photo.iter().zip(text).map(|(p, t)| p - t).collect();
+    d.sort_by(f64::total_cmp);
+    format!(
+        "{:.1} / {:.1} ms",
+        percentile(&d, 50.0),
+        percentile(&d, 90.0)
+    )
+}
+
+/// "text p50 / p90 · photo p50 / p90", in ms.
+fn legs(text: &[f64], photo: &[f64]) -> String {
+    let p = |v: &[f64]| {
+        let mut s = v.to_vec();
+        s.sort_by(f64::total_cmp);
+        format!("{:.1} / {:.1}", percentile(&s, 50.0), percentile(&s, 90.0))
+    };
+    format!("{} · {} ms", p(text), p(photo))
+}
+
+/// The headline figures of both servers in one table.
+fn print_side_by_side(m: &MockFigures, i: &IndependentFigures) {
+    println!("### Side by side: the built-in mock and the independent homeserver\n");
+    println!("| figure | built-in mock | independent homeserver |");
+    println!("|---|---|---|");
+    let growth = |hwm: u64, rss: u64| {
+        let g = hwm.saturating_sub(rss);
+        let verdict = if g < MAX_GROWTH_KIB {
+            "met"
+        } else {
+            "**missed**"
+        };
+        format!("{}, {verdict}", mib(g))
+    };
+    let same = |ok: bool| {
+        if ok {
+            "same SHA-256"
+        } else {
+            "**different bytes**"
+        }
+    };
+    if let (Some((a, la, _)), Some((b, lb, _))) = (&m.outs, &i.outs) {
+        println!(
+            "| 50 MB out: RSS growth, VmHWM after − VmRSS before (target < 8 MiB) | {} | {} |",
+            growth(a.hwm_kib, a.rss_before_kib),
+            growth(b.hwm_kib, b.rss_before_kib)
+        );
+        println!(
+            "| 50 MB out: submit → the platform has it | {} | {} |",
+            timed(a.post_ms, a.bytes),
+            timed(b.post_ms, b.bytes)
+        );
+        println!(
+            "| 50 MB out: bytes at the platform | {} bytes, `{}`, {} | {} bytes, `{}`, {} |",
+            a.bytes,
+            a.method,
+            same(a.same_bytes),
+            b.bytes,
+            b.method,
+            same(b.same_bytes)
+        );
+        println!(
+            "| out: submit → the platform has it, text · 1 MB photo, p50 / p90 | {} | {} |",
+            legs(&la.text, &la.photo),
+            legs(&lb.text, &lb.photo)
+        );
+        println!(
+            "| out: latency a 1 MB photo adds over a text (photo − text, run by run), p50 / p90 | {} | {} |",
+            added(&la.text, &la.photo),
+            added(&lb.text, &lb.photo)
+        );
+    }
+    if let (Some((a, la, _, _)), Some((b, lb, _))) = (&m.ins, &i.ins) {
+        println!(
+            "| 50 MB in: RSS growth, VmHWM after − VmRSS before (target < 8 MiB) | {} | {} |",
+            growth(a.hwm_kib, a.rss_before_kib),
+            growth(b.hwm_kib, b.rss_before_kib)
+        );
+        println!(
+            "| 50 MB in: the platform's event → the agent has the turn | {} | {} |",
+            timed(a.to_agent_ms, a.bytes),
+            timed(b.to_agent_ms, b.bytes)
+        );
+        println!(
+            "| 50 MB in: the stored file | {} bytes, {} | {} bytes, {} |",
+            a.bytes,
+            same(a.same_bytes),
+            b.bytes,
+            same(b.same_bytes)
+        );
+        println!(
+            "| in: the platform's event → the agent has the request, text · 1 MB photo, p50 / p90 | {} | {} |",
+            legs(&la.text, &la.photo),
+            legs(&lb.text, &lb.photo)
+        );
+        println!(
+            "| in: latency a 1 MB photo adds over a text (photo − text, run by run), p50 / p90 | {} (a Telegram photo) | {} (a Matrix `m.image`) |",
+            added(&la.text, &la.photo),
+            added(&lb.text, &lb.photo)
         );
     }
     println!();

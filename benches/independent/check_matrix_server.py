@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import hashlib
 import json
 import os
 import re
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from typing import Any
@@ -25,6 +27,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 TOKEN, USER, DEVICE = "check-token", "@bot:check.test", "CHECKDEV"
 ROOM_A, ROOM_B, ROOM_X = "!a:check.test", "!b:check.test", "!nope:check.test"
 C = "/_matrix/client/v3"
+MAX_UPLOAD = 2_000_000  # the main server's --max-upload-bytes
+MEDIA_PARENT = tempfile.mkdtemp(prefix="check-matrix-media-")  # the main server's --media-dir
 failures: list[str] = []
 counter = 0
 
@@ -92,6 +96,12 @@ class Client:
         """A next_batch at the current head."""
         s, b, _ = await self.sync(filter={"room": {"timeline": {"limit": 1}}})
         return b["next_batch"]
+
+    async def head_before(self, put: dict[str, Any]) -> str:
+        """A since token just before the event an answer's next_batch follows (the event is the last one)."""
+        m = re.fullmatch(r"s(\d+)(_.*)", put["next_batch"])
+        assert m is not None, put
+        return f"s{int(m.group(1)) - 1}{m.group(2)}"
 
 
 async def raw_put_dropped(base: str, path: str, content: dict[str, Any]) -> bool:
@@ -509,6 +519,107 @@ async def records(c: Client) -> None:
           "an older since gets a limited catch-up, only rooms with news", rb["timeline"]["limited"])
 
 
+async def fetch(c: Client, path: str, token: str | None = TOKEN) -> tuple[int, bytes, Any]:
+    """A download: status, raw body, headers."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with c.http.get(c.base + path, headers=headers) as r:
+        return r.status, await r.read(), r.headers
+
+
+async def upload(c: Client, data: Any, name: str | None, ctype: str, token: str | None = TOKEN
+                 ) -> tuple[int, Any]:
+    headers = {"Content-Type": ctype}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    params = {"filename": name} if name is not None else {}
+    async with c.http.post(c.base + "/_matrix/media/v3/upload", params=params, data=data, headers=headers) as r:
+        return r.status, await r.json()
+
+
+async def media(c: Client) -> None:
+    """The content repository: config, upload, authenticated download, the cap, the file records."""
+    s, b, _ = await c.get("/_matrix/client/v1/media/config")
+    s2, b2, _ = await c.get("/_matrix/client/v1/media/config", token=None)
+    check(s == 200 and b == {"m.upload.size": MAX_UPLOAD} and s2 == 401 and b2["errcode"] == "M_MISSING_TOKEN",
+          "media/config: m.upload.size from --max-upload-bytes, behind auth", (s, b, s2, b2))
+    png = b"\x89PNG\r\n\x1a\n" + os.urandom(1_500_000)
+    s, up = await upload(c, png, "chart one.png", "image/png")
+    uri = up.get("content_uri", "")
+    mid = uri.rsplit("/", 1)[-1]
+    check(s == 200 and re.fullmatch(r"mxc://check\.test/[A-Za-z]{24}", uri) is not None,
+          "upload: 200 {content_uri: mxc://<server>/<id>}", (s, up))
+    s, b = await upload(c, b"x", "x.bin", "application/octet-stream", token=None)
+    check(s == 401 and b["errcode"] == "M_MISSING_TOKEN", "upload without a token: 401", (s, b))
+    on_disk = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(MEDIA_PARENT) for f in fs]
+    check(on_disk == [len(png)], "the upload is a file under --media-dir, whole", on_disk)
+    s, got, h = await fetch(c, f"/_matrix/client/v1/media/download/check.test/{mid}")
+    check(s == 200 and got == png and h["Content-Type"] == "image/png"
+          and h["Content-Disposition"] == 'inline; filename="chart one.png"' and h["Content-Length"] == str(len(png)),
+          "download: the same bytes, Content-Type as uploaded, inline with the filename", (s, len(got), dict(h)))
+    s, got, h = await fetch(c, f"/_matrix/client/v1/media/download/check.test/{mid}/renamed.png")
+    s2, _, _ = await fetch(c, f"/_matrix/client/v1/media/download/check.test/{mid}", token=None)
+    check(s == 200 and got == png and h["Content-Disposition"] == 'inline; filename="renamed.png"' and s2 == 401,
+          "download/{fileName} names the file so; no token: 401", (s, dict(h), s2))
+    s, pdf = await upload(c, b"%PDF-1.4 tiny", None, "application/pdf")
+    s2, _, h = await fetch(c, f"/_matrix/client/v1/media/download/check.test/{pdf['content_uri'].rsplit('/', 1)[-1]}")
+    check(s == 200 and s2 == 200 and h["Content-Disposition"] == "attachment",
+          "a PDF without filename: attachment, no filename", (s, s2, dict(h)))
+    r1 = await fetch(c, "/_matrix/client/v1/media/download/check.test/nosuchmedia")
+    r2 = await fetch(c, f"/_matrix/client/v1/media/download/other.test/{mid}")
+    r3 = await fetch(c, f"/_matrix/media/v3/download/check.test/{mid}", token=None)
+    check([r[0] for r in (r1, r2, r3)] == [404] * 3 and all(json.loads(r[1])["errcode"] == "M_NOT_FOUND"
+                                                             for r in (r1, r2, r3)),
+          "unknown id, another server, the frozen unauthenticated route: 404 M_NOT_FOUND", [r[:2] for r in (r1, r2, r3)])
+    before = await c.page("/_independent/media")
+    s, b = await upload(c, os.urandom(MAX_UPLOAD + 1), "big.bin", "application/octet-stream")
+
+    async def chunked() -> Any:  # no Content-Length: the cap is found while streaming
+        for _ in range(3):
+            yield os.urandom(MAX_UPLOAD // 2)
+    s2, b2 = await upload(c, chunked(), "big2.bin", "application/octet-stream")
+    after = await c.page("/_independent/media")
+    on_disk = [os.path.getsize(os.path.join(d, f)) for d, _, fs in os.walk(MEDIA_PARENT) for f in fs]
+    check(s == s2 == 413 and b["errcode"] == b2["errcode"] == "M_TOO_LARGE" and len(after["files"]) ==
+          len(before["files"]) and len(on_disk) == 2, "over m.upload.size (declared or streamed): 413 M_TOO_LARGE, "
+          "nothing kept", (s, b, s2, b2, on_disk))
+    info = {"mimetype": "image/png", "size": len(png)}
+    s, sent, _ = await c.send(ROOM_A, "media-1", {"msgtype": "m.image", "body": "a chart", "filename": "chart one.png",
+                                                  "url": uri, "info": info})
+    await c.send(ROOM_A, "media-2", {"msgtype": "m.file", "body": "gone.pdf", "url": "mxc://check.test/missing"})
+    await c.send(ROOM_A, "media-3", {"msgtype": "m.text", "body": "no file"})
+    ev = (await c.page("/_independent/media"))["file_events"]
+    mine = [e for e in ev if e["source"] == "send"]
+    check(len(mine) == 2 and mine[0]["event_id"] == sent["event_id"] and mine[0]["in_repo"] is True
+          and mine[0]["sha256"] == hashlib.sha256(png).hexdigest() and mine[0]["size"] == len(png)
+          and mine[0]["info_size_matches"] and mine[0]["txn_id"] == "media-1" and mine[1]["in_repo"] is False
+          and mine[1]["sha256"] is None, "file events the bot sends are recorded with the repository's sha256 and "
+          "size (m.text is not)", mine)
+    async with c.http.post(c.base + "/_independent/media", params={"filename": "in.png", "emit": "m.image",
+                                                                   "body": "look"}, data=png[:1000],
+                           headers={"Content-Type": "image/png"}) as r:
+        put = await r.json()
+    s, b, _ = await c.sync(since=await c.head_before(put), timeout=0)
+    tl = [e for e in timeline(b, ROOM_A) if e["event_id"] == put.get("event_id")]
+    check(put.get("ok") and put["size"] == 1000 and put["source"] == "bench" and len(tl) == 1
+          and tl[0]["content"] == {"msgtype": "m.image", "body": "look", "filename": "in.png", "url":
+                                   put["content_uri"], "info": {"mimetype": "image/png", "size": 1000}}
+          and tl[0]["sender"] == "@alice:check.test",
+          "/_independent/media?emit=m.image puts the file and the peer's event names it in /sync", (put, tl))
+    async with c.http.post(c.base + "/_independent/media/emit", json={"media_id": put["media_id"],
+                                                                      "msgtype": "m.file"}) as r:
+        e1 = (r.status, await r.json())
+    async with c.http.post(c.base + "/_independent/media/emit", json={"media_id": "nope"}) as r:
+        e2 = (r.status, await r.json())
+    check(e1[0] == 200 and e1[1]["event_id"].startswith("$") and e2[0] == 400 and "no media" in e2[1]["error"],
+          "/_independent/media/emit: an event for a file already in; an unknown one: 400", (e1, e2))
+    st = await c.stats()
+    posts = (await c.page("/_posts"))["posts"]
+    check(st["media_uploads"] == 3 and st["media_uploads_refused"] == 2 and st["media_downloads"] == 3
+          and st["media_downloads_missing"] == 3 and st["media_bytes_out"] == 2 * len(png) + len(b"%PDF-1.4 tiny")
+          and st["file_events"] == 4 and isinstance(posts[-1].get("received_unix_us"), int),
+          "stats count the media; posts carry received_unix_us", {k: v for k, v in st.items() if "media" in k})
+
+
 async def defaults_server(http: aiohttp.ClientSession, base: str) -> None:
     c = Client(http, base, token="mx-indep-token")
     s, b, _ = await c.get(f"{C}/account/whoami")
@@ -543,13 +654,15 @@ async def stop(proc: asyncio.subprocess.Process, name: str) -> None:
 async def main() -> int:
     main_proc, base = await start("--access-token", TOKEN, "--user-id", USER, "--device-id", DEVICE,
                                   "--rooms", f"{ROOM_A},{ROOM_B}", "--encrypted-rooms", ROOM_B,
-                                  "--max-timeout-ms", "5000")
+                                  "--max-timeout-ms", "5000", "--max-upload-bytes", str(MAX_UPLOAD),
+                                  "--media-dir", MEDIA_PARENT)
     other_proc, other = await start("--max-timeout-ms", "400")
     t0 = time.monotonic()
     try:
         async with aiohttp.ClientSession() as http:
             c = Client(http, base)
-            for step in (basics, initial_sync, long_poll, filters, gaps, sends, encryption, sync_faults, records):
+            for step in (basics, initial_sync, long_poll, filters, gaps, sends, encryption, sync_faults, records,
+                         media):
                 await asyncio.wait_for(step(c), 60)
             await defaults_server(http, other)
             # SIGTERM with a held sync and a hung one still exits 0
@@ -567,6 +680,9 @@ async def main() -> int:
         for proc, name in ((main_proc, "main server"), (other_proc, "defaults server")):
             if proc.returncode is None:
                 await stop(proc, name)
+    left = [f for _, _, fs in os.walk(MEDIA_PARENT) for f in fs]
+    check(left == [], "the media directory is removed on exit", left)
+    os.rmdir(MEDIA_PARENT)
     print(f"{counter} checks, {len(failures)} failure(s) in {time.monotonic() - t0:.1f} s"
           + (": " + "; ".join(failures) if failures else ""))
     return 1 if failures else 0

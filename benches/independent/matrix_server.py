@@ -3,7 +3,8 @@
 
 Written only from docs/research/matrix-client-server.md and the Matrix spec (matrix-org/matrix-spec
 data/api/client-server/{sync,message_pagination,room_send}.yaml and definitions/{event_filter,
-room_event_filter,timeline_batch}.yaml), never from the project's own mock or client, so that it does
+room_event_filter,timeline_batch}.yaml; the content repository, in matrix_media.py, from content-repo.yaml and
+authed-content-repo.yaml), never from the project's own mock or client, so that it does
 not agree with our client by construction. It imitates Synapse where the note describes Synapse. The
 source of each behaviour, and the choices made where the note says "not confirmed", are in README.md
 ("Matrix client-server (matrix_server.py)").
@@ -33,6 +34,8 @@ import time
 from typing import Any
 
 from aiohttp import web
+
+import matrix_media  # beside this file: the content repository (issue 47)
 
 SPEC_VERSIONS = ["r0.0.1", "r0.1.0", "r0.2.0", "r0.3.0", "r0.4.0", "r0.5.0", "r0.6.0", "r0.6.1", "v1.1", "v1.2",
                  "v1.3", "v1.4", "v1.5", "v1.6", "v1.7", "v1.8", "v1.9", "v1.10", "v1.11"]
@@ -218,6 +221,7 @@ class Homeserver:
         self.sync_fault: dict[str, Any] | None = None
         self.post_fault: dict[str, Any] | None = None
         self.messages_opts: dict[str, Any] = {"empty_pages": 0, "lazy_end": False}
+        self.media = matrix_media.MediaRepo(self, args.media_dir, args.max_upload_bytes)
         for room in args.rooms:
             self.seed_room(room, room in args.encrypted_rooms)
 
@@ -226,7 +230,9 @@ class Homeserver:
         return int((time.monotonic() - self.started) * 1000)
 
     def when(self) -> dict[str, int]:
-        return {"received_ms": self.ms(), "received_unix_ms": int(time.time() * 1000)}
+        """When a request was handled: ms since start, and Unix time in ms and (for latency figures) in µs."""
+        now = time.time()
+        return {"received_ms": self.ms(), "received_unix_ms": int(now * 1000), "received_unix_us": int(now * 1e6)}
 
     def now_ts(self) -> int:
         self.last_ts = max(int(time.time() * 1000), self.last_ts)
@@ -244,6 +250,8 @@ class Homeserver:
         self.room_pos[room].append(ev.pos)
         if state_key is not None:
             self.room_state_evs[room].append(ev)
+        if etype == "m.room.message":
+            self.media.note_event(ev)
         self.stats["events"] += 1
         self.wake("event")
         return ev
@@ -948,6 +956,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--encrypted-rooms", default="", help="comma-separated rooms with m.room.encryption from the start")
     p.add_argument("--peer-user", default="", help="the other member and default sender (default @alice:<server>)")
     p.add_argument("--max-timeout-ms", type=int, default=30_000, help="cap on the /sync timeout parameter")
+    p.add_argument("--max-upload-bytes", type=int, default=matrix_media.DEFAULT_MAX_UPLOAD,
+                   help="m.upload.size: larger uploads get 413 M_TOO_LARGE (default 50 MiB, Synapse's)")
+    p.add_argument("--media-dir", default="", help="where uploads are kept (a fresh directory inside it; default "
+                   "the system's temporary directory); removed on exit")
     args = p.parse_args(argv)
     args.rooms = [r.strip() for r in args.rooms.split(",") if r.strip()]
     args.encrypted_rooms = {r.strip() for r in args.encrypted_rooms.split(",") if r.strip()}
@@ -959,6 +971,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         p.error("--user-id looks like @localpart:server")
     if args.max_timeout_ms < 0:
         p.error("--max-timeout-ms is >= 0")
+    if args.max_upload_bytes < 0:
+        p.error("--max-upload-bytes is >= 0")
     return args
 
 
@@ -984,6 +998,7 @@ async def main(argv: list[str]) -> int:
     r.add_get("/_independent/stats", hs.stats_page)
     r.add_get("/_posts", hs.posts_page)
     r.add_get("/_events", hs.events_page)
+    matrix_media.add_routes(app, hs.media)
     runner = web.AppRunner(app, access_log=None, handle_signals=False, handler_cancellation=True,
                            shutdown_timeout=1.0)
     await runner.setup()
@@ -996,6 +1011,7 @@ async def main(argv: list[str]) -> int:
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     await runner.cleanup()
+    hs.media.close()
     return 0
 
 

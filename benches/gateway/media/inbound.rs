@@ -45,7 +45,7 @@ pub(super) struct InlinePhoto {
 }
 
 /// The stored file's path, as the bridge names a file it does not inline: `[photo: PATH]`.
-fn named_path(text: &str) -> Option<&str> {
+pub(super) fn named_path(text: &str) -> Option<&str> {
     let rest = &text[text.find("[photo: ")? + "[photo: ".len()..];
     Some(&rest[..rest.find(']')?])
 }

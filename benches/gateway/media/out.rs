@@ -53,7 +53,7 @@ fn body(key: &str, text: &str, attachments: Vec<String>) -> SendBody {
 
 /// `bytes` written to the rig's scratch directory and put into the store through the API:
 /// its id, and how long the upload took in ms.
-async fn upload(rig: &Rig, name: &str, bytes: &[u8]) -> (String, f64) {
+pub(super) async fn upload(rig: &Rig, name: &str, bytes: &[u8]) -> (String, f64) {
     let path = rig.scratch().join(name);
     std::fs::write(&path, bytes).unwrap();
     let file = tokio::fs::File::open(&path).await.unwrap();

@@ -1,6 +1,7 @@
 //! What the media measurements share: a real gateway process with a Telegram adapter (and,
-//! for files in, a Matrix adapter and an agent) against the built-in mock, its agent API, a
-//! trivial OpenAI-compatible agent served in this process, and the files sent.
+//! for files in, a Matrix adapter and an agent) against the built-in mock, or a Matrix adapter
+//! (and an agent) against the independent homeserver; its agent API, a trivial
+//! OpenAI-compatible agent served in this process, and the files sent.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,10 @@ use crate::scratch;
 /// The mock's Telegram chat, as a target of the API.
 pub(super) const TG_CHAT: &str = "chat:1001";
 pub(super) const PROFILE: &str = "md";
+/// benches/independent/matrix_server.py's defaults: its token, its bot and its one room.
+pub(super) const INDEPENDENT_TOKEN: &str = "mx-indep-token";
+pub(super) const INDEPENDENT_USER: &str = "@bot:indep.test";
+pub(super) const INDEPENDENT_ROOM: &str = "!r1:indep.test";
 
 pub(super) fn sha256(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -150,9 +155,6 @@ impl Rig {
     /// sender admitted, and `[agent] kind = "openai"` at its URL. Waited for until every
     /// adapter is ready and the API answers.
     pub(super) async fn start(tag: &str, mock: &MockPlatform, agent: Option<&Agent>) -> Rig {
-        let home = scratch(&format!("media-{tag}"));
-        let profile_home = home.join("profiles").join(PROFILE);
-        std::fs::create_dir_all(&profile_home).unwrap();
         let base = mock.http_base();
         let mut toml = format!(
             "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"TG_TOKEN\"\n\
@@ -162,16 +164,27 @@ impl Rig {
         let mut adapters = 1;
         if let Some(agent) = agent {
             let mx = MatrixConfig::default();
-            toml.push_str(&format!(
-                "[[adapter]]\nname = \"mx\"\nkind = \"matrix\"\nhomeserver = \"{base}\"\n\
-                 user-id = \"{}\"\ntoken-env = \"MX_TOKEN\"\npoll-timeout = \"1s\"\n\n\
-                 [access]\nallow-all = true\nrequire-mention = false\nbudget = \"off\"\n\n\
-                 [agent]\nkind = \"openai\"\nurl = \"{}\"\n",
-                mx.user_id, agent.url
-            ));
+            toml.push_str(&matrix_adapter(&base, &mx.user_id, Some(agent)));
             env.push_str(&format!("MX_TOKEN={}\n", mx.access_token));
             adapters = 2;
         }
+        Rig::launch(tag, &toml, &env, adapters).await
+    }
+
+    /// One Matrix adapter `mx` against the independent homeserver at `base`; with `agent`,
+    /// every sender admitted and `[agent] kind = "openai"` at its URL. Waited for as
+    /// [`Rig::start`] is.
+    pub(super) async fn start_independent(tag: &str, base: &str, agent: Option<&Agent>) -> Rig {
+        let toml = matrix_adapter(base, INDEPENDENT_USER, agent);
+        let env = format!("MX_TOKEN={INDEPENDENT_TOKEN}\n");
+        Rig::launch(tag, &toml, &env, 1).await
+    }
+
+    /// A gateway for `toml` and `env` in a fresh scratch home, once its `adapters` are ready.
+    async fn launch(tag: &str, toml: &str, env: &str, adapters: usize) -> Rig {
+        let home = scratch(&format!("media-{tag}"));
+        let profile_home = home.join("profiles").join(PROFILE);
+        std::fs::create_dir_all(&profile_home).unwrap();
         std::fs::write(profile_home.join("gateway.toml"), toml).unwrap();
         std::fs::write(profile_home.join(".env"), env).unwrap();
         let gw = spawn_gateway(&home, PROFILE, None);
@@ -217,6 +230,23 @@ impl Drop for Rig {
         let _ = self.gw.0.wait();
         let _ = std::fs::remove_dir_all(&self.home);
     }
+}
+
+/// A Matrix adapter `mx` at `base` as `user` (its token from `MX_TOKEN`); with `agent`, every
+/// sender admitted and the agent behind the OpenAI bridge.
+fn matrix_adapter(base: &str, user: &str, agent: Option<&Agent>) -> String {
+    let mut toml = format!(
+        "[[adapter]]\nname = \"mx\"\nkind = \"matrix\"\nhomeserver = \"{base}\"\n\
+         user-id = \"{user}\"\ntoken-env = \"MX_TOKEN\"\npoll-timeout = \"1s\"\n\n"
+    );
+    if let Some(agent) = agent {
+        toml.push_str(&format!(
+            "[access]\nallow-all = true\nrequire-mention = false\nbudget = \"off\"\n\n\
+             [agent]\nkind = \"openai\"\nurl = \"{}\"\n",
+            agent.url
+        ));
+    }
+    toml
 }
 
 /// The first post for which `pick` holds, waited for up to `limit`.
