@@ -1,6 +1,7 @@
 //! The media store's bound, at the unit level: a `Store` with a small quota takes 1,000 files,
 //! each `put` followed by `evict`, as an inbound fetch does; and what one `evict` costs as the
-//! store holds more files (it lists the directory and looks at every file each time).
+//! store holds more files (it lists the directory and looks at every file only when its count
+//! says it may be over its quota; below it, an `evict` is a look at the count).
 
 use std::time::Instant;
 
