@@ -242,7 +242,9 @@ impl HeldLock {
 }
 
 /// Who holds the flock on the file at `path`, as [`who_holds`] names them, without taking the
-/// lock: for `reload`, which signals only a process that holds its profile's lock.
+/// lock: for `reload`, which signals only a process that holds its profile's lock (where
+/// there is a lock table to ask).
+#[cfg(target_os = "linux")]
 pub(crate) fn holder(path: &Path) -> Owner {
     match File::open(path) {
         Ok(file) => who_holds(&file),
