@@ -7,6 +7,7 @@
 #![allow(rustdoc::private_intra_doc_links)]
 
 pub mod access;
+pub mod adopt;
 pub mod agent;
 pub(crate) mod ansi;
 pub mod api;

@@ -121,6 +121,15 @@ pub trait Platform {
     /// (`agent::hermes`): the gateway holds the platform.
     const HERMES_CREDENTIALS: &'static [&'static str] = &[];
 
+    /// What Hermes's settings for this platform (its home `home`) become in the gateway
+    /// (`hermes-svc adopt`): `None` when Hermes does not run the platform, else the adapter
+    /// and its access rules, or why they cannot be made as Hermes has them.
+    fn from_hermes(
+        _home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        None
+    }
+
     /// What a new login needs, for a platform whose adapter can wait for one
     /// (`needs-login`): said when doctor finds one waiting.
     const LOGIN: Option<&'static str> = None;
@@ -343,6 +352,18 @@ macro_rules! registry {
             $(let names = <$wing::$platform as Platform>::HERMES_CREDENTIALS;
             if !names.is_empty() {
                 out.push((<$wing::$platform as Platform>::KIND, names));
+            })+
+            out
+        }
+
+        /// Each platform Hermes runs in `home`, with what its wing makes of it
+        /// ([`Platform::from_hermes`]).
+        pub fn from_hermes(
+            home: &crate::adopt::hermes_home::HermesHome,
+        ) -> Vec<(&'static str, Result<crate::adopt::mapping::Wing, String>)> {
+            let mut out = vec![];
+            $(if let Some(made) = <$wing::$platform as Platform>::from_hermes(home) {
+                out.push((<$wing::$platform as Platform>::KIND, made));
             })+
             out
         }

@@ -4,6 +4,7 @@
 mod bot_info;
 mod config;
 mod fetch;
+mod hermes;
 mod normalise;
 pub mod pbbp2;
 mod receive;
@@ -30,6 +31,12 @@ impl Platform for Feishu {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {

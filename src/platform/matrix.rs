@@ -5,6 +5,7 @@ mod api;
 mod config;
 mod doctor;
 mod fetch;
+mod hermes;
 mod normalise;
 mod receive;
 mod send;
@@ -37,6 +38,12 @@ impl Platform for Matrix {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {

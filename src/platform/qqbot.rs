@@ -5,6 +5,7 @@ mod close_code;
 mod config;
 mod connect;
 mod fetch;
+mod hermes;
 mod intents;
 mod normalise;
 mod send;
@@ -40,6 +41,12 @@ impl Platform for QqBot {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {

@@ -4,6 +4,7 @@
 mod config;
 mod doctor;
 mod fetch;
+mod hermes;
 mod normalise;
 mod receive;
 mod send;
@@ -29,6 +30,12 @@ impl Platform for Slack {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     /// The app-level token first (Socket Mode), then the bot token (the Web API).

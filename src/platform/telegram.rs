@@ -2,6 +2,7 @@
 
 mod config;
 mod fetch;
+mod hermes;
 mod normalise;
 mod receive;
 mod send;
@@ -35,6 +36,12 @@ impl Platform for Telegram {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {

@@ -7,6 +7,7 @@ mod cdn_cipher;
 mod config;
 mod context_tokens;
 mod fetch;
+mod hermes;
 mod login;
 mod normalise;
 pub mod qr;
@@ -43,6 +44,12 @@ impl Platform for Weixin {
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(_config: &Config) -> Vec<&str> {

@@ -30,6 +30,8 @@ const SECRET_KEYS: [&str; 9] = [
 pub struct Found {
     pub platform: String,
     pub key: String,
+    /// The 0-based index of the line it is on.
+    pub line: usize,
 }
 
 /// The credentials `text` holds for `platforms` (each platform, as Hermes names it, with the
@@ -38,7 +40,7 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
     let mut out = vec![];
     // The keys of the block mappings the current line is in, with their indentation.
     let mut path: Vec<(usize, String)> = vec![];
-    for line in text.lines() {
+    for (n, line) in text.lines().enumerate() {
         let content = line.trim_end();
         let trimmed = content.trim_start();
         if trimmed.is_empty() || trimmed.starts_with('#') || trimmed.starts_with("- ") {
@@ -62,6 +64,7 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
                 out.push(Found {
                     platform: (*platform).to_owned(),
                     key: key.to_owned(),
+                    line: n,
                 });
             }
         }
@@ -80,6 +83,7 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
                 out.push(Found {
                     platform: name.to_owned(),
                     key: at.join("."),
+                    line: n,
                 });
             }
         }
@@ -88,6 +92,161 @@ pub fn credentials(text: &str, platforms: &[(&str, &[&str])]) -> Vec<Found> {
         }
     }
     out
+}
+
+/// One `key: value` entry of a block mapping, by its key path (`["platforms", "telegram",
+/// "token"]`), with its line: what adopt reads a platform's settings from. Its `Debug` shows
+/// no value (a value may be a token).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub path: Vec<String>,
+    /// The value as written on the line, trimmed; a mapping's key line has none.
+    pub raw: String,
+    /// The 0-based index of its line.
+    pub line: usize,
+}
+
+impl std::fmt::Debug for Entry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Entry({} at line {})",
+            self.path.join("."),
+            self.line + 1
+        )
+    }
+}
+
+impl Entry {
+    /// The value as a plain scalar: unquoted, its comment dropped; `None` for what is not
+    /// one on this line (a block or flow collection, a multi-line string, an anchor or tag).
+    pub fn scalar(&self) -> Option<String> {
+        scalar(&self.raw)
+    }
+
+    /// Whether the value is a flow collection (`{...}`, `[...]`) on the line.
+    pub fn is_flow(&self) -> bool {
+        self.raw.starts_with(['{', '['])
+    }
+
+    /// The value as a list of scalars: a flow sequence `[a, b]` on the line, else the scalar
+    /// split at commas (as Hermes splits its `*_ALLOWED_USERS` strings).
+    pub fn list(&self) -> Option<Vec<String>> {
+        let inner = match self.raw.strip_prefix('[') {
+            Some(rest) => rest.split_once(']')?.0.to_owned(),
+            None => self.scalar()?,
+        };
+        Some(
+            inner
+                .split(',')
+                .filter_map(|s| scalar(s.trim()))
+                .filter(|s| !s.is_empty())
+                .collect(),
+        )
+    }
+}
+
+/// Every `key: value` entry of `text`'s block mappings, with its key path. A block sequence
+/// (`- item`) is skipped with what is under it, so no key inside one is taken for a mapping's.
+pub fn entries(text: &str) -> Vec<Entry> {
+    let mut out = vec![];
+    let mut path: Vec<(usize, String)> = vec![];
+    // Inside a block sequence, or a block scalar (`|`, `>`), at this indentation or deeper.
+    let mut skipping: Option<usize> = None;
+    for (n, line) in text.lines().enumerate() {
+        let content = line.trim_end();
+        let trimmed = content.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let indent = content.len() - trimmed.len();
+        if let Some(depth) = skipping {
+            if indent > depth || (indent == depth && trimmed.starts_with("- ")) {
+                continue;
+            }
+            skipping = None;
+        }
+        if trimmed == "---" || trimmed == "..." {
+            path.clear();
+            continue;
+        }
+        if trimmed.starts_with("- ") || trimmed == "-" {
+            skipping = Some(indent);
+            continue;
+        }
+        let Some((key, value)) = key_value(trimmed) else {
+            continue;
+        };
+        while path.last().is_some_and(|(i, _)| *i >= indent) {
+            path.pop();
+        }
+        let mut at: Vec<String> = path.iter().map(|(_, k)| k.clone()).collect();
+        at.push(key.to_owned());
+        out.push(Entry {
+            path: at,
+            raw: value.to_owned(),
+            line: n,
+        });
+        if value.starts_with(['|', '>']) {
+            skipping = Some(indent);
+        } else if is_empty(value) {
+            path.push((indent, key.to_owned()));
+        }
+    }
+    out
+}
+
+/// `text` without the lines whose 0-based indexes are in `lines`, every other byte kept.
+pub fn without_lines(text: &str, lines: &[usize]) -> String {
+    text.split_inclusive('\n')
+        .enumerate()
+        .filter(|(n, _)| !lines.contains(n))
+        .map(|(_, l)| l)
+        .collect()
+}
+
+/// A plain or quoted scalar on one line, unquoted; `None` for anything else.
+fn scalar(raw: &str) -> Option<String> {
+    if let Some(rest) = raw.strip_prefix('"') {
+        let end = rest.find('"')?;
+        let inner = &rest[..end];
+        let tail = rest[end + 1..].trim_start();
+        if inner.contains('\\') || !(tail.is_empty() || tail.starts_with('#')) {
+            return None;
+        }
+        return Some(inner.to_owned());
+    }
+    if let Some(rest) = raw.strip_prefix('\'') {
+        let mut out = String::new();
+        let mut chars = rest.chars().peekable();
+        while let Some(c) = chars.next() {
+            if c != '\'' {
+                out.push(c);
+            } else if chars.peek() == Some(&'\'') {
+                out.push('\'');
+                chars.next();
+            } else {
+                let tail: String = chars.collect();
+                let tail = tail.trim_start();
+                return (tail.is_empty() || tail.starts_with('#')).then_some(out);
+            }
+        }
+        return None;
+    }
+    if raw.starts_with(['{', '[', '|', '>', '&', '*', '!', '%', '@', '`']) {
+        return None;
+    }
+    let value = match raw.find(" #") {
+        Some(i) => &raw[..i],
+        None if raw.starts_with('#') => "",
+        None => raw,
+    };
+    let value = value.trim();
+    Some(if matches!(value, "~" | "null" | "Null" | "NULL") {
+        String::new()
+    } else {
+        value.to_owned()
+    })
 }
 
 /// What a chat's files need of Hermes's `config.yaml` (`text`, `None` for none) and it does

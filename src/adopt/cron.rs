@@ -1,0 +1,1 @@
+//! Hermes's cron jobs (TODO)
