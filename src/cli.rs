@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+mod adopt;
 mod agent;
 mod apply;
 mod args;
@@ -91,6 +92,7 @@ fn run(cli: Cli) -> Result<u8, CliError> {
         Command::Pairing(command) => pairing::run(command),
         Command::Install(args) => runtime()?.block_on(install::install(args)),
         Command::Uninstall(args) => runtime()?.block_on(install::uninstall(args)),
+        Command::Adopt(args) => runtime()?.block_on(adopt::run(args)),
         Command::Set(args) => runtime()?.block_on(set::set(args)),
         Command::Unset(args) => runtime()?.block_on(set::unset(args)),
         Command::Start(a) => runtime()?.block_on(lifecycle::run(a, Job::Start)),

@@ -34,6 +34,9 @@ pub(super) enum Command {
     Install(InstallArgs),
     /// Stop, disable and remove a profile's unit and our drop-in; profile data is kept.
     Uninstall(UninstallArgs),
+    /// Switch a profile from Hermes's own gateway to hermes-svc (its platforms, access rules,
+    /// pairings and cron deliveries), with Hermes as its agent; `--undo` switches back.
+    Adopt(AdoptArgs),
     /// Set environment variables or directives (WatchdogSec, RestartSec) in our drop-in.
     Set(SetArgs),
     /// Remove environment variables or directives from our drop-in.
@@ -258,7 +261,7 @@ impl ScopeArgs {
     }
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub(super) struct UnitSource {
     #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
     pub(super) profile: String,
@@ -314,6 +317,29 @@ pub(super) struct InstallArgs {
     /// Print what was done (or would be) as JSON.
     #[arg(long)]
     pub(super) json: bool,
+    #[command(flatten)]
+    pub(super) wait: WaitArgs,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct AdoptArgs {
+    #[command(flatten)]
+    pub(super) source: UnitSource,
+    /// The `hermes` program the agent unit runs (default: `hermes` on PATH).
+    #[arg(long, value_name = "PATH")]
+    pub(super) agent_exec: Option<PathBuf>,
+    /// The loopback port the gateway's Relay listens on for Hermes (`[agent] port`; default:
+    /// the Relay's own).
+    #[arg(long, value_name = "PORT")]
+    pub(super) relay_port: Option<u16>,
+    /// Switch back: uninstall the gateway and agent units, restore every file adopt changed
+    /// byte for byte, move Hermes's state back and bring back its own gateway job.
+    #[arg(long)]
+    pub(super) undo: bool,
+    /// Print what would be adopted, left or refused, and every file and bus call; change
+    /// nothing.
+    #[arg(long)]
+    pub(super) dry_run: bool,
     #[command(flatten)]
     pub(super) wait: WaitArgs,
 }

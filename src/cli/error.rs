@@ -47,6 +47,8 @@ pub(crate) enum CliError {
     #[error(transparent)]
     EditLock(#[from] EditLockError),
     #[error(transparent)]
+    Adopt(crate::adopt::AdoptError),
+    #[error(transparent)]
     Plan(#[from] PlanError),
     #[error(transparent)]
     Effect(#[from] EffectError),
@@ -145,6 +147,7 @@ impl CliError {
             | CliError::Pairing(_) => exit_code::FAILURE,
             CliError::Config(_) => exit_code::USAGE,
             CliError::Reload(e) => e.exit_code(),
+            CliError::Adopt(e) => e.exit_code(),
         }
     }
 }

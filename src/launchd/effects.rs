@@ -72,6 +72,7 @@ pub(crate) async fn apply(
             }
             Step::Backup { .. }
             | Step::MoveAside { .. }
+            | Step::PutBack { .. }
             | Step::RemoveFile { .. }
             | Step::RemoveLeftover { .. }
             | Step::CreateDir { .. }

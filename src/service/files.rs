@@ -39,6 +39,9 @@ pub(crate) fn apply(step: &Step) -> Result<(), FileError> {
         Step::MoveAside { from, to } => {
             std::fs::rename(from, to).map_err(io_err("move aside", from))?
         }
+        Step::PutBack { from, to } => {
+            std::fs::rename(from, to).map_err(io_err("put back", from))?
+        }
         Step::RemoveFile { path } | Step::RemoveLeftover { path } => {
             match std::fs::remove_file(path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => {

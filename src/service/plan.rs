@@ -30,6 +30,11 @@ pub(crate) enum Step {
         from: PathBuf,
         to: PathBuf,
     },
+    /// Rename a file that was moved aside back to its name: undoing a migration.
+    PutBack {
+        from: PathBuf,
+        to: PathBuf,
+    },
     RemoveFile {
         path: PathBuf,
     },
@@ -76,6 +81,7 @@ impl Step {
             self,
             Step::WriteFile { .. }
                 | Step::MoveAside { .. }
+                | Step::PutBack { .. }
                 | Step::RemoveFile { .. }
                 | Step::RemoveEmptyDir { .. }
         )
@@ -93,6 +99,9 @@ impl fmt::Display for Step {
             }
             Step::MoveAside { from, to } => {
                 write!(f, "move {} aside to {}", from.display(), to.display())
+            }
+            Step::PutBack { from, to } => {
+                write!(f, "put {} back as {}", from.display(), to.display())
             }
             Step::RemoveFile { path } => write!(f, "remove {}", path.display()),
             Step::RemoveLeftover { path } => {

@@ -22,6 +22,7 @@ pub(crate) async fn apply(plan: &Plan, systemd: &Systemd) -> Result<(), EffectEr
             Step::WriteFile { .. }
             | Step::Backup { .. }
             | Step::MoveAside { .. }
+            | Step::PutBack { .. }
             | Step::RemoveFile { .. }
             | Step::RemoveLeftover { .. }
             | Step::CreateDir { .. }
