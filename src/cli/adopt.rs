@@ -66,6 +66,8 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
         None => first_run(&home, &agent_home, &record, &planned.switch)?,
     };
     crate::test_hook::kill_at("adopt", "backed-up");
+    // From here the originals move and split: what the mapping read is in the record.
+    let source = record.backup_dir();
 
     let mut service = spec
         .with_role(crate::service::role::Role::Gateway)

@@ -60,7 +60,7 @@ macro_rules! on_homes {
 pub(crate) use on_homes;
 
 /// Every check, in id order.
-pub(crate) const CHECKS: [Check; 32] = [
+pub(crate) const CHECKS: [Check; 33] = [
     machine::BUS,
     siblings::DUPLICATE_UNITS,
     siblings::REPLACE,
@@ -93,6 +93,7 @@ pub(crate) const CHECKS: [Check; 32] = [
     on_homes!(access::NOBODY_ADMITTED),
     on_homes!(access::PAIRING_STORE),
     on_homes!(reload::RELOAD_REFUSED),
+    siblings::NOT_OURS_AT_OUR_NAME,
 ];
 
 /// Every finding in `s`, in id order.

@@ -55,13 +55,39 @@ pub(crate) fn served_profile(
                 .unwrap_or_else(|| ProfileName::parse(DEFAULT_PROFILE).expect("valid")),
         ),
     };
-    let hermes_home = unit_hermes_home(environment);
+    let mut hermes_home = unit_hermes_home(environment);
+    let mut profile = profile;
+    // Hermes's own gateway (`hermes`, `python -m hermes_cli.main`) takes a `HERMES_HOME` of
+    // `ROOT/profiles/NAME` as profile NAME's home, which is how its installer writes a named
+    // profile's unit (hermes-agent 0.19.0, `hermes_constants.py`); hermes-svc's own units
+    // name the root. Read Hermes's way, such a unit serves the profile ours would.
+    let hermes_svc = argv.first().is_some_and(|a| a.ends_with("hermes-svc"));
+    if let Some((root, name)) = hermes_home
+        .as_deref()
+        .filter(|_| !hermes_svc)
+        .and_then(profile_home_parts)
+    {
+        if explicit.is_none() || profile.as_ref().map(ProfileName::as_str) == Some(name.as_str()) {
+            profile = ProfileName::parse(&name).ok();
+            hermes_home = Some(root);
+        }
+    }
     Some(ServedProfile {
         profile,
         explicit: explicit.is_some(),
         replace,
         hermes_home,
     })
+}
+
+/// `ROOT/profiles/NAME` as `(ROOT, NAME)`.
+fn profile_home_parts(home: &Path) -> Option<(PathBuf, String)> {
+    let name = home.file_name()?.to_str()?.to_owned();
+    let profiles = home.parent()?;
+    if profiles.file_name()? != "profiles" {
+        return None;
+    }
+    Some((profiles.parent()?.to_path_buf(), name))
 }
 
 impl ServedProfile {
@@ -130,6 +156,27 @@ mod tests {
         assert!(s.serves(&bot, Path::new("/srv/h"), Path::new("/root/.hermes")));
         assert!(!s.serves(&bot, Path::new("/srv/other"), Path::new("/root/.hermes")));
         assert!(served_profile(&argv("/bin/sleep 10"), &env, None).is_none());
+    }
+
+    #[test]
+    fn hermess_own_unit_for_a_named_profile_names_the_profile_home() {
+        let env = vec!["HERMES_HOME=/h/.hermes/profiles/coder".to_owned()];
+        let coder = ProfileName::parse("coder").unwrap();
+        let s = served_profile(
+            &argv("/venv/bin/python -m hermes_cli.main --profile coder gateway run"),
+            &env,
+            None,
+        )
+        .unwrap();
+        assert!(s.serves(&coder, Path::new("/h/.hermes"), Path::new("/root/.hermes")));
+        // hermes-svc's own units name the root: the same variable means another home.
+        let s = served_profile(
+            &argv("/usr/bin/hermes-svc gateway run --profile coder"),
+            &env,
+            None,
+        )
+        .unwrap();
+        assert!(!s.serves(&coder, Path::new("/h/.hermes"), Path::new("/root/.hermes")));
     }
 
     #[test]

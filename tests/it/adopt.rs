@@ -23,6 +23,8 @@ use crate::mock_runtime::{mock_runtime, start_mock};
 /// The one user Hermes's allow-list admits (a DM's chat id is its user's id on the mock).
 const FRIEND: i64 = 1001;
 const STRANGER: i64 = 2002;
+/// A user Hermes approved by DM pairing.
+const PAIRED: i64 = 3003;
 
 /// A Hermes install on its own, as its docs leave it, under a manager of its own.
 struct Install {
@@ -64,6 +66,13 @@ impl Install {
             mock.http_base()
         );
         fs::write(home.join("config.yaml"), config).unwrap();
+        // Someone Hermes approved by pairing, not on the allow-list.
+        fs::create_dir_all(home.join("platforms/pairing")).unwrap();
+        fs::write(
+            home.join("platforms/pairing/telegram-approved.json"),
+            format!("{{\"{PAIRED}\": {{\"user_name\": \"pat\", \"approved_at\": 1765000000.5}}}}"),
+        )
+        .unwrap();
         fs::create_dir_all(home.join("memories")).unwrap();
         fs::write(home.join("memories/MEMORY.md"), "the user likes tea\n").unwrap();
         let install = Install {
@@ -84,12 +93,24 @@ impl Install {
     }
 
     fn hermes_unit(&self) -> String {
-        format!("hermes-gateway-{}.service", self.profile)
+        match self.profile.as_str() {
+            "default" => "hermes-gateway.service".to_owned(),
+            name => format!("hermes-gateway-{name}.service"),
+        }
     }
 
     /// The unit Hermes's installer renders for this home, written where it writes it, enabled
     /// and started, as `hermes gateway install` leaves it.
     fn install_hermes_unit(&self) {
+        self.write_hermes_unit();
+        let out = self.m.systemctl(&["enable", "--now", &self.hermes_unit()]);
+        assert!(out.status.success(), "{out:?}");
+        self.m.wait_active(&self.hermes_unit());
+    }
+
+    /// What `hermes gateway install` does to the unit file: render it and write it over
+    /// whatever is there, then reload the manager.
+    fn write_hermes_unit(&self) {
         let out = self
             .m
             .command(venv().join("bin/python").to_str().unwrap())
@@ -106,9 +127,6 @@ impl Install {
         fs::create_dir_all(self.m.unit_dir()).unwrap();
         fs::write(&unit_file, stdout(&out)).unwrap();
         assert!(self.m.systemctl(&["daemon-reload"]).status.success());
-        let out = self.m.systemctl(&["enable", "--now", &self.hermes_unit()]);
-        assert!(out.status.success(), "{out:?}");
-        self.m.wait_active(&self.hermes_unit());
     }
 
     fn adopt(&self, extra: &[&str]) -> std::process::Output {
@@ -238,7 +256,9 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
     // Whom Hermes admitted is admitted, once; a stranger is not.
     h.mock.telegram_emit_text(STRANGER, "hello from a stranger");
     h.mock.telegram_emit_text(FRIEND, "hello from a friend");
+    h.mock.telegram_emit_text(PAIRED, "hello from a paired user");
     assert_eq!(h.wait_answered("hello from a friend"), 1);
+    assert_eq!(h.wait_answered("hello from a paired user"), 1);
     assert!(
         !h.mock
             .posts()
@@ -306,4 +326,71 @@ fn an_adopt_killed_at_any_step_converges_when_run_again() {
     assert_eq!(h.wait_answered("hello after the kills"), 1);
     let again = h.adopt_ok(&[]);
     assert!(again.contains("unchanged"), "{again}");
+}
+
+/// The default profile: Hermes's home is `~/.hermes` itself and its unit is
+/// `hermes-gateway.service`, a sibling of ours rather than our unit's name.
+#[test]
+fn the_default_profile_is_adopted_beside_hermess_own_unit_name_and_given_back() {
+    let h = Install::new("default");
+    let before = h.snapshot();
+    let hermes_file = h.m.unit_dir().join(h.hermes_unit());
+    h.adopt_ok(&[]);
+    let gateway = unit("default");
+    assert_ne!(gateway, h.hermes_unit());
+    h.m.wait_active(&gateway);
+    assert_ne!(h.m.prop(&h.hermes_unit(), "ActiveState"), "active");
+    assert!(!hermes_file.exists(), "Hermes's unit moved aside");
+    assert!(
+        h.home().join("profiles").exists() || !h.home().join("agent/hermes/profiles").exists(),
+        "other profiles never move"
+    );
+    h.mock.telegram_emit_text(FRIEND, "hello default");
+    assert_eq!(h.wait_answered("hello default"), 1);
+
+    h.adopt_ok(&["--undo"]);
+    h.m.wait_active(&h.hermes_unit());
+    assert_ne!(h.m.prop(&gateway, "LoadState"), "loaded");
+    let after = h.snapshot();
+    let changed: Vec<_> = before.keys().filter(|k| before.get(*k) != after.get(*k)).collect();
+    assert!(changed.is_empty(), "not restored: {changed:#?}");
+}
+
+/// `hermes gateway install` run again after an adopt rewrites our unit with Hermes's (a named
+/// profile's units share a name): doctor says so, and install with --migrate puts ours back.
+#[test]
+fn doctor_catches_hermes_reinstalling_its_unit_over_ours_after_an_adopt() {
+    let h = Install::new("adre");
+    h.adopt_ok(&[]);
+    h.m.wait_active(&unit(&h.profile));
+    h.write_hermes_unit();
+    let out = doctor(&h.m, &["--json", "--profile", &h.profile]);
+    let errors: Vec<_> = findings(&out)
+        .into_iter()
+        .filter(|f| f["severity"] == "error")
+        .collect();
+    let hsv033: Vec<_> = errors.iter().filter(|f| f["id"] == "HSV033").collect();
+    assert_eq!(hsv033.len(), 1, "doctor missed Hermes's unit over ours: {errors:#?}");
+    assert_eq!(
+        hsv033[0]["fix"],
+        format!("hermes-svc install --profile {} --migrate", h.profile)
+    );
+
+    let hermes = venv().join("bin/hermes");
+    h.m.hermes_ok(&[
+        "install",
+        "--profile",
+        &h.profile,
+        "--agent",
+        "hermes",
+        "--agent-exec",
+        hermes.to_str().unwrap(),
+        "--migrate",
+    ]);
+    let out = doctor(&h.m, &["--json", "--profile", &h.profile]);
+    let errors: Vec<_> = findings(&out)
+        .into_iter()
+        .filter(|f| f["severity"] == "error")
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}");
 }

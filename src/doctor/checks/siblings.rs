@@ -125,6 +125,44 @@ fn no_profile(s: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
+/// HSV033: a unit under our name whose file hermes-svc did not write, running a gateway. A
+/// named profile's Hermes unit has our unit's very name and path, so `hermes gateway
+/// install`, `start` or `restart`, run after a switch to hermes-svc, write Hermes's unit over
+/// ours, and its gateway polls with the profile's tokens in the gateway's home
+/// (docs/adopt.md, "After the switch").
+pub(super) const NOT_OURS_AT_OUR_NAME: Check = Check {
+    id: "HSV033",
+    find: not_ours_at_our_name,
+    fix: |p, f| {
+        p.skip(
+            f,
+            "our unit must be written again over the other program's, and doctor never edits a unit file",
+        )
+    },
+};
+
+fn not_ours_at_our_name(s: &Snapshot) -> Vec<Finding> {
+    s.units
+        .iter()
+        .filter(|u| is_ours(u) && u.served().is_some())
+        .filter(|u| {
+            u.file_text
+                .as_deref()
+                .is_some_and(|t| provenance(t) == Provenance::Foreign)
+        })
+        .map(|u| {
+            let profile = profile_of(u).map_or_else(|| "NAME".to_owned(), |p| p.to_string());
+            unit_finding(
+                NOT_OURS_AT_OUR_NAME.id,
+                Severity::Error,
+                u,
+                format!("{} has hermes-svc's name but another program wrote its file (Hermes's `hermes gateway install`, `start` and `restart` write a named profile's unit under this very name), so the gateway it runs is not hermes-svc's and polls with the profile's tokens.", u.name),
+                format!("hermes-svc install {} --migrate", install_args(u, &profile)),
+            )
+        })
+        .collect()
+}
+
 /// A unit that is not ours is migrated; ours is install's to rewrite.
 fn fix_definition(p: &mut Planner, f: &Finding) {
     if !migrate_legacy(p, f) {
