@@ -4,6 +4,7 @@ mod access;
 mod adapter;
 mod adapter_rig;
 mod adapter_send;
+mod adopt_mapping;
 mod agent_unit;
 mod api;
 mod api_cli;
