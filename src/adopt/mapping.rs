@@ -155,7 +155,7 @@ pub fn map(home: &HermesHome) -> Mapping {
     if let Err(e) = parsed {
         m.refused.push((
             "gateway.toml".to_owned(),
-            format!("adopt would write a gateway.toml the gateway refuses ({e}); report this"),
+            format!("the gateway would refuse the gateway.toml made from Hermes's settings ({e}); correct the Hermes setting it came from and run adopt again"),
         ));
     }
     for (kind, w) in wings {
