@@ -117,8 +117,9 @@ impl EnvFile {
     /// The file cut in two by `place`: the bindings it sends to the gateway, each as a plain
     /// `KEY=value` line (the original bytes when they already are one), and every byte of the
     /// bindings it keeps for Hermes, in order; `Place::Drop` bindings go to neither. The blank
-    /// lines before a binding always stay with Hermes. A binding for the gateway whose value
-    /// cannot be written plainly is refused.
+    /// lines before a binding always stay with Hermes. Of a key set twice the gateway gets the
+    /// binding that wins. A binding for the gateway whose value cannot be written plainly is
+    /// refused.
     pub fn split(&self, place: impl Fn(&str) -> Place) -> Result<(String, String), Unwritable> {
         let mut gateway = String::new();
         let mut rest = String::new();
@@ -129,7 +130,12 @@ impl EnvFile {
                 Place::Drop => rest.push_str(&self.text[b.lead.clone()]),
                 Place::Gateway => {
                     rest.push_str(&self.text[b.lead.clone()]);
-                    gateway.push_str(&self.plain_line(b, key.unwrap_or_default())?);
+                    // Only the binding dotenv lets win: the gateway's reader keeps the first
+                    // of a key, systemd the last.
+                    let key = key.unwrap_or_default();
+                    if self.binding(key).is_some_and(|last| last.body == b.body) {
+                        gateway.push_str(&self.plain_line(b, key)?);
+                    }
                 }
             }
         }
@@ -454,7 +460,7 @@ mod tests {
         let f = EnvFile::parse("T=first\nT=second\n");
         assert_eq!(f.value("T"), Ok(Some("second")));
         let (gw, rest) = f.split(|_| Place::Gateway).unwrap();
-        assert_eq!((gw.as_str(), rest.as_str()), ("T=first\nT=second\n", ""));
+        assert_eq!((gw.as_str(), rest.as_str()), ("T=second\n", ""));
         assert!(!format!("{f:?}").contains("second"));
     }
 }

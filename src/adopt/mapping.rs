@@ -140,7 +140,11 @@ pub fn map(home: &HermesHome) -> Mapping {
         }
     }
     for (platform, vars) in LEFT {
-        if vars.iter().any(|v| home.var(v).ok().flatten().is_some()) {
+        let on = |v: &&str| {
+            let value = home.var(v).ok().flatten();
+            value.is_some_and(|x| !v.ends_with("_ENABLED") || super::hermes_home::truthy(&x))
+        };
+        if vars.iter().any(on) {
             m.left.push(((*platform).to_owned(), format!("no hermes-svc adapter serves {platform}: Hermes keeps running it, with its settings in its own .env")));
         }
     }
