@@ -6,9 +6,10 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 
-use hermes_svc::adopt::{hermes_home, mapping};
+use hermes_svc::adopt::{cron, hermes_home, mapping, pairing};
 
 use crate::harness::{scratch_dir, stderr, stdout, BIN};
+use crate::hermes_rig::venv;
 
 const ENV: &str = "\
 # Hermes's .env, as `hermes setup` and hand edits leave it
@@ -157,4 +158,128 @@ fn a_mapped_hermes_home_is_a_profile_the_gateway_loads() {
     let found = about_config(&doctor());
     assert_eq!(found.len(), 1, "{found:#?}");
     assert_eq!(found[0]["id"], "HSV015");
+}
+
+/// Hermes's own Python, in a Hermes home `home`: what it prints.
+fn hermes_python(home: &Path, script: &str) -> String {
+    let out = Command::new(venv().join("bin/python"))
+        .env("HOME", home.parent().unwrap())
+        .env("HERMES_HOME", home)
+        .args(["-c", script])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The real Hermes makes the pairings and cron jobs; adopt carries them; the gateway's
+/// `pairing approve` takes the code Hermes sent, and Hermes's own scheduler reads the
+/// rewritten jobs as deliveries through the Relay.
+#[test]
+fn hermess_own_pairings_and_cron_jobs_carry_over() {
+    let dir = scratch_dir("adopt-carry");
+    let hermes = dir.path().join("hermes-home");
+    write(
+        &hermes.join(".env"),
+        b"TELEGRAM_BOT_TOKEN=7000000001:AAsecret\nTELEGRAM_HOME_CHANNEL=-1001234567890\n",
+        0o600,
+    );
+    let made = hermes_python(
+        &hermes,
+        r#"
+import json
+from gateway.pairing import PairingStore
+from cron.jobs import create_job
+s = PairingStore()
+code = s.generate_code("telegram", "777", "Zed")
+s.approve_code("telegram", s.generate_code("telegram", "778", "Amy"))
+create_job(prompt="home", schedule="every 1h", deliver="telegram")
+create_job(prompt="origin", schedule="every 2h", origin={"platform": "telegram", "chat_id": "-100555", "chat_type": "group"})
+create_job(prompt="local", schedule="every 3h", deliver="local")
+print(json.dumps({"code": code}))
+"#,
+    );
+    let code = serde_json::from_str::<serde_json::Value>(&made).unwrap()["code"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+
+    let home = hermes_home::read(&hermes).unwrap();
+    let m = mapping::map(&home);
+    assert_eq!(m.refusal(), None);
+    let now = hermes_svc::access::pairing::now();
+    let carried = pairing::carried(&home.pairing_files, &[("telegram", "telegram")], now);
+    assert_eq!(carried.pending.len(), 1, "{carried:?}");
+
+    let svc = dir.path().join("svc");
+    let profile = svc.join("profiles/carry");
+    write(
+        &profile.join("gateway.toml"),
+        m.gateway_toml.as_bytes(),
+        0o600,
+    );
+    write(&profile.join(".env"), m.gateway_env.as_bytes(), 0o600);
+    let store = hermes_svc::access::pairing::Store::new(&profile.join("access"));
+    assert!(!pairing::merge(&store, &carried).unwrap().is_empty());
+    assert!(
+        pairing::merge(&store, &carried).unwrap().is_empty(),
+        "a re-run adds nothing"
+    );
+    let pairing_cmd = |args: &[&str]| {
+        Command::new(BIN)
+            .env("HOME", dir.path())
+            .env("HERMES_HOME", &svc)
+            .arg("pairing")
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let out = pairing_cmd(&["approve", "-p", "carry", &code]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    let out = pairing_cmd(&["list", "-p", "carry", "--json"]);
+    let list: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let mut approved: Vec<_> = list["approved"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["adapter"].as_str().unwrap(),
+                a["sender"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    approved.sort_unstable();
+    assert_eq!(approved, [("telegram", "777"), ("telegram", "778")]);
+
+    let jobs = home.cron_jobs.as_deref().unwrap();
+    let rewrite = cron::rewrite(jobs, &m.adopted).unwrap();
+    assert_eq!(rewrite.changes.len(), 2, "{:?}", rewrite.changes);
+    write(
+        &hermes.join("cron/jobs.json"),
+        rewrite.text.as_bytes(),
+        0o600,
+    );
+    let targets = hermes_python(
+        &hermes,
+        r#"
+import json
+from cron.jobs import load_jobs
+from cron.scheduler import _resolve_delivery_targets
+print(json.dumps([[t["platform"], t["chat_id"]] for j in load_jobs() for t in _resolve_delivery_targets(j)]))
+"#,
+    );
+    let targets: Vec<(String, String)> = serde_json::from_str(&targets).unwrap();
+    assert_eq!(
+        targets,
+        [
+            (
+                "relay".to_owned(),
+                "telegram/chat:-1001234567890".to_owned()
+            ),
+            ("relay".to_owned(), "telegram/chat:-100555".to_owned()),
+        ]
+    );
+    let (back, kept) = cron::restore(&rewrite.text, &rewrite.changes).unwrap();
+    assert_eq!((back.as_str(), kept.len()), (jobs, 0));
 }
