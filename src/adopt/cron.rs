@@ -97,8 +97,11 @@ pub fn restore(text: &str, changes: &[CronChange]) -> Result<(String, Vec<String
     Ok((splice(text, edits), kept))
 }
 
+/// Where a job's `deliver` value is in the text, if it has one.
+type Span = Option<std::ops::Range<usize>>;
+
 /// The jobs, and the byte span of each job's `deliver` value (the last, as Python keeps it).
-fn read(text: &str) -> Result<(Vec<Value>, Vec<Option<std::ops::Range<usize>>>), CronError> {
+fn read(text: &str) -> Result<(Vec<Value>, Vec<Span>), CronError> {
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     let offset = text.len() - body.len();
     let value: Value = serde_json::from_str(body).map_err(|e| CronError::NotJson(e.to_string()))?;
@@ -302,7 +305,7 @@ impl Scan<'_> {
     }
 
     /// The jobs array (`{"jobs": [...]}` or a bare list): each job's `deliver` span.
-    fn jobs(&mut self) -> Option<Vec<Option<std::ops::Range<usize>>>> {
+    fn jobs(&mut self) -> Option<Vec<Span>> {
         self.ws();
         if self.s.get(self.i) == Some(&b'[') {
             return self.job_list();
@@ -321,7 +324,7 @@ impl Scan<'_> {
         Some(jobs)
     }
 
-    fn job_list(&mut self) -> Option<Vec<Option<std::ops::Range<usize>>>> {
+    fn job_list(&mut self) -> Option<Vec<Span>> {
         let mut out = vec![];
         self.items(|scan| {
             scan.ws();

@@ -117,8 +117,9 @@ impl EnvFile {
     /// The file cut in two by `place`: the bindings it sends to the gateway, each as a plain
     /// `KEY=value` line (the original bytes when they already are one), and every byte of the
     /// bindings it keeps for Hermes, in order; `Place::Drop` bindings go to neither. The blank
-    /// lines before a binding always stay with Hermes. A binding for the gateway whose value
-    /// cannot be written plainly is refused.
+    /// lines before a binding always stay with Hermes. Of a key set twice the gateway gets the
+    /// binding that wins. A binding for the gateway whose value cannot be written plainly is
+    /// refused.
     pub fn split(&self, place: impl Fn(&str) -> Place) -> Result<(String, String), Unwritable> {
         let mut gateway = String::new();
         let mut rest = String::new();
@@ -129,7 +130,12 @@ impl EnvFile {
                 Place::Drop => rest.push_str(&self.text[b.lead.clone()]),
                 Place::Gateway => {
                     rest.push_str(&self.text[b.lead.clone()]);
-                    gateway.push_str(&self.plain_line(b, key.unwrap_or_default())?);
+                    // Only the binding dotenv lets win: the gateway's reader keeps the first
+                    // of a key, systemd the last.
+                    let key = key.unwrap_or_default();
+                    if self.binding(key).is_some_and(|last| last.body == b.body) {
+                        gateway.push_str(&self.plain_line(b, key)?);
+                    }
                 }
             }
         }
@@ -238,12 +244,8 @@ fn parse_binding(text: &str, at: usize, line: usize) -> Binding {
             let eol = text[failed_at..]
                 .find(['\n', '\r'])
                 .map_or(text.len(), |i| failed_at + i);
-            let end = if text[eol..].starts_with("\r\n") {
-                eol + 2
-            } else {
-                (eol + 1).min(text.len())
-            };
-            b.body.end = end;
+            // `(?:\r|\n|\r\n)?`: a `\r\n` gives only its `\r`, as dotenv's regex does.
+            b.body.end = (eol + 1).min(text.len());
         }
     }
     b
@@ -319,28 +321,46 @@ fn parse_value(text: &str, at: usize) -> Result<(usize, String), usize> {
         }
         return Ok((at + eol, part.trim_end().to_owned()));
     };
-    let mut out = String::new();
-    let mut chars = rest[1..].char_indices();
-    while let Some((i, c)) = chars.next() {
-        if c == quote {
-            return Ok((at + 1 + i + 1, out));
+    // `'((?:\\'|[^'])*)'` (and the same with `"`): the first quote not escaped closes; with
+    // none, the regex backtracks to the last escaped one, whose backslash then stands alone.
+    let body = &rest[1..];
+    let bytes = body.as_bytes();
+    let q = quote as u8;
+    let (mut i, mut last_pair, mut close) = (0, None, None);
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && bytes.get(i + 1) == Some(&q) {
+            last_pair = Some(i);
+            i += 2;
+        } else if bytes[i] == q {
+            close = Some(i);
+            break;
+        } else {
+            i += 1;
         }
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
-        let next = rest[1 + i + 1..].chars().next();
-        let decoded = match (quote, next) {
-            (_, Some('\\')) => Some('\\'),
-            (_, Some('\'')) => Some('\''),
-            ('"', Some('"')) => Some('"'),
-            ('"', Some('a')) => Some('\x07'),
-            ('"', Some('b')) => Some('\x08'),
-            ('"', Some('f')) => Some('\x0c'),
-            ('"', Some('n')) => Some('\n'),
-            ('"', Some('r')) => Some('\r'),
-            ('"', Some('t')) => Some('\t'),
-            ('"', Some('v')) => Some('\x0b'),
+    }
+    let Some(close) = close.or(last_pair.map(|p| p + 1)) else {
+        return Err(at);
+    };
+    Ok((at + 1 + close + 1, unescape(&body[..close], quote)))
+}
+
+/// dotenv's `decode_escapes`: `\\`, `\'` in single quotes; those, `\"` and `\a\b\f\n\r\t\v`
+/// in double quotes; any other backslash is itself.
+fn unescape(raw: &str, quote: char) -> String {
+    let mut out = String::with_capacity(raw.len());
+    let mut chars = raw.chars().peekable();
+    while let Some(c) = chars.next() {
+        let decoded = match (c, quote, chars.peek()) {
+            ('\\', _, Some('\\')) => Some('\\'),
+            ('\\', _, Some('\'')) => Some('\''),
+            ('\\', '"', Some('"')) => Some('"'),
+            ('\\', '"', Some('a')) => Some('\x07'),
+            ('\\', '"', Some('b')) => Some('\x08'),
+            ('\\', '"', Some('f')) => Some('\x0c'),
+            ('\\', '"', Some('n')) => Some('\n'),
+            ('\\', '"', Some('r')) => Some('\r'),
+            ('\\', '"', Some('t')) => Some('\t'),
+            ('\\', '"', Some('v')) => Some('\x0b'),
             _ => None,
         };
         match decoded {
@@ -348,10 +368,10 @@ fn parse_value(text: &str, at: usize) -> Result<(usize, String), usize> {
                 out.push(d);
                 chars.next();
             }
-            None => out.push('\\'),
+            None => out.push(c),
         }
     }
-    Err(at)
+    out
 }
 
 #[cfg(test)]
@@ -393,6 +413,8 @@ mod tests {
         // A line dotenv cannot read is kept, keyless.
         assert_eq!(values("A=\"open\nB=1\n"), vec![(None, None), kv("B", "1")]);
         assert_eq!(values("=x\nA=1"), vec![(None, None), kv("A", "1")]);
+        // No closing quote but an escaped one: dotenv's regex backtracks to it.
+        assert_eq!(values("K=\"a\\\"\n"), vec![kv("K", "a\\")]);
     }
 
     #[test]
@@ -438,7 +460,7 @@ mod tests {
         let f = EnvFile::parse("T=first\nT=second\n");
         assert_eq!(f.value("T"), Ok(Some("second")));
         let (gw, rest) = f.split(|_| Place::Gateway).unwrap();
-        assert_eq!((gw.as_str(), rest.as_str()), ("T=first\nT=second\n", ""));
+        assert_eq!((gw.as_str(), rest.as_str()), ("T=second\n", ""));
         assert!(!format!("{f:?}").contains("second"));
     }
 }

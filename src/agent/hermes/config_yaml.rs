@@ -367,4 +367,33 @@ mod tests {
             assert!(keys(text).is_empty(), "{text:?}: {:?}", keys(text));
         }
     }
+
+    #[test]
+    fn entries_are_read_by_key_path_and_line_skipping_lists_and_block_scalars() {
+        let text = "a: 1 # note\nplatforms:\n  telegram:\n    allowed:\n      - x: 1\n      - y\n    token: 'it''s'\n    prompt: |\n      token: not a key\n    home_channel:\n      chat_id: \"-100\"\n  discord: {token: t}\n";
+        let got: Vec<(String, Option<String>, usize)> = entries(text)
+            .into_iter()
+            .map(|e| (e.path.join("."), e.scalar(), e.line))
+            .collect();
+        let want = [
+            ("a", Some("1"), 0),
+            ("platforms", Some(""), 1),
+            ("platforms.telegram", Some(""), 2),
+            ("platforms.telegram.allowed", Some(""), 3),
+            ("platforms.telegram.token", Some("it's"), 6),
+            ("platforms.telegram.prompt", None, 7),
+            ("platforms.telegram.home_channel", Some(""), 9),
+            ("platforms.telegram.home_channel.chat_id", Some("-100"), 10),
+            ("platforms.discord", None, 11),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|(p, v, l)| ((*p).to_owned(), v.map(str::to_owned), *l))
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(without_lines("a\nb\r\nc", &[1]), "a\nc");
+        let e = &entries("l: [1, '2', x]\n")[0];
+        assert_eq!(e.list().unwrap(), ["1", "2", "x"]);
+        assert!(!format!("{:?}", entries("token: hush\n")).contains("hush"));
+    }
 }
