@@ -15,7 +15,6 @@ use crate::adopt::manifest::{HermesJob, Manifest, Phase, Record};
 use crate::adopt::{self, switch, AdoptError};
 use crate::edit_lock::EditLock;
 use crate::exit_code;
-use crate::service::definition::Provenance;
 use crate::service::observed::Siblings;
 use crate::service::plan::{Plan, Step};
 use crate::systemd::Job;
@@ -23,11 +22,6 @@ use crate::systemd::Job;
 pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
     let manager = service::manager(&args.source.scope)?;
     let spec = service::spec(manager, &args.source)?;
-    if manager == crate::service::manager::Manager::Launchd {
-        return Err(CliError::Usage(
-            "adopt needs systemd for now; under launchd, run `hermes-svc install --profile NAME --agent hermes --migrate` (docs/adopt.md)".into(),
-        ));
-    }
     let profile = spec.profile().clone();
     let home = profile.home();
     let agent_home = crate::agent::hermes::home(&profile);
@@ -69,6 +63,9 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
     // From here the originals move and split: what the mapping read is in the record.
     let source = record.backup_dir();
 
+    let agent = spec.with_role(crate::service::role::Role::Agent {
+        hermes: Default::default(),
+    });
     let mut service = spec
         .with_role(crate::service::role::Role::Gateway)
         .connect(false)
@@ -87,6 +84,10 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
     crate::test_hook::kill_at("adopt", "installed");
     service.watch_jobs(args.wait.timeout, super::progress::watcher(false));
     let name = service.run_job(Job::Start).await?;
+    // Under systemd the gateway's unit wants the agent's; a LaunchAgent starts only itself.
+    let mut agent = agent.connect(false).await?;
+    agent.watch_jobs(args.wait.timeout, None);
+    agent.run_job(Job::Start).await?;
     manifest.phase = Phase::Done;
     record.write(&manifest)?;
     println!(
@@ -151,11 +152,7 @@ async fn stop_hermes(
         })
         .collect();
     // A named profile's Hermes unit has our unit's name and path.
-    let ours_is_hermes = observed
-        .text
-        .as_deref()
-        .is_some_and(|t| crate::systemd::unit_file::provenance(t) == Provenance::Foreign);
-    if ours_is_hermes {
+    if service.foreign_at_our_path(&observed) {
         jobs.push(HermesJob {
             name: observed.name.clone(),
             path: Some(observed.path.clone()),
@@ -277,13 +274,19 @@ async fn undo(
     for step in &plan.steps {
         println!("{step}");
     }
+    let jobs = manifest.hermes_jobs.clone().unwrap_or_default();
+    for job in jobs.iter().filter(|j| j.active) {
+        let Some(path) = &job.path else { continue };
+        service.start_other(&job.name, path).await?;
+        println!("start {}", job.name);
+    }
     record.remove()?;
     println!("undone: Hermes's own gateway serves the profile again");
     Ok(exit_code::OK)
 }
 
 /// Hermes's jobs as the manifest found them: each file put back from where `--migrate` moved
-/// it, enabled and started again if it was.
+/// it, and enabled again if it was (each started again after, from its file).
 fn bring_back(manifest: &Manifest) -> Plan {
     let jobs = manifest.hermes_jobs.clone().unwrap_or_default();
     let mut plan = Plan::new(jobs.first().map(|j| j.name.clone()).unwrap_or_default());
@@ -308,11 +311,6 @@ fn bring_back(manifest: &Manifest) -> Plan {
     }
     if jobs.iter().any(|j| j.enabled) {
         plan.push(Step::Reload);
-    }
-    for job in jobs.iter().filter(|j| j.active) {
-        plan.push(Step::Start {
-            unit: job.name.clone(),
-        });
     }
     plan
 }

@@ -288,6 +288,38 @@ impl Service {
         }
     }
 
+    /// Whether the file at our job's path was written by another program: a named profile's
+    /// Hermes unit has our unit's very name (launchd labels differ, so never there).
+    pub(super) fn foreign_at_our_path(&self, observed: &Observed) -> bool {
+        use crate::service::definition::{Definition, Provenance};
+        let Some(text) = observed.text.as_deref() else {
+            return false;
+        };
+        match self {
+            Service::Systemd { .. } => UnitSpec::provenance(text) == Provenance::Foreign,
+            Service::Launchd { .. } => LaunchAgent::provenance(text) == Provenance::Foreign,
+        }
+    }
+
+    /// Start a job that is not ours, from its file `path`: a unit by name, a LaunchAgent
+    /// bootstrapped from its plist (the undo of an adopt bringing Hermes's own job back).
+    pub(super) async fn start_other(
+        &self,
+        name: &str,
+        path: &std::path::Path,
+    ) -> Result<(), CliError> {
+        match self {
+            Service::Systemd { bus, .. } => {
+                let bus = bus.as_ref().expect("connected: no dry run here");
+                Ok(bus.start(name).await?)
+            }
+            Service::Launchd { launchctl, .. } => {
+                let launchctl = launchctl.as_ref().expect("connected: no dry run here");
+                Ok(launchctl.load_and_start(name, path).await?)
+            }
+        }
+    }
+
     /// The plan's steps as this manager carries them out.
     pub(super) fn describe(&self, plan: &Plan) -> Vec<String> {
         match self {

@@ -256,7 +256,8 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
     // Whom Hermes admitted is admitted, once; a stranger is not.
     h.mock.telegram_emit_text(STRANGER, "hello from a stranger");
     h.mock.telegram_emit_text(FRIEND, "hello from a friend");
-    h.mock.telegram_emit_text(PAIRED, "hello from a paired user");
+    h.mock
+        .telegram_emit_text(PAIRED, "hello from a paired user");
     assert_eq!(h.wait_answered("hello from a friend"), 1);
     assert_eq!(h.wait_answered("hello from a paired user"), 1);
     assert!(
@@ -352,7 +353,10 @@ fn the_default_profile_is_adopted_beside_hermess_own_unit_name_and_given_back() 
     h.m.wait_active(&h.hermes_unit());
     assert_ne!(h.m.prop(&gateway, "LoadState"), "loaded");
     let after = h.snapshot();
-    let changed: Vec<_> = before.keys().filter(|k| before.get(*k) != after.get(*k)).collect();
+    let changed: Vec<_> = before
+        .keys()
+        .filter(|k| before.get(*k) != after.get(*k))
+        .collect();
     assert!(changed.is_empty(), "not restored: {changed:#?}");
 }
 
@@ -370,7 +374,11 @@ fn doctor_catches_hermes_reinstalling_its_unit_over_ours_after_an_adopt() {
         .filter(|f| f["severity"] == "error")
         .collect();
     let hsv033: Vec<_> = errors.iter().filter(|f| f["id"] == "HSV033").collect();
-    assert_eq!(hsv033.len(), 1, "doctor missed Hermes's unit over ours: {errors:#?}");
+    assert_eq!(
+        hsv033.len(),
+        1,
+        "doctor missed Hermes's unit over ours: {errors:#?}"
+    );
     assert_eq!(
         hsv033[0]["fix"],
         format!("hermes-svc install --profile {} --migrate", h.profile)

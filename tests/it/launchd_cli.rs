@@ -118,7 +118,7 @@ impl Mac {
         calls.lines().map(str::to_owned).collect()
     }
 
-    fn agents(&self) -> PathBuf {
+    pub(crate) fn agents(&self) -> PathBuf {
         self.home.path().join("Library/LaunchAgents")
     }
 
@@ -127,11 +127,11 @@ impl Mac {
             .join(format!("ai.hermes.gateway.{profile}.plist"))
     }
 
-    fn loaded(&self, label: &str) -> bool {
+    pub(crate) fn loaded(&self, label: &str) -> bool {
         self.bin.path().join("loaded").join(label).exists()
     }
 
-    fn mark(&self, name: &str, text: &str) {
+    pub(crate) fn mark(&self, name: &str, text: &str) {
         let path = self.bin.path().join(name);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();

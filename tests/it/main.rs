@@ -5,6 +5,7 @@ mod adapter;
 mod adapter_rig;
 mod adapter_send;
 mod adopt;
+mod adopt_launchd;
 mod adopt_mapping;
 mod agent_unit;
 mod api;
