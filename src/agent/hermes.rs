@@ -200,6 +200,7 @@ pub fn prepare(
 ) -> Result<Launch, LaunchError> {
     let config_path = profile.config_file();
     let config = config::load::<crate::platform::Protocol>(&config_path)?;
+    let platform_ids = config.agent.as_ref().is_some_and(|a| a.platform_ids);
     let port = match config.agent.map(|a| a.bridge) {
         Some(Bridge::HermesRelay { port }) => port,
         _ => {
@@ -245,7 +246,7 @@ pub fn prepare(
         .map(|(k, _)| k)
         .filter(|k| platform_of_credential(k).is_some())
         .collect();
-    let set = [
+    let mut set: Vec<(String, String)> = [
         ("HERMES_HOME", home.display().to_string()),
         ("GATEWAY_RELAY_URL", format!("http://127.0.0.1:{port}")),
         ("GATEWAY_RELAY_ID", secret::relay_id(profile)),
@@ -269,6 +270,14 @@ pub fn prepare(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
+    // One hello per platform the gateway names chats by (`[agent] platform-ids`): Hermes then
+    // tags each answer with its chat's platform. Its home-channel variables (`TELEGRAM_HOME_CHANNEL`
+    // and the like) are left as they are: they name no credential.
+    let platforms =
+        crate::agent::relay::address::platforms(config.adapters.iter().map(|a| a.protocol.kind()));
+    if platform_ids && !platforms.is_empty() {
+        set.push(("GATEWAY_RELAY_PLATFORMS".to_owned(), platforms.join(",")));
+    }
     Ok(Launch {
         program: hermes.to_owned(),
         args: ["gateway", "run", "--external-supervisor"],

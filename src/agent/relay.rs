@@ -10,6 +10,7 @@
 //! other dial may cost (`listen.rs`); and keep reading, and answering pings, while replies are
 //! slow.
 
+pub mod address;
 pub mod auth;
 pub mod frames;
 mod listen;
@@ -27,6 +28,7 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
+use self::address::{Routes, Wire};
 use self::frames::{Descriptor, FromAgent, Lines};
 pub use self::listen::bind;
 use self::listen::Ws;
@@ -57,6 +59,8 @@ pub struct Relay {
     pub turn_timeout: Duration,
     /// The media store, for a message's files, or why there is none.
     pub media: Result<Arc<Inbound>, String>,
+    /// Name each chat to Hermes by its platform's own ids (`[agent] platform-ids`).
+    pub platform_ids: bool,
 }
 
 impl Relay {
@@ -80,18 +84,9 @@ impl Relay {
     }
 }
 
-/// The chat id Hermes is given for `m`: the adapter and where a reply goes, so that two
-/// adapters' chats never share a session and an answer says where it is posted.
+/// The chat id Hermes is given for `m` by default ([`address::adapter_target`]).
 pub fn chat_id(m: &Message) -> String {
-    match &m.reply {
-        Some(r) => format!("{}/{}", m.adapter, r.target),
-        None => format!(
-            "{}/{}:{}",
-            m.adapter,
-            m.said.chat.chat_type.as_str(),
-            m.said.chat.id
-        ),
-    }
+    address::adapter_target(m)
 }
 
 /// Serve Hermes on `listener` until `shutdown`.
@@ -109,6 +104,7 @@ pub async fn serve(
         dialled,
     ));
     let seen = Arc::new(ChatsSeen::default());
+    let routes = Arc::new(Routes::default());
     let mut appended = relay.appended.clone();
     let mut next = None;
     // Whether the oldest message waiting for an absent agent is known: once it is, a new
@@ -134,7 +130,8 @@ pub async fn serve(
             }
         };
         relay.link.connected(true);
-        let end = session(ws, &mut relay, &seen, &mut incoming, &mut shutdown).await;
+        let shared = (&seen, &routes);
+        let end = session(ws, &mut relay, shared, &mut incoming, &mut shutdown).await;
         relay.feed.rewind();
         relay.link.connected(false);
         oldest_known = false;
@@ -178,6 +175,8 @@ enum End {
 struct Delivery {
     buffer: String,
     message: Message,
+    /// How the message's chat is named to Hermes.
+    wire: Wire,
     /// When the turn is given up, once it started.
     deadline: Option<Instant>,
 }
@@ -186,6 +185,7 @@ struct Delivery {
 struct Session<'a> {
     relay: &'a mut Relay,
     seen: &'a Arc<ChatsSeen>,
+    routes: &'a Arc<Routes>,
     turns: crate::agent::chats::Chats<Delivery>,
     /// Frames for the agent, written by [`write_frames`]: a full queue is an agent that stopped
     /// reading.
@@ -205,7 +205,7 @@ struct Session<'a> {
 async fn session(
     ws: Ws,
     relay: &mut Relay,
-    seen: &Arc<ChatsSeen>,
+    (seen, routes): (&Arc<ChatsSeen>, &Arc<Routes>),
     incoming: &mut mpsc::Receiver<Ws>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
@@ -216,7 +216,7 @@ async fn session(
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
         relay.outbox.clone(),
-        seen.clone(),
+        (seen.clone(), routes.clone()),
         queued,
         results_tx,
     ));
@@ -224,6 +224,7 @@ async fn session(
     let mut s = Session {
         relay,
         seen,
+        routes,
         turns: Default::default(),
         to_agent,
         platform: None,
@@ -353,12 +354,18 @@ impl Session<'_> {
                 Ok(FromAgent::InboundAck { buffer_id }) => {
                     tracing::debug!(%buffer_id, "the agent took a message");
                 }
-                Ok(FromAgent::Outbound { request_id, action }) => {
-                    self.answered(&action)?;
-                    if actions
-                        .try_send(outbound::Action { request_id, action })
-                        .is_err()
-                    {
+                Ok(FromAgent::Outbound {
+                    request_id,
+                    platform,
+                    action,
+                }) => {
+                    self.answered(platform.as_deref(), &action)?;
+                    let action = outbound::Action {
+                        request_id,
+                        platform,
+                        action,
+                    };
+                    if actions.try_send(action).is_err() {
                         tracing::warn!("the agent sends replies faster than they can be queued; closing its connection");
                         return Err(End::Closed("outbound overflow".into()));
                     }
@@ -395,12 +402,15 @@ impl Session<'_> {
     /// A turn ends with the one `send` that replies to its message with `notify` set (Hermes's
     /// final answer; notices carry neither); the message is then taken, and the chat's next
     /// one goes to the agent.
-    fn answered(&mut self, action: &serde_json::Value) -> Result<(), End> {
-        let chat = action["chat_id"].as_str().unwrap_or("");
-        let Some(d) = self.turns.in_turn(chat) else {
+    fn answered(&mut self, platform: Option<&str>, action: &serde_json::Value) -> Result<(), End> {
+        let reply_to = action["reply_to"].as_str();
+        let Some(chat) = self.turn_of(platform, action["chat_id"].as_str().unwrap_or(""), reply_to)
+        else {
             return Ok(());
         };
-        let reply_to = action["reply_to"].as_str();
+        let Some(d) = self.turns.in_turn(&chat) else {
+            return Ok(());
+        };
         let final_answer = action["metadata"]["notify"] == true;
         let matches = match (&d.message.said.message_id, reply_to) {
             (Some(id), Some(r)) => id == r,
@@ -409,11 +419,30 @@ impl Session<'_> {
             (Some(_), None) => false,
         };
         if action["op"] == "send" && matches {
-            if let Some(d) = self.turns.end(chat) {
+            if let Some(d) = self.turns.end(&chat) {
                 self.take(&d.buffer)?;
             }
         }
         Ok(())
+    }
+
+    /// The chat whose turn a `send` for Hermes's chat `chat` (on `platform`, when tagged)
+    /// answers: the turn of that chat whose message `reply_to` is, else its first.
+    fn turn_of(
+        &self,
+        platform: Option<&str>,
+        chat: &str,
+        reply_to: Option<&str>,
+    ) -> Option<String> {
+        let mut of_chat = self.turns.turns().filter(|(_, d)| {
+            d.wire.chat_id == chat
+                && platform.is_none_or(|p| p == d.wire.platform || p == address::RELAY)
+        });
+        let first = of_chat.next()?;
+        let replied = std::iter::once(first)
+            .chain(of_chat)
+            .find(|(_, d)| reply_to.is_some() && d.message.said.message_id.as_deref() == reply_to);
+        Some(replied.unwrap_or(first).0.to_owned())
     }
 
     fn take(&mut self, buffer: &str) -> Result<(), End> {
@@ -431,11 +460,10 @@ impl Session<'_> {
 
     /// Send the message read as `buffer`, its files fetched, if it is still `chat`'s turn.
     fn send_inbound(&mut self, chat: &str, buffer: &str, message: &Message) -> Result<(), End> {
-        if self.turns.in_turn(chat).is_none_or(|d| d.buffer != buffer) {
+        let Some(d) = self.turns.in_turn(chat).filter(|d| d.buffer == buffer) else {
             return Ok(());
-        }
-        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
-        let frame = frames::inbound(message, &platform, chat, buffer);
+        };
+        let frame = frames::inbound(message, &d.wire, buffer);
         self.send(frame)
     }
 
@@ -466,37 +494,49 @@ impl Session<'_> {
     async fn deliver(&mut self) -> Result<(), End> {
         let room = self.relay.feed.room(WINDOW, self.turns.held());
         let normaliser = &self.relay.normaliser;
+        let hello = self
+            .platform
+            .clone()
+            .unwrap_or_else(|| address::RELAY.into());
+        let ids = self.relay.platform_ids;
+        let read = |e: &crate::gateway::spool::Event| {
+            let message = super::for_agent(normaliser, e)?;
+            let wire = address::wire(&message, e, &hello, ids);
+            Some((message, wire))
+        };
         let batch = if std::mem::take(&mut self.unread) {
             self.relay
                 .feed
-                .read(room, |e| super::for_agent(normaliser, e))
+                .read(room, &read)
                 .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?
         } else {
             vec![]
         };
         // A read that found something may have left more behind it: read again next time.
         self.unread |= !batch.is_empty();
-        for (buffer, message) in batch {
+        for (buffer, (message, wire)) in batch {
             self.turns.push(
                 chat_id(&message),
                 buffer.clone(),
                 Delivery {
                     buffer,
                     message,
+                    wire,
                     deadline: None,
                 },
             );
         }
-        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
         let deadline = Instant::now() + self.relay.turn_timeout;
         let feed = &mut self.relay.feed;
         let started = self.turns.start(
             false,
             |buffer| {
                 Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
+                    let (message, wire) = read(&e)?;
                     Some(Delivery {
                         buffer: buffer.to_owned(),
-                        message: super::for_agent(normaliser, &e)?,
+                        message,
+                        wire,
                         deadline: None,
                     })
                 }))
@@ -514,9 +554,10 @@ impl Session<'_> {
                 continue;
             };
             d.deadline = Some(deadline);
-            self.seen.saw(&chat, &d.message);
+            self.seen.saw(&d.wire, &d.message);
+            self.routes.learn(&d.wire, &d.message);
             if d.message.said.media.is_empty() {
-                let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
+                let frame = frames::inbound(&d.message, &d.wire, &d.buffer);
                 self.send(frame)?;
             } else {
                 // Its files first, off the session: the connection goes on meanwhile.
