@@ -123,6 +123,15 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
     assert_eq!(posts[0].target_id, "-3003");
     let call = asked(&rig, "epsilon in a new group");
     assert_eq!(users(&call), ["epsilon in a new group"]);
+    // Hermes's one-time "No home channel is set for Telegram" notice on a new chat's first
+    // turn (its own gateway sent one to each chat above) goes to `adapters[telegram]`, which a
+    // Hermes behind the Relay has not: it is not sent.
+    let new_chat: Vec<_> = rig
+        .posts()
+        .into_iter()
+        .filter(|p| p.target_id == "-3003")
+        .collect();
+    assert_eq!(new_chat.len(), 1, "{new_chat:?}");
     // Each message was answered once: Hermes's own adapter took its updates, and no earlier
     // one came to the gateway again.
     for text in ["alpha in the dm", "beta in the group", "gamma in the dm"] {
@@ -133,4 +142,95 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
             .count();
         assert_eq!(n, 1, "{text}: {:?}", rig.posts());
     }
+
+    // Hermes's cron delivers through the Relay to `relay:ADAPTER/TARGET` when its gateway's
+    // ticker runs the job: the one process with the Relay adapter live. (`hermes cron run`
+    // runs it in the CLI's own process, where `relay` is no platform: "platform 'relay' not
+    // configured/enabled".) The job is made due now; the ticker looks once a minute.
+    let id = cron_job(&agent_home, "Say cron-ping-48", "relay:tg/chat:1001");
+    make_due(&agent_home, &id);
+    let post = crate::harness::try_wait_for(Duration::from_secs(180), || {
+        rig.posts()
+            .into_iter()
+            .find(|p| p.content.contains("cron-ping-48"))
+    })
+    .unwrap_or_else(|| {
+        let log = rig.hermes_log();
+        let cron: Vec<&str> = log
+            .lines()
+            .filter(|l| l.to_lowercase().contains("cron"))
+            .collect();
+        panic!(
+            "the cron job {id} was not delivered in 180 s; jobs.json: {}\nHermes on cron: {cron:#?}\n{}",
+            std::fs::read_to_string(agent_home.join("cron/jobs.json")).unwrap_or_default(),
+            crate::hermes_rig::tail(&rig.log()),
+        )
+    });
+    assert_eq!(post.target_id, dm.to_string(), "{post:?}");
+}
+
+/// The output of the `hermes` CLI in Hermes's home `home`; it must succeed.
+fn hermes_cli(home: &Path, args: &[&str]) -> String {
+    let venv = crate::hermes_rig::venv();
+    let out = Command::new(venv.join("bin/hermes"))
+        .args(args)
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+        )
+        .env("HOME", home)
+        .env("HERMES_HOME", home)
+        .env("LANG", "C.UTF-8")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "hermes {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// A Hermes cron job made with its own CLI (`hermes cron create`), delivering to `deliver`;
+/// its id, read from `cron/jobs.json`.
+fn cron_job(home: &Path, prompt: &str, deliver: &str) -> String {
+    hermes_cli(
+        home,
+        &[
+            "cron",
+            "create",
+            "every 1h",
+            prompt,
+            "--name",
+            "ping",
+            "--deliver",
+            deliver,
+        ],
+    );
+    let jobs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(home.join("cron/jobs.json")).unwrap())
+            .unwrap();
+    jobs["jobs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|j| j["prompt"] == prompt)
+        .and_then(|j| j["id"].as_str())
+        .unwrap_or_else(|| panic!("no job {prompt:?} in {jobs}"))
+        .to_owned()
+}
+
+/// Make job `id` of Hermes's `cron/jobs.json` in `home` due now, as its schedule would.
+fn make_due(home: &Path, id: &str) {
+    let path = home.join("cron/jobs.json");
+    let mut jobs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    for job in jobs["jobs"].as_array_mut().into_iter().flatten() {
+        if job["id"] == id {
+            job["next_run_at"] = job["created_at"].clone();
+        }
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&jobs).unwrap()).unwrap();
 }
