@@ -45,6 +45,14 @@ use crate::platform::{Message, Normaliser};
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
 /// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 32;
+
+/// How long after its hello a Hermes is sent nothing, when chats are named by their platforms
+/// (`platform-ids`). A starting Hermes 0.19.0 queues what arrives until its startup is done
+/// (about a second after the handshake, observed) and then drops each queued message whose
+/// platform has no live adapter of its own (`_drain_startup_restore_queue`): every message
+/// named `telegram` and the like, which would then wait for `turn-timeout` unanswered (found
+/// by running it: `tests/it/hermes_sessions.rs`). `relay` is never dropped.
+const STARTUP_HOLD: Duration = Duration::from_secs(4);
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
@@ -194,6 +202,8 @@ struct Session<'a> {
     platform: Option<String>,
     /// Hermes said it is going: nothing more is delivered on this connection.
     idle: bool,
+    /// Nothing is delivered before this ([`STARTUP_HOLD`]).
+    hold_until: Option<Instant>,
     /// The spool may hold more for the agent than was read: it grew, or a turn ended and made
     /// room. Frames that change neither (acks, replies to other chats) read nothing.
     unread: bool,
@@ -229,13 +239,19 @@ async fn session(
         to_agent,
         platform: None,
         idle: false,
+        hold_until: None,
         unread: true,
         fetching: tokio::task::JoinSet::new(),
     };
     let mut lines = Lines::default();
     let mut typing = super::typing_ticks();
     let end = loop {
-        if s.platform.is_some() && !s.idle {
+        if s.hold_until.is_some_and(|at| at <= Instant::now()) {
+            s.hold_until = None;
+            s.unread = true;
+        }
+        let open = s.platform.is_some() && !s.idle && s.hold_until.is_none();
+        if open {
             // Seen before reading, so that an append during the read wakes the wait; one not
             // yet seen is something to read.
             if appended.has_changed().unwrap_or(true) {
@@ -247,6 +263,13 @@ async fn session(
             }
         }
         let deadline = s.turns.turns().filter_map(|(_, d)| d.deadline).min();
+        let hold = s.hold_until;
+        let held = async {
+            match hold {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         let turn_over = async {
             match deadline {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -267,8 +290,9 @@ async fn session(
                 }
             }
             () = turn_over => s.give_up(Instant::now()),
+            () = held => {}
             _ = typing.tick(), if deadline.is_some() => s.typing(),
-            changed = appended.changed(), if s.platform.is_some() && !s.idle => {
+            changed = appended.changed(), if open => {
                 s.unread = true;
                 if changed.is_err() {
                     break End::Gone("the spool closed".into());
@@ -349,6 +373,9 @@ impl Session<'_> {
                 Ok(FromAgent::Hello { platform }) => {
                     let descriptor = descriptor_frame(self.relay, &platform);
                     self.send(descriptor)?;
+                    if self.platform.is_none() && self.relay.platform_ids {
+                        self.hold_until = Some(Instant::now() + STARTUP_HOLD);
+                    }
                     self.platform.get_or_insert(platform);
                 }
                 Ok(FromAgent::InboundAck { buffer_id }) => {

@@ -91,6 +91,10 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
         crate::hermes_rig::config_yaml(rig.model_port()),
     )
     .unwrap();
+    // A message while no agent is there: delivered as soon as Hermes says hello, inside the
+    // second in which Hermes holds inbound while it starts.
+    rig.mock
+        .telegram_emit_text(dm, "zeta while hermes was away");
     let _agent = rig.agent_run();
     wait_for(Duration::from_secs(60), "Hermes to dial in", || {
         let s: serde_json::Value = serde_json::from_str(
@@ -100,12 +104,17 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
         (s["agent"]["connected"] == true).then_some(())
     });
 
+    rig.wait_post("echo: zeta while hermes was away");
     rig.mock.telegram_emit_text(dm, "gamma in the dm");
     rig.wait_post("echo: gamma in the dm");
     let call = asked(&rig, "gamma in the dm");
     assert_eq!(
         users(&call),
-        ["alpha in the dm", "gamma in the dm"],
+        [
+            "alpha in the dm",
+            "zeta while hermes was away",
+            "gamma in the dm"
+        ],
         "the DM's earlier turn, and only its: {call}"
     );
     rig.mock.telegram_emit_text(GROUP, "delta in the group");
@@ -134,7 +143,12 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
     assert_eq!(new_chat.len(), 1, "{new_chat:?}");
     // Each message was answered once: Hermes's own adapter took its updates, and no earlier
     // one came to the gateway again.
-    for text in ["alpha in the dm", "beta in the group", "gamma in the dm"] {
+    for text in [
+        "alpha in the dm",
+        "beta in the group",
+        "zeta while hermes was away",
+        "gamma in the dm",
+    ] {
         let n = rig
             .posts()
             .iter()
