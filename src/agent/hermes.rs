@@ -346,6 +346,30 @@ mod tests {
     }
 
     #[test]
+    fn with_platform_ids_hermes_says_hello_for_each_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        let adapters = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n\
+                        [[adapter]]\nname = \"ws\"\nkind = \"websocket\"\nurl = \"wss://a.example/ws\"\n\n\
+                        [[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"D\"\n\n";
+        secret::load_or_create(&p.agent_dir()).unwrap();
+        let launch = |agent: &str| {
+            write(
+                &p.config_file(),
+                &format!("{adapters}[agent]\nkind = \"hermes-relay\"\n{agent}"),
+            );
+            let launch = prepare(&p, Path::new("/bin/hermes"), std::iter::empty(), None).unwrap();
+            let set: std::collections::HashMap<_, _> = launch.set.into_iter().collect();
+            set.get("GATEWAY_RELAY_PLATFORMS").cloned()
+        };
+        assert_eq!(
+            launch("platform-ids = true\n").as_deref(),
+            Some("telegram,discord")
+        );
+        assert_eq!(launch(""), None, "one hello, relay, as before");
+    }
+
+    #[test]
     fn a_platform_token_in_hermess_env_is_refused_by_name_not_value() {
         let dir = tempfile::tempdir().unwrap();
         let p = profile(dir.path());

@@ -195,7 +195,10 @@ pub(super) fn platform_ids_fit<P: Platforms>(
             return ctx.err(
                 span,
                 format!(
-                    "[agent] platform-ids = true names each chat to Hermes by its platform and                      the platform's own id, and adapters {first:?} and {:?} are both {kind}:                      their chats could share an id; keep one {kind} adapter in this profile,                      or set platform-ids = false",
+                    "[agent] platform-ids = true names each chat to Hermes by its platform and \
+                     the platform's own id, and adapters {first:?} and {:?} are both {kind}: \
+                     their chats could share an id; keep one {kind} adapter in this profile, \
+                     or set platform-ids = false",
                     a.name
                 ),
             );
@@ -219,5 +222,46 @@ fn port(ctx: &Ctx, raw: Option<&Spanned<i64>>) -> Result<u16, ConfigError> {
                 raw.get_ref()
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<super::super::GatewayConfig<crate::platform::Protocol>, String> {
+        super::super::parse::<crate::platform::Protocol>(Path::new("/p/gateway.toml"), text)
+            .map_err(|e| e.to_string())
+    }
+
+    const TG: &str = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n";
+    const TG2: &str = "[[adapter]]\nname = \"tg2\"\nkind = \"telegram\"\ntoken-env = \"T2\"\n\n";
+
+    #[test]
+    fn platform_ids_is_off_unless_set_and_a_key_of_the_relay() {
+        let relay = "[agent]\nkind = \"hermes-relay\"\n";
+        assert!(!parse(relay).unwrap().agent.unwrap().platform_ids);
+        let on = parse(&format!("{TG}{relay}platform-ids = true\n")).unwrap();
+        assert!(on.agent.unwrap().platform_ids);
+        let e = parse(
+            "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:1/v1\"\nplatform-ids = true\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("platform-ids is a key of kind = \"hermes-relay\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn two_adapters_of_one_kind_are_refused_with_platform_ids() {
+        let relay = "[agent]\nkind = \"hermes-relay\"\nplatform-ids = true\n";
+        let e = parse(&format!("{TG}{TG2}{relay}")).unwrap_err();
+        assert!(e.contains("/p/gateway.toml"), "{e}");
+        assert!(e.contains("gateway.toml:13:"), "the key's line: {e}");
+        assert!(e.contains("\"tg\" and \"tg2\" are both telegram"), "{e}");
+        assert!(e.contains("platform-ids = false"), "the fix: {e}");
+        // Without it, as before.
+        assert!(parse(&format!("{TG}{TG2}[agent]\nkind = \"hermes-relay\"\n")).is_ok());
     }
 }

@@ -207,3 +207,105 @@ impl Routes {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::platform::message::{Author, Chat, ChatType, MessageType, Said};
+
+    fn message(adapter: &str, platform: &str, chat: &str, target: &str) -> Message {
+        Said {
+            chat: Chat {
+                id: chat.into(),
+                chat_type: ChatType::Group,
+                name: None,
+            },
+            sender: Author {
+                id: "u1".into(),
+                name: None,
+                is_bot: false,
+                vouched: true,
+            },
+            thread_id: None,
+            message_id: Some("m1".into()),
+            reply_to_message_id: None,
+            message_type: MessageType::Text,
+            text: "hi".into(),
+            media: vec![],
+            answer: Some((target.into(), Some("m1".into()))),
+        }
+        .into_message(platform, adapter)
+    }
+
+    fn event(kind: &str, data: serde_json::Value) -> Event {
+        serde_json::from_value(serde_json::json!({
+            "id": "e1", "adapter": "qq", "kind": kind, "data": data,
+            "received_at": "2026-01-01T00:00:00Z", "seq": 1,
+        }))
+        .unwrap()
+    }
+
+    const ADAPTERS: &[(&str, &str)] = &[("qq", "qqbot"), ("tg", "telegram"), ("ws", "websocket")];
+
+    #[test]
+    fn a_chat_is_named_by_its_platform_only_with_platform_ids() {
+        let m = message("qq", "qqbot", "CH1", "channel:CH1");
+        let e = event("AT_MESSAGE_CREATE", serde_json::json!({}));
+        let mut m = m;
+        m.said.chat.chat_type = ChatType::Channel;
+        let relay = wire(&m, &e, "relay", false);
+        assert_eq!(relay.platform, "relay");
+        assert_eq!(relay.chat_id, "qq/channel:CH1");
+        assert_eq!(relay.chat_type, "channel");
+        let own = wire(&m, &e, "relay", true);
+        assert_eq!(own.platform, "qqbot");
+        assert_eq!(own.chat_id, "CH1");
+        // Hermes's QQ adapter calls a guild channel a group.
+        assert_eq!(own.chat_type, "group");
+        // A kind Hermes has no adapter for stays `relay`, by adapter and target.
+        let ws = message("ws", "websocket", "r", "r");
+        let ws = wire(&ws, &e, "telegram", true);
+        assert_eq!(
+            (ws.platform.as_str(), ws.chat_id.as_str()),
+            ("relay", "ws/r")
+        );
+    }
+
+    #[test]
+    fn an_answer_goes_where_its_chat_was_given_or_where_its_id_says() {
+        let routes = Routes::default();
+        let m = message("qq", "qqbot", "G1", "group:G1");
+        let e = event("GROUP_AT_MESSAGE_CREATE", serde_json::json!({}));
+        routes.learn(&wire(&m, &e, "relay", true), &m);
+        let dest = |p: Option<&str>, chat: &str| routes.resolve(p, chat, ADAPTERS);
+        // A QQ openid says nothing of group or user: only the chat given says.
+        assert_eq!(
+            dest(Some("qqbot"), "G1"),
+            Ok(("qq".into(), "group:G1".into()))
+        );
+        assert_eq!(dest(None, "G1"), Ok(("qq".into(), "group:G1".into())));
+        // ADAPTER/TARGET, as before (and as Hermes's cron `relay:tg/chat:1` gives it).
+        assert_eq!(dest(None, "tg/chat:1"), Ok(("tg".into(), "chat:1".into())));
+        assert_eq!(dest(Some("relay"), "ws/r"), Ok(("ws".into(), "r".into())));
+        // A chat never given, by a platform id its platform reads.
+        assert_eq!(
+            dest(Some("telegram"), "-100"),
+            Ok(("tg".into(), "chat:-100".into()))
+        );
+        // What the agent makes up goes nowhere.
+        assert!(dest(Some("telegram"), "../x").is_err());
+        assert!(dest(Some("discord"), "1")
+            .unwrap_err()
+            .contains("no adapter"));
+        assert!(dest(None, "nope").is_err(), "two platforms: which?");
+        assert!(dest(Some("x".repeat(1000).as_str()), "1").is_err());
+    }
+
+    #[test]
+    fn hermes_is_told_each_platform_once() {
+        assert_eq!(
+            platforms(["telegram", "websocket", "qqbot", "telegram"]),
+            ["telegram", "qqbot"]
+        );
+    }
+}
