@@ -534,7 +534,7 @@ impl Session<'_> {
         let batch = if std::mem::take(&mut self.unread) {
             self.relay
                 .feed
-                .read(room, &read)
+                .read(room, read)
                 .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?
         } else {
             vec![]
