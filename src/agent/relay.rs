@@ -29,7 +29,7 @@ use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
 use self::address::{Routes, Wire};
-use self::frames::{Descriptor, FromAgent, Lines};
+use self::frames::{FromAgent, Lines};
 pub use self::listen::bind;
 use self::listen::Ws;
 use self::outbound::ChatsSeen;
@@ -37,7 +37,6 @@ use self::wire::{split, write_frames, CLOSE_WAIT, WRITE_QUEUE};
 use super::feed::Feed;
 use super::link::Link;
 use crate::gateway::outbox::Outbox;
-use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
 use crate::media::fetch::Inbound;
 use crate::platform::{Message, Normaliser};
@@ -47,11 +46,9 @@ use crate::platform::{Message, Normaliser};
 const WINDOW: usize = 32;
 
 /// How long after its hello a Hermes is sent nothing, when chats are named by their platforms
-/// (`platform-ids`). A starting Hermes 0.19.0 queues what arrives until its startup is done
-/// (about a second after the handshake, observed) and then drops each queued message whose
-/// platform has no live adapter of its own (`_drain_startup_restore_queue`): every message
-/// named `telegram` and the like, which would then wait for `turn-timeout` unanswered (found
-/// by running it: `tests/it/hermes_sessions.rs`). `relay` is never dropped.
+/// (`platform-ids`): a starting Hermes 0.19.0 queues what arrives (about a second, observed),
+/// then drops each queued message whose platform has no adapter of its own
+/// (`_drain_startup_restore_queue`; `relay` is never dropped). Found by running it.
 const STARTUP_HOLD: Duration = Duration::from_secs(4);
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
@@ -90,11 +87,6 @@ impl Relay {
             }
         }
     }
-}
-
-/// The chat id Hermes is given for `m` by default ([`address::adapter_target`]).
-pub fn chat_id(m: &Message) -> String {
-    address::adapter_target(m)
 }
 
 /// Serve Hermes on `listener` until `shutdown`.
@@ -371,7 +363,10 @@ impl Session<'_> {
         for frame in frames {
             match frame {
                 Ok(FromAgent::Hello { platform }) => {
-                    let descriptor = descriptor_frame(self.relay, &platform);
+                    let routes: Vec<_> = (self.relay.outbox.iter())
+                        .flat_map(|o| o.routes().map(|(_, r)| r.clone()))
+                        .collect();
+                    let descriptor = frames::descriptor(&routes, &self.relay.label, &platform);
                     self.send(descriptor)?;
                     if self.platform.is_none() && self.relay.platform_ids {
                         self.hold_until = Some(Instant::now() + STARTUP_HOLD);
@@ -431,8 +426,7 @@ impl Session<'_> {
     /// one goes to the agent.
     fn answered(&mut self, platform: Option<&str>, action: &serde_json::Value) -> Result<(), End> {
         let reply_to = action["reply_to"].as_str();
-        let Some(chat) = self.turn_of(platform, action["chat_id"].as_str().unwrap_or(""), reply_to)
-        else {
+        let Some(chat) = self.turn_of(platform, action) else {
             return Ok(());
         };
         let Some(d) = self.turns.in_turn(&chat) else {
@@ -453,21 +447,18 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// The chat whose turn a `send` for Hermes's chat `chat` (on `platform`, when tagged)
-    /// answers: the turn of that chat whose message `reply_to` is, else its first.
-    fn turn_of(
-        &self,
-        platform: Option<&str>,
-        chat: &str,
-        reply_to: Option<&str>,
-    ) -> Option<String> {
-        let mut of_chat = self.turns.turns().filter(|(_, d)| {
+    /// The chat whose turn `action` (tagged `platform`, or not) answers: of the turns of its
+    /// `chat_id`, the one whose message its `reply_to` is, else the first.
+    fn turn_of(&self, platform: Option<&str>, action: &serde_json::Value) -> Option<String> {
+        let (chat, reply_to) = (action["chat_id"].as_str()?, action["reply_to"].as_str());
+        let of_chat = |d: &Delivery| {
             d.wire.chat_id == chat
                 && platform.is_none_or(|p| p == d.wire.platform || p == address::RELAY)
-        });
-        let first = of_chat.next()?;
+        };
+        let mut turns = self.turns.turns().filter(|(_, d)| of_chat(d));
+        let first = turns.next()?;
         let replied = std::iter::once(first)
-            .chain(of_chat)
+            .chain(turns)
             .find(|(_, d)| reply_to.is_some() && d.message.said.message_id.as_deref() == reply_to);
         Some(replied.unwrap_or(first).0.to_owned())
     }
@@ -543,7 +534,7 @@ impl Session<'_> {
         self.unread |= !batch.is_empty();
         for (buffer, (message, wire)) in batch {
             self.turns.push(
-                chat_id(&message),
+                address::adapter_target(&message),
                 buffer.clone(),
                 Delivery {
                     buffer,
@@ -603,32 +594,4 @@ impl Session<'_> {
         self.relay.link.waiting(self.relay.feed.oldest_waiting());
         Ok(())
     }
-}
-
-/// The descriptor for `platform`: the limits of its adapters when Hermes names a kind this
-/// gateway has, else the tightest of all (the same for every chat on one connection).
-fn descriptor_frame(relay: &Relay, platform: &str) -> String {
-    let routes: Vec<_> = match &relay.outbox {
-        Some(outbox) => outbox.routes().map(|(_, r)| r.clone()).collect(),
-        None => vec![],
-    };
-    let named: Vec<_> = routes.iter().filter(|r| r.kind == platform).collect();
-    let chosen: Vec<_> = if named.is_empty() {
-        routes.iter().collect()
-    } else {
-        named
-    };
-    let max = chosen.iter().map(|r| r.max_piece).min().unwrap_or(4096);
-    let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
-        "utf16"
-    } else {
-        "chars"
-    };
-    Descriptor {
-        platform,
-        label: &relay.label,
-        max_message_length: max,
-        len_unit: unit,
-    }
-    .frame()
 }

@@ -10,9 +10,10 @@ use std::process::Command;
 use std::time::Duration;
 
 use hermes_svc::mock_platform::telegram::TelegramConfig;
+use hermes_svc::mock_platform::weixin::WeixinConfig;
 
 use crate::harness::{free_port, wait_for};
-use crate::hermes_rig::{stop, Rig};
+use crate::hermes_rig::{stop, Rig, WX_PEER};
 
 /// A Telegram group of the mock (a basic group: negative, above -10^12).
 const GROUP: i64 = -2002;
@@ -70,10 +71,18 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
         &[
             ("TELEGRAM_BOT_TOKEN", TelegramConfig::default().token),
             ("TELEGRAM_ALLOW_ALL_USERS", "true".to_owned()),
+            ("WEIXIN_TOKEN", WeixinConfig::default().token),
+            ("WEIXIN_ACCOUNT_ID", "habot@im.bot".to_owned()),
+            ("WEIXIN_BASE_URL", rig.mock.http_base()),
+            ("WEIXIN_DM_POLICY", "allowlist".to_owned()),
+            ("WEIXIN_ALLOWED_USERS", WX_PEER.to_owned()),
         ],
     );
     let hermes_home = rig.hermes_home_dir();
     rig.wait_hermes_platform(&hermes_home, "telegram", &mut own);
+    rig.wait_hermes_platform(&hermes_home, "weixin", &mut own);
+    rig.mock.weixin_emit_text(WX_PEER, "eta on weixin");
+    rig.wait_post("echo: eta on weixin");
     rig.mock.telegram_emit_text(dm, "alpha in the dm");
     rig.wait_post("echo: alpha in the dm");
     rig.mock.telegram_emit_text(GROUP, "beta in the group");
@@ -125,6 +134,30 @@ fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
         ["beta in the group", "delta in the group"],
         "the group's earlier turn, and only its: {call}"
     );
+
+    rig.mock.weixin_emit_text(WX_PEER, "theta on weixin");
+    rig.wait_post("echo: theta on weixin");
+    let call = asked(&rig, "theta on weixin");
+    // Its earlier turn is there. (The gateway's Weixin adapter starts from an empty cursor,
+    // and the mock's iLink then gives it the message Hermes's own adapter took once more: the
+    // model may see it twice. Carrying Hermes's cursor over is adopt's.)
+    let weixin = users(&call);
+    assert_eq!(
+        weixin.first().map(String::as_str),
+        Some("eta on weixin"),
+        "{call}"
+    );
+    assert_eq!(
+        weixin.last().map(String::as_str),
+        Some("theta on weixin"),
+        "{call}"
+    );
+
+    // A command Hermes answers itself, through the Relay adapter it has (`/status`).
+    rig.mock.telegram_emit_text(dm, "/status");
+    let status = rig.wait_post("Hermes Gateway Status");
+    assert_eq!(status[0].target_id, dm.to_string());
+    assert!(status[0].reply_to.is_some(), "{status:?}");
 
     // A chat Hermes never saw starts afresh, and is answered in its chat.
     rig.mock.telegram_emit_text(-3003, "epsilon in a new group");

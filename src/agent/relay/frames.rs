@@ -6,6 +6,8 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::address::Wire;
+use crate::gateway::outbox::Route;
+use crate::gateway::send::TextUnit;
 use crate::platform::Message;
 
 /// The longest frame taken. A reply is a few thousand characters; Hermes never sends media
@@ -159,6 +161,31 @@ impl Descriptor<'_> {
             }
         }))
     }
+}
+
+/// The descriptor for `platform`, given the `routes` of the gateway's adapters: the limits of
+/// its adapters when Hermes names a kind this gateway has, else the tightest of all (the same
+/// for every chat on one connection).
+pub fn descriptor(routes: &[Route], label: &str, platform: &str) -> String {
+    let named: Vec<_> = routes.iter().filter(|r| r.kind == platform).collect();
+    let chosen: Vec<_> = if named.is_empty() {
+        routes.iter().collect()
+    } else {
+        named
+    };
+    let max = chosen.iter().map(|r| r.max_piece).min().unwrap_or(4096);
+    let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
+        "utf16"
+    } else {
+        "chars"
+    };
+    Descriptor {
+        platform,
+        label,
+        max_message_length: max,
+        len_unit: unit,
+    }
+    .frame()
 }
 
 /// An `inbound` frame for a normalised message: `source` is Hermes's `SessionSource` on the
