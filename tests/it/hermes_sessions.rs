@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use hermes_svc::mock_platform::telegram::TelegramConfig;
 use hermes_svc::mock_platform::weixin::WeixinConfig;
+use hermes_svc::mock_platform::{FeishuMessage, Platform};
+use serde_json::json;
 
 use crate::harness::{free_port, wait_for};
 use crate::hermes_rig::{stop, Rig, WX_PEER};
@@ -280,4 +282,91 @@ fn make_due(home: &Path, id: &str) {
         }
     }
     std::fs::write(&path, serde_json::to_string_pretty(&jobs).unwrap()).unwrap();
+}
+
+/// With `platform-ids`, a message from each platform is answered once, in its chat, as a reply:
+/// Hermes tags each answer with the platform its chat came from, and the gateway finds the
+/// adapter and target from the platform's own chat id (a QQ group's openid, a Feishu `oc_`, a
+/// Discord channel).
+#[test]
+fn with_platform_ids_each_platform_is_answered_in_its_chat() {
+    let port = free_port();
+    let rig = Rig::new(
+        "haids",
+        &format!(
+            "[agent]\nkind = \"hermes-relay\"\nport = {port}\nplatform-ids = true\n\
+             turn-timeout = \"60s\"\n"
+        ),
+    );
+    let mut gw = rig.gateway();
+    rig.wait_connected(&mut gw);
+    let agent_home = rig.profile_home().join("agent/hermes");
+    std::fs::create_dir_all(&agent_home).unwrap();
+    std::fs::write(
+        agent_home.join("config.yaml"),
+        crate::hermes_rig::config_yaml(rig.model_port()),
+    )
+    .unwrap();
+    let _agent = rig.agent_run();
+    wait_for(Duration::from_secs(60), "Hermes to dial in", || {
+        let s: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(rig.profile_home().join("state/gateway.json")).ok()?,
+        )
+        .ok()?;
+        (s["agent"]["connected"] == true).then_some(())
+    });
+    rig.mock.emit_dispatch(
+        "GROUP_AT_MESSAGE_CREATE",
+        "q-ids",
+        json!({"author": {"member_openid": "MQ"}, "content": " hello qq",
+               "group_openid": "GQ", "id": "msg-q-ids"}),
+    );
+    rig.discord.emit_dispatch(
+        "MESSAGE_CREATE",
+        "d-ids",
+        json!({"id": "1100", "channel_id": "2001", "guild_id": "3001",
+               "author": {"id": "4001", "username": "ann"}, "content": "hello discord"}),
+    );
+    rig.mock.feishu_emit_message(FeishuMessage {
+        chat_id: "oc_ha1".into(),
+        chat_type: "group".into(),
+        sender_open_id: "ou_ha1".into(),
+        text: "hello feishu".into(),
+    });
+    rig.mock
+        .telegram_emit_text(TelegramConfig::default().chats[0], "hello telegram");
+    rig.mock.weixin_emit_text(WX_PEER, "hello weixin");
+    for (text, platform, target) in [
+        ("qq", Platform::Qq, Some("GQ")),
+        ("discord", Platform::Discord, Some("2001")),
+        // Feishu's reply is posted at the message it answers.
+        ("feishu", Platform::Feishu, None),
+        ("telegram", Platform::Telegram, Some("1001")),
+        ("weixin", Platform::Weixin, Some(WX_PEER)),
+    ] {
+        let posts = rig.wait_post(&format!("echo: hello {text}"));
+        assert_eq!(posts.len(), 1, "{text}: answered once: {posts:?}");
+        assert_eq!(posts[0].platform, platform, "{text}");
+        if let Some(target) = target {
+            assert_eq!(posts[0].target_id, target, "{text}: {posts:?}");
+        }
+        if platform != Platform::Weixin {
+            assert!(posts[0].reply_to.is_some(), "{text}: a reply: {posts:?}");
+        }
+    }
+    // Hermes keyed each by its platform: the QQ group's member has a session of their own, as
+    // Hermes's own QQ adapter would have made it.
+    let sessions = std::fs::read_to_string(
+        rig.profile_home()
+            .join("agent/hermes/sessions/sessions.json"),
+    )
+    .unwrap_or_default();
+    for key in [
+        "agent:main:qqbot:group:GQ:MQ",
+        "agent:main:discord:group:2001:4001",
+        "agent:main:telegram:dm:1001",
+        "agent:main:weixin:dm:hauser@im.wechat",
+    ] {
+        assert!(sessions.contains(key), "{key} in {sessions}");
+    }
 }
