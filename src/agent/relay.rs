@@ -50,6 +50,7 @@ const WINDOW: usize = 32;
 /// then drops each queued message whose platform has no adapter of its own
 /// (`_drain_startup_restore_queue`; `relay` is never dropped). Found by running it.
 const STARTUP_HOLD: Duration = Duration::from_secs(4);
+
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
