@@ -165,6 +165,7 @@ impl Bridge {
             link: link.clone(),
             turn_timeout,
             media: stores.media.clone(),
+            platform_ids: stores.config.agent.as_ref().is_some_and(|a| a.platform_ids),
         };
         Ok(Started {
             name: Component::Agent,

@@ -124,6 +124,9 @@ pub fn parse<P: Platforms>(path: &Path, text: &str) -> Result<GatewayConfig<P>, 
         }
         config.adapters.push(spec);
     }
+    if let (Some(a), Some(raw_agent)) = (&config.agent, &raw.agent) {
+        agent::platform_ids_fit(&ctx, raw_agent, a, &config.adapters)?;
+    }
     let mut cron_names = BTreeSet::new();
     for c in &raw.cron {
         let spec = cron(&ctx, c, &config.adapters)?;

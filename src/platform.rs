@@ -130,6 +130,11 @@ pub trait Platform {
         None
     }
 
+    /// How Hermes's own adapter for this platform names it and its chats, for a gateway that
+    /// speaks Hermes's ids through the Relay (`[agent] platform-ids`); `None` where Hermes has
+    /// no such platform.
+    const HERMES: Option<message::HermesPlatform> = None;
+
     /// What a new login needs, for a platform whose adapter can wait for one
     /// (`needs-login`): said when doctor finds one waiting.
     const LOGIN: Option<&'static str> = None;
@@ -366,6 +371,15 @@ macro_rules! registry {
                 out.push((<$wing::$platform as Platform>::KIND, made));
             })+
             out
+        }
+
+        /// How Hermes's own adapter names the platform of `kind` and its chats
+        /// ([`Platform::HERMES`]).
+        pub fn hermes(kind: &str) -> Option<message::HermesPlatform> {
+            $(if kind == <$wing::$platform as Platform>::KIND {
+                return <$wing::$platform as Platform>::HERMES;
+            })+
+            None
         }
 
         /// What a new login on the platform of `kind` needs, if it has logins.

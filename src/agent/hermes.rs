@@ -200,6 +200,7 @@ pub fn prepare(
 ) -> Result<Launch, LaunchError> {
     let config_path = profile.config_file();
     let config = config::load::<crate::platform::Protocol>(&config_path)?;
+    let platform_ids = config.agent.as_ref().is_some_and(|a| a.platform_ids);
     let port = match config.agent.map(|a| a.bridge) {
         Some(Bridge::HermesRelay { port }) => port,
         _ => {
@@ -245,7 +246,7 @@ pub fn prepare(
         .map(|(k, _)| k)
         .filter(|k| platform_of_credential(k).is_some())
         .collect();
-    let set = [
+    let mut set: Vec<(String, String)> = [
         ("HERMES_HOME", home.display().to_string()),
         ("GATEWAY_RELAY_URL", format!("http://127.0.0.1:{port}")),
         ("GATEWAY_RELAY_ID", secret::relay_id(profile)),
@@ -269,6 +270,14 @@ pub fn prepare(
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
     .collect();
+    // One hello per platform the gateway names chats by (`[agent] platform-ids`): Hermes then
+    // tags each answer with its chat's platform. Its home-channel variables (`TELEGRAM_HOME_CHANNEL`
+    // and the like) are left as they are: they name no credential.
+    let platforms =
+        crate::agent::relay::address::platforms(config.adapters.iter().map(|a| a.protocol.kind()));
+    if platform_ids && !platforms.is_empty() {
+        set.push(("GATEWAY_RELAY_PLATFORMS".to_owned(), platforms.join(",")));
+    }
     Ok(Launch {
         program: hermes.to_owned(),
         args: ["gateway", "run", "--external-supervisor"],
@@ -334,6 +343,30 @@ mod tests {
         assert_eq!(set["HERMES_HOME"], home(&p).display().to_string());
         assert_eq!(set["HERMES_S6_SUPERVISED_CHILD"], "1");
         assert!(home(&p).is_dir(), "Hermes's home is made");
+    }
+
+    #[test]
+    fn with_platform_ids_hermes_says_hello_for_each_platform() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = profile(dir.path());
+        let adapters = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n\
+                        [[adapter]]\nname = \"ws\"\nkind = \"websocket\"\nurl = \"wss://a.example/ws\"\n\n\
+                        [[adapter]]\nname = \"dc\"\nkind = \"discord\"\ntoken-env = \"D\"\n\n";
+        secret::load_or_create(&p.agent_dir()).unwrap();
+        let launch = |agent: &str| {
+            write(
+                &p.config_file(),
+                &format!("{adapters}[agent]\nkind = \"hermes-relay\"\n{agent}"),
+            );
+            let launch = prepare(&p, Path::new("/bin/hermes"), std::iter::empty(), None).unwrap();
+            let set: std::collections::HashMap<_, _> = launch.set.into_iter().collect();
+            set.get("GATEWAY_RELAY_PLATFORMS").cloned()
+        };
+        assert_eq!(
+            launch("platform-ids = true\n").as_deref(),
+            Some("telegram,discord")
+        );
+        assert_eq!(launch(""), None, "one hello, relay, as before");
     }
 
     #[test]

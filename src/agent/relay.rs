@@ -10,6 +10,7 @@
 //! other dial may cost (`listen.rs`); and keep reading, and answering pings, while replies are
 //! slow.
 
+pub mod address;
 pub mod auth;
 pub mod frames;
 mod listen;
@@ -27,7 +28,8 @@ use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::CloseFrame;
 use tokio_tungstenite::tungstenite::Message as WsMessage;
 
-use self::frames::{Descriptor, FromAgent, Lines};
+use self::address::{Routes, Wire};
+use self::frames::{FromAgent, Lines};
 pub use self::listen::bind;
 use self::listen::Ws;
 use self::outbound::ChatsSeen;
@@ -35,7 +37,6 @@ use self::wire::{split, write_frames, CLOSE_WAIT, WRITE_QUEUE};
 use super::feed::Feed;
 use super::link::Link;
 use crate::gateway::outbox::Outbox;
-use crate::gateway::send::TextUnit;
 use crate::gateway::until_shutdown;
 use crate::media::fetch::Inbound;
 use crate::platform::{Message, Normaliser};
@@ -43,6 +44,13 @@ use crate::platform::{Message, Normaliser};
 /// Messages held in memory, in their chats' turns or waiting for them (a chat holds a few,
 /// `chats.rs`, and parks the rest of its backlog): so also the most turns at once.
 const WINDOW: usize = 32;
+
+/// How long after its hello a Hermes is sent nothing, when chats are named by their platforms
+/// (`platform-ids`): a starting Hermes 0.19.0 queues what arrives (about a second, observed),
+/// then drops each queued message whose platform has no adapter of its own
+/// (`_drain_startup_restore_queue`; `relay` is never dropped). Found by running it.
+const STARTUP_HOLD: Duration = Duration::from_secs(4);
+
 /// What the connector is configured with, apart from its socket.
 pub struct Relay {
     pub id: String,
@@ -57,6 +65,8 @@ pub struct Relay {
     pub turn_timeout: Duration,
     /// The media store, for a message's files, or why there is none.
     pub media: Result<Arc<Inbound>, String>,
+    /// Name each chat to Hermes by its platform's own ids (`[agent] platform-ids`).
+    pub platform_ids: bool,
 }
 
 impl Relay {
@@ -80,20 +90,6 @@ impl Relay {
     }
 }
 
-/// The chat id Hermes is given for `m`: the adapter and where a reply goes, so that two
-/// adapters' chats never share a session and an answer says where it is posted.
-pub fn chat_id(m: &Message) -> String {
-    match &m.reply {
-        Some(r) => format!("{}/{}", m.adapter, r.target),
-        None => format!(
-            "{}/{}:{}",
-            m.adapter,
-            m.said.chat.chat_type.as_str(),
-            m.said.chat.id
-        ),
-    }
-}
-
 /// Serve Hermes on `listener` until `shutdown`.
 pub async fn serve(
     listener: TcpListener,
@@ -109,6 +105,7 @@ pub async fn serve(
         dialled,
     ));
     let seen = Arc::new(ChatsSeen::default());
+    let routes = Arc::new(Routes::default());
     let mut appended = relay.appended.clone();
     let mut next = None;
     // Whether the oldest message waiting for an absent agent is known: once it is, a new
@@ -134,7 +131,8 @@ pub async fn serve(
             }
         };
         relay.link.connected(true);
-        let end = session(ws, &mut relay, &seen, &mut incoming, &mut shutdown).await;
+        let shared = (&seen, &routes);
+        let end = session(ws, &mut relay, shared, &mut incoming, &mut shutdown).await;
         relay.feed.rewind();
         relay.link.connected(false);
         oldest_known = false;
@@ -178,6 +176,8 @@ enum End {
 struct Delivery {
     buffer: String,
     message: Message,
+    /// How the message's chat is named to Hermes.
+    wire: Wire,
     /// When the turn is given up, once it started.
     deadline: Option<Instant>,
 }
@@ -186,6 +186,7 @@ struct Delivery {
 struct Session<'a> {
     relay: &'a mut Relay,
     seen: &'a Arc<ChatsSeen>,
+    routes: &'a Arc<Routes>,
     turns: crate::agent::chats::Chats<Delivery>,
     /// Frames for the agent, written by [`write_frames`]: a full queue is an agent that stopped
     /// reading.
@@ -194,6 +195,8 @@ struct Session<'a> {
     platform: Option<String>,
     /// Hermes said it is going: nothing more is delivered on this connection.
     idle: bool,
+    /// Nothing is delivered before this ([`STARTUP_HOLD`]).
+    hold_until: Option<Instant>,
     /// The spool may hold more for the agent than was read: it grew, or a turn ended and made
     /// room. Frames that change neither (acks, replies to other chats) read nothing.
     unread: bool,
@@ -205,7 +208,7 @@ struct Session<'a> {
 async fn session(
     ws: Ws,
     relay: &mut Relay,
-    seen: &Arc<ChatsSeen>,
+    (seen, routes): (&Arc<ChatsSeen>, &Arc<Routes>),
     incoming: &mut mpsc::Receiver<Ws>,
     shutdown: &mut watch::Receiver<bool>,
 ) -> End {
@@ -216,7 +219,7 @@ async fn session(
     let (results_tx, mut results) = mpsc::channel(256);
     let worker = tokio::spawn(outbound::run(
         relay.outbox.clone(),
-        seen.clone(),
+        (seen.clone(), routes.clone()),
         queued,
         results_tx,
     ));
@@ -224,17 +227,24 @@ async fn session(
     let mut s = Session {
         relay,
         seen,
+        routes,
         turns: Default::default(),
         to_agent,
         platform: None,
         idle: false,
+        hold_until: None,
         unread: true,
         fetching: tokio::task::JoinSet::new(),
     };
     let mut lines = Lines::default();
     let mut typing = super::typing_ticks();
     let end = loop {
-        if s.platform.is_some() && !s.idle {
+        if s.hold_until.is_some_and(|at| at <= Instant::now()) {
+            s.hold_until = None;
+            s.unread = true;
+        }
+        let open = s.platform.is_some() && !s.idle && s.hold_until.is_none();
+        if open {
             // Seen before reading, so that an append during the read wakes the wait; one not
             // yet seen is something to read.
             if appended.has_changed().unwrap_or(true) {
@@ -246,6 +256,13 @@ async fn session(
             }
         }
         let deadline = s.turns.turns().filter_map(|(_, d)| d.deadline).min();
+        let hold = s.hold_until;
+        let held = async {
+            match hold {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
         let turn_over = async {
             match deadline {
                 Some(at) => tokio::time::sleep_until(at).await,
@@ -266,8 +283,9 @@ async fn session(
                 }
             }
             () = turn_over => s.give_up(Instant::now()),
+            () = held => {}
             _ = typing.tick(), if deadline.is_some() => s.typing(),
-            changed = appended.changed(), if s.platform.is_some() && !s.idle => {
+            changed = appended.changed(), if open => {
                 s.unread = true;
                 if changed.is_err() {
                     break End::Gone("the spool closed".into());
@@ -346,19 +364,31 @@ impl Session<'_> {
         for frame in frames {
             match frame {
                 Ok(FromAgent::Hello { platform }) => {
-                    let descriptor = descriptor_frame(self.relay, &platform);
+                    let routes: Vec<_> = (self.relay.outbox.iter())
+                        .flat_map(|o| o.routes().map(|(_, r)| r.clone()))
+                        .collect();
+                    let descriptor = frames::descriptor(&routes, &self.relay.label, &platform);
                     self.send(descriptor)?;
+                    if self.platform.is_none() && self.relay.platform_ids {
+                        self.hold_until = Some(Instant::now() + STARTUP_HOLD);
+                    }
                     self.platform.get_or_insert(platform);
                 }
                 Ok(FromAgent::InboundAck { buffer_id }) => {
                     tracing::debug!(%buffer_id, "the agent took a message");
                 }
-                Ok(FromAgent::Outbound { request_id, action }) => {
-                    self.answered(&action)?;
-                    if actions
-                        .try_send(outbound::Action { request_id, action })
-                        .is_err()
-                    {
+                Ok(FromAgent::Outbound {
+                    request_id,
+                    platform,
+                    action,
+                }) => {
+                    self.answered(platform.as_deref(), &action)?;
+                    let action = outbound::Action {
+                        request_id,
+                        platform,
+                        action,
+                    };
+                    if actions.try_send(action).is_err() {
                         tracing::warn!("the agent sends replies faster than they can be queued; closing its connection");
                         return Err(End::Closed("outbound overflow".into()));
                     }
@@ -395,12 +425,14 @@ impl Session<'_> {
     /// A turn ends with the one `send` that replies to its message with `notify` set (Hermes's
     /// final answer; notices carry neither); the message is then taken, and the chat's next
     /// one goes to the agent.
-    fn answered(&mut self, action: &serde_json::Value) -> Result<(), End> {
-        let chat = action["chat_id"].as_str().unwrap_or("");
-        let Some(d) = self.turns.in_turn(chat) else {
+    fn answered(&mut self, platform: Option<&str>, action: &serde_json::Value) -> Result<(), End> {
+        let reply_to = action["reply_to"].as_str();
+        let Some(chat) = self.turn_of(platform, action) else {
             return Ok(());
         };
-        let reply_to = action["reply_to"].as_str();
+        let Some(d) = self.turns.in_turn(&chat) else {
+            return Ok(());
+        };
         let final_answer = action["metadata"]["notify"] == true;
         let matches = match (&d.message.said.message_id, reply_to) {
             (Some(id), Some(r)) => id == r,
@@ -409,11 +441,27 @@ impl Session<'_> {
             (Some(_), None) => false,
         };
         if action["op"] == "send" && matches {
-            if let Some(d) = self.turns.end(chat) {
+            if let Some(d) = self.turns.end(&chat) {
                 self.take(&d.buffer)?;
             }
         }
         Ok(())
+    }
+
+    /// The chat whose turn `action` (tagged `platform`, or not) answers: of the turns of its
+    /// `chat_id`, the one whose message its `reply_to` is, else the first.
+    fn turn_of(&self, platform: Option<&str>, action: &serde_json::Value) -> Option<String> {
+        let (chat, reply_to) = (action["chat_id"].as_str()?, action["reply_to"].as_str());
+        let of_chat = |d: &Delivery| {
+            d.wire.chat_id == chat
+                && platform.is_none_or(|p| p == d.wire.platform || p == address::RELAY)
+        };
+        let mut turns = self.turns.turns().filter(|(_, d)| of_chat(d));
+        let first = turns.next()?;
+        let replied = std::iter::once(first)
+            .chain(turns)
+            .find(|(_, d)| reply_to.is_some() && d.message.said.message_id.as_deref() == reply_to);
+        Some(replied.unwrap_or(first).0.to_owned())
     }
 
     fn take(&mut self, buffer: &str) -> Result<(), End> {
@@ -431,11 +479,10 @@ impl Session<'_> {
 
     /// Send the message read as `buffer`, its files fetched, if it is still `chat`'s turn.
     fn send_inbound(&mut self, chat: &str, buffer: &str, message: &Message) -> Result<(), End> {
-        if self.turns.in_turn(chat).is_none_or(|d| d.buffer != buffer) {
+        let Some(d) = self.turns.in_turn(chat).filter(|d| d.buffer == buffer) else {
             return Ok(());
-        }
-        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
-        let frame = frames::inbound(message, &platform, chat, buffer);
+        };
+        let frame = frames::inbound(message, &d.wire, buffer);
         self.send(frame)
     }
 
@@ -466,37 +513,49 @@ impl Session<'_> {
     async fn deliver(&mut self) -> Result<(), End> {
         let room = self.relay.feed.room(WINDOW, self.turns.held());
         let normaliser = &self.relay.normaliser;
+        let hello = self
+            .platform
+            .clone()
+            .unwrap_or_else(|| address::RELAY.into());
+        let ids = self.relay.platform_ids;
+        let read = |e: &crate::gateway::spool::Event| {
+            let message = super::for_agent(normaliser, e)?;
+            let wire = address::wire(&message, e, &hello, ids);
+            Some((message, wire))
+        };
         let batch = if std::mem::take(&mut self.unread) {
             self.relay
                 .feed
-                .read(room, |e| super::for_agent(normaliser, e))
+                .read(room, read)
                 .map_err(|e| End::Failed(crate::error_chain::one_line(&e)))?
         } else {
             vec![]
         };
         // A read that found something may have left more behind it: read again next time.
         self.unread |= !batch.is_empty();
-        for (buffer, message) in batch {
+        for (buffer, (message, wire)) in batch {
             self.turns.push(
-                chat_id(&message),
+                address::adapter_target(&message),
                 buffer.clone(),
                 Delivery {
                     buffer,
                     message,
+                    wire,
                     deadline: None,
                 },
             );
         }
-        let platform = self.platform.clone().unwrap_or_else(|| "relay".into());
         let deadline = Instant::now() + self.relay.turn_timeout;
         let feed = &mut self.relay.feed;
         let started = self.turns.start(
             false,
             |buffer| {
                 Ok::<_, super::feed::FeedError>(feed.fetch(buffer)?.and_then(|e| {
+                    let (message, wire) = read(&e)?;
                     Some(Delivery {
                         buffer: buffer.to_owned(),
-                        message: super::for_agent(normaliser, &e)?,
+                        message,
+                        wire,
                         deadline: None,
                     })
                 }))
@@ -514,9 +573,10 @@ impl Session<'_> {
                 continue;
             };
             d.deadline = Some(deadline);
-            self.seen.saw(&chat, &d.message);
+            self.seen.saw(&d.wire, &d.message);
+            self.routes.learn(&d.wire, &d.message);
             if d.message.said.media.is_empty() {
-                let frame = frames::inbound(&d.message, &platform, &chat, &d.buffer);
+                let frame = frames::inbound(&d.message, &d.wire, &d.buffer);
                 self.send(frame)?;
             } else {
                 // Its files first, off the session: the connection goes on meanwhile.
@@ -535,32 +595,4 @@ impl Session<'_> {
         self.relay.link.waiting(self.relay.feed.oldest_waiting());
         Ok(())
     }
-}
-
-/// The descriptor for `platform`: the limits of its adapters when Hermes names a kind this
-/// gateway has, else the tightest of all (the same for every chat on one connection).
-fn descriptor_frame(relay: &Relay, platform: &str) -> String {
-    let routes: Vec<_> = match &relay.outbox {
-        Some(outbox) => outbox.routes().map(|(_, r)| r.clone()).collect(),
-        None => vec![],
-    };
-    let named: Vec<_> = routes.iter().filter(|r| r.kind == platform).collect();
-    let chosen: Vec<_> = if named.is_empty() {
-        routes.iter().collect()
-    } else {
-        named
-    };
-    let max = chosen.iter().map(|r| r.max_piece).min().unwrap_or(4096);
-    let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
-        "utf16"
-    } else {
-        "chars"
-    };
-    Descriptor {
-        platform,
-        label: &relay.label,
-        max_message_length: max,
-        len_unit: unit,
-    }
-    .frame()
 }

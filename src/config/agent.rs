@@ -12,7 +12,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::value::Ctx;
-use super::ConfigError;
+use super::{AdapterSpec, ConfigError, Platforms};
 
 /// The agent and the bridge to it.
 #[derive(Clone, Debug, PartialEq)]
@@ -23,6 +23,10 @@ pub struct AgentSpec {
     pub turn_timeout: Duration,
     /// doctor warns when the agent has taken no message for this long while some wait.
     pub idle_alarm: Duration,
+    /// `hermes-relay`: speak each platform's own name and ids to Hermes, as its own adapter for
+    /// the platform did, so that a chat Hermes's own gateway held goes on in the same session
+    /// (`platform-ids = true`); else every chat is `relay` and `ADAPTER/TARGET`.
+    pub platform_ids: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -83,6 +87,7 @@ pub(super) struct RawAgent {
     turn_timeout: Option<Spanned<String>>,
     failure_notice: Option<String>,
     idle_alarm: Option<Spanned<String>>,
+    platform_ids: Option<Spanned<bool>>,
 }
 
 pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, ConfigError> {
@@ -115,6 +120,7 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
         }
         "openai" => {
             only_for("port", r.port.is_some(), "hermes-relay")?;
+            only_for("platform-ids", r.platform_ids.is_some(), "hermes-relay")?;
             let Some(url) = &r.url else {
                 return ctx.err(
                     raw.span(),
@@ -161,7 +167,45 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
         bridge,
         turn_timeout: ctx.opt_duration("turn-timeout", &r.turn_timeout, DEFAULT_TURN_TIMEOUT)?,
         idle_alarm: ctx.opt_duration("idle-alarm", &r.idle_alarm, DEFAULT_IDLE_ALARM)?,
+        platform_ids: r.platform_ids.as_ref().is_some_and(|p| *p.get_ref()),
     })
+}
+
+/// With `platform-ids`, a chat is named to Hermes by its platform and the platform's own id
+/// alone: two adapters of one kind could have chats of one id (two Telegram bots in one
+/// group), which would be one Hermes session, and an answer could not say which bot posts it.
+pub(super) fn platform_ids_fit<P: Platforms>(
+    ctx: &Ctx,
+    raw: &Spanned<RawAgent>,
+    agent: &AgentSpec,
+    adapters: &[AdapterSpec<P>],
+) -> Result<(), ConfigError> {
+    if !agent.platform_ids {
+        return Ok(());
+    }
+    let mut seen: Vec<(&str, &str)> = vec![];
+    for a in adapters {
+        let kind = a.protocol.kind();
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == kind) {
+            let span = raw
+                .get_ref()
+                .platform_ids
+                .as_ref()
+                .map_or(raw.span(), Spanned::span);
+            return ctx.err(
+                span,
+                format!(
+                    "[agent] platform-ids = true names each chat to Hermes by its platform and \
+                     the platform's own id, and adapters {first:?} and {:?} are both {kind}: \
+                     their chats could share an id; keep one {kind} adapter in this profile, \
+                     or set platform-ids = false",
+                    a.name
+                ),
+            );
+        }
+        seen.push((kind, &a.name));
+    }
+    Ok(())
 }
 
 fn port(ctx: &Ctx, raw: Option<&Spanned<i64>>) -> Result<u16, ConfigError> {
@@ -178,5 +222,46 @@ fn port(ctx: &Ctx, raw: Option<&Spanned<i64>>) -> Result<u16, ConfigError> {
                 raw.get_ref()
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<super::super::GatewayConfig<crate::platform::Protocol>, String> {
+        super::super::parse::<crate::platform::Protocol>(Path::new("/p/gateway.toml"), text)
+            .map_err(|e| e.to_string())
+    }
+
+    const TG: &str = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n\n";
+    const TG2: &str = "[[adapter]]\nname = \"tg2\"\nkind = \"telegram\"\ntoken-env = \"T2\"\n\n";
+
+    #[test]
+    fn platform_ids_is_off_unless_set_and_a_key_of_the_relay() {
+        let relay = "[agent]\nkind = \"hermes-relay\"\n";
+        assert!(!parse(relay).unwrap().agent.unwrap().platform_ids);
+        let on = parse(&format!("{TG}{relay}platform-ids = true\n")).unwrap();
+        assert!(on.agent.unwrap().platform_ids);
+        let e = parse(
+            "[agent]\nkind = \"openai\"\nurl = \"http://127.0.0.1:1/v1\"\nplatform-ids = true\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("platform-ids is a key of kind = \"hermes-relay\""),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn two_adapters_of_one_kind_are_refused_with_platform_ids() {
+        let relay = "[agent]\nkind = \"hermes-relay\"\nplatform-ids = true\n";
+        let e = parse(&format!("{TG}{TG2}{relay}")).unwrap_err();
+        assert!(e.contains("/p/gateway.toml"), "{e}");
+        assert!(e.contains("gateway.toml:13:"), "the key's line: {e}");
+        assert!(e.contains("\"tg\" and \"tg2\" are both telegram"), "{e}");
+        assert!(e.contains("platform-ids = false"), "the fix: {e}");
+        // Without it, as before.
+        assert!(parse(&format!("{TG}{TG2}[agent]\nkind = \"hermes-relay\"\n")).is_ok());
     }
 }

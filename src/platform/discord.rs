@@ -10,6 +10,7 @@ mod intents;
 mod normalise;
 mod send;
 mod target;
+mod hermes_ids;
 
 pub use config::Config;
 pub use send::Sender;
@@ -24,6 +25,11 @@ pub struct Discord;
 impl Platform for Discord {
     const KIND: &'static str = "discord";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["DISCORD_BOT_TOKEN"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "discord",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] =
         &["token-env", "api-base", "gateway-url", "intents", "ws-ping"];
     type Config = Config;

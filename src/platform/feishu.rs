@@ -11,6 +11,7 @@ mod receive;
 mod send;
 mod target;
 mod token;
+mod hermes_ids;
 
 pub use config::{Config, FeishuDomain};
 pub use send::Sender;
@@ -25,6 +26,11 @@ pub struct Feishu;
 impl Platform for Feishu {
     const KIND: &'static str = "feishu";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["FEISHU_APP_ID", "FEISHU_APP_SECRET"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "feishu",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] = &["domain", "app-id", "secret-env", "api-base"];
     type Config = Config;
     type Sender = Sender;

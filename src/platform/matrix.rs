@@ -10,6 +10,7 @@ mod normalise;
 mod receive;
 mod send;
 mod target;
+mod hermes_ids;
 
 pub use config::Config;
 pub use send::Sender;
@@ -25,6 +26,11 @@ pub struct Matrix;
 impl Platform for Matrix {
     const KIND: &'static str = "matrix";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["MATRIX_ACCESS_TOKEN", "MATRIX_PASSWORD"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "matrix",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] = &[
         "homeserver",
         "user-id",

@@ -189,3 +189,56 @@ pub fn id(value: &serde_json::Value) -> Option<String> {
 pub fn text(value: &serde_json::Value) -> Option<String> {
     value.as_str().filter(|s| !s.is_empty()).map(str::to_owned)
 }
+
+/// How the Hermes agent's own adapter for a platform names it, and its chats: what the Relay
+/// bridge sends under `[agent] platform-ids = true`, so that a chat Hermes's own gateway held
+/// keeps its session key (`agent:main:<platform>:<chat_type>:<chat_id>[...]`) behind the
+/// gateway (docs/agent.md, "A chat's conversation after the switch").
+#[derive(Clone, Copy)]
+pub struct HermesPlatform {
+    /// Hermes's name for the platform (`Platform` in its `gateway/config.py`).
+    pub name: &'static str,
+    /// The ids Hermes's adapter would give the message `said`, read from event `kind` with
+    /// payload `data`.
+    pub source: fn(said: &Said, kind: &str, data: &serde_json::Value) -> HermesSource,
+}
+
+impl std::fmt::Debug for HermesPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "HermesPlatform({})", self.name)
+    }
+}
+
+/// The ids of Hermes's `SessionSource` its session key is made of, as Hermes's own adapter
+/// for the platform fills them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HermesSource {
+    pub chat_id: String,
+    /// `dm`, `group`, `channel` or `thread`.
+    pub chat_type: &'static str,
+    pub thread_id: Option<String>,
+    pub user_id: Option<String>,
+    /// A second id of the sender, which Hermes prefers to `user_id` for a member's own session
+    /// in a group (Feishu's `union_id`).
+    pub user_id_alt: Option<String>,
+}
+
+impl HermesSource {
+    /// The normalised message's own ids: where a platform's Hermes adapter reads a message as
+    /// its wing does.
+    pub fn of(said: &Said) -> Self {
+        HermesSource {
+            chat_id: said.chat.id.clone(),
+            chat_type: said.chat.chat_type.as_str(),
+            thread_id: said.thread_id.clone(),
+            user_id: Some(said.sender.id.clone()),
+            user_id_alt: None,
+        }
+    }
+
+    /// [`HermesSource::of`], as a [`HermesPlatform::source`]: for a platform whose Hermes adapter
+    /// reads a message as its wing does (Weixin).
+    pub fn same(said: &Said, _kind: &str, _data: &serde_json::Value) -> Self {
+        Self::of(said)
+    }
+}

@@ -11,6 +11,7 @@ mod normalise;
 mod send;
 mod target;
 mod token;
+mod hermes_ids;
 
 pub use config::Config;
 pub use intents::gated_intents;
@@ -26,6 +27,11 @@ pub struct QqBot;
 impl Platform for QqBot {
     const KIND: &'static str = "qqbot";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["QQ_APP_ID", "QQ_CLIENT_SECRET"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "qqbot",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] = &[
         "app-id",
         "secret-env",

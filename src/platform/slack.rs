@@ -9,6 +9,7 @@ mod normalise;
 mod receive;
 mod send;
 mod target;
+mod hermes_ids;
 
 pub use config::Config;
 pub use send::Sender;
@@ -23,6 +24,11 @@ pub struct Slack;
 impl Platform for Slack {
     const KIND: &'static str = "slack";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["SLACK_BOT_TOKEN", "SLACK_APP_TOKEN"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "slack",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] =
         &["app-token-env", "bot-token-env", "api-base", "ping-interval"];
     type Config = Config;

@@ -8,6 +8,7 @@ mod receive;
 mod send;
 mod target;
 mod webhook;
+mod hermes_ids;
 
 pub use config::Config;
 pub use send::Sender;
@@ -23,6 +24,11 @@ pub struct Telegram;
 impl Platform for Telegram {
     const KIND: &'static str = "telegram";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["TELEGRAM_BOT_TOKEN"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "telegram",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] = &[
         "token-env",
         "api-base",

@@ -31,6 +31,11 @@ pub struct Weixin;
 impl Platform for Weixin {
     const KIND: &'static str = "weixin";
     const HERMES_CREDENTIALS: &'static [&'static str] = &["WEIXIN_TOKEN", "WEIXIN_ACCOUNT_ID"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "weixin",
+            source: crate::platform::message::HermesSource::same,
+        });
     const KEYS: &'static [&'static str] = &["api-base", "cdn-base", "poll-timeout", "poll-grace"];
     type Config = Config;
     type Sender = Sender;

@@ -30,7 +30,8 @@ Every request is logged as one JSON line on stderr when it arrives (before any s
   {"ts": <unix seconds>, "method", "path", "last_user" (notes stripped), "kind": "chat" |
    "title" | "models" | "other", "stream", "status", "system_note" (chat/title only: a note
    was stripped), "images" (chat/title only: each image_url part of the last user message
-   that is a data URL, as {"mime", "bytes", "sha256"} of the decoded data)}
+   that is a data URL, as {"mime", "bytes", "sha256"} of the decoded data), "history" (every
+   user and assistant message of the request, in order, as {"role", "text"})}
 so a test can count model calls (kind == "chat") and check the pixels a model got.
 
 `POST /v1/audio/transcriptions` (OpenAI's speech-to-text: multipart, the recording in the part
@@ -194,9 +195,16 @@ class Handler(BaseHTTPRequestHandler):
             and _text_of(m.get("content")).strip().lower().startswith(TITLE_MARK)
             for m in messages
         )
+        # Every user and assistant turn the request holds, in order: what the model was
+        # given of the conversation so far.
+        history = [
+            {"role": m.get("role"), "text": strip_notes(_text_of(m.get("content")))}
+            for m in messages
+            if isinstance(m, dict) and m.get("role") in ("user", "assistant")
+        ]
         log = dict(method="POST", path=self.path, last_user=last_user,
                    kind="title" if is_title else "chat", stream=stream,
-                   system_note=last_user != raw_user, images=images)
+                   system_note=last_user != raw_user, images=images, history=history)
 
         if is_title:
             _log(status=200, **log)

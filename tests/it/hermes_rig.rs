@@ -118,7 +118,7 @@ impl Rig {
         self
     }
 
-    fn model_port(&self) -> u16 {
+    pub(crate) fn model_port(&self) -> u16 {
         fs::read_to_string(self.home.path().join("model.port"))
             .unwrap()
             .parse()
@@ -217,6 +217,38 @@ impl Rig {
         ])
     }
 
+    /// `hermes-svc agent run` for this profile (what the agent unit runs), in the foreground:
+    /// Hermes in `PROFILE_HOME/agent/hermes`, with the environment the gateway's code makes.
+    /// Its output goes to [`Rig::hermes_log`].
+    pub(crate) fn agent_run(&self) -> Proc {
+        let venv = venv();
+        let log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.home.path().join("hermes.log"))
+            .unwrap();
+        let agent_home = self.profile_home().join("agent/hermes");
+        let hermes = venv.join("bin/hermes");
+        Command::new(BIN)
+            .args(["agent", "run", "--profile", &self.profile, "--hermes"])
+            .arg(&hermes)
+            .env_clear()
+            .env(
+                "PATH",
+                format!("{}:/usr/bin:/bin", venv.join("bin").display()),
+            )
+            .env("HOME", &agent_home)
+            .env("HERMES_HOME", self.home.path())
+            .env("LANG", "C.UTF-8")
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .map(Proc)
+            .unwrap()
+    }
+
     /// `hermes gateway run` headless, serving its API on `port`.
     pub(crate) fn hermes_api(&self, port: u16) -> Proc {
         self.hermes(&[
@@ -227,13 +259,63 @@ impl Rig {
     }
 
     fn hermes(&self, env: &[(&str, String)]) -> Proc {
+        let home = self.hermes_home();
+        self.spawn_hermes(&home, env)
+    }
+
+    /// Hermes's own gateway, holding platforms itself as a Hermes install does before it is
+    /// switched to hermes-svc (`hermes gateway run`, Hermes's own adapters): in the rig's Hermes
+    /// home, whose `config.yaml` is the fake model's followed by `config_extra` (a platform's
+    /// `platforms:` block, say), with `env` (a platform's token, its `*_ALLOW_ALL_USERS`) added
+    /// to its environment. python-telegram-bot, which Hermes's Telegram adapter needs and its
+    /// wheel leaves to a lazy install, comes from [`lazy_packages`]. Its log is
+    /// [`Rig::hermes_log`]; it is in the same home the Relay's Hermes later runs in.
+    pub(crate) fn hermes_own_gateway(&self, config_extra: &str, env: &[(&str, String)]) -> Proc {
+        let home = self.hermes_home();
+        let config = format!("{}{config_extra}", config_yaml(self.model_port()));
+        fs::write(home.join("config.yaml"), config).unwrap();
+        let mut env = env.to_vec();
+        env.push(("PYTHONPATH", lazy_packages().display().to_string()));
+        self.spawn_hermes(&home, &env)
+    }
+
+    /// Hermes's own Telegram adapter's Bot API base (`platforms.telegram.extra.base_url`,
+    /// python-telegram-bot's base, to which it appends the token): the mock's.
+    pub(crate) fn telegram_base_url(&self) -> String {
+        format!("{}/bot", self.mock.http_base())
+    }
+
+    /// The rig's Hermes home, where [`Rig::hermes_relay`] and [`Rig::hermes_own_gateway`] run.
+    pub(crate) fn hermes_home_dir(&self) -> PathBuf {
+        self.home.path().join("hermes-home")
+    }
+
+    /// Wait until the Hermes gateway in `home` reports `platform` connected
+    /// (`gateway_state.json`).
+    pub(crate) fn wait_hermes_platform(&self, home: &Path, platform: &str, hermes: &mut Child) {
+        wait_for(
+            Duration::from_secs(90),
+            "Hermes to connect its platform",
+            || {
+                assert!(
+                    hermes.try_wait().unwrap().is_none(),
+                    "Hermes died:\n{}",
+                    tail(&self.hermes_log())
+                );
+                let text = fs::read_to_string(home.join("gateway_state.json")).ok()?;
+                let s: serde_json::Value = serde_json::from_str(&text).ok()?;
+                (s["platforms"][platform]["state"] == "connected").then_some(())
+            },
+        );
+    }
+
+    fn spawn_hermes(&self, home: &Path, env: &[(&str, String)]) -> Proc {
         let venv = venv();
         let log = OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.home.path().join("hermes.log"))
             .unwrap();
-        let home = self.hermes_home();
         let mut cmd = Command::new(venv.join("bin/hermes"));
         cmd.args(["gateway", "run", "--external-supervisor"])
             .env_clear()
@@ -241,8 +323,8 @@ impl Rig {
                 "PATH",
                 format!("{}:/usr/bin:/bin", venv.join("bin").display()),
             )
-            .env("HOME", &home)
-            .env("HERMES_HOME", &home)
+            .env("HOME", home)
+            .env("HERMES_HOME", home)
             .env("LANG", "C.UTF-8")
             .env("HERMES_GATEWAY_BUSY_ACK_ENABLED", "false")
             .env("HERMES_GATEWAY_MAX_STARTS", "0")
@@ -318,8 +400,44 @@ impl Drop for Rig {
     }
 }
 
+/// A directory holding python-telegram-bot 22.6 (the version Hermes 0.19.0 pins for its
+/// Telegram adapter, `tools/lazy_deps.py`), for Hermes's own gateway: `HERMES_LAZY_PACKAGES`,
+/// or `target/hermes-lazy`, installed there once with the venv's pip (`--no-deps`: its
+/// dependencies, httpx among them, are Hermes's own).
+pub(crate) fn lazy_packages() -> PathBuf {
+    let dir = std::env::var_os("HERMES_LAZY_PACKAGES").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("target/hermes-lazy"),
+        PathBuf::from,
+    );
+    if dir.join("telegram/__init__.py").exists() {
+        return dir;
+    }
+    // Installed beside, then renamed into place: two tests at once never see half of it.
+    let part = dir.with_extension(format!("part-{}", std::process::id()));
+    let ok = Command::new(venv().join("bin/python"))
+        .args(["-m", "pip", "install", "-q", "--no-deps", "--target"])
+        .arg(&part)
+        .args(["python-telegram-bot==22.6", "tornado==6.6.1"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        ok,
+        "cannot install python-telegram-bot into {}",
+        part.display()
+    );
+    if fs::rename(&part, &dir).is_err() {
+        let _ = fs::remove_dir_all(&part);
+    }
+    assert!(
+        dir.join("telegram/__init__.py").exists(),
+        "{}",
+        dir.display()
+    );
+    dir
+}
+
 /// The last lines of a log.
-fn tail(text: &str) -> String {
+pub(crate) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(25)..].join("\n")
 }

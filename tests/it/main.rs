@@ -36,6 +36,7 @@ mod harness;
 mod hermes_agent;
 mod hermes_media;
 mod hermes_rig;
+mod hermes_sessions;
 mod home_trust;
 mod hostile_agent;
 mod hostile_files;

@@ -5,6 +5,9 @@
 use serde::Deserialize;
 use serde_json::{json, Value};
 
+use super::address::Wire;
+use crate::gateway::outbox::Route;
+use crate::gateway::send::TextUnit;
 use crate::platform::Message;
 
 /// The longest frame taken. A reply is a few thousand characters; Hermes never sends media
@@ -25,8 +28,13 @@ pub enum FromAgent {
     Hello { platform: String },
     /// It has taken the inbound message sent with this buffer id.
     InboundAck { buffer_id: String },
-    /// An action (`send`, and others) to answer with an `outbound_result`.
-    Outbound { request_id: String, action: Value },
+    /// An action (`send`, and others) to answer with an `outbound_result`; `platform` is the
+    /// platform Hermes tagged it with (the one the chat came from, when it was not `relay`).
+    Outbound {
+        request_id: String,
+        platform: Option<String>,
+        action: Value,
+    },
     /// It is stopping: deliver nothing more on this connection.
     GoingIdle,
     /// Anything else: `interrupt` (a `/stop`, which has no platform side here), and frame
@@ -110,6 +118,7 @@ fn parse(line: &str) -> Result<FromAgent, String> {
         },
         "outbound" => FromAgent::Outbound {
             request_id: text(raw.request_id, "requestId")?,
+            platform: raw.platform.filter(|p| !p.is_empty() && p.len() <= 64),
             action: raw.action.unwrap_or(Value::Null),
         },
         "going_idle" => FromAgent::GoingIdle,
@@ -154,10 +163,34 @@ impl Descriptor<'_> {
     }
 }
 
+/// The descriptor for `platform`, given the `routes` of the gateway's adapters: the limits of
+/// its adapters when Hermes names a kind this gateway has, else the tightest of all (the same
+/// for every chat on one connection).
+pub fn descriptor(routes: &[Route], label: &str, platform: &str) -> String {
+    let named: Vec<_> = routes.iter().filter(|r| r.kind == platform).collect();
+    let chosen: Vec<_> = if named.is_empty() {
+        routes.iter().collect()
+    } else {
+        named
+    };
+    let max = chosen.iter().map(|r| r.max_piece).min().unwrap_or(4096);
+    let unit = if chosen.iter().any(|r| r.unit == TextUnit::Utf16) {
+        "utf16"
+    } else {
+        "chars"
+    };
+    Descriptor {
+        platform,
+        label,
+        max_message_length: max,
+        len_unit: unit,
+    }
+    .frame()
+}
+
 /// An `inbound` frame for a normalised message: `source` is Hermes's `SessionSource` on the
-/// wire, with `chat_id` the adapter and target (`qq/group:OPENID`), so chats of two adapters
-/// never share a session and an answer names where it goes.
-pub fn inbound(m: &Message, platform: &str, chat_id: &str, buffer_id: &str) -> String {
+/// wire, the chat named as `wire` says (`relay/address.rs`).
+pub fn inbound(m: &Message, wire: &Wire, buffer_id: &str) -> String {
     let media_urls: Vec<&str> = m
         .said
         .media
@@ -174,13 +207,14 @@ pub fn inbound(m: &Message, platform: &str, chat_id: &str, buffer_id: &str) -> S
             "reply_to_message_id": m.said.reply_to_message_id,
             "media_urls": media_urls,
             "source": {
-                "platform": platform,
-                "chat_id": chat_id,
-                "chat_type": m.said.chat.chat_type.as_str(),
+                "platform": wire.platform,
+                "chat_id": wire.chat_id,
+                "chat_type": wire.chat_type,
                 "chat_name": m.said.chat.name,
-                "user_id": m.said.sender.id,
+                "user_id": wire.user_id,
+                "user_id_alt": wire.user_id_alt,
                 "user_name": m.said.sender.name,
-                "thread_id": m.said.thread_id,
+                "thread_id": wire.thread_id,
                 "message_id": m.said.message_id,
             }
         }

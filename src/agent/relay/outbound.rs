@@ -15,27 +15,42 @@ use std::sync::{Arc, Mutex};
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::address::{Routes, Wire};
 use super::frames;
 use crate::gateway::outbox::{Outbox, Policy, Request};
 use crate::platform::Message;
 
-/// An action and the request id its result answers.
+/// An action and the request id its result answers, and the platform Hermes tagged it with.
 pub struct Action {
     pub request_id: String,
+    pub platform: Option<String>,
     pub action: Value,
 }
 
 /// Do each action from `actions`, and put the `outbound_result` frame for it in `results`.
 pub async fn run(
     outbox: Option<Arc<Outbox>>,
-    seen: Arc<ChatsSeen>,
+    (seen, routes): (Arc<ChatsSeen>, Arc<Routes>),
     mut actions: mpsc::Receiver<Action>,
     results: mpsc::Sender<String>,
 ) {
-    while let Some(Action { request_id, action }) = actions.recv().await {
+    while let Some(Action {
+        request_id,
+        platform,
+        action,
+    }) = actions.recv().await
+    {
         let result = match action["op"].as_str() {
             Some("send") => match &outbox {
-                Some(outbox) => send(outbox, &request_id, &action).await,
+                Some(outbox) => {
+                    let chat = action["chat_id"].as_str().unwrap_or("");
+                    let adapters: Vec<(&str, &'static str)> =
+                        outbox.routes().map(|(name, r)| (name, r.kind)).collect();
+                    match routes.resolve(platform.as_deref(), chat, &adapters) {
+                        Ok(to) => send(outbox, &request_id, &action, to).await,
+                        Err(why) => failed(&why),
+                    }
+                }
                 None => failed("the gateway's outbox is not open; see `hermes-svc status`"),
             },
             Some("get_chat_info") => {
@@ -64,12 +79,15 @@ fn failed(why: &str) -> Value {
     json!({"success": false, "error": why})
 }
 
-/// `send {chat_id: "ADAPTER/TARGET", content, reply_to}` into the outbox.
-async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
-    let chat = action["chat_id"].as_str().unwrap_or("");
-    let Some((adapter, target)) = chat.split_once('/') else {
-        return failed("chat_id is not one this connector gave (ADAPTER/TARGET)");
-    };
+/// `send {chat_id, content, reply_to}` into the outbox, to `adapter` and `target` (where the
+/// chat id goes, [`Routes::resolve`]).
+async fn send(
+    outbox: &Outbox,
+    request_id: &str,
+    action: &Value,
+    (adapter, target): (String, String),
+) -> Value {
+    let adapter = adapter.as_str();
     let content = action["content"].as_str().unwrap_or("");
     if content.trim().is_empty() {
         return failed("the message is empty");
@@ -90,7 +108,7 @@ async fn send(outbox: &Outbox, request_id: &str, action: &Value) -> Value {
         let request = Request {
             files: vec![],
             adapter: adapter.to_owned(),
-            target: target.to_owned(),
+            target: target.clone(),
             text,
             reply_to: reply_to.map(str::to_owned),
             idempotency_key: format!("relay-{request_id}-{i}"),
@@ -127,7 +145,8 @@ fn is_file_fallback(content: &str) -> bool {
 pub struct ChatsSeen(Mutex<HashMap<String, (String, String)>>);
 
 impl ChatsSeen {
-    pub(super) fn saw(&self, chat_id: &str, m: &Message) {
+    pub(super) fn saw(&self, wire: &Wire, m: &Message) {
+        let chat_id = wire.chat_id.as_str();
         let mut chats = self
             .0
             .lock()
@@ -141,10 +160,7 @@ impl ChatsSeen {
             .name
             .clone()
             .unwrap_or_else(|| chat_id.to_owned());
-        chats.insert(
-            chat_id.to_owned(),
-            (m.said.chat.chat_type.as_str().to_owned(), name),
-        );
+        chats.insert(chat_id.to_owned(), (wire.chat_type.to_owned(), name));
     }
 
     fn info(&self, chat_id: &str) -> (String, String) {
