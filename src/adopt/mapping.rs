@@ -315,7 +315,7 @@ fn split_files(home: &HermesHome, wings: &[(&str, Wing)], m: &mut Mapping) -> Re
 /// `gateway.toml`: the profile's `[access]` from Hermes's global settings, the adapters with
 /// their own rules, and the Relay to Hermes.
 fn render(home: &HermesHome, wings: &[(&str, Wing)]) -> String {
-    let mut out = String::from("# Written by `hermes-svc adopt` from Hermes's settings (docs/adopt.md).\n\n[agent]\nkind = \"hermes-relay\"\n");
+    let mut out = String::from("# Written by `hermes-svc adopt` from Hermes's settings (docs/adopt.md).\n\n[agent]\nkind = \"hermes-relay\"\n# Hermes's own names and ids for each chat, so conversations its gateway held go on.\nplatform-ids = true\n");
     let users = global_users(home).unwrap_or_default();
     let everyone = users.iter().any(|u| u == "*")
         || home
