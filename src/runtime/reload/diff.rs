@@ -11,6 +11,9 @@ use crate::platform::{AdapterSpec, GatewayConfig};
 /// Each adapter with its credentials.
 pub(in crate::runtime) type Adapters = [(AdapterSpec, Vec<Secret>)];
 
+/// Each adapter's name and credential identity, as the token locks take them.
+pub(in crate::runtime) type Identities = [(String, String)];
+
 /// The adapters a reload starts, stops and restarts, by name, in the new file's order.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub(in crate::runtime) struct Diff {
@@ -75,7 +78,7 @@ pub(in crate::runtime) fn refusals(
     old: &GatewayConfig,
     new: &GatewayConfig,
     diff: &Diff,
-    ids: (&[(String, String)], &[(String, String)]),
+    ids: (&Identities, &Identities),
     cluster: bool,
 ) -> Vec<String> {
     let mut what = vec![];
