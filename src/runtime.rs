@@ -228,18 +228,23 @@ async fn serve(
 
     // The front end, then the components.
     let mut components = Components::new();
+    let media = media::open(profile, &plan.config, &plan.adapters, &shared);
     let stores = Stores {
         config: &plan.config,
         spool: &spool,
         outbox: outbound.for_frontend(),
         whoami: shared.whoami.clone(),
-        media: media::open(profile, &plan.config, &plan.adapters, &shared),
+        media: media
+            .as_ref()
+            .map(|(inbound, _)| inbound.clone())
+            .map_err(Clone::clone),
     };
     let parts = reload::Parts {
         spool: spool.clone(),
         shared: shared.clone(),
         outbox: outbound.outbox().cloned(),
         in_cluster: plan.config.cluster.is_some(),
+        media: media.ok(),
     };
     let mut reloader = Reloader::new(profile, &plan, parts);
     let frontend_health = start_frontends(frontends, stores, &mut components, &mut reloader)?;

@@ -8,7 +8,8 @@
 //! takes for the next message; the cron jobs, which the ticker takes as its new list (a first
 //! job starts the ticker); adapters added (started, each with its outbox worker and route),
 //! removed (stopped, their heartbeat no longer counted; their spool lines and cursors stay)
-//! and changed (their own table or credential: stopped, then started with the new one). An
+//! and changed (their own table or credential: stopped, then started with the new one, and
+//! its outbox route and media fetcher made anew). An
 //! adapter that did not change keeps its task, its connection and its session. Refused, with
 //! why and that a restart applies it: `[gateway]`, `[cluster]`, `[agent]`, an adapter the
 //! agent bridge would not know, and in a cluster a change of credentials (`diff.rs`); a
@@ -39,7 +40,8 @@ use crate::gateway::cron::{self, CronContext};
 use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
 use crate::gateway::state_file::{ReloadOutcome, ReloadRecord};
-use crate::platform::{AdapterSpec, CronSpec, GatewayConfig, Sender};
+use crate::media::fetch::Inbound;
+use crate::platform::{fetcher, AdapterSpec, CronSpec, GatewayConfig, Sender};
 use crate::profile::Profile;
 use diff::{refusals, same_access, Diff};
 pub(super) use env::EnvFile;
@@ -71,6 +73,8 @@ pub(super) struct Parts {
     pub(super) shared: Shared,
     pub(super) outbox: Option<Arc<Outbox>>,
     pub(super) in_cluster: bool,
+    /// The media store's fetchers and the client they download with, in a run with an agent.
+    pub(super) media: Option<(Arc<Inbound>, reqwest::Client)>,
 }
 
 /// The running configuration and what takes a new one.
@@ -263,6 +267,9 @@ impl Reloader {
             if let Some(outbox) = &parts.outbox {
                 outbox.set_route(name, None);
             }
+            if let Some((inbound, _)) = &parts.media {
+                inbound.set_fetcher(name, None);
+            }
         }
         let active = self.cron_ctx.is_some();
         let starting = new.iter().filter(|(s, _)| {
@@ -272,6 +279,9 @@ impl Reloader {
             let sender = Sender::new(spec, secrets, &parts.shared);
             if let Some(outbox) = &parts.outbox {
                 outbox.set_route(&spec.name, sender.as_ref().map(Sender::route));
+            }
+            if let Some((inbound, http)) = &parts.media {
+                inbound.set_fetcher(&spec.name, fetcher(spec, secrets, &parts.shared, http));
             }
             if !active {
                 continue;
