@@ -219,7 +219,8 @@ impl Supervision {
                     let health = ownership::standby_health(spec, &now, peers.as_ref());
                     tick.write(&components.registry.snapshot(), stale_after, Some(health));
                 }
-                _ = self.sighup.recv() => {
+                // Held until the standby is ready: its READY=1 must not come from a reload.
+                _ = self.sighup.recv(), if ready => {
                     let health = standing
                         .borrow()
                         .clone()
