@@ -53,7 +53,9 @@ const ANSWERS_QUEUED: usize = 256;
 /// The access rules of one run, as the spool's [`Judge`].
 #[derive(Debug)]
 pub struct Gate {
-    normaliser: Normaliser,
+    /// Which adapters there are and their kinds, replaced with the rules by a reload (which
+    /// may add adapters).
+    normaliser: RwLock<Normaliser>,
     /// Each adapter's rules, replaced whole by a reload ([`Gate::set_rules`]).
     rules: RwLock<HashMap<String, Rules>>,
     whoami: Whoami,
@@ -73,7 +75,7 @@ impl Gate {
         answers: Option<mpsc::Sender<Ask>>,
     ) -> Gate {
         Gate {
-            normaliser: Normaliser::new(config),
+            normaliser: RwLock::new(Normaliser::new(config)),
             rules: RwLock::new(Self::rules_of(config)),
             whoami,
             approved: Approved::new(store),
@@ -95,17 +97,24 @@ impl Gate {
             .collect()
     }
 
-    /// Judge by `config`'s rules from the next message on: what a reload applies. The
-    /// adapters are the run's own (a reload that changes them is refused before this), so
-    /// only their rules change; the messages stored so far keep their verdicts.
+    /// Judge by `config`'s rules and adapters from the next message on: what a reload
+    /// applies; the messages stored so far keep their verdicts.
     pub fn set_rules(&self, config: &GatewayConfig) {
         let rules = Self::rules_of(config);
+        *self
+            .normaliser
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Normaliser::new(config);
         *self.rules.write().unwrap_or_else(PoisonError::into_inner) = rules;
     }
 
     /// The verdict on `event` at `now`, and what it asks to be said.
     fn decide(&self, event: &Event, now: Instant) -> Option<(Rule, Option<Ask>)> {
-        let m = self.normaliser.message(event)?;
+        let normaliser = self
+            .normaliser
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        let m = normaliser.message(event)?;
         let all = self.rules.read().unwrap_or_else(PoisonError::into_inner);
         let rules = all.get(&event.adapter)?;
         let bot = self.whoami.get(&event.adapter);
@@ -114,7 +123,7 @@ impl Gate {
         let decided = rules.decide(
             &m.said,
             own,
-            || self.normaliser.addressed(event, &bot),
+            || normaliser.addressed(event, &bot),
             || self.approved.contains(&event.adapter, &sender.id),
         );
         let in_dm = m.said.chat.chat_type == ChatType::Dm;

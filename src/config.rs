@@ -40,7 +40,6 @@ pub use gateway::GatewayConfig;
 pub use keys::{AdapterKeys, Intent};
 pub use platforms::Platforms;
 pub use poll::PollTiming;
-pub(crate) use secret::from_credentials;
 pub use secret::Secret;
 /// The rule adapter and cron names follow, for the commands that take one (`logs --adapter`).
 pub(crate) use value::valid_name;

@@ -78,11 +78,44 @@ pub(crate) fn load(path: &Path) {
     for line in bad {
         tracing::warn!(file = %path.display(), line, "skipping a malformed line in .env");
     }
-    for (k, v) in vars {
+    for key in twice(&vars) {
+        tracing::warn!(file = %path.display(), key, "a variable is set more than once in .env; the last line wins, as systemd's EnvironmentFile= reads it");
+    }
+    for (k, v) in last_wins(vars) {
         if std::env::var_os(&k).is_none() {
             std::env::set_var(k, v);
         }
     }
+}
+
+/// `vars` with one entry per name, the last line's value: what systemd's `EnvironmentFile=`
+/// makes of a name set twice, so a foreground run, a launchd job and a reload read `.env`
+/// the way the unit does.
+pub(crate) fn last_wins(vars: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::with_capacity(vars.len());
+    let mut at = std::collections::HashMap::new();
+    for (k, v) in vars {
+        match at.get(&k) {
+            Some(&i) => out[i] = (k, v),
+            None => {
+                at.insert(k.clone(), out.len());
+                out.push((k, v));
+            }
+        }
+    }
+    out
+}
+
+/// The names set more than once, each once.
+fn twice(vars: &[(String, String)]) -> Vec<&str> {
+    let mut seen = std::collections::HashSet::new();
+    let mut twice = vec![];
+    for (k, _) in vars {
+        if !seen.insert(k.as_str()) && !twice.contains(&k.as_str()) {
+            twice.push(k.as_str());
+        }
+    }
+    twice
 }
 
 #[cfg(test)]
@@ -101,5 +134,15 @@ mod tests {
             ]
         );
         assert_eq!(bad, vec![5, 6]);
+    }
+
+    #[test]
+    fn the_last_of_a_name_set_twice_wins_as_under_systemd() {
+        let (vars, _) = super::parse("A=1\nB=2\nA=3\n");
+        assert_eq!(super::twice(&vars), vec!["A"]);
+        assert_eq!(
+            super::last_wins(vars),
+            vec![("A".into(), "3".into()), ("B".into(), "2".into())]
+        );
     }
 }

@@ -218,7 +218,7 @@ async fn serve(
     let mut shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
         .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
     shared.fence = ownership.fence();
-    let mut outbound = outbound::open(profile, &plan.adapters, &shared);
+    let outbound = outbound::open(profile, &plan.adapters, &shared);
     if let Some(outbox) = outbound.outbox() {
         outbox.set_fence(ownership.fence());
         if plan.config.cluster.is_some() {
@@ -228,16 +228,26 @@ async fn serve(
 
     // The front end, then the components.
     let mut components = Components::new();
+    let media = media::open(profile, &plan.config, &plan.adapters, &shared);
     let stores = Stores {
         config: &plan.config,
         spool: &spool,
         outbox: outbound.for_frontend(),
         whoami: shared.whoami.clone(),
-        media: media::open(profile, &plan.config, &plan.adapters, &shared),
+        media: media
+            .as_ref()
+            .map(|(inbound, _)| inbound.clone())
+            .map_err(Clone::clone),
     };
-    let mut reloader = Reloader::new(profile, &plan);
+    let parts = reload::Parts {
+        spool: spool.clone(),
+        shared: shared.clone(),
+        outbox: outbound.outbox().cloned(),
+        in_cluster: plan.config.cluster.is_some(),
+        media: media.ok(),
+    };
+    let mut reloader = Reloader::new(profile, &plan, parts);
     let frontend_health = start_frontends(frontends, stores, &mut components, &mut reloader)?;
-    let senders = outbound.take_senders();
     let mut tick = Tick {
         name: profile.name().to_string(),
         state_path: profile.state_file(),
@@ -252,10 +262,11 @@ async fn serve(
     let standby_stop = supervision
         .stand_by(
             ownership,
-            &components,
+            &mut components,
             plan.config.cluster.as_ref(),
             &mut tick,
             &shared.grid,
+            &mut reloader,
         )
         .await?;
     let early_stop = match standby_stop {
@@ -267,10 +278,7 @@ async fn serve(
                     CronContext::new(profile.home(), profile.logs_dir().join("cron.log"));
                 cron_ctx.outbox = outbound.outbox().cloned();
                 cron_ctx.env_remove.push("HERMES_TEST_FAULT".into());
-                reloader.cron = components.start_cron(&plan.config.cron, cron_ctx);
-                let ready_deadline =
-                    components.start_adapters(plan.adapters.clone(), &spool, &shared);
-                components.start_workers(&outbound, senders);
+                let ready_deadline = reloader.start(&mut components, cron_ctx);
                 supervision
                     .wait_ready(&components, ready_deadline, me)
                     .await
@@ -389,6 +397,15 @@ struct Plan {
 
 impl Plan {
     fn read(profile: &Profile) -> Result<Plan, GatewayError> {
+        Self::read_with(profile, &|var| std::env::var(var).ok())
+    }
+
+    /// [`Plan::read`] with the credential variables looked up by `env`: a reload's, which
+    /// reads a renewed `.env` itself.
+    fn read_with(
+        profile: &Profile,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Plan, GatewayError> {
         let config_path = profile.config_file();
         let config = config::load(&config_path)?;
         let watchdog = notify::watchdog_interval();
@@ -402,7 +419,7 @@ impl Plan {
         };
         let mut adapters = vec![];
         for spec in &config.adapters {
-            let secrets = spec.credentials(&config_path, &profile.env_file())?;
+            let secrets = spec.credentials_with(&config_path, &profile.env_file(), env)?;
             adapters.push((spec.clone(), secrets));
         }
         Ok(Plan {

@@ -1,11 +1,11 @@
 //! Gateway figures: zombie detection latency, detection-to-RESUMED time, the Feishu
 //! adapter's detection latency, Telegram's and Weixin's hung-poll detection and loss, the cost
-//! of 1,000 connections, loss under injected faults, sending through the outbox and the agent
+//! of 1,000 connections, reloading one of 1,000 adapters, loss under injected faults, sending through the outbox and the agent
 //! API, the latency the agent bridge adds, files in and out, an idle profile's wake-ups, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- loss`,
-//! `-- thousand`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
+//! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
 
 use std::path::PathBuf;
 
@@ -96,6 +96,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "thousand") {
             thousand::thousand_connections().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "reload") {
+            thousand::reload::reload_one_of_many().await;
         }
         if only.as_deref().is_none_or(|o| o == "outbox") {
             outbox::outbox_figures().await;

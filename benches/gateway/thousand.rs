@@ -12,6 +12,7 @@ pub(crate) mod bare;
 mod config;
 mod measure;
 mod platform;
+pub(crate) mod reload;
 mod report;
 
 use crate::independent::Independent;

@@ -210,12 +210,13 @@ impl<P: Platforms> AdapterSpec<P> {
 
     /// Read the credentials: a platform's stored one (a login file), or each variable from
     /// the manager's credential of that name (`$CREDENTIALS_DIRECTORY/NAME`, from `install
-    /// --credential`), then the environment (which the unit fills from `.env`, and a
-    /// foreground run from `.env` too).
-    pub(crate) fn credentials(
+    /// --credential`), then `env` (the process's environment, which the unit fills from
+    /// `.env`, and a foreground run from `.env` too; a reload's view of a renewed `.env`).
+    pub(crate) fn credentials_with(
         &self,
         config_path: &Path,
         env_file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Vec<Secret>, ConfigError> {
         let error = |message: String| ConfigError::Secret {
             path: config_path.to_owned(),
@@ -231,8 +232,8 @@ impl<P: Platforms> AdapterSpec<P> {
                 secrets.push(secret);
                 continue;
             }
-            match std::env::var(var) {
-                Ok(v) if !v.is_empty() => secrets.push(Secret::new(v)),
+            match env(var) {
+                Some(v) if !v.is_empty() => secrets.push(Secret::new(v)),
                 _ => {
                     return Err(error(match std::env::var_os("CREDENTIALS_DIRECTORY") {
                         Some(dir) => format!(

@@ -126,6 +126,12 @@ impl Registry {
         hb
     }
 
+    /// Take component `name` out: a reload stopped it, so its heartbeat no longer counts
+    /// toward the watchdog, `STATUS=` or the state file.
+    pub(crate) fn remove(&self, name: &str) {
+        lock(&self.components).retain(|hb| lock(&hb.0).name != name);
+    }
+
     /// Component `name`'s heartbeat, if it is registered.
     pub(crate) fn get(&self, name: &str) -> Option<Heartbeat> {
         lock(&self.components)

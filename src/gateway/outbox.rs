@@ -146,7 +146,8 @@ pub struct Outbox {
     files: Arc<Files>,
     inner: Mutex<Inner>,
     synced: tokio::sync::Mutex<u64>,
-    routes: HashMap<String, Route>,
+    /// Each adapter's route, by name; a reload adds, replaces and removes them.
+    routes: std::sync::RwLock<HashMap<String, Route>>,
     /// Bumped whenever a message is queued, so idle workers look again.
     changed: watch::Sender<u64>,
     /// Targets, by adapter, where an agent's turn runs and the platform's typing indicator is
@@ -193,7 +194,7 @@ impl Outbox {
                 appended: 0,
             }),
             synced: tokio::sync::Mutex::new(0),
-            routes,
+            routes: std::sync::RwLock::new(routes),
             changed: watch::Sender::new(0),
             typing: Mutex::default(),
             fence: std::sync::OnceLock::new(),
@@ -216,7 +217,7 @@ impl Outbox {
     /// Ask `adapter`'s worker to show the typing indicator in `target` (as `--to` spells it),
     /// if its platform has one: an agent's turn runs there.
     pub fn typing(&self, adapter: &str, target: &str) {
-        if !self.routes.contains_key(adapter) {
+        if self.route(adapter).is_none() {
             return;
         }
         let mut typing = self.typing.lock().unwrap_or_else(|p| p.into_inner());
@@ -349,22 +350,44 @@ impl Outbox {
         Ok(())
     }
 
-    /// The adapters it sends through, and their routes.
-    pub fn routes(&self) -> impl Iterator<Item = (&str, &Route)> {
-        self.routes
+    /// The adapters it sends through, and their routes, as they are now.
+    pub fn routes(&self) -> std::vec::IntoIter<(String, Route)> {
+        self.read_routes()
             .iter()
-            .map(|(name, route)| (name.as_str(), route))
+            .map(|(name, route)| (name.clone(), route.clone()))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    /// `adapter`'s route now, if it sends.
+    pub(crate) fn route(&self, adapter: &str) -> Option<Route> {
+        self.read_routes().get(adapter).cloned()
+    }
+
+    /// Give `adapter` this route, or take its route away (`None`): a reload that added,
+    /// changed or removed it. A message already queued for a removed adapter stays queued,
+    /// for the run that has it again.
+    pub(crate) fn set_route(&self, adapter: &str, route: Option<Route>) {
+        let mut routes = self.routes.write().unwrap_or_else(|p| p.into_inner());
+        match route {
+            Some(route) => routes.insert(adapter.to_owned(), route),
+            None => routes.remove(adapter),
+        };
+    }
+
+    fn read_routes(&self) -> std::sync::RwLockReadGuard<'_, HashMap<String, Route>> {
+        self.routes.read().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The longest text `adapter` takes in one message.
     pub fn max_text(&self, adapter: &str) -> Option<(usize, TextUnit)> {
-        self.routes.get(adapter).map(|r| (r.max_text, r.unit))
+        self.route(adapter).map(|r| (r.max_text, r.unit))
     }
 
     /// The most text `adapter`'s platform posts as one message, and its unit: what an agent's
     /// answer is split to, so that each piece is one message and a reply.
     pub fn max_piece(&self, adapter: &str) -> Option<(usize, TextUnit)> {
-        self.routes.get(adapter).map(|r| (r.max_piece, r.unit))
+        self.route(adapter).map(|r| (r.max_piece, r.unit))
     }
 
     /// The newest retained message whose idempotency key starts with `prefix` (a cron job's

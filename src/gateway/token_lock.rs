@@ -138,13 +138,16 @@ impl TokenLockError {
 }
 
 /// Take one lock for each adapter's identity (see `AdapterSpec::identity`), `(name, identity)`
-/// in config order. Two adapters of one profile with the same identity are a configuration
-/// error naming both, found before any lock is taken.
-pub(crate) fn acquire_all(
+/// in config order, that the run does not hold yet (`held`: none at the start, those a
+/// reload keeps after), each with its identity. Two adapters of one profile with the same
+/// identity are a configuration error naming both, found before any lock is taken. On a
+/// conflict nothing new is kept: the locks taken so far are dropped.
+pub(crate) fn acquire_new(
     config: &Path,
     adapters: &[(String, String)],
+    held: &dyn Fn(&str) -> bool,
     me: &Holder,
-) -> Result<Vec<HeldLock>, TokenLockError> {
+) -> Result<Vec<(String, HeldLock)>, TokenLockError> {
     for (i, (first, identity)) in adapters.iter().enumerate() {
         if let Some((second, _)) = adapters[i + 1..].iter().find(|(_, id)| id == identity) {
             return Err(TokenLockError::SameCredential {
@@ -154,13 +157,14 @@ pub(crate) fn acquire_all(
             });
         }
     }
-    if adapters.is_empty() {
+    let wanted: Vec<&(String, String)> = adapters.iter().filter(|(_, id)| !held(id)).collect();
+    if wanted.is_empty() {
         return Ok(vec![]);
     }
     let dir = LockDir::open()?;
-    adapters
-        .iter()
-        .map(|(name, identity)| dir.acquire(name, identity, me))
+    wanted
+        .into_iter()
+        .map(|(name, identity)| Ok((identity.clone(), dir.acquire(name, identity, me)?)))
         .collect()
 }
 

@@ -59,12 +59,25 @@ impl From<StoreError> for FetchError {
 /// The run's store and each adapter's fetcher.
 pub struct Inbound {
     store: Store,
-    fetchers: HashMap<String, Arc<dyn Fetch>>,
+    /// By adapter; a reload replaces a changed adapter's (its credential may be new).
+    fetchers: std::sync::RwLock<HashMap<String, Arc<dyn Fetch>>>,
 }
 
 impl Inbound {
     pub fn new(store: Store, fetchers: HashMap<String, Arc<dyn Fetch>>) -> Inbound {
-        Inbound { store, fetchers }
+        Inbound {
+            store,
+            fetchers: std::sync::RwLock::new(fetchers),
+        }
+    }
+
+    /// Give `adapter` this fetcher, or none: a reload that added, changed or removed it.
+    pub(crate) fn set_fetcher(&self, adapter: &str, fetcher: Option<Arc<dyn Fetch>>) {
+        let mut fetchers = self.fetchers.write().unwrap_or_else(|p| p.into_inner());
+        match fetcher {
+            Some(f) => fetchers.insert(adapter.to_owned(), f),
+            None => fetchers.remove(adapter),
+        };
     }
 
     /// The store, for files that do not come from a platform (an agent's answer's images).
@@ -82,7 +95,13 @@ impl Inbound {
         name: Option<&str>,
         keep: impl Fn(&str) -> bool,
     ) -> Result<Stored, FetchError> {
-        let fetcher = self.fetchers.get(adapter).ok_or(FetchError::Unsupported)?;
+        let fetcher = self
+            .fetchers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(adapter)
+            .cloned()
+            .ok_or(FetchError::Unsupported)?;
         let body = fetcher.fetch(item).await?;
         let id = item.id.or(item.url).unwrap_or("");
         let stored = self.store.put(kind, id, name, body).await?;

@@ -5,22 +5,23 @@
 //! the rest starts), then the cron ticker and the adapters, then one outbox worker per adapter
 //! that can send, after the adapters because each worker watches its adapter's connection.
 
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use tokio::sync::watch;
-use tokio::task::{AbortHandle, JoinError, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinError, JoinSet};
 use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::component;
-use super::outbound::{Outbound, Senders};
 use crate::config::Secret;
 use crate::gateway::adapter::{self, AdapterExit, Shared};
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::health::{ComponentKind, Heartbeat, Registry};
+use crate::gateway::outbox::Outbox;
 use crate::gateway::spool::Spool;
 use crate::logging::Component;
-use crate::platform::{AdapterSpec, CronSpec};
+use crate::platform::{AdapterSpec, CronSpec, Sender};
 use futures_util::future::BoxFuture;
 
 /// How long shutdown waits for components before giving up on them. `TimeoutStopSec=` in the
@@ -46,6 +47,28 @@ pub(super) struct Components {
     /// Each component's task, by name, so that a stale one can be given up at once on stop.
     handles: Vec<(String, AbortHandle)>,
     shutdown: watch::Sender<bool>,
+    /// Each adapter's own stop, which its outbox worker shares: a reload stops one adapter
+    /// and leaves the rest running.
+    adapters: HashMap<String, watch::Sender<bool>>,
+    /// Tasks a reload stopped: how they end is no news to the run loop.
+    retired: HashSet<Id>,
+}
+
+/// An adapter's tasks (its receiving side and its outbox worker) that a reload stopped.
+pub(super) struct Retired(Vec<AbortHandle>);
+
+impl Retired {
+    /// Wait until each has ended, up to `grace` (a connection closes in well under a second),
+    /// then abort what is left: a wedged adapter must not hold up the rest of a reload.
+    pub(super) async fn ended(self, grace: Duration) {
+        let deadline = Instant::now() + grace;
+        while self.0.iter().any(|h| !h.is_finished()) && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        for h in &self.0 {
+            h.abort();
+        }
+    }
 }
 
 impl Components {
@@ -55,6 +78,8 @@ impl Components {
             tasks: JoinSet::new(),
             handles: vec![],
             shutdown: watch::Sender::new(false),
+            adapters: HashMap::new(),
+            retired: HashSet::new(),
         }
     }
 
@@ -124,64 +149,115 @@ impl Components {
     ) -> Instant {
         let mut ready_deadline = Instant::now();
         for (spec, secret) in adapters {
-            let hb = self.registry.register(
-                &spec.name,
-                ComponentKind::Adapter(spec.protocol.kind()),
-                adapter::retry_deadline(&spec.timing, spec.timing.backoff_max),
-            );
-            ready_deadline = ready_deadline
-                .max(Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2);
-            let deps = adapter::Deps {
-                spool: spool.clone(),
-                heartbeat: hb.clone(),
-                shared: shared.clone(),
-                shutdown: self.shutdown(),
-            };
-            let name = spec.name.clone();
-            self.spawn(
-                name,
-                Some(hb),
-                Component::Adapter,
-                crate::platform::receive(spec, secret, deps),
-            );
+            ready_deadline = ready_deadline.max(self.start_adapter(spec, secret, spool, shared));
         }
         ready_deadline
     }
 
-    /// One delivery worker per adapter that can send, named `outbox:ADAPTER`, watching its
-    /// adapter's connection; none when the outbox is unavailable.
-    pub(super) fn start_workers(&mut self, outbound: &Outbound, senders: Senders) {
-        let Some(outbox) = outbound.outbox() else {
-            return;
+    /// One adapter, with a stop of its own; the time by which it should have reported in.
+    pub(super) fn start_adapter(
+        &mut self,
+        spec: AdapterSpec,
+        secret: Vec<Secret>,
+        spool: &std::sync::Arc<Spool>,
+        shared: &Shared,
+    ) -> Instant {
+        let hb = self.registry.register(
+            &spec.name,
+            ComponentKind::Adapter(spec.protocol.kind()),
+            adapter::retry_deadline(&spec.timing, spec.timing.backoff_max),
+        );
+        let ready_by = Instant::now() + spec.timing.connect_timeout + spec.timing.hello_timeout * 2;
+        let stop = watch::Sender::new(*self.shutdown.borrow());
+        let deps = adapter::Deps {
+            spool: spool.clone(),
+            heartbeat: hb.clone(),
+            shared: shared.clone(),
+            shutdown: stop.subscribe(),
         };
-        for (adapter, sender) in senders {
-            let name = format!("outbox:{adapter}");
-            let (outbox, rx) = (outbox.clone(), self.shutdown());
-            let connected = self.registry.get(&adapter).map(|hb| hb.connections());
-            let work = async move {
-                sender.deliver(adapter, outbox, connected, rx).await;
-                AdapterExit::Shutdown
-            };
-            self.spawn(name, None, Component::Outbox, work);
+        let name = spec.name.clone();
+        self.adapters.insert(name.clone(), stop);
+        self.spawn(
+            name,
+            Some(hb),
+            Component::Adapter,
+            crate::platform::receive(spec, secret, deps),
+        );
+        ready_by
+    }
+
+    /// `adapter`'s delivery worker, named `outbox:ADAPTER`, watching its adapter's
+    /// connection, and stopped with it.
+    pub(super) fn start_worker(
+        &mut self,
+        outbox: &std::sync::Arc<Outbox>,
+        adapter: String,
+        sender: Sender,
+    ) {
+        let name = format!("outbox:{adapter}");
+        let rx = match self.adapters.get(&adapter) {
+            Some(stop) => stop.subscribe(),
+            None => self.shutdown(),
+        };
+        let outbox = outbox.clone();
+        let connected = self.registry.get(&adapter).map(|hb| hb.connections());
+        let work = async move {
+            sender.deliver(adapter, outbox, connected, rx).await;
+            AdapterExit::Shutdown
+        };
+        self.spawn(name, None, Component::Outbox, work);
+    }
+
+    /// Stop adapter `name` and its worker, take its heartbeat out of the registry, and
+    /// forget its tasks; what to wait on for them to end.
+    pub(super) fn stop_adapter(&mut self, name: &str) -> Retired {
+        if let Some(stop) = self.adapters.remove(name) {
+            let _ = stop.send(true);
         }
+        self.registry.remove(name);
+        let worker = format!("outbox:{name}");
+        let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.handles)
+            .into_iter()
+            .partition(|(n, _)| n == name || *n == worker);
+        self.handles = kept;
+        let handles: Vec<AbortHandle> = gone.into_iter().map(|(_, h)| h).collect();
+        self.retired.extend(handles.iter().map(AbortHandle::id));
+        Retired(handles)
     }
 
     /// The next component to end, if any still runs.
     pub(super) async fn next_ended(&mut self) -> Option<Ended> {
-        self.tasks.join_next().await
+        loop {
+            let ended = self.tasks.join_next_with_id().await?;
+            let id = match &ended {
+                Ok((id, _)) => *id,
+                Err(e) => e.id(),
+            };
+            if !self.retired.remove(&id) {
+                return Some(ended.map(|(_, exit)| exit));
+            }
+        }
     }
 
     /// Stop every component now, with no drain: what a fenced run does, whose connections
     /// must close before another host may take over.
     pub(super) fn abort(&mut self) {
-        let _ = self.shutdown.send(true);
+        self.stop_all();
         self.tasks.abort_all();
+    }
+
+    /// Tell every component to stop, the adapters by their own stops too.
+    fn stop_all(&self) {
+        let _ = self.shutdown.send(true);
+        for stop in self.adapters.values() {
+            let _ = stop.send(true);
+        }
     }
 
     /// Tell every component to stop, wait for them up to [`DRAIN_TIMEOUT`] (saying so with
     /// `extend` past [`DRAIN_EXPECTED`]), then abort what is left.
     pub(super) async fn drain(&mut self, extend: impl Fn(Duration)) {
-        let _ = self.shutdown.send(true);
+        self.stop_all();
         // A stale component has made no progress past its deadline, so it will not drain
         // either: waiting for it would only hold up the restart a person or systemd asked for.
         let snapshot = self.registry.snapshot();

@@ -13,14 +13,15 @@ use crate::media::store::Store;
 use crate::platform::{fetcher, AdapterSpec, GatewayConfig};
 use crate::profile::Profile;
 
-/// The store in `profile`'s home, with a fetcher for every adapter whose wing fetches files;
+/// The store in `profile`'s home, with a fetcher for every adapter whose wing fetches files,
+/// and the client they download with (a reload makes a changed adapter's fetcher with it);
 /// only for a run with an agent (`[agent]`), the one reader of the store so far.
 pub(super) fn open(
     profile: &Profile,
     config: &GatewayConfig,
     adapters: &[(AdapterSpec, Vec<Secret>)],
     shared: &Shared,
-) -> Result<Arc<Inbound>, String> {
+) -> Result<(Arc<Inbound>, reqwest::Client), String> {
     if config.agent.is_none() {
         return Err("no [agent] in gateway.toml".into());
     }
@@ -34,7 +35,7 @@ pub(super) fn open(
                     fetcher(spec, secrets, shared, &http).map(|f| (spec.name.clone(), f))
                 })
                 .collect::<HashMap<_, _>>();
-            Ok(Arc::new(Inbound::new(store, fetchers)))
+            Ok((Arc::new(Inbound::new(store, fetchers)), http))
         });
     if let Err(why) = &opened {
         tracing::error!(reason = %why, "the media store is unavailable; messages reach the agent without their files, each saying so");

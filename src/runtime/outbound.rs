@@ -14,15 +14,9 @@ use crate::gateway::state_file::Delivery;
 use crate::platform::{AdapterSpec, CronSpec, Sender};
 use crate::profile::Profile;
 
-/// Each adapter that can send, by name, with its sender.
-pub(super) type Senders = Vec<(String, Sender)>;
-
 /// The outbox as this run has it.
 pub(super) enum Outbound {
-    Open {
-        outbox: Arc<Outbox>,
-        senders: Senders,
-    },
+    Open(Arc<Outbox>),
     /// Why it could not be opened, with the fix: nothing is sent this run.
     Unavailable(String),
 }
@@ -30,7 +24,7 @@ pub(super) enum Outbound {
 impl Outbound {
     pub(super) fn outbox(&self) -> Option<&Arc<Outbox>> {
         match self {
-            Outbound::Open { outbox, .. } => Some(outbox),
+            Outbound::Open(outbox) => Some(outbox),
             Outbound::Unavailable(_) => None,
         }
     }
@@ -38,36 +32,29 @@ impl Outbound {
     /// The outbox for a front end, or why there is none.
     pub(super) fn for_frontend(&self) -> Result<Arc<Outbox>, String> {
         match self {
-            Outbound::Open { outbox, .. } => Ok(outbox.clone()),
+            Outbound::Open(outbox) => Ok(outbox.clone()),
             Outbound::Unavailable(why) => Err(why.clone()),
-        }
-    }
-
-    /// The senders, for the workers to take: once the outbox is open they are all it needs.
-    pub(super) fn take_senders(&mut self) -> Senders {
-        match self {
-            Outbound::Open { senders, .. } => std::mem::take(senders),
-            Outbound::Unavailable(_) => vec![],
         }
     }
 
     /// The outbox at a glance for the state file: its figures, or why there are none.
     pub(super) fn stats(&self) -> Stats {
         match self {
-            Outbound::Open { outbox, .. } => outbox.stats(),
+            Outbound::Open(outbox) => outbox.stats(),
             Outbound::Unavailable(why) => Stats::unavailable(why.clone()),
         }
     }
 }
 
-/// Open the profile's outbox, with a route for every adapter that can send; an outbox that
+/// Open the profile's outbox, with a route for every adapter that can send (the run starts
+/// each one's worker with a sender of its own); an outbox that
 /// cannot be opened is [`Outbound::Unavailable`], logged as an error, and never stops the run.
 pub(super) fn open(
     profile: &Profile,
     adapters: &[(AdapterSpec, Vec<Secret>)],
     shared: &Shared,
 ) -> Outbound {
-    let senders: Senders = adapters
+    let senders: Vec<(String, Sender)> = adapters
         .iter()
         .filter_map(|(spec, secret)| {
             Sender::new(spec, secret, shared).map(|s| (spec.name.clone(), s))
@@ -78,10 +65,7 @@ pub(super) fn open(
         .map(|(name, sender)| (name.clone(), sender.route()))
         .collect();
     match Outbox::open(&profile.outbox_dir(), routes) {
-        Ok(outbox) => Outbound::Open {
-            outbox: Arc::new(outbox),
-            senders,
-        },
+        Ok(outbox) => Outbound::Open(Arc::new(outbox)),
         Err(e) => {
             let why = e.with_fix();
             tracing::error!(reason = %why, "the outbox is unavailable; receiving goes on, and nothing is sent until it is fixed and the gateway restarted");

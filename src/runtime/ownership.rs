@@ -38,6 +38,19 @@ pub(crate) trait Ownership: Send {
         identities: &[(String, String)],
     ) -> Result<(), GatewayError>;
 
+    /// Claim the credentials in `identities` this run does not hold yet, keeping the rest:
+    /// a reload's added or renewed adapters, claimed before anything is touched. Refused,
+    /// naming the holder and keeping nothing new, when another run holds one.
+    fn claim_more(
+        &mut self,
+        config_path: &Path,
+        identities: &[(String, String)],
+    ) -> Result<(), GatewayError>;
+
+    /// Give up every credential not in `identities`: a reload's removed or renewed
+    /// adapters, once they have stopped.
+    fn release_except(&mut self, identities: &[(String, String)]);
+
     /// Resolves once this run may act on the platforms, saying meanwhile in `report` how it
     /// stands (a standby); at once for an owner with no one to wait for.
     fn campaign<'a>(
@@ -72,7 +85,8 @@ pub(crate) struct LocalOwnership {
     profile: String,
     me: Holder,
     instance: Option<HeldLock>,
-    tokens: Vec<HeldLock>,
+    /// Each credential's lock, by identity.
+    tokens: Vec<(String, HeldLock)>,
 }
 
 impl LocalOwnership {
@@ -107,10 +121,26 @@ impl Ownership for LocalOwnership {
         config_path: &Path,
         identities: &[(String, String)],
     ) -> Result<(), GatewayError> {
-        let locks = token_lock::acquire_all(config_path, identities, &self.me)
+        self.tokens.clear();
+        self.claim_more(config_path, identities)
+    }
+
+    fn claim_more(
+        &mut self,
+        config_path: &Path,
+        identities: &[(String, String)],
+    ) -> Result<(), GatewayError> {
+        let tokens = &self.tokens;
+        let held = |identity: &str| tokens.iter().any(|(id, _)| id == identity);
+        let locks = token_lock::acquire_new(config_path, identities, &held, &self.me)
             .map_err(GatewayError::TokenLock)?;
-        self.tokens = locks;
+        self.tokens.extend(locks);
         Ok(())
+    }
+
+    fn release_except(&mut self, identities: &[(String, String)]) {
+        self.tokens
+            .retain(|(held, _)| identities.iter().any(|(_, id)| id == held));
     }
 
     fn campaign<'a>(
@@ -187,6 +217,20 @@ impl Ownership for ClusterOwnership<'_> {
         self.local.claim_credentials(config_path, identities)?;
         self.keys = Some(Keys::new(&self.local.profile, identities));
         Ok(())
+    }
+
+    /// A reload in a cluster keeps its set of credentials (the term claimed them in etcd;
+    /// a change is refused before this), so only the local locks are asked.
+    fn claim_more(
+        &mut self,
+        config_path: &Path,
+        identities: &[(String, String)],
+    ) -> Result<(), GatewayError> {
+        self.local.claim_more(config_path, identities)
+    }
+
+    fn release_except(&mut self, identities: &[(String, String)]) {
+        self.local.release_except(identities);
     }
 
     fn campaign<'a>(

@@ -1,32 +1,53 @@
 //! A reload (SIGHUP, `hermes-svc reload`, `systemctl reload`): read the profile's
-//! configuration again by the code a start reads it with ([`Plan::read`]: `gateway.toml`,
-//! `.env` and each adapter's credentials), check the whole of it against the running one
-//! before touching anything, then apply it, or refuse it and keep the running one.
+//! configuration again by the code a start reads it with ([`Plan::read_with`]: `gateway.toml`,
+//! `.env` and each adapter's credentials), check the whole of it against the running one and
+//! claim any new credential's token lock before touching anything, then apply the difference
+//! adapter by adapter, or refuse it all and keep the running configuration.
 //!
-//! This version applies what no adapter holds: the access rules (`[access]` and each
-//! `[adapter.access]`), which the spool's judge takes for the next message, and the cron jobs
-//! (`[[cron]]`), which the ticker takes as its new list, with no connection touched. Anything
-//! else that changed (an adapter's own table, a credential, the adapters themselves,
-//! `[agent]`, `[cluster]`, `[gateway]`) is refused with what changed and that a restart
-//! applies it: a half-applied configuration would be one nobody wrote. Reloading adapters one
-//! by one comes next (issue 49).
+//! Applied: the access rules (`[access]`, each `[adapter.access]`), which the access gate
+//! takes for the next message; the cron jobs, which the ticker takes as its new list (a first
+//! job starts the ticker); adapters added (started, each with its outbox worker and route),
+//! removed (stopped, their heartbeat no longer counted; their spool lines and cursors stay)
+//! and changed (their own table or credential: stopped, then started with the new one, and
+//! its outbox route and media fetcher made anew). An
+//! adapter that did not change keeps its task, its connection and its session. Refused, with
+//! why and that a restart applies it: `[gateway]`, `[cluster]`, `[agent]`, an adapter the
+//! agent bridge would not know, and in a cluster a change of credentials (`diff.rs`); a
+//! token another gateway holds (the reload is refused, as the start would be: exit 78 there,
+//! a refused reload here, the running adapters untouched, never a half-applied file).
 //!
 //! Signals coalesce (a SIGHUP that arrives while one is being handled is one more reload,
 //! however many arrive), and each reload reads the files as they are then, so a storm ends
-//! with the last configuration written, or the last refusal of it.
+//! with the last configuration written, or the last refusal of it. A cluster's standby
+//! reloads too: it takes the new configuration and starts it if it becomes the active.
 
-use std::time::SystemTime;
+mod diff;
+mod env;
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use tokio::sync::watch;
+use tokio::time::Instant;
 
-use super::components::ticker_jobs;
+use super::components::{ticker_jobs, Components};
 use super::frontend::ReloadHook;
+use super::ownership::Ownership;
 use super::{reason, GatewayError, Plan};
-use crate::config::Secret;
-use crate::gateway::cron;
+use crate::config::{ConfigError, Secret};
+use crate::gateway::adapter::Shared;
+use crate::gateway::cron::{self, CronContext};
+use crate::gateway::outbox::Outbox;
+use crate::gateway::spool::Spool;
 use crate::gateway::state_file::{ReloadOutcome, ReloadRecord};
-use crate::platform::{AdapterSpec, CronSpec, GatewayConfig};
+use crate::media::fetch::Inbound;
+use crate::platform::{fetcher, AdapterSpec, CronSpec, GatewayConfig, Sender};
 use crate::profile::Profile;
+use diff::{refusals, same_access, Diff};
+pub(super) use env::EnvFile;
+
+/// How long a stopped adapter is given to close its connection before it is aborted.
+const STOP_GRACE: Duration = Duration::from_secs(3);
 
 /// Why a new configuration was refused. The running one stays as it was.
 #[derive(Debug, thiserror::Error)]
@@ -34,8 +55,26 @@ pub(super) enum Refusal {
     /// It cannot be read: the config error names the file, the line and the fix.
     #[error("{}", reason(.0))]
     Unreadable(Box<GatewayError>),
-    #[error("{what}; a restart applies it (hermes-svc restart --profile {profile}): a reload applies only access rules and cron jobs for now")]
+    #[error("adapter {adapter} is new in this reload and has no credential: {}", reason(.error))]
+    NewWithoutCredential {
+        adapter: String,
+        error: Box<GatewayError>,
+    },
+    #[error("{what}; a restart applies it (hermes-svc restart --profile {profile})")]
     NeedsRestart { what: String, profile: String },
+    /// A new credential's token lock: another gateway holds it.
+    #[error("{}", reason(.0))]
+    Credential(Box<GatewayError>),
+}
+
+/// What the run is, for a reload: its parts that take a new configuration.
+pub(super) struct Parts {
+    pub(super) spool: Arc<Spool>,
+    pub(super) shared: Shared,
+    pub(super) outbox: Option<Arc<Outbox>>,
+    pub(super) in_cluster: bool,
+    /// The media store's fetchers and the client they download with, in a run with an agent.
+    pub(super) media: Option<(Arc<Inbound>, reqwest::Client)>,
 }
 
 /// The running configuration and what takes a new one.
@@ -43,32 +82,87 @@ pub(super) struct Reloader {
     profile: Profile,
     config: GatewayConfig,
     adapters: Vec<(AdapterSpec, Vec<Secret>)>,
+    env: EnvFile,
+    parts: Parts,
     /// The front ends' parts of a reload (the access rules').
     pub(super) hooks: Vec<ReloadHook>,
-    /// The cron ticker's job list, when the run has a ticker (it started with jobs).
-    pub(super) cron: Option<watch::Sender<Vec<cron::CronSpec>>>,
+    /// The cron ticker's job list, once the run has a ticker.
+    cron: Option<watch::Sender<Vec<cron::CronSpec>>>,
+    /// Where jobs run, once the run is active (a standby runs nothing).
+    cron_ctx: Option<CronContext>,
     generation: u64,
 }
 
+/// A configuration read and checked, ready to apply.
+struct Checked {
+    plan: Plan,
+    diff: Diff,
+    ids: Vec<(String, String)>,
+}
+
 impl Reloader {
-    pub(super) fn new(profile: &Profile, plan: &Plan) -> Self {
+    pub(super) fn new(profile: &Profile, plan: &Plan, parts: Parts) -> Self {
         Self {
             profile: profile.clone(),
             config: plan.config.clone(),
             adapters: plan.adapters.clone(),
+            env: EnvFile::at_start(profile.env_file()),
+            parts,
             hooks: vec![],
             cron: None,
+            cron_ctx: None,
             generation: 0,
         }
     }
 
+    /// Start what the configuration asks for, as it is now (a standby may have reloaded):
+    /// the cron ticker, the adapters, their outbox workers; the time by which the adapters
+    /// should have reported in.
+    pub(super) fn start(&mut self, components: &mut Components, cron_ctx: CronContext) -> Instant {
+        self.cron = components.start_cron(&self.config.cron, cron_ctx.clone());
+        self.cron_ctx = Some(cron_ctx);
+        let parts = &self.parts;
+        let ready_by =
+            components.start_adapters(self.adapters.clone(), &parts.spool, &parts.shared);
+        if let Some(outbox) = &parts.outbox {
+            for (spec, secrets) in &self.adapters {
+                if let Some(sender) = Sender::new(spec, secrets, &parts.shared) {
+                    components.start_worker(outbox, spec.name.clone(), sender);
+                }
+            }
+        }
+        ready_by
+    }
+
+    /// The cron jobs of the running configuration.
+    pub(super) fn cron_jobs(&self) -> &[CronSpec] {
+        &self.config.cron
+    }
+
     /// Read, check and apply the configuration on disk now; what came of it, for the state
-    /// file.
-    pub(super) fn reload(&mut self, began_monotonic_usec: u64) -> ReloadRecord {
+    /// file. `ownership` takes a new credential's lock; none while a standby campaigns, whose
+    /// credentials cannot change (a cluster's never do on a reload).
+    pub(super) async fn reload(
+        &mut self,
+        began_monotonic_usec: u64,
+        components: &mut Components,
+        mut ownership: Option<&mut dyn Ownership>,
+    ) -> ReloadRecord {
         self.generation += 1;
-        let (outcome, reason) = match self.read_and_check() {
-            Ok(plan) => {
-                let reason = self.apply(plan);
+        let checked = self.read_and_check().and_then(|c| {
+            if let Some(o) = ownership.as_mut() {
+                o.claim_more(&self.profile.config_file(), &c.ids)
+                    .map_err(|e| Refusal::Credential(Box::new(e)))?;
+            }
+            Ok(c)
+        });
+        let (outcome, reason) = match checked {
+            Ok(checked) => {
+                let ids = checked.ids.clone();
+                let reason = self.apply(checked, components).await;
+                if let Some(o) = ownership {
+                    o.release_except(&ids);
+                }
                 tracing::info!(generation = self.generation, %reason, "configuration reloaded");
                 (ReloadOutcome::Applied, reason)
             }
@@ -87,15 +181,29 @@ impl Reloader {
         }
     }
 
-    fn read_and_check(&self) -> Result<Plan, Refusal> {
-        let plan = Plan::read(&self.profile).map_err(|e| Refusal::Unreadable(Box::new(e)))?;
-        let mut what = changes_needing_restart(&self.config, &self.adapters, &plan);
-        what.extend(changed_in_env_file(&self.profile, &plan));
-        if self.cron.is_none() && self.config.cron != plan.config.cron {
-            what.push("[[cron]] changed, and no cron ticker runs (the gateway started with no jobs, or is a cluster's standby)".into());
-        }
+    fn read_and_check(&self) -> Result<Checked, Refusal> {
+        let plan = Plan::read_with(&self.profile, &self.env.now()).map_err(|e| match e {
+            GatewayError::Config(ConfigError::Secret { ref adapter, .. })
+                if !self.adapters.iter().any(|(s, _)| s.name == *adapter) =>
+            {
+                Refusal::NewWithoutCredential {
+                    adapter: adapter.clone(),
+                    error: Box::new(e),
+                }
+            }
+            e => Refusal::Unreadable(Box::new(e)),
+        })?;
+        let diff = Diff::of(&self.adapters, &plan.adapters);
+        let ids = identities(&plan.adapters);
+        let what = refusals(
+            &self.config,
+            &plan.config,
+            &diff,
+            (&identities(&self.adapters), &ids),
+            self.parts.in_cluster,
+        );
         if what.is_empty() {
-            Ok(plan)
+            Ok(Checked { plan, diff, ids })
         } else {
             Err(Refusal::NeedsRestart {
                 what: what.join("; "),
@@ -104,13 +212,9 @@ impl Reloader {
         }
     }
 
-    /// The cron jobs of the running configuration.
-    pub(super) fn cron_jobs(&self) -> &[CronSpec] {
-        &self.config.cron
-    }
-
     /// Hand the checked configuration to what takes it; what changed, in words.
-    fn apply(&mut self, plan: Plan) -> String {
+    async fn apply(&mut self, checked: Checked, components: &mut Components) -> String {
+        let Checked { plan, diff, .. } = checked;
         let mut applied = vec![];
         if !same_access(&self.config, &plan.config) {
             applied.push("access rules applied".to_owned());
@@ -118,9 +222,18 @@ impl Reloader {
         for hook in &self.hooks {
             hook(&plan.config);
         }
+        self.apply_adapters(&plan.adapters, &diff, components).await;
+        applied.extend(diff.describe());
         if self.config.cron != plan.config.cron {
-            if let Some(ticker) = &self.cron {
-                ticker.send_replace(ticker_jobs(&plan.config.cron));
+            match (&self.cron, &self.cron_ctx) {
+                (Some(ticker), _) => {
+                    ticker.send_replace(ticker_jobs(&plan.config.cron));
+                }
+                (None, Some(ctx)) => {
+                    self.cron = components.start_cron(&plan.config.cron, ctx.clone());
+                }
+                // A standby: the ticker starts with the new list if this run becomes active.
+                (None, None) => {}
             }
             applied.push(format!("{} cron jobs applied", plan.config.cron.len()));
         }
@@ -132,107 +245,61 @@ impl Reloader {
             applied.join(", ")
         }
     }
-}
 
-/// Whether the access rules of `a` and `b` are the same: `[access]` and every adapter's own.
-fn same_access(a: &GatewayConfig, b: &GatewayConfig) -> bool {
-    a.access == b.access
-        && a.adapters.len() == b.adapters.len()
-        && a.adapters
+    /// Stop the removed and changed adapters (all at once, each within [`STOP_GRACE`]), then
+    /// start the added and changed ones, each with its route and outbox worker. A standby
+    /// (no cron context yet) only keeps the routes: it starts adapters when it is active.
+    async fn apply_adapters(
+        &self,
+        new: &[(AdapterSpec, Vec<Secret>)],
+        diff: &Diff,
+        components: &mut Components,
+    ) {
+        let parts = &self.parts;
+        let stopping: Vec<_> = diff
+            .removed
             .iter()
-            .zip(&b.adapters)
-            .all(|(x, y)| x.access == y.access)
-}
-
-/// What changed between the running configuration and `new` that this version cannot apply
-/// without a restart, each in words naming it; empty when the rest is the same.
-fn changes_needing_restart(
-    config: &GatewayConfig,
-    adapters: &[(AdapterSpec, Vec<Secret>)],
-    new: &Plan,
-) -> Vec<String> {
-    let mut what = vec![];
-    let names = |list: &[(AdapterSpec, Vec<Secret>)]| -> Vec<String> {
-        list.iter().map(|(s, _)| s.name.clone()).collect()
-    };
-    let (old_names, new_names) = (names(adapters), names(&new.adapters));
-    let added: Vec<&str> = new_names
-        .iter()
-        .filter(|n| !old_names.contains(n))
-        .map(String::as_str)
-        .collect();
-    let removed: Vec<&str> = old_names
-        .iter()
-        .filter(|n| !new_names.contains(n))
-        .map(String::as_str)
-        .collect();
-    if !added.is_empty() {
-        what.push(format!("adapter {} added", added.join(", ")));
-    }
-    if !removed.is_empty() {
-        what.push(format!("adapter {} removed", removed.join(", ")));
-    }
-    for (spec, secrets) in adapters {
-        let Some((new_spec, new_secrets)) = new.adapters.iter().find(|(s, _)| s.name == spec.name)
-        else {
-            continue;
-        };
-        let mut own = new_spec.clone();
-        own.access = spec.access.clone();
-        if own != *spec {
-            what.push(format!(
-                "adapter {}'s [[adapter]] table changed (other than its access rules)",
-                spec.name
-            ));
-        } else if new_secrets != secrets {
-            what.push(format!("adapter {}'s credential changed", spec.name));
+            .chain(diff.restarted())
+            .map(|name| components.stop_adapter(name))
+            .collect();
+        futures_util::future::join_all(stopping.into_iter().map(|r| r.ended(STOP_GRACE))).await;
+        for name in &diff.removed {
+            if let Some(outbox) = &parts.outbox {
+                outbox.set_route(name, None);
+            }
+            if let Some((inbound, _)) = &parts.media {
+                inbound.set_fetcher(name, None);
+            }
         }
-    }
-    let new_config = &new.config;
-    if config.max_outage != new_config.max_outage
-        || config.self_watchdog != new_config.self_watchdog
-    {
-        what.push("[gateway] changed".into());
-    }
-    if config.agent != new_config.agent {
-        what.push("[agent] changed".into());
-    }
-    if config.cluster != new_config.cluster {
-        what.push("[cluster] changed".into());
-    }
-    what
-}
-
-/// The adapters whose credential `.env` now says otherwise than the process was given at its
-/// start. A credential is read from the process's environment (the unit's `EnvironmentFile=`
-/// filled it, or the gateway itself from `.env` when run by hand, before any thread), which a
-/// running process cannot safely change; so a new token in `.env` is noticed here and
-/// refused, for a restart to apply, rather than reported as nothing changed. A variable the
-/// service manager passes as a credential (`install --credential`) is read again by
-/// [`Plan::read`] and compared with the rest.
-fn changed_in_env_file(profile: &Profile, plan: &Plan) -> Vec<String> {
-    let path = profile.env_file();
-    let Ok(Some(text)) = crate::env_file::read(&path, crate::bounded_read::Owner::SelfOrRoot)
-    else {
-        return vec![];
-    };
-    let (vars, _) = crate::env_file::parse(&text);
-    let mut what = vec![];
-    for (spec, _) in &plan.adapters {
-        let changed = spec.credential_envs().into_iter().any(|var| {
-            let passed = matches!(crate::config::from_credentials(var), Ok(Some(_)));
-            let now = vars.iter().find(|(k, _)| k == var).map(|(_, v)| v);
-            !passed && now.is_some_and(|v| std::env::var(var).ok().as_ref() != Some(v))
+        let active = self.cron_ctx.is_some();
+        let starting = new.iter().filter(|(s, _)| {
+            diff.added.contains(&s.name) || diff.restarted().any(|n| *n == s.name)
         });
-        if changed {
-            what.push(format!(
-                "adapter {}'s credential changed in {}",
-                spec.name,
-                path.display()
-            ));
+        for (spec, secrets) in starting {
+            let sender = Sender::new(spec, secrets, &parts.shared);
+            if let Some(outbox) = &parts.outbox {
+                outbox.set_route(&spec.name, sender.as_ref().map(Sender::route));
+            }
+            if let Some((inbound, http)) = &parts.media {
+                inbound.set_fetcher(&spec.name, fetcher(spec, secrets, &parts.shared, http));
+            }
+            if !active {
+                continue;
+            }
+            components.start_adapter(spec.clone(), secrets.clone(), &parts.spool, &parts.shared);
+            if let (Some(outbox), Some(sender)) = (&parts.outbox, sender) {
+                components.start_worker(outbox, spec.name.clone(), sender);
+            }
         }
     }
-    what
+}
+
+/// Each adapter's credential identity, as the token locks take it.
+fn identities(adapters: &[(AdapterSpec, Vec<Secret>)]) -> Vec<(String, String)> {
+    adapters
+        .iter()
+        .map(|(spec, secrets)| (spec.name.clone(), spec.identity(secrets)))
+        .collect()
 }
 
 /// `CLOCK_MONOTONIC` in microseconds, for `RELOADING=1`'s `MONOTONIC_USEC=` (sd_notify(3)).
@@ -241,56 +308,4 @@ pub(crate) fn monotonic_usec() -> u64 {
     clock_gettime(ClockId::CLOCK_MONOTONIC).map_or(0, |t| {
         (t.tv_sec() as u64) * 1_000_000 + (t.tv_nsec() as u64) / 1_000
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn plan(toml: &str) -> Plan {
-        let config: GatewayConfig =
-            crate::config::parse(std::path::Path::new("/g.toml"), toml).unwrap();
-        let adapters = config
-            .adapters
-            .iter()
-            .map(|a| (a.clone(), vec![Secret::new("t".into())]))
-            .collect();
-        Plan {
-            config,
-            adapters,
-            watchdog: None,
-            self_watchdog: std::time::Duration::from_secs(30),
-        }
-    }
-
-    const TG: &str = "[[adapter]]\nname = \"tg\"\nkind = \"telegram\"\ntoken-env = \"T\"\n";
-
-    #[test]
-    fn access_rules_alone_need_no_restart_and_an_adapters_table_does() {
-        let old = plan(TG);
-        let access = plan(&format!(
-            "{TG}[adapter.access]\nallow-users = [\"7\"]\n\n[access]\nallow-users = [\"8\"]\n"
-        ));
-        assert!(changes_needing_restart(&old.config, &old.adapters, &access).is_empty());
-        assert!(!same_access(&old.config, &access.config));
-        let timing = plan(&TG.replace("token-env", "backoff-max = \"5s\"\ntoken-env"));
-        let what = changes_needing_restart(&old.config, &old.adapters, &timing);
-        assert_eq!(what.len(), 1, "{what:?}");
-        assert!(
-            what[0].contains("adapter tg's [[adapter]] table"),
-            "{what:?}"
-        );
-        let added = plan(&format!("{TG}{}", TG.replace("\"tg\"", "\"tg2\"")));
-        let what = changes_needing_restart(&old.config, &old.adapters, &added);
-        assert_eq!(what, vec!["adapter tg2 added".to_string()]);
-    }
-
-    #[test]
-    fn a_new_credential_needs_a_restart_in_this_version() {
-        let old = plan(TG);
-        let mut new = plan(TG);
-        new.adapters[0].1 = vec![Secret::new("other".into())];
-        let what = changes_needing_restart(&old.config, &old.adapters, &new);
-        assert_eq!(what, vec!["adapter tg's credential changed".to_string()]);
-    }
 }

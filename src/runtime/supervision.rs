@@ -180,13 +180,17 @@ impl Supervision {
     /// In a cluster, campaign until this run is the active: meanwhile it is a standby, ready
     /// (`READY=1`, `STATUS=standby (active: NODE since TIME)`), feeding the watchdog and
     /// writing the state file, with nothing connected. A signal meanwhile is a stop.
+    ///
+    /// A SIGHUP meanwhile is a reload like the active's, answered the same way: the standby
+    /// takes the new configuration (starting nothing) and runs it if it becomes the active.
     pub(super) async fn stand_by(
         &mut self,
         ownership: &mut dyn Ownership,
-        components: &Components,
+        components: &mut Components,
         spec: Option<&ClusterSpec>,
         tick: &mut Tick<'_>,
         grid: &Grid,
+        reloader: &mut Reloader,
     ) -> Result<Option<&'static str>, GatewayError> {
         let Some(spec) = spec else {
             return Ok(None);
@@ -214,6 +218,14 @@ impl Supervision {
                     }
                     let health = ownership::standby_health(spec, &now, peers.as_ref());
                     tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                }
+                // Held until the standby is ready: its READY=1 must not come from a reload.
+                _ = self.sighup.recv(), if ready => {
+                    let health = standing
+                        .borrow()
+                        .clone()
+                        .map(|now| ownership::standby_health(spec, &now, peers.as_ref()));
+                    self.reload(reloader, components, None, tick, stale_after, health).await;
                 }
                 _ = ticks.tick() => {
                     if ready && self.watchdog.is_some() {
@@ -278,7 +290,15 @@ impl Supervision {
                 }
                 Event::Reload => {
                     let cluster = ownership.health();
-                    self.reload(reloader, components, tick, stale_after, cluster);
+                    self.reload(
+                        reloader,
+                        components,
+                        Some(ownership),
+                        tick,
+                        stale_after,
+                        cluster,
+                    )
+                    .await;
                     None
                 }
             };
@@ -291,17 +311,18 @@ impl Supervision {
     /// One reload, as sd_notify(3) describes it for systemd: `RELOADING=1` with the
     /// monotonic time, then the reload, its record in the state file (what `reload` waits
     /// for), and `READY=1` with what came of it.
-    fn reload(
+    async fn reload(
         &self,
         reloader: &mut Reloader,
-        components: &Components,
+        components: &mut Components,
+        ownership: Option<&mut dyn Ownership>,
         tick: &mut Tick<'_>,
         stale_after: Duration,
         cluster: Option<ClusterHealth>,
     ) {
         let began = reload::monotonic_usec();
         self.send(&format!("RELOADING=1\nMONOTONIC_USEC={began}"));
-        let record = reloader.reload(began);
+        let record = reloader.reload(began, components, ownership).await;
         tick.cron = reloader.cron_jobs().to_vec();
         let told = format!("reload {}: {}", record.outcome.as_str(), record.reason);
         tick.reload = Some(record);

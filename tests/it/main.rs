@@ -71,6 +71,7 @@ mod property;
 mod property_toml;
 mod relay;
 mod reload;
+mod reload_adapters;
 mod sandbox;
 mod slack;
 mod slack_media;

@@ -65,7 +65,7 @@ pub(super) fn env_secs(key: &str, default: u64) -> Duration {
 }
 
 /// Wait for "n/n adapters ready" in a READY=1/STATUS= datagram or in the state file.
-async fn wait_ready(notify: &std::os::unix::net::UnixDatagram, state: &Path, n: usize) {
+pub(super) async fn wait_ready(notify: &std::os::unix::net::UnixDatagram, state: &Path, n: usize) {
     let want = format!("{n}/{n} adapters ready");
     let end = Instant::now() + Duration::from_secs(180);
     let mut buf = vec![0u8; 4096];

@@ -9,12 +9,12 @@ impl Outbox {
     /// Check `req` against its adapter's route, and say what its target told.
     pub(super) fn validate(&self, req: &Request) -> Result<Address, SubmitError> {
         let route = self
-            .routes
-            .get(&req.adapter)
+            .route(&req.adapter)
             .ok_or_else(|| SubmitError::UnknownAdapter {
                 adapter: req.adapter.clone(),
                 known: {
-                    let mut names: Vec<&str> = self.routes.keys().map(String::as_str).collect();
+                    let routes = self.read_routes();
+                    let mut names: Vec<&str> = routes.keys().map(String::as_str).collect();
                     names.sort_unstable();
                     if names.is_empty() {
                         "none".into()
@@ -28,7 +28,7 @@ impl Outbox {
             return Err(SubmitError::EmptyText);
         }
         if !req.files.is_empty() {
-            check_files(&req.adapter, route, req)?;
+            check_files(&req.adapter, &route, req)?;
             if !address.takes_files {
                 return Err(SubmitError::FilesUnsupportedTo {
                     adapter: req.adapter.clone(),

@@ -183,7 +183,13 @@ fn two_adapters_with_one_identity_name_both() {
         ("b".to_owned(), "chat:u".to_owned()),
         ("c".to_owned(), "chat:t".to_owned()),
     ];
-    let err = acquire_all(Path::new("/p/gateway.toml"), &adapters, &Holder::default()).unwrap_err();
+    let err = acquire_new(
+        Path::new("/p/gateway.toml"),
+        &adapters,
+        &|_| false,
+        &Holder::default(),
+    )
+    .unwrap_err();
     assert!(err.is_conflict());
     assert_eq!(
         err.to_string(),
