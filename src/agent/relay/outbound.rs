@@ -44,8 +44,10 @@ pub async fn run(
             Some("send") => match &outbox {
                 Some(outbox) => {
                     let chat = action["chat_id"].as_str().unwrap_or("");
-                    let adapters: Vec<(&str, &'static str)> =
+                    let routes_now: Vec<(String, &'static str)> =
                         outbox.routes().map(|(name, r)| (name, r.kind)).collect();
+                    let adapters: Vec<(&str, &'static str)> =
+                        routes_now.iter().map(|(n, k)| (n.as_str(), *k)).collect();
                     match routes.resolve(platform.as_deref(), chat, &adapters) {
                         Ok(to) => send(outbox, &request_id, &action, to).await,
                         Err(why) => failed(&why),
