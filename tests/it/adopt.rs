@@ -17,7 +17,7 @@ use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 
 use crate::doctor::{doctor, findings};
 use crate::harness::{free_port, scratch_dir, stderr, stdout, unit, wait_for, Manager, TempDir};
-use crate::hermes_rig::{config_yaml, start_model, venv, Proc};
+use crate::hermes_rig::{config_yaml, lazy_packages, start_model, venv, Proc};
 use crate::mock_runtime::{mock_runtime, start_mock};
 
 /// The one user Hermes's allow-list admits (a DM's chat id is its user's id on the mock).
@@ -33,6 +33,7 @@ struct Install {
     mock: MockPlatform,
     _rt: tokio::runtime::Runtime,
     _model: Proc,
+    model_log: PathBuf,
     _locks: TempDir,
     relay_port: u16,
 }
@@ -41,14 +42,15 @@ impl Install {
     fn new(profile: &str) -> Install {
         let rt = mock_runtime();
         let mock = start_mock(&rt, MockConfig::default());
-        let scratch = scratch_dir("ad-model");
-        let (model, model_port) = start_model(&scratch.path().join("model.log"));
-        std::mem::forget(scratch);
         let m = Manager::boot();
+        let model_log = m.dir.path().join("model.log");
+        let (model, model_port) = start_model(&model_log);
         let locks = scratch_dir("ad-locks");
+        // python-telegram-bot for Hermes's own Telegram adapter (scripts/hermes-venv).
         let out = m.systemctl(&[
             "set-environment",
             &format!("HERMES_LOCK_DIR={}", locks.path().display()),
+            &format!("PYTHONPATH={}", lazy_packages().display()),
         ]);
         assert!(out.status.success(), "{out:?}");
         let home = m.profile_home(profile);
@@ -81,6 +83,7 @@ impl Install {
             mock,
             _rt: rt,
             _model: Proc(model),
+            model_log,
             _locks: locks,
             relay_port: free_port(),
         };
@@ -195,6 +198,34 @@ impl Install {
             .collect()
     }
 
+    /// Wait until Hermes's own gateway polls the mock with the token.
+    fn wait_hermes_polling(&self) {
+        let from = self.mock.telegram_stats().polls;
+        wait_for(
+            Duration::from_secs(90),
+            "Hermes's own gateway to poll",
+            || (self.mock.telegram_stats().polls > from + 1).then_some(()),
+        );
+    }
+
+    /// The user turns the model was given with the turn that ends in `text`, oldest first.
+    fn history_of(&self, text: &str) -> Vec<String> {
+        let log = fs::read_to_string(&self.model_log).unwrap_or_default();
+        let call: serde_json::Value = log
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|c| c["kind"] == "chat" && c["last_user"].as_str() == Some(text))
+            .last()
+            .unwrap_or_else(|| panic!("the model was never asked {text:?}"));
+        call["history"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["text"].as_str().map(str::to_owned))
+            .collect()
+    }
+
     fn wait_answered(&self, text: &str) -> usize {
         let want = format!("echo: {text}");
         wait_for(
@@ -219,6 +250,12 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
     let home = h.home();
     let before = h.snapshot();
 
+    // Hermes's own gateway holds the token, and holds a conversation.
+    h.wait_hermes_polling();
+    h.mock
+        .telegram_emit_text(FRIEND, "remember the word teapot");
+    assert_eq!(h.wait_answered("remember the word teapot"), 1);
+
     // A dry run says what it would do, and does nothing.
     let plan = h.adopt_ok(&["--dry-run"]);
     assert!(plan.contains("telegram"), "{plan}");
@@ -241,6 +278,8 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
     let agent_home = home.join("agent/hermes");
     let hermes_env = fs::read_to_string(agent_home.join(".env")).unwrap();
     assert!(!hermes_env.contains(&token), "{hermes_env}");
+    let hermes_config = fs::read_to_string(agent_home.join("config.yaml")).unwrap();
+    assert!(!hermes_config.contains(&token), "{hermes_config}");
     assert!(hermes_env.contains("OPENAI_API_KEY=sk-fake-key-for-tests"));
     let environ = fs::read(format!("/proc/{}/environ", h.m.main_pid(&agent))).unwrap();
     assert!(
@@ -260,6 +299,16 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
         .telegram_emit_text(PAIRED, "hello from a paired user");
     assert_eq!(h.wait_answered("hello from a friend"), 1);
     assert_eq!(h.wait_answered("hello from a paired user"), 1);
+    // The conversation Hermes's own gateway held goes on: the model sees the earlier turn.
+    let history = h.history_of("hello from a friend");
+    assert!(
+        history
+            .iter()
+            .any(|t| t.contains("remember the word teapot")),
+        "{history:?}"
+    );
+    // The turn Hermes's own gateway answered is not answered again by ours.
+    assert_eq!(h.wait_answered("remember the word teapot"), 1);
     assert!(
         !h.mock
             .posts()
