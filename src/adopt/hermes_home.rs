@@ -84,6 +84,16 @@ pub enum ReadError {
     Invalid { path: PathBuf, why: String },
 }
 
+/// A Hermes home holding only `env` as its `.env` and `yaml` as its `config.yaml`, read: what
+/// each wing's tests map.
+#[cfg(test)]
+pub fn written(env: &str, yaml: &str) -> HermesHome {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join(".env"), env).unwrap();
+    std::fs::write(dir.path().join("config.yaml"), yaml).unwrap();
+    read(dir.path()).unwrap()
+}
+
 /// Read the Hermes home `home`.
 pub fn read(home: &Path) -> Result<HermesHome, ReadError> {
     let text = |name: &str| {

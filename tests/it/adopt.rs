@@ -17,7 +17,7 @@ use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 
 use crate::doctor::{doctor, findings};
 use crate::harness::{free_port, scratch_dir, stderr, stdout, unit, wait_for, Manager, TempDir};
-use crate::hermes_rig::{config_yaml, lazy_packages, start_model, venv, Proc};
+use crate::hermes_rig::{config_yaml, lazy_packages, start_model, user_turns, venv, Proc};
 use crate::mock_runtime::{mock_runtime, start_mock};
 
 /// The one user Hermes's allow-list admits (a DM's chat id is its user's id on the mock).
@@ -198,6 +198,16 @@ impl Install {
             .collect()
     }
 
+    /// That every file of [`Install::snapshot`] is as it was in `before`, byte for byte.
+    fn assert_restored(&self, before: &BTreeMap<PathBuf, Option<(Vec<u8>, u32)>>) {
+        let after = self.snapshot();
+        let changed: Vec<_> = before
+            .keys()
+            .filter(|k| before.get(*k) != after.get(*k))
+            .collect();
+        assert!(changed.is_empty(), "not restored: {changed:#?}");
+    }
+
     /// Wait until Hermes's own gateway polls the mock with the token.
     fn wait_hermes_polling(&self) {
         let from = self.mock.telegram_stats().polls;
@@ -213,16 +223,19 @@ impl Install {
         let log = fs::read_to_string(&self.model_log).unwrap_or_default();
         let call: serde_json::Value = log
             .lines()
+            .rev()
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|c| c["kind"] == "chat" && c["last_user"].as_str() == Some(text))
-            .last()
+            .find(|c| c["kind"] == "chat" && c["last_user"].as_str() == Some(text))
             .unwrap_or_else(|| panic!("the model was never asked {text:?}"));
-        call["history"]
-            .as_array()
+        user_turns(&call)
+    }
+
+    /// Doctor's errors about the profile.
+    fn doctor_errors(&self) -> Vec<serde_json::Value> {
+        let out = doctor(&self.m, &["--json", "--profile", &self.profile]);
+        findings(&out)
             .into_iter()
-            .flatten()
-            .filter(|m| m["role"] == "user")
-            .filter_map(|m| m["text"].as_str().map(str::to_owned))
+            .filter(|f| f["severity"] == "error")
             .collect()
     }
 
@@ -320,23 +333,14 @@ fn adopt_switches_a_running_hermes_to_the_gateway_and_undo_switches_back() {
     // Run again: unchanged. Doctor: no error.
     let again = h.adopt_ok(&[]);
     assert!(again.contains("unchanged"), "{again}");
-    let out = doctor(&h.m, &["--json", "--profile", &h.profile]);
-    let errors: Vec<_> = findings(&out)
-        .into_iter()
-        .filter(|f| f["severity"] == "error")
-        .collect();
+    let errors = h.doctor_errors();
     assert!(errors.is_empty(), "doctor after adopt: {errors:#?}");
 
     // Undo: every file as it was, byte for byte, and Hermes's own gateway running again.
     let out = h.adopt_ok(&["--undo"]);
     assert!(out.contains("undone"), "{out}");
     h.m.wait_active(&h.hermes_unit());
-    let after = h.snapshot();
-    let changed: Vec<_> = before
-        .keys()
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
-    assert!(changed.is_empty(), "not restored: {changed:#?}");
+    h.assert_restored(&before);
     let text = fs::read_to_string(h.m.unit_dir().join(h.hermes_unit())).unwrap();
     assert!(
         text.contains("hermes_cli.main --profile adone gateway run"),
@@ -401,12 +405,7 @@ fn the_default_profile_is_adopted_beside_hermess_own_unit_name_and_given_back() 
     h.adopt_ok(&["--undo"]);
     h.m.wait_active(&h.hermes_unit());
     assert_ne!(h.m.prop(&gateway, "LoadState"), "loaded");
-    let after = h.snapshot();
-    let changed: Vec<_> = before
-        .keys()
-        .filter(|k| before.get(*k) != after.get(*k))
-        .collect();
-    assert!(changed.is_empty(), "not restored: {changed:#?}");
+    h.assert_restored(&before);
 }
 
 /// `hermes gateway install` run again after an adopt rewrites our unit with Hermes's (a named
@@ -417,11 +416,7 @@ fn doctor_catches_hermes_reinstalling_its_unit_over_ours_after_an_adopt() {
     h.adopt_ok(&[]);
     h.m.wait_active(&unit(&h.profile));
     h.write_hermes_unit();
-    let out = doctor(&h.m, &["--json", "--profile", &h.profile]);
-    let errors: Vec<_> = findings(&out)
-        .into_iter()
-        .filter(|f| f["severity"] == "error")
-        .collect();
+    let errors = h.doctor_errors();
     let hsv033: Vec<_> = errors.iter().filter(|f| f["id"] == "HSV033").collect();
     assert_eq!(
         hsv033.len(),
@@ -444,10 +439,6 @@ fn doctor_catches_hermes_reinstalling_its_unit_over_ours_after_an_adopt() {
         hermes.to_str().unwrap(),
         "--migrate",
     ]);
-    let out = doctor(&h.m, &["--json", "--profile", &h.profile]);
-    let errors: Vec<_> = findings(&out)
-        .into_iter()
-        .filter(|f| f["severity"] == "error")
-        .collect();
+    let errors = h.doctor_errors();
     assert!(errors.is_empty(), "{errors:#?}");
 }

@@ -436,6 +436,18 @@ pub(crate) fn lazy_packages() -> PathBuf {
     dir
 }
 
+/// The user messages the model was given in `call` (one line of the fake model's log), oldest
+/// first: what it saw of the conversation so far.
+pub(crate) fn user_turns(call: &serde_json::Value) -> Vec<String> {
+    call["history"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["text"].as_str().map(str::to_owned))
+        .collect()
+}
+
 /// The last lines of a log.
 pub(crate) fn tail(text: &str) -> String {
     let lines: Vec<&str> = text.lines().collect();

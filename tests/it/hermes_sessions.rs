@@ -15,7 +15,7 @@ use hermes_svc::mock_platform::{FeishuMessage, Platform};
 use serde_json::json;
 
 use crate::harness::{free_port, wait_for};
-use crate::hermes_rig::{stop, Rig, WX_PEER};
+use crate::hermes_rig::{stop, user_turns as users, Rig, WX_PEER};
 
 /// A Telegram group of the mock (a basic group: negative, above -10^12).
 const GROUP: i64 = -2002;
@@ -30,17 +30,6 @@ fn asked(rig: &Rig, text: &str) -> serde_json::Value {
     })
 }
 
-/// The user messages the model was given in `call`, oldest first.
-fn users(call: &serde_json::Value) -> Vec<String> {
-    call["history"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["text"].as_str().map(str::to_owned))
-        .collect()
-}
-
 fn copy_dir(from: &Path, to: &Path) {
     let ok = Command::new("cp")
         .arg("-a")
@@ -51,16 +40,19 @@ fn copy_dir(from: &Path, to: &Path) {
     assert!(ok, "cp -a {} {}", from.display(), to.display());
 }
 
+/// The rig, with the Relay on a free port and `platform-ids` on.
+fn platform_ids_rig(profile: &str) -> Rig {
+    let port = free_port();
+    let agent = format!(
+        "[agent]\nkind = \"hermes-relay\"\nport = {port}\nplatform-ids = true\n\
+         turn-timeout = \"60s\"\n"
+    );
+    Rig::new(profile, &agent)
+}
+
 #[test]
 fn a_chat_hermess_own_gateway_held_goes_on_behind_the_relay() {
-    let port = free_port();
-    let rig = Rig::new(
-        "hasess",
-        &format!(
-            "[agent]\nkind = \"hermes-relay\"\nport = {port}\nplatform-ids = true\n\
-             turn-timeout = \"60s\"\n"
-        ),
-    );
+    let rig = platform_ids_rig("hasess");
     let dm = TelegramConfig::default().chats[0];
 
     // Before the switch: Hermes's own gateway holds the bot, as a Hermes install does.
@@ -290,14 +282,7 @@ fn make_due(home: &Path, id: &str) {
 /// Discord channel).
 #[test]
 fn with_platform_ids_each_platform_is_answered_in_its_chat() {
-    let port = free_port();
-    let rig = Rig::new(
-        "haids",
-        &format!(
-            "[agent]\nkind = \"hermes-relay\"\nport = {port}\nplatform-ids = true\n\
-             turn-timeout = \"60s\"\n"
-        ),
-    );
+    let rig = platform_ids_rig("haids");
     let mut gw = rig.gateway();
     rig.wait_connected(&mut gw);
     let agent_home = rig.profile_home().join("agent/hermes");

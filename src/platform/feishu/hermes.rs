@@ -61,10 +61,7 @@ mod tests {
     use super::*;
 
     fn wing(env: &str, yaml: &str) -> Option<Result<Wing, String>> {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join(".env"), env).unwrap();
-        std::fs::write(dir.path().join("config.yaml"), yaml).unwrap();
-        from_hermes(&crate::adopt::hermes_home::read(dir.path()).unwrap())
+        from_hermes(&crate::adopt::hermes_home::written(env, yaml))
     }
 
     #[test]
