@@ -33,6 +33,9 @@ pub struct HermesHome {
     pub slack_tokens: bool,
     /// `weixin/accounts/ID.json`, the logins Hermes's Weixin adapter stored.
     pub weixin_accounts: Vec<WeixinAccount>,
+    /// `(ID, get_updates_buf)` from `weixin/accounts/ID.sync.json`: where Hermes's Weixin
+    /// polls had got to, so the gateway's first poll does not fetch again what Hermes handled.
+    pub weixin_cursors: Vec<(String, String)>,
     /// `(file name, text)` of each `*-approved.json` and `*-pending.json` in
     /// `platforms/pairing/` and then the legacy `pairing/`.
     pub pairing_files: Vec<(String, String)>,
@@ -121,7 +124,7 @@ pub fn read(home: &Path) -> Result<HermesHome, ReadError> {
         }
     }
     let cron_jobs = text("cron/jobs.json")?;
-    let weixin_accounts = weixin_accounts(&home.join("weixin/accounts"))?;
+    let (weixin_accounts, weixin_cursors) = weixin_accounts(&home.join("weixin/accounts"))?;
     let home = HermesHome {
         path: home.to_owned(),
         env,
@@ -129,6 +132,7 @@ pub fn read(home: &Path) -> Result<HermesHome, ReadError> {
         gateway_json,
         slack_tokens,
         weixin_accounts,
+        weixin_cursors,
         pairing_files,
         cron_jobs,
     };
@@ -183,13 +187,26 @@ fn files(dir: &Path) -> Result<Vec<(String, String)>, ReadError> {
     Ok(out)
 }
 
-fn weixin_accounts(dir: &Path) -> Result<Vec<WeixinAccount>, ReadError> {
+/// The logins, and the poll cursors, Hermes's Weixin adapter stored in `dir`.
+type WeixinFiles = (Vec<WeixinAccount>, Vec<(String, String)>);
+
+fn weixin_accounts(dir: &Path) -> Result<WeixinFiles, ReadError> {
     let mut out = vec![];
+    let mut cursors = vec![];
     for (name, text) in files(dir)? {
         let Some(id) = name.strip_suffix(".json") else {
             continue;
         };
-        if id.ends_with(".sync") || id.ends_with(".context-tokens") {
+        if let Some(id) = id.strip_suffix(".sync") {
+            // Unreadable is as good as absent: Hermes then polls from no cursor too.
+            let buf = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v["get_updates_buf"].as_str().map(str::to_owned))
+                .filter(|b| !b.is_empty());
+            cursors.extend(buf.map(|b| (id.to_owned(), b)));
+            continue;
+        }
+        if id.ends_with(".context-tokens") {
             continue;
         }
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|_| ReadError::Invalid {
@@ -208,7 +225,7 @@ fn weixin_accounts(dir: &Path) -> Result<Vec<WeixinAccount>, ReadError> {
             saved_at: field("saved_at"),
         });
     }
-    Ok(out)
+    Ok((out, cursors))
 }
 
 /// Whether Hermes's truthy parse (`true`, `1`, `yes`, `on`) takes `value` for yes.

@@ -21,17 +21,23 @@ pub struct Planned {
 }
 
 /// Plan the adopt of the Hermes home `source` (the profile home, or on a later run the backup
-/// copies of it), with the Relay on `relay_port` when given.
-pub fn plan(source: &Path, relay_port: Option<u16>) -> Result<Planned, AdoptError> {
+/// copies of it) for the profile whose home is `profile_home`, with the Relay on `relay_port`
+/// when given.
+pub fn plan(
+    source: &Path,
+    profile_home: &Path,
+    relay_port: Option<u16>,
+) -> Result<Planned, AdoptError> {
     let home = read(source)?;
     let m = mapping::map(&home);
-    if !m.refused.is_empty() {
-        return Err(AdoptError::Refused(
-            m.refused
-                .iter()
-                .map(|(what, why)| format!("{what}: {why}"))
-                .collect(),
-        ));
+    let mut refused: Vec<String> = m
+        .refused
+        .iter()
+        .map(|(what, why)| format!("{what}: {why}"))
+        .collect();
+    refused.extend(shared_with_other_profiles(profile_home, &m.gateway_env));
+    if !refused.is_empty() {
+        return Err(AdoptError::Refused(refused));
     }
     if m.adopted.is_empty() {
         return Err(AdoptError::Refused(vec![format!(
@@ -85,6 +91,47 @@ pub fn plan(source: &Path, relay_port: Option<u16>) -> Result<Planned, AdoptErro
         report,
         adapters,
     })
+}
+
+/// A refusal for each credential adopt would give the gateway that another profile's `.env`
+/// (beside `profile_home`, under the same Hermes root) already holds: two gateways on one
+/// token take each other's events (the first field report), and adopt would make that so.
+/// Named by variable, profile and the credential's short hash, never its value.
+fn shared_with_other_profiles(profile_home: &Path, gateway_env: &str) -> Vec<String> {
+    let root = match profile_home.parent() {
+        Some(p) if p.file_name().is_some_and(|n| n == "profiles") => p.parent(),
+        _ => Some(profile_home),
+    };
+    let Some(root) = root else { return vec![] };
+    let ours = crate::env_file::parse(gateway_env).0;
+    let mut out = vec![];
+    for name in crate::profile::names_in(root) {
+        let Ok(other) = crate::profile::Profile::new(name.clone(), root.to_owned()) else {
+            continue;
+        };
+        let other_home = other.home();
+        if crate::service::served_profile::same_home(&other_home, profile_home) {
+            continue;
+        }
+        let text = crate::env_file::read(
+            &other.env_file(),
+            crate::bounded_read::Owner::SelfRootOrDirectory,
+        )
+        .ok()
+        .flatten()
+        .unwrap_or_default();
+        let theirs = crate::env_file::parse(&text).0;
+        for (key, value) in &ours {
+            if theirs.iter().any(|(_, v)| v == value) {
+                out.push(format!(
+                    "{key}: profile {name} holds the same credential (hash {}) in {}, and two gateways on one token take each other's events; give this profile its own bot, or switch profile {name} instead",
+                    crate::gateway::token_lock::fingerprint(value),
+                    other.env_file().display()
+                ));
+            }
+        }
+    }
+    out
 }
 
 fn read(source: &Path) -> Result<HermesHome, AdoptError> {
@@ -206,4 +253,34 @@ pub fn restore_cron(source: &Path, home: &Path) -> Result<Vec<String>, AdoptErro
             .map_err(|e| AdoptError::io(&path, e))?;
     }
     Ok(kept.into_iter().map(|k| format!("note: {k}")).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credential_another_profile_holds_is_refused_by_profile_and_hash_never_by_value() {
+        let root = tempfile::tempdir().unwrap();
+        let other = root.path().join("profiles/other");
+        let ours = root.path().join("profiles/ours");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::create_dir_all(&ours).unwrap();
+        std::fs::write(other.join(".env"), "BOT=111:shared-token-value\n").unwrap();
+        std::fs::write(
+            ours.join(".env"),
+            "TELEGRAM_BOT_TOKEN=111:shared-token-value\n",
+        )
+        .unwrap();
+        let refused =
+            shared_with_other_profiles(&ours, "TELEGRAM_BOT_TOKEN=111:shared-token-value\n");
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert!(
+            refused[0].starts_with("TELEGRAM_BOT_TOKEN: profile other"),
+            "{}",
+            refused[0]
+        );
+        assert!(!refused[0].contains("shared-token-value"));
+        assert!(shared_with_other_profiles(&ours, "TELEGRAM_BOT_TOKEN=222:own\n").is_empty());
+    }
 }

@@ -48,7 +48,7 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
         Some(_) => record.backup_dir(),
         None => home.clone(),
     };
-    let planned = adopt::plan::plan(&source, args.relay_port)?;
+    let planned = adopt::plan::plan(&source, &home, args.relay_port)?;
     for line in &planned.report {
         println!("{line}");
     }

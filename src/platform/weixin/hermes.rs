@@ -41,12 +41,22 @@ fn settings(home: &HermesHome, token: Option<Secret>, account: Option<String>) -
     let login = serde_json::json!({
         "token": token.expose(),
         "base_url": base_url,
-        "account_id": account.unwrap_or_default(),
+        "account_id": account.clone().unwrap_or_default(),
         "user_id": user_id.unwrap_or_default(),
         "saved_at": saved_at.unwrap_or_default(),
     });
     let bytes = serde_json::to_vec_pretty(&login).map_err(|e| e.to_string())?;
     w.files.push((PathBuf::from(format!("weixin/{P}.json")), bytes, 0o600));
+    // Where Hermes's polls had got to, as the adapter's cursor file (inbox/cursors/ADAPTER):
+    // without it the first poll fetches again what Hermes already answered.
+    let cursor = account
+        .as_ref()
+        .and_then(|id| home.weixin_cursors.iter().find(|(a, _)| a == id))
+        .map(|(_, buf)| buf.clone())
+        .filter(|buf| buf.len() <= crate::gateway::adapter::cursor_file::MAX_CURSOR);
+    if let Some(buf) = cursor {
+        w.files.push((PathBuf::from(format!("inbox/cursors/{P}")), buf.into_bytes(), 0o600));
+    }
     if let Some(cdn) = home.var("WEIXIN_CDN_BASE_URL")? {
         w.key("cdn-base", cdn.trim_end_matches('/'));
     }
@@ -118,5 +128,18 @@ mod tests {
         );
         assert_eq!(w.home_target.as_deref(), Some("user:abc@im.wechat"));
         assert!(wing(&[(".env", "WEIXIN_ACCOUNT_ID=nobody\n")]).unwrap().is_err());
+    }
+
+    #[test]
+    fn where_hermess_polls_had_got_to_becomes_the_adapters_cursor() {
+        let w = wing(&[
+            (".env", "WEIXIN_ACCOUNT_ID=b1@im.bot\n"),
+            ("weixin/accounts/b1@im.bot.json", r#"{"token":"wx-t","base_url":"https://ilink.example"}"#),
+            ("weixin/accounts/b1@im.bot.sync.json", r#"{"get_updates_buf":"CgQIARAB"}"#),
+        ])
+        .unwrap()
+        .unwrap();
+        let cursor = w.files.iter().find(|f| f.0.to_str() == Some("inbox/cursors/weixin"));
+        assert_eq!(cursor.map(|f| (f.1.as_slice(), f.2)), Some((&b"CgQIARAB"[..], 0o600)));
     }
 }
