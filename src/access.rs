@@ -55,7 +55,7 @@ const ANSWERS_QUEUED: usize = 256;
 pub struct Gate {
     /// Which adapters there are and their kinds, replaced with the rules by a reload (which
     /// may add adapters).
-    normaliser: RwLock<Normaliser>,
+    normaliser: Normaliser,
     /// Each adapter's rules, replaced whole by a reload ([`Gate::set_rules`]).
     rules: RwLock<HashMap<String, Rules>>,
     whoami: Whoami,
@@ -75,7 +75,7 @@ impl Gate {
         answers: Option<mpsc::Sender<Ask>>,
     ) -> Gate {
         Gate {
-            normaliser: RwLock::new(Normaliser::new(config)),
+            normaliser: Normaliser::new(config),
             rules: RwLock::new(Self::rules_of(config)),
             whoami,
             approved: Approved::new(store),
@@ -101,19 +101,13 @@ impl Gate {
     /// applies; the messages stored so far keep their verdicts.
     pub fn set_rules(&self, config: &GatewayConfig) {
         let rules = Self::rules_of(config);
-        *self
-            .normaliser
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Normaliser::new(config);
+        self.normaliser.follow(config);
         *self.rules.write().unwrap_or_else(PoisonError::into_inner) = rules;
     }
 
     /// The verdict on `event` at `now`, and what it asks to be said.
     fn decide(&self, event: &Event, now: Instant) -> Option<(Rule, Option<Ask>)> {
-        let normaliser = self
-            .normaliser
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
+        let normaliser = &self.normaliser;
         let m = normaliser.message(event)?;
         let all = self.rules.read().unwrap_or_else(PoisonError::into_inner);
         let rules = all.get(&event.adapter)?;

@@ -154,11 +154,12 @@ impl Bridge {
             source,
         })?;
         let link = Link::new("hermes-relay", format!("ws://127.0.0.1:{port}/relay"));
+        let normaliser = Normaliser::new(stores.config);
         let relay = relay::Relay {
             id: secret::relay_id(&self.profile),
             secret: secret.into_bytes(),
             label: format!("hermes-svc ({})", self.profile.name().as_str()),
-            normaliser: Normaliser::new(stores.config),
+            normaliser: normaliser.clone(),
             outbox: stores.outbox.clone().ok(),
             appended: stores.spool.subscribe(),
             feed: self.feed(stores)?,
@@ -171,7 +172,7 @@ impl Bridge {
             name: Component::Agent,
             serve: Box::pin(relay::serve(listener, relay, shutdown)),
             health: Box::new(move || FrontendHealth::Agent(link.health())),
-            reload: None,
+            reload: Some(Box::new(move |config| normaliser.follow(config))),
         })
     }
 
@@ -195,12 +196,13 @@ impl Bridge {
             },
         };
         let link = Link::new("openai", spec.url.clone());
+        let normaliser = Normaliser::new(stores.config);
         let bridge = openai::OpenAi {
             spec: spec.clone(),
             turn_timeout,
             key,
             profile: self.profile.name().as_str().to_owned(),
-            normaliser: Normaliser::new(stores.config),
+            normaliser: normaliser.clone(),
             outbox: stores.outbox.clone().ok(),
             appended: stores.spool.subscribe(),
             feed: self.feed(stores)?,
@@ -212,7 +214,7 @@ impl Bridge {
             name: Component::Agent,
             serve: Box::pin(openai::serve(bridge, shutdown)),
             health: Box::new(move || FrontendHealth::Agent(link.health())),
-            reload: None,
+            reload: Some(Box::new(move |config| normaliser.follow(config))),
         })
     }
 }

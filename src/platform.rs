@@ -501,44 +501,59 @@ registry! {
 }
 
 /// Reads the events of one gateway's adapters as messages: which adapter is of which kind.
+/// Clones share one table, which a reload replaces ([`Normaliser::follow`]), so every reader
+/// (the access gate, the agent bridge, the local API) knows an adapter the reload added.
 #[derive(Clone, Debug, Default)]
 pub struct Normaliser {
-    kinds: std::collections::HashMap<String, &'static str>,
+    kinds: std::sync::Arc<std::sync::RwLock<std::collections::HashMap<String, &'static str>>>,
 }
 
 impl Normaliser {
     pub fn new(config: &GatewayConfig) -> Self {
-        Self::of(
-            config
-                .adapters
-                .iter()
-                .map(|a| (a.name.clone(), a.protocol.kind())),
-        )
+        Self::of(kinds_of(config))
     }
 
     /// Adapters by name and kind.
     pub fn of(adapters: impl IntoIterator<Item = (String, &'static str)>) -> Self {
         Self {
-            kinds: adapters.into_iter().collect(),
+            kinds: std::sync::Arc::new(std::sync::RwLock::new(adapters.into_iter().collect())),
         }
+    }
+
+    /// Read `config`'s adapters from now on: what a reload that added or changed one applies.
+    pub fn follow(&self, config: &GatewayConfig) {
+        *self
+            .kinds
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = kinds_of(config).collect();
     }
 
     /// `event` as a message, when its adapter is still configured and the event is one.
     pub fn message(&self, event: &Event) -> Option<Message> {
-        normalise(self.kinds.get(&event.adapter)?, event)
+        normalise(self.kind(&event.adapter)?, event)
     }
 
     /// The kind of adapter `adapter`, when it is configured.
     pub fn kind(&self, adapter: &str) -> Option<&'static str> {
-        self.kinds.get(adapter).copied()
+        self.kinds
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(adapter)
+            .copied()
     }
 
     /// Whether `event` addresses its adapter's bot `bot` ([`Platform::addressed`]).
     pub fn addressed(&self, event: &Event, bot: &BotId) -> bool {
-        self.kinds
-            .get(&event.adapter)
+        self.kind(&event.adapter)
             .is_some_and(|kind| addressed(kind, event, bot))
     }
+}
+
+fn kinds_of(config: &GatewayConfig) -> impl Iterator<Item = (String, &'static str)> + '_ {
+    config
+        .adapters
+        .iter()
+        .map(|a| (a.name.clone(), a.protocol.kind()))
 }
 
 impl Protocol {

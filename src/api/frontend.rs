@@ -40,7 +40,7 @@ impl Frontend for LocalApi {
             Err(why) => Arc::new(NoOutbox::new(why)),
         };
         let normaliser = Normaliser::new(stores.config);
-        let state = ApiState::new(&self.profile, stores.spool, messages, normaliser);
+        let state = ApiState::new(&self.profile, stores.spool, messages, normaliser.clone());
         let connections = state.connections();
         Ok(Some(Started {
             name: Component::Api,
@@ -50,7 +50,7 @@ impl Frontend for LocalApi {
                 })
             }),
             health: Box::new(move || FrontendHealth::Api(connections.health())),
-            reload: None,
+            reload: Some(Box::new(move |config| normaliser.follow(config))),
         }))
     }
 }

@@ -9,10 +9,11 @@
 //! job starts the ticker); adapters added (started, each with its outbox worker and route),
 //! removed (stopped, their heartbeat no longer counted; their spool lines and cursors stay)
 //! and changed (their own table or credential: stopped, then started with the new one, and
-//! its outbox route and media fetcher made anew). An
-//! adapter that did not change keeps its task, its connection and its session. Refused, with
-//! why and that a restart applies it: `[gateway]`, `[cluster]`, `[agent]`, an adapter the
-//! agent bridge would not know, and in a cluster a change of credentials (`diff.rs`); a
+//! its outbox route and media fetcher made anew); every reader of the adapters' events (the
+//! access gate, the agent bridge, the local API) follows the new set through the front ends'
+//! reload hooks. An adapter that did not change keeps its task, its connection and its
+//! session. Refused, with why and that a restart applies it: `[gateway]`, `[cluster]`,
+//! `[agent]`, and in a cluster a change of credentials (`diff.rs`); a
 //! token another gateway holds (the reload is refused, as the start would be: exit 78 there,
 //! a refused reload here, the running adapters untouched, never a half-applied file).
 //!
@@ -198,7 +199,6 @@ impl Reloader {
         let what = refusals(
             &self.config,
             &plan.config,
-            &diff,
             (&identities(&self.adapters), &ids),
             self.parts.in_cluster,
         );

@@ -490,3 +490,36 @@ fn systemctl_reload_restarts_only_the_changed_adapters_on_a_real_user_manager() 
     );
     assert_eq!(crate::unit_props::n_restarts(&props), 0);
 }
+
+/// An adapter a reload adds is known to every reader of the events from its first message: the
+/// local API serves its events with their normalised `message` (and the agent bridge, through
+/// the same shared table, takes them).
+#[test]
+fn an_added_adapters_events_are_read_as_messages_after_the_reload() {
+    let rig = rig("raread", &[0]);
+    let mut gw = rig.gateway("");
+    wait_connected(&rig, &gw, &["dc", "qq", "a0"]);
+    write_config(&rig, &format!("{}{}", config(&rig), adapters(&rig, &[1])));
+    env_file(&rig, &[(0, &token(&rig, 0)), (1, &token(&rig, 1))]);
+    let out = reload(&rig);
+    assert!(out.status.success(), "{}", stderr(&out));
+    wait_connected(&rig, &gw, &["dc", "qq", "a0", "a1"]);
+
+    rig.mock.emit_dispatch(
+        "MESSAGE_CREATE",
+        "raread-1",
+        serde_json::json!({"id": "7001", "channel_id": "2001", "guild_id": "3001",
+               "author": {"id": "4001", "username": "ann"}, "content": "hello a1"}),
+    );
+    let socket = rig.profile_home().join("state/api/agent.sock");
+    let message = wait_for(Duration::from_secs(30), "a1's event in the API", || {
+        let page = crate::api_rig::http(&socket, "GET", "/v1/events?limit=100", None).json();
+        page["events"]
+            .as_array()?
+            .iter()
+            .find(|e| e["adapter"] == "a1")
+            .map(|e| e["message"].clone())
+    });
+    assert_eq!(message["text"], "hello a1", "{message}");
+    sigterm(&mut gw);
+}

@@ -77,7 +77,6 @@ impl Diff {
 pub(in crate::runtime) fn refusals(
     old: &GatewayConfig,
     new: &GatewayConfig,
-    diff: &Diff,
     ids: (&Identities, &Identities),
     cluster: bool,
 ) -> Vec<String> {
@@ -103,31 +102,6 @@ pub(in crate::runtime) fn refusals(
              be restarted apart from it yet"
                 .to_owned(),
         );
-    }
-    if new.agent.is_some() {
-        // The bridges learn the adapters and their kinds at start: a message from one they
-        // do not know would be passed over for good.
-        let kinds_changed = diff.table.iter().filter(|name| {
-            let kind = |c: &GatewayConfig| {
-                c.adapters
-                    .iter()
-                    .find(|a| &a.name == *name)
-                    .map(|a| a.protocol.kind())
-            };
-            kind(old) != kind(new)
-        });
-        let unknown: Vec<&str> = diff
-            .added
-            .iter()
-            .chain(kinds_changed)
-            .map(String::as_str)
-            .collect();
-        if !unknown.is_empty() {
-            what.push(format!(
-                "adapter {} is new to the agent bridge, which learns its adapters at start",
-                unknown.join(", ")
-            ));
-        }
     }
     let (old_ids, new_ids) = ids;
     let same_set = old_ids.len() == new_ids.len()
@@ -213,14 +187,13 @@ mod tests {
     fn gateway_cluster_agent_and_a_clusters_credentials_are_refused_with_why() {
         let (old, old_a) = adapters(&tg("a"));
         let (new, new_a) = adapters(&format!("{}{}", tg("a"), tg("b")));
-        let diff = Diff::of(&old_a, &new_a);
         let (o, n) = (ids(&old_a), ids(&new_a));
-        assert!(refusals(&old, &new, &diff, (&o, &n), false).is_empty());
-        let what = refusals(&old, &new, &diff, (&o, &n), true);
+        assert!(refusals(&old, &new, (&o, &n), false).is_empty());
+        let what = refusals(&old, &new, (&o, &n), true);
         assert_eq!(what.len(), 1, "{what:?}");
         assert!(what[0].contains("in a cluster"), "{what:?}");
         let (max, _) = adapters(&format!("[gateway]\nmax-outage = \"1h\"\n\n{}", tg("a")));
-        let what = refusals(&old, &max, &Diff::default(), (&o, &o), false);
+        let what = refusals(&old, &max, (&o, &o), false);
         assert!(what[0].starts_with("[gateway] changed"), "{what:?}");
     }
 }
