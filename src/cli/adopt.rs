@@ -26,9 +26,11 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
     let home = profile.home();
     let agent_home = crate::agent::hermes::home(&profile);
     let record = Record::new(&profile.agent_dir());
-    let _lock = match args.dry_run {
+    // One adopt (or undo) of a profile at a time: the lock is on the home itself, so a
+    // refused run leaves nothing behind, not even a directory.
+    let _lock = match args.dry_run || !home.is_dir() {
         true => None,
-        false => Some(EditLock::acquire(record.dir(), crate::edit_lock::WAIT).await?),
+        false => Some(EditLock::acquire(&home, crate::edit_lock::WAIT).await?),
     };
     let manifest = record.read()?;
     if args.undo {
@@ -72,6 +74,12 @@ pub(super) async fn run(args: AdoptArgs) -> Result<u8, CliError> {
         .await?;
     service.watch_jobs(args.wait.timeout, None);
     stop_hermes(&service, &record, &mut manifest).await?;
+    if let Some(pid) = crate::agent::hermes::look(&home).and_then(|seen| seen.pid) {
+        return Err(CliError::Usage(format!(
+            "a Hermes gateway (pid {pid}) runs in {} under no unit this manager knows (started by hand, or by launchd's detached fallback); stop it and run adopt again: nothing of it has moved",
+            home.display()
+        )));
+    }
     crate::test_hook::kill_at("adopt", "stopped");
     for line in switch::apply(&home, &agent_home, &planned.switch)? {
         println!("{line}");

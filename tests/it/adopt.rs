@@ -442,3 +442,56 @@ fn doctor_catches_hermes_reinstalling_its_unit_over_ours_after_an_adopt() {
     let errors = h.doctor_errors();
     assert!(errors.is_empty(), "{errors:#?}");
 }
+
+/// A Hermes gateway started by hand in the profile home (no unit): adopt cannot stop it, so it
+/// refuses before anything of Hermes's moves, and goes on once it is stopped.
+#[test]
+fn a_hermes_gateway_run_by_hand_is_refused_until_it_is_stopped() {
+    let h = Install::new("adhand");
+    let out = h.m.systemctl(&["stop", &h.hermes_unit()]);
+    assert!(out.status.success(), "{out:?}");
+    let by_hand =
+        h.m.command(venv().join("bin/python").to_str().unwrap())
+            .args([
+                "-m",
+                "hermes_cli.main",
+                "--profile",
+                &h.profile,
+                "gateway",
+                "run",
+            ])
+            .env("HOME", h.m.home())
+            .env("HERMES_HOME", h.home())
+            .env("PYTHONPATH", lazy_packages())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+    let mut by_hand = Proc(by_hand);
+    let pid = by_hand.id();
+    wait_for(
+        Duration::from_secs(60),
+        "the hand-run Hermes's state",
+        || {
+            let text = fs::read_to_string(h.home().join("gateway_state.json")).ok()?;
+            let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+            (v["pid"] == pid).then_some(())
+        },
+    );
+    let out = h.adopt(&[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(&format!("pid {pid}")),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        h.home().join("memories/MEMORY.md").exists(),
+        "nothing moved"
+    );
+    assert!(!h.home().join("gateway.toml").exists());
+
+    crate::hermes_rig::stop(&mut by_hand);
+    h.adopt_ok(&[]);
+    h.m.wait_active(&unit(&h.profile));
+}
