@@ -125,7 +125,8 @@ fn no_profile(s: &Snapshot) -> Vec<Finding> {
         .collect()
 }
 
-/// HSV033: a unit under our name whose file hermes-svc did not write, running a gateway. A
+/// HSV033: a unit under our name whose file hermes-svc did not write, running Hermes's own
+/// gateway. A
 /// named profile's Hermes unit has our unit's very name and path, so `hermes gateway
 /// install`, `start` or `restart`, run after a switch to hermes-svc, write Hermes's unit over
 /// ours, and its gateway polls with the profile's tokens in the gateway's home
@@ -144,7 +145,7 @@ pub(super) const NOT_OURS_AT_OUR_NAME: Check = Check {
 fn not_ours_at_our_name(s: &Snapshot) -> Vec<Finding> {
     s.units
         .iter()
-        .filter(|u| is_ours(u) && u.served().is_some())
+        .filter(|u| is_ours(u) && u.served().is_some() && runs_hermes_own_gateway(u))
         .filter(|u| {
             u.file_text
                 .as_deref()
@@ -156,11 +157,23 @@ fn not_ours_at_our_name(s: &Snapshot) -> Vec<Finding> {
                 NOT_OURS_AT_OUR_NAME.id,
                 Severity::Error,
                 u,
-                format!("{} has hermes-svc's name but another program wrote its file (Hermes's `hermes gateway install`, `start` and `restart` write a named profile's unit under this very name), so the gateway it runs is not hermes-svc's and polls with the profile's tokens.", u.name),
+                format!("{} has hermes-svc's name but runs Hermes's own gateway from a file Hermes wrote (`hermes gateway install`, `start` and `restart` write a named profile's unit under this very name), so it polls with the profile's tokens in the gateway's home.", u.name),
                 format!("hermes-svc install {} --migrate", install_args(u, &profile)),
             )
         })
         .collect()
+}
+
+/// Whether `u` runs Hermes's own gateway: its installer's `python -m hermes_cli.main ...
+/// gateway run`, or the `hermes` program itself.
+fn runs_hermes_own_gateway(u: &UnitSnap) -> bool {
+    u.props.exec_argv().iter().any(|argv| {
+        argv.iter().any(|w| w == "hermes_cli.main")
+            || argv
+                .first()
+                .and_then(|a| std::path::Path::new(a).file_name())
+                .is_some_and(|n| n == "hermes")
+    })
 }
 
 /// A unit that is not ours is migrated; ours is install's to rewrite.
