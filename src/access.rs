@@ -241,7 +241,7 @@ impl Access {
 
 impl Frontend for Access {
     fn start(
-        self: Box<Self>,
+        &self,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Started>, FrontendError> {

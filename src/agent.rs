@@ -27,7 +27,7 @@ use crate::config::{self, AgentSpec};
 use crate::gateway::spool::Event;
 use crate::gateway::state_file::FrontendHealth;
 use crate::logging::Component;
-use crate::platform::{Message, Normaliser};
+use crate::platform::{GatewayConfig, Message, Normaliser};
 use crate::profile::Profile;
 use crate::runtime::{Frontend, FrontendError, Started, Stores};
 
@@ -109,7 +109,7 @@ pub enum BridgeError {
 
 impl Frontend for Bridge {
     fn start(
-        self: Box<Self>,
+        &self,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Started>, FrontendError> {
@@ -130,9 +130,67 @@ impl Frontend for Bridge {
         // Each is a setting or a file a person must fix: a restart would meet it again.
         started.map(Some).map_err(|e| FrontendError::new(e, true))
     }
+
+    /// A changed `[agent]` starts the link again; the adapters are not touched. (A reload
+    /// cannot add or remove the section: the run's media store and its answers to strangers
+    /// are set up by whether it has an agent.)
+    fn restarts_on(&self, old: &GatewayConfig, new: &GatewayConfig) -> bool {
+        old.agent != new.agent
+    }
+
+    fn check(&self, old: &GatewayConfig, new: Stores<'_>) -> Result<(), FrontendError> {
+        let Some(agent) = &new.config.agent else {
+            return Ok(());
+        };
+        let old_port = match old.agent.as_ref().map(|a| &a.bridge) {
+            Some(config::Bridge::HermesRelay { port }) => Some(*port),
+            _ => None,
+        };
+        let checked = match &agent.bridge {
+            config::Bridge::HermesRelay { port } => {
+                secret::load_or_create(&self.profile.agent_dir())
+                    .map_err(BridgeError::from)
+                    .and_then(|_| match old_port == Some(*port) {
+                        // The running link holds its own port until it stops.
+                        true => Ok(()),
+                        false => relay::bind(*port)
+                            .map(drop)
+                            .map_err(|source| self.bind_error(*port, source)),
+                    })
+            }
+            config::Bridge::OpenAi(spec) => self.key(spec, new.env).map(drop),
+        };
+        checked.map_err(|e| FrontendError::new(e, true))
+    }
 }
 
 impl Bridge {
+    fn bind_error(&self, port: u16, source: std::io::Error) -> BridgeError {
+        BridgeError::Bind {
+            port,
+            config: self.profile.config_file(),
+            source,
+        }
+    }
+
+    /// The endpoint's key, from the variable `key-env` names, when it names one.
+    fn key(
+        &self,
+        spec: &config::OpenAiSpec,
+        vars: &crate::runtime::Env<'_>,
+    ) -> Result<Option<config::Secret>, BridgeError> {
+        let Some(env) = &spec.key_env else {
+            return Ok(None);
+        };
+        match vars(env) {
+            Some(v) if !v.is_empty() => Ok(Some(config::Secret::new(v))),
+            _ => Err(BridgeError::NoKey {
+                env: env.clone(),
+                env_file: self.profile.env_file(),
+            }),
+        }
+    }
+
     fn feed(&self, stores: &Stores<'_>) -> Result<feed::Feed, BridgeError> {
         Ok(feed::Feed::open(
             stores.spool.dir(),
@@ -148,11 +206,7 @@ impl Bridge {
         shutdown: watch::Receiver<bool>,
     ) -> Result<Started, BridgeError> {
         let secret = secret::load_or_create(&self.profile.agent_dir())?;
-        let listener = relay::bind(port).map_err(|source| BridgeError::Bind {
-            port,
-            config: self.profile.config_file(),
-            source,
-        })?;
+        let listener = relay::bind(port).map_err(|source| self.bind_error(port, source))?;
         let link = Link::new("hermes-relay", format!("ws://127.0.0.1:{port}/relay"));
         let normaliser = Normaliser::new(stores.config);
         let relay = relay::Relay {
@@ -183,18 +237,7 @@ impl Bridge {
         stores: &Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Started, BridgeError> {
-        let key = match &spec.key_env {
-            None => None,
-            Some(env) => match std::env::var(env) {
-                Ok(v) if !v.is_empty() => Some(config::Secret::new(v)),
-                _ => {
-                    return Err(BridgeError::NoKey {
-                        env: env.clone(),
-                        env_file: self.profile.env_file(),
-                    })
-                }
-            },
-        };
+        let key = self.key(spec, stores.env)?;
         let link = Link::new("openai", spec.url.clone());
         let normaliser = Normaliser::new(stores.config);
         let bridge = openai::OpenAi {

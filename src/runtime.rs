@@ -19,6 +19,7 @@
 mod component;
 mod components;
 mod frontend;
+mod frontends;
 mod media;
 mod outbound;
 mod ownership;
@@ -47,7 +48,9 @@ use crate::platform::{AdapterSpec, GatewayConfig};
 use crate::profile::Profile;
 use crate::service::manager::{Manager, UnknownManager};
 use components::Components;
-pub(crate) use frontend::{Frontend, FrontendError, Started, Stores};
+use frontend::StoreParts;
+pub(crate) use frontend::{Env, Frontend, FrontendError, Started, Stores};
+use frontends::Frontends;
 use ownership::{ClusterOwnership, LocalOwnership, Ownership};
 use reload::Reloader;
 use supervision::{Stop, Supervision, Tick};
@@ -229,9 +232,8 @@ async fn serve(
     // The front end, then the components.
     let mut components = Components::new();
     let media = media::open(profile, &plan.config, &plan.adapters, &shared);
-    let stores = Stores {
-        config: &plan.config,
-        spool: &spool,
+    let stores = StoreParts {
+        spool: spool.clone(),
         outbox: outbound.for_frontend(),
         whoami: shared.whoami.clone(),
         media: media
@@ -239,21 +241,23 @@ async fn serve(
             .map(|(inbound, _)| inbound.clone())
             .map_err(Clone::clone),
     };
+    let frontends = Frontends::start(frontends, stores, &plan.config, &mut components)?;
+    let frontend_health = frontends.healths();
     let parts = reload::Parts {
         spool: spool.clone(),
         shared: shared.clone(),
         outbox: outbound.outbox().cloned(),
         in_cluster: plan.config.cluster.is_some(),
         media: media.ok(),
+        frontends,
     };
     let mut reloader = Reloader::new(profile, &plan, parts);
-    let frontend_health = start_frontends(frontends, stores, &mut components, &mut reloader)?;
     let mut tick = Tick {
         name: profile.name().to_string(),
         state_path: profile.state_file(),
         outbound: &outbound,
         cron: plan.config.cron.clone(),
-        frontend_health: &frontend_health,
+        frontend_health,
         written: None,
         reload: None,
     };
@@ -440,26 +444,6 @@ impl Plan {
             .min(MAX_TICK)
             .max(Duration::from_millis(100))
     }
-}
-
-/// Start each front end on the stores, served as a component; each one's health, for the
-/// state file. What a front end takes from a reload goes to `reloader`.
-fn start_frontends(
-    frontends: Vec<Box<dyn Frontend>>,
-    stores: Stores<'_>,
-    components: &mut Components,
-    reloader: &mut Reloader,
-) -> Result<Vec<supervision::FrontendHealthFn>, GatewayError> {
-    let mut health = vec![];
-    for frontend in frontends {
-        let started = frontend.start(stores.clone(), components.shutdown())?;
-        if let Some(started) = started {
-            components.start_frontend(started.name, started.serve);
-            health.push(started.health);
-            reloader.hooks.extend(started.reload);
-        }
-    }
-    Ok(health)
 }
 
 fn open_spool(profile: &Profile) -> Result<Spool, GatewayError> {

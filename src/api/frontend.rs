@@ -27,7 +27,7 @@ impl LocalApi {
 
 impl Frontend for LocalApi {
     fn start(
-        self: Box<Self>,
+        &self,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Started>, FrontendError> {

@@ -281,7 +281,10 @@ impl StateFile {
         t
     }
 
-    pub(crate) fn with_frontends(mut self, health: impl Iterator<Item = FrontendHealth>) -> Self {
+    pub(crate) fn with_frontends(
+        mut self,
+        health: impl IntoIterator<Item = FrontendHealth>,
+    ) -> Self {
         for h in health {
             match h {
                 FrontendHealth::Api(api) => self.api = Some(api),

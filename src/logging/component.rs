@@ -10,7 +10,7 @@
 use tracing::Span;
 
 /// The gateway's parts, as the journal names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Component {
     /// The run loop: start, READY=1, the drain.
     Runtime,

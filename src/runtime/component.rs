@@ -38,7 +38,7 @@ where
                 hb.error(format!("panicked: {what}"));
             }
             tracing::error!(component = %name, panic = %what, "component panicked");
-            (name, AdapterExit::Crashed(what))
+            (name, AdapterExit::Crashed(format!("panicked: {what}")))
         }
     }
 }
@@ -76,7 +76,7 @@ mod tests {
         .await;
         assert_eq!(name, "tg");
         assert!(
-            matches!(&exit, AdapterExit::Crashed(m) if m == "no retry_after"),
+            matches!(&exit, AdapterExit::Crashed(m) if m == "panicked: no retry_after"),
             "{exit:?}"
         );
         let c = &registry.snapshot().components[0];

@@ -41,15 +41,24 @@ pub(super) fn ticker_jobs(jobs: &[CronSpec]) -> Vec<cron::CronSpec> {
 /// A component's task ended: its name and how, or why the task itself ended.
 pub(super) type Ended = Result<(String, AdapterExit), JoinError>;
 
+/// Whose stop a task listens to: the run's, or one a reload can give alone (an adapter's,
+/// which its outbox worker shares, or a front end's), so that it stops one and leaves the rest.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum Owner {
+    Run,
+    Adapter(String),
+    Frontend(Component),
+}
+
 pub(super) struct Components {
     pub(super) registry: Registry,
     tasks: JoinSet<(String, AdapterExit)>,
-    /// Each component's task, by name, so that a stale one can be given up at once on stop.
-    handles: Vec<(String, AbortHandle)>,
+    /// Each component's task, by name and owner, so that a stale one can be given up at once
+    /// on stop, and a reload's stop finds its tasks.
+    handles: Vec<(String, Owner, AbortHandle)>,
     shutdown: watch::Sender<bool>,
-    /// Each adapter's own stop, which its outbox worker shares: a reload stops one adapter
-    /// and leaves the rest running.
-    adapters: HashMap<String, watch::Sender<bool>>,
+    /// The stops a reload can give alone.
+    stops: HashMap<Owner, watch::Sender<bool>>,
     /// Tasks a reload stopped: how they end is no news to the run loop.
     retired: HashSet<Id>,
 }
@@ -78,7 +87,7 @@ impl Components {
             tasks: JoinSet::new(),
             handles: vec![],
             shutdown: watch::Sender::new(false),
-            adapters: HashMap::new(),
+            stops: HashMap::new(),
             retired: HashSet::new(),
         }
     }
@@ -88,29 +97,50 @@ impl Components {
         self.shutdown.subscribe()
     }
 
-    fn spawn<F>(&mut self, name: String, heartbeat: Option<Heartbeat>, span: Component, work: F)
-    where
+    /// A stop of its own for a front end about to start: it stops with the run, or alone when
+    /// [`Components::stop_frontend`] is given its name.
+    pub(super) fn new_stop(&self) -> watch::Sender<bool> {
+        watch::Sender::new(*self.shutdown.borrow())
+    }
+
+    fn spawn<F>(
+        &mut self,
+        name: String,
+        owner: Owner,
+        hb: Option<Heartbeat>,
+        span: Component,
+        work: F,
+    ) where
         F: std::future::Future<Output = AdapterExit> + Send + 'static,
     {
         let handle = self
             .tasks
-            .spawn(component::supervised(name.clone(), heartbeat, work).instrument(span.span()));
-        self.handles.push((name, handle));
+            .spawn(component::supervised(name.clone(), hb, work).instrument(span.span()));
+        self.handles.push((name, owner, handle));
     }
 
-    /// Serve the started front end under the name `api`. A server that fails is a restart.
+    /// Serve a started front end under its own name, stopped by `stop` (from
+    /// [`Components::new_stop`]). A server that fails is a restart.
     pub(super) fn start_frontend(
         &mut self,
         name: Component,
         serve: BoxFuture<'static, Result<(), String>>,
+        stop: watch::Sender<bool>,
     ) {
         let work = async move {
             match serve.await {
                 Ok(()) => AdapterExit::Shutdown,
-                Err(why) => AdapterExit::Crashed(why),
+                Err(why) => AdapterExit::Crashed(format!("failed: {why}")),
             }
         };
-        self.spawn(name.as_str().to_owned(), None, name, work);
+        self.stops.insert(Owner::Frontend(name), stop);
+        self.spawn(
+            name.as_str().to_owned(),
+            Owner::Frontend(name),
+            None,
+            name,
+            work,
+        );
     }
 
     /// The cron ticker, when there are jobs; what hands it a reload's new job list.
@@ -136,7 +166,7 @@ impl Components {
                 AdapterExit::Shutdown
             }
         };
-        self.spawn(name, Some(hb), Component::Cron, work);
+        self.spawn(name, Owner::Run, Some(hb), Component::Cron, work);
         Some(reload)
     }
 
@@ -176,9 +206,10 @@ impl Components {
             shutdown: stop.subscribe(),
         };
         let name = spec.name.clone();
-        self.adapters.insert(name.clone(), stop);
+        self.stops.insert(Owner::Adapter(name.clone()), stop);
         self.spawn(
-            name,
+            name.clone(),
+            Owner::Adapter(name),
             Some(hb),
             Component::Adapter,
             crate::platform::receive(spec, secret, deps),
@@ -195,7 +226,8 @@ impl Components {
         sender: Sender,
     ) {
         let name = format!("outbox:{adapter}");
-        let rx = match self.adapters.get(&adapter) {
+        let owner = Owner::Adapter(adapter.clone());
+        let rx = match self.stops.get(&owner) {
             Some(stop) => stop.subscribe(),
             None => self.shutdown(),
         };
@@ -205,22 +237,30 @@ impl Components {
             sender.deliver(adapter, outbox, connected, rx).await;
             AdapterExit::Shutdown
         };
-        self.spawn(name, None, Component::Outbox, work);
+        self.spawn(name, owner, None, Component::Outbox, work);
     }
 
     /// Stop adapter `name` and its worker, take its heartbeat out of the registry, and
     /// forget its tasks; what to wait on for them to end.
     pub(super) fn stop_adapter(&mut self, name: &str) -> Retired {
-        if let Some(stop) = self.adapters.remove(name) {
+        self.registry.remove(name);
+        self.retire(&Owner::Adapter(name.to_owned()))
+    }
+
+    /// Stop front end `name` and forget its task; what to wait on for it to end.
+    pub(super) fn stop_frontend(&mut self, name: Component) -> Retired {
+        self.retire(&Owner::Frontend(name))
+    }
+
+    fn retire(&mut self, owner: &Owner) -> Retired {
+        if let Some(stop) = self.stops.remove(owner) {
             let _ = stop.send(true);
         }
-        self.registry.remove(name);
-        let worker = format!("outbox:{name}");
         let (gone, kept): (Vec<_>, Vec<_>) = std::mem::take(&mut self.handles)
             .into_iter()
-            .partition(|(n, _)| n == name || *n == worker);
+            .partition(|(_, o, _)| o == owner);
         self.handles = kept;
-        let handles: Vec<AbortHandle> = gone.into_iter().map(|(_, h)| h).collect();
+        let handles: Vec<AbortHandle> = gone.into_iter().map(|(_, _, h)| h).collect();
         self.retired.extend(handles.iter().map(AbortHandle::id));
         Retired(handles)
     }
@@ -246,10 +286,10 @@ impl Components {
         self.tasks.abort_all();
     }
 
-    /// Tell every component to stop, the adapters by their own stops too.
+    /// Tell every component to stop, those with stops of their own by them too.
     fn stop_all(&self) {
         let _ = self.shutdown.send(true);
-        for stop in self.adapters.values() {
+        for stop in self.stops.values() {
             let _ = stop.send(true);
         }
     }
@@ -262,7 +302,11 @@ impl Components {
         // either: waiting for it would only hold up the restart a person or systemd asked for.
         let snapshot = self.registry.snapshot();
         for c in snapshot.stale() {
-            if let Some((_, handle)) = self.handles.iter().find(|(n, _)| *n == c.name) {
+            if let Some((_, _, handle)) = self
+                .handles
+                .iter()
+                .find(|(n, o, _)| *n == c.name && !matches!(o, Owner::Frontend(_)))
+            {
                 tracing::warn!(stale = %c.name, state = %c.state, "stale: not waiting for it to drain");
                 handle.abort();
             }

@@ -21,11 +21,40 @@ use crate::logging::Component;
 use crate::media::fetch::Inbound;
 use crate::platform::GatewayConfig;
 
+/// A variable's value, as the configuration was read with it.
+pub(crate) type Env<'a> = dyn Fn(&str) -> Option<String> + 'a;
+
+/// The run's stores, kept so that a front end a reload starts again reads the same ones.
+#[derive(Clone)]
+pub(super) struct StoreParts {
+    pub(super) spool: Arc<Spool>,
+    pub(super) outbox: Result<Arc<Outbox>, String>,
+    pub(super) whoami: Whoami,
+    pub(super) media: Result<Arc<Inbound>, String>,
+}
+
+impl StoreParts {
+    /// The stores, with `config` as the configuration a front end starts on, read with the
+    /// variables `env` gives.
+    pub(super) fn on<'a>(&'a self, config: &'a GatewayConfig, env: &'a Env<'a>) -> Stores<'a> {
+        Stores {
+            config,
+            env,
+            spool: &self.spool,
+            outbox: self.outbox.clone(),
+            whoami: self.whoami.clone(),
+            media: self.media.clone(),
+        }
+    }
+}
+
 /// What a front end reads: the run's stores.
 #[derive(Clone)]
 pub(crate) struct Stores<'a> {
-    /// The configuration the run was started with: its adapters, their platforms.
+    /// The configuration the run was started with (or reloaded): its adapters, their platforms.
     pub(crate) config: &'a GatewayConfig,
+    /// The variables it was read with: the process's at the start, `.env` as a reload read it.
+    pub(crate) env: &'a Env<'a>,
     pub(crate) spool: &'a Spool,
     /// The outbox, or why this run has none (its journal could not be opened).
     pub(crate) outbox: Result<Arc<Outbox>, String>,
@@ -35,16 +64,29 @@ pub(crate) struct Stores<'a> {
     pub(crate) media: Result<Arc<Inbound>, String>,
 }
 
-/// A front end that can be started on the run's stores.
+/// A front end that can be started on the run's stores, and started again by a reload.
 pub(crate) trait Frontend: Send {
     /// Get ready to serve (bind a socket, say), so that a path that cannot be used is a
     /// start-up error naming it; then what serves until `shutdown` turns true. `None`: the
     /// configuration asks for nothing to serve.
     fn start(
-        self: Box<Self>,
+        &self,
         stores: Stores<'_>,
         shutdown: watch::Receiver<bool>,
     ) -> Result<Option<Started>, FrontendError>;
+
+    /// Whether a reload from `old` to `new` changes what it was started from, so that the run
+    /// stops it and starts it again on `new` (its reload hook is for what it takes in place).
+    fn restarts_on(&self, _old: &GatewayConfig, _new: &GatewayConfig) -> bool {
+        false
+    }
+
+    /// What in `new` would stop it from starting again in place of the one started on `old`,
+    /// found before a reload touches anything, so that such a reload is refused and the
+    /// running one stays. Only asked when [`Frontend::restarts_on`] says it will be.
+    fn check(&self, _old: &GatewayConfig, _new: Stores<'_>) -> Result<(), FrontendError> {
+        Ok(())
+    }
 }
 
 /// A started front end.

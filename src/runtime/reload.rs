@@ -11,9 +11,11 @@
 //! and changed (their own table or credential: stopped, then started with the new one, and
 //! its outbox route and media fetcher made anew); every reader of the adapters' events (the
 //! access gate, the agent bridge, the local API) follows the new set through the front ends'
-//! reload hooks. An adapter that did not change keeps its task, its connection and its
-//! session. Refused, with why and that a restart applies it: `[gateway]`, `[cluster]`,
-//! `[agent]`, and in a cluster a change of credentials (`diff.rs`); a
+//! reload hooks; a front end started from what changed (the agent link, from `[agent]`) is
+//! checked first and then started again (`frontends.rs`). An adapter that did not change keeps
+//! its task, its connection and its session. Refused, with why and that a restart applies it:
+//! `[gateway]`, `[cluster]`, `[agent]` added or removed, and in a cluster a change of
+//! credentials (`diff.rs`); a
 //! token another gateway holds (the reload is refused, as the start would be: exit 78 there,
 //! a refused reload here, the running adapters untouched, never a half-applied file).
 //!
@@ -32,7 +34,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::components::{ticker_jobs, Components};
-use super::frontend::ReloadHook;
+use super::frontends::Frontends;
 use super::ownership::Ownership;
 use super::{reason, GatewayError, Plan};
 use crate::config::{ConfigError, Secret};
@@ -63,6 +65,9 @@ pub(super) enum Refusal {
     },
     #[error("{what}; a restart applies it (hermes-svc restart --profile {profile})")]
     NeedsRestart { what: String, profile: String },
+    /// A front end the new configuration starts again could not start on it.
+    #[error("{0}")]
+    Frontend(String),
     /// A new credential's token lock: another gateway holds it.
     #[error("{}", reason(.0))]
     Credential(Box<GatewayError>),
@@ -76,6 +81,8 @@ pub(super) struct Parts {
     pub(super) in_cluster: bool,
     /// The media store's fetchers and the client they download with, in a run with an agent.
     pub(super) media: Option<(Arc<Inbound>, reqwest::Client)>,
+    /// The front ends: each takes a new configuration through its hook or is started again.
+    pub(super) frontends: Frontends,
 }
 
 /// The running configuration and what takes a new one.
@@ -85,8 +92,6 @@ pub(super) struct Reloader {
     adapters: Vec<(AdapterSpec, Vec<Secret>)>,
     env: EnvFile,
     parts: Parts,
-    /// The front ends' parts of a reload (the access rules').
-    pub(super) hooks: Vec<ReloadHook>,
     /// The cron ticker's job list, once the run has a ticker.
     cron: Option<watch::Sender<Vec<cron::CronSpec>>>,
     /// Where jobs run, once the run is active (a standby runs nothing).
@@ -109,7 +114,6 @@ impl Reloader {
             adapters: plan.adapters.clone(),
             env: EnvFile::at_start(profile.env_file()),
             parts,
-            hooks: vec![],
             cron: None,
             cron_ctx: None,
             generation: 0,
@@ -202,14 +206,17 @@ impl Reloader {
             (&identities(&self.adapters), &ids),
             self.parts.in_cluster,
         );
-        if what.is_empty() {
-            Ok(Checked { plan, diff, ids })
-        } else {
-            Err(Refusal::NeedsRestart {
+        if !what.is_empty() {
+            return Err(Refusal::NeedsRestart {
                 what: what.join("; "),
                 profile: self.profile.name().to_string(),
-            })
+            });
         }
+        self.parts
+            .frontends
+            .check(&self.config, &plan.config, &self.env.now())
+            .map_err(Refusal::Frontend)?;
+        Ok(Checked { plan, diff, ids })
     }
 
     /// Hand the checked configuration to what takes it; what changed, in words.
@@ -219,11 +226,16 @@ impl Reloader {
         if !same_access(&self.config, &plan.config) {
             applied.push("access rules applied".to_owned());
         }
-        for hook in &self.hooks {
-            hook(&plan.config);
-        }
+        // The adapters first: a front end started again then reads the new set.
         self.apply_adapters(&plan.adapters, &diff, components).await;
         applied.extend(diff.describe());
+        let env = self.env.now();
+        let frontends = &mut self.parts.frontends;
+        applied.extend(
+            frontends
+                .reload(&self.config, &plan.config, &env, components)
+                .await,
+        );
         if self.config.cron != plan.config.cron {
             match (&self.cron, &self.cron_ctx) {
                 (Some(ticker), _) => {

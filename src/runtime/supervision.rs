@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::components::{Components, Ended};
+use super::frontends::Healths;
 use super::outbound::{self, Outbound};
 use super::ownership::{self, Ownership};
 use super::reload::{self, Reloader};
@@ -21,7 +22,7 @@ use crate::gateway::flock::Holder;
 use crate::gateway::grid::Grid;
 use crate::gateway::health::{Snapshot, State};
 use crate::gateway::notify::{self, Notifier};
-use crate::gateway::state_file::{ClusterHealth, FrontendHealth, ReloadRecord, StateFile};
+use crate::gateway::state_file::{ClusterHealth, ReloadRecord, StateFile};
 use crate::logging::Component;
 use crate::platform::CronSpec;
 
@@ -50,9 +51,6 @@ pub(super) enum Stop {
     Fenced(String),
 }
 
-/// A front end's health, read on every tick.
-pub(super) type FrontendHealthFn = Box<dyn Fn() -> FrontendHealth + Send>;
-
 /// What each tick writes into the state file.
 pub(super) struct Tick<'a> {
     pub(super) name: String,
@@ -60,7 +58,7 @@ pub(super) struct Tick<'a> {
     pub(super) outbound: &'a Outbound,
     /// The cron jobs, for their deliveries: a reload may change them.
     pub(super) cron: Vec<CronSpec>,
-    pub(super) frontend_health: &'a [FrontendHealthFn],
+    pub(super) frontend_health: Healths,
     /// What the file says now, and when it was written.
     pub(super) written: Option<(StateFile, Instant)>,
     /// The run's last reload, if it had one.
@@ -80,7 +78,7 @@ impl Tick<'_> {
         let state = StateFile::from_snapshot(snapshot, &self.name, stale_after)
             .with_outbox(self.outbound.stats())
             .with_deliveries(outbound::cron_deliveries(self.outbound, &self.cron))
-            .with_frontends(self.frontend_health.iter().map(|health| health()))
+            .with_frontends(self.frontend_health.read())
             .with_cluster(cluster)
             .with_reload(self.reload.clone());
         let now = Instant::now();
@@ -279,9 +277,9 @@ impl Supervision {
                     Some(Stop::Fatal { adapter, reason })
                 }
                 Event::Exited(Ok((_, AdapterExit::Shutdown))) => None,
-                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => Some(Stop::Restart(
-                    format!("component {component} panicked: {what}"),
-                )),
+                Event::Exited(Ok((component, AdapterExit::Crashed(what)))) => {
+                    Some(Stop::Restart(format!("component {component} {what}")))
+                }
                 // Only an abort, which the run does only once it is stopping, ends a task
                 // this way: a panic was caught by `component::supervised`.
                 Event::Exited(Err(e)) => Some(Stop::Restart(format!("a component ended: {e}"))),

@@ -72,6 +72,7 @@ mod property_toml;
 mod relay;
 mod reload;
 mod reload_adapters;
+mod reload_agent;
 mod sandbox;
 mod slack;
 mod slack_media;

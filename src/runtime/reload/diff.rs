@@ -96,12 +96,18 @@ pub(in crate::runtime) fn refusals(
                 .to_owned(),
         );
     }
-    if old.agent != new.agent {
-        what.push(
-            "[agent] changed: the agent link is started once with the run's stores and cannot \
-             be restarted apart from it yet"
-                .to_owned(),
-        );
+    // A changed [agent] starts the link again (`agent.rs`); one added or removed would change
+    // what the run set up around it: the media store, and answers to strangers.
+    if old.agent.is_some() != new.agent.is_some() {
+        let how = if new.agent.is_some() {
+            "added"
+        } else {
+            "removed"
+        };
+        what.push(format!(
+            "[agent] {how}: the run's media store and its answers to strangers are set up by \
+             whether it has an agent"
+        ));
     }
     let (old_ids, new_ids) = ids;
     let same_set = old_ids.len() == new_ids.len()
@@ -195,5 +201,16 @@ mod tests {
         let (max, _) = adapters(&format!("[gateway]\nmax-outage = \"1h\"\n\n{}", tg("a")));
         let what = refusals(&old, &max, (&o, &o), false);
         assert!(what[0].starts_with("[gateway] changed"), "{what:?}");
+        let relay = |port: u16| format!("[agent]\nkind = \"hermes-relay\"\nport = {port}\n\n");
+        let (agent, _) = adapters(&format!("{}{}", relay(9120), tg("a")));
+        let (moved, _) = adapters(&format!("{}{}", relay(9121), tg("a")));
+        assert!(
+            refusals(&agent, &moved, (&o, &o), false).is_empty(),
+            "a changed [agent] applies"
+        );
+        let what = refusals(&old, &agent, (&o, &o), false);
+        assert!(what[0].starts_with("[agent] added"), "{what:?}");
+        let what = refusals(&agent, &old, (&o, &o), false);
+        assert!(what[0].starts_with("[agent] removed"), "{what:?}");
     }
 }
