@@ -215,19 +215,8 @@ async fn serve(
     let _pid_file = write_pid_file(profile, me)?;
     note_membership(profile, plan.config.cluster.as_ref());
 
-    // The stores.
-    let spool = Arc::new(open_spool(profile)?);
+    let (spool, shared, outbound) = open_stores(profile, &plan, ownership)?;
     let syncer = spool.spawn_syncer(Duration::from_millis(100));
-    let mut shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
-        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
-    shared.fence = ownership.fence();
-    let outbound = outbound::open(profile, &plan.adapters, &shared);
-    if let Some(outbox) = outbound.outbox() {
-        outbox.set_fence(ownership.fence());
-        if plan.config.cluster.is_some() {
-            outbox.join_cluster();
-        }
-    }
 
     // The front end, then the components.
     let mut components = Components::new();
@@ -305,7 +294,50 @@ async fn serve(
         }
     };
 
-    let why = match &stop {
+    wind_down(&stop, &supervision, &mut components, ownership).await;
+    syncer.abort();
+    if let Err(e) = spool.sync().await {
+        tracing::warn!(error = %e, "failed to sync the spool");
+    }
+    match stop {
+        Stop::Signal(signal) => Ok(Requested(signal)),
+        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
+        Stop::Restart(r) => Err(GatewayError::Restart(r)),
+        // Campaign again, as a new run: under a manager, its restart.
+        Stop::Fenced(r) => Err(GatewayError::Restart(format!("fenced: {r}"))),
+    }
+}
+
+/// The stores: the spool, what the adapters share (its HTTP client, the fence), and the
+/// outbox, each fenced by `ownership`.
+fn open_stores(
+    profile: &Profile,
+    plan: &Plan,
+    ownership: &dyn Ownership,
+) -> Result<(Arc<Spool>, adapter::Shared, outbound::Outbound), GatewayError> {
+    let spool = Arc::new(open_spool(profile)?);
+    let mut shared = adapter::Shared::new(adapter::proxy::ProxyEnv::from_env())
+        .map_err(|e| io("build the HTTP client")(std::io::Error::other(e)))?;
+    shared.fence = ownership.fence();
+    let outbound = outbound::open(profile, &plan.adapters, &shared);
+    if let Some(outbox) = outbound.outbox() {
+        outbox.set_fence(ownership.fence());
+        if plan.config.cluster.is_some() {
+            outbox.join_cluster();
+        }
+    }
+    Ok((spool, shared, outbound))
+}
+
+/// Say why the run stops (the log, `STOPPING=1`), then end its components: drained, and the
+/// ownership released after; or, fenced, aborted at once.
+async fn wind_down(
+    stop: &Stop,
+    supervision: &Supervision,
+    components: &mut Components,
+    ownership: &mut dyn Ownership,
+) {
+    let why = match stop {
         Stop::Signal(s) => format!("stopping on {s}"),
         Stop::Fatal { adapter, reason } => format!("stopping: adapter {adapter}: {reason}"),
         Stop::Restart(r) => format!("restarting: {r}"),
@@ -313,7 +345,7 @@ async fn serve(
     };
     // A stop nobody asked for is an error worth finding in the log (launchd's
     // `gateway.err.log`), the self-watchdog's reason above all.
-    match &stop {
+    match stop {
         Stop::Signal(_) => tracing::info!(reason = %why, "draining"),
         Stop::Fatal { .. } | Stop::Restart(_) => tracing::error!(reason = %why, "draining"),
         Stop::Fenced(_) => tracing::error!(reason = %why, "closing every platform connection"),
@@ -329,17 +361,6 @@ async fn serve(
             .await;
         // Only once nothing here acts any more: a standby may take over at once.
         ownership.release().await;
-    }
-    syncer.abort();
-    if let Err(e) = spool.sync().await {
-        tracing::warn!(error = %e, "failed to sync the spool");
-    }
-    match stop {
-        Stop::Signal(signal) => Ok(Requested(signal)),
-        Stop::Fatal { adapter, reason } => Err(GatewayError::AdapterFatal { adapter, reason }),
-        Stop::Restart(r) => Err(GatewayError::Restart(r)),
-        // Campaign again, as a new run: under a manager, its restart.
-        Stop::Fenced(r) => Err(GatewayError::Restart(format!("fenced: {r}"))),
     }
 }
 
