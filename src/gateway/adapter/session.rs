@@ -16,7 +16,6 @@
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
-use serde_json::Value;
 use tokio::sync::watch;
 use tokio::time::{sleep_until, timeout, Instant};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
@@ -25,7 +24,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::answer_batch::Outstanding;
 use super::connect::{self, Socket};
-use super::dialect::{self, Dialect, Gateway, GatewayFrame, Handshake};
+use super::dialect::{self, Dialect, Gateway, Handshake};
 use super::identify_queue::IdentifyQueue;
 use super::inbox::{Inbox, ResumeState};
 use super::liveness::{self, Action, Liveness, Zombie};
@@ -40,6 +39,8 @@ use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::platform_number::{self, HEARTBEAT_INTERVAL};
 use crate::gateway::spool::{Event, Spool};
 use crate::test_hook;
+
+mod read;
 
 pub(crate) struct Session<'a> {
     pub(crate) adapter: &'a str,
@@ -539,80 +540,6 @@ impl Live<'_> {
                 test_hook::hang_if_wedged(self.s.adapter).await;
                 Step::Continue
             }
-        }
-    }
-
-    /// What a frame calls for, with the liveness tracker and the inbox told at once.
-    fn read(&mut self, msg: Message, now: Instant) -> Effect {
-        match msg {
-            Message::Pong(_) => {
-                self.live.on_pong(now);
-                Effect::Continue
-            }
-            Message::Ping(_) | Message::Binary(_) | Message::Frame(_) => {
-                self.live.on_inbound(now);
-                Effect::Continue
-            }
-            Message::Close(frame) => {
-                Effect::End(SessionEnd::Closed(frame.map(|f| u16::from(f.code))))
-            }
-            Message::Text(text) => match self.s.dialect {
-                Dialect::Gateway(_) => match dialect::read_gateway(&text) {
-                    Some(frame) => self.read_gateway(frame, now),
-                    None => self.not_json(now),
-                },
-                Dialect::Plain { .. } => match serde_json::from_str::<Value>(&text) {
-                    Ok(value) => {
-                        // Any frame answers the app-level ping.
-                        self.live.on_ack(now);
-                        let id = dialect::plain_event_id(&value);
-                        Effect::Store(self.inbox.event(id, "message".into(), None, value))
-                    }
-                    Err(_) => self.not_json(now),
-                },
-            },
-        }
-    }
-
-    fn not_json(&mut self, now: Instant) -> Effect {
-        self.live.on_inbound(now);
-        tracing::debug!(adapter = %self.s.adapter, "ignoring a non-JSON frame");
-        Effect::Continue
-    }
-
-    fn read_gateway(&mut self, frame: GatewayFrame, now: Instant) -> Effect {
-        if frame == GatewayFrame::Ack {
-            self.live.on_ack(now);
-        } else if !matches!(
-            frame,
-            GatewayFrame::Reconnect | GatewayFrame::InvalidSession { .. }
-        ) {
-            self.live.on_inbound(now);
-        }
-        match frame {
-            GatewayFrame::Ack | GatewayFrame::Other => Effect::Continue,
-            GatewayFrame::HeartbeatRequest => Effect::Heartbeat,
-            GatewayFrame::Reconnect => Effect::End(SessionEnd::Reconnect),
-            GatewayFrame::InvalidSession { resumable } => {
-                Effect::End(SessionEnd::InvalidSession { resumable })
-            }
-            GatewayFrame::Ready { resume, bot } => {
-                if let Some(bot) = bot {
-                    self.s.whoami.set(self.s.adapter, bot);
-                }
-                self.inbox.begin(resume);
-                Effect::Connected
-            }
-            GatewayFrame::Resumed { seq } => {
-                self.inbox.advance(seq);
-                Effect::Connected
-            }
-            GatewayFrame::Dispatch {
-                id,
-                kind,
-                seq,
-                data,
-            } => Effect::Store(self.inbox.event(id, kind, seq, data)),
         }
     }
 }
