@@ -180,19 +180,7 @@ impl Transport for SocketMode {
                 }
             }
         };
-        let step = match end {
-            End::Shutdown => Step::Shutdown,
-            End::Refused(m) => Step::Fatal(m),
-            End::Disconnect(reason) => disconnected(name, &reason),
-            End::Spool(e) => {
-                tracing::warn!(adapter = %name, error = %e, "the spool failed; reconnecting after backoff");
-                Step::again(e, Pace::Backoff)
-            }
-            End::Failed(m) => Step::again(m, Pace::Backoff),
-            End::Zombie(z) => lost(name, z.to_string()),
-            End::Closed(Some(c)) => lost(name, format!("closed by Slack with code {c}")),
-            End::Closed(None) => lost(name, "the connection closed".into()),
-        };
+        let step = step_after(name, end);
         if connected_for.is_none() && matches!(step, Step::Again { .. }) {
             hb.enter(State::Connecting);
         }
@@ -201,6 +189,23 @@ impl Transport for SocketMode {
             connected_for,
             progressed: stored > 0,
         }
+    }
+}
+
+/// What the supervisor does after the chain of connections ended with `end`.
+fn step_after(name: &str, end: End) -> Step {
+    match end {
+        End::Shutdown => Step::Shutdown,
+        End::Refused(m) => Step::Fatal(m),
+        End::Disconnect(reason) => disconnected(name, &reason),
+        End::Spool(e) => {
+            tracing::warn!(adapter = %name, error = %e, "the spool failed; reconnecting after backoff");
+            Step::again(e, Pace::Backoff)
+        }
+        End::Failed(m) => Step::again(m, Pace::Backoff),
+        End::Zombie(z) => lost(name, z.to_string()),
+        End::Closed(Some(c)) => lost(name, format!("closed by Slack with code {c}")),
+        End::Closed(None) => lost(name, "the connection closed".into()),
     }
 }
 
