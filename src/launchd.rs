@@ -7,4 +7,3 @@ pub(crate) mod effects;
 pub mod launchctl;
 pub(crate) mod observed;
 pub mod plist;
-pub(crate) mod status;

@@ -4,6 +4,7 @@
 //! health section, shared with launchd's `status`, is [`health`].
 
 pub(crate) mod health;
+pub(crate) mod launchd;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

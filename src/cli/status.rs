@@ -1,5 +1,5 @@
 //! `status`: every installed profile's job (`crate::status` under systemd,
-//! `launchd::status` under launchd), and whether user units linger.
+//! `status::launchd` under launchd), and whether user units linger.
 
 use super::apply::linger_for;
 use super::args::StatusArgs;
@@ -7,7 +7,6 @@ use super::error::CliError;
 use super::service;
 use super::validate::parse_profile;
 use crate::exit_code;
-use crate::launchd;
 use crate::service::manager::Manager;
 use crate::status;
 use crate::systemd::Systemd;
@@ -19,13 +18,13 @@ pub(super) async fn run(args: StatusArgs) -> Result<u8, CliError> {
     if let Manager::Launchd = manager {
         let home = service::home_dir()?;
         let launchctl = service::launchctl().await?;
-        let agents = launchd::status::gather(&home, &launchctl, only.as_ref()).await?;
+        let agents = crate::status::launchd::gather(&home, &launchctl, only.as_ref()).await?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&agents)?);
         } else {
             print!(
                 "{}",
-                launchd::status::to_text(&launchctl.domain().to_string(), &agents)
+                crate::status::launchd::to_text(&launchctl.domain().to_string(), &agents)
             );
         }
         return Ok(exit_code::OK);

@@ -9,6 +9,7 @@ use std::path::Path;
 
 use serde::Serialize;
 
+use super::health::{HealthSection, Writer};
 use crate::bounded_read::Owner;
 use crate::launchd::launchctl::{JobState, LastExit, Launchctl, LaunchctlError, Service};
 use crate::launchd::plist::{self, Job, AGENTS_DIR};
@@ -16,7 +17,6 @@ use crate::profile::{Profile, ProfileName};
 use crate::safe_text::visible;
 use crate::service::definition::Provenance;
 use crate::service::served_profile::unit_hermes_home;
-use crate::status::health::{HealthSection, Writer};
 
 /// One profile's agent.
 #[derive(Debug, Serialize)]
