@@ -7,6 +7,13 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+/// The Relay secret's name inside [`Profile::agent_dir`].
+pub(crate) const RELAY_SECRET: &str = "relay-secret";
+
+/// The outbox journal's name inside [`Profile::outbox_dir`]: a path of the profile's, which the
+/// outbox opens and doctor and status read.
+pub(crate) const OUTBOX_JOURNAL: &str = "journal.jsonl";
+
 /// The profile whose home is `$HERMES_HOME` itself rather than a subdirectory.
 pub(crate) const DEFAULT_PROFILE: &str = "default";
 
@@ -134,6 +141,10 @@ impl Profile {
     pub fn agent_dir(&self) -> PathBuf {
         self.home().join("agent")
     }
+    /// The Relay's secret, which the gateway makes and the agent unit's Hermes signs with.
+    pub fn relay_secret(&self) -> PathBuf {
+        self.agent_dir().join(RELAY_SECRET)
+    }
     /// The media store: the files of chat messages, fetched for the agent.
     pub fn media_dir(&self) -> PathBuf {
         self.home().join("media")
@@ -151,7 +162,7 @@ impl Profile {
     }
     /// The outbox's journal, which the outbox opens by its name inside [`Profile::outbox_dir`].
     pub(crate) fn outbox_journal(&self) -> PathBuf {
-        self.outbox_dir().join(crate::gateway::outbox::JOURNAL_FILE)
+        self.outbox_dir().join(OUTBOX_JOURNAL)
     }
     pub(crate) fn logs_dir(&self) -> PathBuf {
         self.home().join("logs")

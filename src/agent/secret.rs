@@ -16,7 +16,7 @@ use crate::profile::Profile;
 use crate::trusted_dir::{TrustError, TrustedDir};
 
 /// The secret's file, in the profile's `agent/`.
-const FILE: &str = "relay-secret";
+use crate::profile::RELAY_SECRET as FILE;
 /// A secret file is 65 bytes; anything much longer is not one.
 const LIMIT: u64 = 4096;
 
@@ -44,11 +44,6 @@ pub enum SecretError {
 /// The relay id of a profile: the name Hermes signs its token for (`GATEWAY_RELAY_ID`).
 pub fn relay_id(profile: &Profile) -> String {
     format!("hermes-svc-{}", profile.name().as_str())
-}
-
-/// Where a profile's relay secret is kept.
-pub fn path(profile: &Profile) -> PathBuf {
-    profile.agent_dir().join(FILE)
 }
 
 /// The secret in the agent directory `agent_dir` (the profile's `agent/`), made first if there

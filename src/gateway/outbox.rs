@@ -50,7 +50,6 @@ use checks::same_request;
 pub use error::{OutboxError, SubmitError};
 use files::Files;
 pub use files::{Attachment, NewFile};
-pub(crate) use journal::FILE_NAME as JOURNAL_FILE;
 use journal::{Journal, Record};
 pub use message::{Message, Policy, Request, State, Stats};
 

@@ -258,7 +258,7 @@ impl UnitSpec {
     /// The agent's body: no sandbox beyond the umask, since Hermes runs the tools its user
     /// gives it (a shell among them), which a sandbox made for the gateway would break.
     fn agent_body(&self) -> Result<String, RenderError> {
-        let secret = crate::agent::secret::path(&self.profile);
+        let secret = self.profile.relay_secret();
         let secret = path_str(&secret)?;
         if let Some(why) = crate::systemd::dropin::credential_path(secret) {
             return Err(RenderError::CredentialPath {

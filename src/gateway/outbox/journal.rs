@@ -22,7 +22,7 @@ use crate::bounded_read::Owner;
 use crate::gateway::send::PlatformReply;
 use crate::trusted_dir::{TrustError, TrustedDir};
 
-pub(crate) const FILE_NAME: &str = "journal.jsonl";
+pub(crate) use crate::profile::OUTBOX_JOURNAL as FILE_NAME;
 /// Compact once the journal is this big (and twice its size after the last compaction).
 pub(super) const COMPACT_BYTES: u64 = 8 * 1024 * 1024;
 /// A line longer than this is not one we wrote (text is capped well below it).
