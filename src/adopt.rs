@@ -8,13 +8,11 @@
 //! (docs/adopt.md). The order is such that no moment has two pollers on one token: Hermes's
 //! gateway is stopped before anything of it moves, and ours starts last.
 //!
-//! Reading and mapping are pure (`hermes_home`, `mapping` through each wing's
+//! Reading and mapping are pure (`crate::hermes_home`, `mapping` through each wing's
 //! `Platform::from_hermes`, `cron`, `pairing`): data in, data out. `plan` turns their result
 //! into the [`switch::Switch`]; `manifest`, `state` and `switch` are the effects on files.
 
 pub mod cron;
-pub mod dotenv;
-pub mod hermes_home;
 pub mod manifest;
 pub mod mapping;
 pub mod pairing;

@@ -1,4 +1,8 @@
-//! What a Hermes home holds that adopt needs (docs/research/adopt.md §1-3, §6): its `.env`
+//! What a Hermes home holds (docs/research/adopt.md §1-3, §6), read as Hermes reads it, and what
+//! one wing makes of it ([`wing::Wing`]): below both the wings (`Platform::from_hermes`) and
+//! `adopt`, which read it, and the agent's checks of Hermes's files (`config_yaml`).
+//!
+//! Its `.env`
 //! (dotenv's rules), its `config.yaml` (top-level scalars and the platforms' blocks, by line),
 //! the legacy `gateway.json`, Slack's OAuth tokens, Weixin's stored logins, the pairing files
 //! and the cron jobs. Read once, bounded, nothing written; every setting a wing asks for is
@@ -11,10 +15,14 @@
 
 use std::path::{Path, PathBuf};
 
-use super::dotenv::EnvFile;
-use crate::agent::hermes::config_yaml::{self, Entry};
+pub mod config_yaml;
+pub mod dotenv;
+pub mod wing;
+
 use crate::bounded_read::{self, Owner};
 use crate::config::Secret;
+use config_yaml::Entry;
+use dotenv::EnvFile;
 
 /// Files read from one directory at most (pairing files, Weixin logins): a home holds a few.
 const MAX_FILES: usize = 256;

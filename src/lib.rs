@@ -23,6 +23,7 @@ pub mod env_file;
 pub mod error_chain;
 pub mod exit_code;
 pub mod gateway;
+pub mod hermes_home;
 pub mod launchd;
 pub(crate) mod lock_holder;
 pub(crate) mod logging;

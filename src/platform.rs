@@ -125,8 +125,8 @@ pub trait Platform {
     /// (`hermes-svc adopt`): `None` when Hermes does not run the platform, else the adapter
     /// and its access rules, or why they cannot be made as Hermes has them.
     fn from_hermes(
-        _home: &crate::adopt::hermes_home::HermesHome,
-    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        _home: &crate::hermes_home::HermesHome,
+    ) -> Option<Result<crate::hermes_home::wing::Wing, String>> {
         None
     }
 
@@ -364,8 +364,8 @@ macro_rules! registry {
         /// Each platform Hermes runs in `home`, with what its wing makes of it
         /// ([`Platform::from_hermes`]).
         pub fn from_hermes(
-            home: &crate::adopt::hermes_home::HermesHome,
-        ) -> Vec<(&'static str, Result<crate::adopt::mapping::Wing, String>)> {
+            home: &crate::hermes_home::HermesHome,
+        ) -> Vec<(&'static str, Result<crate::hermes_home::wing::Wing, String>)> {
             let mut out = vec![];
             $(if let Some(made) = <$wing::$platform as Platform>::from_hermes(home) {
                 out.push((<$wing::$platform as Platform>::KIND, made));

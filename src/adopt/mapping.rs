@@ -11,12 +11,11 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use super::dotenv::{self, Place};
-use super::hermes_home::HermesHome;
+use crate::hermes_home::dotenv::{self, Place};
+use crate::hermes_home::HermesHome;
 
-mod wing;
-use wing::{global_users, unknown_dm};
-pub use wing::{Access, Wing};
+use crate::hermes_home::wing::{global_users, unknown_dm};
+pub use crate::hermes_home::wing::{Access, Wing};
 
 /// The gateway's configuration and files for a Hermes home: the contract `adopt`'s plan
 /// consumes. Secrets only in `gateway_env`, `hermes_env` and `files`.
@@ -142,7 +141,7 @@ pub fn map(home: &HermesHome) -> Mapping {
     for (platform, vars) in LEFT {
         let on = |v: &&str| {
             let value = home.var(v).ok().flatten();
-            value.is_some_and(|x| !v.ends_with("_ENABLED") || super::hermes_home::truthy(&x))
+            value.is_some_and(|x| !v.ends_with("_ENABLED") || crate::hermes_home::truthy(&x))
         };
         if vars.iter().any(on) {
             m.left.push(((*platform).to_owned(), format!("no hermes-svc adapter serves {platform}: Hermes keeps running it, with its settings in its own .env")));
@@ -304,7 +303,7 @@ fn split_files(home: &HermesHome, wings: &[(&str, Wing)], m: &mut Mapping) -> Re
         .flat_map(|(_, w)| w.config_lines.iter().copied())
         .collect();
     if let (Some(config), false) = (&home.config, lines.is_empty()) {
-        m.hermes_config = Some(crate::agent::hermes::config_yaml::without_lines(
+        m.hermes_config = Some(crate::hermes_home::config_yaml::without_lines(
             &config.text,
             &lines,
         ));
@@ -322,7 +321,7 @@ fn render(home: &HermesHome, wings: &[(&str, Wing)]) -> String {
             .var("GATEWAY_ALLOW_ALL_USERS")
             .ok()
             .flatten()
-            .is_some_and(|v| super::hermes_home::truthy(&v));
+            .is_some_and(|v| crate::hermes_home::truthy(&v));
     let global = Access {
         allow_users: (!users.is_empty() && !everyone).then_some(users),
         allow_all: everyone.then_some(true),

@@ -58,7 +58,7 @@ struct HermesPending {
     created_at: f64,
 }
 
-/// The pairings in Hermes's files `files` (`(name, text)`, [`super::hermes_home`]) of the
+/// The pairings in Hermes's files `files` (`(name, text)`, [`crate::hermes_home`]) of the
 /// platforms `adapters` maps (Hermes's platform → the adapter adopt makes), as of `now`.
 pub fn carried(files: &[(String, String)], adapters: &[(&str, &str)], now: u64) -> Carried {
     let mut out = Carried::default();

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use super::hermes_home::{self, HermesHome};
 use super::mapping::{self, Mapping};
 use super::switch::Switch;
 use super::{cron, pairing, AdoptError};
+use crate::hermes_home::{self, HermesHome};
 use crate::profile::Profile;
 
 /// The switch, and what to tell the person about it.

@@ -8,8 +8,6 @@
 //! environment). Hermes's home for a profile is its own directory, `PROFILE_HOME/agent/hermes`,
 //! never the profile home, whose `.env` holds the gateway's secrets.
 
-pub mod config_yaml;
-
 use std::path::{Path, PathBuf};
 
 use crate::agent::secret;
@@ -37,7 +35,7 @@ pub fn home(profile: &Profile) -> PathBuf {
 
 /// The platform credentials Hermes's `config.yaml` `text` holds: `(platform, where)`.
 fn config_credentials(text: &str) -> Vec<(String, String)> {
-    config_yaml::credentials(text, &crate::platform::hermes_credentials())
+    crate::hermes_home::config_yaml::credentials(text, &crate::platform::hermes_credentials())
         .into_iter()
         .map(|f| (f.platform, f.key))
         .collect()
@@ -284,7 +282,7 @@ pub fn prepare(
         set,
         remove,
         port,
-        notes: config_yaml::media_notes(config_text.as_deref()),
+        notes: crate::hermes_home::config_yaml::media_notes(config_text.as_deref()),
     })
 }
 
@@ -300,7 +298,7 @@ fn read_secret(profile: &Profile, credentials: Option<&Path>) -> Result<String, 
     match secret::load(&profile.agent_dir())? {
         Some(secret) => Ok(secret),
         None => Err(LaunchError::NoSecret {
-            path: secret::path(profile),
+            path: profile.relay_secret(),
         }),
     }
 }

@@ -4,8 +4,8 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use crate::adopt::hermes_home::{From, HermesHome};
 use crate::config::Secret;
+use crate::hermes_home::{From, HermesHome};
 
 /// What one wing makes of Hermes's settings for its platform.
 #[derive(Default)]
@@ -105,8 +105,8 @@ impl Wing {
         }
         let bots = home.setting(platform, &format!("{p}_ALLOW_BOTS"), "allow_bots")?;
         if let Some(bots) = bots.map(|b| b.trim().to_ascii_lowercase()) {
-            let on = matches!(bots.as_str(), "all" | "mentions")
-                || crate::adopt::hermes_home::truthy(&bots);
+            let on =
+                matches!(bots.as_str(), "all" | "mentions") || crate::hermes_home::truthy(&bots);
             self.access.allow_bots = Some(on);
             if bots == "mentions" {
                 self.notes.push(format!("{p}_ALLOW_BOTS=mentions: hermes-svc admits other bots' messages under the same mention rule as people's (allow-bots = true)"));
@@ -190,15 +190,15 @@ impl std::fmt::Debug for Wing {
 }
 
 /// `GATEWAY_ALLOWED_USERS`, Hermes's allow-list for every platform.
-pub(super) fn global_users(home: &HermesHome) -> Result<Vec<String>, String> {
+pub(crate) fn global_users(home: &HermesHome) -> Result<Vec<String>, String> {
     Ok(home
         .var("GATEWAY_ALLOWED_USERS")?
-        .map(|v| crate::adopt::hermes_home::split_list(&v))
+        .map(|v| crate::hermes_home::split_list(&v))
         .unwrap_or_default())
 }
 
 /// Hermes's `unauthorized_dm_behavior` as `unknown-dm`.
-pub(super) fn unknown_dm(value: &str) -> Option<&'static str> {
+pub(crate) fn unknown_dm(value: &str) -> Option<&'static str> {
     match value.trim().to_ascii_lowercase().as_str() {
         "pair" => Some("pair"),
         "ignore" => Some("ignore"),

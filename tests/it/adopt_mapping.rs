@@ -6,7 +6,8 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 
-use hermes_svc::adopt::{cron, hermes_home, mapping, pairing};
+use hermes_svc::adopt::{cron, mapping, pairing};
+use hermes_svc::hermes_home;
 
 use crate::harness::{scratch_dir, stderr, stdout, BIN};
 use crate::hermes_rig::venv;

@@ -7,7 +7,7 @@ fn home(files: &[(&str, &str)]) -> (tempfile::TempDir, HermesHome) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
     }
-    let home = crate::adopt::hermes_home::read(dir.path()).unwrap();
+    let home = crate::hermes_home::read(dir.path()).unwrap();
     (dir, home)
 }
 

@@ -6,8 +6,8 @@
 use std::str::FromStr;
 
 use super::Target;
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 
 const P: &str = "discord";
 
@@ -74,7 +74,7 @@ mod tests {
             "DISCORD_BOT_TOKEN=x.y.z\nDISCORD_ALLOWED_USERS=123456789012345678,alice\nDISCORD_HOME_CHANNEL=222\nDISCORD_ALLOW_BOTS=all\n",
         )
         .unwrap();
-        let home = crate::adopt::hermes_home::read(dir.path()).unwrap();
+        let home = crate::hermes_home::read(dir.path()).unwrap();
         let w = from_hermes(&home).unwrap().unwrap();
         assert_eq!(
             w.access.allow_users.as_deref(),

@@ -5,8 +5,8 @@
 use std::str::FromStr;
 
 use super::Target;
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 
 const P: &str = "feishu";
 
@@ -61,7 +61,7 @@ mod tests {
     use super::*;
 
     fn wing(env: &str, yaml: &str) -> Option<Result<Wing, String>> {
-        from_hermes(&crate::adopt::hermes_home::written(env, yaml))
+        from_hermes(&crate::hermes_home::written(env, yaml))
     }
 
     #[test]

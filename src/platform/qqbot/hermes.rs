@@ -2,8 +2,8 @@
 //! for the same four intents whatever its settings, so the bot has them granted and the
 //! adapter keeps them.
 
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 
 const P: &str = "qqbot";
 
@@ -65,7 +65,7 @@ mod tests {
             "QQ_APP_ID=1020\nQQ_CLIENT_SECRET=s\nQQ_GROUP_ALLOWED_USERS=G1\nQQBOT_HOME_CHANNEL=ABC\n",
         )
         .unwrap();
-        let w = from_hermes(&crate::adopt::hermes_home::read(dir.path()).unwrap())
+        let w = from_hermes(&crate::hermes_home::read(dir.path()).unwrap())
             .unwrap()
             .unwrap();
         assert_eq!(w.access.allow_chats.as_deref(), Some(&["G1".to_owned()][..]));

@@ -6,8 +6,8 @@
 use std::str::FromStr;
 
 use super::Target;
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 
 const P: &str = "slack";
 
@@ -56,7 +56,7 @@ mod tests {
         if tokens {
             std::fs::write(dir.path().join("slack_tokens.json"), "{}").unwrap();
         }
-        from_hermes(&crate::adopt::hermes_home::read(dir.path()).unwrap())
+        from_hermes(&crate::hermes_home::read(dir.path()).unwrap())
     }
 
     #[test]

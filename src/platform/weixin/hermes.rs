@@ -6,8 +6,8 @@
 
 use std::path::PathBuf;
 
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 use crate::config::Secret;
 
 const P: &str = "weixin";
@@ -104,7 +104,7 @@ mod tests {
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
             std::fs::write(p, text).unwrap();
         }
-        from_hermes(&crate::adopt::hermes_home::read(dir.path()).unwrap())
+        from_hermes(&crate::hermes_home::read(dir.path()).unwrap())
     }
 
     #[test]
