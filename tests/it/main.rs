@@ -49,6 +49,7 @@ mod launchctl;
 mod launchd_cli;
 mod launchd_plist;
 mod launchd_status;
+mod layers;
 mod line_counter;
 mod linger;
 mod logs;
