@@ -397,9 +397,9 @@ async fn take_over(
     let Some(replica) = ownership.replica() else {
         return Ok(());
     };
-    spool.set_replica(replica.clone());
+    spool.set_replica(replica.positions);
     if let Some(outbox) = outbox {
-        outbox.inherit(replica).await.map_err(|e| {
+        outbox.inherit(replica.messages).await.map_err(|e| {
             format!(
                 "cannot take the cluster's outbox: {}",
                 crate::error_chain::one_line(&e)

@@ -37,6 +37,7 @@ use super::etcd::{Retry, Until};
 use super::{Etcd, Keys};
 use crate::gateway::fence::Fence;
 use crate::gateway::outbox::Message;
+use crate::gateway::outbox::MessageReplica;
 use crate::gateway::replica::{Inherited, Position, Replica};
 
 /// Dedupe keys kept per adapter: far more than a resume replays twice or a platform
@@ -222,7 +223,9 @@ impl Replica for EtcdReplica {
             Ok(())
         })
     }
+}
 
+impl MessageReplica for EtcdReplica {
     fn submit<'a>(
         &'a self,
         message: &'a Message,

@@ -42,11 +42,11 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use crate::gateway::fence::Fence;
-use crate::gateway::replica::Replica;
 use crate::gateway::send::{FileLimits, PlatformReply, Post, TargetError, TextUnit};
 use book::Book;
 pub(crate) use book::Next;
 use checks::same_request;
+pub(crate) use cluster::MessageReplica;
 pub use error::{OutboxError, SubmitError};
 use files::Files;
 pub use files::{Attachment, NewFile};
@@ -156,7 +156,7 @@ pub struct Outbox {
     /// gone); always, unless [`Outbox::set_fence`] says otherwise.
     fence: std::sync::OnceLock<Fence>,
     /// In a cluster: the replica, once this run is the active ([`Outbox::inherit`]).
-    cluster: std::sync::OnceLock<std::sync::OnceLock<Arc<dyn Replica>>>,
+    cluster: std::sync::OnceLock<std::sync::OnceLock<Arc<dyn MessageReplica>>>,
     /// Submits in a cluster go one at a time: a reply's number is fixed before the replica
     /// is asked, and two submits of one key must not both find it free here.
     cluster_submits: tokio::sync::Mutex<()>,

@@ -16,12 +16,22 @@
 //! active takes the replica's messages into its own outbox and delivers what is left, by
 //! each message's policy. One machine alone has no replica: its spool and journal are all of
 //! it.
+//!
+//! This is the positions' side, which the spool and the adapters go through; the messages'
+//! side is the outbox's own (`outbox::cluster::MessageReplica`). Both are seams the cluster
+//! implements: the storage modules name no cluster, and this module names no storage.
 
 use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 
-use crate::gateway::adapter::inbox::ResumeState;
-use crate::gateway::outbox::Message;
+/// What a resume needs, carried from one connection to the next (and, in a cluster, to the
+/// next active): the session, and the cursor that says how far it has been stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ResumeState {
+    pub(crate) session_id: String,
+    pub(crate) seq: u64,
+    pub(crate) resume_url: Option<String>,
+}
 
 /// What the previous active left for one adapter.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,18 +70,4 @@ pub(crate) trait Replica: Send + Sync + std::fmt::Debug {
         at: Position<'a>,
         stored: &'a [String],
     ) -> BoxFuture<'a, Result<(), String>>;
-
-    /// Hold `message`, a new one, unless its idempotency key was used: then the message
-    /// first queued under it.
-    fn submit<'a>(&'a self, message: &'a Message)
-        -> BoxFuture<'a, Result<Option<Message>, String>>;
-
-    /// `message` as it stands now. An error means the change must not be acted on.
-    fn update<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), String>>;
-
-    /// Every message held.
-    fn messages(&self) -> BoxFuture<'_, Result<Vec<Message>, String>>;
-
-    /// Forget finished `messages`, which the outbox no longer retains.
-    fn forget<'a>(&'a self, messages: &'a [Message]) -> BoxFuture<'a, Result<(), String>>;
 }

@@ -19,10 +19,18 @@ use crate::cluster::{self, Claim, Keys, Peers, Presence, Standing, Term};
 use crate::config::ClusterSpec;
 use crate::gateway::fence::Fence;
 use crate::gateway::flock::{HeldLock, Holder, LockError};
+use crate::gateway::outbox::MessageReplica;
 use crate::gateway::replica::Replica;
 use crate::gateway::state_file::ClusterHealth;
 use crate::gateway::token_lock;
 use crate::profile::Profile;
+
+/// A cluster's replica, by the two seams the stores take it through: the adapters' positions
+/// (the spool's) and the outbox's messages.
+pub(crate) struct Replicas {
+    pub(crate) positions: Arc<dyn Replica>,
+    pub(crate) messages: Arc<dyn MessageReplica>,
+}
 
 /// A claim on a profile and its credentials, held until it is dropped.
 pub(crate) trait Ownership: Send {
@@ -70,9 +78,9 @@ pub(crate) trait Ownership: Send {
     /// The run's place in its cluster, for the state file; none on one machine.
     fn health(&self) -> Option<ClusterHealth>;
 
-    /// Where the active records what its adapters stored, for a successor on another host;
-    /// none on one machine, where the spool is all of it.
-    fn replica(&self) -> Option<Arc<dyn Replica>>;
+    /// Where the active records what its adapters stored and its outbox holds, for a
+    /// successor on another host; none on one machine, where the spool and journal are all.
+    fn replica(&self) -> Option<Replicas>;
 
     /// The cluster's other members, kept up to date from campaign on; none on one machine.
     fn peers(&self) -> Option<Peers>;
@@ -168,7 +176,7 @@ impl Ownership for LocalOwnership {
         None
     }
 
-    fn replica(&self) -> Option<Arc<dyn Replica>> {
+    fn replica(&self) -> Option<Replicas> {
         None
     }
 
@@ -293,9 +301,13 @@ impl Ownership for ClusterOwnership<'_> {
         })
     }
 
-    fn replica(&self) -> Option<Arc<dyn Replica>> {
+    fn replica(&self) -> Option<Replicas> {
         let (term, keys) = (self.term.as_ref()?, self.keys.as_ref()?);
-        Some(Arc::new(term.replica(keys)))
+        let replica = Arc::new(term.replica(keys));
+        Some(Replicas {
+            positions: replica.clone(),
+            messages: replica,
+        })
     }
 
     fn peers(&self) -> Option<Peers> {

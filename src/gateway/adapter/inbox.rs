@@ -6,16 +6,8 @@
 use serde_json::Value;
 
 use crate::gateway::replica::Position;
+pub(crate) use crate::gateway::replica::ResumeState;
 use crate::gateway::spool::{Event, Spool};
-
-/// What a resume needs, carried from one connection to the next: the session, and the cursor
-/// that says how far it has been stored.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct ResumeState {
-    pub(crate) session_id: String,
-    pub(crate) seq: u64,
-    pub(crate) resume_url: Option<String>,
-}
 
 /// Where a session stands, for the replica.
 fn position(session: Option<&ResumeState>) -> Position<'_> {

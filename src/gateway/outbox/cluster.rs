@@ -10,7 +10,25 @@ use super::{
     checks::same_request, new_id, new_message, Address, Outbox, OutboxError, Request, SubmitError,
     Submitted, WakeWorker,
 };
-use crate::gateway::replica::Replica;
+use futures_util::future::BoxFuture;
+
+/// Where a cluster's active keeps the outbox's messages for its successor on another host
+/// (`gateway::replica` keeps the adapters' positions): implemented by the cluster.
+pub(crate) trait MessageReplica: Send + Sync + std::fmt::Debug {
+    /// Hold `message`, a new one, unless its idempotency key was used: then the message
+    /// first queued under it.
+    fn submit<'a>(&'a self, message: &'a Message)
+        -> BoxFuture<'a, Result<Option<Message>, String>>;
+
+    /// `message` as it stands now. An error means the change must not be acted on.
+    fn update<'a>(&'a self, message: &'a Message) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Every message held.
+    fn messages(&self) -> BoxFuture<'_, Result<Vec<Message>, String>>;
+
+    /// Forget finished `messages`, which the outbox no longer retains.
+    fn forget<'a>(&'a self, messages: &'a [Message]) -> BoxFuture<'a, Result<(), String>>;
+}
 
 impl Outbox {
     /// This run is a cluster member: it accepts submits only once [`Outbox::inherit`] has
@@ -24,7 +42,10 @@ impl Outbox {
     /// replica up to date. This host's own messages the replica lacks (queued before the
     /// cluster was configured) go into it, and so does how a message ended here when the
     /// replica still has it unfinished (this host died between its journal and etcd).
-    pub(crate) async fn inherit(&self, replica: Arc<dyn Replica>) -> Result<(), OutboxError> {
+    pub(crate) async fn inherit(
+        &self,
+        replica: Arc<dyn MessageReplica>,
+    ) -> Result<(), OutboxError> {
         let op = "read the cluster's messages from etcd";
         let held = replica
             .messages()
@@ -90,7 +111,7 @@ impl Outbox {
 
     /// The replica this run writes to, if it is a cluster's member; refused when it is not
     /// (or no longer) the active.
-    pub(super) fn replica(&self) -> Result<Option<&Arc<dyn Replica>>, SubmitError> {
+    pub(super) fn replica(&self) -> Result<Option<&Arc<dyn MessageReplica>>, SubmitError> {
         let Some(slot) = self.cluster.get() else {
             return Ok(None);
         };
@@ -104,7 +125,7 @@ impl Outbox {
     /// host, then this host's journal (the first message too, when the key was taken).
     pub(super) async fn submit_in_cluster(
         &self,
-        replica: &Arc<dyn Replica>,
+        replica: &Arc<dyn MessageReplica>,
         req: Request,
         address: Address,
     ) -> Result<Submitted, SubmitError> {
@@ -180,7 +201,7 @@ impl Outbox {
     }
 
     /// The replica, once this run is its cluster's active.
-    pub(super) fn cluster_replica(&self) -> Option<&Arc<dyn Replica>> {
+    pub(super) fn cluster_replica(&self) -> Option<&Arc<dyn MessageReplica>> {
         self.cluster.get().and_then(std::sync::OnceLock::get)
     }
 }
