@@ -53,6 +53,7 @@ mod line_counter;
 mod linger;
 mod logs;
 mod matrix;
+mod mattermost;
 mod media_cron;
 mod media_out;
 mod media_out_feishu;
