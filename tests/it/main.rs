@@ -54,6 +54,7 @@ mod linger;
 mod logs;
 mod matrix;
 mod mattermost;
+mod mattermost_official;
 mod media_cron;
 mod media_out;
 mod media_out_feishu;
