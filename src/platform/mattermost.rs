@@ -4,6 +4,9 @@
 
 mod api;
 mod config;
+mod doctor;
+mod hermes;
+mod hermes_ids;
 mod normalise;
 mod receive;
 mod send;
@@ -24,12 +27,23 @@ impl Platform for Mattermost {
     /// hermes-agent 0.19.0 `gateway/config.py`: `MATTERMOST_TOKEN` (beside `MATTERMOST_URL`,
     /// which is no secret).
     const HERMES_CREDENTIALS: &'static [&'static str] = &["MATTERMOST_TOKEN"];
+    const HERMES: Option<crate::platform::message::HermesPlatform> =
+        Some(crate::platform::message::HermesPlatform {
+            name: "mattermost",
+            source: hermes_ids::source,
+        });
     const KEYS: &'static [&'static str] = &["server-url", "token-env", "ping-interval"];
     type Config = Config;
     type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {
@@ -60,6 +74,16 @@ impl Platform for Mattermost {
             .next()
             .unwrap_or_else(|| Secret::new(String::new()));
         receive::run(spec, token, deps).await
+    }
+
+    fn question(
+        adapter: &str,
+        config: &Config,
+        secrets: &[Secret],
+        config_path: &std::path::Path,
+    ) -> Option<crate::platform::standing::Question> {
+        let token = secrets.first()?.clone();
+        Some(doctor::question(adapter, config, token, config_path))
     }
 
     fn sender(

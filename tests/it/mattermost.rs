@@ -218,3 +218,55 @@ fn a_revoked_token_ends_the_adapter_with_exit_78_and_the_fix() {
         "the token never logged"
     );
 }
+
+/// doctor's HSV020 findings for the rig's profile, with the token in its `.env` (no manager
+/// is asked: the bus addresses lead nowhere, which doctor reports as HSV000 and goes on).
+fn hsv020(rig: &Rig) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let env = rig.profile_home().join(".env");
+    let text = format!(
+        "{TOKEN_VAR}={}\nOB_DC_TOKEN=dc\nOB_QQ_SECRET=qq\n",
+        MattermostConfig::default().token
+    );
+    std::fs::write(&env, text).unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = rig
+        .hermes()
+        .args(["doctor", "--json"])
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            "unix:path=/nonexistent/mm-system-bus",
+        )
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/mm-user-bus",
+        )
+        .env("XDG_RUNTIME_DIR", "/nonexistent/mm-runtime")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(&MattermostConfig::default().token), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    v["findings"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|f| f["id"] == "HSV020")
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn doctor_names_a_revoked_token_with_the_fix() {
+    let rig = rig("mmdoctor");
+    assert!(hsv020(&rig).is_empty(), "{:?}", hsv020(&rig));
+    rig.mock.mattermost_revoke_token(true);
+    let found = hsv020(&rig);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("HTTP 401") && f.contains("token-env")),
+        "{found:?}"
+    );
+}
