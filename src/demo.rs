@@ -303,7 +303,7 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         ));
         return;
     }
-    let probe = if matches!(adapter, "fs" | "sl") {
+    let probe = if matches!(adapter, "fs" | "sl" | "mm") {
         "ping"
     } else {
         "heartbeat"

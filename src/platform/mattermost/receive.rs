@@ -91,16 +91,8 @@ impl Transport for Socket {
             End::Shutdown => Step::Shutdown,
             End::Failed(m) => Step::again(m, Pace::Backoff),
             End::Spool(m) => Step::again(format!("the spool refused an event: {m}"), Pace::Backoff),
-            End::Closed(code) => {
-                let m = format!("the server closed the connection (code {code:?})");
-                tracing::warn!(adapter = %name, "{m}; reconnecting");
-                Step::again(m, Pace::Resume)
-            }
-            End::Zombie(z) => {
-                let m = format!("the connection stopped answering ({z:?})");
-                tracing::warn!(adapter = %name, "{m}; reconnecting");
-                Step::again(m, Pace::Resume)
-            }
+            End::Closed(code) => lost(name, format!("the server closed the connection (code {code:?})")),
+            End::Zombie(z) => lost(name, z.to_string()),
         };
         Ended {
             step,
@@ -108,6 +100,11 @@ impl Transport for Socket {
             progressed: out.stored > 0,
         }
     }
+}
+
+fn lost(name: &str, reason: String) -> Step {
+    tracing::warn!(adapter = %name, reason = %reason, "mattermost connection lost; reconnecting");
+    Step::again(reason, Pace::Resume)
 }
 
 /// The catch-up's mark: the newest `create_at` (ms) stored, on disk.
