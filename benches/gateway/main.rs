@@ -28,6 +28,7 @@ mod independent;
 mod long_poll;
 mod loss;
 mod matrix;
+mod mattermost;
 mod media;
 #[path = "../../tests/it/mock_runtime.rs"]
 mod mock_runtime;
@@ -90,6 +91,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "matrix") {
             matrix::matrix_figures().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "mattermost") {
+            mattermost::mattermost_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "loss") {
             loss::faults_and_loss().await;

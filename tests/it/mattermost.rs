@@ -80,7 +80,7 @@ fn killed_between_the_spool_and_the_mark_the_post_is_caught_up_and_stored_once()
     connected(&rig, before);
     // The catch-up runs before the socket is read: a post made now is stored after it.
     let later = rig.mock.mattermost_emit(1).remove(0);
-    wait_stored(&rig, &[later.clone()], Duration::from_secs(20));
+    wait_stored(&rig, std::slice::from_ref(&later), Duration::from_secs(20));
     let s = rig.mock.mattermost_stats();
     assert!(s.since_calls >= 1, "{s:?}");
     assert_eq!(stored(&rig), vec![id, later], "stored once each");
