@@ -1,7 +1,8 @@
 //! What was posted while the adapter was away, read by REST after every connection is up:
 //! `GET /api/v4/channels/{id}/posts?since=MARK` for every channel the bot is in, each post
 //! stored as its `posted` event would have been (by post id, so one the socket also brought
-//! is stored once), the mark moved on after each.
+//! is stored once), the mark moved on after each. It reads from a little before the mark
+//! ([`OVERLAP_MS`]).
 //!
 //! A first start, with no mark on disk, reads nothing: what was said before the adapter ever
 //! ran is history, not messages to answer. It marks the present instead (this host's clock),
@@ -18,6 +19,13 @@ use crate::gateway::spool::Event;
 use crate::platform::mattermost::api::{Api, Channel};
 use crate::platform::BotId;
 
+/// How far before the mark the catch-up reads. The server stamps `create_at` when it saves a
+/// post and broadcasts it after: two posts saved at once (in two channels) may arrive in the
+/// other order, and the mark may already be past the one still on its way when the socket
+/// dies. Reading a little earlier costs repeats, which the spool drops (it remembers the last
+/// 200,000 ids).
+const OVERLAP_MS: i64 = 10_000;
+
 pub(super) async fn run(
     adapter: &str,
     api: &Api,
@@ -30,6 +38,7 @@ pub(super) async fn run(
         let now = chrono::Utc::now().timestamp_millis();
         return mark.advance(now).map_err(End::Failed);
     };
+    let since = since.saturating_sub(OVERLAP_MS);
     let channels = api.channels(shared).await.map_err(failed)?;
     let mut caught = 0usize;
     for channel in &channels {
