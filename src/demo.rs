@@ -144,7 +144,7 @@ fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path,
     println!("  agent          {agent}: a built-in echo agent, behind the OpenAI bridge");
     println!(
         "  adapters       qq (qqbot), dc (discord), fs (feishu), sl (slack), tg (telegram), \
-         wx (weixin), mx (matrix); cron job 'tick' every 2 s\n"
+         wx (weixin), mx (matrix), mm (mattermost); cron job 'tick' every 2 s\n"
     );
 }
 
@@ -303,7 +303,7 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         ));
         return;
     }
-    let probe = if matches!(adapter, "fs" | "sl") {
+    let probe = if matches!(adapter, "fs" | "sl" | "mm") {
         "ping"
     } else {
         "heartbeat"
@@ -336,6 +336,7 @@ impl Tally {
         generated.extend(mock.weixin_message_ids());
         generated.extend(mock.slack_events().into_iter().map(|e| e.event_id));
         generated.extend(mock.matrix_message_ids());
+        generated.extend(mock.mattermost_posts().into_iter().map(|p| p.id));
         let inbox = profile_home.join("inbox");
         let deadline = Instant::now() + Duration::from_secs(10);
         let (stored, unique, missing) = wait_for_spool(&inbox, &generated, deadline).await;
@@ -541,4 +542,5 @@ fn emit_one(mock: &MockPlatform) {
     mock.weixin_emit(1);
     mock.slack_emit(1);
     mock.matrix_emit(1);
+    mock.mattermost_emit(1);
 }

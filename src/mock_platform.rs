@@ -24,6 +24,7 @@ pub mod feishu;
 mod handle;
 mod http;
 pub mod matrix;
+pub mod mattermost;
 mod multipart;
 mod opcode_gateway;
 mod post;

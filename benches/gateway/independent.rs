@@ -71,6 +71,11 @@ impl Independent {
         Self::spawn(python, "slack_server.py", &[], log)
     }
 
+    /// benches/independent/mattermost_server.py (REST v4 and the WebSocket), with its defaults.
+    pub(crate) fn start_mattermost(python: &str, log: &Path) -> Self {
+        Self::spawn(python, "mattermost_server.py", &[], log)
+    }
+
     /// benches/independent/matrix_server.py (the client-server API), with its defaults.
     pub(crate) fn start_matrix(python: &str, log: &Path) -> Self {
         Self::spawn(python, "matrix_server.py", &[], log)

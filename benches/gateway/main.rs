@@ -4,7 +4,7 @@
 //! API, the latency the agent bridge adds, files in and out, an idle profile's wake-ups, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
 //! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -28,6 +28,7 @@ mod independent;
 mod long_poll;
 mod loss;
 mod matrix;
+mod mattermost;
 mod media;
 #[path = "../../tests/it/mock_runtime.rs"]
 mod mock_runtime;
@@ -90,6 +91,9 @@ fn main() {
         }
         if only.as_deref().is_none_or(|o| o == "matrix") {
             matrix::matrix_figures().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "mattermost") {
+            mattermost::mattermost_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "loss") {
             loss::faults_and_loss().await;

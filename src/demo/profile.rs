@@ -1,11 +1,13 @@
-//! The demo's profile: seven adapters against the mock (QQ Bot, Discord, Feishu and Slack on
-//! their long connections, Telegram, Weixin and Matrix long polling through the fault proxy),
+//! The demo's profile: eight adapters against the mock (QQ Bot, Discord, Feishu, Slack and
+//! Mattermost on their long connections, Telegram, Weixin and Matrix long polling through the
+//! fault proxy),
 //! a cron job,
 //! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
 
 use std::path::{Path, PathBuf};
 
 use crate::config::Secret;
+use crate::mock_platform::mattermost::MattermostConfig;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
 use crate::platform::weixin::WeixinLogin;
@@ -33,7 +35,7 @@ pub(super) fn write(
     std::fs::write(
         profile_home.join("gateway.toml"),
         format!(
-            r#"# Written by `hermes-svc demo`: seven adapters against the built-in mock platform.
+            r#"# Written by `hermes-svc demo`: eight adapters against the built-in mock platform.
 [gateway]
 max-outage = "5m"
 
@@ -103,6 +105,16 @@ poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
 
+# Mattermost: its WebSocket and REST through the fault proxy; what a cut socket missed is
+# read back by REST (posts?since=) after the reconnect.
+[[adapter]]
+name = "mm"
+kind = "mattermost"
+server-url = "{proxied}"
+token-env = "DEMO_MATTERMOST_TOKEN"
+ping-interval = "1s"
+backoff-min = "200ms"
+
 [agent]
 kind = "openai"
 url = "{agent}"
@@ -122,12 +134,13 @@ timeout = "10s"
         format!(
             "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
              DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
-             DEMO_MATRIX_TOKEN={}\n",
+             DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\n",
             feishu.app_secret,
             TelegramConfig::default().token,
             slack.app_token,
             slack.bot_token,
             matrix.access_token,
+            MattermostConfig::default().token,
         )
         .as_bytes(),
         0o600,

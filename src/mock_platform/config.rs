@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use super::feishu::config::FeishuConfig;
 use super::matrix::config::MatrixConfig;
+use super::mattermost::config::MattermostConfig;
 use super::slack::config::SlackConfig;
 use super::telegram::config::TelegramConfig;
 use super::weixin::config::WeixinConfig;
@@ -45,6 +46,8 @@ pub struct MockConfig {
     pub slack: SlackConfig,
     /// The Matrix homeserver's bot account, its rooms and the `/sync` cap.
     pub matrix: MatrixConfig,
+    /// The Mattermost server's bot account, its channels and its dedupe window.
+    pub mattermost: MattermostConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -84,6 +87,7 @@ impl Default for MockConfig {
             telegram: TelegramConfig::default(),
             weixin: WeixinConfig::default(),
             matrix: MatrixConfig::default(),
+            mattermost: MattermostConfig::default(),
         }
     }
 }

@@ -13,6 +13,7 @@ use super::fault::FaultSwitch;
 use super::feishu::Feishu;
 use super::handle::MockPlatform;
 use super::matrix::Matrix;
+use super::mattermost::Mattermost;
 use super::opcode_gateway::state::Gateway;
 use super::opcode_gateway::WS_PATH;
 use super::post_record::PostRecord;
@@ -60,6 +61,7 @@ impl MockPlatform {
             posts.clone(),
         )));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
+        sides.register(Arc::new(Mattermost::new(config.mattermost, posts.clone())));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

@@ -54,6 +54,8 @@ mod line_counter;
 mod linger;
 mod logs;
 mod matrix;
+mod mattermost;
+mod mattermost_official;
 mod media_cron;
 mod media_out;
 mod media_out_feishu;

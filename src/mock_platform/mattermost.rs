@@ -1,0 +1,124 @@
+//! The mock platform's Mattermost side: REST v4 and the WebSocket a bot uses, written from
+//! Mattermost's public API reference (api.mattermost.com: "WebSocket", "Create a post",
+//! "Get posts for a channel", "Get the channels of a user"), the server's sources as the
+//! `search` tool holds them (`server/channels/app/platform/web_conn.go`, `app/post.go`'s
+//! `deduplicateCreatePost` and `PendingPostIDsCacheTTL`, `model/websocket_message.go`), and
+//! the official clients' sources (mattermostdriver's `websocket.py`, which waits for a
+//! `hello` whose `seq` is 0; `@mattermost/client`'s `websocket.ts`), not from any adapter.
+//!
+//! On the same port as the rest of the mock:
+//! - `GET /api/v4/websocket` (upgrade): `hello` at once with a valid `Authorization: Bearer`,
+//!   else after an `authentication_challenge`; then `posted` events, numbered by `seq`.
+//! - `GET /api/v4/users/me`, `GET /api/v4/users/me/channels`,
+//!   `GET /api/v4/channels/{id}/posts?since=MS` and `POST /api/v4/posts` (`endpoint.rs`). An
+//!   accepted post comes back as a `posted` event, as the server broadcasts the bot's own
+//!   posts; a `pending_post_id` seen within 30 s answers with the first post.
+//!
+//! Faults: [`MattermostFault`] for the connections (half-open, deaf, dropped, closed), a
+//! refused upgrade, a revoked token, redelivery (`mattermost_redeliver`: events pushed
+//! again, as a resumed connection replays), and [`SendFault`](super::SendFault) with
+//! [`Platform::Mattermost`](super::post::Platform::Mattermost) for the posts.
+
+pub(super) mod config;
+mod connection;
+mod endpoint;
+mod faults;
+mod handle;
+mod record;
+mod state;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use tokio::sync::watch;
+use tokio::time::timeout;
+
+pub use config::{MattermostChannel, MattermostConfig};
+pub use faults::MattermostFault;
+pub use record::{MattermostPostRecord, MattermostStats};
+
+use super::http;
+use super::post_record::PostRecord;
+use super::reply::Reply;
+use super::side::{at_once, Side, Upgrade};
+use state::MattermostState;
+
+const WS_PATH: &str = "/api/v4/websocket";
+
+/// A client that opens a socket and never finishes its handshake must not pin a task forever.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub(super) struct Mattermost {
+    state: Arc<MattermostState>,
+    posts: Arc<PostRecord>,
+}
+
+impl Mattermost {
+    pub(super) fn new(config: MattermostConfig, posts: Arc<PostRecord>) -> Self {
+        Mattermost {
+            state: Arc::new(MattermostState::new(config)),
+            posts,
+        }
+    }
+}
+
+impl Side for Mattermost {
+    fn serve<'a>(
+        &'a self,
+        head: &'a http::RequestHead,
+        body: &'a [u8],
+        _: &watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        endpoint::route(head, body, &self.state, &self.posts).map(at_once)
+    }
+
+    fn upgrade(
+        self: Arc<Self>,
+        upgrade: Box<Upgrade>,
+    ) -> Result<BoxFuture<'static, ()>, Box<Upgrade>> {
+        if upgrade.head.path != WS_PATH {
+            return Err(upgrade);
+        }
+        let Upgrade {
+            stream,
+            head,
+            shutdown,
+            ..
+        } = *upgrade;
+        let state = self.state.clone();
+        Ok(Box::pin(async move {
+            if head
+                .query_param("connection_id")
+                .is_some_and(|c| !c.is_empty())
+            {
+                state.count(|s| s.resume_asks += 1);
+            }
+            let token = endpoint::bearer(&head);
+            let refused = match state.refused_upgrade() {
+                Some(status) => Some(endpoint::app_error(
+                    status,
+                    "api.web_socket.connect.upgrade.app_error",
+                    "Failed to upgrade websocket connection.",
+                )),
+                // A token in the header that the server refuses: no upgrade.
+                None if token.is_some() && !state.authorised(token) => Some(endpoint::app_error(
+                    401,
+                    "api.context.session_expired.app_error",
+                    "Invalid or expired session, please login again.",
+                )),
+                None => None,
+            };
+            if let Some(answer) = refused {
+                state.count(|s| s.upgrades_refused += 1);
+                return http::answer_consumed(stream, &head, &answer).await;
+            }
+            let authenticated = token.is_some();
+            match timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::accept_async(stream)).await {
+                Ok(Ok(ws)) => connection::run(ws, state, shutdown, authenticated).await,
+                Ok(Err(error)) => tracing::debug!(%error, "mock mattermost handshake failed"),
+                Err(_) => tracing::debug!("mock mattermost handshake timed out"),
+            }
+        }))
+    }
+}

@@ -1,0 +1,106 @@
+//! The mock Mattermost checked against Mattermost's official Python client, mattermostdriver
+//! 7.3.2 (installed by `scripts/official-client-mattermost`): it logs in with the token
+//! (`users/me`), posts twice with one `pending_post_id` and gets the same post back, opens
+//! the WebSocket with its authentication challenge, takes `hello` (`seq` 0) as its sign that
+//! it is in, and receives a `posted` event for a post made meanwhile. If the mock departed
+//! from what the official client expects, this is where it shows.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use hermes_svc::mock_platform::mattermost::MattermostConfig;
+use hermes_svc::mock_platform::MockConfig;
+
+use crate::mock_runtime::{mock_runtime, start_mock};
+
+const CLIENT: &str = r#"
+import json, sys, asyncio, threading
+from mattermostdriver import Driver
+
+port, token, channel = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+d = Driver({"url": "127.0.0.1", "port": port, "scheme": "http", "token": token,
+            "basepath": "/api/v4", "timeout": 5, "keepalive": False})
+me = d.login()
+print("me", me["id"], me["username"], flush=True)
+body = {"channel_id": channel, "message": "from the driver", "pending_post_id": "driverpending1"}
+first = d.posts.create_post(body)
+again = d.posts.create_post(body)
+print("posted", first["id"], again["id"], flush=True)
+
+async def handler(message):
+    event = json.loads(message)
+    if event.get("event") == "hello":
+        print("hello", event["seq"], flush=True)
+    elif event.get("event") == "posted":
+        post = json.loads(event["data"]["post"])
+        print("event", post["id"], post["message"], flush=True)
+        if post["message"] == "to the driver":
+            d.disconnect()
+            raise SystemExit(0)
+    elif event.get("seq_reply") == 1:
+        print("challenge", event["status"], flush=True)
+
+d.init_websocket(handler)
+"#;
+
+#[test]
+fn mattermostdriver_logs_in_posts_once_per_pending_id_and_receives_a_posted_event() {
+    let out = Command::new("scripts/official-client-mattermost")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scripts/official-client-mattermost runs");
+    assert!(out.status.success(), "the official client installs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let python = stdout.lines().last().expect("its python").trim().to_owned();
+
+    let rt = mock_runtime();
+    let mock = start_mock(&rt, MockConfig::default());
+    let config = MattermostConfig::default();
+    let channel = config.channels[0].id.clone();
+    let mut child = Command::new(&python)
+        .args(["-c", CLIENT])
+        .arg(mock.addr().port().to_string())
+        .args([&config.token, &channel])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, lines) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let next = |what: &str| {
+        lines
+            .recv_timeout(Duration::from_secs(60))
+            .unwrap_or_else(|_| panic!("no {what} from mattermostdriver"))
+    };
+    assert_eq!(
+        next("login"),
+        format!("me {} {}", config.bot_user_id, config.bot_username)
+    );
+    let posted = next("post");
+    let ids: Vec<&str> = posted.split(' ').skip(1).collect();
+    assert_eq!(ids.len(), 2, "{posted}");
+    assert_eq!(ids[0], ids[1], "one pending_post_id, one post");
+    let bots: Vec<_> = mock
+        .posts()
+        .into_iter()
+        .filter(|p| p.content == "from the driver")
+        .collect();
+    assert_eq!(bots.len(), 1, "{bots:?}");
+    assert_eq!(next("challenge"), "challenge OK");
+    assert_eq!(next("hello"), "hello 0");
+    let id = mock.mattermost_emit_text(&channel, "to the driver", "");
+    assert_eq!(next("event"), format!("event {id} to the driver"));
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut err).unwrap();
+    assert!(status.success(), "{err}");
+    let s = mock.mattermost_stats();
+    assert_eq!((s.challenges_ok, s.deduplicated), (1, 1), "{s:?}");
+}
