@@ -41,8 +41,8 @@ impl Platform for Mattermost {
     }
 
     fn from_hermes(
-        home: &crate::adopt::hermes_home::HermesHome,
-    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        home: &crate::hermes_home::HermesHome,
+    ) -> Option<Result<crate::hermes_home::wing::Wing, String>> {
         hermes::from_hermes(home)
     }
 

@@ -18,6 +18,8 @@ pub(super) struct Seen {
     pub(super) connections: u64,
     pub(super) identifies: u64,
     pub(super) resumes: u64,
+    /// Connections open now.
+    pub(super) open: u64,
     /// 4009 closes for a missed heartbeat (the independent server enforces the deadline).
     pub(super) timeouts: Option<u64>,
 }
@@ -46,6 +48,7 @@ impl Server {
                     connections: s.connections,
                     identifies: s.identifies,
                     resumes: s.resumes,
+                    open: s.spans.iter().filter(|s| s.closed.is_none()).count() as u64,
                     timeouts: None,
                 }
             }
@@ -57,6 +60,7 @@ impl Server {
                     connections: n("ws_connects"),
                     identifies: n("identifies"),
                     resumes: n("resumes"),
+                    open: n("connections"),
                     timeouts: Some(n("heartbeat_timeouts")),
                 }
             }

@@ -5,8 +5,8 @@
 use std::str::FromStr;
 
 use super::Target;
-use crate::adopt::hermes_home::HermesHome;
-use crate::adopt::mapping::Wing;
+use crate::hermes_home::HermesHome;
+use crate::hermes_home::wing::Wing;
 
 const P: &str = "mattermost";
 
@@ -50,7 +50,7 @@ mod tests {
     fn wing(env: &str) -> Option<Result<Wing, String>> {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join(".env"), env).unwrap();
-        from_hermes(&crate::adopt::hermes_home::read(dir.path()).unwrap())
+        from_hermes(&crate::hermes_home::read(dir.path()).unwrap())
     }
 
     #[test]
