@@ -8,6 +8,7 @@ use super::feishu::config::FeishuConfig;
 use super::matrix::config::MatrixConfig;
 use super::slack::config::SlackConfig;
 use super::telegram::config::TelegramConfig;
+use super::wecom::config::WeComConfig;
 use super::weixin::config::WeixinConfig;
 
 /// How the mock behaves when nothing is broken. Checks are off by default so that a test only
@@ -45,6 +46,8 @@ pub struct MockConfig {
     pub slack: SlackConfig,
     /// The Matrix homeserver's bot account, its rooms and the `/sync` cap.
     pub matrix: MatrixConfig,
+    /// The WeCom AI bot and its people.
+    pub wecom: WeComConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -84,6 +87,7 @@ impl Default for MockConfig {
             telegram: TelegramConfig::default(),
             weixin: WeixinConfig::default(),
             matrix: MatrixConfig::default(),
+            wecom: WeComConfig::default(),
         }
     }
 }

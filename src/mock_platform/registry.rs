@@ -22,6 +22,7 @@ use super::side::Sides;
 use super::slack::Slack;
 use super::stats::Counters;
 use super::telegram::Telegram;
+use super::wecom::WeCom;
 use super::weixin::Weixin;
 
 impl MockPlatform {
@@ -60,6 +61,7 @@ impl MockPlatform {
             posts.clone(),
         )));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
+        sides.register(Arc::new(WeCom::new(config.wecom)));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

@@ -85,6 +85,7 @@ mod token_lock;
 mod unit_props;
 mod units;
 mod unloaded;
+mod wecom;
 mod weixin;
 mod weixin_media;
 mod weixin_systemd;
