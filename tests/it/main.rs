@@ -86,6 +86,7 @@ mod unit_props;
 mod units;
 mod unloaded;
 mod wecom;
+mod wecom_official;
 mod weixin;
 mod weixin_media;
 mod weixin_systemd;
