@@ -1,5 +1,5 @@
-//! The demo's profile: seven adapters against the mock (QQ Bot, Discord, Feishu and Slack on
-//! their long connections, Telegram, Weixin and Matrix long polling through the fault proxy),
+//! The demo's profile: eight adapters against the mock (QQ Bot, Discord, Feishu and Slack on
+//! their long connections, WeCom's through the fault proxy, Telegram, Weixin and Matrix long polling through the fault proxy),
 //! a cron job,
 //! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
 
@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use crate::config::Secret;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
+use crate::mock_platform::{wecom, WeComConfig};
 use crate::platform::weixin::WeixinLogin;
 
 use super::CHAT;
@@ -28,12 +29,19 @@ pub(super) fn write(
     let feishu = FeishuConfig::default();
     let slack = SlackConfig::default();
     let matrix = MatrixConfig::default();
+    let wecom_bot = WeComConfig::default();
+    // The WeCom bot's long connection, through the fault proxy like the polls.
+    let wecom_url = format!(
+        "{}{}",
+        proxied.replacen("http://", "ws://", 1),
+        wecom::WS_PATH
+    );
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
     std::fs::write(
         profile_home.join("gateway.toml"),
         format!(
-            r#"# Written by `hermes-svc demo`: seven adapters against the built-in mock platform.
+            r#"# Written by `hermes-svc demo`: eight adapters against the built-in mock platform.
 [gateway]
 max-outage = "5m"
 
@@ -103,6 +111,15 @@ poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
 
+[[adapter]]
+name = "wc"
+kind = "wecom"
+bot-id-env = "DEMO_WECOM_BOT_ID"
+secret-env = "DEMO_WECOM_SECRET"
+url = "{wecom_url}"
+ping-interval = "1s"
+backoff-min = "200ms"
+
 [agent]
 kind = "openai"
 url = "{agent}"
@@ -122,12 +139,14 @@ timeout = "10s"
         format!(
             "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
              DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
-             DEMO_MATRIX_TOKEN={}\n",
+             DEMO_MATRIX_TOKEN={}\nDEMO_WECOM_BOT_ID={}\nDEMO_WECOM_SECRET={}\n",
             feishu.app_secret,
             TelegramConfig::default().token,
             slack.app_token,
             slack.bot_token,
             matrix.access_token,
+            wecom_bot.bot_id,
+            wecom_bot.secret,
         )
         .as_bytes(),
         0o600,

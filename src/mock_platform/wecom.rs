@@ -42,7 +42,7 @@ use super::side::{Side, Upgrade};
 use state::WeComState;
 
 /// Where the long connection upgrades (the real one is the host's root).
-const WS_PATH: &str = "/wecom/aibot";
+pub const WS_PATH: &str = "/wecom/aibot";
 
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
