@@ -6,6 +6,7 @@
 
 mod config;
 mod frame;
+mod hermes;
 mod normalise;
 mod receive;
 mod send;
@@ -49,6 +50,12 @@ impl Platform for WeCom {
     /// two gateways with one bot would each close the other's.
     fn identity(_config: &Config, secrets: &[Secret]) -> String {
         format!("wecom:{}", super::first(secrets))
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
     }
 
     fn normalise(kind: &str, data: &serde_json::Value) -> Option<super::message::Said> {
