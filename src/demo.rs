@@ -144,7 +144,7 @@ fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path,
     println!("  agent          {agent}: a built-in echo agent, behind the OpenAI bridge");
     println!(
         "  adapters       qq (qqbot), dc (discord), fs (feishu), sl (slack), tg (telegram), \
-         wx (weixin), mx (matrix), mm (mattermost); cron job 'tick' every 2 s\n"
+         wx (weixin), mx (matrix), mm (mattermost), wc (wecom); cron job 'tick' every 2 s\n"
     );
 }
 
@@ -182,6 +182,9 @@ async fn emit_for(mock: &MockPlatform, d: Duration) {
     let end = Instant::now() + d;
     while Instant::now() < end {
         emit_one(mock);
+        // Not during the fault: WeCom has no ack, so what a dead socket swallowed is the
+        // platform's to push again, and the mock models no such push.
+        mock.wecom_emit(1);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -303,7 +306,7 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         ));
         return;
     }
-    let probe = if matches!(adapter, "fs" | "sl" | "mm") {
+    let probe = if matches!(adapter, "fs" | "sl" | "mm" | "wc") {
         "ping"
     } else {
         "heartbeat"
@@ -337,6 +340,7 @@ impl Tally {
         generated.extend(mock.slack_events().into_iter().map(|e| e.event_id));
         generated.extend(mock.matrix_message_ids());
         generated.extend(mock.mattermost_posts().into_iter().map(|p| p.id));
+        generated.extend(mock.wecom_events().into_iter().map(|e| e.msgid));
         let inbox = profile_home.join("inbox");
         let deadline = Instant::now() + Duration::from_secs(10);
         let (stored, unique, missing) = wait_for_spool(&inbox, &generated, deadline).await;

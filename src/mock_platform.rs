@@ -43,6 +43,7 @@ pub mod telegram;
 #[cfg(test)]
 mod tests;
 mod websocket;
+pub mod wecom;
 pub mod weixin;
 
 pub use config::{MockConfig, SessionStartLimit};
@@ -58,3 +59,4 @@ pub use post::{Platform, Post, PostedFile, SendAttempt, Target};
 pub use proxy::BlackholeProxy;
 pub use slack::{OpenRefusal, SlackConfig, SlackEventRecord, SlackFault, SlackFile, SlackStats};
 pub use stats::{ConnectionSpan, MockStats};
+pub use wecom::{WeComConfig, WeComEventRecord, WeComFault, WeComPost, WeComStats};

@@ -496,6 +496,7 @@ registry! {
     Slack => slack::Slack,
     Matrix => matrix::Matrix,
     Mattermost => mattermost::Mattermost,
+    WeCom => wecom::WeCom,
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,

@@ -76,6 +76,11 @@ impl Independent {
         Self::spawn(python, "mattermost_server.py", &[], log)
     }
 
+    /// benches/independent/wecom_server.py (the AI bot's long connection), with its defaults.
+    pub(crate) fn start_wecom(python: &str, log: &Path) -> Self {
+        Self::spawn(python, "wecom_server.py", &[], log)
+    }
+
     /// benches/independent/matrix_server.py (the client-server API), with its defaults.
     pub(crate) fn start_matrix(python: &str, log: &Path) -> Self {
         Self::spawn(python, "matrix_server.py", &[], log)

@@ -4,7 +4,7 @@
 //! API, the latency the agent bridge adds, files in and out, an idle profile's wake-ups, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- wecom` (or `-- wecom-flood`), `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
 //! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -42,6 +42,7 @@ mod slack;
 mod thousand;
 #[path = "../../tests/it/tls.rs"]
 mod tls;
+mod wecom;
 mod zombie;
 
 pub(crate) fn scratch(tag: &str) -> PathBuf {
@@ -85,6 +86,15 @@ fn main() {
             .is_none_or(|o| o == "slack" || o == "slack-flood")
         {
             slack::slack_flood().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "wecom") {
+            wecom::wecom_detection().await;
+        }
+        if only
+            .as_deref()
+            .is_none_or(|o| o == "wecom" || o == "wecom-flood")
+        {
+            wecom::wecom_flood().await;
         }
         if only.as_deref().is_none_or(|o| o == "poll") {
             long_poll::long_poll_figures().await;

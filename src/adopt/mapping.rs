@@ -99,7 +99,7 @@ const LEFT: &[(&str, &[&str])] = &[
     ("email", &["EMAIL_PASSWORD", "EMAIL_ADDRESS"]),
     ("sms", &["TWILIO_AUTH_TOKEN"]),
     ("dingtalk", &["DINGTALK_CLIENT_SECRET"]),
-    ("wecom", &["WECOM_SECRET", "WECOM_CALLBACK_CORP_SECRET"]),
+    ("wecom_callback", &["WECOM_CALLBACK_CORP_SECRET"]),
     ("bluebubbles", &["BLUEBUBBLES_PASSWORD"]),
     ("yuanbao", &["YUANBAO_APP_SECRET"]),
     ("api_server", &["API_SERVER_KEY"]),

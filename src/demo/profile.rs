@@ -1,6 +1,6 @@
-//! The demo's profile: eight adapters against the mock (QQ Bot, Discord, Feishu, Slack and
-//! Mattermost on their long connections, Telegram, Weixin and Matrix long polling through the
-//! fault proxy),
+//! The demo's profile: an adapter of every kind against the mock (QQ Bot, Discord, Feishu and
+//! Slack on their long connections, Mattermost's and WeCom's through the fault proxy,
+//! Telegram, Weixin and Matrix long polling through it),
 //! a cron job,
 //! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
 
@@ -10,6 +10,7 @@ use crate::config::Secret;
 use crate::mock_platform::mattermost::MattermostConfig;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
+use crate::mock_platform::{wecom, WeComConfig};
 use crate::platform::weixin::WeixinLogin;
 
 use super::CHAT;
@@ -30,6 +31,13 @@ pub(super) fn write(
     let feishu = FeishuConfig::default();
     let slack = SlackConfig::default();
     let matrix = MatrixConfig::default();
+    let wecom_bot = WeComConfig::default();
+    // The WeCom bot's long connection, through the fault proxy like the polls.
+    let wecom_url = format!(
+        "{}{}",
+        proxied.replacen("http://", "ws://", 1),
+        wecom::WS_PATH
+    );
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
     std::fs::write(
@@ -115,6 +123,15 @@ token-env = "DEMO_MATTERMOST_TOKEN"
 ping-interval = "1s"
 backoff-min = "200ms"
 
+[[adapter]]
+name = "wc"
+kind = "wecom"
+bot-id-env = "DEMO_WECOM_BOT_ID"
+secret-env = "DEMO_WECOM_SECRET"
+url = "{wecom_url}"
+ping-interval = "1s"
+backoff-min = "200ms"
+
 [agent]
 kind = "openai"
 url = "{agent}"
@@ -134,13 +151,16 @@ timeout = "10s"
         format!(
             "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
              DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
-             DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\n",
+             DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\nDEMO_WECOM_BOT_ID={}\n\
+             DEMO_WECOM_SECRET={}\n",
             feishu.app_secret,
             TelegramConfig::default().token,
             slack.app_token,
             slack.bot_token,
             matrix.access_token,
             MattermostConfig::default().token,
+            wecom_bot.bot_id,
+            wecom_bot.secret,
         )
         .as_bytes(),
         0o600,

@@ -9,6 +9,7 @@ use super::matrix::config::MatrixConfig;
 use super::mattermost::config::MattermostConfig;
 use super::slack::config::SlackConfig;
 use super::telegram::config::TelegramConfig;
+use super::wecom::config::WeComConfig;
 use super::weixin::config::WeixinConfig;
 
 /// How the mock behaves when nothing is broken. Checks are off by default so that a test only
@@ -48,6 +49,8 @@ pub struct MockConfig {
     pub matrix: MatrixConfig,
     /// The Mattermost server's bot account, its channels and its dedupe window.
     pub mattermost: MattermostConfig,
+    /// The WeCom AI bot and its people.
+    pub wecom: WeComConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -88,6 +91,7 @@ impl Default for MockConfig {
             weixin: WeixinConfig::default(),
             matrix: MatrixConfig::default(),
             mattermost: MattermostConfig::default(),
+            wecom: WeComConfig::default(),
         }
     }
 }

@@ -23,6 +23,7 @@ use super::side::Sides;
 use super::slack::Slack;
 use super::stats::Counters;
 use super::telegram::Telegram;
+use super::wecom::WeCom;
 use super::weixin::Weixin;
 
 impl MockPlatform {
@@ -62,6 +63,7 @@ impl MockPlatform {
         )));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
         sides.register(Arc::new(Mattermost::new(config.mattermost, posts.clone())));
+        sides.register(Arc::new(WeCom::new(config.wecom)));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

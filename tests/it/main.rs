@@ -89,6 +89,8 @@ mod token_lock;
 mod unit_props;
 mod units;
 mod unloaded;
+mod wecom;
+mod wecom_official;
 mod weixin;
 mod weixin_media;
 mod weixin_systemd;

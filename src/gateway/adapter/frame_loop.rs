@@ -18,6 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::connect::Socket;
 use super::liveness::{Action, Liveness, Zombie};
+use super::outlet;
 use crate::gateway::fence::Fence;
 use crate::gateway::grid::Grid;
 
@@ -53,6 +54,21 @@ pub(crate) trait Frames: Send {
         wire: &mut Wire<'_>,
         msg: Message,
     ) -> impl Future<Output = Step<Self::End>> + Send;
+
+    /// The next frame the wing's sender hands over (`outlet`), for a platform whose sends go
+    /// over this socket (WeCom's); never, by default. Must be cancel-safe.
+    fn outgoing(&mut self) -> impl Future<Output = outlet::Frame> + Send {
+        std::future::pending()
+    }
+
+    /// Write a frame [`Frames::outgoing`] handed over.
+    fn on_outgoing(
+        &mut self,
+        _wire: &mut Wire<'_>,
+        _frame: outlet::Frame,
+    ) -> impl Future<Output = Step<Self::End>> + Send {
+        async { Step::Continue }
+    }
 }
 
 /// The connection as the loop and the wing's frames share it.
@@ -111,6 +127,7 @@ impl<'a> Wire<'a> {
                     Step::End(Ended::Shutdown.into())
                 }
                 _ = timer.elapsed() => self.on_timer(frames).await,
+                frame = frames.outgoing() => frames.on_outgoing(self, frame).await,
                 frame = self.ws.next() => match frame {
                     Some(Ok(msg)) => self.on_message(frames, msg).await,
                     Some(Err(e)) => {
