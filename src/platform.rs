@@ -495,6 +495,7 @@ registry! {
     Feishu => feishu::Feishu,
     Slack => slack::Slack,
     Matrix => matrix::Matrix,
+    DingTalk => dingtalk::DingTalk,
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,
