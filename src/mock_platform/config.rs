@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::dingtalk::config::DingTalkConfig;
 use super::feishu::config::FeishuConfig;
 use super::matrix::config::MatrixConfig;
 use super::slack::config::SlackConfig;
@@ -45,6 +46,8 @@ pub struct MockConfig {
     pub slack: SlackConfig,
     /// The Matrix homeserver's bot account, its rooms and the `/sync` cap.
     pub matrix: MatrixConfig,
+    /// The DingTalk app, its robot and the platform's timers.
+    pub dingtalk: DingTalkConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -84,6 +87,7 @@ impl Default for MockConfig {
             telegram: TelegramConfig::default(),
             weixin: WeixinConfig::default(),
             matrix: MatrixConfig::default(),
+            dingtalk: DingTalkConfig::default(),
         }
     }
 }

@@ -14,6 +14,7 @@ pub enum Platform {
     Weixin,
     Slack,
     Matrix,
+    DingTalk,
 }
 
 impl Platform {
@@ -26,6 +27,7 @@ impl Platform {
             Platform::Weixin => "weixin",
             Platform::Slack => "slack",
             Platform::Matrix => "matrix",
+            Platform::DingTalk => "dingtalk",
         }
     }
 }

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::config::MockConfig;
+use super::dingtalk::DingTalk;
 use super::discord::Discord;
 use super::fault::FaultSwitch;
 use super::feishu::Feishu;
@@ -60,6 +61,11 @@ impl MockPlatform {
             posts.clone(),
         )));
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
+        sides.register(Arc::new(DingTalk::new(
+            config.dingtalk,
+            format!("ws://{addr}"),
+            posts.clone(),
+        )));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

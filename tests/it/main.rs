@@ -21,6 +21,7 @@ mod completions;
 mod crashes_and_races;
 mod credentials;
 mod demo;
+mod dingtalk;
 mod doctor;
 mod doctor_catalogue;
 mod doctor_launchd;
