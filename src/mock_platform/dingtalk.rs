@@ -18,6 +18,9 @@
 //! - `POST /v1.0/oauth2/accessToken`, `POST /v1.0/robot/oToMessages/batchSend` and
 //!   `POST /v1.0/robot/groupMessages/send`; accepted posts are recorded with the other
 //!   platforms' posts (no idempotency key: each request is a new message).
+//! - `POST /robot/sendBySession?session=…`, the session webhook each message carries (here on
+//!   this mock): `{"msgtype": "text", "text": {"content": …}}` answered `{"errcode": 0}`, the
+//!   way the SDK's `reply_text` posts, recorded as a post to the message's group or sender.
 //!
 //! Faults: [`DingTalkFault`] (half-open, deaf: no pong and no ack, a drop without a close
 //! frame, a planned disconnect), [`OpenRefusal`] (a refused open), revoked credentials
@@ -59,10 +62,16 @@ pub(super) struct DingTalk {
 }
 
 impl DingTalk {
-    /// `ws_base` is the mock's own `ws://` address, which `connections/open` hands out.
-    pub(super) fn new(config: DingTalkConfig, ws_base: String, posts: Arc<PostRecord>) -> Self {
+    /// `addr` is the mock's own address, which `connections/open` and the session webhooks
+    /// point to.
+    pub(super) fn new(
+        config: DingTalkConfig,
+        addr: std::net::SocketAddr,
+        posts: Arc<PostRecord>,
+    ) -> Self {
+        let (ws_url, http_base) = (format!("ws://{addr}{WS_PATH}"), format!("http://{addr}"));
         DingTalk {
-            state: Arc::new(DingTalkState::new(config, format!("{ws_base}{WS_PATH}"))),
+            state: Arc::new(DingTalkState::new(config, ws_url, http_base)),
             posts,
         }
     }

@@ -63,7 +63,7 @@ impl MockPlatform {
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
         sides.register(Arc::new(DingTalk::new(
             config.dingtalk,
-            format!("ws://{addr}"),
+            addr,
             posts.clone(),
         )));
 

@@ -44,6 +44,7 @@ fn dingtalk(profile: &str, ack_timeout: Duration) -> DingTalkConfig {
         robot_code: id,
         ack_timeout,
         max_retries: 3,
+        server_ping: Some(Duration::from_millis(500)),
         ..DingTalkConfig::default()
     }
 }
@@ -140,8 +141,12 @@ fn a_disconnect_is_a_planned_reconnect_and_a_drop_without_a_close_is_noticed() {
         });
     }
     let s = rig.mock.dingtalk_stats();
-    // Every connection had a ticket of its own, none reused.
+    // Every connection had a ticket of its own, none reused; the server's pings answered.
     assert_eq!((s.tickets_refused, s.disconnects), (0, 1), "{s:?}");
+    assert_eq!(s.stray_acks, 0, "{s:?}");
+    wait_for(Duration::from_secs(10), "a SYSTEM ping answered", || {
+        (rig.mock.dingtalk_stats().system_pongs >= 1).then_some(())
+    });
     assert_eq!(rig.stored("dt").len(), 2);
     sigterm(&mut gw);
 }

@@ -19,6 +19,7 @@ pub(crate) const OPEN_PATH: &str = "/v1.0/gateway/connections/open";
 pub(crate) const TOKEN_PATH: &str = "/v1.0/oauth2/accessToken";
 pub(crate) const BATCH_SEND_PATH: &str = "/v1.0/robot/oToMessages/batchSend";
 pub(crate) const GROUP_SEND_PATH: &str = "/v1.0/robot/groupMessages/send";
+pub(crate) const SESSION_PATH: &str = "/robot/sendBySession";
 
 pub(crate) fn route(
     head: &RequestHead,
@@ -49,6 +50,7 @@ pub(crate) fn route(
         }),
         BATCH_SEND_PATH => send(head, &v, state, posts, Target::User),
         GROUP_SEND_PATH => send(head, &v, state, posts, Target::Group),
+        SESSION_PATH => by_session(head, &v, state, posts),
         _ => return None,
     };
     Some(reply)
@@ -164,6 +166,53 @@ fn process(
         return withheld;
     }
     Reply::Answer(Answer::new(200, answer))
+}
+
+/// A post to a message's session webhook: text back where the message was said, answered in
+/// the `oapi` shape (`errcode`, `errmsg`).
+fn by_session(head: &RequestHead, v: &Value, state: &DingTalkState, posts: &PostRecord) -> Reply {
+    let Some((group, id)) = head.query_param("session").and_then(|s| state.session(&s)) else {
+        return Reply::Answer(Answer::new(
+            200,
+            json!({"errcode": 300001, "errmsg": "session 不存在"}),
+        ));
+    };
+    let target = if group { Target::Group } else { Target::User };
+    attempted(posts, Platform::DingTalk, target, id.clone(), |attempt| {
+        let Some(text) = v["text"]["content"]
+            .as_str()
+            .filter(|_| v["msgtype"] == "text")
+        else {
+            return Reply::Answer(Answer::new(
+                200,
+                json!({"errcode": 40035, "errmsg": "缺少参数 text"}),
+            ));
+        };
+        let post = Post {
+            platform: Platform::DingTalk,
+            target,
+            target_id: id,
+            content: text.to_owned(),
+            reply_to: None,
+            msg_seq: None,
+            nonce: None,
+            message_id: String::new(),
+            received_at: attempt.received_at,
+            received_unix_ms: attempt.received_unix_ms,
+            files: vec![],
+        };
+        let key = state.mint();
+        let accepted = posts.accept(
+            post,
+            Dedupe::None,
+            |_| key,
+            |_| json!({"errcode": 0, "errmsg": "ok"}),
+        );
+        match settled(accepted, attempt) {
+            Some(answer) => Reply::Answer(Answer::new(200, answer)),
+            None => Reply::Answer(error(500, "ServiceUnavailable", "internal")),
+        }
+    })
 }
 
 /// The robot API's answers to the send faults: a 500, a 503, and throttling as HTTP 200 with

@@ -42,12 +42,16 @@ struct Inner {
     refusal: Option<OpenRefusal>,
     revoked: bool,
     tokens: HashSet<String>,
+    /// Each message's session webhook, to where a post to it goes: `(group?, id)`.
+    sessions: HashMap<String, (bool, String)>,
     stats: DingTalkStats,
 }
 
 pub(crate) struct DingTalkState {
     pub(crate) config: DingTalkConfig,
     ws_url: String,
+    /// Where the session webhooks a message carries point: this mock.
+    http_base: String,
     inner: Mutex<Inner>,
     pub(crate) wake: Notify,
 }
@@ -60,10 +64,11 @@ pub(crate) enum Refused {
 }
 
 impl DingTalkState {
-    pub(crate) fn new(config: DingTalkConfig, ws_url: String) -> Self {
+    pub(crate) fn new(config: DingTalkConfig, ws_url: String, http_base: String) -> Self {
         DingTalkState {
             config,
             ws_url,
+            http_base,
             inner: Mutex::new(Inner::default()),
             wake: Notify::new(),
         }
@@ -160,6 +165,11 @@ impl DingTalkState {
         let group = self.config.groups.iter().any(|g| g == conversation);
         let now_ms = unix_ms();
         let c = &self.config;
+        let session = format!("mocksession{serial:010}");
+        let to = if group { conversation } else { sender };
+        inner
+            .sessions
+            .insert(session.clone(), (group, to.to_owned()));
         let data = json!({
             "conversationId": conversation,
             "conversationType": if group { "2" } else { "1" },
@@ -168,7 +178,7 @@ impl DingTalkState {
             "msgId": msg_id, "senderNick": "Mock User", "isAdmin": false,
             "senderStaffId": sender, "senderId": format!("$:LWCP_v1:${sender}"),
             "senderCorpId": "dingmockcorp",
-            "sessionWebhook": format!("https://oapi.dingtalk.com/robot/sendBySession?session=mock{serial}"),
+            "sessionWebhook": format!("{}/robot/sendBySession?session={session}", self.http_base),
             "sessionWebhookExpiredTime": now_ms + 5_400_000,
             "createAt": now_ms, "isInAtList": true, "robotCode": c.robot_code,
             "msgtype": "text", "text": {"content": text},
@@ -311,6 +321,11 @@ impl DingTalkState {
             live_connections: inner.conns.len() as u64,
             ..inner.stats.clone()
         }
+    }
+
+    /// Where a post to session webhook `session` goes: `(group?, id)`.
+    pub(crate) fn session(&self, session: &str) -> Option<(bool, String)> {
+        self.lock().sessions.get(session).cloned()
     }
 
     pub(crate) fn mint(&self) -> String {
