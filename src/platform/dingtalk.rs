@@ -8,6 +8,9 @@
 //! -java), and Hermes 0.19.0's `plugins/platforms/dingtalk/adapter.py` for the ids Hermes uses.
 
 mod config;
+mod doctor;
+mod hermes;
+mod hermes_ids;
 mod normalise;
 mod receive;
 mod send;
@@ -36,11 +39,34 @@ impl Platform for DingTalk {
         "api-base",
         "ping-interval",
     ];
+    const HERMES: Option<super::message::HermesPlatform> = Some(super::message::HermesPlatform {
+        name: "dingtalk",
+        source: hermes_ids::source,
+    });
+    /// Hermes's own default (`DINGTALK_REQUIRE_MENTION`, false): a group message reaches a
+    /// Stream robot only when it is @-mentioned anyway.
+    const REQUIRE_MENTION: bool = false;
     type Config = Config;
     type Sender = Sender;
 
     fn parse(keys: &AdapterKeys) -> Result<Config, ConfigError> {
         config::parse(keys)
+    }
+
+    fn from_hermes(
+        home: &crate::adopt::hermes_home::HermesHome,
+    ) -> Option<Result<crate::adopt::mapping::Wing, String>> {
+        hermes::from_hermes(home)
+    }
+
+    fn question(
+        adapter: &str,
+        config: &Config,
+        secrets: &[Secret],
+        config_path: &std::path::Path,
+    ) -> Option<super::standing::Question> {
+        let secret = secrets.first()?.clone();
+        Some(doctor::question(adapter, config, secret, config_path))
     }
 
     fn credential_envs(config: &Config) -> Vec<&str> {

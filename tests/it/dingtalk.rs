@@ -224,3 +224,52 @@ fn a_reply_is_posted_once_across_a_lost_answer_and_a_throttled_200_is_retried() 
     assert_eq!(posts.len(), 3, "{posts:?}");
     sigterm(&mut gw);
 }
+
+/// doctor's HSV020 findings for the rig's profile, with the secret in its `.env` (no manager
+/// is asked: the bus addresses lead nowhere, which doctor reports as HSV000 and goes on).
+fn hsv020(rig: &Rig) -> Vec<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let env = rig.profile_home().join(".env");
+    let secret = DingTalkConfig::default().client_secret;
+    let text = format!("{SECRET_VAR}={secret}\nOB_DC_TOKEN=dc\nOB_QQ_SECRET=qq\n");
+    std::fs::write(&env, text).unwrap();
+    std::fs::set_permissions(&env, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let out = rig
+        .hermes()
+        .args(["doctor", "--json"])
+        .env(
+            "DBUS_SYSTEM_BUS_ADDRESS",
+            "unix:path=/nonexistent/dt-system-bus",
+        )
+        .env(
+            "DBUS_SESSION_BUS_ADDRESS",
+            "unix:path=/nonexistent/dt-user-bus",
+        )
+        .env("XDG_RUNTIME_DIR", "/nonexistent/dt-runtime")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains(&secret), "{text}");
+    let v: serde_json::Value =
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    let findings = v["findings"].as_array().cloned().unwrap_or_default();
+    findings
+        .iter()
+        .filter(|f| f["id"] == "HSV020")
+        .map(|f| f.to_string())
+        .collect()
+}
+
+#[test]
+fn doctor_names_refused_credentials_with_the_fix() {
+    let rig = rig("dtdoctor", Duration::from_secs(2));
+    assert!(hsv020(&rig).is_empty(), "{:?}", hsv020(&rig));
+    rig.mock.dingtalk_revoke(true);
+    let found = hsv020(&rig);
+    assert!(
+        found
+            .iter()
+            .any(|f| f.contains("invalidClientIdOrSecret") && f.contains("secret-env")),
+        "{found:?}"
+    );
+}

@@ -8,6 +8,8 @@
 mod open;
 mod session;
 
+pub(super) use open::{OPEN_PATH, ROBOT_TOPIC};
+
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
 use crate::gateway::adapter::setup::PlatformError;
