@@ -19,6 +19,7 @@ mod cluster_lan;
 #[path = "../../tests/it/cluster_rig.rs"]
 mod cluster_rig;
 mod detection;
+mod dingtalk;
 mod etcd_member;
 mod feishu;
 // The tests' helpers, for the cluster section's rig.
@@ -84,6 +85,9 @@ fn main() {
             .is_none_or(|o| o == "slack" || o == "slack-flood")
         {
             slack::slack_flood().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "dingtalk") {
+            dingtalk::dingtalk_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "poll") {
             long_poll::long_poll_figures().await;
