@@ -18,6 +18,7 @@
 
 mod ack_timer;
 mod config;
+pub mod dingtalk;
 mod discord;
 mod fault;
 pub mod feishu;

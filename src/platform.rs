@@ -497,6 +497,7 @@ registry! {
     Matrix => matrix::Matrix,
     Mattermost => mattermost::Mattermost,
     WeCom => wecom::WeCom,
+    DingTalk => dingtalk::DingTalk,
     Telegram => telegram::Telegram,
     Weixin => weixin::Weixin,
     WebSocket => websocket::WebSocket,

@@ -4,7 +4,7 @@
 //! API, the latency the agent bridge adds, files in and out, an idle profile's wake-ups, and failover across hosts. `cargo bench --bench gateway` prints Markdown
 //! for docs/benchmarks.md. Everything runs on loopback, against the built-in mock platform
 //! and, where a section says so, the independent server in benches/independent. This file is
-//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- wecom` (or `-- wecom-flood`), `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
+//! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- wecom` (or `-- wecom-flood`), `-- dingtalk`, `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
 //! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
 
 use std::path::PathBuf;
@@ -19,6 +19,7 @@ mod cluster_lan;
 #[path = "../../tests/it/cluster_rig.rs"]
 mod cluster_rig;
 mod detection;
+mod dingtalk;
 mod etcd_member;
 mod feishu;
 // The tests' helpers, for the cluster section's rig.
@@ -95,6 +96,9 @@ fn main() {
             .is_none_or(|o| o == "wecom" || o == "wecom-flood")
         {
             wecom::wecom_flood().await;
+        }
+        if only.as_deref().is_none_or(|o| o == "dingtalk") {
+            dingtalk::dingtalk_figures().await;
         }
         if only.as_deref().is_none_or(|o| o == "poll") {
             long_poll::long_poll_figures().await;

@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use super::dingtalk::config::DingTalkConfig;
 use super::feishu::config::FeishuConfig;
 use super::matrix::config::MatrixConfig;
 use super::mattermost::config::MattermostConfig;
@@ -51,6 +52,8 @@ pub struct MockConfig {
     pub mattermost: MattermostConfig,
     /// The WeCom AI bot and its people.
     pub wecom: WeComConfig,
+    /// The DingTalk app, its robot and the platform's timers.
+    pub dingtalk: DingTalkConfig,
 }
 
 /// The `session_start_limit` object of `GET /gateway/bot` (Discord's, which QQ copies).
@@ -92,6 +95,7 @@ impl Default for MockConfig {
             matrix: MatrixConfig::default(),
             mattermost: MattermostConfig::default(),
             wecom: WeComConfig::default(),
+            dingtalk: DingTalkConfig::default(),
         }
     }
 }

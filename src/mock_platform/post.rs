@@ -15,6 +15,7 @@ pub enum Platform {
     Slack,
     Matrix,
     Mattermost,
+    DingTalk,
 }
 
 impl Platform {
@@ -28,6 +29,7 @@ impl Platform {
             Platform::Slack => "slack",
             Platform::Matrix => "matrix",
             Platform::Mattermost => "mattermost",
+            Platform::DingTalk => "dingtalk",
         }
     }
 }

@@ -8,6 +8,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 
 use super::config::MockConfig;
+use super::dingtalk::DingTalk;
 use super::discord::Discord;
 use super::fault::FaultSwitch;
 use super::feishu::Feishu;
@@ -64,6 +65,11 @@ impl MockPlatform {
         sides.register(Arc::new(Matrix::new(config.matrix, posts.clone())));
         sides.register(Arc::new(Mattermost::new(config.mattermost, posts.clone())));
         sides.register(Arc::new(WeCom::new(config.wecom)));
+        sides.register(Arc::new(DingTalk::new(
+            config.dingtalk,
+            addr,
+            posts.clone(),
+        )));
 
         let (shutdown, shutdown_rx) = watch::channel(false);
         let server = Arc::new(Server::new(sides.served(), fault, counters));

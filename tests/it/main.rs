@@ -21,6 +21,8 @@ mod completions;
 mod crashes_and_races;
 mod credentials;
 mod demo;
+mod dingtalk;
+mod dingtalk_official;
 mod doctor;
 mod doctor_catalogue;
 mod doctor_launchd;

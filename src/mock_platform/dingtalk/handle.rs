@@ -1,0 +1,54 @@
+//! The DingTalk side of the handle: what a test drives (robot messages, faults, refusals) and
+//! reads (messages and their pushes, counters). Posts show in the shared `posts()` and
+//! `send_attempts()` under [`Platform::DingTalk`](super::super::post::Platform::DingTalk).
+
+use super::super::handle::MockPlatform;
+use super::record::{DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal};
+use super::state::DingTalkState;
+use super::DingTalk;
+
+impl MockPlatform {
+    fn dingtalk(&self) -> &DingTalkState {
+        &self.side::<DingTalk>().state
+    }
+
+    /// `n` messages from the first staff member in the first group; their `msgId`s.
+    pub fn dingtalk_emit(&self, n: usize) -> Vec<String> {
+        let c = &self.dingtalk().config;
+        let (group, staff) = (c.groups[0].clone(), c.staff[0].clone());
+        (0..n)
+            .map(|_| {
+                let k = self.dingtalk().events().len() + 1;
+                self.dingtalk()
+                    .emit(&group, &staff, &format!("dingtalk message {k}"))
+            })
+            .collect()
+    }
+
+    /// One message from `sender` in `conversation` (a configured group, or a 1:1 chat).
+    pub fn dingtalk_emit_text(&self, conversation: &str, sender: &str, text: &str) -> String {
+        self.dingtalk().emit(conversation, sender, text)
+    }
+
+    pub fn dingtalk_set_fault(&self, fault: DingTalkFault) {
+        self.dingtalk().set_fault(fault);
+    }
+
+    /// What `connections/open` answers instead of an endpoint; `None` for endpoints.
+    pub fn dingtalk_refuse_open(&self, refusal: Option<OpenRefusal>) {
+        self.dingtalk().refuse_open(refusal);
+    }
+
+    /// The app's credentials refused everywhere (`true`), or good again.
+    pub fn dingtalk_revoke(&self, revoked: bool) {
+        self.dingtalk().revoke(revoked);
+    }
+
+    pub fn dingtalk_events(&self) -> Vec<DingTalkEventRecord> {
+        self.dingtalk().events()
+    }
+
+    pub fn dingtalk_stats(&self) -> DingTalkStats {
+        self.dingtalk().stats()
+    }
+}

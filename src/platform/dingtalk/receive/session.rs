@@ -1,0 +1,218 @@
+//! One Stream connection, from the upgrade to its end. Frames are JSON text:
+//! `{specVersion, type: SYSTEM|EVENT|CALLBACK, headers: {topic, messageId, contentType, time,
+//! …}, data: "<JSON as a string>"}` (dingtalk-stream-sdk-python `frames.py`).
+//!
+//! - SYSTEM `ping`: answered at once with its `messageId`, `code 200` and its `data` echoed
+//!   (`handlers.py` `SystemHandler`). The server's cadence is its own, so it is not the probe.
+//! - SYSTEM `disconnect`: the server is about to move the connection (it closes it 10 s
+//!   later) and pushes nothing more on it; the connection ends at once and the next is opened
+//!   without a wait, a planned reconnect that is no outage.
+//! - CALLBACK `/v1.0/im/bot/messages/get`: the robot message is appended to the spool under
+//!   its `msgId` (the same on a redelivery, which may come with a new `messageId`: the spool
+//!   drops the repeat), and only then acknowledged with the frame's `messageId`. A crash in
+//!   between means a redelivery, never a loss; DingTalk's docs say a robot message is not
+//!   pushed again, the SDKs' comments and field reports that it is, once, after about a
+//!   minute: either way nothing is acknowledged that is not stored. Other topics are
+//!   acknowledged and not stored.
+//!
+//! The probe is the client's WebSocket ping under a deadline (the shared `frame_loop`,
+//! strict, as Slack's and Feishu's): a half-open socket is dropped within the ping interval
+//! plus the answer deadline; a FIN is a closed connection at once.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::watch;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::{Bytes, Message};
+
+use super::open::ROBOT_TOPIC;
+use crate::config::Timing;
+use crate::gateway::adapter::connect;
+use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
+use crate::gateway::adapter::inbox::Inbox;
+use crate::gateway::adapter::liveness::{self, Liveness, Zombie};
+use crate::gateway::adapter::proxy::ProxyEnv;
+use crate::gateway::fence::Fence;
+use crate::gateway::grid::Grid;
+use crate::gateway::health::{Heartbeat, State};
+use crate::gateway::spool::{Event, Spool};
+use crate::platform::dingtalk::normalise::KIND;
+
+pub(super) struct Session<'a> {
+    pub(super) adapter: &'a str,
+    /// Holds the connection's ticket: never logged.
+    pub(super) url: String,
+    pub(super) ping_interval: Duration,
+    pub(super) timing: &'a Timing,
+    pub(super) heartbeat: &'a Heartbeat,
+    pub(super) spool: &'a Spool,
+    pub(super) proxies: &'a ProxyEnv,
+    pub(super) fence: &'a Fence,
+    pub(super) grid: &'a Grid,
+}
+
+#[derive(Debug, PartialEq)]
+pub(super) enum End {
+    Shutdown,
+    Failed(String),
+    Zombie(Zombie),
+    Closed(Option<u16>),
+    /// SYSTEM `disconnect`: the server moves the connection.
+    Disconnect,
+    /// The spool could not store an event: nothing more may be acknowledged.
+    Spool(String),
+}
+
+pub(super) struct Outcome {
+    pub(super) end: End,
+    pub(super) connected_for: Option<Duration>,
+    pub(super) stored: u64,
+}
+
+impl From<Ended> for End {
+    fn from(ended: Ended) -> End {
+        match ended {
+            Ended::Shutdown => End::Shutdown,
+            Ended::Closed(code) => End::Closed(code),
+            Ended::Zombie(z) => End::Zombie(z),
+            Ended::Fenced => End::Failed("fenced: the cluster's lease may be gone".into()),
+        }
+    }
+}
+
+struct Live<'a> {
+    s: &'a Session<'a>,
+    inbox: Inbox<'a>,
+}
+
+impl Session<'_> {
+    pub(super) async fn run(&self, shutdown: &mut watch::Receiver<bool>) -> Outcome {
+        let failed = |end| Outcome { end, connected_for: None, stored: 0 };
+        self.heartbeat.enter(State::Connecting);
+        self.heartbeat.attempt();
+        let ack = self
+            .timing
+            .ack_timeout
+            .unwrap_or_else(|| liveness::default_ack_timeout(self.ping_interval));
+        let connect = connect::connect(&self.url, None, self.proxies, self.timing.connect_timeout, ack * 2);
+        let ws = tokio::select! {
+            r = connect => match r {
+                Ok(ws) => ws,
+                // The error names no URL, so the ticket stays out of it.
+                Err(e) => return failed(End::Failed(e.to_string())),
+            },
+            _ = crate::gateway::until_shutdown(shutdown) => return failed(End::Shutdown),
+        };
+        let since = Instant::now();
+        // A ping at once: the first pong proves the connection.
+        let live = Liveness::new(since, self.ping_interval, ack, 0.0, false, true).strict();
+        let mut wire = Wire::new(self.adapter, ws, live, self.fence, self.grid);
+        let mut conn = Live { s: self, inbox: Inbox::new(self.adapter, self.spool, None) };
+        self.heartbeat.set_deadline(wire.live.liveness_deadline());
+        self.heartbeat.enter(State::Connected);
+        tracing::info!(adapter = %self.adapter, "dingtalk stream connection up");
+        let end = wire.drive(&mut conn, shutdown).await;
+        let (_, stored) = conn.inbox.finish();
+        Outcome { end, connected_for: Some(since.elapsed()), stored }
+    }
+}
+
+impl Frames for Live<'_> {
+    type End = End;
+
+    fn probe(&self) -> Message {
+        Message::Ping(Bytes::from_static(b"hermes-svc"))
+    }
+
+    async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
+        let now = Instant::now();
+        let text = match msg {
+            Message::Text(text) => text,
+            Message::Pong(_) => {
+                wire.live.on_pong(now);
+                self.s.heartbeat.beat();
+                return Step::Continue;
+            }
+            _ => {
+                wire.live.on_inbound(now);
+                return Step::Continue;
+            }
+        };
+        wire.live.on_inbound(now);
+        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        let headers = &v["headers"];
+        let topic = headers["topic"].as_str().unwrap_or("");
+        let Some(message_id) = headers["messageId"].as_str().filter(|m| !m.is_empty()) else {
+            tracing::debug!(adapter = %self.s.adapter, "ignoring a frame without a messageId");
+            return Step::Continue;
+        };
+        let data = v["data"].as_str().unwrap_or("");
+        match (v["type"].as_str().unwrap_or(""), topic) {
+            ("SYSTEM", "disconnect") => {
+                tracing::info!(adapter = %self.s.adapter, "dingtalk asked for a new connection");
+                return Step::End(End::Disconnect);
+            }
+            ("SYSTEM", _) => {
+                // `ping`, and whatever else the server says: answered as the SDKs answer it.
+                self.s.heartbeat.beat();
+                return self.answer(wire, message_id, data.to_owned()).await;
+            }
+            ("CALLBACK", ROBOT_TOPIC) => {
+                self.s.heartbeat.beat();
+                let event = event(self.s.adapter, message_id, data);
+                if let Err(e) = self.inbox.append(&event).await {
+                    return Step::End(End::Spool(e));
+                }
+                crate::test_hook::kill_at("dingtalk-stored", &event.id);
+            }
+            _ => {}
+        }
+        // The SDKs' chatbot handler answers `{"response": null}` as its data.
+        self.answer(wire, message_id, json!({"response": null}).to_string()).await
+    }
+}
+
+impl Live<'_> {
+    /// The acknowledgement of frame `message_id`: `code 200` with `data`.
+    async fn answer(&self, wire: &mut Wire<'_>, message_id: &str, data: String) -> Step<End> {
+        let ack = json!({
+            "code": 200,
+            "headers": {"messageId": message_id, "contentType": "application/json"},
+            "message": "OK",
+            "data": data,
+        });
+        match wire.send(Message::text(ack.to_string())).await {
+            Ok(()) => Step::Continue,
+            Err(end) => Step::End(end.into()),
+        }
+    }
+}
+
+/// The spool's record of a robot message: named by its `msgId` (kept across redeliveries;
+/// the frame's `messageId` stands in when it has none), of kind [`KIND`], holding the
+/// message as DingTalk sent it.
+fn event(adapter: &str, message_id: &str, data: &str) -> Event {
+    let data: Value =
+        serde_json::from_str(data).unwrap_or_else(|_| Value::String(data.to_owned()));
+    let id = data["msgId"]
+        .as_str()
+        .filter(|m| !m.is_empty() && m.len() <= 256)
+        .unwrap_or(message_id)
+        .to_owned();
+    Event::new(id, adapter, KIND.to_owned(), None, data)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_robot_message_is_named_by_its_msg_id() {
+        let e = event("dt", "frame-1", r#"{"msgId":"msgA","text":{"content":"hi"}}"#);
+        assert_eq!((e.id.as_str(), e.kind.as_str()), ("msgA", KIND));
+        assert_eq!(e.data["text"]["content"], "hi");
+        let odd = event("dt", "frame-2", "not json");
+        assert_eq!((odd.id.as_str(), odd.data.as_str()), ("frame-2", Some("not json")));
+    }
+}
