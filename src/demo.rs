@@ -1,13 +1,13 @@
 //! `hermes-svc demo`: the gateway's resilience, shown end to end with no credentials.
 //!
-//! It starts a mock QQ Bot / Discord / Feishu / Slack / Telegram / Weixin / Matrix platform on
-//! loopback behind a TCP proxy, runs a real gateway process for a temporary profile (seven
-//! adapters and a cron job, written by `profile`), and plays systemd for it: it receives `READY=1`, `STATUS=` and
+//! It starts a mock of every platform a wing serves on loopback behind a TCP proxy, runs a
+//! real gateway process for a temporary profile (an adapter of each kind and a cron job, written by `profile`), and plays systemd for it: it receives `READY=1`, `STATUS=` and
 //! `WATCHDOG=1` on a notify socket of its own (`observe` collects them and the log). Then it
 //! makes the proxy swallow every byte in both directions without a FIN (a half-open
 //! connection, the field's 18-hour outage), and shows the gateway detect it on every
-//! connection, resume QQ and Discord with the last seq, open new Feishu and Slack connections
-//! (neither has a resume: the platform pushes again what was not acked), drop the Telegram,
+//! connection, resume QQ and Discord with the last seq, open new connections for the rest
+//! (none has a resume: Feishu, Slack and DingTalk push again what was not acked, Mattermost's
+//! posts are read back by REST), drop the Telegram,
 //! Weixin and Matrix polls at their deadlines and poll again, and lose no event. Behind the gateway an
 //! echo agent (`echo_agent`, on the OpenAI bridge) answers every message: a message said during
 //! the fault is answered in its chat once the gateway is back, and no message is answered twice.
@@ -25,6 +25,7 @@ use anyhow::Context;
 
 use crate::exit_code;
 use crate::gateway::spool;
+use crate::mock_platform::dingtalk::DingTalkConfig;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{BlackholeProxy, MockConfig, MockPlatform, MockStats, SlackConfig};
 use observe::{
@@ -112,6 +113,13 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
             server_ping: Some(HEARTBEAT),
             ..SlackConfig::default()
         },
+        // DingTalk pushes a robot message again when no ack came: soon and until one does, in
+        // the demo, so what the cut socket swallowed is back within the tally's wait.
+        dingtalk: DingTalkConfig {
+            ack_timeout: Duration::from_secs(2),
+            max_retries: 10,
+            ..DingTalkConfig::default()
+        },
         ..MockConfig::default()
     })
     .await
@@ -122,6 +130,7 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
     mock.set_advertised_ws_url(format!("ws://{}/ws", proxy.addr()));
     mock.set_feishu_ws_base(format!("ws://{}", proxy.addr()));
     mock.set_slack_ws_base(format!("ws://{}", proxy.addr()));
+    mock.set_dingtalk_ws_base(format!("ws://{}", proxy.addr()));
     Ok((mock, proxy))
 }
 
@@ -129,7 +138,7 @@ async fn start_platform() -> anyhow::Result<(MockPlatform, BlackholeProxy)> {
 fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path, agent: &str) {
     println!(
         "hermes-svc demo: a real gateway process against a mock QQ Bot + Discord + Feishu + \
-         Slack + Telegram + Weixin + Matrix platform"
+         Slack + Telegram + Weixin + Matrix + Mattermost + WeCom + DingTalk platform"
     );
     println!(
         "  mock platform  {} (heartbeat, Feishu and Slack ping interval {:?})",
@@ -144,7 +153,7 @@ fn print_setup(mock: &MockPlatform, proxy: &BlackholeProxy, profile_home: &Path,
     println!("  agent          {agent}: a built-in echo agent, behind the OpenAI bridge");
     println!(
         "  adapters       qq (qqbot), dc (discord), fs (feishu), sl (slack), tg (telegram), \
-         wx (weixin), mx (matrix), mm (mattermost), wc (wecom); cron job 'tick' every 2 s\n"
+         wx (weixin), mx (matrix), mm (mattermost), wc (wecom),\n  dt (dingtalk); cron job 'tick' every 2 s\n"
     );
 }
 
@@ -306,7 +315,7 @@ fn say_detection(clock: &Clock, fault_at: Instant, t: Instant, line: &str) {
         ));
         return;
     }
-    let probe = if matches!(adapter, "fs" | "sl" | "mm" | "wc") {
+    let probe = if matches!(adapter, "fs" | "sl" | "mm" | "wc" | "dt") {
         "ping"
     } else {
         "heartbeat"
@@ -341,6 +350,7 @@ impl Tally {
         generated.extend(mock.matrix_message_ids());
         generated.extend(mock.mattermost_posts().into_iter().map(|p| p.id));
         generated.extend(mock.wecom_events().into_iter().map(|e| e.msgid));
+        generated.extend(mock.dingtalk_events().into_iter().map(|e| e.msg_id));
         let inbox = profile_home.join("inbox");
         let deadline = Instant::now() + Duration::from_secs(10);
         let (stored, unique, missing) = wait_for_spool(&inbox, &generated, deadline).await;
@@ -495,7 +505,7 @@ struct Summary {
 }
 
 impl Summary {
-    /// Nothing lost or stored twice, every Feishu event acked, all seven adapters found the
+    /// Nothing lost or stored twice, every Feishu event acked, every adapter found the
     /// fault, QQ and Discord resumed, Feishu connected afresh, and the gateway stopped cleanly.
     fn ok(&self) -> bool {
         let t = &self.tally;
@@ -547,4 +557,5 @@ fn emit_one(mock: &MockPlatform) {
     mock.slack_emit(1);
     mock.matrix_emit(1);
     mock.mattermost_emit(1);
+    mock.dingtalk_emit(1);
 }

@@ -1,5 +1,5 @@
 //! The demo's profile: an adapter of every kind against the mock (QQ Bot, Discord, Feishu and
-//! Slack on their long connections, Mattermost's and WeCom's through the fault proxy,
+//! Slack on their long connections, Mattermost's, WeCom's and DingTalk's through the fault proxy,
 //! Telegram, Weixin and Matrix long polling through it),
 //! a cron job,
 //! the credentials in `.env` and the Weixin login that `login weixin` would have stored.
@@ -7,6 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::Secret;
+use crate::mock_platform::dingtalk::DingTalkConfig;
 use crate::mock_platform::mattermost::MattermostConfig;
 use crate::mock_platform::weixin::WeixinConfig;
 use crate::mock_platform::{telegram::TelegramConfig, FeishuConfig, MatrixConfig, SlackConfig};
@@ -32,6 +33,7 @@ pub(super) fn write(
     let slack = SlackConfig::default();
     let matrix = MatrixConfig::default();
     let wecom_bot = WeComConfig::default();
+    let dingtalk = DingTalkConfig::default();
     // The WeCom bot's long connection, through the fault proxy like the polls.
     let wecom_url = format!(
         "{}{}",
@@ -43,7 +45,7 @@ pub(super) fn write(
     std::fs::write(
         profile_home.join("gateway.toml"),
         format!(
-            r#"# Written by `hermes-svc demo`: eight adapters against the built-in mock platform.
+            r#"# Written by `hermes-svc demo`: an adapter of every kind against the built-in mock platform.
 [gateway]
 max-outage = "5m"
 
@@ -132,6 +134,17 @@ url = "{wecom_url}"
 ping-interval = "1s"
 backoff-min = "200ms"
 
+# DingTalk Stream: connections/open and the robot API through the fault proxy, and the
+# endpoint it answers is the proxy too; a message the cut socket swallowed is pushed again.
+[[adapter]]
+name = "dt"
+kind = "dingtalk"
+client-id = "{dingtalk_id}"
+secret-env = "DEMO_DINGTALK_SECRET"
+api-base = "{proxied}"
+ping-interval = "1s"
+backoff-min = "200ms"
+
 [agent]
 kind = "openai"
 url = "{agent}"
@@ -143,6 +156,7 @@ command = ["/bin/sh", "-c", "echo tick"]
 timeout = "10s"
 "#,
             app_id = feishu.app_id,
+            dingtalk_id = dingtalk.client_id,
             matrix_user = matrix.user_id,
         ),
     )?;
@@ -152,7 +166,7 @@ timeout = "10s"
             "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
              DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
              DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\nDEMO_WECOM_BOT_ID={}\n\
-             DEMO_WECOM_SECRET={}\n",
+             DEMO_WECOM_SECRET={}\nDEMO_DINGTALK_SECRET={}\n",
             feishu.app_secret,
             TelegramConfig::default().token,
             slack.app_token,
@@ -161,6 +175,7 @@ timeout = "10s"
             MattermostConfig::default().token,
             wecom_bot.bot_id,
             wecom_bot.secret,
+            dingtalk.client_secret,
         )
         .as_bytes(),
         0o600,

@@ -21,8 +21,8 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
         "{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("STATUS=9/9 adapters ready"), "{stdout}");
-    for adapter in ["qq", "dc", "fs", "sl", "mm", "wc"] {
+    assert!(stdout.contains("STATUS=10/10 adapters ready"), "{stdout}");
+    for adapter in ["qq", "dc", "fs", "sl", "mm", "wc", "dt"] {
         assert!(
             stdout.contains(&format!("{adapter}: half-open detected after")),
             "{adapter}: {stdout}"
@@ -70,14 +70,14 @@ fn the_demo_shows_every_adapter_recover_from_half_open_feishu_included() {
     );
     // Three lines more since the conversation: the agent, the greeting and its answer; seven
     // since Slack and Matrix: two detections, Slack's new connection, and their rows in the
-    // two status tables; three for each wing since (Mattermost, WeCom): its detection and its
+    // two status tables; three for each wing since (Mattermost, WeCom, DingTalk): its detection and its
     // two rows. The `STATUS=` lines are not counted: the demo prints each change the
     // gateway reports, and how many there are depends on timing.
     let lines = stdout
         .lines()
         .filter(|l| !l.contains("systemd <- STATUS="))
         .count();
-    assert!(lines <= 58, "the demo stays short: {stdout}");
+    assert!(lines <= 62, "the demo stays short: {stdout}");
     assert!(!stdout.contains('\x1b'), "plain through a pipe: {stdout:?}");
 }
 

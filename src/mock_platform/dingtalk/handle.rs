@@ -12,6 +12,13 @@ impl MockPlatform {
         &self.side::<DingTalk>().state
     }
 
+    /// Send Stream clients to `base` (`ws://HOST:PORT`, a proxy in front of this mock) from
+    /// the next `connections/open` on.
+    pub fn set_dingtalk_ws_base(&self, base: String) {
+        self.dingtalk()
+            .set_ws_url(format!("{base}{}", super::WS_PATH));
+    }
+
     /// `n` messages from the first staff member in the first group; their `msgId`s.
     pub fn dingtalk_emit(&self, n: usize) -> Vec<String> {
         let c = &self.dingtalk().config;

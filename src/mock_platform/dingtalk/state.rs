@@ -49,7 +49,8 @@ struct Inner {
 
 pub(crate) struct DingTalkState {
     pub(crate) config: DingTalkConfig,
-    ws_url: String,
+    /// Where `connections/open` sends a client: this mock, or a proxy in front of it.
+    ws_url: Mutex<String>,
     /// Where the session webhooks a message carries point: this mock.
     http_base: String,
     inner: Mutex<Inner>,
@@ -67,7 +68,7 @@ impl DingTalkState {
     pub(crate) fn new(config: DingTalkConfig, ws_url: String, http_base: String) -> Self {
         DingTalkState {
             config,
-            ws_url,
+            ws_url: Mutex::new(ws_url),
             http_base,
             inner: Mutex::new(Inner::default()),
             wake: Notify::new(),
@@ -104,7 +105,12 @@ impl DingTalkState {
         let ticket = format!("mock-ticket-{:08x}-{:08x}", inner.serial, fastrand::u32(..));
         inner.tickets.insert(ticket.clone(), Instant::now());
         inner.stats.tickets_issued += 1;
-        Ok((self.ws_url.clone(), ticket))
+        let ws_url = self.ws_url.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok((ws_url.clone(), ticket))
+    }
+
+    pub(crate) fn set_ws_url(&self, url: String) {
+        *self.ws_url.lock().unwrap_or_else(PoisonError::into_inner) = url;
     }
 
     /// `oauth2/accessToken`: a new token.
