@@ -29,27 +29,37 @@ pub(super) fn write(
     proxied: &str,
     agent: &str,
 ) -> anyhow::Result<PathBuf> {
-    let feishu = FeishuConfig::default();
-    let slack = SlackConfig::default();
-    let matrix = MatrixConfig::default();
-    let wecom_bot = WeComConfig::default();
-    let dingtalk = DingTalkConfig::default();
-    // The WeCom bot's long connection, through the fault proxy like the polls.
-    let wecom_url = format!(
-        "{}{}",
-        proxied.replacen("http://", "ws://", 1),
-        wecom::WS_PATH
-    );
     let profile_home = home.join("profiles/demo");
     std::fs::create_dir_all(&profile_home)?;
-    std::fs::write(
-        profile_home.join("gateway.toml"),
-        format!(
-            r#"# Written by `hermes-svc demo`: an adapter of every kind against the built-in mock platform.
-[gateway]
-max-outage = "5m"
+    let toml = format!(
+        "# Written by `hermes-svc demo`: an adapter of every kind against the built-in mock \
+         platform.\n[gateway]\nmax-outage = \"5m\"\n\n{}{}{}\
+         [agent]\nkind = \"openai\"\nurl = \"{agent}\"\n\n\
+         [[cron]]\nname = \"tick\"\nschedule = \"*/2 * * * * *\"\n\
+         command = [\"/bin/sh\", \"-c\", \"echo tick\"]\ntimeout = \"10s\"\n",
+        direct(base),
+        polled(proxied),
+        proxied_sockets(proxied),
+    );
+    std::fs::write(profile_home.join("gateway.toml"), toml)?;
+    crate::atomic_file::write(&profile_home.join(".env"), env_file().as_bytes(), 0o600)?;
+    let login = WeixinLogin::new(
+        Secret::new(WeixinConfig::default().token),
+        proxied.to_owned(),
+        "demo-bot@im.bot".into(),
+        "demo-owner@im.wechat".into(),
+    );
+    let login_file = crate::platform::weixin::login_file(&profile_home.join("gateway.toml"), "wx");
+    login.write(&login_file)?;
+    Ok(profile_home)
+}
 
-[[adapter]]
+/// The long connections that reach the mock directly: the fault reaches them through the
+/// WebSocket URLs the mock advertises (the proxy's).
+fn direct(base: &str) -> String {
+    let app_id = FeishuConfig::default().app_id;
+    format!(
+        r#"[[adapter]]
 name = "qq"
 kind = "qqbot"
 app-id = "102000000"
@@ -82,7 +92,15 @@ api-base = "{base}"
 ping-interval = "1s"
 backoff-min = "200ms"
 
-[[adapter]]
+"#
+    )
+}
+
+/// The long polls, through the fault proxy.
+fn polled(proxied: &str) -> String {
+    let matrix_user = MatrixConfig::default().user_id;
+    format!(
+        r#"[[adapter]]
 name = "tg"
 kind = "telegram"
 token-env = "DEMO_TELEGRAM_TOKEN"
@@ -115,7 +133,21 @@ poll-timeout = "{POLL_TIMEOUT_S}s"
 poll-grace = "{POLL_GRACE_S}s"
 backoff-min = "200ms"
 
-# Mattermost: its WebSocket and REST through the fault proxy; what a cut socket missed is
+"#
+    )
+}
+
+/// The long connections whose every request goes through the fault proxy.
+fn proxied_sockets(proxied: &str) -> String {
+    let dingtalk_id = DingTalkConfig::default().client_id;
+    // The WeCom bot's long connection, through the fault proxy like the polls.
+    let wecom_url = format!(
+        "{}{}",
+        proxied.replacen("http://", "ws://", 1),
+        wecom::WS_PATH
+    );
+    format!(
+        r#"# Mattermost: its WebSocket and REST through the fault proxy; what a cut socket missed is
 # read back by REST (posts?since=) after the reconnect.
 [[adapter]]
 name = "mm"
@@ -145,48 +177,27 @@ api-base = "{proxied}"
 ping-interval = "1s"
 backoff-min = "200ms"
 
-[agent]
-kind = "openai"
-url = "{agent}"
+"#
+    )
+}
 
-[[cron]]
-name = "tick"
-schedule = "*/2 * * * * *"
-command = ["/bin/sh", "-c", "echo tick"]
-timeout = "10s"
-"#,
-            app_id = feishu.app_id,
-            dingtalk_id = dingtalk.client_id,
-            matrix_user = matrix.user_id,
-        ),
-    )?;
-    crate::atomic_file::write(
-        &profile_home.join(".env"),
-        format!(
-            "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
-             DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
-             DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\nDEMO_WECOM_BOT_ID={}\n\
-             DEMO_WECOM_SECRET={}\nDEMO_DINGTALK_SECRET={}\n",
-            feishu.app_secret,
-            TelegramConfig::default().token,
-            slack.app_token,
-            slack.bot_token,
-            matrix.access_token,
-            MattermostConfig::default().token,
-            wecom_bot.bot_id,
-            wecom_bot.secret,
-            dingtalk.client_secret,
-        )
-        .as_bytes(),
-        0o600,
-    )?;
-    let login = WeixinLogin::new(
-        Secret::new(WeixinConfig::default().token),
-        proxied.to_owned(),
-        "demo-bot@im.bot".into(),
-        "demo-owner@im.wechat".into(),
-    );
-    let login_file = crate::platform::weixin::login_file(&profile_home.join("gateway.toml"), "wx");
-    login.write(&login_file)?;
-    Ok(profile_home)
+/// Every adapter's credentials, as `.env` holds them.
+fn env_file() -> String {
+    let (feishu, slack) = (FeishuConfig::default(), SlackConfig::default());
+    let (wecom, dingtalk) = (WeComConfig::default(), DingTalkConfig::default());
+    format!(
+        "DEMO_QQ_SECRET=demo-secret\nDEMO_DISCORD_TOKEN=demo-token\nDEMO_FEISHU_SECRET={}\n\
+         DEMO_TELEGRAM_TOKEN={}\nDEMO_SLACK_APP_TOKEN={}\nDEMO_SLACK_BOT_TOKEN={}\n\
+         DEMO_MATRIX_TOKEN={}\nDEMO_MATTERMOST_TOKEN={}\nDEMO_WECOM_BOT_ID={}\n\
+         DEMO_WECOM_SECRET={}\nDEMO_DINGTALK_SECRET={}\n",
+        feishu.app_secret,
+        TelegramConfig::default().token,
+        slack.app_token,
+        slack.bot_token,
+        MatrixConfig::default().access_token,
+        MattermostConfig::default().token,
+        wecom.bot_id,
+        wecom.secret,
+        dingtalk.client_secret,
+    )
 }
