@@ -14,13 +14,14 @@ use std::time::Duration;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
-use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::{Message, Utf8Bytes};
 
 use super::connect::Socket;
 use super::liveness::{Action, Liveness, Zombie};
 use super::outlet;
 use crate::gateway::fence::Fence;
 use crate::gateway::grid::Grid;
+use crate::gateway::health::Heartbeat;
 
 /// How the loop itself ended a connection.
 #[derive(Debug, PartialEq)]
@@ -80,6 +81,32 @@ pub(crate) struct Wire<'a> {
     pub(crate) write_timeout: Duration,
     fence: &'a Fence,
     grid: &'a Grid,
+}
+
+impl Wire<'_> {
+    /// A text frame's text, for a platform that speaks JSON in text frames; every frame is
+    /// proof that the read path works, and a pong answers the probe (and beats `heartbeat`,
+    /// the adapter's own proof of life). `None`: nothing more to read in it.
+    pub(crate) fn text_of(&mut self, msg: Message, heartbeat: &Heartbeat) -> Option<Utf8Bytes> {
+        let now = Instant::now();
+        match msg {
+            Message::Text(text) => {
+                self.live.on_inbound(now);
+                Some(text)
+            }
+            Message::Pong(_) => {
+                self.live.on_pong(now);
+                heartbeat.beat();
+                None
+            }
+            // Pings (answered by the library) and binary frames: the read path works, and
+            // that is all they say.
+            _ => {
+                self.live.on_inbound(now);
+                None
+            }
+        }
+    }
 }
 
 impl<'a> Wire<'a> {

@@ -211,20 +211,9 @@ impl Frames for Live<'_> {
     }
 
     async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
-        let now = Instant::now();
-        let text = match msg {
-            Message::Text(text) => text,
-            Message::Pong(_) => {
-                wire.live.on_pong(now);
-                self.deps.heartbeat.beat();
-                return Step::Continue;
-            }
-            _ => {
-                wire.live.on_inbound(now);
-                return Step::Continue;
-            }
+        let Some(text) = wire.text_of(msg, &self.deps.heartbeat) else {
+            return Step::Continue;
         };
-        wire.live.on_inbound(now);
         let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if let Some(seq) = v["seq"].as_u64().filter(|_| v["event"].is_string()) {
             let next = seq.saturating_add(1);
