@@ -26,6 +26,7 @@ use crate::scratch;
 /// One trial's figures.
 struct Trial {
     server: &'static str,
+    number: usize,
     adapter: String,
     to_ready: Duration,
     to_identified: Duration,
@@ -155,6 +156,7 @@ async fn trials_against(
         let after = server.seen().await;
         results.push(Trial {
             server: label,
+            number: t + 1,
             adapter: victim,
             to_ready: ready - sent,
             to_identified: identified - sent,
@@ -175,11 +177,11 @@ fn print(n: usize, results: &[Trial], bin: &str) {
         m = n - 1
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for (i, t) in results.iter().enumerate() {
+    for t in results {
         println!(
             "| {} | {} | {} | {:.1} ms | {:.1} ms | {} | {} | {} |",
             t.server,
-            i + 1,
+            t.number,
             t.adapter,
             t.to_ready.as_secs_f64() * 1e3,
             t.to_identified.as_secs_f64() * 1e3,
