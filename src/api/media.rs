@@ -26,8 +26,9 @@ use crate::gateway::outbox::NewFile;
 use crate::media::download::{DownloadError, Source};
 use crate::media::store::{self, Store, StoreError};
 
-/// The largest file taken: above every platform's own limit for a bot's upload (Telegram's
-/// 50 MB is the largest of them), so the platform's limit is the one a caller meets.
+/// The largest file taken: above every platform's own limit for a bot's upload (50 MB is the
+/// largest of them; each wing's docs give its own), so the platform's limit is the one a
+/// caller meets.
 pub const MAX_UPLOAD: u64 = 64 * 1024 * 1024;
 
 /// The path whose body the server hands over unread.

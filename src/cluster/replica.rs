@@ -9,8 +9,8 @@
 //!
 //! An inbound value holds the adapter's resume state and the dedupe keys of the last [`KEPT`] events
 //! it stored: enough for a successor to drop what a resume replays twice (the one event in
-//! flight when the old active went) and what a platform redelivers (Feishu's unacknowledged
-//! events). It holds no event's content and no secret.
+//! flight when the old active went) and what a platform redelivers (events it saw no ack
+//! for). It holds no event's content and no secret.
 //!
 //! The outbox's messages are under `outbox/`, one key per idempotency key (a hash of it), so
 //! that a key is taken once across every host: a submit creates its key in the same

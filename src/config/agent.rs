@@ -172,8 +172,8 @@ pub(super) fn agent(ctx: &Ctx, raw: &Spanned<RawAgent>) -> Result<AgentSpec, Con
 }
 
 /// With `platform-ids`, a chat is named to Hermes by its platform and the platform's own id
-/// alone: two adapters of one kind could have chats of one id (two Telegram bots in one
-/// group), which would be one Hermes session, and an answer could not say which bot posts it.
+/// alone: two adapters of one kind could have chats of one id (two bots of one platform in
+/// one group), which would be one Hermes session, and an answer could not say which bot posts it.
 pub(super) fn platform_ids_fit<P: Platforms>(
     ctx: &Ctx,
     raw: &Spanned<RawAgent>,

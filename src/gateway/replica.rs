@@ -4,10 +4,10 @@
 //!
 //! The active's spool is on its own disk, which a standby cannot read. So once an event is
 //! in the spool, and before the platform may hear that it arrived (the seq a heartbeat
-//! reports, the offset of the next poll, a Feishu ack), its dedupe key and the adapter's
+//! reports, the offset of the next poll, an ack), its dedupe key and the adapter's
 //! position are written to the replica too, as one write that only the current owner can
 //! make (docs/cluster.md). A new active then resumes the old session where the platform
-//! allows it (QQ Bot and Discord replay what was missed), and drops what the old one stored
+//! allows it (an op-code gateway replays what was missed), and drops what the old one stored
 //! already.
 //!
 //! Likewise a message is accepted (202) only once the replica holds it, and each of its state
@@ -38,8 +38,8 @@ pub(crate) struct ResumeState {
 pub(crate) struct Inherited {
     /// The session to resume, when the adapter's platform has one.
     pub(crate) resume: Option<ResumeState>,
-    /// The long poll's cursor, when the platform leaves it to the client (Weixin's
-    /// `get_updates_buf`; Telegram keeps its offset on the server).
+    /// The long poll's cursor, when the platform leaves it to the client (some keep the
+    /// offset on the server instead).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) cursor: Option<String>,
     /// The dedupe keys ([`crate::gateway::spool::dedupe_tag`]) of the events it stored last,

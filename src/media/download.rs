@@ -7,7 +7,7 @@
 //! the platform documents for its files; a redirect is followed only to one of them, at most
 //! [`MAX_REDIRECTS`] times. The body is cut off past the cap, and past the length the server
 //! announced: a server that sends more than it said is not believed about the rest. No error
-//! carries the URL: a Telegram file URL holds the bot's token.
+//! carries the URL: a platform's file URL may hold the bot's token.
 
 use std::time::Duration;
 

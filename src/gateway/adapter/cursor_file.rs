@@ -1,5 +1,5 @@
 //! A long poll's cursor kept on disk (`inbox/cursors/ADAPTER`), for platforms whose cursor
-//! the client holds (Weixin's `get_updates_buf`, Matrix's `next_batch`): written whole, by
+//! the client holds (each wing's docs say which): written whole, by
 //! rename, only after the batch it acknowledges is in the spool, so a crash in between polls
 //! from the old cursor and the spool drops what it already has.
 

@@ -1,5 +1,5 @@
 //! The loop of a WebSocket whose liveness is a probe the client sends and the server answers
-//! (Slack's WebSocket ping, Feishu's pbbp2 ping): read frames, send the probe when the
+//! (a WebSocket ping, or an application frame): read frames, send the probe when the
 //! liveness tracker says so, end the connection when it says the connection is dead, and
 //! write every frame under a deadline. What the frames mean is the wing's ([`Frames`]).
 //!
@@ -57,7 +57,7 @@ pub(crate) trait Frames: Send {
     ) -> impl Future<Output = Step<Self::End>> + Send;
 
     /// The next frame the wing's sender hands over (`outlet`), for a platform whose sends go
-    /// over this socket (WeCom's); never, by default. Must be cancel-safe.
+    /// over this socket; never, by default. Must be cancel-safe.
     fn outgoing(&mut self) -> impl Future<Output = outlet::Frame> + Send {
         std::future::pending()
     }

@@ -66,7 +66,7 @@ pub(crate) trait Poll: Send {
     fn commit(&mut self) -> Result<(), String>;
 
     /// The cursor [`Poll::commit`] will keep, for a cluster's replica; none where the
-    /// platform keeps it (Telegram's offset is confirmed on the server).
+    /// platform keeps it (an offset confirmed on the server).
     fn next_cursor(&self) -> Option<&str> {
         None
     }

@@ -335,7 +335,7 @@ impl Live<'_> {
     }
 
     /// The close frame of a clean stop. 1001 (going away) ends an op-code session on the
-    /// platform (Discord's gateway docs: 1000 and 1001 invalidate it), which is right when
+    /// platform (the op-code gateways' docs: 1000 and 1001 invalidate it), which is right when
     /// nobody will resume it. In a cluster the next active resumes it from the replica, so
     /// the session is closed with 4000 instead, which leaves it resumable.
     fn closing_frame(&self) -> CloseFrame {
