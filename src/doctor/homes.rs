@@ -52,7 +52,9 @@ impl Homes {
         let now = SystemTime::now();
         let main_pids = services.iter().filter_map(|s| s.pid).collect();
         let (mut profiles, questions) = profiles_in(dirs, main_pids);
-        standing::ask(&mut profiles, questions).await;
+        for (p, adapter, standing) in standing::ask(questions).await {
+            profiles[p].standing.push((adapter, standing));
+        }
         Homes {
             now,
             profiles,

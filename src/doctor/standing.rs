@@ -5,18 +5,17 @@
 
 use futures_util::stream::{self, StreamExt};
 
-use crate::doctor::homes::ProfileSnap;
-use crate::platform::standing::{Question, ASK_TIMEOUT};
+use crate::platform::standing::{Question, Standing, ASK_TIMEOUT};
 
 /// Questions in flight at once, across all profiles: a machine with hundreds of bots asks in
 /// a few rounds of [`ASK_TIMEOUT`] at worst, without hundreds of sockets.
 pub(crate) const AT_ONCE: usize = 32;
 
-/// Ask every question, `(index of its profile, question)`, and record each answer in its
-/// profile's `standing`, in the order the questions came.
-pub(crate) async fn ask(profiles: &mut [ProfileSnap], questions: Vec<(usize, Question)>) {
+/// Ask every question, `(index of its profile, question)`; each answer as `(index of its
+/// profile, adapter, standing)`, in the order the questions came.
+pub(crate) async fn ask(questions: Vec<(usize, Question)>) -> Vec<(usize, String, Standing)> {
     if questions.is_empty() {
-        return;
+        return vec![];
     }
     let mut answers: Vec<_> = match client() {
         Ok(http) => {
@@ -40,9 +39,10 @@ pub(crate) async fn ask(profiles: &mut [ProfileSnap], questions: Vec<(usize, Que
         }
     };
     answers.sort_by_key(|a| a.0);
-    for (_, p, adapter, standing) in answers {
-        profiles[p].standing.push((adapter, standing));
-    }
+    answers
+        .into_iter()
+        .map(|(_, p, adapter, standing)| (p, adapter, standing))
+        .collect()
 }
 
 fn client() -> Result<reqwest::Client, reqwest::Error> {
