@@ -12,6 +12,7 @@ mod adopt;
 mod agent;
 mod apply;
 mod args;
+mod complete;
 mod demo;
 mod doctor;
 mod error;

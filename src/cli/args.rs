@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 use clap_complete::engine::ArgValueCompleter;
 
-use super::shell_help::{profiles, shell_names};
+use super::complete::{profiles, shell_names};
 
 mod jobs;
 pub(super) use jobs::*;
@@ -49,7 +49,7 @@ pub(super) enum Command {
     /// Restart a profile's unit, and wait for the gateway's READY=1.
     Restart(LifecycleArgs),
     /// Have a profile's running gateway read its configuration again, and wait for the result.
-    Reload(super::reload::ReloadArgs),
+    Reload(ReloadArgs),
     /// Show every installed profile: unit state, restarts, edits.
     Status(StatusArgs),
     /// Print the unit and drop-in that install would write, with no side effects.
@@ -251,6 +251,15 @@ pub(super) struct StatusArgs {
     /// Print the report as JSON (docs/status.md).
     #[arg(long)]
     pub(super) json: bool,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct ReloadArgs {
+    #[arg(short, long, value_name = "NAME", help = PROFILE, add = ArgValueCompleter::new(profiles))]
+    pub(super) profile: String,
+    /// How long to wait for the gateway's answer.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub(super) timeout: std::time::Duration,
 }
 
 #[derive(Args, Debug)]

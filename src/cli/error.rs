@@ -3,6 +3,10 @@
 //! The lower layers each have their own error type; this is where they meet the process's
 //! exit status (`crate::exit_code`), so no caller has to guess a code from an error's type.
 
+mod commands;
+
+pub(crate) use commands::{FollowError, LogsError, ReloadError};
+
 use std::path::PathBuf;
 
 use crate::api::client::ClientError;
@@ -65,9 +69,9 @@ pub(crate) enum CliError {
     #[error(transparent)]
     Events(#[from] SpoolError),
     #[error(transparent)]
-    Follow(#[from] super::events::FollowError),
+    Follow(#[from] FollowError),
     #[error(transparent)]
-    Logs(#[from] super::logs::LogsError),
+    Logs(#[from] LogsError),
     /// No API socket answers for the profile: the gateway is not running.
     #[error(
         "the gateway for profile {profile} is not running (no API socket at {}); start it with hermes-svc start --profile {profile}",
@@ -109,7 +113,7 @@ pub(crate) enum CliError {
     #[error("{0}")]
     Pairing(String),
     #[error(transparent)]
-    Reload(#[from] super::reload::ReloadError),
+    Reload(#[from] ReloadError),
 }
 
 impl CliError {

@@ -7,7 +7,7 @@ use std::path::Path;
 mod via_api;
 
 use super::args::EventsArgs;
-use super::error::{usage, CliError};
+use super::error::{usage, CliError, FollowError};
 use super::validate::parse_profile;
 use crate::api::client::Client;
 use crate::config;
@@ -17,8 +17,6 @@ use crate::gateway::spool::{SpoolError, FILE_NAME, FOLLOW_POLL};
 use crate::platform::{Normaliser, Protocol};
 use crate::profile::Profile;
 use crate::safe_text::visible;
-
-pub(crate) use via_api::FollowError;
 
 /// With `--follow`, through the gateway's API when it answers (a long-poll, so a new event
 /// shows at once), else by watching the files.

@@ -11,11 +11,10 @@ mod files;
 
 use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use super::args::LogsArgs;
-use super::error::{usage, CliError};
+use super::error::{usage, CliError, LogsError};
 use super::validate::parse_profile;
 use crate::launchd::plist;
 use crate::profile::Profile;
@@ -24,22 +23,6 @@ use crate::systemd::scope::Scope;
 
 /// The journal field the gateway names its adapter in (logging.rs, docs/logs.md).
 const ADAPTER_FIELD: &str = "HERMES_ADAPTER";
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum LogsError {
-    #[error("failed to run journalctl (is systemd's journal installed?)")]
-    Journalctl(#[source] std::io::Error),
-    #[error("failed to read journalctl's output")]
-    JournalctlOutput(#[source] std::io::Error),
-    #[error("cannot read {}", path.display())]
-    Read {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("cannot write to stdout")]
-    Write(#[source] std::io::Error),
-}
 
 /// Which entries of which unit's journal.
 #[derive(Debug, Clone, Copy)]

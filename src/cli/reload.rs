@@ -10,62 +10,18 @@
 
 use std::time::{Duration, Instant};
 
-use clap::Args;
-use clap_complete::engine::ArgValueCompleter;
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
+use super::args::ReloadArgs;
 use super::error::usage;
-use super::error::CliError;
-use super::shell_help::profiles;
+use super::error::{CliError, ReloadError};
 use super::validate::parse_profile;
 use crate::bounded_read::Owner;
 use crate::exit_code;
 use crate::gateway::pid_file::PidFile;
 use crate::gateway::state_file::{ReloadOutcome, ReloadRecord, StateFile};
 use crate::profile::Profile;
-
-#[derive(Args, Debug)]
-pub(super) struct ReloadArgs {
-    #[arg(short, long, value_name = "NAME", help = super::args::PROFILE, add = ArgValueCompleter::new(profiles))]
-    pub(super) profile: String,
-    /// How long to wait for the gateway's answer.
-    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
-    pub(super) timeout: Duration,
-}
-
-/// Why a reload did not apply.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum ReloadError {
-    #[error("the gateway for profile {profile} is not running (no live gateway holds its lock); start it with hermes-svc start --profile {profile}")]
-    NotRunning { profile: String },
-    #[error("reload refused, the gateway keeps its running configuration: {reason}")]
-    Refused { reason: String },
-    #[error("the gateway (PID {pid}) did not answer the reload within {}; its log says why (hermes-svc logs --profile {profile})", humantime::format_duration(*.waited))]
-    NoAnswer {
-        pid: u32,
-        profile: String,
-        waited: Duration,
-    },
-    #[error("the gateway (PID {pid}) exited during the reload; hermes-svc status --profile {profile} says why")]
-    Exited { pid: u32, profile: String },
-    #[error("cannot signal the gateway (PID {pid})")]
-    Signal {
-        pid: u32,
-        #[source]
-        source: nix::errno::Errno,
-    },
-}
-
-impl ReloadError {
-    /// A refused configuration is a configuration error (78); the rest, a failure (1).
-    pub(crate) fn exit_code(&self) -> u8 {
-        match self {
-            ReloadError::Refused { .. } => exit_code::CONFIG,
-            _ => exit_code::FAILURE,
-        }
-    }
-}
 
 pub(super) fn run(args: ReloadArgs) -> Result<u8, CliError> {
     let name = parse_profile(&args.profile)?;

@@ -7,12 +7,10 @@
 //! subcommand or flag needs no new script. Since the binary answers, a script written by one
 //! version keeps working with the next.
 
-use std::ffi::OsStr;
 use std::io::Write;
 use std::path::Path;
 
 use clap::CommandFactory;
-use clap_complete::engine::CompletionCandidate;
 use clap_complete::env::Shells;
 
 use super::args::{Cli, CompletionsArgs, ManArgs};
@@ -32,11 +30,6 @@ pub(super) fn answer_completion_request() {
         .bin(BIN)
         .completer(BIN)
         .complete();
-}
-
-/// The shells `completions` knows, by name.
-pub(super) fn shell_names() -> Vec<&'static str> {
-    Shells::builtins().names().collect()
 }
 
 pub(super) fn completions(args: CompletionsArgs) -> Result<u8, CliError> {
@@ -64,23 +57,6 @@ pub(super) fn completions(args: CompletionsArgs) -> Result<u8, CliError> {
 /// without this tail the first TAB of every shell offers nothing. Sourced, it does nothing.
 fn zsh_autoload_tail() -> String {
     format!("if [[ ${{funcstack[1]-}} == _{BIN} ]]; then\n    \"$_comps[{BIN}]\" \"$@\"\nfi\n")
-}
-
-/// `--profile` candidates: the profiles with a home under `$HERMES_HOME` (or `~/.hermes`).
-/// A completion must never fail loudly, so an unreadable home offers nothing.
-pub(super) fn profiles(current: &OsStr) -> Vec<CompletionCandidate> {
-    let Some(prefix) = current.to_str() else {
-        return vec![];
-    };
-    let Ok(home) = crate::profile::hermes_home_from_env() else {
-        return vec![];
-    };
-    crate::profile::names_in(&home)
-        .into_iter()
-        .map(|n| n.as_str().to_owned())
-        .filter(|n| n.starts_with(prefix))
-        .map(CompletionCandidate::new)
-        .collect()
 }
 
 /// One page per command, `hermes-svc.1`, `hermes-svc-install.1`, ..., each written whole.

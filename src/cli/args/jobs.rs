@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use clap::Args;
 use clap_complete::engine::ArgValueCompleter;
 
+use super::super::complete::profiles;
 use super::super::report::Output;
-use super::super::shell_help::profiles;
 use super::{AgentKind, PROFILE};
 use crate::systemd::scope::Scope;
 

@@ -12,26 +12,17 @@ use std::time::Duration;
 
 use tracing::warn;
 
+use super::super::error::FollowError;
 use super::{print, Listing};
 use crate::api::client::{Client, ClientError};
 use crate::api::wire::PagedEvent;
 use crate::api::{MAX_LIMIT, PAGE_BYTES};
-use crate::gateway::spool::cursor::{read_after, CursorError, Limits, Position};
+use crate::gateway::spool::cursor::{read_after, Limits, Position};
 use crate::gateway::spool::reader::{after, Record};
-use crate::gateway::spool::{SpoolError, FOLLOW_POLL};
+use crate::gateway::spool::FOLLOW_POLL;
 
 /// How long each long-poll waits for an event.
 const LONG_POLL: Duration = Duration::from_secs(30);
-
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum FollowError {
-    #[error(transparent)]
-    Api(#[from] ClientError),
-    #[error(transparent)]
-    Cursor(#[from] CursorError),
-    #[error(transparent)]
-    Spool(#[from] SpoolError),
-}
 
 /// Where pages come from: the API while it answers, then the files.
 struct Source<'a> {

@@ -11,7 +11,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::LogsError;
+use super::super::error::LogsError;
 use crate::logging::plain_text::words;
 use crate::safe_text::visible;
 
