@@ -1,6 +1,7 @@
 //! The layer order of docs/architecture.md ("Layers"), checked against the source: every
 //! `crate::` path in code (tests aside) runs to its own layer or a lower one, the modules of a
-//! layer import each other in no loop, and every top-level module is in the list.
+//! layer import each other in no loop, and every top-level module is in the list. Inside a
+//! folder too, its modules import each other in no loop.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -117,19 +118,21 @@ fn imports_run_down_the_layers_of_the_architecture_doc() {
             }
         }
     }
-    // Within a layer: no loop (a depth-first search that meets a module on its own path).
+    problems.extend(loops(&edges, "within a layer"));
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// Each loop in `edges`, in words.
+fn loops(edges: &BTreeMap<String, BTreeSet<String>>, within: &str) -> Vec<String> {
     fn visit(
         m: &str,
         edges: &BTreeMap<String, BTreeSet<String>>,
         path: &mut Vec<String>,
         done: &mut BTreeSet<String>,
-        problems: &mut Vec<String>,
+        found: &mut Vec<String>,
     ) {
         if let Some(at) = path.iter().position(|p| p == m) {
-            problems.push(format!(
-                "a loop within a layer: {} -> {m}",
-                path[at..].join(" -> ")
-            ));
+            found.push(format!("{} -> {m}", path[at..].join(" -> ")));
             return;
         }
         if !done.insert(m.to_owned()) {
@@ -137,13 +140,82 @@ fn imports_run_down_the_layers_of_the_architecture_doc() {
         }
         path.push(m.to_owned());
         for next in edges.get(m).into_iter().flatten() {
-            visit(next, edges, path, done, problems);
+            visit(next, edges, path, done, found);
         }
         path.pop();
     }
-    let mut done = BTreeSet::new();
+    let (mut done, mut found) = (BTreeSet::new(), vec![]);
     for m in edges.keys() {
-        visit(m, &edges, &mut vec![], &mut done, &mut problems);
+        visit(m, edges, &mut vec![], &mut done, &mut found);
     }
+    found
+        .into_iter()
+        .map(|l| format!("a loop {within}: {l}"))
+        .collect()
+}
+
+#[test]
+fn the_modules_of_a_folder_import_each_other_in_no_loop() {
+    let src = Path::new(ROOT).join("src");
+    let mut files = vec![];
+    sources(&src, &mut files);
+    let is_module = |folder: &str, name: &str| {
+        src.join(folder).join(format!("{name}.rs")).exists() || src.join(folder).join(name).is_dir()
+    };
+    let mut edges: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).unwrap();
+        let parts: Vec<String> = rel
+            .components()
+            .map(|c| {
+                c.as_os_str()
+                    .to_string_lossy()
+                    .trim_end_matches(".rs")
+                    .to_owned()
+            })
+            .collect();
+        if parts.len() < 2 {
+            continue;
+        }
+        let (folder, me) = (&parts[0], &parts[1]);
+        let text = std::fs::read_to_string(file).unwrap();
+        let code = text
+            .split("#[cfg(test)]\nmod tests {")
+            .next()
+            .unwrap_or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            let mut named = vec![];
+            let prefix = format!("crate::{folder}::");
+            for (at, _) in line.match_indices(&prefix) {
+                named.push(&line[at + prefix.len()..]);
+            }
+            // A file right in the folder names its siblings as `super::`.
+            if parts.len() == 2 {
+                for (at, _) in line.match_indices("super::") {
+                    if !line[..at].ends_with("super::") {
+                        named.push(&line[at + 7..]);
+                    }
+                }
+            }
+            for rest in named {
+                let other: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if other != *me && !other.is_empty() && is_module(folder, &other) {
+                    edges
+                        .entry(folder.clone())
+                        .or_default()
+                        .entry(me.clone())
+                        .or_default()
+                        .insert(other);
+                }
+            }
+        }
+    }
+    let problems: Vec<String> = edges
+        .iter()
+        .flat_map(|(folder, e)| loops(e, &format!("in src/{folder}/")))
+        .collect();
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
