@@ -37,6 +37,16 @@ impl MockPlatform {
         self.dingtalk().emit(conversation, sender, text)
     }
 
+    /// A picture message of `bytes` (a PNG) from `sender` in `conversation`; its `msgId`.
+    pub fn dingtalk_emit_picture(
+        &self,
+        conversation: &str,
+        sender: &str,
+        bytes: Vec<u8>,
+    ) -> String {
+        self.dingtalk().emit_picture(conversation, sender, bytes)
+    }
+
     pub fn dingtalk_set_fault(&self, fault: DingTalkFault) {
         self.dingtalk().set_fault(fault);
     }
