@@ -33,6 +33,8 @@ struct Inner {
     links: HashMap<String, String>,
     links_given: u64,
     downloads: u64,
+    /// Where links point instead of this mock, when a test says so.
+    host: Option<String>,
 }
 
 /// What the mock keeps of the files, apart from the messages.
@@ -65,6 +67,11 @@ impl Files {
         code
     }
 
+    /// Links point to `host` (`scheme://host[:port]`) instead of this mock, or to it again.
+    pub(crate) fn set_host(&self, host: Option<String>) {
+        self.lock().host = host;
+    }
+
     /// `(links given, downloads served)`.
     pub(crate) fn counts(&self) -> (u64, u64) {
         let inner = self.lock();
@@ -95,10 +102,9 @@ pub(crate) fn link(head: &RequestHead, v: &Value, state: &DingTalkState) -> Answ
     let link = format!("link{:08x}{:08x}", inner.serial, fastrand::u32(..));
     inner.links.insert(link.clone(), code.to_owned());
     inner.links_given += 1;
-    let url = format!(
-        "{}{FILES_PATH}{link}?Expires=3600&Signature=mock",
-        state.http_base()
-    );
+    let host = inner.host.clone();
+    let host = host.as_deref().unwrap_or(state.http_base());
+    let url = format!("{host}{FILES_PATH}{link}?Expires=3600&Signature=mock");
     Answer::new(200, json!({"downloadUrl": url}))
 }
 

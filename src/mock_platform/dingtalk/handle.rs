@@ -47,6 +47,11 @@ impl MockPlatform {
         self.dingtalk().emit_picture(conversation, sender, bytes)
     }
 
+    /// File links point to `host` (`scheme://host[:port]`) instead of this mock; `None`: here.
+    pub fn dingtalk_set_file_host(&self, host: Option<String>) {
+        self.dingtalk().files.set_host(host);
+    }
+
     pub fn dingtalk_set_fault(&self, fault: DingTalkFault) {
         self.dingtalk().set_fault(fault);
     }
