@@ -21,6 +21,8 @@
 //! - `POST /robot/sendBySession?session=…`, the session webhook each message carries (here on
 //!   this mock): `{"msgtype": "text", "text": {"content": …}}` answered `{"errcode": 0}`, the
 //!   way the SDK's `reply_text` posts, recorded as a post to the message's group or sender.
+//! - `POST /v1.0/robot/messageFiles/download`: a picture's download code exchanged for a link
+//!   on this mock, `GET /dtfiles/<link>`, which serves the bytes (`files.rs`).
 //!
 //! Faults: [`DingTalkFault`] (half-open, deaf: no pong and no ack, a drop without a close
 //! frame, a planned disconnect), [`OpenRefusal`] (a refused open), revoked credentials
@@ -30,6 +32,7 @@
 pub(super) mod config;
 mod connection;
 mod endpoint;
+mod files;
 mod handle;
 mod record;
 mod state;

@@ -9,6 +9,7 @@
 
 mod config;
 mod doctor;
+mod fetch;
 mod hermes;
 mod hermes_ids;
 mod normalise;
@@ -95,6 +96,25 @@ impl Platform for DingTalk {
 
     async fn receive(spec: AdapterSpec<Config>, secrets: Vec<Secret>, deps: Deps) -> AdapterExit {
         receive::run(spec, secrets.into_iter().next(), deps).await
+    }
+
+    /// A message's files, by their download codes (`fetch.rs`), with a token cache of the
+    /// fetcher's own.
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let secret = Secret::new(first(secrets).to_owned());
+        let token = token::DingTalkToken::new(&config.api_base, &config.client_id, secret);
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            token,
+            shared.clone(),
+            &config.api_base,
+            &config.robot_code,
+        )))
     }
 
     fn sender(

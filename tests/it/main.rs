@@ -22,6 +22,7 @@ mod crashes_and_races;
 mod credentials;
 mod demo;
 mod dingtalk;
+mod dingtalk_media;
 mod dingtalk_official;
 mod doctor;
 mod doctor_catalogue;

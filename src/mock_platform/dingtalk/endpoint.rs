@@ -1,6 +1,7 @@
 //! The OpenAPI a Stream robot calls: `connections/open` and `oauth2/accessToken` with the
 //! app's credentials, and the robot API's two sends with the access token in
-//! `x-acs-dingtalk-access-token`. Errors are `{"code": WORD, "message": …, "requestid": …}`
+//! `x-acs-dingtalk-access-token`, and the exchange of a file's download code for a link
+//! (`files.rs`). Errors are `{"code": WORD, "message": …, "requestid": …}`
 //! with a 4xx/5xx status; a throttled send is HTTP 200 with an `errcode`, as the issue's
 //! measurements found it.
 
@@ -13,6 +14,7 @@ use super::super::post::{Platform, Post, SendAttempt, Target};
 use super::super::post_record::{Dedupe, PostRecord};
 use super::super::reply::{Answer, Reply};
 use super::super::send_attempt::{attempted, settled, struck_after, struck_before, Refusals};
+use super::files;
 use super::state::{DingTalkState, Refused};
 
 pub(crate) const OPEN_PATH: &str = "/v1.0/gateway/connections/open";
@@ -27,6 +29,9 @@ pub(crate) fn route(
     state: &DingTalkState,
     posts: &PostRecord,
 ) -> Option<Reply> {
+    if head.method == "GET" {
+        return files::serve(head, state).map(Reply::Answer);
+    }
     if head.method != "POST" {
         return None;
     }
@@ -51,6 +56,7 @@ pub(crate) fn route(
         BATCH_SEND_PATH => send(head, &v, state, posts, Target::User),
         GROUP_SEND_PATH => send(head, &v, state, posts, Target::Group),
         SESSION_PATH => by_session(head, &v, state, posts),
+        files::DOWNLOAD_PATH => Reply::Answer(files::link(head, &v, state)),
         _ => return None,
     };
     Some(reply)

@@ -37,6 +37,21 @@ impl MockPlatform {
         self.dingtalk().emit(conversation, sender, text)
     }
 
+    /// A picture message of `bytes` (a PNG) from `sender` in `conversation`; its `msgId`.
+    pub fn dingtalk_emit_picture(
+        &self,
+        conversation: &str,
+        sender: &str,
+        bytes: Vec<u8>,
+    ) -> String {
+        self.dingtalk().emit_picture(conversation, sender, bytes)
+    }
+
+    /// File links point to `host` (`scheme://host[:port]`) instead of this mock; `None`: here.
+    pub fn dingtalk_set_file_host(&self, host: Option<String>) {
+        self.dingtalk().files.set_host(host);
+    }
+
     pub fn dingtalk_set_fault(&self, fault: DingTalkFault) {
         self.dingtalk().set_fault(fault);
     }

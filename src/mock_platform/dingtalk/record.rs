@@ -44,6 +44,9 @@ pub struct DingTalkStats {
     pub disconnects: u64,
     /// Access tokens handed out.
     pub tokens_issued: u64,
+    /// `messageFiles/download` links handed out, and files served through them.
+    pub file_links: u64,
+    pub file_downloads: u64,
 }
 
 /// A fault of the Stream connections, applied to every open one.

@@ -11,6 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::{mpsc, Notify};
 
 use super::config::DingTalkConfig;
+use super::files::Files;
 use super::record::{DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal};
 
 /// The robot message topic (the SDKs' `ChatbotMessage.TOPIC`).
@@ -55,6 +56,8 @@ pub(crate) struct DingTalkState {
     http_base: String,
     inner: Mutex<Inner>,
     pub(crate) wake: Notify,
+    /// The files people sent, by download code.
+    pub(crate) files: Files,
 }
 
 /// Why `connections/open` or the token endpoint refused.
@@ -72,6 +75,7 @@ impl DingTalkState {
             http_base,
             inner: Mutex::new(Inner::default()),
             wake: Notify::new(),
+            files: Files::default(),
         }
     }
 
@@ -107,6 +111,11 @@ impl DingTalkState {
         inner.stats.tickets_issued += 1;
         let ws_url = self.ws_url.lock().unwrap_or_else(PoisonError::into_inner);
         Ok((ws_url.clone(), ticket))
+    }
+
+    /// This mock's own `http://HOST:PORT`, where session webhooks and file links point.
+    pub(crate) fn http_base(&self) -> &str {
+        &self.http_base
     }
 
     pub(crate) fn set_ws_url(&self, url: String) {
@@ -164,6 +173,20 @@ impl DingTalkState {
     /// A robot message from `sender` (a staff id) in `conversation` (a group's id, or 1:1
     /// when it is none of the configured groups); its `msgId`.
     pub(crate) fn emit(&self, conversation: &str, sender: &str, text: &str) -> String {
+        let body = json!({"msgtype": "text", "text": {"content": text}});
+        self.emit_body(conversation, sender, text, body)
+    }
+
+    /// A picture message of `bytes` (a PNG) from `sender` in `conversation`; its `msgId`.
+    pub(crate) fn emit_picture(&self, conversation: &str, sender: &str, bytes: Vec<u8>) -> String {
+        let code = self.files.add("image/png", bytes);
+        let body = json!({"msgtype": "picture",
+            "content": {"downloadCode": code, "pictureDownloadCode": format!("@picture{code}")}});
+        self.emit_body(conversation, sender, "", body)
+    }
+
+    /// A robot message of `body` (its `msgtype` and that type's fields), recorded as `text`.
+    fn emit_body(&self, conversation: &str, sender: &str, text: &str, body: Value) -> String {
         let mut inner = self.lock();
         inner.serial += 1;
         let serial = inner.serial;
@@ -176,7 +199,7 @@ impl DingTalkState {
         inner
             .sessions
             .insert(session.clone(), (group, to.to_owned()));
-        let data = json!({
+        let mut data = json!({
             "conversationId": conversation,
             "conversationType": if group { "2" } else { "1" },
             "conversationTitle": if group { "mock group" } else { "" },
@@ -187,8 +210,10 @@ impl DingTalkState {
             "sessionWebhook": format!("{}/robot/sendBySession?session={session}", self.http_base),
             "sessionWebhookExpiredTime": now_ms + 5_400_000,
             "createAt": now_ms, "isInAtList": true, "robotCode": c.robot_code,
-            "msgtype": "text", "text": {"content": text},
         });
+        if let (Some(data), Value::Object(body)) = (data.as_object_mut(), body) {
+            data.extend(body);
+        }
         inner.events.push(DingTalkEventRecord {
             msg_id: msg_id.clone(),
             conversation_id: conversation.to_owned(),
@@ -323,8 +348,11 @@ impl DingTalkState {
 
     pub(crate) fn stats(&self) -> DingTalkStats {
         let inner = self.lock();
+        let (file_links, file_downloads) = self.files.counts();
         DingTalkStats {
             live_connections: inner.conns.len() as u64,
+            file_links,
+            file_downloads,
             ..inner.stats.clone()
         }
     }
