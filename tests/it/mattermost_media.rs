@@ -7,7 +7,7 @@
 use std::fs;
 use std::process::Child;
 
-use hermes_svc::mock_platform::mattermost::{MattermostConfig, MattermostFile};
+use hermes_svc::mock_platform::mattermost::{MattermostConfig, MattermostFault, MattermostFile};
 use hermes_svc::mock_platform::MockConfig;
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ fn start(profile: &str) -> (Rig, Child, Agent) {
     let port = crate::harness::free_port();
     let extra = format!(
         "[[adapter]]\nname = \"mm\"\nkind = \"mattermost\"\nserver-url = \"{{base}}\"\n\
-         token-env = \"{TOKEN_VAR}\"\nping-interval = \"1s\"\nbackoff-min = \"200ms\"\n\
+         token-env = \"{TOKEN_VAR}\"\nping-interval = \"1s\"\nack-timeout = \"500ms\"\nbackoff-min = \"200ms\"\n\
          backoff-max = \"1s\"\n\n{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
         crate::hermes_rig::OPEN
     );
@@ -92,5 +92,32 @@ fn a_posts_files_reach_the_agent_as_local_files_with_their_bytes() {
         !rig.log().contains(&MattermostConfig::default().token),
         "no token in the log"
     );
+    sigterm(&mut gw);
+}
+
+/// A post with a file made while the socket is half-open is never written to it: the
+/// catch-up reads it back by REST (`posts?since=`, its `file_ids` and `metadata.files`), and
+/// its file reaches the agent with its bytes all the same.
+#[test]
+fn a_file_posted_into_a_half_open_socket_is_caught_up_with_its_bytes() {
+    let (rig, mut gw, mut agent) = start("mmmcatch");
+    let before = rig.mock.mattermost_stats().connections;
+    rig.mock.mattermost_set_fault(MattermostFault::Silence);
+    let mut report = pdf();
+    report.extend_from_slice(b"\nposted while the socket was silent\n");
+    let file = MattermostFile::new("report.pdf", "application/pdf", report.clone());
+    let event = inbound(&rig, &mut agent, 1, vec![file]);
+    assert!(
+        rig.mock.mattermost_stats().connections > before,
+        "the post came by the catch-up after a reconnect"
+    );
+    assert_eq!(event["message_type"], "document", "{event}");
+    let (name, bytes) = local_file(&rig, &event, 0);
+    assert_eq!(
+        sha256(&bytes),
+        sha256(&report),
+        "the caught-up file's bytes"
+    );
+    assert!(name.ends_with("_report.pdf"), "{name}");
     sigterm(&mut gw);
 }
