@@ -4,7 +4,8 @@
 //! back, opens the WebSocket with its authentication challenge, takes `hello` (`seq` 0) as
 //! its sign that it is in, and receives a `posted` event for a post made meanwhile. The
 //! JavaScript one, `@mattermost/client` 11.9.0 (`Client4`, what the web and desktop apps
-//! use), does `getMe`, `createPost` twice with one `pending_post_id`, and `getPostsSince`.
+//! use), does `getMe`, `createPost` twice with one `pending_post_id`, `getPostsSince`, and
+//! fetches a post's file at `getFileUrl` with its own headers.
 //! If the mock departed from what the official clients expect, this is where it shows.
 
 use std::io::{BufRead, BufReader};
@@ -12,7 +13,7 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use hermes_svc::mock_platform::mattermost::MattermostConfig;
+use hermes_svc::mock_platform::mattermost::{MattermostConfig, MattermostFile};
 use hermes_svc::mock_platform::MockConfig;
 
 use crate::mock_runtime::{mock_runtime, start_mock};
@@ -58,18 +59,28 @@ const [port, token, channel] = process.argv.slice(1);
   const say = (what) => console.log(JSON.stringify(what));
   const me = await client.getMe();
   say({step: "me", id: me.id, username: me.username});
-  const since = Date.now() - 1000;
+  const since = Date.now() - 60000;
   const post = {channel_id: channel, message: "from Client4", pending_post_id: "client4pending1"};
   const first = await client.createPost(post);
   const again = await client.createPost({...post});
   say({step: "posted", ids: [first.id, again.id], message: first.message});
   const list = await client.getPostsSince(channel, since);
   say({step: "since", order: list.order, messages: list.order.map((id) => list.posts[id].message)});
+  for (const id of list.order) {
+    for (const info of list.posts[id].metadata.files || []) {
+      const answer = await fetch(client.getFileUrl(info.id), client.getOptions({method: "get"}));
+      const bytes = Buffer.from(await answer.arrayBuffer());
+      const sha = require("crypto").createHash("sha256").update(bytes).digest("hex");
+      say({step: "file", status: answer.status, name: info.name, size: info.size,
+           type: answer.headers.get("content-type"), sha256: sha});
+    }
+  }
 })().catch((e) => { console.error(e); process.exit(1); });
 "#;
 
 /// `@mattermost/client`'s `Client4` reads the bot (`getMe`), posts once for two `createPost`s
-/// with one `pending_post_id`, and reads that post back with `getPostsSince`.
+/// with one `pending_post_id`, reads that post and a user's post with a file back with
+/// `getPostsSince`, and fetches the file at `getFileUrl` with its own headers.
 #[test]
 fn client4_gets_me_posts_once_per_pending_id_and_reads_posts_since() {
     let out = Command::new("scripts/official-client-mattermost")
@@ -91,6 +102,9 @@ fn client4_gets_me_posts_once_per_pending_id_and_reads_posts_since() {
     let config = MattermostConfig::default();
     let channel = config.channels[0].id.clone();
     let port = mock.addr().port().to_string();
+    let chart = crate::media_out::photo();
+    let file = MattermostFile::new("chart.png", "image/png", chart.clone());
+    let theirs = mock.mattermost_emit_files(&channel, "see attached", vec![file]);
     let out = Command::new("node")
         .args(["-e", CLIENT4, &port, &config.token, &channel])
         .env("NODE_PATH", format!("{dir}/node_modules"))
@@ -103,7 +117,7 @@ fn client4_gets_me_posts_once_per_pending_id_and_reads_posts_since() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
         .collect();
-    assert_eq!(steps.len(), 3, "{steps:?}\n{err}");
+    assert_eq!(steps.len(), 4, "{steps:?}\n{err}");
     assert_eq!(
         (&steps[0]["id"], &steps[0]["username"]),
         (
@@ -114,8 +128,21 @@ fn client4_gets_me_posts_once_per_pending_id_and_reads_posts_since() {
     let ids = steps[1]["ids"].as_array().unwrap();
     assert_eq!(ids[0], ids[1], "one pending_post_id, one post: {steps:?}");
     assert_eq!(steps[1]["message"], "from Client4");
-    assert_eq!(steps[2]["order"], serde_json::json!([ids[0]]), "{steps:?}");
-    assert_eq!(steps[2]["messages"], serde_json::json!(["from Client4"]));
+    let newest_first = serde_json::json!([ids[0], theirs]);
+    assert_eq!(steps[2]["order"], newest_first, "{steps:?}");
+    assert_eq!(
+        steps[2]["messages"],
+        serde_json::json!(["from Client4", "see attached"])
+    );
+    let file = &steps[3];
+    assert_eq!(
+        (&file["status"], &file["name"]),
+        (&200.into(), &"chart.png".into()),
+        "{file}"
+    );
+    assert_eq!(file["size"], chart.len(), "{file}");
+    assert_eq!(file["type"], "image/png", "{file}");
+    assert_eq!(file["sha256"], crate::media_out::sha256(&chart), "{file}");
     let posts: Vec<_> = mock
         .posts()
         .into_iter()
