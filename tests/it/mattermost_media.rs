@@ -22,8 +22,9 @@ fn start(profile: &str) -> (Rig, Child, Agent) {
     let port = crate::harness::free_port();
     let extra = format!(
         "[[adapter]]\nname = \"mm\"\nkind = \"mattermost\"\nserver-url = \"{{base}}\"\n\
-         token-env = \"{TOKEN_VAR}\"\nping-interval = \"1s\"\nack-timeout = \"500ms\"\nbackoff-min = \"200ms\"\n\
-         backoff-max = \"1s\"\n\n{}[agent]\nkind = \"hermes-relay\"\nport = {port}\n",
+         token-env = \"{TOKEN_VAR}\"\nping-interval = \"1s\"\nack-timeout = \"500ms\"\n\
+         backoff-min = \"200ms\"\nbackoff-max = \"1s\"\n\n{}[agent]\nkind = \"hermes-relay\"\n\
+         port = {port}\n",
         crate::hermes_rig::OPEN
     );
     let rig = Rig::with_mock(profile, &extra, MockConfig::default());

@@ -1,16 +1,14 @@
 //! A post's file, from the server it was posted on: `GET /api/v4/files/{file_id}` with the
 //! bot's token as `Authorization: Bearer` (api.mattermost.com, "Get a file"; the server's
 //! `api4/file.go` `getFile`, which checks the session may read the post's channel and
-//! answers the bytes, or a redirect to the file store's signed URL when the server is set to
-//! give one).
+//! answers the bytes).
 //!
 //! **The id is the event's word**, and so hostile input: only a Mattermost id (26 lowercase
 //! letters and digits) goes into the path, and the request goes to the adapter's own
 //! `server-url` only (`media/download.rs`), never anywhere an event names; the token goes
-//! nowhere else either. A redirect to another host (an S3 bucket the server signs for) is
-//! therefore not followed: such a file is said in the message as not fetched
-//! (**inferred** cost: servers with `AmazonS3SignV2`-style direct downloads; the default,
-//! `FileSettings.DriverName` local or S3 proxied by the server, serves the bytes itself).
+//! nowhere else either. A redirect to another host is therefore not followed (**inferred**:
+//! a server set to hand downloads to its file store would answer one): such a file is said
+//! in the message as not fetched, never fetched with the token from an unchecked host.
 //!
 //! **Size.** A server's `MaxFileSize` defaults to 100 MB; [`MAX_BYTES`] is 50 MiB, what the
 //! other wings fetch for an agent (a model reads no file of hundreds of megabytes whole, and
@@ -39,7 +37,7 @@ enum Refusal {
     Forbidden,
     #[error("the server says the file is gone (HTTP 404)")]
     Gone,
-    #[error("the server does not share files (HTTP 501: FileSettings.EnableFileAttachments is off)")]
+    #[error("the server has file attachments off (HTTP 501, EnableFileAttachments)")]
     Disabled,
 }
 
