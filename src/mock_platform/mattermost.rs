@@ -13,6 +13,8 @@
 //!   `GET /api/v4/channels/{id}/posts?since=MS` and `POST /api/v4/posts` (`endpoint.rs`). An
 //!   accepted post comes back as a `posted` event, as the server broadcasts the bot's own
 //!   posts; a `pending_post_id` seen within 30 s answers with the first post.
+//! - `GET /api/v4/files/{id}` and `GET /api/v4/files/{id}/info` for a post's attached files
+//!   (`files.rs`).
 //!
 //! Faults: [`MattermostFault`] for the connections (half-open, deaf, dropped, closed), a
 //! refused upgrade, a revoked token, redelivery (`mattermost_redeliver`: events pushed
@@ -23,6 +25,7 @@ pub(super) mod config;
 mod connection;
 mod endpoint;
 mod faults;
+mod files;
 mod handle;
 mod record;
 mod state;
@@ -34,7 +37,7 @@ use futures_util::future::BoxFuture;
 use tokio::sync::watch;
 use tokio::time::timeout;
 
-pub use config::{MattermostChannel, MattermostConfig};
+pub use config::{MattermostChannel, MattermostConfig, MattermostFile};
 pub use faults::MattermostFault;
 pub use record::{MattermostPostRecord, MattermostStats};
 

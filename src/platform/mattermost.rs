@@ -5,6 +5,7 @@
 mod api;
 mod config;
 mod doctor;
+mod fetch;
 mod hermes;
 mod hermes_ids;
 mod normalise;
@@ -84,6 +85,21 @@ impl Platform for Mattermost {
     ) -> Option<crate::platform::standing::Question> {
         let token = secrets.first()?.clone();
         Some(doctor::question(adapter, config, token, config_path))
+    }
+
+    /// The bot's token fetches a post's files from its own server (`fetch.rs`).
+    fn fetcher(
+        config: &Config,
+        secrets: &[Secret],
+        _shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        let token = Secret::new(secrets.first()?.expose().to_owned());
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.server_url,
+            token,
+        )))
     }
 
     fn sender(

@@ -58,6 +58,7 @@ mod linger;
 mod logs;
 mod matrix;
 mod mattermost;
+mod mattermost_media;
 mod mattermost_official;
 mod media_cron;
 mod media_out;

@@ -1,16 +1,19 @@
-//! The mock Mattermost checked against Mattermost's official Python client, mattermostdriver
-//! 7.3.2 (installed by `scripts/official-client-mattermost`): it logs in with the token
-//! (`users/me`), posts twice with one `pending_post_id` and gets the same post back, opens
-//! the WebSocket with its authentication challenge, takes `hello` (`seq` 0) as its sign that
-//! it is in, and receives a `posted` event for a post made meanwhile. If the mock departed
-//! from what the official client expects, this is where it shows.
+//! The mock Mattermost checked against Mattermost's official clients (installed by
+//! `scripts/official-client-mattermost`). The Python one, mattermostdriver 7.3.2, logs in
+//! with the token (`users/me`), posts twice with one `pending_post_id` and gets the same post
+//! back, opens the WebSocket with its authentication challenge, takes `hello` (`seq` 0) as
+//! its sign that it is in, and receives a `posted` event for a post made meanwhile. The
+//! JavaScript one, `@mattermost/client` 11.9.0 (`Client4`, what the web and desktop apps
+//! use), does `getMe`, `createPost` twice with one `pending_post_id`, `getPostsSince`, and
+//! fetches a post's file at `getFileUrl` with its own headers.
+//! If the mock departed from what the official clients expect, this is where it shows.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use hermes_svc::mock_platform::mattermost::MattermostConfig;
+use hermes_svc::mock_platform::mattermost::{MattermostConfig, MattermostFile};
 use hermes_svc::mock_platform::MockConfig;
 
 use crate::mock_runtime::{mock_runtime, start_mock};
@@ -44,6 +47,116 @@ async def handler(message):
 
 d.init_websocket(handler)
 "#;
+
+/// `Client4` against the mock at `argv[1]`: each step's outcome as one line of JSON.
+const CLIENT4: &str = r#"
+const {Client4} = require("@mattermost/client");
+const [port, token, channel] = process.argv.slice(1);
+(async () => {
+  const client = new Client4();
+  client.setUrl(`http://127.0.0.1:${port}`);
+  client.setToken(token);
+  const say = (what) => console.log(JSON.stringify(what));
+  const me = await client.getMe();
+  say({step: "me", id: me.id, username: me.username});
+  const since = Date.now() - 60000;
+  const post = {channel_id: channel, message: "from Client4", pending_post_id: "client4pending1"};
+  const first = await client.createPost(post);
+  const again = await client.createPost({...post});
+  say({step: "posted", ids: [first.id, again.id], message: first.message});
+  const list = await client.getPostsSince(channel, since);
+  say({step: "since", order: list.order, messages: list.order.map((id) => list.posts[id].message)});
+  for (const id of list.order) {
+    for (const info of list.posts[id].metadata.files || []) {
+      const answer = await fetch(client.getFileUrl(info.id), client.getOptions({method: "get"}));
+      const bytes = Buffer.from(await answer.arrayBuffer());
+      const sha = require("crypto").createHash("sha256").update(bytes).digest("hex");
+      say({step: "file", status: answer.status, name: info.name, size: info.size,
+           type: answer.headers.get("content-type"), sha256: sha});
+    }
+  }
+})().catch((e) => { console.error(e); process.exit(1); });
+"#;
+
+/// `@mattermost/client`'s `Client4` reads the bot (`getMe`), posts once for two `createPost`s
+/// with one `pending_post_id`, reads that post and a user's post with a file back with
+/// `getPostsSince`, and fetches the file at `getFileUrl` with its own headers.
+#[test]
+fn client4_gets_me_posts_once_per_pending_id_and_reads_posts_since() {
+    let out = Command::new("scripts/official-client-mattermost")
+        .arg("npm")
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("scripts/official-client-mattermost runs");
+    assert!(out.status.success(), "the official npm client installs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let dir = stdout
+        .lines()
+        .last()
+        .expect("its directory")
+        .trim()
+        .to_owned();
+
+    let rt = mock_runtime();
+    let mock = start_mock(&rt, MockConfig::default());
+    let config = MattermostConfig::default();
+    let channel = config.channels[0].id.clone();
+    let port = mock.addr().port().to_string();
+    let chart = crate::media_out::photo();
+    let file = MattermostFile::new("chart.png", "image/png", chart.clone());
+    let theirs = mock.mattermost_emit_files(&channel, "see attached", vec![file]);
+    let out = Command::new("node")
+        .args(["-e", CLIENT4, &port, &config.token, &channel])
+        .env("NODE_PATH", format!("{dir}/node_modules"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("node runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let steps: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}")))
+        .collect();
+    assert_eq!(steps.len(), 4, "{steps:?}\n{err}");
+    assert_eq!(
+        (&steps[0]["id"], &steps[0]["username"]),
+        (
+            &config.bot_user_id.clone().into(),
+            &config.bot_username.clone().into()
+        )
+    );
+    let ids = steps[1]["ids"].as_array().unwrap();
+    assert_eq!(ids[0], ids[1], "one pending_post_id, one post: {steps:?}");
+    assert_eq!(steps[1]["message"], "from Client4");
+    let newest_first = serde_json::json!([ids[0], theirs]);
+    assert_eq!(steps[2]["order"], newest_first, "{steps:?}");
+    assert_eq!(
+        steps[2]["messages"],
+        serde_json::json!(["from Client4", "see attached"])
+    );
+    let file = &steps[3];
+    assert_eq!(
+        (&file["status"], &file["name"]),
+        (&200.into(), &"chart.png".into()),
+        "{file}"
+    );
+    assert_eq!(file["size"], chart.len(), "{file}");
+    assert_eq!(file["type"], "image/png", "{file}");
+    assert_eq!(file["sha256"], crate::media_out::sha256(&chart), "{file}");
+    let posts: Vec<_> = mock
+        .posts()
+        .into_iter()
+        .filter(|p| p.content == "from Client4")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    let s = mock.mattermost_stats();
+    assert_eq!(
+        (s.me_calls, s.creates, s.deduplicated, s.since_calls),
+        (1, 2, 1, 1),
+        "{s:?}"
+    );
+    assert_eq!(s.unauthorized, 0, "{s:?}");
+}
 
 #[test]
 fn mattermostdriver_logs_in_posts_once_per_pending_id_and_receives_a_posted_event() {

@@ -11,6 +11,26 @@ pub struct MattermostChannel {
     pub name: String,
 }
 
+/// A file a user attaches to a post: served at `GET /api/v4/files/{id}` (the bytes, typed
+/// `mime`) and `GET /api/v4/files/{id}/info` (its `FileInfo`), and listed in the post's
+/// `file_ids` and `metadata.files`.
+#[derive(Clone, Debug)]
+pub struct MattermostFile {
+    pub name: String,
+    pub mime: &'static str,
+    pub bytes: Vec<u8>,
+}
+
+impl MattermostFile {
+    pub fn new(name: &str, mime: &'static str, bytes: Vec<u8>) -> MattermostFile {
+        MattermostFile {
+            name: name.to_owned(),
+            mime,
+            bytes,
+        }
+    }
+}
+
 /// The Mattermost part of [`MockConfig`](crate::mock_platform::MockConfig).
 #[derive(Clone, Debug)]
 pub struct MattermostConfig {

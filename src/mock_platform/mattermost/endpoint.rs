@@ -24,7 +24,7 @@ pub(crate) fn app_error(status: u16, id: &str, message: &str) -> Answer {
     )
 }
 
-fn unauthorized() -> Answer {
+pub(crate) fn unauthorized() -> Answer {
     app_error(
         401,
         "api.context.session_expired.app_error",
@@ -54,6 +54,7 @@ pub(crate) fn route(
         ("GET", "users/me") => me(token, state),
         ("GET", "users/me/channels") => channels(token, state),
         ("POST", "posts") => return Some(create(token, body, state, posts)),
+        ("GET", path) if path.starts_with("files/") => super::files::get(token, state, path),
         ("GET", path) if path.starts_with("channels/") && path.ends_with("/posts") => {
             let channel = path
                 .trim_start_matches("channels/")

@@ -3,6 +3,7 @@
 //! `send_attempts()` under [`Platform::Mattermost`](super::super::post::Platform::Mattermost).
 
 use super::super::handle::MockPlatform;
+use super::config::MattermostFile;
 use super::faults::MattermostFault;
 use super::record::{MattermostPostRecord, MattermostStats};
 use super::state::MattermostState;
@@ -29,6 +30,21 @@ impl MockPlatform {
     pub fn mattermost_emit_text(&self, channel: &str, text: &str, root_id: &str) -> String {
         let state = self.mattermost();
         let post = state.new_post(channel, &state.config.user_id, text, root_id, "");
+        state.publish(&post);
+        post["id"].as_str().unwrap_or("").to_owned()
+    }
+
+    /// One post from the mock's user in `channel` with `files` attached (served at
+    /// `/api/v4/files/{id}`); its post id.
+    pub fn mattermost_emit_files(
+        &self,
+        channel: &str,
+        text: &str,
+        files: Vec<MattermostFile>,
+    ) -> String {
+        let state = self.mattermost();
+        let mut post = state.new_post(channel, &state.config.user_id, text, "", "");
+        state.attach(&mut post, files);
         state.publish(&post);
         post["id"].as_str().unwrap_or("").to_owned()
     }

@@ -40,6 +40,9 @@ pub struct MattermostStats {
     pub since_calls: u64,
     pub creates: u64,
     pub deduplicated: u64,
+    /// `GET /files/{id}` answered with the bytes, and `GET /files/{id}/info` calls.
+    pub file_downloads: u64,
+    pub file_info_calls: u64,
     /// Requests refused 401 (no token, a wrong or revoked one).
     pub unauthorized: u64,
     pub connection_times: Vec<Instant>,

@@ -9,7 +9,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::config::MattermostConfig;
+use super::config::{MattermostConfig, MattermostFile};
 use super::faults::MattermostFault;
 use super::record::{MattermostPostRecord, MattermostStats};
 
@@ -32,6 +32,8 @@ struct Inner {
     /// Upgrades are answered with this status instead of a WebSocket.
     refuse_upgrade: Option<u16>,
     stats: MattermostStats,
+    /// Attached files by file id: the `FileInfo` and the bytes.
+    files: BTreeMap<String, (Value, MattermostFile)>,
     /// The last `create_at` given: posts never share one, as a test reads them in order.
     last_ms: i64,
 }
@@ -139,6 +141,49 @@ impl MattermostState {
         })
     }
 
+    /// Attaches `files` to the new `post` (not yet published): each gets a file id and a
+    /// `FileInfo` (`model/file_info.go`), listed in the post's `file_ids` and
+    /// `metadata.files`, as the server sends a post with files.
+    pub(crate) fn attach(&self, post: &mut Value, files: Vec<MattermostFile>) {
+        let (mut ids, mut infos) = (Vec::new(), Vec::new());
+        for file in files {
+            let id = self.mint_id('f');
+            let ext = file.name.rsplit_once('.').map_or("", |(_, e)| e).to_owned();
+            let info = json!({
+                "id": id, "user_id": post["user_id"], "post_id": post["id"],
+                "channel_id": post["channel_id"], "create_at": post["create_at"],
+                "update_at": post["create_at"], "delete_at": 0, "name": file.name,
+                "extension": ext, "size": file.bytes.len(), "mime_type": file.mime,
+                "width": 0, "height": 0, "has_preview_image": false, "mini_preview": null,
+            });
+            ids.push(json!(id));
+            infos.push(info.clone());
+            self.lock().files.insert(id, (info, file));
+        }
+        post["file_ids"] = json!(ids);
+        post["metadata"] = json!({"files": infos});
+    }
+
+    /// File `id`'s `FileInfo` and bytes, if a post carries it.
+    pub(crate) fn file(&self, id: &str) -> Option<(Value, MattermostFile)> {
+        self.lock().files.get(id).cloned()
+    }
+
+    /// The `file_ids` and `metadata` of post `id`, as a `PostList` gives them.
+    fn files_of(inner: &Inner, id: &str) -> (Value, Value) {
+        let infos: Vec<&Value> = inner
+            .files
+            .values()
+            .map(|(info, _)| info)
+            .filter(|info| info["post_id"] == id)
+            .collect();
+        if infos.is_empty() {
+            return (json!([]), json!({}));
+        }
+        let ids: Vec<&Value> = infos.iter().map(|i| &i["id"]).collect();
+        (json!(ids), json!({"files": infos}))
+    }
+
     /// Stores `post` and pushes its `posted` event to every open connection.
     pub(crate) fn publish(&self, post: &Value) {
         let field = |k: &str| post[k].as_str().unwrap_or("").to_owned();
@@ -225,12 +270,14 @@ impl MattermostState {
             .filter(|p| p.channel_id == channel && p.create_at >= since)
         {
             order.push(json!(p.id));
+            let (file_ids, metadata) = Self::files_of(&inner, &p.id);
             posts.insert(
                 p.id.clone(),
                 json!({
                     "id": p.id, "create_at": p.create_at, "update_at": p.create_at, "delete_at": 0,
                     "user_id": p.user_id, "channel_id": p.channel_id, "root_id": p.root_id,
-                    "message": p.message, "type": "", "props": {}, "metadata": {},
+                    "message": p.message, "type": "", "props": {}, "file_ids": file_ids,
+                    "metadata": metadata,
                 }),
             );
         }

@@ -35,7 +35,7 @@ pub(super) fn normalise(kind: &str, d: &Value) -> Option<Said> {
     let root = text(&p["root_id"]);
     let props = &p["props"];
     let webhook = flag(&props["from_webhook"]);
-    let media = files(&p["metadata"]["files"]);
+    let media = files(&p["metadata"]["files"], &p["file_ids"]);
     let name = text(&props["override_username"])
         .filter(|_| webhook)
         .or_else(|| text(&d["sender_name"]).map(|n| n.trim_start_matches('@').to_owned()));
@@ -71,9 +71,12 @@ fn flag(v: &Value) -> bool {
     v == true || v == "true"
 }
 
-/// A post's `metadata.files` (`FileInfo`s) as items to fetch by id.
-fn files(files: &Value) -> Vec<Media> {
-    files
+/// A post's files as items to fetch by id (`GET /api/v4/files/{id}`, `fetch.rs`): each of
+/// `metadata.files` (`FileInfo`s, with a name and a type), then any of `file_ids` the
+/// metadata did not describe (a server sends both; an older one, or a post read back
+/// without its metadata, only the ids), as a document named by nothing.
+fn files(infos: &Value, ids: &Value) -> Vec<Media> {
+    let mut media: Vec<Media> = infos
         .as_array()
         .into_iter()
         .flatten()
@@ -88,7 +91,22 @@ fn files(files: &Value) -> Vec<Media> {
             })
         })
         .take(MAX_FILES)
-        .collect()
+        .collect();
+    for id in ids.as_array().into_iter().flatten().filter_map(text) {
+        if media.len() >= MAX_FILES {
+            break;
+        }
+        if media.iter().all(|m| m.id.as_deref() != Some(id.as_str())) {
+            media.push(Media {
+                media_type: MessageType::Document,
+                id: Some(id),
+                url: None,
+                name: None,
+                extra: None,
+            });
+        }
+    }
+    media
 }
 
 fn kind_of(mime: &str) -> MessageType {
@@ -145,6 +163,22 @@ mod tests {
         let said = normalise("posted", &event(post, "O")).unwrap();
         assert!(said.sender.is_bot && !said.sender.vouched);
         assert_eq!(said.sender.name.as_deref(), Some("ci"));
+    }
+
+    #[test]
+    fn a_posts_files_are_its_infos_then_the_ids_they_did_not_describe() {
+        let post = json!({"id": "p1", "user_id": "u1", "channel_id": CHAN, "message": "",
+            "file_ids": ["f1", "f2", 7],
+            "metadata": {"files": [{"id": "f1", "name": "shot.png", "mime_type": "image/png"}]}});
+        let said = normalise("posted", &event(post, "O")).unwrap();
+        let ids: Vec<_> = said.media.iter().map(|m| m.id.as_deref().unwrap()).collect();
+        assert_eq!(ids, ["f1", "f2"]);
+        assert_eq!(said.media[0].media_type, MessageType::Photo);
+        assert_eq!(said.media[0].name.as_deref(), Some("shot.png"));
+        assert_eq!(said.media[1].media_type, MessageType::Document);
+        let many: Vec<String> = (0..30).map(|i| format!("f{i}")).collect();
+        let post = json!({"id": "p2", "user_id": "u1", "channel_id": CHAN, "file_ids": many});
+        assert_eq!(normalise("posted", &event(post, "O")).unwrap().media.len(), MAX_FILES);
     }
 
     #[test]
