@@ -6,9 +6,9 @@
 
 #![no_main]
 
-use hermes_svc::agent::hermes::config_yaml;
 use hermes_svc::agent::relay::{auth, frames::Lines};
 use hermes_svc::gateway::spool::Event;
+use hermes_svc::hermes_home::config_yaml;
 use hermes_svc::media::{sniff, store};
 use hermes_svc::platform::{normalise, Target};
 use libfuzzer_sys::fuzz_target;
