@@ -26,7 +26,7 @@ mod term;
 use std::path::PathBuf;
 
 pub(crate) use campaign::{campaign, Standing};
-pub(crate) use connect::connect;
+pub(crate) use connect::{check, connect};
 pub(crate) use etcd::Etcd;
 pub(crate) use keys::{Claim, Keys};
 pub(crate) use membership::Membership;

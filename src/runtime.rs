@@ -256,7 +256,6 @@ async fn serve(
         .stand_by(
             ownership,
             &mut components,
-            plan.config.cluster.as_ref(),
             &mut tick,
             &shared.grid,
             &mut reloader,

@@ -113,6 +113,11 @@ async fn attempt(
         })
         .await?
         .id();
+    let mut granted = Granted {
+        etcd,
+        lease,
+        settled: false,
+    };
     // The term begins now, if it begins: not when the campaign did.
     let claim = &Claim::now(&claim.node, &claim.profile);
     let value = serde_json::to_vec(claim).expect("a claim serialises");
@@ -144,10 +149,12 @@ async fn attempt(
         Ok(a) => a,
         Err(e) => {
             // It may have been applied: without renewals the keys go with the lease.
+            granted.settled = true;
             revoke(etcd, lease).await;
             return Err(e);
         }
     };
+    granted.settled = true;
     if answer.succeeded() {
         let revision = answer.header().map_or(0, |h| h.revision());
         let term = Term::begin(
@@ -182,6 +189,23 @@ async fn attempt(
             machine: String::new(),
         });
     Ok(Attempt::Held { active, revision })
+}
+
+/// A lease granted for a take, let go unless the take was settled: a campaign dropped in the
+/// middle of one (a standby's reload of `[cluster]` starts it again) must not leave keys held
+/// under a lease that nobody renews, which would keep every standby waiting for it to run out.
+struct Granted<'a> {
+    etcd: &'a Etcd,
+    lease: i64,
+    settled: bool,
+}
+
+impl Drop for Granted<'_> {
+    fn drop(&mut self) {
+        if !self.settled {
+            self.etcd.revoke_in_background(self.lease);
+        }
+    }
 }
 
 /// Wait until one of `keys` is deleted (released, or expired with its lease), from `revision`

@@ -35,27 +35,8 @@ pub(crate) async fn connect(spec: &ClusterSpec) -> Result<Etcd, ClusterError> {
         .with_keep_alive(PING_EVERY, REQUEST)
         .with_keep_alive_while_idle(false)
         .with_require_leader(true);
-    if let Some(tls) = &spec.tls {
-        // As every file the gateway reads: bounded, a regular file (a FIFO must not hang the
-        // start, nor /dev/zero fill the memory), the gateway's user's or root's.
-        let read = |key: &'static str, path: &std::path::Path| {
-            let tls = |why: String| ClusterError::Tls {
-                key,
-                path: path.to_owned(),
-                why,
-            };
-            match bounded_read::read(path, bounded_read::LIMIT, Owner::SelfOrRoot) {
-                Ok(Some(pem)) => Ok(pem),
-                Ok(None) => Err(tls(nix::errno::Errno::ENOENT.desc().to_owned())),
-                Err(e) => Err(tls(crate::error_chain::one_line(&e))),
-            }
-        };
-        let mut config =
-            TlsOptions::new().ca_certificate(Certificate::from_pem(read("ca", &tls.ca)?));
-        if let Some((cert, key)) = &tls.identity {
-            config = config.identity(Identity::from_pem(read("cert", cert)?, read("key", key)?));
-        }
-        options = options.with_tls(config.timeout(REQUEST));
+    if let Some(tls) = tls(spec)? {
+        options = options.with_tls(tls.timeout(REQUEST));
     }
     let mut members = Vec::with_capacity(spec.endpoints.len());
     for endpoint in &spec.endpoints {
@@ -70,4 +51,36 @@ pub(crate) async fn connect(spec: &ClusterSpec) -> Result<Etcd, ClusterError> {
     // Long enough that a dead member is not tried again by every request, short enough that
     // one back from a restart is used again soon.
     Ok(Etcd::new(members, REQUEST * 2))
+}
+
+/// Whether `spec`'s TLS files can be read, as [`connect`] reads them: a reload checks a new
+/// `[cluster]` before it touches anything.
+pub(crate) fn check(spec: &ClusterSpec) -> Result<(), ClusterError> {
+    tls(spec).map(drop)
+}
+
+/// `spec`'s client TLS, its files read. As every file the gateway reads: bounded, a regular
+/// file (a FIFO must not hang the start, nor /dev/zero fill the memory), the gateway's
+/// user's or root's.
+fn tls(spec: &ClusterSpec) -> Result<Option<TlsOptions>, ClusterError> {
+    let Some(tls) = &spec.tls else {
+        return Ok(None);
+    };
+    let read = |key: &'static str, path: &std::path::Path| {
+        let tls = |why: String| ClusterError::Tls {
+            key,
+            path: path.to_owned(),
+            why,
+        };
+        match bounded_read::read(path, bounded_read::LIMIT, Owner::SelfOrRoot) {
+            Ok(Some(pem)) => Ok(pem),
+            Ok(None) => Err(tls(nix::errno::Errno::ENOENT.desc().to_owned())),
+            Err(e) => Err(tls(crate::error_chain::one_line(&e))),
+        }
+    };
+    let mut config = TlsOptions::new().ca_certificate(Certificate::from_pem(read("ca", &tls.ca)?));
+    if let Some((cert, key)) = &tls.identity {
+        config = config.identity(Identity::from_pem(read("cert", cert)?, read("key", key)?));
+    }
+    Ok(Some(config))
 }

@@ -88,33 +88,91 @@ impl Until<'_> {
 pub(crate) struct Etcd(Arc<Inner>);
 
 struct Inner {
-    /// Each member's URL (as `[cluster] endpoints` gives it) and client.
-    members: Vec<(String, Client)>,
     /// How long a failed member is passed over.
     cooldown: Duration,
     state: Mutex<State>,
 }
 
+/// One list of members: a reload of `[cluster] endpoints` or its TLS replaces the list (for
+/// every holder of this `Etcd` at once: the term, the replicas, the presence record), and a
+/// request or stream that began on the old list says so by its generation.
+struct Members {
+    generation: u64,
+    /// Each member's URL (as `[cluster] endpoints` gives it) and client.
+    list: Vec<(String, Client)>,
+}
+
+/// A member, as one request or stream met it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Member {
+    generation: u64,
+    pub(crate) index: usize,
+}
+
 struct State {
+    members: Arc<Members>,
     /// The member asked first.
     current: usize,
     /// Until when each member is passed over, since it last failed.
     down_until: Vec<Option<Instant>>,
 }
 
+impl State {
+    fn of(members: Arc<Members>) -> State {
+        let n = members.list.len();
+        State {
+            members,
+            current: 0,
+            down_until: vec![None; n],
+        }
+    }
+}
+
 impl Etcd {
     /// `members` (at least one), each failed member passed over for `cooldown`.
     pub(crate) fn new(members: Vec<(String, Client)>, cooldown: Duration) -> Etcd {
         assert!(!members.is_empty(), "the configuration has an endpoint");
-        let n = members.len();
+        let members = Arc::new(Members {
+            generation: 0,
+            list: members,
+        });
         Etcd(Arc::new(Inner {
-            members,
             cooldown,
-            state: Mutex::new(State {
-                current: 0,
-                down_until: vec![None; n],
-            }),
+            state: Mutex::new(State::of(members)),
         }))
+    }
+
+    /// Ask `other`'s members from now on, in place of these, for every holder of this
+    /// `Etcd`. A request in flight ends on the member it went to; a failure it meets is not
+    /// held against the new list.
+    pub(crate) fn replace_members(&self, other: &Etcd) {
+        let list = other.members().list.clone();
+        let mut state = self.state();
+        let generation = state.members.generation + 1;
+        *state = State::of(Arc::new(Members { generation, list }));
+    }
+
+    /// Whether `member` is of the list asked now: a stream opened on an older one is better
+    /// opened again on this one.
+    pub(crate) fn is_current(&self, member: Member) -> bool {
+        self.state().members.generation == member.generation
+    }
+
+    /// Let `lease` go without waiting for it: nothing that matters is held under it, and
+    /// failing that it runs out.
+    pub(crate) fn revoke_in_background(&self, lease: i64) {
+        let etcd = self.clone();
+        tokio::spawn(async move {
+            let _ = etcd
+                .call(Retry::Idempotent, Until::OneRound, |mut c| async move {
+                    c.lease_revoke(lease).await
+                })
+                .await;
+        });
+    }
+
+    fn members(&self) -> Arc<Members> {
+        self.state().members.clone()
     }
 
     /// Ask `op` of the current member; on a failure of the member that `retry` allows to
@@ -145,30 +203,35 @@ impl Etcd {
         retry: Retry,
         until: Until<'_>,
         mut op: F,
-    ) -> Result<(usize, T), etcd_client::Error>
+    ) -> Result<(Member, T), etcd_client::Error>
     where
         F: FnMut(Client) -> Fut,
         Fut: Future<Output = Result<T, etcd_client::Error>>,
     {
         use futures_util::stream::{FuturesUnordered, StreamExt};
+        let members = self.members();
+        let n = members.list.len();
+        let member = |index| Member {
+            generation: members.generation,
+            index,
+        };
         let mut flight = FuturesUnordered::new();
         let mut send = |at: usize| {
-            let attempt = op(self.0.members[at].1.clone());
+            let attempt = op(members.list[at].1.clone());
             async move { (at, attempt.await) }
         };
         // The members the copies in flight went to, and when the last went.
-        let mut flying: Vec<usize> = Vec::with_capacity(self.0.members.len());
+        let mut flying: Vec<usize> = Vec::with_capacity(n);
         let mut sent = tokio::time::Instant::now();
         let mut tried = 0;
         loop {
             if flight.is_empty() {
-                let at = self.pick(until).await;
+                let at = self.pick(&members, until).await;
                 flying.push(at);
                 flight.push(send(at));
                 sent = tokio::time::Instant::now();
             }
             // A copy every HEDGE while none is answered, as many as there are members.
-            let n = self.0.members.len();
             let hedge = (retry == Retry::Idempotent
                 && flying.len() < n
                 && until.goes_on(tried + flying.len(), n))
@@ -177,7 +240,7 @@ impl Etcd {
             let (at, answer) = tokio::select! {
                 Some(done) = flight.next() => done,
                 () = sleep_until(hedge) => {
-                    let next = self.after(*flying.last().unwrap_or(&0));
+                    let next = self.after(&members, *flying.last().unwrap_or(&0));
                     flying.push(next);
                     flight.push(send(next));
                     sent = tokio::time::Instant::now();
@@ -189,7 +252,7 @@ impl Etcd {
                 // no longer reach).
                 () = sleep_until(deadline.map(Into::into)) => {
                     for &at in &flying {
-                        self.failed(at, "no answer before the caller's deadline");
+                        self.failed(member(at), "no answer before the caller's deadline");
                     }
                     return Err(etcd_client::Error::IoError(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
@@ -202,8 +265,8 @@ impl Etcd {
             }
             let error = match answer {
                 Ok(answer) => {
-                    self.answered(at);
-                    return Ok((at, answer));
+                    self.answered(member(at));
+                    return Ok((member(at), answer));
                 }
                 Err(e) => e,
             };
@@ -211,63 +274,79 @@ impl Etcd {
             if !failure.is_member() {
                 return Err(error);
             }
-            self.failed(at, &crate::error_chain::one_line(&error));
+            self.failed(member(at), &crate::error_chain::one_line(&error));
             tried += 1;
             if !flight.is_empty() {
                 // Another copy may yet be answered.
                 continue;
             }
             let again = failure == Failure::Unsent || retry == Retry::Idempotent;
-            if !again || !until.goes_on(tried, self.0.members.len()) {
+            if !again || !until.goes_on(tried, n) {
                 return Err(error);
             }
         }
     }
 
-    /// Member `at` failed (a request, or a stream opened there): ask the next one from now
-    /// on, and pass this one over for the cooldown.
-    pub(crate) fn failed(&self, at: usize, why: &str) {
+    /// `member` failed (a request, or a stream opened there): ask the next one from now on,
+    /// and pass this one over for the cooldown. A member of a list since replaced is no
+    /// longer asked anyway.
+    pub(crate) fn failed(&self, member: Member, why: &str) {
         let now = Instant::now();
-        let was_up = {
+        let name = {
             let mut state = self.state();
+            if state.members.generation != member.generation {
+                return;
+            }
+            let at = member.index;
             let was_up = state.down_until[at].is_none_or(|t| t <= now);
             state.down_until[at] = Some(now + self.0.cooldown);
             if state.current == at {
-                state.current = (at + 1) % self.0.members.len();
+                state.current = (at + 1) % state.down_until.len();
             }
-            was_up
+            was_up.then(|| state.members.list[at].0.clone())
         };
-        if was_up {
-            tracing::warn!(member = %self.0.members[at].0, error = %why, "an etcd member failed; asking the next one");
+        if let Some(name) = name {
+            tracing::warn!(member = %name, error = %why, "an etcd member failed; asking the next one");
         }
     }
 
     /// The member after `last` for another copy: the next in ring order that has not failed
     /// lately, else simply the next. A member may hold two copies: a follower that had not
     /// noticed its leader's death when it took the first may know the new one by the second.
-    fn after(&self, last: usize) -> usize {
+    fn after(&self, members: &Members, last: usize) -> usize {
         let state = self.state();
+        let n = members.list.len();
+        if state.members.generation != members.generation {
+            return (last + 1) % n;
+        }
         let now = Instant::now();
-        let n = state.down_until.len();
         (1..=n)
             .map(|k| (last + k) % n)
             .find(|&i| state.down_until[i].is_none_or(|t| t <= now))
             .unwrap_or((last + 1) % n)
     }
 
-    fn answered(&self, at: usize) {
+    fn answered(&self, member: Member) {
         let mut state = self.state();
+        if state.members.generation != member.generation {
+            return;
+        }
+        let at = member.index;
         if state.down_until[at].take().is_some() {
-            tracing::info!(member = %self.0.members[at].0, "an etcd member answers again");
+            tracing::info!(member = %state.members.list[at].0, "an etcd member answers again");
         }
         state.current = at;
     }
 
-    /// The member to ask: the current one unless it failed lately, else the next that did
-    /// not; when every one did, the one whose cooldown ends first, after a pause.
-    async fn pick(&self, until: Until<'_>) -> usize {
+    /// The member of `members` to ask: the current one unless it failed lately, else the
+    /// next that did not; when every one did, the one whose cooldown ends first, after a
+    /// pause. A request that began on a list since replaced goes on with it, from its first.
+    async fn pick(&self, members: &Members, until: Until<'_>) -> usize {
         let soonest = {
             let mut state = self.state();
+            if state.members.generation != members.generation {
+                return 0;
+            }
             let now = Instant::now();
             let n = state.down_until.len();
             let up = (0..n)
@@ -338,14 +417,14 @@ mod tests {
             .call_on(Retry::Idempotent, Until::OneRound, op)
             .await
             .unwrap();
-        assert_eq!((at, calls.load(Ordering::SeqCst)), (1, 2));
+        assert_eq!((at.index, calls.load(Ordering::SeqCst)), (1, 2));
         assert_eq!(started.elapsed(), Duration::ZERO, "no pause");
         // The next request goes to the member that answered, not back to the failed one.
         let (at, ()) = etcd
             .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
             .await
             .unwrap();
-        assert_eq!(at, 1);
+        assert_eq!(at.index, 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -359,7 +438,7 @@ mod tests {
             .call_on(Retry::Unsent, Until::OneRound, |_| async { Ok(()) })
             .await
             .unwrap();
-        assert_eq!(at, 1);
+        assert_eq!(at.index, 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -377,7 +456,10 @@ mod tests {
             .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
             .await
             .unwrap();
-        assert_eq!(at, 0, "the member that answered is still the one asked");
+        assert_eq!(
+            at.index, 0,
+            "the member that answered is still the one asked"
+        );
     }
 
     /// A copy of a request that may be sent twice goes to a second member when the first
@@ -406,13 +488,39 @@ mod tests {
             )
             .await
             .unwrap();
-        assert_eq!((at, calls.load(Ordering::SeqCst)), (1, 2));
+        assert_eq!((at.index, calls.load(Ordering::SeqCst)), (1, 2));
         assert_eq!(started.elapsed(), HEDGE);
         // Sent once: it waits for its member (here, for ever).
         let calls = Arc::new(AtomicUsize::new(0));
         let once = etcd.call(Retry::Unsent, Until::OneRound, first_stalls(calls.clone()));
         assert!(tokio::time::timeout(HEDGE * 4, once).await.is_err());
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    /// A reload's new members are asked from then on, by every holder, and a failure met on
+    /// the old list is not held against the new one.
+    #[tokio::test(start_paused = true)]
+    async fn replaced_members_are_asked_and_an_old_failure_is_not_held_against_them() {
+        let etcd = members(3).await;
+        let held = etcd.clone();
+        let ok = |_| async { Ok::<_, etcd_client::Error>(()) };
+        let (old, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, ok)
+            .await
+            .unwrap();
+        held.replace_members(&members(2).await);
+        assert!(!etcd.is_current(old), "the old list is not current");
+        let (new, ()) = etcd
+            .call_on(Retry::Idempotent, Until::OneRound, ok)
+            .await
+            .unwrap();
+        assert!(etcd.is_current(new));
+        etcd.failed(old, "a stream on the old list ended");
+        let (again, ()) = held
+            .call_on(Retry::Idempotent, Until::OneRound, ok)
+            .await
+            .unwrap();
+        assert_eq!(again, new, "still the first of the new list");
     }
 
     /// On real time, as the next: the deadline is on the monotonic clock, as the fence's is.
@@ -430,7 +538,7 @@ mod tests {
             .call_on(Retry::Idempotent, Until::OneRound, |_| async { Ok(()) })
             .await
             .unwrap();
-        assert_eq!(at, 1, "the stalled member is passed over");
+        assert_eq!(at.index, 1, "the stalled member is passed over");
     }
 
     /// On real time: the deadline is on the monotonic clock, as the fence's is.

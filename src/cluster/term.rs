@@ -3,11 +3,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use etcd_client::{LeaseKeepAliveStream, LeaseKeeper};
+use etcd_client::{Compare, CompareOp, LeaseKeepAliveStream, LeaseKeeper, PutOptions, Txn, TxnOp};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use super::etcd::{Retry, Until};
+use super::etcd::{Member, Retry, Until};
 use super::replica::EtcdReplica;
 use super::{Claim, Etcd, Keys};
 use crate::gateway::fence::Fence;
@@ -98,6 +98,133 @@ impl Term {
         }
     }
 
+    /// Hold `keys` from now on under a fresh lease of `ttl`, with `claim` as their value: a
+    /// reload of `lease-ttl` or `node` on the active, which goes on acting throughout.
+    ///
+    /// One transaction moves every key to the new lease, guarded by the active key's create
+    /// revision and lease being this term's, so it moves the keys only while they are ours;
+    /// the old lease is revoked after, and frees nothing. A transaction whose answer was lost
+    /// is read back: the active key's lease says which lease holds the keys. Where even that
+    /// cannot be read, no keeper can be sure to keep the right lease, so the term ends (the
+    /// fence closes, the run starts again and campaigns): two actives are never risked.
+    pub(crate) async fn hand_over(
+        &mut self,
+        keys: &Keys,
+        ttl: Duration,
+        claim: Claim,
+    ) -> Result<(), String> {
+        let etcd = self.etcd.clone();
+        let asked = Instant::now();
+        let secs = ttl.as_secs() as i64;
+        let fence = &self.fence;
+        let lease = etcd
+            .call(Retry::Unsent, Until::Fence(fence), |mut c| async move {
+                c.lease_grant(secs, None).await
+            })
+            .await
+            .map_err(|e| format!("etcd granted no new lease: {}", one_line(&e)))?
+            .id();
+        let value = serde_json::to_vec(&claim).expect("a claim serialises");
+        let ours = [
+            Compare::create_revision(keys.active.as_str(), CompareOp::Equal, self.revision),
+            Compare::lease(keys.active.as_str(), CompareOp::Equal, self.lease),
+        ];
+        let moved: Vec<TxnOp> = keys
+            .all()
+            .map(|k| {
+                let options = PutOptions::new().with_lease(lease);
+                TxnOp::put(k.as_str(), value.clone(), Some(options))
+            })
+            .collect();
+        let txn = Txn::new().when(ours).and_then(moved);
+        let answer = etcd
+            .call(Retry::Unsent, Until::Fence(fence), |mut c| {
+                let txn = txn.clone();
+                async move { c.txn(txn).await }
+            })
+            .await;
+        let moved = match answer {
+            Ok(answer) => answer.succeeded(),
+            Err(e) => match self.holder_of(keys).await {
+                Some(holder) => holder == lease,
+                None => {
+                    let why = format!(
+                        "the move of the keys to a new lease (a reload) was not answered \
+                         ({}), and which lease holds them could not be read",
+                        one_line(&e)
+                    );
+                    self.fence.close();
+                    let _ = self.tell.send(Some(why.clone()));
+                    return Err(why);
+                }
+            },
+        };
+        if !moved {
+            etcd.revoke_in_background(lease);
+            return Err("the keys are no longer this term's: the term is ending".into());
+        }
+        self.keeper.abort();
+        let old = std::mem::replace(&mut self.lease, lease);
+        self.claim = claim;
+        self.fence.hold_until(asked + ttl - margin(ttl));
+        *self
+            .renewed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = asked;
+        self.keeper = tokio::spawn(keep(
+            etcd.clone(),
+            lease,
+            ttl,
+            self.fence.clone(),
+            self.renewed.clone(),
+            self.tell.clone(),
+        ));
+        etcd.revoke_in_background(old);
+        tracing::info!(node = %self.claim.node, lease, ttl = ?ttl, "moved the cluster's keys to a new lease");
+        Ok(())
+    }
+
+    /// Whether `other` (a reload's new endpoints) reaches the etcd cluster this term's lease
+    /// lives in: a lease is one cluster's, and a term moved to endpoints that do not know it
+    /// would end there at its first renewal.
+    pub(crate) async fn known_to(&self, other: &Etcd) -> Result<(), String> {
+        let lease = self.lease;
+        let answer = other
+            .call(Retry::Idempotent, Until::OneRound, |mut c| async move {
+                c.lease_time_to_live(lease, None).await
+            })
+            .await
+            .map_err(|e| format!("the new endpoints did not answer: {}", one_line(&e)))?;
+        if answer.ttl() > 0 {
+            Ok(())
+        } else {
+            Err(format!(
+                "the new endpoints are another etcd cluster: the lease this run holds its \
+                 keys under ({lease:x}) is unknown there"
+            ))
+        }
+    }
+
+    /// Every holder of the term's client asks `other`'s members from now on.
+    pub(crate) fn ask(&self, other: &Etcd) {
+        self.etcd.replace_members(other);
+    }
+
+    /// The lease the active key is held under, as etcd says now; none when it cannot say.
+    async fn holder_of(&self, keys: &Keys) -> Option<i64> {
+        let key = keys.active.as_str();
+        let got = self
+            .etcd
+            .call(
+                Retry::Idempotent,
+                Until::Fence(&self.fence),
+                |mut c| async move { c.get(key, None).await },
+            )
+            .await
+            .ok()?;
+        Some(got.kvs().first().map_or(0, |kv| kv.lease()))
+    }
+
     /// The inbound replica this term may write, under `keys`.
     pub(crate) fn replica(&self, keys: &Keys) -> EtcdReplica {
         EtcdReplica::new(
@@ -107,6 +234,11 @@ impl Term {
             self.fence.clone(),
             self.tell.clone(),
         )
+    }
+
+    /// The term's client, shared with its keeper and replicas.
+    pub(crate) fn etcd(&self) -> Etcd {
+        self.etcd.clone()
     }
 
     pub(crate) fn claim(&self) -> &Claim {
@@ -128,6 +260,10 @@ impl Drop for Term {
     }
 }
 
+fn one_line(e: &etcd_client::Error) -> String {
+    crate::error_chain::one_line(e)
+}
+
 /// What is left of the lease when the active stops acting: a third of it.
 pub(crate) fn margin(ttl: Duration) -> Duration {
     ttl / 3
@@ -144,7 +280,7 @@ fn renew_every(ttl: Duration) -> Duration {
 
 /// The keep-alive stream, and the member it was opened on.
 struct Stream {
-    member: usize,
+    member: Member,
     keeper: LeaseKeeper,
     answers: LeaseKeepAliveStream,
 }
@@ -189,6 +325,10 @@ async fn keep(
             );
             let _ = tell.send(Some(why));
             return;
+        }
+        // The members were replaced (a reload): renew on the new ones.
+        if stream.as_ref().is_some_and(|s| !etcd.is_current(s.member)) {
+            stream = None;
         }
         let sent = Instant::now();
         next = sent + every;

@@ -66,6 +66,15 @@ pub(crate) trait Ownership: Send {
         report: &'a watch::Sender<Option<Standing>>,
     ) -> BoxFuture<'a, Result<(), GatewayError>>;
 
+    /// Take a reload's new `[cluster]` (the run was in a cluster and stays in one), before
+    /// anything else of the reload is touched: what changed, in words, or why it cannot be
+    /// taken, the running section staying as it was. A standby takes it for its next
+    /// campaign; the active moves its term (`ClusterOwnership::reconfigure` says how).
+    fn reconfigure<'a>(
+        &'a mut self,
+        spec: &'a ClusterSpec,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>>;
+
     /// Whether the run may act now: checked before every send.
     fn fence(&self) -> Fence;
 
@@ -156,6 +165,16 @@ impl Ownership for LocalOwnership {
         _report: &'a watch::Sender<Option<Standing>>,
     ) -> BoxFuture<'a, Result<(), GatewayError>> {
         Box::pin(std::future::ready(Ok(())))
+    }
+
+    /// Never asked: a reload that adds `[cluster]` is refused before (`reload/diff.rs`).
+    fn reconfigure<'a>(
+        &'a mut self,
+        _spec: &'a ClusterSpec,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(std::future::ready(Err(
+            "this run is on one machine: a restart joins it to a cluster".into(),
+        )))
     }
 
     fn fence(&self) -> Fence {
@@ -263,6 +282,70 @@ impl Ownership for ClusterOwnership<'_> {
                 cluster::campaign(&client, &self.spec, &keys, &claim, &self.fence, report).await;
             self.term = Some(term);
             Ok(())
+        })
+    }
+
+    /// A standby (or a run not yet campaigning) keeps the section for its next campaign,
+    /// which `stand_by` starts again. The active, which goes on acting throughout:
+    /// - new endpoints or TLS: clients are made for them, and taken only if they reach the
+    ///   etcd cluster that holds the term's lease; then every holder of the old ones (the
+    ///   lease's keeper, the replicas, the presence record) asks the new ones;
+    /// - a new `lease-ttl` or `node`: the keys move to a new lease in one transaction
+    ///   guarded by the term ([`Term::hand_over`]);
+    /// - `takeover-delay` is a standby's: it is kept for the next campaign.
+    ///
+    /// New endpoints taken before a move that fails are given back.
+    fn reconfigure<'a>(
+        &'a mut self,
+        spec: &'a ClusterSpec,
+    ) -> BoxFuture<'a, Result<Vec<String>, String>> {
+        Box::pin(async move {
+            let old = self.spec.clone();
+            let (Some(term), Some(keys)) = (self.term.as_mut(), self.keys.as_ref()) else {
+                self.spec = spec.clone();
+                self.presence = None;
+                return Ok(vec![
+                    "[cluster] applied: the campaign starts again with it".into()
+                ]);
+            };
+            let mut said = vec![];
+            let mut before = None;
+            if spec.endpoints != old.endpoints || spec.tls != old.tls {
+                let new = cluster::connect(spec).await.map_err(|e| e.to_string())?;
+                term.known_to(&new).await?;
+                before = Some(cluster::connect(&old).await.map_err(|e| e.to_string())?);
+                term.ask(&new);
+                said.push(format!("etcd asked at {}", spec.endpoints.join(", ")));
+            }
+            if spec.lease_ttl != old.lease_ttl || spec.node != old.node {
+                let claim = Claim {
+                    node: spec.node.clone(),
+                    ..term.claim().clone()
+                };
+                if let Err(why) = term.hand_over(keys, spec.lease_ttl, claim).await {
+                    if let Some(before) = before {
+                        term.ask(&before);
+                    }
+                    return Err(why);
+                }
+                said.push(format!(
+                    "the term moved to a {} lease as node {}",
+                    humantime::format_duration(spec.lease_ttl),
+                    spec.node
+                ));
+                self.presence = Some(Presence::start(
+                    term.etcd(),
+                    keys,
+                    term.claim(),
+                    spec.lease_ttl,
+                    self.peers.clone(),
+                ));
+            }
+            if spec.takeover_delay != old.takeover_delay {
+                said.push("takeover-delay kept for a next campaign".into());
+            }
+            self.spec = spec.clone();
+            Ok(said)
         })
     }
 

@@ -12,17 +12,19 @@
 //! its outbox route and media fetcher made anew); every reader of the adapters' events (the
 //! access gate, the agent bridge, the local API) follows the new set through the front ends'
 //! reload hooks; a front end started from what changed (the agent link, from `[agent]`) is
-//! checked first and then started again (`frontends.rs`). An adapter that did not change keeps
-//! its task, its connection and its session. Refused, with why and that a restart applies it:
-//! `[gateway]`, `[cluster]`, `[agent]` added or removed, and in a cluster a change of
-//! credentials (`diff.rs`); a
+//! checked first and then started again (`frontends.rs`); a changed `[cluster]` is taken by the
+//! run's ownership before anything else (`Ownership::reconfigure`), since etcd is asked for it.
+//! An adapter that did not change keeps its task, its connection and its session. Refused,
+//! with why and that a restart applies it: `[gateway]`, `[cluster]` or `[agent]` added or
+//! removed, and in a cluster a change of credentials (`diff.rs`); a
 //! token another gateway holds (the reload is refused, as the start would be: exit 78 there,
 //! a refused reload here, the running adapters untouched, never a half-applied file).
 //!
 //! Signals coalesce (a SIGHUP that arrives while one is being handled is one more reload,
 //! however many arrive), and each reload reads the files as they are then, so a storm ends
 //! with the last configuration written, or the last refusal of it. A cluster's standby
-//! reloads too: it takes the new configuration and starts it if it becomes the active.
+//! reloads too: it takes the new configuration and starts it if it becomes the active; a new
+//! `[cluster]` starts its campaign again (`supervision.rs`).
 
 mod diff;
 mod env;
@@ -37,7 +39,7 @@ use super::components::{ticker_jobs, Components};
 use super::frontends::Frontends;
 use super::ownership::Ownership;
 use super::{reason, GatewayError, Plan};
-use crate::config::{ConfigError, Secret};
+use crate::config::{ClusterSpec, ConfigError, Secret};
 use crate::gateway::adapter::Shared;
 use crate::gateway::cron::{self, CronContext};
 use crate::gateway::outbox::Outbox;
@@ -71,6 +73,9 @@ pub(super) enum Refusal {
     /// A new credential's token lock: another gateway holds it.
     #[error("{}", reason(.0))]
     Credential(Box<GatewayError>),
+    /// The run's ownership could not take the new `[cluster]`.
+    #[error("[cluster] not applied: {0}")]
+    Cluster(String),
 }
 
 /// What the run is, for a reload: its parts that take a new configuration.
@@ -104,6 +109,14 @@ struct Checked {
     plan: Plan,
     diff: Diff,
     ids: Vec<(String, String)>,
+}
+
+impl Checked {
+    /// The new `[cluster]`, where it differs from `running`'s.
+    fn new_cluster(&self, running: &GatewayConfig) -> Option<&ClusterSpec> {
+        let new = self.plan.config.cluster.as_ref();
+        new.filter(|n| running.cluster.as_ref() != Some(*n))
+    }
 }
 
 impl Reloader {
@@ -144,6 +157,11 @@ impl Reloader {
         &self.config.cron
     }
 
+    /// The running configuration's `[cluster]`.
+    pub(super) fn cluster(&self) -> Option<&ClusterSpec> {
+        self.config.cluster.as_ref()
+    }
+
     /// Read, check and apply the configuration on disk now; what came of it, for the state
     /// file. `ownership` takes a new credential's lock; none while a standby campaigns, whose
     /// credentials cannot change (a cluster's never do on a reload).
@@ -161,10 +179,26 @@ impl Reloader {
             }
             Ok(c)
         });
+        // The cluster first: it is the one part that can still fail after the checks (etcd
+        // is asked), and nothing else is touched until it is taken.
+        let mut cluster = vec![];
+        let checked = match (checked, ownership.as_mut()) {
+            (Ok(c), Some(o)) => match c.new_cluster(&self.config) {
+                Some(spec) => match o.reconfigure(spec).await {
+                    Ok(said) => {
+                        cluster = said;
+                        Ok(c)
+                    }
+                    Err(why) => Err(Refusal::Cluster(why)),
+                },
+                None => Ok(c),
+            },
+            (checked, _) => checked,
+        };
         let (outcome, reason) = match checked {
             Ok(checked) => {
                 let ids = checked.ids.clone();
-                let reason = self.apply(checked, components).await;
+                let reason = self.apply(checked, components, cluster).await;
                 if let Some(o) = ownership {
                     o.release_except(&ids);
                 }
@@ -216,13 +250,27 @@ impl Reloader {
             .frontends
             .check(&self.config, &plan.config, &self.env.now())
             .map_err(Refusal::Frontend)?;
-        Ok(Checked { plan, diff, ids })
+        let checked = Checked { plan, diff, ids };
+        if let Some(spec) = checked.new_cluster(&self.config) {
+            crate::cluster::check(spec).map_err(|e| Refusal::Cluster(e.to_string()))?;
+        }
+        Ok(checked)
     }
 
     /// Hand the checked configuration to what takes it; what changed, in words.
-    async fn apply(&mut self, checked: Checked, components: &mut Components) -> String {
+    /// `cluster`: what the active's ownership said it did with a new `[cluster]`.
+    async fn apply(
+        &mut self,
+        checked: Checked,
+        components: &mut Components,
+        cluster: Vec<String>,
+    ) -> String {
         let Checked { plan, diff, .. } = checked;
-        let mut applied = vec![];
+        let mut applied = cluster;
+        if applied.is_empty() && self.config.cluster != plan.config.cluster {
+            // A standby: `stand_by` campaigns again with it.
+            applied.push("[cluster] applied: the campaign starts again with it".to_owned());
+        }
         if !same_access(&self.config, &plan.config) {
             applied.push("access rules applied".to_owned());
         }

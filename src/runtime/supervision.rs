@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use futures_util::future::BoxFuture;
 use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -16,6 +17,7 @@ use super::ownership::{self, Ownership};
 use super::reload::{self, Reloader};
 use super::watchdog::Watchdog;
 use super::{io, GatewayError, Plan};
+use crate::cluster::{Peers, Standing};
 use crate::config::ClusterSpec;
 use crate::gateway::adapter::AdapterExit;
 use crate::gateway::flock::Holder;
@@ -181,57 +183,95 @@ impl Supervision {
     ///
     /// A SIGHUP meanwhile is a reload like the active's, answered the same way: the standby
     /// takes the new configuration (starting nothing) and runs it if it becomes the active.
+    /// A new `[cluster]` starts the campaign again with it (a standby holds nothing in etcd
+    /// but its presence record, and a take in flight is let go).
     pub(super) async fn stand_by(
         &mut self,
         ownership: &mut dyn Ownership,
         components: &mut Components,
-        spec: Option<&ClusterSpec>,
         tick: &mut Tick<'_>,
         grid: &Grid,
         reloader: &mut Reloader,
     ) -> Result<Option<&'static str>, GatewayError> {
-        let Some(spec) = spec else {
+        let Some(mut spec) = reloader.cluster().cloned() else {
             return Ok(None);
         };
-        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
         let (report, mut standing) = watch::channel(None);
-        let peers = ownership.peers();
-        let mut campaign = ownership.campaign(&report);
-        let mut ticks = grid.ticker(self.tick_every);
         let mut ready = false;
+        loop {
+            let peers = ownership.peers();
+            let campaign = ownership.campaign(&report);
+            let mut round = Round {
+                spec: &spec,
+                peers: peers.as_ref(),
+                standing: &mut standing,
+                ready: &mut ready,
+            };
+            match self
+                .campaign_round(campaign, &mut round, components, tick, grid, reloader)
+                .await
+            {
+                RoundEnd::Won => return Ok(None),
+                RoundEnd::Failed(e) => return Err(e),
+                RoundEnd::Signal(signal) => return Ok(Some(signal)),
+                RoundEnd::Reconfigured => {}
+            }
+            let new = reloader.cluster().cloned().unwrap_or(spec);
+            if let Err(why) = ownership.reconfigure(&new).await {
+                tracing::warn!(reason = %why, "the standby could not take the new [cluster]");
+            }
+            spec = new;
+        }
+    }
+
+    /// One campaign of a standby, until it is won, fails, a signal stops the run, or a reload
+    /// changes `[cluster]`.
+    async fn campaign_round(
+        &mut self,
+        mut campaign: BoxFuture<'_, Result<(), GatewayError>>,
+        round: &mut Round<'_>,
+        components: &mut Components,
+        tick: &mut Tick<'_>,
+        grid: &Grid,
+        reloader: &mut Reloader,
+    ) -> RoundEnd {
+        let stale_after = self.tick_every * 3 + Duration::from_secs(1);
+        let mut ticks = grid.ticker(self.tick_every);
+        let health = |now: &Standing| ownership::standby_health(round.spec, now, round.peers);
         loop {
             tokio::select! {
                 biased;
-                _ = self.sigterm.recv() => return Ok(Some("SIGTERM")),
-                _ = self.sigint.recv() => return Ok(Some("SIGINT")),
-                won = &mut campaign => return won.map(|()| None),
-                Ok(()) = standing.changed() => {
-                    let Some(now) = standing.borrow_and_update().clone() else { continue };
+                _ = self.sigterm.recv() => return RoundEnd::Signal("SIGTERM"),
+                _ = self.sigint.recv() => return RoundEnd::Signal("SIGINT"),
+                won = &mut campaign => return match won {
+                    Ok(()) => RoundEnd::Won,
+                    Err(e) => RoundEnd::Failed(e),
+                },
+                Ok(()) = round.standing.changed() => {
+                    let Some(now) = round.standing.borrow_and_update().clone() else { continue };
                     let line = notify::status_line(&now.describe());
-                    if ready {
+                    if *round.ready {
                         self.send(&line);
                     } else {
                         self.send(&format!("READY=1\n{line}"));
-                        ready = true;
+                        *round.ready = true;
                     }
-                    let health = ownership::standby_health(spec, &now, peers.as_ref());
-                    tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                    tick.write(&components.registry.snapshot(), stale_after, Some(health(&now)));
                 }
                 // Held until the standby is ready: its READY=1 must not come from a reload.
-                _ = self.sighup.recv(), if ready => {
-                    let health = standing
-                        .borrow()
-                        .clone()
-                        .map(|now| ownership::standby_health(spec, &now, peers.as_ref()));
-                    self.reload(reloader, components, None, tick, stale_after, health).await;
+                _ = self.sighup.recv(), if *round.ready => {
+                    let now = round.standing.borrow().clone().map(|now| health(&now));
+                    self.reload(reloader, components, None, tick, stale_after, now).await;
+                    if reloader.cluster() != Some(round.spec) {
+                        return RoundEnd::Reconfigured;
+                    }
                 }
                 _ = ticks.tick() => {
-                    if ready && self.watchdog.is_some() {
+                    if *round.ready && self.watchdog.is_some() {
                         self.send("WATCHDOG=1");
                     }
-                    if let Some(now) = standing.borrow().clone() {
-                        let health = ownership::standby_health(spec, &now, peers.as_ref());
-                        tick.write(&components.registry.snapshot(), stale_after, Some(health));
+                    if let Some(now) = round.standing.borrow().clone() {
+                        tick.write(&components.registry.snapshot(), stale_after, Some(health(&now)));
                     }
                 }
             }
@@ -287,14 +327,13 @@ impl Supervision {
                     self.on_tick(components, &mut dog, tick, stale_after, ownership.health())
                 }
                 Event::Reload => {
-                    let cluster = ownership.health();
                     self.reload(
                         reloader,
                         components,
                         Some(ownership),
                         tick,
                         stale_after,
-                        cluster,
+                        None,
                     )
                     .await;
                     None
@@ -308,19 +347,24 @@ impl Supervision {
 
     /// One reload, as sd_notify(3) describes it for systemd: `RELOADING=1` with the
     /// monotonic time, then the reload, its record in the state file (what `reload` waits
-    /// for), and `READY=1` with what came of it.
+    /// for), and `READY=1` with what came of it. `standby`: a standby's place in its
+    /// cluster; the active's is asked of `ownership` once the reload is done.
     async fn reload(
         &self,
         reloader: &mut Reloader,
         components: &mut Components,
-        ownership: Option<&mut dyn Ownership>,
+        mut ownership: Option<&mut dyn Ownership>,
         tick: &mut Tick<'_>,
         stale_after: Duration,
-        cluster: Option<ClusterHealth>,
+        standby: Option<ClusterHealth>,
     ) {
         let began = reload::monotonic_usec();
         self.send(&format!("RELOADING=1\nMONOTONIC_USEC={began}"));
-        let record = reloader.reload(began, components, ownership).await;
+        let record = match &mut ownership {
+            Some(o) => reloader.reload(began, components, Some(&mut **o)).await,
+            None => reloader.reload(began, components, None).await,
+        };
+        let cluster = ownership.map_or(standby, |o| o.health());
         tick.cron = reloader.cron_jobs().to_vec();
         let told = format!("reload {}: {}", record.outcome.as_str(), record.reason);
         tick.reload = Some(record);
@@ -353,4 +397,22 @@ impl Supervision {
         }
         decision.restart.map(Stop::Restart)
     }
+}
+
+/// What a standby's campaign round reads and keeps across rounds.
+struct Round<'a> {
+    spec: &'a ClusterSpec,
+    peers: Option<&'a Peers>,
+    standing: &'a mut watch::Receiver<Option<Standing>>,
+    /// Whether `READY=1` was sent: once, by the first round that knew how it stood.
+    ready: &'a mut bool,
+}
+
+/// How a standby's campaign round ended.
+enum RoundEnd {
+    Won,
+    Failed(GatewayError),
+    Signal(&'static str),
+    /// A reload changed `[cluster]`: campaign again with it.
+    Reconfigured,
 }

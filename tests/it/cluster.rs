@@ -8,6 +8,7 @@
 //! sent its first and last frame (no two ever overlap), and which messages were posted.
 
 mod etcd_members;
+mod reload;
 mod replica;
 
 use std::time::{Duration, Instant};

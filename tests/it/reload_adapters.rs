@@ -371,7 +371,8 @@ fn a_standby_answers_a_reload() {
         "\n[cluster]\nendpoints = [\"https://127.0.0.1:9\"]\nca = {:?}\nnode = \"ra-node\"\n",
         certs.ca.display().to_string()
     );
-    let base = format!("{}{cluster}", config(&rig));
+    let alone = config(&rig);
+    let base = format!("{alone}{cluster}");
     write_config(&rig, &base);
     let mut gw = rig.gateway("");
     wait_for(Duration::from_secs(60), "the standby's state file", || {
@@ -381,11 +382,35 @@ fn a_standby_answers_a_reload() {
     write_config(&rig, &format!("{base}\n[access]\nallow-users = [\"M1\"]\n"));
     let said = applied(&reload(&rig));
     assert!(said.contains("access rules applied"), "{said}");
-    write_config(&rig, &base.replace("ra-node", "ra-other"));
+    // A new [cluster]: the standby campaigns again with it.
+    let renamed = base.replace("ra-node", "ra-other");
+    write_config(&rig, &renamed);
+    let said = applied(&reload(&rig));
+    assert!(said.contains("the campaign starts again"), "{said}");
+    wait_for(Duration::from_secs(30), "the standby's new name", || {
+        let s = rig.state()?;
+        (s["cluster"]["node"] == "ra-other" && s["cluster"]["role"] == "standby").then_some(())
+    });
+    // One it cannot read, and one without [cluster]: refused, naming why.
+    let missing = rig.home.path().join("no-such-ca.pem");
+    let ca = format!("{:?}", certs.ca.display().to_string());
+    write_config(
+        &rig,
+        &renamed.replace(&ca, &format!("{:?}", missing.display().to_string())),
+    );
     let out = reload(&rig);
     assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
     assert!(
-        stderr(&out).contains("[cluster] changed"),
+        stderr(&out).contains("[cluster] not applied: [cluster] ca = ")
+            && stderr(&out).contains("no-such-ca.pem"),
+        "{}",
+        stderr(&out)
+    );
+    write_config(&rig, &alone);
+    let out = reload(&rig);
+    assert_eq!(out.status.code(), Some(78), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("[cluster] removed"),
         "{}",
         stderr(&out)
     );

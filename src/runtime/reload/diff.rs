@@ -89,12 +89,16 @@ pub(in crate::runtime) fn refusals(
                 .to_owned(),
         );
     }
-    if old.cluster != new.cluster {
-        what.push(
-            "[cluster] changed: the run's lease, term and keys in etcd were made from it, and \
-             changing them under a held lease could leave two actives"
-                .to_owned(),
-        );
+    // A changed [cluster] is taken by the run's ownership (`Ownership::reconfigure`); one
+    // added or removed would change what owns the run.
+    if old.cluster.is_some() != new.cluster.is_some() {
+        let how = if new.cluster.is_some() {
+            "added: this run owns its profile on this machine alone, and would have to stand \
+             by and campaign before it acts"
+        } else {
+            "removed: this run holds its profile's keys in etcd, which a standby waits on"
+        };
+        what.push(format!("[cluster] {how}"));
     }
     // A changed [agent] starts the link again (`agent.rs`); one added or removed would change
     // what the run set up around it: the media store, and answers to strangers.
@@ -212,5 +216,18 @@ mod tests {
         assert!(what[0].starts_with("[agent] added"), "{what:?}");
         let what = refusals(&agent, &old, (&o, &o), false);
         assert!(what[0].starts_with("[agent] removed"), "{what:?}");
+        let cluster = |node: &str| {
+            format!("[cluster]\nendpoints = [\"http://127.0.0.1:2379\"]\nnode = \"{node}\"\n\n")
+        };
+        let (one, _) = adapters(&format!("{}{}", cluster("a"), tg("a")));
+        let (renamed, _) = adapters(&format!("{}{}", cluster("b"), tg("a")));
+        assert!(
+            refusals(&one, &renamed, (&o, &o), true).is_empty(),
+            "a changed [cluster] applies"
+        );
+        let what = refusals(&old, &one, (&o, &o), false);
+        assert!(what[0].starts_with("[cluster] added"), "{what:?}");
+        let what = refusals(&one, &old, (&o, &o), true);
+        assert!(what[0].starts_with("[cluster] removed"), "{what:?}");
     }
 }
