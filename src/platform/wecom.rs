@@ -1,6 +1,7 @@
 //! WeCom (企业微信) AI bot (智能机器人): the bot's long connection
 //! (`wss://openws.work.weixin.qq.com`, subscribed with the bot's id and secret), callbacks in,
-//! replies and the bot's own messages out over the same socket. Written from the docs
+//! replies and the bot's own messages out over the same socket; the files people send fetched
+//! from their encrypted links and decrypted (`fetch.rs`). Written from the docs
 //! ("智能机器人长连接", developer.work.weixin.qq.com/document/path/101463) and the official
 //! SDK's source (`@wecom/aibot-node-sdk` 1.0.7).
 

@@ -78,10 +78,9 @@ pub(super) struct Decryptor {
     cipher: Aes256,
     /// The ciphertext block before the next: the IV at first.
     previous: [u8; BLOCK],
-    /// Bytes not yet deciphered: the last [`MAX_PAD`] whole bytes seen and any part block.
+    /// Bytes not yet deciphered: the last [`MAX_PAD`] whole bytes seen and any part block
+    /// (so empty at the end only when no byte came at all).
     pending: Vec<u8>,
-    /// Whether any byte came at all.
-    seen: bool,
 }
 
 impl Decryptor {
@@ -92,13 +91,11 @@ impl Decryptor {
             cipher: Aes256::new(&Array::from(key.0)),
             previous: iv,
             pending: Vec::with_capacity(MAX_PAD + BLOCK),
-            seen: false,
         }
     }
 
     /// The plaintext `chunk` completes, short of the last [`MAX_PAD`] bytes.
     pub(super) fn update(&mut self, chunk: &[u8]) -> Vec<u8> {
-        self.seen |= !chunk.is_empty();
         self.pending.extend_from_slice(chunk);
         let whole = self.pending.len() / BLOCK * BLOCK;
         let ready = whole.saturating_sub(MAX_PAD);
@@ -109,7 +106,7 @@ impl Decryptor {
 
     /// The rest of the plaintext, its padding checked and removed.
     pub(super) fn finish(&mut self) -> Result<Vec<u8>, CipherError> {
-        if !self.seen || self.pending.is_empty() || self.pending.len() % BLOCK != 0 {
+        if self.pending.is_empty() || self.pending.len() % BLOCK != 0 {
             return Err(CipherError::Length);
         }
         let mut last = std::mem::take(&mut self.pending);
