@@ -17,13 +17,18 @@
 //!   seen under that `req_id` refreshes that message instead of posting another;
 //!   `aibot_send_msg` posts markdown to a `chatid`.
 //!
+//! - files people send come as a link on this mock (`GET /wecom/files/<token>`) and its
+//!   `aeskey` in the callback, the bytes encrypted as the docs say (`files.rs`).
+//!
 //! Faults: [`WeComFault`] on the live connection (half-open, no pong, drop without a close
 //! frame, a close, a kick), a revoked secret, lost answers, an explicit redelivery; refused
-//! opens are the shared [`Fault::Refuse`](super::Fault::Refuse).
+//! opens are the shared [`Fault::Refuse`](super::Fault::Refuse); a damaged file,
+//! [`WeComFileFault`].
 
 pub(super) mod config;
 mod connection;
 mod faults;
+mod files;
 mod handle;
 mod record;
 mod state;
@@ -36,9 +41,12 @@ use tokio::time::timeout;
 
 pub use config::WeComConfig;
 pub use faults::WeComFault;
+pub use files::{WeComFileFault, WeComMedia};
 pub use record::{WeComEventRecord, WeComPost, WeComStats};
 
-use super::side::{Side, Upgrade};
+use super::http::RequestHead;
+use super::reply::Reply;
+use super::side::{at_once, Side, Upgrade};
 use state::WeComState;
 
 /// Where the long connection upgrades (the real one is the host's root).
@@ -59,6 +67,19 @@ impl WeCom {
 }
 
 impl Side for WeCom {
+    /// `GET /wecom/files/<token>`: a file behind a callback's link (`files.rs`).
+    fn serve<'a>(
+        &'a self,
+        head: &'a RequestHead,
+        _body: &'a [u8],
+        _shutdown: &tokio::sync::watch::Receiver<bool>,
+    ) -> Option<BoxFuture<'a, Reply>> {
+        self.state
+            .files
+            .serve(head)
+            .map(|answer| at_once(Reply::Answer(answer)))
+    }
+
     fn upgrade(
         self: Arc<Self>,
         upgrade: Box<Upgrade>,

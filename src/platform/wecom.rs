@@ -1,10 +1,13 @@
 //! WeCom (企业微信) AI bot (智能机器人): the bot's long connection
 //! (`wss://openws.work.weixin.qq.com`, subscribed with the bot's id and secret), callbacks in,
-//! replies and the bot's own messages out over the same socket. Written from the docs
+//! replies and the bot's own messages out over the same socket; the files people send fetched
+//! from their encrypted links and decrypted (`fetch.rs`). Written from the docs
 //! ("智能机器人长连接", developer.work.weixin.qq.com/document/path/101463) and the official
 //! SDK's source (`@wecom/aibot-node-sdk` 1.0.7).
 
 mod config;
+mod fetch;
+mod file_cipher;
 mod frame;
 mod hermes;
 mod normalise;
@@ -72,6 +75,20 @@ impl Platform for WeCom {
         let mut next = || secrets.next().unwrap_or_else(|| Secret::new(String::new()));
         let (bot_id, secret) = (next(), next());
         receive::run(spec, bot_id, secret, deps).await
+    }
+
+    /// A message's images, files and videos, each from its encrypted link and decrypted with
+    /// its own key (`fetch.rs`); no credential is needed.
+    fn fetcher(
+        config: &Config,
+        _secrets: &[Secret],
+        _shared: &Shared,
+        http: &reqwest::Client,
+    ) -> Option<std::sync::Arc<dyn crate::media::fetch::Fetch>> {
+        Some(std::sync::Arc::new(fetch::Fetcher::new(
+            http.clone(),
+            &config.url,
+        )))
     }
 
     /// Through the adapter's live connection: WeCom takes replies on the socket only.

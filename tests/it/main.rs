@@ -94,6 +94,7 @@ mod unit_props;
 mod units;
 mod unloaded;
 mod wecom;
+mod wecom_media;
 mod wecom_official;
 mod weixin;
 mod weixin_media;

@@ -3,6 +3,7 @@
 
 use super::super::handle::MockPlatform;
 use super::faults::WeComFault;
+use super::files::{WeComFileFault, WeComMedia};
 use super::record::{WeComEventRecord, WeComPost, WeComStats};
 use super::state::WeComState;
 use super::{WeCom, WS_PATH};
@@ -32,6 +33,24 @@ impl MockPlatform {
     /// One message from `from`, in group `chat` when given; its msgid.
     pub fn wecom_emit_text(&self, from: &str, chat: Option<&str>, text: &str) -> String {
         self.wecom().emit(from, chat, text)
+    }
+
+    /// A one-to-one message from `from` carrying `plain` behind an encrypted link on this mock
+    /// (as `media` says, named `name` in the download's `Content-Disposition` when given),
+    /// served damaged under `fault`; its msgid.
+    pub fn wecom_emit_media(
+        &self,
+        from: &str,
+        media: WeComMedia,
+        plain: &[u8],
+        name: Option<&str>,
+        fault: Option<WeComFileFault>,
+    ) -> String {
+        let link = self.wecom().files.add(plain, name, fault);
+        let url = format!("http://{}{}", self.addr(), link.path);
+        let content = media.content(&url, &link.aeskey);
+        self.wecom()
+            .emit_content(from, None, &format!("{media:?}"), content)
     }
 
     /// Delivers callback `msgid` again, under a new `req_id`, as the docs' "for

@@ -37,4 +37,6 @@ pub struct WeComStats {
     pub pongs: u64,
     /// Answers to commands the mock swallowed (the lost-answer fault).
     pub answers_lost: u64,
+    /// Files served from their links.
+    pub file_downloads: u64,
 }

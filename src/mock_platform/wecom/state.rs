@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::config::WeComConfig;
 use super::faults::WeComFault;
+use super::files::Files;
 use super::record::{WeComEventRecord, WeComPost, WeComStats};
 
 /// `errcode` of a subscription with a bad bot id or secret (WeCom's general "invalid
@@ -58,6 +59,8 @@ struct Inner {
 
 pub(crate) struct WeComState {
     pub(crate) config: WeComConfig,
+    /// The files behind the links of callbacks.
+    pub(crate) files: Files,
     inner: Mutex<Inner>,
 }
 
@@ -70,6 +73,7 @@ impl WeComState {
     pub(crate) fn new(config: WeComConfig) -> Self {
         WeComState {
             config,
+            files: Files::default(),
             inner: Mutex::default(),
         }
     }
@@ -165,8 +169,21 @@ impl WeComState {
         Some(answer(req_id, code, msg))
     }
 
-    /// A message callback from `from` (in `chat`, a group, when given); its msgid.
+    /// A text message callback from `from` (in `chat`, a group, when given); its msgid.
     pub(crate) fn emit(&self, from: &str, chat: Option<&str>, text: &str) -> String {
+        let content = json!({"msgtype": "text", "text": {"content": text}});
+        self.emit_content(from, chat, text, content)
+    }
+
+    /// A message callback whose `content` is its `msgtype` and that type's block (recorded
+    /// as `text`); its msgid.
+    pub(crate) fn emit_content(
+        &self,
+        from: &str,
+        chat: Option<&str>,
+        text: &str,
+        content: Value,
+    ) -> String {
         let mut inner = self.lock();
         inner.seq += 1;
         let msgid = format!("mockmsg{:06}", inner.seq);
@@ -176,9 +193,10 @@ impl WeComState {
             "chattype": if chat.is_some() { "group" } else { "single" },
             "from": {"userid": from},
             "create_time": 0,
-            "msgtype": "text",
-            "text": {"content": text},
         });
+        if let (Some(body), Some(content)) = (body.as_object_mut(), content.as_object()) {
+            body.extend(content.clone());
+        }
         if let Some(chat) = chat {
             body["chatid"] = json!(chat);
         }
@@ -236,7 +254,9 @@ impl WeComState {
     }
 
     pub(crate) fn stats(&self) -> WeComStats {
-        self.lock().stats.clone()
+        let mut stats = self.lock().stats.clone();
+        stats.file_downloads = self.files.downloads();
+        stats
     }
 
     /// Whether a connection holds the bot now.

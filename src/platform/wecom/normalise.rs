@@ -4,7 +4,7 @@
 //! then the chat's (it is what `aibot_send_msg` takes for a one-to-one chat). Text is
 //! `text.content`, a voice message's transcript `voice.content`, a mixed message's text
 //! items joined; images, files and videos are listed by their URL (encrypted, valid five
-//! minutes, their AES key kept for the wing).
+//! minutes), each with its `aeskey` in `Media::extra` for the fetcher (`fetch.rs`).
 //!
 //! The answer goes to the chat, as a reply to the callback's `req_id` (stored beside the
 //! body by `receive`): WeCom binds a reply to the callback, not to a message id.
