@@ -80,6 +80,7 @@ mod relay;
 mod reload;
 mod reload_adapters;
 mod reload_agent;
+mod reload_thousand;
 mod sandbox;
 mod slack;
 mod slack_media;
