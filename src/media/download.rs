@@ -229,6 +229,16 @@ impl Body {
             .and_then(|v| v.to_str().ok())
     }
 
+    /// The file's name as the server gave it (`Content-Disposition`, RFC 6266), for an item
+    /// whose message names none: some platforms name a file only in its download.
+    pub fn file_name(&self) -> Option<String> {
+        let header = self
+            .response
+            .headers()
+            .get(reqwest::header::CONTENT_DISPOSITION)?;
+        disposition_name(&String::from_utf8_lossy(header.as_bytes()))
+    }
+
     /// The next chunk, decoded if the wing said so, or `None` at the end. An error ends the
     /// body: what was read is not the file.
     pub async fn chunk(&mut self) -> Result<Option<hyper::body::Bytes>, DownloadError> {
@@ -278,9 +288,83 @@ impl Body {
     }
 }
 
+/// The name in a `Content-Disposition` value: `filename*=UTF-8''…` (percent-encoded, RFC
+/// 5987) before `filename=`, its last path part only, control characters dropped, at most
+/// 255 characters. It is a server's word: the store makes it safe again before it is a path.
+fn disposition_name(value: &str) -> Option<String> {
+    let param = |key: &str| {
+        value.split(';').find_map(|p| {
+            let (k, v) = p.split_once('=')?;
+            k.trim()
+                .eq_ignore_ascii_case(key)
+                .then(|| v.trim().trim_matches('"'))
+        })
+    };
+    let name = match param("filename*").and_then(|v| v.split_once("''")) {
+        Some((charset, encoded)) if charset.eq_ignore_ascii_case("utf-8") => {
+            percent_decoded(encoded)
+        }
+        _ => param("filename")?.to_owned(),
+    };
+    let last = name.rsplit(['/', '\\']).next().unwrap_or("");
+    let clean: String = last.chars().filter(|c| !c.is_control()).take(255).collect();
+    (!clean.trim().is_empty()).then_some(clean)
+}
+
+/// `%XX` escapes decoded as UTF-8 (an invalid sequence replaced, never an error).
+fn percent_decoded(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes
+            .get(i + 1..i + 3)
+            .and_then(|h| std::str::from_utf8(h).ok())
+            .and_then(|h| u8::from_str_radix(h, 16).ok());
+        match (bytes[i], hex) {
+            (b'%', Some(b)) => {
+                out.push(b);
+                i += 3;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_served_name_is_read_from_content_disposition() {
+        let name = |v: &str| disposition_name(v);
+        assert_eq!(
+            name("attachment; filename=\"plain.pdf\"; filename*=UTF-8''%E6%8A%A5%E5%91%8A.pdf")
+                .as_deref(),
+            Some("报告.pdf")
+        );
+        assert_eq!(name("attachment; filename=a.txt").as_deref(), Some("a.txt"));
+        assert_eq!(name("inline; FILENAME=\"b.png\"").as_deref(), Some("b.png"));
+        assert_eq!(
+            name("attachment; filename=\"../../etc/passwd\"").as_deref(),
+            Some("passwd")
+        );
+        assert_eq!(
+            name("attachment; filename*=UTF-8''%ZZ%41").as_deref(),
+            Some("%ZZA")
+        );
+        assert_eq!(name("attachment; filename*=ISO-8859-1''x").as_deref(), None);
+        assert_eq!(name("attachment; filename=\"\""), None);
+        assert_eq!(name("attachment"), None);
+        assert_eq!(
+            name(&format!("attachment; filename={}", "x".repeat(999))).map(|n| n.len()),
+            Some(255)
+        );
+    }
 
     #[test]
     fn only_the_wings_origins_are_allowed() {

@@ -104,7 +104,11 @@ impl Inbound {
             .ok_or(FetchError::Unsupported)?;
         let body = fetcher.fetch(item).await?;
         let id = item.id.or(item.url).unwrap_or("");
-        let stored = self.store.put(kind, id, name, body).await?;
+        let served = body.file_name();
+        let stored = self
+            .store
+            .put(kind, id, name.or(served.as_deref()), body)
+            .await?;
         if let Err(e) = self.store.evict(QUOTA, |n| n == stored.name || keep(n)) {
             tracing::warn!(error = %crate::error_chain::one_line(&e), "cannot keep the media store under its quota");
         }

@@ -102,6 +102,11 @@ fn files_reach_the_agent_decrypted_and_a_damaged_one_is_said_and_not_stored() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(names.len(), 3, "{names:?}");
+    // The callback names no file; its download's Content-Disposition does.
+    assert!(
+        names.iter().any(|n| n.ends_with("_minutes.pdf")),
+        "{names:?}"
+    );
     assert_eq!(
         rig.mock.wecom_stats().file_downloads,
         4,

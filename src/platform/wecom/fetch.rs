@@ -27,8 +27,8 @@
 //!
 //! **Name.** The SDK reads the file's name from the download's `Content-Disposition`
 //! (`filename*=UTF-8''…` or `filename=`); the callback itself names none. The store's shared
-//! download does not take a name from an answer's headers, so a WeCom file is stored under its
-//! kind and the type its bytes say.
+//! download reads it the same way (`media/download.rs`, `Body::file_name`) for an item whose
+//! message names none.
 
 use std::time::Duration;
 
