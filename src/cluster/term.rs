@@ -113,6 +113,11 @@ impl Term {
         ttl: Duration,
         claim: Claim,
     ) -> Result<(), String> {
+        // A term that has ended is not moved: the run is stopping, and a standby may hold
+        // the keys already.
+        if !self.fence.holds() {
+            return Err("the term has ended: this run no longer holds the keys".into());
+        }
         let etcd = self.etcd.clone();
         let asked = Instant::now();
         let secs = ttl.as_secs() as i64;
