@@ -21,6 +21,7 @@
 pub(crate) mod answer_batch;
 pub(crate) mod backoff;
 pub mod batch;
+pub(crate) mod chain;
 pub(crate) mod close_code;
 pub(crate) mod connect;
 pub(crate) mod cursor_file;

@@ -14,7 +14,11 @@
 //!   each push with a new `messageId` and the same `msgId`; a push not acked within
 //!   `ack_timeout` is pushed again, up to `max_retries` times. SYSTEM `ping`s at
 //!   `server_ping` if set; SYSTEM `disconnect` on the fault, then the close
-//!   `disconnect_grace` later.
+//!   `disconnect_grace` later (10 s, as issue 50 measured; the Java SDK's "connection will
+//!   close later"), the socket still read meanwhile; nothing new is pushed on it, unless a
+//!   test asks for pushes already under way (`dingtalk_disconnect_delivering`). Each
+//!   connection's span is recorded (`dingtalk_connections`): opened, first client ping,
+//!   `disconnect`, closed and by which side.
 //! - `POST /v1.0/oauth2/accessToken`, `POST /v1.0/robot/oToMessages/batchSend` and
 //!   `POST /v1.0/robot/groupMessages/send`; accepted posts are recorded with the other
 //!   platforms' posts (no idempotency key: each request is a new message).
@@ -45,7 +49,10 @@ use tokio::sync::watch;
 use tokio::time::timeout;
 
 pub use config::DingTalkConfig;
-pub use record::{DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal};
+pub use record::{
+    DingTalkConnRecord, DingTalkEventRecord, DingTalkFault, DingTalkSide, DingTalkStats,
+    OpenRefusal,
+};
 
 use super::ack_timer;
 use super::http::{self, RequestHead};

@@ -1,14 +1,17 @@
 //! A real gateway process with a DingTalk adapter (Stream mode) against the mock DingTalk in
 //! this process (the outbox rig's, with a `dt` adapter added): stored before acked across a
 //! kill, a half-open connection noticed within the ping interval plus its deadline, a planned
-//! disconnect, revoked credentials ending the adapter with the fix, and a reply posted once
+//! disconnect (the next connection opened before the old one closes, nothing lost or stored
+//! twice), revoked credentials ending the adapter with the fix, and a reply posted once
 //! across a lost answer. Profile names start with `dt`.
 
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::outbox::{Policy, State};
-use hermes_svc::mock_platform::dingtalk::{DingTalkConfig, DingTalkFault};
+use hermes_svc::mock_platform::dingtalk::{
+    DingTalkConfig, DingTalkFault, DingTalkSide, OpenRefusal,
+};
 use hermes_svc::mock_platform::{MockConfig, Platform, SendFault};
 
 use crate::harness::wait_for;
@@ -20,7 +23,10 @@ const SECRET_VAR: &str = "DT_CLIENT_SECRET";
 /// against a mock DingTalk that pushes an unacked message again after `ack_timeout`. The app
 /// is the profile's own: token locks are machine-wide, and rigs run side by side.
 fn rig(profile: &str, ack_timeout: Duration) -> Rig {
-    let config = dingtalk(profile, ack_timeout);
+    rig_with(profile, dingtalk(profile, ack_timeout))
+}
+
+fn rig_with(profile: &str, config: DingTalkConfig) -> Rig {
     let extra = format!(
         "[[adapter]]\nname = \"dt\"\nkind = \"dingtalk\"\nclient-id = \"{}\"\n\
          secret-env = \"{SECRET_VAR}\"\napi-base = \"{{base}}\"\nping-interval = \"1s\"\n\
@@ -148,6 +154,118 @@ fn a_disconnect_is_a_planned_reconnect_and_a_drop_without_a_close_is_noticed() {
         (rig.mock.dingtalk_stats().system_pongs >= 1).then_some(())
     });
     assert_eq!(rig.stored("dt").len(), 2);
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_disconnect_opens_the_next_connection_before_the_old_one_closes_and_loses_nothing() {
+    // The server would close the old connection only after a minute, and would push an
+    // unacked message again only after a minute: whatever happens sooner is the gateway's.
+    let rig = rig_with(
+        "dtmove",
+        DingTalkConfig {
+            disconnect_grace: Duration::from_secs(60),
+            ..dingtalk("dtmove", Duration::from_secs(60))
+        },
+    );
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    // `disconnect`, then a message pushed on the same socket after it.
+    let late = rig.mock.dingtalk_disconnect_delivering(1).remove(0);
+    let spans = wait_for(Duration::from_secs(30), "the old connection closed", || {
+        let c = rig.mock.dingtalk_connections();
+        (c.len() >= 2 && c[0].closed_at.is_some()).then_some(c)
+    });
+    let (old, new) = (&spans[0], &spans[1]);
+    let closed = old.closed_at.unwrap();
+    // The successor was opened while the old connection was open, and proven (its first
+    // ping) before the gateway closed the old one, long before the server would have.
+    assert_eq!(old.closed_by, Some(DingTalkSide::Client), "{spans:#?}");
+    assert!(old.disconnect_at.unwrap() <= new.opened_at, "{spans:#?}");
+    assert!(new.opened_at < closed, "the spans overlap: {spans:#?}");
+    assert!(new.first_ping_at.is_some_and(|p| p < closed), "{spans:#?}");
+    assert!(new.closed_at.is_none(), "{spans:#?}");
+    // The late message was stored and acked on the old socket: pushed once, stored once.
+    wait_for(Duration::from_secs(20), "the late message stored", || {
+        rig.stored("dt").contains(&late).then_some(())
+    });
+    let event = rig
+        .mock
+        .dingtalk_events()
+        .into_iter()
+        .find(|e| e.msg_id == late)
+        .unwrap();
+    assert!(event.acked_at.is_some_and(|a| a < closed), "{event:?}");
+    assert_eq!(event.deliveries.len(), 1, "{event:?}");
+    // The next message comes on the new connection.
+    let next = rig.mock.dingtalk_emit(1).remove(0);
+    wait_for(Duration::from_secs(20), "the next message stored", || {
+        rig.stored("dt").contains(&next).then_some(())
+    });
+    assert_eq!(rig.stored("dt"), vec![late, next], "each once");
+    let s = rig.mock.dingtalk_stats();
+    assert_eq!(
+        (s.connections, s.tickets_refused, s.stray_acks),
+        (2, 0, 0),
+        "{s:?}"
+    );
+    // A planned move is no outage: the adapter never reconnected.
+    let state = rig.state().unwrap();
+    let dt = state["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "dt")
+        .unwrap()
+        .clone();
+    assert_eq!(dt["reconnects"], 0, "{dt}");
+    assert!(
+        rig.log().contains("opening it before closing this one"),
+        "{}",
+        rig.log()
+    );
+    sigterm(&mut gw);
+}
+
+#[test]
+fn a_successor_that_cannot_open_leaves_the_old_connection_reading_until_the_server_closes_it() {
+    let rig = rig_with(
+        "dtstay",
+        DingTalkConfig {
+            disconnect_grace: Duration::from_secs(2),
+            ..dingtalk("dtstay", Duration::from_secs(60))
+        },
+    );
+    let mut gw = gateway(&rig, "");
+    connected(&rig, 0);
+    let refused = OpenRefusal::Status(503, "ServiceUnavailable".into());
+    rig.mock.dingtalk_refuse_open(Some(refused));
+    let late = rig.mock.dingtalk_disconnect_delivering(1).remove(0);
+    let spans = wait_for(Duration::from_secs(30), "the server's close", || {
+        let c = rig.mock.dingtalk_connections();
+        c[0].closed_at.is_some().then_some(c)
+    });
+    // No successor came up, so the old connection was read until the server closed it.
+    assert_eq!(
+        (spans.len(), spans[0].closed_by),
+        (1, Some(DingTalkSide::Server)),
+        "{spans:#?}"
+    );
+    let event = rig
+        .mock
+        .dingtalk_events()
+        .into_iter()
+        .find(|e| e.msg_id == late)
+        .unwrap();
+    assert!(event.acked_at.is_some(), "{event:?}");
+    rig.mock.dingtalk_refuse_open(None);
+    connected(&rig, 1);
+    let next = rig.mock.dingtalk_emit(1).remove(0);
+    wait_for(Duration::from_secs(20), "the next message stored", || {
+        rig.stored("dt").contains(&next).then_some(())
+    });
+    assert_eq!(rig.stored("dt"), vec![late, next], "each once");
+    assert!(rig.log().contains("did not come up"), "{}", rig.log());
     sigterm(&mut gw);
 }
 

@@ -1,6 +1,8 @@
 //! One Stream connection: the frames the state pushes, SYSTEM pings at the server's cadence
 //! when configured, the client's answers read as acks; WebSocket pings from the client are
-//! answered by tungstenite while the socket is read.
+//! answered by tungstenite while the socket is read. After a `disconnect` the socket is read
+//! (and written what was already under way) until the client closes it or the server does,
+//! `disconnect_grace` later; the state records which came first.
 
 use std::sync::Arc;
 
@@ -12,7 +14,7 @@ use tokio_tungstenite::tungstenite::Message;
 
 use super::super::shutdown::stopped;
 use super::super::websocket::{finish, End, Registration, Ws};
-use super::record::DingTalkFault;
+use super::record::{DingTalkFault, DingTalkSide};
 use super::state::{ConnCommand, DingTalkState};
 
 const CLOSE_NORMAL: u16 = 1000;
@@ -30,9 +32,10 @@ pub(crate) async fn run(ws: Ws, state: Arc<DingTalkState>, mut shutdown: watch::
         ping
     });
     let mut deaf = false;
+    let mut listening = true;
     // After a `disconnect`: when the server closes.
     let mut closing: Option<Instant> = None;
-    let end = loop {
+    let (end, by) = loop {
         let tick = async {
             match ping.as_mut() {
                 Some(p) => p.tick().await,
@@ -47,30 +50,37 @@ pub(crate) async fn run(ws: Ws, state: Arc<DingTalkState>, mut shutdown: watch::
         };
         tokio::select! {
             biased;
-            _ = stopped(&mut shutdown) => break End::Gone,
-            command = commands.recv() => match command {
+            _ = stopped(&mut shutdown) => break (End::Gone, DingTalkSide::Server),
+            command = commands.recv(), if listening => match command {
                 Some(ConnCommand::Push(frame)) => {
                     if sink.send(Message::text(frame)).await.is_err() {
-                        break End::Gone;
+                        break (End::Gone, DingTalkSide::Client);
                     }
                 }
-                Some(ConnCommand::Fault(DingTalkFault::Silence)) => break End::Silence,
+                Some(ConnCommand::Fault(DingTalkFault::Silence)) => {
+                    break (End::Silence, DingTalkSide::Server)
+                }
                 Some(ConnCommand::Fault(DingTalkFault::Deaf)) => deaf = true,
-                Some(ConnCommand::Fault(DingTalkFault::Drop)) => break End::Gone,
+                Some(ConnCommand::Fault(DingTalkFault::Drop)) => {
+                    break (End::Gone, DingTalkSide::Server)
+                }
                 Some(ConnCommand::Fault(DingTalkFault::Disconnect)) => {
-                    if sink.send(Message::text(state.disconnect())).await.is_err() {
-                        break End::Gone;
+                    if sink.send(Message::text(state.disconnect(conn))).await.is_err() {
+                        break (End::Gone, DingTalkSide::Client);
                     }
-                    // Nothing more is pushed here; acks are still read until the close.
+                    // Nothing new is pushed here (what is already queued is still written);
+                    // acks are still read until the close.
                     state.unregister(conn);
                     closing = Some(Instant::now() + state.config.disconnect_grace);
                 }
-                None => break End::Gone,
+                // Unregistered (after a `disconnect`): nothing more comes to write, and the
+                // socket is still read until one side closes it.
+                None => listening = false,
             },
-            _ = close_at => break End::Close(CLOSE_NORMAL),
+            _ = close_at => break (End::Close(CLOSE_NORMAL), DingTalkSide::Server),
             _ = tick => {
                 if sink.send(Message::text(state.system_ping())).await.is_err() {
-                    break End::Gone;
+                    break (End::Gone, DingTalkSide::Client);
                 }
             }
             message = stream.next(), if !deaf => match message {
@@ -78,16 +88,17 @@ pub(crate) async fn run(ws: Ws, state: Arc<DingTalkState>, mut shutdown: watch::
                     let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
                     state.on_answer(&v);
                 }
-                Some(Ok(Message::Ping(_))) => state.on_ws_ping(),
-                Some(Ok(Message::Close(_))) | None => break End::Gone,
+                Some(Ok(Message::Ping(_))) => state.on_ws_ping(conn),
+                Some(Ok(Message::Close(_))) | None => break (End::Gone, DingTalkSide::Client),
                 Some(Ok(_)) => {}
                 Some(Err(error)) => {
                     tracing::debug!(conn, %error, "mock dingtalk read failed");
-                    break End::Gone;
+                    break (End::Gone, DingTalkSide::Client);
                 }
             },
         }
     };
+    state.closed(conn, by);
     if matches!(end, End::Silence) {
         // Still registered: what is pushed its way is lost, as on a socket the platform has
         // not yet seen die, until the ack timer pushes it again elsewhere.

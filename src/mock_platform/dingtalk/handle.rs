@@ -3,7 +3,9 @@
 //! `send_attempts()` under [`Platform::DingTalk`](super::super::post::Platform::DingTalk).
 
 use super::super::handle::MockPlatform;
-use super::record::{DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal};
+use super::record::{
+    DingTalkConnRecord, DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal,
+};
 use super::state::DingTalkState;
 use super::DingTalk;
 
@@ -54,6 +56,17 @@ impl MockPlatform {
 
     pub fn dingtalk_set_fault(&self, fault: DingTalkFault) {
         self.dingtalk().set_fault(fault);
+    }
+
+    /// SYSTEM `disconnect` on every open connection, each followed on the same socket by `n`
+    /// new robot messages, pushed before the server stopped pushing there; their `msgId`s.
+    pub fn dingtalk_disconnect_delivering(&self, n: usize) -> Vec<String> {
+        self.dingtalk().disconnect_delivering(n)
+    }
+
+    /// Every Stream connection so far, in the order they opened.
+    pub fn dingtalk_connections(&self) -> Vec<DingTalkConnRecord> {
+        self.dingtalk().connections()
     }
 
     /// What `connections/open` answers instead of an endpoint; `None` for endpoints.

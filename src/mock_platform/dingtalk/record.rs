@@ -18,6 +18,26 @@ pub struct DingTalkEventRecord {
     pub dropped: bool,
 }
 
+/// One Stream connection as the server saw it: when it opened, when the client first proved
+/// it (a WebSocket ping), when the server said `disconnect` on it, and how it ended.
+#[derive(Clone, Debug)]
+pub struct DingTalkConnRecord {
+    pub opened_at: Instant,
+    pub first_ping_at: Option<Instant>,
+    pub disconnect_at: Option<Instant>,
+    pub closed_at: Option<Instant>,
+    pub closed_by: Option<DingTalkSide>,
+}
+
+/// Which side ended a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DingTalkSide {
+    /// A close frame, a FIN or a reset from the client.
+    Client,
+    /// The server: its close after `disconnect_grace`, a fault, or the mock stopping.
+    Server,
+}
+
 /// Counters a test reads to assert what a Stream client did.
 #[derive(Clone, Debug, Default)]
 pub struct DingTalkStats {
@@ -59,7 +79,9 @@ pub enum DingTalkFault {
     Deaf,
     /// The TCP connection dropped without a close frame.
     Drop,
-    /// SYSTEM `disconnect`, then the close `disconnect_grace` later.
+    /// SYSTEM `disconnect`, then the close `disconnect_grace` later; meanwhile the socket is
+    /// still read (acks, pings), and nothing new is pushed on it (but see
+    /// `MockPlatform::dingtalk_disconnect_delivering`).
     Disconnect,
 }
 

@@ -12,7 +12,10 @@ use tokio::sync::{mpsc, Notify};
 
 use super::config::DingTalkConfig;
 use super::files::Files;
-use super::record::{DingTalkEventRecord, DingTalkFault, DingTalkStats, OpenRefusal};
+use super::record::{
+    DingTalkConnRecord, DingTalkEventRecord, DingTalkFault, DingTalkSide, DingTalkStats,
+    OpenRefusal,
+};
 
 /// The robot message topic (the SDKs' `ChatbotMessage.TOPIC`).
 pub(crate) const ROBOT_TOPIC: &str = "/v1.0/im/bot/messages/get";
@@ -31,6 +34,8 @@ struct Pending {
 struct Inner {
     tickets: HashMap<String, Instant>,
     conns: BTreeMap<u64, mpsc::UnboundedSender<ConnCommand>>,
+    /// Every connection ever upgraded, connection `n` at `n - 1`.
+    spans: Vec<DingTalkConnRecord>,
     next_conn: u64,
     turn: u64,
     events: Vec<DingTalkEventRecord>,
@@ -157,6 +162,13 @@ impl DingTalkState {
         inner.next_conn += 1;
         let id = inner.next_conn;
         inner.conns.insert(id, tx);
+        inner.spans.push(DingTalkConnRecord {
+            opened_at: Instant::now(),
+            first_ping_at: None,
+            disconnect_at: None,
+            closed_at: None,
+            closed_by: None,
+        });
         inner.stats.connections += 1;
         let live = inner.conns.len() as u64;
         inner.stats.peak_connections = inner.stats.peak_connections.max(live);
@@ -168,6 +180,19 @@ impl DingTalkState {
 
     pub(crate) fn unregister(&self, conn: u64) {
         self.lock().conns.remove(&conn);
+    }
+
+    fn span(inner: &mut Inner, conn: u64) -> Option<&mut DingTalkConnRecord> {
+        inner.spans.get_mut((conn as usize).wrapping_sub(1))
+    }
+
+    /// Connection `conn` ended, `by` that side (the first end told counts).
+    pub(crate) fn closed(&self, conn: u64, by: DingTalkSide) {
+        let mut inner = self.lock();
+        if let Some(span) = Self::span(&mut inner, conn).filter(|s| s.closed_at.is_none()) {
+            span.closed_at = Some(Instant::now());
+            span.closed_by = Some(by);
+        }
     }
 
     /// A robot message from `sender` (a staff id) in `conversation` (a group's id, or 1:1
@@ -188,6 +213,24 @@ impl DingTalkState {
     /// A robot message of `body` (its `msgtype` and that type's fields), recorded as `text`.
     fn emit_body(&self, conversation: &str, sender: &str, text: &str, body: Value) -> String {
         let mut inner = self.lock();
+        let (index, msg_id) = self.record(&mut inner, conversation, sender, text, body);
+        if inner.conns.is_empty() {
+            inner.waiting.push_back(index);
+        } else {
+            self.deliver(&mut inner, index, 0);
+        }
+        msg_id
+    }
+
+    /// A new robot message, not yet pushed: its index and `msgId`.
+    fn record(
+        &self,
+        inner: &mut Inner,
+        conversation: &str,
+        sender: &str,
+        text: &str,
+        body: Value,
+    ) -> (usize, String) {
         inner.serial += 1;
         let serial = inner.serial;
         let msg_id = format!("msgMock{serial:010}");
@@ -224,17 +267,19 @@ impl DingTalkState {
             dropped: false,
         });
         inner.data.push(data);
-        let index = inner.events.len() - 1;
-        if inner.conns.is_empty() {
-            inner.waiting.push_back(index);
-        } else {
-            self.deliver(&mut inner, index, 0);
-        }
-        msg_id
+        (inner.events.len() - 1, msg_id)
     }
 
     /// Pushes event `index` as a CALLBACK frame with a new `messageId` to the next connection.
     fn deliver(&self, inner: &mut Inner, index: usize, attempt: u32) {
+        let ids: Vec<u64> = inner.conns.keys().copied().collect();
+        inner.turn += 1;
+        let to = ids.get((inner.turn as usize) % ids.len().max(1)).copied();
+        self.deliver_to(inner, index, attempt, to);
+    }
+
+    /// Pushes event `index` to connection `to` (none: it is lost, and pushed again when due).
+    fn deliver_to(&self, inner: &mut Inner, index: usize, attempt: u32, to: Option<u64>) {
         inner.serial += 1;
         let message_id = format!("mock-frame-{:08x}", inner.serial);
         let frame = frame(
@@ -243,10 +288,8 @@ impl DingTalkState {
             &message_id,
             inner.data[index].to_string(),
         );
-        let ids: Vec<u64> = inner.conns.keys().copied().collect();
-        inner.turn += 1;
-        if let Some(id) = ids.get((inner.turn as usize) % ids.len().max(1)) {
-            let _ = inner.conns[id].send(ConnCommand::Push(frame));
+        if let Some(conn) = to.and_then(|id| inner.conns.get(&id)) {
+            let _ = conn.send(ConnCommand::Push(frame));
         }
         let now = Instant::now();
         inner.events[index]
@@ -311,8 +354,32 @@ impl DingTalkState {
         frame("SYSTEM", "ping", &id, json!({"opaque": id}).to_string())
     }
 
-    pub(crate) fn disconnect(&self) -> String {
+    /// SYSTEM `disconnect` on every open connection, each followed on the same socket by `n`
+    /// new robot messages (pushes under way when the server decided to move it); their
+    /// `msgId`s.
+    pub(crate) fn disconnect_delivering(&self, n: usize) -> Vec<String> {
         let mut inner = self.lock();
+        let (group, staff) = (&self.config.groups[0], &self.config.staff[0]);
+        let mut sent = vec![];
+        for conn in inner.conns.keys().copied().collect::<Vec<_>>() {
+            let _ = inner.conns[&conn].send(ConnCommand::Fault(DingTalkFault::Disconnect));
+            for _ in 0..n {
+                let text = format!("dingtalk message {}", inner.events.len() + 1);
+                let body = json!({"msgtype": "text", "text": {"content": text}});
+                let (index, msg_id) = self.record(&mut inner, group, staff, &text, body);
+                self.deliver_to(&mut inner, index, 0, Some(conn));
+                sent.push(msg_id);
+            }
+        }
+        sent
+    }
+
+    /// The SYSTEM `disconnect` frame for connection `conn`, counted.
+    pub(crate) fn disconnect(&self, conn: u64) -> String {
+        let mut inner = self.lock();
+        if let Some(span) = Self::span(&mut inner, conn) {
+            span.disconnect_at = Some(Instant::now());
+        }
         inner.serial += 1;
         inner.stats.disconnects += 1;
         let id = format!("mock-disconnect-{:08x}", inner.serial);
@@ -338,8 +405,16 @@ impl DingTalkState {
         self.lock().revoked = revoked;
     }
 
-    pub(crate) fn on_ws_ping(&self) {
-        self.lock().stats.ws_pings += 1;
+    pub(crate) fn on_ws_ping(&self, conn: u64) {
+        let mut inner = self.lock();
+        inner.stats.ws_pings += 1;
+        if let Some(span) = Self::span(&mut inner, conn) {
+            span.first_ping_at.get_or_insert_with(Instant::now);
+        }
+    }
+
+    pub(crate) fn connections(&self) -> Vec<DingTalkConnRecord> {
+        self.lock().spans.clone()
     }
 
     pub(crate) fn events(&self) -> Vec<DingTalkEventRecord> {

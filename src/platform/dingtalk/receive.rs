@@ -2,8 +2,15 @@
 //! connection starts with `connections/open` (`open`: a fresh endpoint and one-use ticket),
 //! then one connection (`session`). How it ends decides what comes next: the credentials
 //! refused end the adapter (exit 78 with the fix, where the SDKs retry every 10 s for ever);
-//! a `disconnect` is a planned reconnect, at once and not counted as an outage; anything else
-//! is retried with the runtime's backoff.
+//! anything else is retried with the runtime's backoff.
+//!
+//! A SYSTEM `disconnect` is a planned move, made without a gap, as one [`chain`]: the server
+//! keeps the old connection open for about 10 s after it, so the next one (a fresh ticket and
+//! socket) is opened while the old one still reads and acknowledges, and the old one is
+//! closed once the new one is up, as the Java SDK's session pool does (`DefaultSessionPool`:
+//! the old session marked going away, a new connection opened at once). A successor that does
+//! not come up leaves the old one to its end, and then the next connection is opened at once:
+//! no outage either way.
 
 mod open;
 mod session;
@@ -12,6 +19,7 @@ pub(super) use open::{OPEN_PATH, ROBOT_TOPIC};
 
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
+use crate::gateway::adapter::chain::{self, Outcome, Run};
 use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
@@ -39,46 +47,61 @@ struct Stream {
 impl Transport for Stream {
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
         let (name, hb) = (link.name, link.deps.heartbeat.clone());
+        let deps = &*link.deps;
+        let (api_base, client_id, secret) = (&self.api_base, &self.client_id, &self.secret);
+        let (timing, ping_interval, hb) = (link.timing, self.ping_interval, &hb);
+        let start = |s: chain::Start| -> Run<'_, End> {
+            Box::pin(async move {
+                let mut stop = s.stop;
+                let url = tokio::select! {
+                    r = open::open(&deps.shared, api_base, client_id, secret) => r,
+                    _ = crate::gateway::until_shutdown(&mut stop) => return Outcome::ended(End::Shutdown),
+                };
+                let url = match url {
+                    Ok(url) => url,
+                    Err(PlatformError::Fatal(m)) => return Outcome::ended(End::Refused(m)),
+                    Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
+                        tracing::warn!(adapter = %name, error = %m, "no stream endpoint");
+                        return Outcome::ended(End::Failed(m));
+                    }
+                };
+                let session = Session {
+                    adapter: name,
+                    url,
+                    signals: s.signals,
+                    successor: s.successor,
+                    ping_interval,
+                    timing,
+                    heartbeat: hb,
+                    spool: &deps.spool,
+                    proxies: &deps.shared.proxies,
+                    fence: &deps.shared.fence,
+                    grid: &deps.shared.grid,
+                };
+                session.run(&mut stop).await
+            })
+        };
         hb.enter(State::Connecting);
-        let url = tokio::select! {
-            r = open::open(&link.deps.shared, &self.api_base, &self.client_id, &self.secret) => r,
-            _ = crate::gateway::until_shutdown(&mut link.deps.shutdown) => {
-                return Ended::unconnected(Step::Shutdown)
-            }
-        };
-        let url = match url {
-            Ok(url) => url,
-            Err(PlatformError::Fatal(m)) => return Ended::unconnected(Step::Fatal(m)),
-            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
-                tracing::warn!(adapter = %name, error = %m, "no stream endpoint");
-                return Ended::unconnected(Step::again(m, Pace::Backoff));
-            }
-        };
-        let session = Session {
-            adapter: name,
-            url,
-            ping_interval: self.ping_interval,
-            timing: link.timing,
-            heartbeat: &hb,
-            spool: &link.deps.spool,
-            proxies: &link.deps.shared.proxies,
-            fence: &link.deps.shared.fence,
-            grid: &link.deps.shared.grid,
-        };
-        let out = session.run(&mut link.deps.shutdown).await;
-        let step = match out.end {
-            End::Shutdown => Step::Shutdown,
-            End::Disconnect => Step::Again { error: None, pace: Pace::Resume },
-            End::Failed(m) => Step::again(m, Pace::Backoff),
-            End::Spool(e) => {
-                tracing::warn!(adapter = %name, error = %e, "the spool failed; reconnecting after backoff");
-                Step::again(e, Pace::Backoff)
-            }
-            End::Zombie(z) => lost(name, z.to_string()),
-            End::Closed(Some(c)) => lost(name, format!("closed by DingTalk with code {c}")),
-            End::Closed(None) => lost(name, "the connection closed".into()),
-        };
-        Ended { step, connected_for: out.connected_for, progressed: out.stored > 0 }
+        let out = chain::run(name, deps.shutdown.clone(), start).await;
+        out.settle(hb, |end| step_after(name, end))
+    }
+}
+
+/// What the supervisor does after the chain of connections ended with `end`.
+fn step_after(name: &str, end: End) -> Step {
+    match end {
+        End::Shutdown => Step::Shutdown,
+        End::Refused(m) => Step::Fatal(m),
+        // Closed by the server after its `disconnect`, with no successor up to take over.
+        End::Disconnect => Step::Again { error: None, pace: Pace::Resume },
+        End::Failed(m) => Step::again(m, Pace::Backoff),
+        End::Spool(e) => {
+            tracing::warn!(adapter = %name, error = %e, "the spool failed; reconnecting after backoff");
+            Step::again(e, Pace::Backoff)
+        }
+        End::Zombie(z) => lost(name, z.to_string()),
+        End::Closed(Some(c)) => lost(name, format!("closed by DingTalk with code {c}")),
+        End::Closed(None) => lost(name, "the connection closed".into()),
     }
 }
 

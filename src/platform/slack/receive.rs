@@ -20,16 +20,15 @@ mod session;
 
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
-
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
+use crate::gateway::adapter::chain::{self, Outcome, Run};
 use crate::gateway::adapter::setup::PlatformError;
 use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
 use crate::platform::bot_lookup::BotLookup;
-use session::{End, Outcome, Session, Signal};
+use session::{End, Session};
 
 /// The longest `auth.test` may hold a connection up.
 const AUTH_TEST_DEADLINE: Duration = Duration::from_secs(5);
@@ -67,25 +66,21 @@ struct SocketMode {
 }
 
 impl Transport for SocketMode {
-    /// One connection, and the ones that replace it on Slack's planned refreshes: each
-    /// successor is opened while its predecessor still reads and acknowledges, and the
-    /// predecessor is closed only once the successor said `hello`, so no window of events
-    /// goes to a socket nobody reads. To the supervisor the chain is one connection.
+    /// One connection, and the ones that replace it on Slack's planned refreshes, as one
+    /// [`chain`]: each successor is opened while its predecessor still reads and
+    /// acknowledges, and the predecessor is closed only once the successor said `hello`.
     async fn connect(&mut self, link: &mut Link<'_>) -> Ended {
         let (name, hb) = (link.name, link.deps.heartbeat.clone());
         if self.me.due() {
             let asked = me::auth_test(&link.deps.shared, &self.api_base, &self.bot_token);
             self.me.ask_if_due(AUTH_TEST_DEADLINE, asked).await;
         }
-        let (signals, mut signalled) = mpsc::unbounded_channel();
-        let mut shutdown = link.deps.shutdown.clone();
         let deps = &*link.deps;
-        let start = |generation: u64, successor: bool| {
-            let (stop, mut stopped) = watch::channel(false);
-            let signals = signals.clone();
-            let (api_base, token, timing, hb) = (&self.api_base, &self.app_token, link.timing, &hb);
-            let ping_interval = self.ping_interval;
-            let run = Box::pin(async move {
+        let (api_base, token, timing, hb) = (&self.api_base, &self.app_token, link.timing, &hb);
+        let ping_interval = self.ping_interval;
+        let start = |s: chain::Start| -> Run<'_, End> {
+            Box::pin(async move {
+                let mut stopped = s.stop;
                 let url = tokio::select! {
                     r = open::open(&deps.shared, api_base, token) => r,
                     _ = crate::gateway::until_shutdown(&mut stopped) => return Outcome::ended(End::Shutdown),
@@ -101,9 +96,8 @@ impl Transport for SocketMode {
                 let session = Session {
                     adapter: name,
                     url,
-                    signals,
-                    generation,
-                    successor,
+                    signals: s.signals,
+                    successor: s.successor,
                     ping_interval,
                     timing,
                     heartbeat: hb,
@@ -113,82 +107,11 @@ impl Transport for SocketMode {
                     grid: &deps.shared.grid,
                 };
                 session.run(&mut stopped).await
-            });
-            Live { run, stop, generation }
+            })
         };
         hb.enter(State::Connecting);
-        let mut current = start(0, false);
-        let mut next: Option<Live<'_>> = None;
-        // The successor said hello: the current connection is being closed for it.
-        let mut handing_over = false;
-        let (mut connected_for, mut stored) = (None::<Duration>, 0);
-        let end = loop {
-            let woke = tokio::select! {
-                out = &mut current.run => Woke::Current(out),
-                out = successor(&mut next) => Woke::Next(out),
-                Some((generation, signal)) = signalled.recv() => Woke::Signal(generation, signal),
-                _ = crate::gateway::until_shutdown(&mut shutdown) => Woke::Shutdown,
-            };
-            match woke {
-                Woke::Current(out) => {
-                    stored += out.stored;
-                    if let Some(d) = out.connected_for {
-                        connected_for = Some(connected_for.unwrap_or_default() + d);
-                    }
-                    match next.take() {
-                        // Closed for its successor, or by Slack before the successor was up:
-                        // either way the successor goes on.
-                        Some(successor) if handing_over || out.end != End::Shutdown => {
-                            if !handing_over {
-                                tracing::info!(adapter = %name, "the refreshed connection ended before its successor was up");
-                            }
-                            current = successor;
-                            handing_over = false;
-                        }
-                        _ => break out.end,
-                    }
-                }
-                Woke::Next(out) => {
-                    // The successor ended before it took over; the current one goes on, and
-                    // when it ends, the next connection is opened as after any end.
-                    stored += out.stored;
-                    tracing::warn!(adapter = %name, end = ?out.end, "the connection opened for a refresh did not come up");
-                    next = None;
-                }
-                Woke::Signal(generation, Signal::Refresh(reason)) => {
-                    if generation == current.generation && next.is_none() {
-                        tracing::info!(adapter = %name, reason, "slack asked for a new connection; opening it before closing this one");
-                        next = Some(start(generation + 1, true));
-                    }
-                }
-                Woke::Signal(generation, Signal::Up) => {
-                    if next.as_ref().is_some_and(|n| n.generation == generation) {
-                        handing_over = true;
-                        let _ = current.stop.send(true);
-                    }
-                }
-                Woke::Shutdown => {
-                    // Each closes its socket with a close frame (a second at most) and
-                    // flushes what it stored.
-                    let _ = current.stop.send(true);
-                    if let Some(mut n) = next.take() {
-                        let _ = n.stop.send(true);
-                        stored += n.run.as_mut().await.stored;
-                    }
-                    stored += current.run.as_mut().await.stored;
-                    break End::Shutdown;
-                }
-            }
-        };
-        let step = step_after(name, end);
-        if connected_for.is_none() && matches!(step, Step::Again { .. }) {
-            hb.enter(State::Connecting);
-        }
-        Ended {
-            step,
-            connected_for,
-            progressed: stored > 0,
-        }
+        let out = chain::run(name, deps.shutdown.clone(), start).await;
+        out.settle(hb, |end| step_after(name, end))
     }
 }
 
@@ -207,30 +130,6 @@ fn step_after(name: &str, end: End) -> Step {
         End::Closed(Some(c)) => lost(name, format!("closed by Slack with code {c}")),
         End::Closed(None) => lost(name, "the connection closed".into()),
     }
-}
-
-/// What woke the chain's runner.
-enum Woke {
-    Current(Outcome),
-    Next(Outcome),
-    Signal(u64, Signal),
-    Shutdown,
-}
-
-/// The successor's end, if there is one running; otherwise never.
-async fn successor(next: &mut Option<Live<'_>>) -> Outcome {
-    match next {
-        Some(n) => n.run.as_mut().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// One connection of a chain: its run (opening its URL, then the session), the switch that
-/// stops it, and its place in the chain.
-struct Live<'a> {
-    run: std::pin::Pin<Box<dyn std::future::Future<Output = Outcome> + Send + 'a>>,
-    stop: watch::Sender<bool>,
-    generation: u64,
 }
 
 fn lost(name: &str, reason: String) -> Step {

@@ -4,9 +4,10 @@
 //!
 //! - SYSTEM `ping`: answered at once with its `messageId`, `code 200` and its `data` echoed
 //!   (`handlers.py` `SystemHandler`). The server's cadence is its own, so it is not the probe.
-//! - SYSTEM `disconnect`: the server is about to move the connection (it closes it 10 s
-//!   later) and pushes nothing more on it; the connection ends at once and the next is opened
-//!   without a wait, a planned reconnect that is no outage.
+//! - SYSTEM `disconnect`: the server is about to move the connection (it closes it about
+//!   10 s later). The chain is told to open the next one, and this one goes on reading,
+//!   storing and acknowledging whatever still comes on it until it is stopped for its
+//!   successor or the server closes it (then it ends as [`End::Disconnect`], a planned end).
 //! - CALLBACK `/v1.0/im/bot/messages/get`: the robot message is appended to the spool under
 //!   its `msgId` (the same on a redelivery, which may come with a new `messageId`: the spool
 //!   drops the repeat), and only then acknowledged with the frame's `messageId`. A crash in
@@ -18,6 +19,11 @@
 //! The probe is the client's WebSocket ping under a deadline (the shared `frame_loop`,
 //! strict, as Slack's and Feishu's): a half-open socket is dropped within the ping interval
 //! plus the answer deadline; a FIN is a closed connection at once.
+//!
+//! Up is the upgrade (the server took the ticket) and then the first frame the server sends:
+//! the answer to the ping sent at once, or any frame before it. The protocol has no `hello`,
+//! and the SDKs take the upgrade alone (the Java SDK's "connection is established"); the
+//! first frame also proves the path back, so a successor that cannot read takes no one over.
 
 use std::time::Duration;
 
@@ -28,6 +34,7 @@ use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::open::ROBOT_TOPIC;
 use crate::config::Timing;
+use crate::gateway::adapter::chain::{LinkEnd, Signals};
 use crate::gateway::adapter::connect;
 use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
@@ -43,6 +50,11 @@ pub(super) struct Session<'a> {
     pub(super) adapter: &'a str,
     /// Holds the connection's ticket: never logged.
     pub(super) url: String,
+    /// Tells the chain that the connection is up, and that the server moves it.
+    pub(super) signals: Signals,
+    /// Opened beside a live connection the server is moving: the adapter is connected
+    /// meanwhile, and is not said to be connecting.
+    pub(super) successor: bool,
     pub(super) ping_interval: Duration,
     pub(super) timing: &'a Timing,
     pub(super) heartbeat: &'a Heartbeat,
@@ -58,17 +70,25 @@ pub(super) enum End {
     Failed(String),
     Zombie(Zombie),
     Closed(Option<u16>),
-    /// SYSTEM `disconnect`: the server moves the connection.
+    /// Closed after a SYSTEM `disconnect`: the server moved the connection.
     Disconnect,
+    /// `connections/open` refused the credentials in a way no retry helps: the fix.
+    Refused(String),
     /// The spool could not store an event: nothing more may be acknowledged.
     Spool(String),
 }
 
-pub(super) struct Outcome {
-    pub(super) end: End,
-    pub(super) connected_for: Option<Duration>,
-    pub(super) stored: u64,
+impl LinkEnd for End {
+    fn shutdown() -> Self {
+        End::Shutdown
+    }
+
+    fn is_shutdown(&self) -> bool {
+        *self == End::Shutdown
+    }
 }
+
+pub(super) type Outcome = crate::gateway::adapter::chain::Outcome<End>;
 
 impl From<Ended> for End {
     fn from(ended: Ended) -> End {
@@ -84,13 +104,19 @@ impl From<Ended> for End {
 struct Live<'a> {
     s: &'a Session<'a>,
     inbox: Inbox<'a>,
+    /// The server sent a first frame: the chain was told the connection is up.
+    up: bool,
+    /// The server said `disconnect`: the chain was told (once is enough).
+    moving: bool,
 }
 
 impl Session<'_> {
     pub(super) async fn run(&self, shutdown: &mut watch::Receiver<bool>) -> Outcome {
-        let failed = |end| Outcome { end, connected_for: None, stored: 0 };
-        self.heartbeat.enter(State::Connecting);
-        self.heartbeat.attempt();
+        let failed = Outcome::ended;
+        if !self.successor {
+            self.heartbeat.enter(State::Connecting);
+            self.heartbeat.attempt();
+        }
         let ack = self
             .timing
             .ack_timeout
@@ -108,11 +134,15 @@ impl Session<'_> {
         // A ping at once: the first pong proves the connection.
         let live = Liveness::new(since, self.ping_interval, ack, 0.0, false, true).strict();
         let mut wire = Wire::new(self.adapter, ws, live, self.fence, self.grid);
-        let mut conn = Live { s: self, inbox: Inbox::new(self.adapter, self.spool, None) };
+        let inbox = Inbox::new(self.adapter, self.spool, None);
+        let mut conn = Live { s: self, inbox, up: false, moving: false };
         self.heartbeat.set_deadline(wire.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
-        tracing::info!(adapter = %self.adapter, "dingtalk stream connection up");
-        let end = wire.drive(&mut conn, shutdown).await;
+        tracing::info!(adapter = %self.adapter, successor = self.successor, "dingtalk stream connection up");
+        let end = match wire.drive(&mut conn, shutdown).await {
+            End::Closed(_) if conn.moving => End::Disconnect,
+            end => end,
+        };
         let (_, stored) = conn.inbox.finish();
         Outcome { end, connected_for: Some(since.elapsed()), stored }
     }
@@ -126,6 +156,9 @@ impl Frames for Live<'_> {
     }
 
     async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
+        if !std::mem::replace(&mut self.up, true) {
+            self.s.signals.up();
+        }
         let Some(text) = wire.text_of(msg, self.s.heartbeat) else {
             return Step::Continue;
         };
@@ -139,8 +172,14 @@ impl Frames for Live<'_> {
         let data = v["data"].as_str().unwrap_or("");
         match (v["type"].as_str().unwrap_or(""), topic) {
             ("SYSTEM", "disconnect") => {
-                tracing::info!(adapter = %self.s.adapter, "dingtalk asked for a new connection");
-                return Step::End(End::Disconnect);
+                if !std::mem::replace(&mut self.moving, true) {
+                    let v: Value = serde_json::from_str(data).unwrap_or(Value::Null);
+                    let reason = v["reason"].as_str().unwrap_or("unknown");
+                    tracing::info!(adapter = %self.s.adapter, "dingtalk asked for a new connection");
+                    self.s.signals.refresh(reason);
+                }
+                // Not answered, as the Java SDK does not; the connection goes on.
+                return Step::Continue;
             }
             ("SYSTEM", _) => {
                 // `ping`, and whatever else the server says: answered as the SDKs answer it.

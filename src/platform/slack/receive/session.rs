@@ -21,11 +21,12 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use serde_json::{json, Value};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use crate::config::Timing;
+use crate::gateway::adapter::chain::{LinkEnd, Signals};
 use crate::gateway::adapter::connect::{self, Socket};
 use crate::gateway::adapter::frame_loop::{Ended, Frames, Step, Wire};
 use crate::gateway::adapter::inbox::Inbox;
@@ -36,25 +37,13 @@ use crate::gateway::fence::Fence;
 use crate::gateway::health::{Heartbeat, State};
 use crate::gateway::spool::{Event, Spool};
 
-/// What a session tells the runner while it runs, so that a refresh can open the next
-/// connection before this one closes.
-#[derive(Debug, PartialEq)]
-pub(super) enum Signal {
-    /// `hello` came: the connection is up.
-    Up,
-    /// Slack asked for a new connection (`disconnect` with `refresh_requested` or
-    /// `warning`); this one goes on reading and acknowledging until it is stopped.
-    Refresh(String),
-}
-
 /// One connection attempt's inputs.
 pub(super) struct Session<'a> {
     pub(super) adapter: &'a str,
     /// Holds the connection's ticket: never logged.
     pub(super) url: String,
-    /// Tells the runner of `hello` and of a refresh, tagged with `generation`.
-    pub(super) signals: mpsc::UnboundedSender<(u64, Signal)>,
-    pub(super) generation: u64,
+    /// Tells the chain of `hello` (up) and of a refresh.
+    pub(super) signals: Signals,
     /// Opened beside a live connection that Slack asked to refresh: the adapter is connected
     /// meanwhile, and is not said to be connecting.
     pub(super) successor: bool,
@@ -84,25 +73,18 @@ pub(super) enum End {
     Spool(String),
 }
 
-/// A connection's result, for the runner.
-pub(super) struct Outcome {
-    pub(super) end: End,
-    /// How long it was up, once `hello` came.
-    pub(super) connected_for: Option<Duration>,
-    /// Events stored over it.
-    pub(super) stored: u64,
-}
+impl LinkEnd for End {
+    fn shutdown() -> Self {
+        End::Shutdown
+    }
 
-impl Outcome {
-    /// A connection that ended before it was up.
-    pub(super) fn ended(end: End) -> Outcome {
-        Outcome {
-            end,
-            connected_for: None,
-            stored: 0,
-        }
+    fn is_shutdown(&self) -> bool {
+        *self == End::Shutdown
     }
 }
+
+/// A connection's result, for the chain.
+pub(super) type Outcome = crate::gateway::adapter::chain::Outcome<End>;
 
 /// What Socket Mode's frames mean, over the shared loop
 /// ([`frame_loop`](crate::gateway::adapter::frame_loop)).
@@ -163,7 +145,7 @@ impl Session<'_> {
         };
         self.heartbeat.set_deadline(wire.live.liveness_deadline());
         self.heartbeat.enter(State::Connected);
-        let _ = self.signals.send((self.generation, Signal::Up));
+        self.signals.up();
         tracing::info!(adapter = %self.adapter, successor = self.successor, "socket mode connection up");
         let end = wire.drive(&mut conn, shutdown).await;
         let (_, stored) = conn.inbox.finish();
@@ -220,7 +202,7 @@ impl Frames for Live<'_> {
                 return Step::End(End::Disconnect(reason));
             }
             if !std::mem::replace(&mut self.refreshing, true) {
-                let _ = self.s.signals.send((self.s.generation, Signal::Refresh(reason)));
+                self.s.signals.refresh(reason);
             }
             return Step::Continue;
         }
