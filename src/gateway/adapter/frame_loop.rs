@@ -150,7 +150,12 @@ impl<'a> Wire<'a> {
             let step = tokio::select! {
                 biased;
                 _ = &mut stop => {
-                    let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
+                    // What the platform already sent is handled (stored, acknowledged) before
+                    // the close, within one answer deadline: a connection stopped for its
+                    // successor may hold a frame the server pushed just before it moved.
+                    if self.drain_readable(frames).await.is_none() {
+                        let _ = timeout(Duration::from_secs(1), self.ws.send(Message::Close(None))).await;
+                    }
                     Step::End(Ended::Shutdown.into())
                 }
                 _ = timer.elapsed() => self.on_timer(frames).await,
