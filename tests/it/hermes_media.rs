@@ -30,7 +30,7 @@ fn sha(bytes: &[u8]) -> String {
 /// The model call whose user text contains `text`.
 fn model_call(rig: &Rig, text: &str) -> serde_json::Value {
     wait_for(
-        Duration::from_secs(60),
+        Duration::from_secs(120),
         &format!("the model to be asked {text:?}"),
         || {
             rig.model_calls().into_iter().find(|c| {
@@ -169,10 +169,14 @@ fn voice_and_pdf_arrive_as_local_files(rig: &Rig, tag: &str, relay: bool) {
         });
         assert_eq!(stt["status"], 200, "{stt}");
         model_call(rig, &transcript);
+        // The voice note's turn ends (its answer is posted) before the PDF comes: a message
+        // that reaches Hermes while a turn of its chat runs interrupts that turn.
+        rig.wait_post(&transcript);
     } else {
         let call = model_call(rig, "[voice: ");
         let text = call["last_user"].as_str().unwrap();
         assert_eq!(sha(&named_file(rig, text)), sha(&voice), "{text}");
+        rig.wait_post("[voice: ");
     }
 
     let name = format!("report-{tag}.pdf");
