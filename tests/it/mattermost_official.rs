@@ -1,8 +1,8 @@
 //! The mock Mattermost checked against Mattermost's official clients (installed by
 //! `scripts/official-client-mattermost`). The Python one, mattermostdriver 7.3.2, logs in
 //! with the token (`users/me`), posts twice with one `pending_post_id` and gets the same post
-//! back, opens the WebSocket with its authentication challenge, takes `hello` (`seq` 0) as
-//! its sign that it is in, and receives a `posted` event for a post made meanwhile. The
+//! back, opens the WebSocket with its authentication challenge, takes `hello` (`seq` 0,
+//! before the challenge's `OK`) as its sign that it is in, and receives a `posted` event for a post made meanwhile. The
 //! JavaScript one, `@mattermost/client` 11.9.0 (`Client4`, what the web and desktop apps
 //! use), does `getMe`, `createPost` twice with one `pending_post_id`, `getPostsSince`, and
 //! fetches a post's file at `getFileUrl` with its own headers.
@@ -206,8 +206,10 @@ fn mattermostdriver_logs_in_posts_once_per_pending_id_and_receives_a_posted_even
         .filter(|p| p.content == "from the driver")
         .collect();
     assert_eq!(bots.len(), 1, "{bots:?}");
-    assert_eq!(next("challenge"), "challenge OK");
+    // The server queues `hello` when the challenge registers the connection, then the
+    // challenge's answer (`websocket_router.go`): mattermostdriver takes both, in that order.
     assert_eq!(next("hello"), "hello 0");
+    assert_eq!(next("challenge"), "challenge OK");
     let id = mock.mattermost_emit_text(&channel, "to the driver", "");
     assert_eq!(next("event"), format!("event {id} to the driver"));
     let status = child.wait().unwrap();
