@@ -75,7 +75,8 @@ struct WebConn {
     registered: bool,
     /// Broadcast while no socket served the connection, not yet numbered.
     held: Vec<Value>,
-    /// Opened or last resumed (the server's `lastUserActivityAt` for a bot).
+    /// Opened or last resumed: the server's `lastUserActivityAt`, which its session's
+    /// requests also move on while the socket is up (not modelled).
     active_at: Instant,
     inactive_since: Option<Instant>,
     /// Its line in the stats.
