@@ -10,12 +10,23 @@ adapter. What each route does, and its source, is in README.md ("Mattermost").
 One asyncio loop serves HTTP and every WebSocket; each socket has its reader (the handler)
 and an outbox queue drained by a writer task, so a fault can stop writing without stopping
 the reader, and stop reading without stopping the writer.
+
+Resume, from the server's sources (mattermost/mattermost `server/channels/`: `api4/websocket.go`,
+`app/platform/web_conn.go`, `web_hub.go`, `websocket_router.go`): a connection (`Conn`)
+outlives its socket. Every event written to it is numbered and kept in its dead queue (the
+last 128); once its socket is gone it stays, inactive, holding what is broadcast (up to 256,
+past which it is dropped) until the reaper forgets it (300 s after it went: the server's
+reaper runs every 300 s and takes those whose last activity is older). An upgrade with the token
+and `?connection_id=ID&sequence_number=N` takes the inactive connection ID back: N in the dead
+queue replays from N, with no `hello`; N-1 the last written sends nothing; else a `hello` with a
+new id. Then what was held, numbered on. An unknown ID is a new connection; an invalid ID, or a
+known one without N, closes the socket.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
-import itertools
+import collections
 import json
 import secrets
 import signal
@@ -34,9 +45,12 @@ CHANNELS = [
     {"id": "indepdirect000000000000000", "type": "D", "name": "carol__hermes", "display_name": "carol"},
 ]
 PENDING_TTL_S = 30.0
+DEAD_QUEUE = 128  # deadQueueSize (web_conn.go)
+SEND_QUEUE = 256  # sendQueueSize (web_conn.go)
+REAP_S = 300.0  # inactiveConnReaperInterval (web_hub.go), also the age it reaps at
 STAT_KEYS = ("connections", "live", "refused_upgrades", "challenges", "challenge_fails", "events_sent",
              "replayed", "ws_pings", "me", "channel_lists", "since_calls", "creates", "deduplicated",
-             "unauthorized", "resume_asks")
+             "unauthorized", "resume_asks", "resumed", "resume_replayed", "resume_held", "resume_refused")
 ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -54,23 +68,43 @@ def app_error(status: int, ident: str, message: str) -> web.Response:
     return web.json_response(body, status=status)
 
 
+class Conn:
+    """The server's WebConn: the numbering, the dead queue and what is held, across sockets."""
+
+    def __init__(self) -> None:
+        self.id = new_id()
+        self.seq = 0
+        self.dead: collections.deque[dict[str, Any]] = collections.deque(maxlen=DEAD_QUEUE)
+        self.held: list[dict[str, Any]] = []
+        self.active_at = time.monotonic()
+
+    def number(self, event: dict[str, Any]) -> dict[str, Any]:
+        frame = dict(event, seq=self.seq)
+        self.seq += 1
+        self.dead.append(frame)
+        return frame
+
+
 class Socket:
-    def __init__(self, ws: web.WebSocketResponse, transport: Any) -> None:
+    def __init__(self, ws: web.WebSocketResponse, transport: Any, conn: Conn) -> None:
         self.ws, self.transport, self.queue = ws, transport, asyncio.Queue()
-        self.seq = itertools.count(0)
+        self.conn = conn
         self.authed = False
         self.mode = "ok"  # ok | silence | deaf
-        self.connection_id = new_id()
 
     def push(self, event: dict[str, Any]) -> None:
-        if self.mode != "silence" and self.authed:
-            self.queue.put_nowait(dict(event, seq=next(self.seq)))
+        """Written: numbered and kept even into a silenced (half-open) socket, read by nobody."""
+        if self.authed:
+            frame = self.conn.number(event)
+            if self.mode != "silence":
+                self.queue.put_nowait(frame)
 
 
 class Server:
     def __init__(self) -> None:
         self.stats = dict.fromkeys(STAT_KEYS, 0)
         self.sockets: set[Socket] = set()
+        self.inactive: dict[str, Conn] = {}
         self.posts: list[dict[str, Any]] = []
         self.pending: dict[str, tuple[float, dict[str, Any] | None]] = {}
         self.events: list[dict[str, Any]] = []
@@ -106,6 +140,55 @@ class Server:
         for s in list(self.sockets):
             s.push(event)
             self.stats["events_sent"] += s.mode != "silence" and s.authed
+        for conn in list(self.inactive.values()):
+            conn.held.append(event)
+            if len(conn.held) > SEND_QUEUE:
+                del self.inactive[conn.id]  # its send queue is full: closed and removed
+
+    def reap(self) -> None:
+        """The hub's reaper: inactive connections gone more than REAP_S ago."""
+        t = time.monotonic()
+        self.inactive = {k: c for k, c in self.inactive.items() if t - c.active_at <= REAP_S}
+
+    def take(self, query: Any, token: str | None) -> tuple[Conn, list[dict[str, Any]]] | None:
+        """The connection an upgrade gets and what to write first; None: close the socket."""
+        wanted = query.get("connection_id", "")
+        if not wanted or token is None:
+            conn = Conn()
+            return conn, ([conn.number(self.hello(conn))] if token is not None else [])
+        if len(wanted) != 26 or not wanted.isalnum():
+            return None
+        conn = self.inactive.pop(wanted, None)
+        if conn is None:
+            conn = Conn()
+            return conn, [conn.number(self.hello(conn))]
+        try:
+            n = int(query.get("sequence_number", ""))
+        except ValueError:
+            return None
+        if n < 0:
+            return None
+        conn.seq, first, resumed = n, [], True
+        if n != 0:
+            at = next((i for i, e in enumerate(conn.dead) if e["seq"] == n), None)
+            if at is not None:
+                first = list(conn.dead)[at:]
+                conn.seq = n + len(first)
+            elif conn.dead and conn.dead[-1]["seq"] != n - 1:
+                conn.dead.clear()
+                conn.id, conn.seq, resumed = new_id(), 0, False
+                first = [conn.number(self.hello(conn))]
+        self.stats["resumed"] += resumed
+        self.stats["resume_replayed"] += len(first) if resumed else 0
+        self.stats["resume_held"] += len(conn.held)
+        first += [conn.number(e) for e in conn.held]
+        conn.held, conn.active_at = [], time.monotonic()
+        return conn, first
+
+    @staticmethod
+    def hello(conn: Conn) -> dict[str, Any]:
+        return {"event": "hello", "data": {"connection_id": conn.id, "server_version": "9.11.0.independent"},
+                "broadcast": {"omit_users": None, "user_id": BOT["id"], "channel_id": "", "team_id": ""}}
 
 
 def bearer(request: web.Request) -> str | None:
@@ -180,15 +263,21 @@ def routes(srv: Server) -> web.Application:
             return app_error(srv.refuse or 401, "api.web_socket.connect.upgrade.app_error", "Failed to upgrade websocket connection.")
         ws = web.WebSocketResponse(autoping=False, max_msg_size=1 << 20)
         await ws.prepare(request)
-        sock = Socket(ws, request.transport)
+        srv.reap()
+        taken = srv.take(request.query, token)
+        if taken is None:
+            srv.stats["resume_refused"] += 1
+            if request.transport is not None:
+                request.transport.abort()  # `ws.Close()`: no close frame
+            return ws
+        conn, first = taken
+        sock = Socket(ws, request.transport, conn)
+        sock.authed = token is not None
+        for frame in first:
+            sock.queue.put_nowait(frame)
         srv.sockets.add(sock)
         srv.stats["connections"] += 1
         srv.stats["live"] = len(srv.sockets)
-        hello = {"event": "hello", "data": {"connection_id": sock.connection_id, "server_version": "9.11.0.independent"},
-                 "broadcast": {"omit_users": None, "user_id": BOT["id"], "channel_id": "", "team_id": ""}}
-        if token is not None:
-            sock.authed = True
-            sock.push(hello)
 
         async def writer() -> None:
             while True:
@@ -206,11 +295,14 @@ def routes(srv: Server) -> web.Application:
                     srv.stats["ws_pings"] += 1
                     await ws.pong(msg.data)
                 elif msg.type == WSMsgType.TEXT:
-                    await on_action(srv, sock, msg.data, hello)
+                    await on_action(srv, sock, msg.data)
         finally:
             task.cancel()
             srv.sockets.discard(sock)
             srv.stats["live"] = len(srv.sockets)
+            if sock.authed:  # in the hub: kept, inactive, for a resume
+                conn.active_at = time.monotonic()
+                srv.inactive[conn.id] = conn
         return ws
 
     async def control_emit(request: web.Request) -> web.Response:
@@ -246,6 +338,10 @@ def routes(srv: Server) -> web.Application:
                 srv.stats["replayed"] += 1
         return web.json_response({"ok": True})
 
+    async def control_forget(request: web.Request) -> web.Response:
+        srv.inactive.clear()  # a restart: every resume gets a new connection
+        return web.json_response({"ok": True})
+
     async def control_clear(request: web.Request) -> web.Response:
         srv.revoked, srv.refuse = False, None
         return web.json_response({"ok": True})
@@ -262,12 +358,15 @@ def routes(srv: Server) -> web.Application:
     app.router.add_post("/_control/fault", control_fault)
     app.router.add_post("/_control/replay", control_replay)
     app.router.add_post("/_control/clear", control_clear)
+    app.router.add_post("/_control/forget", control_forget)
     app.router.add_get("/_independent/stats", stats)
     return app
 
 
-async def on_action(srv: Server, sock: Socket, text: str, hello: dict[str, Any]) -> None:
-    """A client action: only `authentication_challenge` is served; others get FAIL."""
+async def on_action(srv: Server, sock: Socket, text: str) -> None:
+    """A client action (`websocket_router.go`): the challenge (ignored, unanswered, on a
+    connection already authenticated; `hello` then OK on one that was not), `ping` (`pong`,
+    `wsapi/system.go`); anything else FAIL."""
     try:
         action = json.loads(text)
     except ValueError:
@@ -275,13 +374,18 @@ async def on_action(srv: Server, sock: Socket, text: str, hello: dict[str, Any])
     seq = action.get("seq")
     if action.get("action") == "authentication_challenge":
         srv.stats["challenges"] += 1
+        if sock.authed:
+            return
         if srv.authorised((action.get("data") or {}).get("token")):
+            sock.authed = True
+            sock.push(Server.hello(sock.conn))
             sock.queue.put_nowait({"status": "OK", "seq_reply": seq})
-            if not sock.authed:
-                sock.authed = True
-                sock.push(hello)
             return
         srv.stats["challenge_fails"] += 1
+    elif action.get("action") == "ping" and sock.authed:
+        data = {"text": "pong", "version": "9.11.0", "server_time": now_ms(), "node_id": ""}
+        sock.queue.put_nowait({"status": "OK", "seq_reply": seq, "data": data})
+        return
     sock.queue.put_nowait({"status": "FAIL", "seq_reply": seq,
                            "error": {"id": "api.web_socket_router.bad_action.app_error", "message": "not served"}})
 

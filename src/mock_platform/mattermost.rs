@@ -8,7 +8,12 @@
 //!
 //! On the same port as the rest of the mock:
 //! - `GET /api/v4/websocket` (upgrade): `hello` at once with a valid `Authorization: Bearer`,
-//!   else after an `authentication_challenge`; then `posted` events, numbered by `seq`.
+//!   else after an `authentication_challenge`; then `posted` events, numbered by `seq`. An
+//!   upgrade with `?connection_id=ID&sequence_number=N` (and the token) resumes connection
+//!   ID as the server does (`hub.rs`, with its sources): the events from N replayed from the
+//!   dead queue (its last 128) and what was broadcast while it was away (up to 256), with no
+//!   `hello`; or, past what it holds, a `hello` with a new connection id. Each connection's
+//!   outcome is in [`MattermostStats::websockets`].
 //! - `GET /api/v4/users/me`, `GET /api/v4/users/me/channels`,
 //!   `GET /api/v4/channels/{id}/posts?since=MS` and `POST /api/v4/posts` (`endpoint.rs`). An
 //!   accepted post comes back as a `posted` event, as the server broadcasts the bot's own
@@ -17,8 +22,8 @@
 //!   (`files.rs`).
 //!
 //! Faults: [`MattermostFault`] for the connections (half-open, deaf, dropped, closed), a
-//! refused upgrade, a revoked token, redelivery (`mattermost_redeliver`: events pushed
-//! again, as a resumed connection replays), and [`SendFault`](super::SendFault) with
+//! refused upgrade, a revoked token, redelivery (`mattermost_redeliver`: events broadcast
+//! again), forgotten connections (`mattermost_forget_connections`: a restart), and [`SendFault`](super::SendFault) with
 //! [`Platform::Mattermost`](super::post::Platform::Mattermost) for the posts.
 
 pub(super) mod config;
@@ -27,6 +32,7 @@ mod endpoint;
 mod faults;
 mod files;
 mod handle;
+mod hub;
 mod record;
 mod state;
 
@@ -39,7 +45,7 @@ use tokio::time::timeout;
 
 pub use config::{MattermostChannel, MattermostConfig, MattermostFile};
 pub use faults::MattermostFault;
-pub use record::{MattermostPostRecord, MattermostStats};
+pub use record::{MattermostConnRecord, MattermostPostRecord, MattermostStats};
 
 use super::http;
 use super::post_record::PostRecord;
@@ -91,10 +97,8 @@ impl Side for Mattermost {
         } = *upgrade;
         let state = self.state.clone();
         Ok(Box::pin(async move {
-            if head
-                .query_param("connection_id")
-                .is_some_and(|c| !c.is_empty())
-            {
+            let connection_id = head.query_param("connection_id");
+            if connection_id.as_deref().is_some_and(|c| !c.is_empty()) {
                 state.count(|s| s.resume_asks += 1);
             }
             let token = endpoint::bearer(&head);
@@ -116,9 +120,13 @@ impl Side for Mattermost {
                 state.count(|s| s.upgrades_refused += 1);
                 return http::answer_consumed(stream, &head, &answer).await;
             }
-            let authenticated = token.is_some();
+            let ask = hub::Ask {
+                connection_id,
+                sequence_number: head.query_param("sequence_number"),
+                authenticated: token.is_some(),
+            };
             match timeout(HANDSHAKE_TIMEOUT, tokio_tungstenite::accept_async(stream)).await {
-                Ok(Ok(ws)) => connection::run(ws, state, shutdown, authenticated).await,
+                Ok(Ok(ws)) => connection::run(ws, state, shutdown, ask).await,
                 Ok(Err(error)) => tracing::debug!(%error, "mock mattermost handshake failed"),
                 Err(_) => tracing::debug!("mock mattermost handshake timed out"),
             }

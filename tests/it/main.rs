@@ -60,6 +60,7 @@ mod matrix;
 mod mattermost;
 mod mattermost_media;
 mod mattermost_official;
+mod mattermost_resume;
 mod media_cron;
 mod media_out;
 mod media_out_feishu;

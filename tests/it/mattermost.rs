@@ -22,7 +22,7 @@ const TOKEN_VAR: &str = "MM_TOKEN";
 const PING: Duration = Duration::from_secs(1);
 const PONG_DEADLINE: Duration = Duration::from_millis(500);
 
-fn rig(profile: &str) -> Rig {
+pub(crate) fn rig(profile: &str) -> Rig {
     let extra = format!(
         "[[adapter]]\nname = \"mm\"\nkind = \"mattermost\"\nserver-url = \"{{base}}\"\n\
          token-env = \"{TOKEN_VAR}\"\nping-interval = \"1s\"\nack-timeout = \"500ms\"\n\
@@ -31,7 +31,7 @@ fn rig(profile: &str) -> Rig {
     Rig::with_mock(profile, &extra, MockConfig::default())
 }
 
-fn gateway(rig: &Rig, faults: &str) -> Child {
+pub(crate) fn gateway(rig: &Rig, faults: &str) -> Child {
     let config = MattermostConfig::default();
     let mut env = vec![(TOKEN_VAR, config.token.as_str())];
     if !faults.is_empty() {
@@ -42,7 +42,7 @@ fn gateway(rig: &Rig, faults: &str) -> Child {
 
 /// Wait for a connection after the first `before`, live, and its catch-up done (the mock
 /// saw the catch-up's channel list, or this was a first start, which reads none).
-fn connected(rig: &Rig, before: u64) -> Instant {
+pub(crate) fn connected(rig: &Rig, before: u64) -> Instant {
     wait_for(Duration::from_secs(20), "the websocket connection", || {
         let s = rig.mock.mattermost_stats();
         (s.connections > before && s.live_connections >= 1 && s.challenges_ok > before)
@@ -50,11 +50,11 @@ fn connected(rig: &Rig, before: u64) -> Instant {
     })
 }
 
-fn stored(rig: &Rig) -> Vec<String> {
+pub(crate) fn stored(rig: &Rig) -> Vec<String> {
     rig.stored("mm")
 }
 
-fn wait_stored(rig: &Rig, ids: &[String], within: Duration) {
+pub(crate) fn wait_stored(rig: &Rig, ids: &[String], within: Duration) {
     let all = try_wait_for(within, || {
         let s = stored(rig);
         ids.iter().all(|id| s.contains(id)).then_some(())

@@ -48,6 +48,10 @@ pub struct MattermostConfig {
     pub pending_post_window: Duration,
     /// What `hello` says the server is.
     pub server_version: String,
+    /// How often the hub's reaper forgets inactive connections, and how old their last
+    /// activity must be (`inactiveConnReaperInterval`, 5 min): a resume after that is a new
+    /// connection.
+    pub reap_interval: Duration,
 }
 
 impl Default for MattermostConfig {
@@ -73,6 +77,7 @@ impl Default for MattermostConfig {
             ],
             pending_post_window: Duration::from_secs(30),
             server_version: "9.11.0.mock".to_owned(),
+            reap_interval: Duration::from_secs(300),
         }
     }
 }

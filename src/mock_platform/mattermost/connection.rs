@@ -1,11 +1,11 @@
-//! One WebSocket connection, as `app/platform/web_conn.go` serves it: `hello` (its `seq` 0,
-//! with a fresh `connection_id`) at once when the upgrade carried a valid token, else after
-//! an `authentication_challenge` that is answered `{"status": "OK", "seq_reply": N}`; then
-//! every `posted` event with the connection's next `seq`. Client pings are answered by
-//! tungstenite while the socket is read. A resume (`connection_id` and `sequence_number` in
-//! the query) is never honoured: this mock is a server whose buffers no longer hold the gap,
-//! so it answers with a new `connection_id` and replays nothing, and a client must catch up
-//! by REST.
+//! One WebSocket socket, as `app/platform/web_conn.go` serves it: what the hub gives it to
+//! write first (`hello`, `seq` 0, for a new connection the upgrade's token authenticated; the
+//! replay and what was held for a resumed one, `hub.rs`), then every event the hub numbers
+//! for it. A client's `authentication_challenge` on a connection not yet authenticated puts
+//! it in the hub (its `hello` first, then `{"status": "OK", "seq_reply": N}`, in the order
+//! the server queues them); on one already authenticated it is ignored, without an answer
+//! (`websocket_router.go`). The `ping` action is answered `pong` (`wsapi/system.go`). Client
+//! pings (WebSocket frames) are answered by tungstenite while the socket is read.
 
 use std::sync::Arc;
 
@@ -17,43 +17,46 @@ use tokio_tungstenite::tungstenite::Message;
 use super::super::shutdown::stopped;
 use super::super::websocket::{finish, End, Registration, Ws};
 use super::faults::MattermostFault;
+use super::hub::{Ask, Opening};
 use super::state::{ConnCommand, MattermostState};
 
 pub(crate) async fn run(
     ws: Ws,
     state: Arc<MattermostState>,
     mut shutdown: watch::Receiver<bool>,
-    authenticated: bool,
+    ask: Ask,
 ) {
     let (tx, mut commands) = mpsc::unbounded_channel();
-    let (mut sink, mut stream) = ws.split();
-    let conn_id = state.register(tx);
+    let mut authed = ask.authenticated;
+    let (conn_id, first) = match state.open(&ask, tx) {
+        Opening::Opened { conn, first } => (conn, first),
+        Opening::Refused(why) => {
+            // `ws.Close()` after the upgrade: the socket goes, without a close frame.
+            tracing::debug!(%why, "mock mattermost refused a resume");
+            return;
+        }
+    };
     let unregister = state.clone();
-    let registration = Registration::new(move || unregister.unregister(conn_id));
-    let connection_id = state.mint_id('w');
-    let mut seq: u64 = 0;
-    let mut authed = authenticated;
-    let mut deaf = false;
-    let hello = json!({"event": "hello", "data": {"connection_id": connection_id,
-        "server_version": state.config.server_version}, "broadcast": {"omit_users": null,
-        "user_id": state.config.bot_user_id, "channel_id": "", "team_id": ""}});
-    let mut end = End::Gone;
-    if authed && sink.send(frame(hello.clone(), &mut seq)).await.is_err() {
-        drop(registration);
-        return;
+    let registration = Registration::new(move || unregister.close(conn_id));
+    let (mut sink, mut stream) = ws.split();
+    for frame in first {
+        if sink.send(Message::text(frame.to_string())).await.is_err() {
+            drop(registration);
+            return;
+        }
     }
+    let mut deaf = false;
+    let mut end = End::Gone;
     loop {
         tokio::select! {
             biased;
             _ = stopped(&mut shutdown) => break,
             command = commands.recv() => match command {
-                // Events go only to an authenticated connection, as the hub sends them.
-                Some(ConnCommand::Event(event)) if authed => {
-                    if sink.send(frame(event, &mut seq)).await.is_err() {
+                Some(ConnCommand::Event(event)) => {
+                    if sink.send(Message::text(event.to_string())).await.is_err() {
                         break;
                     }
                 }
-                Some(ConnCommand::Event(_)) => {}
                 Some(ConnCommand::Fault(MattermostFault::Silence)) => { end = End::Silence; break }
                 Some(ConnCommand::Fault(MattermostFault::Deaf)) => deaf = true,
                 Some(ConnCommand::Fault(MattermostFault::Drop)) => break,
@@ -63,14 +66,17 @@ pub(crate) async fn run(
             message = stream.next(), if !deaf => match message {
                 Some(Ok(Message::Text(text))) => {
                     let Some((reply, now_authed)) = on_text(&state, &text, authed) else { continue };
-                    if sink.send(Message::text(reply.to_string())).await.is_err() {
-                        break;
-                    }
                     if now_authed && !authed {
                         authed = true;
-                        if sink.send(frame(hello.clone(), &mut seq)).await.is_err() {
-                            break;
+                        if let Some(hello) = state.authenticate(conn_id) {
+                            if sink.send(Message::text(hello.to_string())).await.is_err() {
+                                break;
+                            }
                         }
+                    }
+                    let Some(reply) = reply else { continue };
+                    if sink.send(Message::text(reply.to_string())).await.is_err() {
+                        break;
                     }
                 }
                 Some(Ok(Message::Ping(_))) => state.count(|s| s.ws_pings += 1),
@@ -84,6 +90,8 @@ pub(crate) async fn run(
         }
     }
     if matches!(end, End::Silence) {
+        // Half-open: what the hub numbers for this socket from now on is written into the
+        // void (kept in the dead queue, never read), until the client's FIN arrives.
         tracing::info!(conn_id, "mock mattermost connection went half-open");
         commands.close();
     }
@@ -91,20 +99,23 @@ pub(crate) async fn run(
     drop(registration);
 }
 
-/// `event` with the connection's next `seq`.
-fn frame(mut event: Value, seq: &mut u64) -> Message {
-    event["seq"] = json!(*seq);
-    *seq += 1;
-    Message::text(event.to_string())
-}
-
-/// A client action (`{"seq", "action", "data"}`): the answer to send, and whether the
-/// connection is now authenticated. Only the challenge is served; any other action gets the
-/// server's answer to an action it does not know.
-fn on_text(state: &MattermostState, text: &str, authed: bool) -> Option<(Value, bool)> {
+/// A client action (`{"seq", "action", "data"}`): the answer to send (none to a challenge on
+/// an authenticated connection), and whether the connection is now authenticated.
+fn on_text(state: &MattermostState, text: &str, authed: bool) -> Option<(Option<Value>, bool)> {
     let v: Value = serde_json::from_str(text).ok()?;
     let seq = v["seq"].clone();
+    let fail = |id: &str, message: &str, status: u16| {
+        let error = json!({"id": id, "message": message, "status_code": status});
+        Some((
+            Some(json!({"status": "FAIL", "seq_reply": seq, "error": error})),
+            authed,
+        ))
+    };
     match v["action"].as_str()? {
+        "authentication_challenge" if authed => {
+            state.count(|s| s.challenges_ok += 1);
+            Some((None, true))
+        }
         "authentication_challenge" => {
             let ok = state.authorised(v["data"]["token"].as_str());
             state.count(|s| {
@@ -115,22 +126,31 @@ fn on_text(state: &MattermostState, text: &str, authed: bool) -> Option<(Value, 
                 }
             });
             if ok {
-                return Some((json!({"status": "OK", "seq_reply": seq}), true));
+                return Some((Some(json!({"status": "OK", "seq_reply": seq})), true));
             }
-            let error = json!({"id": "api.web_socket_router.not_authenticated.app_error",
-                               "message": "Not authenticated", "status_code": 401});
+            fail(
+                "api.web_socket_router.not_authenticated.app_error",
+                "Not authenticated",
+                401,
+            )
+        }
+        _ if !authed => fail(
+            "api.web_socket_router.not_authenticated.app_error",
+            "Not authenticated",
+            401,
+        ),
+        "ping" => {
+            let data = json!({"text": "pong", "version": state.config.server_version,
+                              "server_time": chrono::Utc::now().timestamp_millis(), "node_id": ""});
             Some((
-                json!({"status": "FAIL", "seq_reply": seq, "error": error}),
+                Some(json!({"status": "OK", "seq_reply": seq, "data": data})),
                 authed,
             ))
         }
-        _ => {
-            let error = json!({"id": "api.web_socket_router.bad_action.app_error",
-                               "message": "Unknown action", "status_code": 501});
-            Some((
-                json!({"status": "FAIL", "seq_reply": seq, "error": error}),
-                authed,
-            ))
-        }
+        _ => fail(
+            "api.web_socket_router.bad_action.app_error",
+            "Unknown action",
+            500,
+        ),
     }
 }

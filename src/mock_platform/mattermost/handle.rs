@@ -59,6 +59,12 @@ impl MockPlatform {
         self.mattermost().redeliver(n);
     }
 
+    /// Every connection no socket serves forgotten, as a server restart (or its reaper)
+    /// does: a resume asked for one gets a new connection id and its `hello`.
+    pub fn mattermost_forget_connections(&self) {
+        self.mattermost().forget_inactive();
+    }
+
     /// Upgrades answered with `status` (e.g. 503) instead of a WebSocket; `None` to accept.
     pub fn mattermost_refuse_upgrade(&self, status: Option<u16>) {
         self.mattermost().refuse_upgrade(status);

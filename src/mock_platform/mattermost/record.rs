@@ -16,6 +16,22 @@ pub struct MattermostPostRecord {
     pub emitted_at: Instant,
 }
 
+/// One WebSocket connection the mock took, and what it made of the client's resume.
+#[derive(Clone, Debug)]
+pub struct MattermostConnRecord {
+    /// The connection id it served under (a new one unless `resumed`).
+    pub connection_id: String,
+    /// The upgrade named a `connection_id`.
+    pub asked_resume: bool,
+    /// The hub still held the connection and its `sequence_number` was in reach: no new
+    /// `hello`, the same connection id.
+    pub resumed: bool,
+    /// Events written again from the dead queue (written before, never read).
+    pub replayed: u64,
+    /// Events broadcast while no socket served the connection, written on its resume.
+    pub held: u64,
+}
+
 /// Counters a test reads to assert what a client did.
 #[derive(Clone, Debug, Default)]
 pub struct MattermostStats {
@@ -25,7 +41,8 @@ pub struct MattermostStats {
     pub live_connections: u64,
     /// Upgrades that asked to resume (`connection_id` in the query).
     pub resume_asks: u64,
-    /// Authentication challenges answered `OK`, and `FAIL`.
+    /// Authentication challenges that passed (answered `OK`, or ignored on a connection the
+    /// upgrade's token already authenticated, as the server ignores them), and `FAIL`.
     pub challenges_ok: u64,
     pub challenges_failed: u64,
     /// WebSocket pings received from clients.
@@ -46,4 +63,6 @@ pub struct MattermostStats {
     /// Requests refused 401 (no token, a wrong or revoked one).
     pub unauthorized: u64,
     pub connection_times: Vec<Instant>,
+    /// Every connection taken, in order, with what its resume came to.
+    pub websockets: Vec<MattermostConnRecord>,
 }

@@ -1,6 +1,6 @@
-//! The mock Mattermost server's state: its posts (which the REST catch-up reads), its open
-//! WebSocket connections (each told what to write through a channel, so the state never
-//! holds a socket), the token's standing and the counters.
+//! The mock Mattermost server's state: its posts (which the REST catch-up reads), its hub of
+//! WebSocket connections (`hub.rs`: each socket told what to write through a channel, so the
+//! state never holds a socket), the token's standing and the counters.
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -11,18 +11,17 @@ use tokio::sync::mpsc;
 
 use super::config::{MattermostConfig, MattermostFile};
 use super::faults::MattermostFault;
+use super::hub::{Ask, Hub, Opening};
 use super::record::{MattermostPostRecord, MattermostStats};
 
 pub(crate) enum ConnCommand {
-    /// Write this event (its `seq` is the connection's to give).
+    /// Write this event (numbered by the hub).
     Event(Value),
     Fault(MattermostFault),
 }
 
-#[derive(Default)]
 struct Inner {
-    conns: BTreeMap<u64, mpsc::UnboundedSender<ConnCommand>>,
-    next_conn: u64,
+    hub: Hub,
     posts: Vec<MattermostPostRecord>,
     /// The `posted` events pushed, newest last, for `redeliver`.
     pushed: Vec<Value>,
@@ -45,9 +44,20 @@ pub(crate) struct MattermostState {
 
 impl MattermostState {
     pub(crate) fn new(config: MattermostConfig) -> Self {
+        let inner = Inner {
+            hub: Hub::new(config.reap_interval),
+            posts: Vec::new(),
+            pushed: Vec::new(),
+            serial: 0,
+            revoked: false,
+            refuse_upgrade: None,
+            stats: MattermostStats::default(),
+            files: BTreeMap::new(),
+            last_ms: 0,
+        };
         MattermostState {
             config,
-            inner: Mutex::default(),
+            inner: Mutex::new(inner),
         }
     }
 
@@ -69,21 +79,49 @@ impl MattermostState {
         f(&mut self.lock().stats);
     }
 
-    pub(crate) fn register(&self, tx: mpsc::UnboundedSender<ConnCommand>) -> u64 {
+    /// A new socket, `tx` its task, asking `ask`: how the hub takes it (`hub.rs`).
+    pub(crate) fn open(&self, ask: &Ask, tx: mpsc::UnboundedSender<ConnCommand>) -> Opening {
         let mut inner = self.lock();
-        inner.next_conn += 1;
-        let id = inner.next_conn;
-        inner.conns.insert(id, tx);
-        inner.stats.connections += 1;
-        inner.stats.live_connections = inner.conns.len() as u64;
-        inner.stats.connection_times.push(Instant::now());
-        id
+        let inner = &mut *inner;
+        let hello = |id: &str| self.hello(id);
+        let serial = &mut inner.serial;
+        let mut mint = || {
+            *serial += 1;
+            format!("w{:025}", *serial)
+        };
+        let opening = inner.hub.open(ask, tx, &hello, &mut mint);
+        if matches!(opening, Opening::Opened { .. }) {
+            inner.stats.connections += 1;
+            inner.stats.connection_times.push(Instant::now());
+        }
+        inner.stats.live_connections = inner.hub.live();
+        inner.stats.websockets = inner.hub.records.clone();
+        opening
     }
 
-    pub(crate) fn unregister(&self, id: u64) {
+    /// Connection `conn` passed its challenge: its `hello`, numbered, if it was not in yet.
+    pub(crate) fn authenticate(&self, conn: u64) -> Option<Value> {
+        let hello = |id: &str| self.hello(id);
+        self.lock().hub.authenticate(conn, &hello)
+    }
+
+    /// Connection `conn`'s socket is gone.
+    pub(crate) fn close(&self, conn: u64) {
         let mut inner = self.lock();
-        inner.conns.remove(&id);
-        inner.stats.live_connections = inner.conns.len() as u64;
+        inner.hub.close(conn);
+        inner.stats.live_connections = inner.hub.live();
+    }
+
+    /// Every connection no socket serves forgotten (a server restart, or its reaper).
+    pub(crate) fn forget_inactive(&self) {
+        self.lock().hub.forget_inactive();
+    }
+
+    /// The `hello` of connection `connection_id` (`createHelloMessage`), not yet numbered.
+    fn hello(&self, connection_id: &str) -> Value {
+        json!({"event": "hello", "data": {"connection_id": connection_id,
+            "server_version": self.config.server_version}, "broadcast": {"omit_users": null,
+            "user_id": self.config.bot_user_id, "channel_id": "", "team_id": ""}})
     }
 
     pub(crate) fn refused_upgrade(&self) -> Option<u16> {
@@ -99,9 +137,9 @@ impl MattermostState {
     }
 
     pub(crate) fn set_fault(&self, fault: MattermostFault) {
-        for tx in self.lock().conns.values() {
-            let _ = tx.send(ConnCommand::Fault(fault.clone()));
-        }
+        self.lock()
+            .hub
+            .each_socket(|| ConnCommand::Fault(fault.clone()));
     }
 
     /// A new post id: 26 lowercase letters and digits, as `model.NewId` makes them.
@@ -190,12 +228,8 @@ impl MattermostState {
         let (user_id, message) = (field("user_id"), field("message"));
         let event = self.posted_event(post, &user_id, &message);
         let mut inner = self.lock();
-        let pushed = inner
-            .conns
-            .values()
-            .filter(|tx| tx.send(ConnCommand::Event(event.clone())).is_ok())
-            .count();
-        inner.stats.events_sent += pushed as u64;
+        let pushed = inner.hub.broadcast(&event);
+        inner.stats.events_sent += pushed;
         inner.pushed.push(event);
         inner.posts.push(MattermostPostRecord {
             id: field("id"),
@@ -240,19 +274,15 @@ impl MattermostState {
                "broadcast": {"omit_users": null, "user_id": "", "channel_id": post["channel_id"], "team_id": ""}})
     }
 
-    /// The last `n` `posted` events again, on every open connection (a server replaying
-    /// what it buffered for a resumed connection).
+    /// The last `n` `posted` events broadcast again, each with a new `seq` (a server that
+    /// sends an event twice, as after a cluster's failover).
     pub(crate) fn redeliver(&self, n: usize) {
         let mut inner = self.lock();
         let start = inner.pushed.len().saturating_sub(n);
         let again: Vec<Value> = inner.pushed[start..].to_vec();
         let mut sent = 0u64;
         for event in &again {
-            for tx in inner.conns.values() {
-                if tx.send(ConnCommand::Event(event.clone())).is_ok() {
-                    sent += 1;
-                }
-            }
+            sent += inner.hub.broadcast(event);
         }
         inner.stats.events_sent += sent;
         inner.stats.redeliveries += sent;

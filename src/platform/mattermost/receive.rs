@@ -3,19 +3,24 @@
 //!
 //! Each connection starts with `GET /api/v4/users/me` (the bot's id, and the token's check:
 //! a 401 ends the adapter with the fix, exit 78), then the upgrade with the token in its
-//! `Authorization` header and an `authentication_challenge` (`seq` 1) as the official clients
-//! send it, and waits for the server's `hello` (its `connection_id`). A reconnection names
-//! the last connection's `connection_id` and the last `seq` it read, so a 7.x+ server that
-//! still holds the gap replays it; whether it did or not, what was posted while the adapter
-//! was away is then read by REST (`catch_up.rs`), since a server that cannot resume replays
-//! nothing. Posts are stored by post id, so one read twice (replayed and caught up, or read
-//! again after a crash) is stored once.
+//! `Authorization` header, an `authentication_challenge` (`seq` 1) as the official clients
+//! send it, and a `ping` action whose answer ends the handshake (`handshake.rs`). A
+//! reconnection names the last connection's `connection_id` and the `seq` after the last
+//! event handled, as the web app's client does; a 7.x+ server that still holds the gap
+//! replays it on the same connection id, without a `hello`, and one that does not (the gap
+//! past its 128-event dead queue, the connection forgotten after 5 minutes or a restart)
+//! answers with a `hello` and a new id. Either way what was posted while the adapter was away
+//! is then read by REST (`catch_up.rs`; why even after a resume: `session.rs`). Posts are
+//! stored by post id, so one read twice (replayed and caught up, or read again after a
+//! crash) is stored once.
 //!
 //! The catch-up's mark is the newest `create_at` stored, kept on disk
 //! (`inbox/cursors/ADAPTER`) only after the post is in the spool: a crash in between reads
 //! the post again, never loses it.
 
 mod catch_up;
+mod events;
+mod handshake;
 mod session;
 
 use std::path::PathBuf;
@@ -93,6 +98,7 @@ impl Transport for Socket {
             End::Spool(m) => Step::again(format!("the spool refused an event: {m}"), Pace::Backoff),
             End::Closed(code) => lost(name, format!("the server closed the connection (code {code:?})")),
             End::Zombie(z) => lost(name, z.to_string()),
+            End::Gap(m) => lost(name, m),
         };
         Ended {
             step,

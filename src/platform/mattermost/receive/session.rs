@@ -1,6 +1,7 @@
-//! One WebSocket connection, from the upgrade to its end: the authentication challenge,
-//! `hello`, the catch-up, then `posted` events into the spool, WebSocket pings with a pong
-//! deadline, and every way it ends.
+//! One WebSocket connection, from the upgrade to its end: the authentication challenge and a
+//! `ping` action, the first frames up to its answer (a `hello`, or a resumed connection's
+//! replay: `handshake.rs`), the catch-up, then `posted` events into the spool
+//! (`events.rs`), WebSocket pings with a pong deadline, and every way it ends.
 //!
 //! Mattermost has no ack: a `posted` event is stored under its post id and the catch-up's
 //! mark moves to its `create_at` only once it is stored. The liveness probe is our own
@@ -10,13 +11,15 @@
 
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
+use futures_util::SinkExt;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 use tokio::time::{timeout, Instant};
 use tokio_tungstenite::tungstenite::{Bytes, Message};
 
 use super::catch_up;
+use super::events::{Events, Seen};
+use super::handshake;
 use super::Mark;
 use crate::config::Timing;
 use crate::gateway::adapter::connect::{self, Socket};
@@ -50,6 +53,8 @@ pub(super) enum End {
     Zombie(Zombie),
     Closed(Option<u16>),
     Spool(String),
+    /// The event stream skipped (or restarted): reconnect and ask for what is missing.
+    Gap(String),
 }
 
 impl From<Ended> for End {
@@ -109,98 +114,89 @@ impl Session<'_> {
             },
             _ = crate::gateway::until_shutdown(shutdown) => return failed(End::Shutdown),
         };
-        let challenge = json!({"seq": 1, "action": "authentication_challenge",
+        let challenge = json!({"seq": handshake::CHALLENGE_SEQ, "action": "authentication_challenge",
                                "data": {"token": self.api.token.expose()}});
-        if ws.send(Message::text(challenge.to_string())).await.is_err() {
-            return failed(End::Closed(None));
-        }
-        let connection_id = match timeout(self.timing.hello_timeout, hello(&mut ws)).await {
-            Ok(Ok(id)) => id,
-            Ok(Err(end)) => return failed(end),
-            Err(_) => {
-                let m = format!("no hello within {:?}", self.timing.hello_timeout);
-                return failed(End::Failed(m));
+        let ping = json!({"seq": handshake::PING_SEQ, "action": "ping"});
+        for action in [challenge, ping] {
+            if ws.send(Message::text(action.to_string())).await.is_err() {
+                return failed(End::Closed(None));
             }
-        };
-        self.live(ws, connection_id, ack, shutdown).await
-    }
-
-    /// Up: catch up by REST, then read the socket until it ends.
-    async fn live(
-        self,
-        ws: Socket,
-        connection_id: String,
-        ack: Duration,
-        shutdown: &mut watch::Receiver<bool>,
-    ) -> Outcome {
-        let deps = self.deps;
-        let since = Instant::now();
-        let mut inbox = Inbox::new(self.adapter, &deps.spool, None);
-        let caught = catch_up::run(self.adapter, self.api, &deps.shared, self.me, self.mark, &mut inbox).await;
-        if let Err(end) = caught {
-            let (_, stored) = inbox.finish();
-            return Outcome { end, connected_for: Some(since.elapsed()), stored, resume: None };
         }
-        let live = Liveness::new(Instant::now(), self.ping_interval, ack, 0.0, false, true).strict();
-        let mut wire = Wire::new(self.adapter, ws, live, &deps.shared.fence, &deps.shared.grid);
-        deps.heartbeat.set_deadline(wire.live.liveness_deadline());
-        deps.heartbeat.enter(State::Connected);
-        tracing::info!(adapter = %self.adapter, "mattermost websocket up");
-        let mut conn = Live {
+        let (id, next_seq) = match &self.resume {
+            Some((id, seq)) => (id.clone(), Some(*seq)),
+            None => (String::new(), None),
+        };
+        let mut events = Events {
             adapter: self.adapter,
             me: self.me,
-            deps,
-            inbox,
+            deps: self.deps,
+            inbox: Inbox::new(self.adapter, &self.deps.spool, None),
             mark: self.mark,
-            next_seq: None,
+            connection_id: id,
+            next_seq,
         };
-        let end = wire.drive(&mut conn, shutdown).await;
-        let next_seq = conn.next_seq;
-        let (_, stored) = conn.inbox.finish();
-        Outcome {
-            end,
-            connected_for: Some(since.elapsed()),
-            stored,
-            resume: next_seq.map(|n| (connection_id, n)),
+        let asked = self.resume.is_some();
+        let opened = timeout(self.timing.hello_timeout, handshake::run(&mut ws, &mut events, asked)).await;
+        let opened = match opened {
+            Ok(Ok(opened)) => opened,
+            Ok(Err(end)) => return ended(end, events, None),
+            Err(_) => {
+                let m = format!("no hello, nor the answer to ping, within {:?}", self.timing.hello_timeout);
+                return ended(End::Failed(m), events, None);
+            }
+        };
+        if asked {
+            tracing::info!(adapter = %self.adapter, resumed = opened.resumed, replayed = opened.events,
+                           "mattermost websocket reconnected");
         }
+        live(self.api, events, ws, self.ping_interval, ack, shutdown).await
     }
 }
 
-/// Reads up to `hello`, its `connection_id` (empty when the server sent none); a challenge
-/// the server answered `FAIL` ends the connection.
-async fn hello(ws: &mut Socket) -> Result<String, End> {
-    loop {
-        match ws.next().await {
-            Some(Ok(Message::Text(text))) => {
-                let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-                if v["event"] == "hello" {
-                    return Ok(v["data"]["connection_id"].as_str().unwrap_or("").to_owned());
-                }
-                if v["seq_reply"] == 1 && v["status"] == "FAIL" {
-                    let said = v["error"]["id"].as_str().unwrap_or("no reason");
-                    let said = crate::safe_text::clip(said, 120);
-                    return Err(End::Failed(format!("the server refused the authentication challenge: {said}")));
-                }
-            }
-            Some(Ok(Message::Close(frame))) => {
-                return Err(End::Closed(frame.map(|f| u16::from(f.code))))
-            }
-            Some(Ok(_)) => {}
-            Some(Err(e)) => return Err(End::Failed(e.to_string())),
-            None => return Err(End::Closed(None)),
-        }
+/// The outcome of a connection that ended with `end`, what `events` read kept.
+fn ended(end: End, events: Events<'_>, since: Option<Instant>) -> Outcome {
+    let resume = events.resume();
+    let (_, stored) = events.inbox.finish();
+    Outcome {
+        end,
+        connected_for: since.map(|s| s.elapsed()),
+        stored,
+        resume,
     }
+}
+
+/// Up: catch up by REST, then read the socket until it ends.
+///
+/// The catch-up runs on a resumed connection too, though the server replayed what it held:
+/// a resume is not proof that nothing was missed. The server takes the old connection out
+/// of its hub (`checkConn`) before it registers the new one, and a broadcast in between
+/// reaches neither, with no gap in `seq` to show for it. What both bring is stored once.
+async fn live(
+    api: &Api,
+    mut events: Events<'_>,
+    ws: Socket,
+    ping_interval: Duration,
+    ack: Duration,
+    shutdown: &mut watch::Receiver<bool>,
+) -> Outcome {
+    let deps = events.deps;
+    let since = Instant::now();
+    let caught = catch_up::run(events.adapter, api, &deps.shared, events.me, events.mark, &mut events.inbox).await;
+    if let Err(end) = caught {
+        return ended(end, events, Some(since));
+    }
+    let live = Liveness::new(Instant::now(), ping_interval, ack, 0.0, false, true).strict();
+    let mut wire = Wire::new(events.adapter, ws, live, &deps.shared.fence, &deps.shared.grid);
+    deps.heartbeat.set_deadline(wire.live.liveness_deadline());
+    deps.heartbeat.enter(State::Connected);
+    tracing::info!(adapter = %events.adapter, "mattermost websocket up");
+    let mut conn = Live { events };
+    let end = wire.drive(&mut conn, shutdown).await;
+    ended(end, conn.events, Some(since))
 }
 
 struct Live<'a> {
-    adapter: &'a str,
-    me: &'a BotId,
-    deps: &'a Deps,
-    inbox: Inbox<'a>,
-    mark: &'a mut Mark,
-    /// The `seq` the server's next event on this connection would carry (the last one read,
-    /// plus one), as the web app's client asks a resume for it.
-    next_seq: Option<u64>,
+    events: Events<'a>,
 }
 
 impl Frames for Live<'_> {
@@ -211,33 +207,15 @@ impl Frames for Live<'_> {
     }
 
     async fn on_message(&mut self, wire: &mut Wire<'_>, msg: Message) -> Step<End> {
-        let Some(text) = wire.text_of(msg, &self.deps.heartbeat) else {
+        let Some(text) = wire.text_of(msg, &self.events.deps.heartbeat) else {
             return Step::Continue;
         };
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
-        if let Some(seq) = v["seq"].as_u64().filter(|_| v["event"].is_string()) {
-            let next = seq.saturating_add(1);
-            self.next_seq = Some(self.next_seq.map_or(next, |n| n.max(next)));
+        match self.events.on_text(&text).await {
+            // The server started its stream over: what it dropped is the catch-up's to find.
+            Ok(Seen::Hello(_)) => Step::End(End::Gap("a hello in the middle of the stream".into())),
+            Ok(_) => Step::Continue,
+            Err(end) => Step::End(end),
         }
-        if v["event"] != "posted" {
-            return Step::Continue;
-        }
-        let Some(data) = posted(&v["data"], self.me) else {
-            tracing::debug!(adapter = %self.adapter, "a posted event without a readable post");
-            return Step::Continue;
-        };
-        let id = data["post"]["id"].as_str().unwrap_or("").to_owned();
-        let at = data["post"]["create_at"].as_i64().unwrap_or(0);
-        let event = crate::gateway::spool::Event::new(id, self.adapter, "posted", None, data);
-        if let Err(e) = self.inbox.append(&event).await {
-            return Step::End(End::Spool(e));
-        }
-        self.deps.heartbeat.beat();
-        crate::test_hook::kill_at("mattermost-stored", &event.id);
-        if let Err(e) = self.mark.advance(at) {
-            tracing::warn!(adapter = %self.adapter, error = %e, "the catch-up mark was not kept");
-        }
-        Step::Continue
     }
 }
 
