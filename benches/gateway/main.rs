@@ -25,6 +25,7 @@ mod feishu;
 // The tests' helpers, for the cluster section's rig.
 #[path = "../../tests/it/harness.rs"]
 mod harness;
+mod hung;
 mod independent;
 mod long_poll;
 mod loss;
@@ -44,6 +45,7 @@ mod thousand;
 #[path = "../../tests/it/tls.rs"]
 mod tls;
 mod wecom;
+mod wing;
 mod zombie;
 
 pub(crate) fn scratch(tag: &str) -> PathBuf {
