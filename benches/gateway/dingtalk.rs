@@ -15,7 +15,9 @@ use serde_json::json;
 use crate::detection::{trial, Detection, Running};
 use crate::independent::Independent;
 use crate::scratch;
-use crate::wing::{detection_table, settle, stored, Chatter, Fault, Server, Side, Tally, Words};
+use crate::wing::{
+    self, detection_table, settle, stored, Chatter, Fault, Server, Side, Tally, Words,
+};
 
 const PING_S: u64 = 1;
 /// dingtalk_server.py's default app.
@@ -37,9 +39,9 @@ fn start_independent(dir: &Path) -> Arc<Independent> {
         "--system-ping-s",
         "5",
     ];
-    let python = Independent::python();
-    let log = dir.join("independent.log");
-    Arc::new(Independent::start_dingtalk(&python, &args, &log))
+    wing::independent(dir, |python, log| {
+        Independent::start_dingtalk(python, &args, log)
+    })
 }
 
 /// The server's side of one run (a mock of its own for a mock run), the adapter's

@@ -6,7 +6,6 @@
 //! (benches/independent/mattermost_server.py).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_svc::gateway::health::State;
@@ -17,7 +16,7 @@ use serde_json::json;
 use crate::detection::{trial, Detection, Running};
 use crate::independent::Independent;
 use crate::scratch;
-use crate::wing::{detection_table, settle, Chatter, Fault, Server, Side, Tally, Words};
+use crate::wing::{self, detection_table, settle, Chatter, Fault, Server, Side, Tally, Words};
 
 const PING_S: u64 = 1;
 /// benches/independent/mattermost_server.py's token.
@@ -119,11 +118,7 @@ async fn flood(server: Server, dir: &Path) -> (Tally, f64) {
 
 pub(crate) async fn mattermost_figures() {
     let dir = scratch("mattermost");
-    let python = Independent::python();
-    let independent = Arc::new(Independent::start_mattermost(
-        &python,
-        &dir.join("independent.log"),
-    ));
+    let independent = wing::independent(&dir, Independent::start_mattermost);
     let words = Words {
         title: "Mattermost",
         answer: "pong",

@@ -5,7 +5,6 @@
 //! independent server (benches/independent/slack_server.py).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use hermes_svc::gateway::health::State;
@@ -16,7 +15,7 @@ use crate::detection::{trial, Detection, Running};
 use crate::independent::Independent;
 use crate::scratch;
 use crate::wing::{
-    all_stored, detection_table, settle, Chatter, Fault, Server, Side, Tally, Words,
+    self, all_stored, detection_table, settle, Chatter, Fault, Server, Side, Tally, Words,
 };
 
 /// The adapter's ping interval; its pong deadline is a fifth of it.
@@ -80,11 +79,7 @@ async fn slack_trial(server: Server, fault: Fault, dir: PathBuf) -> Detection {
 
 pub(crate) async fn slack_detection() {
     let dir = scratch("slack");
-    let python = Independent::python();
-    let independent = Arc::new(Independent::start_slack(
-        &python,
-        &dir.join("independent.log"),
-    ));
+    let independent = wing::independent(&dir, Independent::start_slack);
     let words = Words {
         title: "Slack Socket Mode",
         answer: "pong",
@@ -181,11 +176,7 @@ async fn connections(side: &Side) -> u64 {
 
 pub(crate) async fn slack_flood() {
     let dir = scratch("slack-flood");
-    let python = Independent::python();
-    let independent = Arc::new(Independent::start_slack(
-        &python,
-        &dir.join("independent.log"),
-    ));
+    let independent = wing::independent(&dir, Independent::start_slack);
     println!("### Slack Socket Mode: 1,000 events under 20 injected faults\n");
     println!("| server | stored | lost | duplicated | redelivered envelopes | took, s |");
     println!("|---|---|---|---|---|---|");

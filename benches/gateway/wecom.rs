@@ -11,7 +11,6 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_svc::gateway::health::State;
@@ -22,7 +21,7 @@ use crate::detection::{Detection, Running};
 use crate::independent::Independent;
 use crate::scratch;
 use crate::wing::{
-    all_stored, detection_table, stored, Chatter, Fault, Server, Side, Tally, Words,
+    self, all_stored, detection_table, stored, Chatter, Fault, Server, Side, Tally, Words,
 };
 
 const PING_S: u64 = 1;
@@ -131,9 +130,7 @@ async fn wecom_trial(server: Server, kind: Fault, dir: PathBuf) -> Detection {
 
 pub(crate) async fn wecom_detection() {
     let dir = scratch("wecom");
-    let python = Independent::python();
-    let log = dir.join("independent.log");
-    let independent = Arc::new(Independent::start_wecom(&python, &log));
+    let independent = wing::independent(&dir, Independent::start_wecom);
     let words = Words {
         title: "WeCom AI bot",
         answer: "answer",
@@ -204,9 +201,7 @@ async fn flood(server: Server, dir: &Path) -> (Tally, usize, f64) {
 
 pub(crate) async fn wecom_flood() {
     let dir = scratch("wecom-flood");
-    let python = Independent::python();
-    let log = dir.join("independent.log");
-    let independent = Arc::new(Independent::start_wecom(&python, &log));
+    let independent = wing::independent(&dir, Independent::start_wecom);
     println!("### WeCom AI bot: 1,000 callbacks under 20 injected faults\n");
     println!("| server | stored | lost | duplicated | redelivered callbacks | took, s |");
     println!("|---|---|---|---|---|---|");

@@ -82,6 +82,15 @@ pub(crate) enum Fault {
     NoPong,
 }
 
+/// One of benches/independent's servers, started by `start` with its log in the section's
+/// scratch directory `dir`.
+pub(crate) fn independent(
+    dir: &Path,
+    start: impl FnOnce(&str, &Path) -> Independent,
+) -> Arc<Independent> {
+    Arc::new(start(&Independent::python(), &dir.join("independent.log")))
+}
+
 /// What the adapter connects to: a mock of its own per run, or the one independent server
 /// (every run its own connection; a fault there strikes every socket it has).
 #[derive(Clone)]
