@@ -168,13 +168,8 @@ pub(crate) async fn dingtalk_figures() {
     let dir = scratch("dingtalk");
     let independent = start_independent(&dir);
     let words = Words {
-        title: "DingTalk Stream",
-        answer: "pong",
-        flowing: "messages",
-        back: "connected",
-        reasons: ["zombie", "zombie"],
-        verdict: "dropped as a zombie",
         back_rows: false,
+        ..Words::zombie("DingTalk Stream", "messages")
     };
     let ping = Duration::from_secs(PING_S);
     detection_table(&words, ping, &independent, &dir, one).await;

@@ -119,15 +119,7 @@ async fn flood(server: Server, dir: &Path) -> (Tally, f64) {
 pub(crate) async fn mattermost_figures() {
     let dir = scratch("mattermost");
     let independent = wing::independent(&dir, Independent::start_mattermost);
-    let words = Words {
-        title: "Mattermost",
-        answer: "pong",
-        flowing: "posts",
-        back: "connected",
-        reasons: ["zombie", "zombie"],
-        verdict: "dropped as a zombie",
-        back_rows: true,
-    };
+    let words = Words::zombie("Mattermost", "posts");
     let ping = Duration::from_secs(PING_S);
     detection_table(&words, ping, &independent, &dir, mm_trial).await;
     println!("\n### Mattermost: 1,000 posts under 20 injected faults\n");

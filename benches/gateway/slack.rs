@@ -81,13 +81,9 @@ pub(crate) async fn slack_detection() {
     let dir = scratch("slack");
     let independent = wing::independent(&dir, Independent::start_slack);
     let words = Words {
-        title: "Slack Socket Mode",
-        answer: "pong",
-        flowing: "envelopes",
-        back: "connected",
         reasons: ["half-open", "stopped answering pings"],
         verdict: "dropped for the right reason",
-        back_rows: true,
+        ..Words::zombie("Slack Socket Mode", "envelopes")
     };
     let ping = Duration::from_secs(PING_S);
     detection_table(&words, ping, &independent, &dir, slack_trial).await;

@@ -132,13 +132,9 @@ pub(crate) async fn wecom_detection() {
     let dir = scratch("wecom");
     let independent = wing::independent(&dir, Independent::start_wecom);
     let words = Words {
-        title: "WeCom AI bot",
         answer: "answer",
-        flowing: "callbacks",
         back: "subscribed",
-        reasons: ["zombie", "zombie"],
-        verdict: "dropped as a zombie",
-        back_rows: true,
+        ..Words::zombie("WeCom AI bot", "callbacks")
     };
     let ping = Duration::from_secs(PING_S);
     detection_table(&words, ping, &independent, &dir, wecom_trial).await;

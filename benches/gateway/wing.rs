@@ -178,6 +178,22 @@ pub(crate) struct Words {
     pub(crate) back_rows: bool,
 }
 
+impl Words {
+    /// The words most wings' tables use: pongs, `connected` again, both drops called a zombie,
+    /// with the reconnect times shown.
+    pub(crate) const fn zombie(title: &'static str, flowing: &'static str) -> Words {
+        Words {
+            title,
+            answer: "pong",
+            flowing,
+            back: "connected",
+            reasons: ["zombie", "zombie"],
+            verdict: "dropped as a zombie",
+            back_rows: true,
+        }
+    }
+}
+
 /// A WebSocket wing's detection table: for each server, `trials` timed half-open and with no
 /// pong, at a ping interval of `ping`. `one(server, fault, dir)` is one trial; against the
 /// independent server each is followed by its faults cleared.
