@@ -6,6 +6,7 @@
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- wecom` (or `-- wecom-flood`), `-- dingtalk`, `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
 //! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
+//! `HSV_BENCH_TRIALS` (30) sizes the wings' detection figures (wing.rs), for a quick check.
 
 use std::path::PathBuf;
 
