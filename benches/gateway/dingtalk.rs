@@ -126,10 +126,7 @@ async fn one(server: Server, f: Fault, dir: PathBuf) -> Detection {
         tokio::spawn(async move { fault(&side, kind).await });
     };
     let ping = Duration::from_secs(PING_S);
-    trial(&toml, &secret, &dir, ping, inject, |v, before| {
-        v.attempts > before.attempts && v.state == State::Connected
-    })
-    .await
+    trial(&toml, &secret, &dir, ping, inject, wing::reconnected).await
 }
 
 const FLOOD_FAULTS: [&str; 4] = ["silence", "deaf", "drop", "disconnect"];

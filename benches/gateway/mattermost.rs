@@ -78,10 +78,7 @@ async fn mm_trial(server: Server, f: Fault, dir: PathBuf) -> Detection {
         tokio::spawn(async move { fault(&side, kind).await });
     };
     let ping = Duration::from_secs(PING_S);
-    trial(&text, &token, &dir, ping, inject, |v, before| {
-        v.attempts > before.attempts && v.state == State::Connected
-    })
-    .await
+    trial(&text, &token, &dir, ping, inject, wing::reconnected).await
 }
 
 /// The faults a flood cycles through: half-open, no pongs, the TCP connection dropped

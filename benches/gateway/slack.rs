@@ -71,10 +71,7 @@ async fn slack_trial(server: Server, fault: Fault, dir: PathBuf) -> Detection {
             tokio::spawn(async move { i.control("fault", json!({"kind": kind})).await });
         }
     };
-    trial(&text, &token, &dir, ping, inject, |v, before| {
-        v.attempts > before.attempts && v.state == State::Connected
-    })
-    .await
+    trial(&text, &token, &dir, ping, inject, wing::reconnected).await
 }
 
 pub(crate) async fn slack_detection() {

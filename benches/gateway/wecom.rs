@@ -116,9 +116,7 @@ async fn wecom_trial(server: Server, kind: Fault, dir: PathBuf) -> Detection {
     let detected = run.until(|v| v.reconnects > before.reconnects).await;
     drop(chatter);
     clear(&side).await;
-    let returned = run
-        .until(|v| v.attempts > before.attempts && v.state == State::Connected)
-        .await;
+    let returned = run.until(|v| wing::reconnected(v, &before)).await;
     let error = run.view().last_error.unwrap_or_default();
     run.stop().await;
     Detection {

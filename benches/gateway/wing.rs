@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use hermes_svc::gateway::health::{ComponentView, State};
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 use serde_json::json;
 
@@ -158,6 +159,12 @@ impl Drop for Chatter {
     fn drop(&mut self) {
         self.0.abort();
     }
+}
+
+/// Whether the adapter is connected again on a new attempt since `before`: the end of a
+/// trial's drop.
+pub(crate) fn reconnected(v: &ComponentView, before: &ComponentView) -> bool {
+    v.attempts > before.attempts && v.state == State::Connected
 }
 
 /// The words of a WebSocket wing's detection table.
