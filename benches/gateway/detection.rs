@@ -1,8 +1,8 @@
-//! Detection trials, shared by the zombie and Feishu sections: one adapter in this process
-//! against a mock platform, a fault injected at a random phase of its probe schedule, and the
-//! time until the adapter drops the connection and until it is connected again. In process,
-//! so the figure is the adapter's own timing, not a process's start-up or a state file's
-//! refresh; the registry is polled every millisecond.
+//! Detection trials, shared by the sections of the wings with a long connection: one adapter
+//! in this process against a mock platform, a fault injected at a random phase of its probe
+//! schedule, and the time until the adapter drops the connection and until it is connected
+//! again. In process, so the figure is the adapter's own timing, not a process's start-up or a
+//! state file's refresh; the registry is polled every millisecond.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -33,9 +33,9 @@ pub(crate) struct Running {
 }
 
 impl Running {
-    /// Start the first adapter of `toml`, read as `dir/gateway.toml` (so that paths it derives,
-    /// such as a Weixin login file, are in `dir`).
-    pub(crate) fn start(toml: &str, secret: Option<&str>, dir: &Path) -> Running {
+    /// Start the first adapter of `toml` with its `secrets`, read as `dir/gateway.toml` (so
+    /// that paths it derives, such as a Weixin login file, are in `dir`).
+    pub(crate) fn start(toml: &str, secrets: &[&str], dir: &Path) -> Running {
         std::fs::create_dir_all(dir).unwrap();
         let spec: hermes_svc::platform::AdapterSpec =
             config::parse::<hermes_svc::platform::Protocol>(&dir.join("gateway.toml"), toml)
@@ -52,7 +52,7 @@ impl Running {
         let spool = Arc::new(Spool::open(&dir.join("inbox")).unwrap());
         let task = tokio::spawn(hermes_svc::platform::receive(
             spec,
-            secret.map(|s| Secret::new(s.into())).into_iter().collect(),
+            secrets.iter().map(|s| Secret::new((*s).into())).collect(),
             Deps {
                 spool,
                 heartbeat: hb,
@@ -99,7 +99,7 @@ pub(crate) async fn trial(
     inject: impl FnOnce(),
     back: impl Fn(&ComponentView, &ComponentView) -> bool,
 ) -> Detection {
-    let run = Running::start(toml, Some(secret), dir);
+    let run = Running::start(toml, &[secret], dir);
     run.until(|v| v.state == State::Connected).await;
     tokio::time::sleep(interval + interval.mul_f64(fastrand::f64())).await;
     let before = run.view();

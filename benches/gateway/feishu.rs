@@ -3,7 +3,7 @@
 //! must be dropped within PingInterval plus the pong deadline (a fifth of the interval by
 //! default). Same trials as the zombie section, against the mock Feishu.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,13 +14,13 @@ use hermes_svc::mock_platform::{
 
 use crate::detection::{row, trial, Detection};
 use crate::scratch;
+use crate::wing::{in_rounds, trial_count, Chatter, Trials};
 
 /// The mock's PingInterval; the adapter's pong deadline is a fifth of it.
 const PING_S: u64 = 1;
-const TRIALS: usize = 30;
 const AT_ONCE: usize = 10;
 
-async fn feishu_trial(fault: FeishuFault, dir: &Path) -> Detection {
+async fn feishu_trial(fault: FeishuFault, dir: PathBuf) -> Detection {
     let feishu = FeishuConfig {
         client_config: ClientConfig {
             ping_interval: PING_S,
@@ -44,20 +44,18 @@ async fn feishu_trial(fault: FeishuFault, dir: &Path) -> Detection {
     );
     // With pongs stopped, events keep coming (about 50 a second): the connection is not
     // silent, so only the pong deadline can tell.
-    let chatter = (fault == FeishuFault::NoPong).then(|| {
+    let _chatter = (fault == FeishuFault::NoPong).then(|| {
         let mock = mock.clone();
-        tokio::spawn(async move {
-            loop {
-                mock.feishu_emit(1);
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+        Chatter::start(move || {
+            mock.feishu_emit(1);
+            std::future::ready(())
         })
     });
     let ping = Duration::from_secs(PING_S);
-    let d = trial(
+    trial(
         &text,
         &secret,
-        dir,
+        &dir,
         ping,
         || mock.set_feishu_fault(fault),
         |v, before| {
@@ -67,33 +65,17 @@ async fn feishu_trial(fault: FeishuFault, dir: &Path) -> Detection {
             v.attempts > before.attempts && v.state == State::Connected
         },
     )
-    .await;
-    if let Some(c) = chatter {
-        c.abort();
-    }
-    d
+    .await
 }
 
 /// Detection latencies in PingIntervals, reconnect times in ms, and how many trials gave the
 /// expected reason.
-async fn trials(fault: FeishuFault, reason: &str, dir: &Path) -> (Vec<f64>, Vec<f64>, usize) {
-    let (mut detect, mut back, mut right) = (vec![], vec![], 0);
-    for round in 0..TRIALS / AT_ONCE {
-        let runs: Vec<_> = (0..AT_ONCE)
-            .map(|i| {
-                let d = dir.join(format!("{round}-{i}"));
-                let fault = fault.clone();
-                tokio::spawn(async move { feishu_trial(fault, &d).await })
-            })
-            .collect();
-        for r in runs {
-            let d = r.await.unwrap();
-            detect.push(d.detected.as_secs_f64() / PING_S as f64);
-            back.push(d.back.as_secs_f64() * 1e3);
-            right += usize::from(d.error.contains(reason));
-        }
-    }
-    (detect, back, right)
+async fn trials(fault: FeishuFault, reason: &str, dir: &Path) -> Trials {
+    let ds = in_rounds(trial_count(), AT_ONCE, dir, |d| {
+        feishu_trial(fault.clone(), d)
+    })
+    .await;
+    Trials::of(&ds, Duration::from_secs(PING_S), reason)
 }
 
 pub(crate) async fn feishu_detection() {
@@ -105,8 +87,9 @@ pub(crate) async fn feishu_detection() {
         &dir.join("no-pong"),
     )
     .await;
+    let n = trial_count();
     println!(
-        "### Feishu/Lark: detection in units of PingInterval ({TRIALS} trials each, \
+        "### Feishu/Lark: detection in units of PingInterval ({n} trials each, \
          PingInterval {PING_S} s, pong deadline 0.2 PingInterval)\n"
     );
     println!("| figure | p50 | p99 | max | target |");
@@ -114,26 +97,26 @@ pub(crate) async fn feishu_detection() {
     let bound = "every trial ≤ 1.20";
     row(
         "half-open: detection, in PingIntervals",
-        &half_open.0,
+        &half_open.detect,
         2,
         bound,
     );
     row(
         "no pong (events flowing): detection, in PingIntervals",
-        &no_pong.0,
+        &no_pong.detect,
         2,
         bound,
     );
     row(
         "half-open: drop to connected again, ms",
-        &half_open.1,
+        &half_open.back,
         1,
         "",
     );
-    row("no pong: drop to connected again, ms", &no_pong.1, 1, "");
+    row("no pong: drop to connected again, ms", &no_pong.back, 1, "");
     println!(
-        "\nDropped for the right reason: half-open {}/{TRIALS}, no pong {}/{TRIALS}.\n",
-        half_open.2, no_pong.2
+        "\nDropped for the right reason: half-open {}/{n}, no pong {}/{n}.\n",
+        half_open.right, no_pong.right
     );
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -81,6 +81,11 @@ impl Independent {
         Self::spawn(python, "wecom_server.py", &[], log)
     }
 
+    /// benches/independent/dingtalk_server.py (Stream and the robot API) with `args`.
+    pub(crate) fn start_dingtalk(python: &str, args: &[&str], log: &Path) -> Self {
+        Self::spawn(python, "dingtalk_server.py", args, log)
+    }
+
     /// benches/independent/matrix_server.py (the client-server API), with its defaults.
     pub(crate) fn start_matrix(python: &str, log: &Path) -> Self {
         Self::spawn(python, "matrix_server.py", &[], log)
@@ -141,6 +146,22 @@ impl Independent {
             .expect("POST /_control");
         assert!(resp.status().is_success(), "{path}: {}", resp.status());
         resp.json().await.expect("control answers are JSON")
+    }
+
+    /// `POST /_control/emit` with `body`: the ids its answer lists under `field`.
+    pub(crate) async fn emit_ids(&self, body: serde_json::Value, field: &str) -> Vec<String> {
+        let answer = self.control("emit", body).await;
+        let ids = answer[field]
+            .as_array()
+            .unwrap_or_else(|| panic!("emit answered no {field}: {answer}"));
+        ids.iter()
+            .map(|v| v.as_str().expect("ids are strings").to_owned())
+            .collect()
+    }
+
+    /// One count of `GET /_independent/stats`; 0 if it has none.
+    pub(crate) async fn stat(&self, name: &str) -> u64 {
+        self.stats().await[name].as_u64().unwrap_or(0)
     }
 
     pub(crate) async fn stats(&self) -> serde_json::Value {

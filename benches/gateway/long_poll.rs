@@ -12,29 +12,27 @@
 //! by that request's round trip) to the adapter leaving `connected`: the bound is the poll's
 //! deadline, `poll-timeout` + `poll-grace`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hermes_svc::config::Secret;
 use hermes_svc::gateway::health::State;
-use hermes_svc::gateway::spool;
 use hermes_svc::mock_platform::telegram::{TelegramConfig, TelegramFault};
 use hermes_svc::mock_platform::weixin::{WeixinConfig, WeixinFault};
 use hermes_svc::mock_platform::{MockConfig, MockPlatform};
 use hermes_svc::platform::weixin::WeixinLogin;
 use serde_json::json;
 
-use crate::detection::{row, Running};
+use crate::detection::Running;
+use crate::hung::{self, Holds};
 use crate::independent::Independent;
 use crate::scratch;
+use crate::wing::{stored, trial_count, wait_stored, Tally};
 
 /// The server's wait for a poll with nothing to say, and the grace after it.
 const TIMEOUT_S: u64 = 2;
 const GRACE_S: u64 = 1;
-const TRIALS: usize = 30;
-/// Mock trials run this many at a time.
-const AT_ONCE: usize = 10;
 const TELEGRAM_TOKEN: &str = "7000000001:AAbench-independent-telegram";
 const WEIXIN_TOKEN: &str = "bench-independent-weixin-token";
 
@@ -147,33 +145,7 @@ impl Platform {
             .unwrap();
         }
         let secret = (self.kind == Kind::Telegram).then(|| self.token());
-        Running::start(&toml, secret.as_deref(), dir)
-    }
-
-    /// `n` messages; their spool ids, in order.
-    async fn emit(&self, n: usize) -> Vec<String> {
-        match (&self.server, self.kind) {
-            (Server::Mock(m), Kind::Telegram) => {
-                m.telegram_emit(n).iter().map(i64::to_string).collect()
-            }
-            (Server::Mock(m), Kind::Weixin) => m.weixin_emit(n),
-            (Server::Independent(i), kind) => {
-                let (path, list, id) = match kind {
-                    Kind::Telegram => ("telegram", "updates", "update_id"),
-                    Kind::Weixin => ("weixin", "messages", "message_id"),
-                };
-                let answer = i.control(&format!("{path}/emit?n={n}"), json!({})).await;
-                answer[list]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|u| match &u[id] {
-                        serde_json::Value::String(s) => s.clone(),
-                        v => v.to_string(),
-                    })
-                    .collect()
-            }
-        }
+        Running::start(&toml, secret.as_deref().as_slice(), dir)
     }
 
     /// Arm `fault` for the next poll (`Hang` with `lasting`: until [`Platform::clear`]).
@@ -229,6 +201,53 @@ impl Platform {
         }
     }
 
+    /// Polls the server has seen.
+    async fn polls(&self) -> u64 {
+        match (&self.server, self.kind) {
+            (Server::Mock(m), Kind::Telegram) => m.telegram_stats().polls,
+            (Server::Mock(m), Kind::Weixin) => m.weixin_stats().polls,
+            (Server::Independent(i), kind) => {
+                let key = match kind {
+                    Kind::Telegram => "telegram_polls",
+                    Kind::Weixin => "weixin_polls",
+                };
+                i.stat(key).await
+            }
+        }
+    }
+}
+
+/// The hung-poll trial's view of the platform.
+impl Holds for Platform {
+    async fn emit(&self, n: usize) -> Vec<String> {
+        match (&self.server, self.kind) {
+            (Server::Mock(m), Kind::Telegram) => {
+                m.telegram_emit(n).iter().map(i64::to_string).collect()
+            }
+            (Server::Mock(m), Kind::Weixin) => m.weixin_emit(n),
+            (Server::Independent(i), kind) => {
+                let (path, list, id) = match kind {
+                    Kind::Telegram => ("telegram", "updates", "update_id"),
+                    Kind::Weixin => ("weixin", "messages", "message_id"),
+                };
+                let answer = i.control(&format!("{path}/emit?n={n}"), json!({})).await;
+                answer[list]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|u| match &u[id] {
+                        serde_json::Value::String(s) => s.clone(),
+                        v => v.to_string(),
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    async fn hang(&self) {
+        self.arm(Fault::Hang, true).await;
+    }
+
     async fn clear(&self) {
         match (&self.server, self.kind) {
             (Server::Mock(m), Kind::Telegram) => m.telegram_clear_fault(),
@@ -243,7 +262,6 @@ impl Platform {
         }
     }
 
-    /// Polls the server has held without an answer.
     async fn hung(&self) -> u64 {
         match (&self.server, self.kind) {
             (Server::Mock(m), Kind::Telegram) => m.telegram_stats().hung,
@@ -253,92 +271,27 @@ impl Platform {
                     Kind::Telegram => "telegram_hung",
                     Kind::Weixin => "weixin_hung",
                 };
-                i.stats().await[key].as_u64().unwrap_or(0)
+                i.stat(key).await
             }
         }
-    }
-
-    /// Polls the server has seen.
-    async fn polls(&self) -> u64 {
-        match (&self.server, self.kind) {
-            (Server::Mock(m), Kind::Telegram) => m.telegram_stats().polls,
-            (Server::Mock(m), Kind::Weixin) => m.weixin_stats().polls,
-            (Server::Independent(i), kind) => {
-                let key = match kind {
-                    Kind::Telegram => "telegram_polls",
-                    Kind::Weixin => "weixin_polls",
-                };
-                i.stats().await[key].as_u64().unwrap_or(0)
-            }
-        }
-    }
-}
-
-/// The spool's event ids in `dir`, in order.
-pub(crate) fn stored(dir: &Path) -> Vec<String> {
-    spool::read(&dir.join("inbox"), None)
-        .unwrap_or_default()
-        .into_iter()
-        .map(|e| e.id)
-        .collect()
-}
-
-/// Wait until every one of `ids` is in the spool in `dir`; panics after `limit`.
-pub(crate) async fn wait_stored(dir: &Path, ids: &[String], limit: Duration) {
-    let end = Instant::now() + limit;
-    loop {
-        let s = stored(dir);
-        if ids.iter().all(|id| s.contains(id)) {
-            return;
-        }
-        assert!(Instant::now() < end, "{} not all stored", dir.display());
-        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
 /// One hung-poll trial: seconds from the server holding the poll it will never answer to the
 /// adapter dropping it, and whether the reason given was a dead connection.
-async fn hung_poll(kind: Kind, independent: Option<String>, dir: &Path) -> (f64, bool) {
-    let platform = Platform::start(kind, independent.as_deref(), dir).await;
-    let run = platform.adapter(dir);
+async fn hung_poll(kind: Kind, independent: Option<String>, dir: PathBuf) -> (f64, bool) {
+    let platform = Platform::start(kind, independent.as_deref(), &dir).await;
+    let run = platform.adapter(&dir);
     let first = platform.emit(1).await;
-    wait_stored(dir, &first, Duration::from_secs(20)).await;
+    wait_stored(&dir, &first, Duration::from_secs(20)).await;
     run.until(|v| v.state == State::Connected).await;
-    // A poll is held now; wait into its hold at a random point, then hang the next one.
-    tokio::time::sleep(Duration::from_millis(100 + fastrand::u64(0..1000))).await;
-    platform.arm(Fault::Hang, true).await;
-    let hung = platform.hung().await;
-    let second = platform.emit(1).await;
-    // The next poll follows once the message is durable in the spool (its fsync can take a
-    // second on a loaded disk), so the clock starts when the server holds that poll.
-    let released = loop {
-        if platform.hung().await > hung {
-            break Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
-    let dropped = run.until(|v| v.state != State::Connected).await;
-    let error = run.view().last_error.unwrap_or_default();
-    platform.clear().await;
-    let third = platform.emit(1).await;
-    let all: Vec<String> = [first, second, third].concat();
-    wait_stored(dir, &all, Duration::from_secs(20)).await;
-    assert_eq!(stored(dir), all, "each message once, in order");
-    run.stop().await;
-    (
-        (dropped - released).as_secs_f64(),
-        error.contains("dead connection"),
-    )
+    hung::timed(&platform, run, &dir, first).await
 }
 
 /// 1,000 messages in twenty batches of fifty, each batch with the next fault of [`FAULTS`]
-/// armed for one poll; then what the spool holds. Returns (stored, lost, duplicated, in order,
-/// seconds).
-async fn flood(
-    kind: Kind,
-    independent: Option<String>,
-    dir: &Path,
-) -> (usize, usize, usize, bool, f64) {
+/// armed for one poll; then what the spool holds. Returns what was stored, whether in order,
+/// and the seconds.
+async fn flood(kind: Kind, independent: Option<String>, dir: &Path) -> (Tally, bool, f64) {
     let platform = Platform::start(kind, independent.as_deref(), dir).await;
     let run = platform.adapter(dir);
     let started = Instant::now();
@@ -357,17 +310,16 @@ async fn flood(
     let took = started.elapsed().as_secs_f64();
     let s = stored(dir);
     run.stop().await;
-    let unique: std::collections::HashSet<&String> = s.iter().collect();
-    let lost = ids.iter().filter(|id| !unique.contains(id)).count();
-    (s.len(), lost, s.len() - unique.len(), s == ids, took)
+    (Tally::of(&s, &ids), s == ids, took)
 }
 
 pub(crate) async fn long_poll_figures() {
     let python = Independent::python();
     let dir = scratch("poll");
     println!(
-        "### Telegram and Weixin: hung-poll detection ({TRIALS} trials each, poll-timeout \
+        "### Telegram and Weixin: hung-poll detection ({} trials each, poll-timeout \
          {TIMEOUT_S} s + poll-grace {GRACE_S} s = a {} s deadline)\n",
+        trial_count(),
         TIMEOUT_S + GRACE_S
     );
     println!("| adapter, server | p50, s | p99, s | max, s | target |");
@@ -380,27 +332,10 @@ pub(crate) async fn long_poll_figures() {
     ];
     let mut reasons = vec![];
     for (kind, independent, name) in cases {
-        let (mut took, mut right) = (vec![], 0);
-        // The independent server is one Python process per trial: ten at once on two cores
-        // would time the machine's load, so those trials run one at a time.
-        let at_once = if independent { 1 } else { AT_ONCE };
-        for round in 0..TRIALS / at_once {
-            let trials: Vec<_> = (0..at_once)
-                .map(|i| {
-                    let d = dir.join(format!("{name}-{round}-{i}").replace([',', ' '], ""));
-                    let py = independent.then(|| python.clone());
-                    tokio::spawn(async move { hung_poll(kind, py, &d).await })
-                })
-                .collect();
-            for t in trials {
-                let (s, reason) = t.await.unwrap();
-                took.push(s);
-                right += usize::from(reason);
-            }
-        }
-        let bound = format!("every trial ≤ {}.05", TIMEOUT_S + GRACE_S);
-        row(name, &took, 3, &bound);
-        reasons.push(format!("{name} {right}/{TRIALS}"));
+        let d = dir.join(name.replace([',', ' '], ""));
+        let one = |d| hung_poll(kind, independent.then(|| python.clone()), d);
+        let deadline = TIMEOUT_S + GRACE_S;
+        reasons.push(hung::row_of(name, independent, deadline, &d, one).await);
     }
     println!(
         "\nDropped as \"a dead connection\": {}.\n",
@@ -419,8 +354,8 @@ pub(crate) async fn long_poll_figures() {
         })
         .collect();
     for (name, run) in runs {
-        let (stored, lost, dup, order, took) = run.await.unwrap();
-        println!("| {name} | {stored} | {lost} | {dup} | {order} | {took:.1} |");
+        let (tally, order, took) = run.await.unwrap();
+        println!("| {name} | {} | {order} | {took:.1} |", tally.cells());
     }
     println!(
         "\nFaults, cycled four times each: a hung poll, a 502, a rate limit (Telegram 429 \

@@ -6,6 +6,7 @@
 //! and, where a section says so, the independent server in benches/independent. This file is
 //! the entry: the runtime, which sections run (`-- zombie`, `-- feishu`, `-- slack` (or only its flood, `-- slack-flood`), `-- wecom` (or `-- wecom-flood`), `-- dingtalk`, `-- poll`, `-- matrix`, `-- mattermost`, `-- loss`,
 //! `-- thousand`, `-- reload`, `-- outbox`, `-- agent`, `-- media`, `-- rest`, `-- cluster`, `-- etcd-member`), and the scratch directories they share.
+//! `HSV_BENCH_TRIALS` (30) sizes the wings' detection figures (wing.rs), for a quick check.
 
 use std::path::PathBuf;
 
@@ -25,6 +26,7 @@ mod feishu;
 // The tests' helpers, for the cluster section's rig.
 #[path = "../../tests/it/harness.rs"]
 mod harness;
+mod hung;
 mod independent;
 mod long_poll;
 mod loss;
@@ -44,6 +46,7 @@ mod thousand;
 #[path = "../../tests/it/tls.rs"]
 mod tls;
 mod wecom;
+mod wing;
 mod zombie;
 
 pub(crate) fn scratch(tag: &str) -> PathBuf {

@@ -10,7 +10,7 @@
 //! the server counting the hung sync to the adapter leaving `connected`; the bound is the
 //! sync's deadline, `poll-timeout` + `poll-grace`.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -18,15 +18,14 @@ use hermes_svc::gateway::health::State;
 use hermes_svc::mock_platform::{MatrixConfig, MatrixFault, MockConfig, MockPlatform};
 use serde_json::json;
 
-use crate::detection::{row, Running};
+use crate::detection::Running;
+use crate::hung::{self, Holds};
 use crate::independent::Independent;
-use crate::long_poll::{stored, wait_stored};
 use crate::scratch;
+use crate::wing::{stored, trial_count, wait_stored, Tally};
 
 const TIMEOUT_S: u64 = 2;
 const GRACE_S: u64 = 1;
-const TRIALS: usize = 30;
-const AT_ONCE: usize = 10;
 /// benches/independent/matrix_server.py's defaults.
 const INDEPENDENT_TOKEN: &str = "mx-indep-token";
 const INDEPENDENT_USER: &str = "@bot:indep.test";
@@ -86,22 +85,7 @@ impl Server {
              user-id = \"{user}\"\ntoken-env = \"MX\"\npoll-timeout = \"{TIMEOUT_S}s\"\n\
              poll-grace = \"{GRACE_S}s\"\nbackoff-min = \"100ms\"\nbackoff-max = \"1s\"\n"
         );
-        Running::start(&toml, Some(&token), dir)
-    }
-
-    async fn emit(&self, n: usize) -> Vec<String> {
-        match self {
-            Server::Mock(m) => m.matrix_emit(n),
-            Server::Independent(i) => {
-                let answer = i.control("emit", json!({"n": n})).await;
-                answer["event_ids"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|v| v.as_str().unwrap().to_owned())
-                    .collect()
-            }
-        }
+        Running::start(&toml, &[&token], dir)
     }
 
     /// Arm `fault` for the next sync, or (`lasting`) until [`Server::clear`].
@@ -142,6 +126,34 @@ impl Server {
         }
     }
 
+    async fn syncs(&self) -> u64 {
+        match self {
+            Server::Mock(m) => m.matrix_stats().syncs,
+            Server::Independent(i) => i.stat("syncs").await,
+        }
+    }
+
+    async fn limited(&self) -> u64 {
+        match self {
+            Server::Mock(m) => m.matrix_stats().limited,
+            Server::Independent(i) => i.stat("limited").await,
+        }
+    }
+}
+
+/// The hung-sync trial's view of the server.
+impl Holds for Server {
+    async fn emit(&self, n: usize) -> Vec<String> {
+        match self {
+            Server::Mock(m) => m.matrix_emit(n),
+            Server::Independent(i) => i.emit_ids(json!({"n": n}), "event_ids").await,
+        }
+    }
+
+    async fn hang(&self) {
+        self.arm(Fault::Hang, true).await;
+    }
+
     async fn clear(&self) {
         match self {
             Server::Mock(m) => m.matrix_clear_fault(),
@@ -154,21 +166,7 @@ impl Server {
     async fn hung(&self) -> u64 {
         match self {
             Server::Mock(m) => m.matrix_stats().hung,
-            Server::Independent(i) => i.stats().await["hung"].as_u64().unwrap_or(0),
-        }
-    }
-
-    async fn syncs(&self) -> u64 {
-        match self {
-            Server::Mock(m) => m.matrix_stats().syncs,
-            Server::Independent(i) => i.stats().await["syncs"].as_u64().unwrap_or(0),
-        }
-    }
-
-    async fn limited(&self) -> u64 {
-        match self {
-            Server::Mock(m) => m.matrix_stats().limited,
-            Server::Independent(i) => i.stats().await["limited"].as_u64().unwrap_or(0),
+            Server::Independent(i) => i.stat("hung").await,
         }
     }
 }
@@ -188,38 +186,17 @@ async fn past_baseline(server: &Server, dir: &Path, run: &Running) -> Vec<String
 
 /// One hung-sync trial: seconds from the server holding the sync it will never answer to the
 /// adapter dropping it, and whether the reason given was a dead connection.
-async fn hung_sync(independent: Option<String>, dir: &Path) -> (f64, bool) {
-    let server = Server::start(independent.as_deref(), dir).await;
-    let run = server.adapter(dir);
-    let first = past_baseline(&server, dir, &run).await;
-    tokio::time::sleep(Duration::from_millis(100 + fastrand::u64(0..1000))).await;
-    server.arm(Fault::Hang, true).await;
-    let hung = server.hung().await;
-    let second = server.emit(1).await;
-    let released = loop {
-        if server.hung().await > hung {
-            break Instant::now();
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
-    let dropped = run.until(|v| v.state != State::Connected).await;
-    let error = run.view().last_error.unwrap_or_default();
-    server.clear().await;
-    let third = server.emit(1).await;
-    let all: Vec<String> = [first, second, third].concat();
-    wait_stored(dir, &all, Duration::from_secs(20)).await;
-    assert_eq!(stored(dir), all, "each message once, in order");
-    run.stop().await;
-    (
-        (dropped - released).as_secs_f64(),
-        error.contains("dead connection"),
-    )
+async fn hung_sync(independent: Option<String>, dir: PathBuf) -> (f64, bool) {
+    let server = Server::start(independent.as_deref(), &dir).await;
+    let run = server.adapter(&dir);
+    let first = past_baseline(&server, &dir, &run).await;
+    hung::timed(&server, run, &dir, first).await
 }
 
 /// 1,000 messages in twenty batches, each with the next fault of [`FAULTS`] armed for one
-/// sync; then what the spool holds: (stored, lost, duplicated, in order, limited timelines
-/// answered, seconds).
-async fn flood(independent: Option<String>, dir: &Path) -> (usize, usize, usize, bool, u64, f64) {
+/// sync; then what the spool holds: what was stored, whether in order, the limited timelines
+/// answered, and the seconds.
+async fn flood(independent: Option<String>, dir: &Path) -> (Tally, bool, u64, f64) {
     let server = Server::start(independent.as_deref(), dir).await;
     let run = server.adapter(dir);
     let mut ids = past_baseline(&server, dir, &run).await;
@@ -250,53 +227,26 @@ async fn flood(independent: Option<String>, dir: &Path) -> (usize, usize, usize,
     let limited = server.limited().await;
     let s = stored(dir);
     run.stop().await;
-    let unique: std::collections::HashSet<&String> = s.iter().collect();
-    let lost = ids.iter().filter(|id| !unique.contains(id)).count();
-    (
-        s.len(),
-        lost,
-        s.len() - unique.len(),
-        s == ids,
-        limited,
-        took,
-    )
+    (Tally::of(&s, &ids), s == ids, limited, took)
 }
 
 pub(crate) async fn matrix_figures() {
     let python = Independent::python();
     let dir = scratch("matrix");
     println!(
-        "### Matrix: hung-sync detection ({TRIALS} trials each, poll-timeout {TIMEOUT_S} s + \
+        "### Matrix: hung-sync detection ({} trials each, poll-timeout {TIMEOUT_S} s + \
          poll-grace {GRACE_S} s = a {} s deadline)\n",
+        trial_count(),
         TIMEOUT_S + GRACE_S
     );
     println!("| server | p50, s | p99, s | max, s | target |");
     println!("|---|---|---|---|---|");
     let mut reasons = vec![];
     for (independent, name) in [(false, "built-in mock"), (true, "independent server")] {
-        let (mut took, mut right) = (vec![], 0);
-        let at_once = if independent { 1 } else { AT_ONCE };
-        for round in 0..TRIALS / at_once {
-            let trials: Vec<_> = (0..at_once)
-                .map(|i| {
-                    let d = dir.join(format!("{independent}-{round}-{i}"));
-                    let py = independent.then(|| python.clone());
-                    tokio::spawn(async move { hung_sync(py, &d).await })
-                })
-                .collect();
-            for t in trials {
-                let (s, reason) = t.await.unwrap();
-                took.push(s);
-                right += usize::from(reason);
-            }
-        }
-        row(
-            name,
-            &took,
-            3,
-            &format!("every trial ≤ {}.05", TIMEOUT_S + GRACE_S),
-        );
-        reasons.push(format!("{name} {right}/{TRIALS}"));
+        let d = dir.join(independent.to_string());
+        let one = |d| hung_sync(independent.then(|| python.clone()), d);
+        let deadline = TIMEOUT_S + GRACE_S;
+        reasons.push(hung::row_of(name, independent, deadline, &d, one).await);
     }
     println!(
         "\nDropped as \"a dead connection\": {}.\n",
@@ -309,11 +259,13 @@ pub(crate) async fn matrix_figures() {
     for (independent, name) in [(false, "built-in mock"), (true, "independent server")] {
         let d = dir.join(format!("flood-{independent}"));
         let py = independent.then(|| python.clone());
-        let (stored, lost, dup, order, limited, took) = flood(py, &d).await;
+        let (tally, order, limited, took) = flood(py, &d).await;
         // The first message (before the faults) is stored too.
         println!(
-            "| {name} | {} | {lost} | {dup} | {order} | {limited} | {took:.1} |",
-            stored - 1
+            "| {name} | {} | {} | {} | {order} | {limited} | {took:.1} |",
+            tally.stored - 1,
+            tally.lost,
+            tally.duplicated
         );
     }
     println!(

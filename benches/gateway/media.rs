@@ -130,9 +130,9 @@ async fn mock_figures(runs: usize, part: &impl Fn(&str) -> bool) -> MockFigures 
         let t0 = machine_ticks();
         let mock = MockPlatform::start(MockConfig::default()).await.unwrap();
         let rig = Rig::start("out", &mock, None).await;
-        let big = out::big_out(&rig, &mock).await;
+        let big = out::big_out(&rig, &out::Telegram(&mock)).await;
         eprintln!("50 MB out: growth {} KiB", big.hwm_kib - big.rss_before_kib);
-        let lat = out::out_latency(&rig, &mock, runs).await;
+        let lat = out::out_latency(&rig, &out::Telegram(&mock), runs).await;
         f.outs = Some((big, lat, busy(t0, machine_ticks())));
     }
     if part("in") {
@@ -171,12 +171,12 @@ async fn independent_figures(runs: usize, part: &impl Fn(&str) -> bool) -> Indep
         let t0 = machine_ticks();
         let srv = indep::Server::start(&python, "out");
         let rig = Rig::start_independent("indep-out", &srv.base(), None).await;
-        let big = indep::big_out(&rig, &srv).await;
+        let big = out::big_out(&rig, &srv).await;
         eprintln!(
             "independent, 50 MB out: growth {} KiB",
             big.hwm_kib - big.rss_before_kib
         );
-        let lat = indep::out_latency(&rig, &srv, runs).await;
+        let lat = out::out_latency(&rig, &srv, runs).await;
         f.outs = Some((big, lat, busy(t0, machine_ticks())));
     }
     if part("in") {

@@ -1,7 +1,7 @@
 //! Zombie detection latency: how many heartbeat intervals an adapter takes to notice a
 //! half-open connection, and how long from then until the session is RESUMED.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use hermes_svc::gateway::health::State;
@@ -9,9 +9,10 @@ use hermes_svc::mock_platform::{BlackholeProxy, MockConfig, MockPlatform};
 
 use crate::detection::{row, trial, Detection};
 use crate::scratch;
+use crate::wing::{in_rounds, Trials};
 
 /// One half-open trial through the blackhole proxy, against a Discord adapter.
-async fn zombie_trial(interval: Duration, dir: &Path) -> Detection {
+async fn zombie_trial(interval: Duration, dir: PathBuf) -> Detection {
     let mock = MockPlatform::start(MockConfig {
         heartbeat_interval: interval,
         ..MockConfig::default()
@@ -27,7 +28,7 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> Detection {
     trial(
         &text,
         "t",
-        dir,
+        &dir,
         interval,
         || proxy.blackhole_existing(),
         // A new attempt has begun and reached RESUMED (the state goes through Connecting).
@@ -40,22 +41,13 @@ async fn zombie_trial(interval: Duration, dir: &Path) -> Detection {
 
 pub(crate) async fn zombie_latency() {
     let interval = Duration::from_secs(1);
-    let mut detect = vec![];
-    let mut resume = vec![];
     let dir = scratch("zombie");
-    for round in 0..5 {
-        let trials: Vec<_> = (0..10)
-            .map(|i| {
-                let d = dir.join(format!("{round}-{i}"));
-                tokio::spawn(async move { zombie_trial(interval, &d).await })
-            })
-            .collect();
-        for t in trials {
-            let d = t.await.unwrap();
-            detect.push(d.detected.as_secs_f64() / interval.as_secs_f64());
-            resume.push(d.back.as_secs_f64() * 1e3);
-        }
-    }
+    let ds = in_rounds(50, 10, &dir, |d| zombie_trial(interval, d)).await;
+    let Trials {
+        detect,
+        back: resume,
+        ..
+    } = Trials::of(&ds, interval, "");
     println!(
         "### Zombie detection ({} half-open trials, heartbeat interval {interval:?})\n",
         detect.len()

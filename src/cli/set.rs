@@ -10,33 +10,33 @@ use crate::service::settings::Directive;
 use crate::systemd::escape;
 
 pub(super) async fn set(args: SetArgs) -> Result<u8, CliError> {
-    parse_profile(&args.unit.profile)?;
+    parse_profile(&args.edit.unit.profile)?;
     let settings = set_pairs(&args.pairs)?;
     edit_job(
-        &args.unit.profile,
-        &args.unit.scope,
+        &args.edit.unit.profile,
+        &args.edit.unit.scope,
         (Role::Gateway, false),
-        args.output.output(),
+        args.edit.output.output(),
         "updated",
-        |service, observed| service.plan_set(&settings, observed, !args.no_restart),
+        |service, observed| service.plan_set(&settings, observed, !args.edit.no_restart),
     )
     .await
 }
 
 pub(super) async fn unset(args: UnsetArgs) -> Result<u8, CliError> {
-    parse_profile(&args.unit.profile)?;
+    parse_profile(&args.edit.unit.profile)?;
     for key in &args.keys {
         if Directive::from_name(key).is_none() {
             escape::env_name(key).map_err(|e| usage(e.to_string()))?;
         }
     }
     edit_job(
-        &args.unit.profile,
-        &args.unit.scope,
+        &args.edit.unit.profile,
+        &args.edit.unit.scope,
         (Role::Gateway, false),
-        args.output.output(),
+        args.edit.output.output(),
         "updated",
-        |service, observed| service.plan_unset(&args.keys, observed, !args.no_restart),
+        |service, observed| service.plan_unset(&args.keys, observed, !args.edit.no_restart),
     )
     .await
 }

@@ -22,7 +22,7 @@ use crate::proc::cpu_ns;
 use crate::scratch;
 
 use super::inbound::{named_path, BigIn, InLatency};
-use super::out::{upload, BigOut, OutLatency};
+use super::out::{Dest, Landed};
 use super::rig::{document, ms, png, sha256, Agent, Call, Rig, INDEPENDENT_ROOM};
 
 const LEN_BIG: usize = 50_000_000;
@@ -79,7 +79,7 @@ impl Server {
     }
 
     /// The first event the bot sent whose `body` is `body`, waited for up to `limit`.
-    async fn wait_post(&self, body: &str, limit: Duration) -> Option<Value> {
+    async fn wait_event(&self, body: &str, limit: Duration) -> Option<Value> {
         let end = Instant::now() + limit;
         loop {
             if let Some(p) = self.posts().await.into_iter().find(|p| p["body"] == body) {
@@ -157,140 +157,53 @@ impl Server {
     }
 }
 
-fn to_room(key: &str, text: &str, attachments: Vec<String>) -> SendBody {
-    SendBody {
-        adapter: "mx".into(),
-        target: format!("room:{INDEPENDENT_ROOM}"),
-        text: text.into(),
-        reply_to: None,
-        idempotency_key: key.into(),
-        policy: None,
-        attachments,
+/// The bench's room on the independent homeserver.
+impl Dest for Server {
+    type Post = Value;
+
+    fn message(&self, key: &str, text: &str, attachments: Vec<String>) -> SendBody {
+        SendBody {
+            adapter: "mx".into(),
+            target: format!("room:{INDEPENDENT_ROOM}"),
+            text: text.into(),
+            reply_to: None,
+            idempotency_key: key.into(),
+            policy: None,
+            attachments,
+        }
+    }
+
+    async fn wait_post(&self, text: &str, limit: Duration) -> Option<Value> {
+        self.wait_event(text, limit).await
+    }
+
+    /// The server stamps each event it accepts with the Unix time in µs.
+    fn at_ms(&self, post: &Value, _started: Instant, wall: SystemTime) -> f64 {
+        let at_us = post["received_unix_us"].as_f64().expect("received_unix_us");
+        (at_us - unix_us(wall)) / 1000.0
+    }
+
+    /// The file event `post` is, as the server recorded it; a post that is not one panics.
+    async fn landed(&self, post: &Value) -> Option<Landed> {
+        let id = post["event_id"].as_str().unwrap_or_default();
+        let e = self
+            .file_event(id)
+            .await
+            .unwrap_or_else(|| panic!("{id} is not a file event: {post}"));
+        assert_eq!(
+            e["in_repo"], true,
+            "{id} names a file the repository has: {e}"
+        );
+        Some(Landed {
+            method: e["msgtype"].as_str().unwrap_or_default().to_owned(),
+            bytes: e["size"].as_u64().unwrap_or(0),
+            sha256: e["sha256"].as_str().unwrap_or_default().to_owned(),
+        })
     }
 }
 
 fn unix_us(t: SystemTime) -> f64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_micros() as f64
-}
-
-/// Submit `b` and wait for the event whose body is its text: ms from before the submit to its
-/// answer and to the server accepting the event, and the event.
-async fn send(rig: &Rig, srv: &Server, b: &SendBody, limit: Duration) -> (f64, f64, Value) {
-    let (started, wall) = (Instant::now(), SystemTime::now());
-    let submitted = rig
-        .client
-        .submit(b)
-        .await
-        .unwrap_or_else(|e| panic!("submit {} refused: {e}", b.idempotency_key));
-    let answered = ms(started, Instant::now());
-    let Some(post) = srv.wait_post(&b.text, limit).await else {
-        let m = rig.client.message(&submitted.message.id).await;
-        panic!("{} never reached the server: {m:?}", b.idempotency_key);
-    };
-    let at_us = post["received_unix_us"].as_f64().expect("received_unix_us");
-    (answered, (at_us - unix_us(wall)) / 1000.0, post)
-}
-
-/// The file event `post` is, as the server recorded it: (msgtype, bytes, SHA-256).
-async fn landed(srv: &Server, post: &Value) -> (String, u64, String) {
-    let id = post["event_id"].as_str().unwrap_or_default();
-    let e = srv
-        .file_event(id)
-        .await
-        .unwrap_or_else(|| panic!("{id} is not a file event: {post}"));
-    assert_eq!(
-        e["in_repo"], true,
-        "{id} names a file the repository has: {e}"
-    );
-    (
-        e["msgtype"].as_str().unwrap_or_default().to_owned(),
-        e["size"].as_u64().unwrap_or(0),
-        e["sha256"].as_str().unwrap_or_default().to_owned(),
-    )
-}
-
-/// A 50,000,000-byte document out to the room, after start-up has settled.
-pub(super) async fn big_out(rig: &Rig, srv: &Server) -> BigOut {
-    let bytes = document(LEN_BIG);
-    let want = sha256(&bytes);
-    let path = rig.scratch().join("big.bin");
-    std::fs::write(&path, &bytes).unwrap();
-    drop(bytes);
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    let pid = rig.pid();
-    let (rss_before_kib, hwm_before_kib) = rig.memory();
-    let cpu0 = cpu_ns(pid);
-
-    let file = tokio::fs::File::open(&path).await.unwrap();
-    let started = Instant::now();
-    let up = rig
-        .client
-        .upload(file, LEN_BIG as u64, "big.bin")
-        .await
-        .unwrap_or_else(|e| panic!("the 50 MB upload was refused: {e}"));
-    let upload_ms = ms(started, Instant::now());
-    assert_eq!(up.sha256, want, "the store holds what was sent");
-    std::fs::remove_file(&path).unwrap();
-
-    let b = to_room("big-out", "big-out", vec![up.id]);
-    let (answer_ms, post_ms, post) = send(rig, srv, &b, Duration::from_secs(300)).await;
-    let gateway_cpu_ms = (cpu_ns(pid) - cpu0) as f64 / 1e6;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let (rss_after_kib, hwm_kib) = rig.memory();
-    let (method, size, sha) = landed(srv, &post).await;
-    BigOut {
-        bytes: size,
-        rss_before_kib,
-        hwm_before_kib,
-        hwm_kib,
-        rss_after_kib,
-        upload_ms,
-        answer_ms,
-        post_ms,
-        gateway_cpu_ms,
-        same_bytes: sha == want,
-        method,
-    }
-}
-
-/// `runs` texts and `runs` 1 MB photos to the room, alternating, one at a time.
-pub(super) async fn out_latency(rig: &Rig, srv: &Server, runs: usize) -> OutLatency {
-    let photo = png(LEN_PHOTO);
-    let want = sha256(&photo);
-    let limit = Duration::from_secs(30);
-    let mut result = OutLatency {
-        photo_bytes: LEN_PHOTO,
-        text: vec![],
-        photo: vec![],
-        upload: vec![],
-        photo_method: String::new(),
-    };
-    // Run 0 of each is a warm-up, not counted; which goes first alternates.
-    for i in 0..=runs {
-        let (mut to_post, mut p_post, mut up_ms) = (0.0, 0.0, 0.0);
-        for photo_turn in [i % 2 == 1, i % 2 == 0] {
-            if !photo_turn {
-                let text = format!("tout-{i:03} the quick brown fox jumps over the lazy dog");
-                to_post = send(rig, srv, &to_room(&text, &text, vec![]), limit)
-                    .await
-                    .1;
-                continue;
-            }
-            let (id, took) = upload(rig, &format!("p{i:03}.png"), &photo).await;
-            let caption = format!("pout-{i:03}");
-            let (_, at, post) = send(rig, srv, &to_room(&caption, &caption, vec![id]), limit).await;
-            let (method, _, sha) = landed(srv, &post).await;
-            assert_eq!(sha, want, "the server has the same bytes");
-            result.photo_method = method;
-            (p_post, up_ms) = (at, took);
-        }
-        if i > 0 {
-            result.text.push(to_post);
-            result.photo.push(p_post);
-            result.upload.push(up_ms);
-        }
-    }
-    result
 }
 
 /// A 50,000,000-byte file as an `m.image` (bytes no signature matches, as in the mock's row,
@@ -314,7 +227,7 @@ pub(super) async fn big_in(rig: &Rig, srv: &Server, agent: &Agent) -> BigIn {
     let path = named_path(&call.text)
         .unwrap_or_else(|| panic!("no stored file named in {:?}", call.text))
         .to_owned();
-    srv.wait_post("ok", Duration::from_secs(30))
+    srv.wait_event("ok", Duration::from_secs(30))
         .await
         .expect("the turn's answer never reached the server");
     tokio::time::sleep(Duration::from_secs(2)).await;

@@ -126,12 +126,7 @@ pub(in crate::cli) struct UninstallArgs {
 #[derive(Args, Debug)]
 pub(in crate::cli) struct SetArgs {
     #[command(flatten)]
-    pub(in crate::cli) unit: UnitArgs,
-    /// Do not restart a running unit.
-    #[arg(long)]
-    pub(in crate::cli) no_restart: bool,
-    #[command(flatten)]
-    pub(in crate::cli) output: OutputArgs,
+    pub(in crate::cli) edit: EditArgs,
     /// KEY=VALUE pairs: environment variables, or WatchdogSec / RestartSec.
     #[arg(required = true, value_name = "KEY=VALUE")]
     pub(in crate::cli) pairs: Vec<String>,
@@ -140,15 +135,23 @@ pub(in crate::cli) struct SetArgs {
 #[derive(Args, Debug)]
 pub(in crate::cli) struct UnsetArgs {
     #[command(flatten)]
+    pub(in crate::cli) edit: EditArgs,
+    /// Environment variable names, or WatchdogSec / RestartSec.
+    #[arg(required = true, value_name = "KEY")]
+    pub(in crate::cli) keys: Vec<String>,
+}
+
+/// What `set` and `unset` share: the unit whose settings change, whether a running one is
+/// restarted to take them, and how the change is reported.
+#[derive(Args, Debug)]
+pub(in crate::cli) struct EditArgs {
+    #[command(flatten)]
     pub(in crate::cli) unit: UnitArgs,
     /// Do not restart a running unit.
     #[arg(long)]
     pub(in crate::cli) no_restart: bool,
     #[command(flatten)]
     pub(in crate::cli) output: OutputArgs,
-    /// Environment variable names, or WatchdogSec / RestartSec.
-    #[arg(required = true, value_name = "KEY")]
-    pub(in crate::cli) keys: Vec<String>,
 }
 
 /// `start`, `stop` and `restart`: the unit, and how long to wait for the job.
