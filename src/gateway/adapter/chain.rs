@@ -23,6 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, watch};
 
+use super::setup::PlatformError;
 use super::supervise::{Ended, Step};
 use crate::gateway::health::{Heartbeat, State};
 
@@ -66,6 +67,32 @@ pub(crate) struct Start {
     pub(crate) stop: watch::Receiver<bool>,
 }
 
+impl Start {
+    /// The address this link connects to, asked with `open` (a platform's one-use URL or
+    /// ticket, fresh for each link) unless the link is stopped first. A refusal no retry
+    /// helps ends the link as [`LinkEnd::refused`], any other failure as [`LinkEnd::failed`].
+    pub(crate) async fn address<E: LinkEnd>(
+        &mut self,
+        name: &str,
+        open: impl Future<Output = Result<String, PlatformError>>,
+    ) -> Result<String, Outcome<E>> {
+        let url = tokio::select! {
+            r = open => r,
+            _ = crate::gateway::until_shutdown(&mut self.stop) => {
+                return Err(Outcome::ended(E::shutdown()))
+            }
+        };
+        match url {
+            Ok(url) => Ok(url),
+            Err(PlatformError::Fatal(m)) => Err(Outcome::ended(E::refused(m))),
+            Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
+                tracing::warn!(adapter = %name, error = %m, "no address to connect to");
+                Err(Outcome::ended(E::failed(m)))
+            }
+        }
+    }
+}
+
 /// How one link, or the whole chain, ended.
 #[derive(Debug)]
 pub(crate) struct Outcome<E> {
@@ -106,6 +133,10 @@ pub(crate) trait LinkEnd: Debug + Send {
     /// How a link ends when it is stopped.
     fn shutdown() -> Self;
     fn is_shutdown(&self) -> bool;
+    /// The platform refused the link in a way no retry helps: the fix.
+    fn refused(fix: String) -> Self;
+    /// The link could not be set up; a retry may help.
+    fn failed(why: String) -> Self;
 }
 
 /// One link's run: its setup, then its session.
@@ -244,6 +275,7 @@ mod tests {
     enum End {
         Shutdown,
         Closed(&'static str),
+        NotSetUp(String),
     }
 
     impl LinkEnd for End {
@@ -252,6 +284,12 @@ mod tests {
         }
         fn is_shutdown(&self) -> bool {
             *self == End::Shutdown
+        }
+        fn refused(fix: String) -> Self {
+            End::NotSetUp(fix)
+        }
+        fn failed(why: String) -> Self {
+            End::NotSetUp(why)
         }
     }
 

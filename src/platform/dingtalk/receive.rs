@@ -19,8 +19,7 @@ pub(super) use open::{OPEN_PATH, ROBOT_TOPIC};
 
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
-use crate::gateway::adapter::chain::{self, Outcome, Run};
-use crate::gateway::adapter::setup::PlatformError;
+use crate::gateway::adapter::chain::{self, Run};
 use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
@@ -50,20 +49,12 @@ impl Transport for Stream {
         let deps = &*link.deps;
         let (api_base, client_id, secret) = (&self.api_base, &self.client_id, &self.secret);
         let (timing, ping_interval, hb) = (link.timing, self.ping_interval, &hb);
-        let start = |s: chain::Start| -> Run<'_, End> {
+        let start = |mut s: chain::Start| -> Run<'_, End> {
             Box::pin(async move {
-                let mut stop = s.stop;
-                let url = tokio::select! {
-                    r = open::open(&deps.shared, api_base, client_id, secret) => r,
-                    _ = crate::gateway::until_shutdown(&mut stop) => return Outcome::ended(End::Shutdown),
-                };
-                let url = match url {
+                let open = open::open(&deps.shared, api_base, client_id, secret);
+                let url = match s.address(name, open).await {
                     Ok(url) => url,
-                    Err(PlatformError::Fatal(m)) => return Outcome::ended(End::Refused(m)),
-                    Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
-                        tracing::warn!(adapter = %name, error = %m, "no stream endpoint");
-                        return Outcome::ended(End::Failed(m));
-                    }
+                    Err(ended) => return ended,
                 };
                 let session = Session {
                     adapter: name,
@@ -78,7 +69,7 @@ impl Transport for Stream {
                     fence: &deps.shared.fence,
                     grid: &deps.shared.grid,
                 };
-                session.run(&mut stop).await
+                session.run(&mut s.stop).await
             })
         };
         hb.enter(State::Connecting);

@@ -22,8 +22,7 @@ use std::time::Duration;
 
 use super::Config;
 use crate::config::{AdapterSpec, Secret};
-use crate::gateway::adapter::chain::{self, Outcome, Run};
-use crate::gateway::adapter::setup::PlatformError;
+use crate::gateway::adapter::chain::{self, Run};
 use crate::gateway::adapter::supervise::{supervise, Ended, Link, Pace, Step, Transport};
 use crate::gateway::adapter::{AdapterExit, Deps};
 use crate::gateway::health::State;
@@ -78,20 +77,11 @@ impl Transport for SocketMode {
         let deps = &*link.deps;
         let (api_base, token, timing, hb) = (&self.api_base, &self.app_token, link.timing, &hb);
         let ping_interval = self.ping_interval;
-        let start = |s: chain::Start| -> Run<'_, End> {
+        let start = |mut s: chain::Start| -> Run<'_, End> {
             Box::pin(async move {
-                let mut stopped = s.stop;
-                let url = tokio::select! {
-                    r = open::open(&deps.shared, api_base, token) => r,
-                    _ = crate::gateway::until_shutdown(&mut stopped) => return Outcome::ended(End::Shutdown),
-                };
-                let url = match url {
+                let url = match s.address(name, open::open(&deps.shared, api_base, token)).await {
                     Ok(url) => url,
-                    Err(PlatformError::Fatal(m)) => return Outcome::ended(End::Refused(m)),
-                    Err(PlatformError::Retry(m) | PlatformError::Unreachable(m)) => {
-                        tracing::warn!(adapter = %name, error = %m, "no socket mode url");
-                        return Outcome::ended(End::Failed(m));
-                    }
+                    Err(ended) => return ended,
                 };
                 let session = Session {
                     adapter: name,
@@ -106,7 +96,7 @@ impl Transport for SocketMode {
                     fence: &deps.shared.fence,
                     grid: &deps.shared.grid,
                 };
-                session.run(&mut stopped).await
+                session.run(&mut s.stop).await
             })
         };
         hb.enter(State::Connecting);

@@ -86,6 +86,14 @@ impl LinkEnd for End {
     fn is_shutdown(&self) -> bool {
         *self == End::Shutdown
     }
+
+    fn refused(fix: String) -> Self {
+        End::Refused(fix)
+    }
+
+    fn failed(why: String) -> Self {
+        End::Failed(why)
+    }
 }
 
 pub(super) type Outcome = crate::gateway::adapter::chain::Outcome<End>;

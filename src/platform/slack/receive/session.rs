@@ -81,6 +81,14 @@ impl LinkEnd for End {
     fn is_shutdown(&self) -> bool {
         *self == End::Shutdown
     }
+
+    fn refused(fix: String) -> Self {
+        End::Refused(fix)
+    }
+
+    fn failed(why: String) -> Self {
+        End::Failed(why)
+    }
 }
 
 /// A connection's result, for the chain.
